@@ -1,0 +1,21 @@
+// Verifies that the pinned Node 24 runtime and the native addons it needs are usable.
+// Run by scripts/setup.sh and at the start of `npm test`.
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const problems: string[] = [];
+const major = Number(process.versions.node.split('.')[0]);
+if (major !== 24) problems.push(`running on Node ${process.version}, expected the pinned Node 24 (node_modules/.bin/node)`);
+for (const addon of ['netlink', 'sd-notify']) {
+  try {
+    require(addon);
+  } catch (err) {
+    problems.push(`native addon ${addon} does not load: ${(err as Error).message.split('\n')[0]}`);
+  }
+}
+if (problems.length > 0) {
+  for (const p of problems) console.error(`check-runtime: ${p}`);
+  console.error('check-runtime: run scripts/setup.sh to (re)install dependencies');
+  process.exit(1);
+}
+console.log(`check-runtime: Node ${process.version}, netlink and sd-notify load`);

@@ -1,0 +1,41 @@
+// nfnetlink: the netfilter netlink bus. Every message starts with struct nfgenmsg
+// (family u8, version u8, res_id be16) and its type is (subsystem << 8) | command.
+
+import { AttrWriter } from './attrs.ts';
+import { ByteWriter } from './bytes.ts';
+import { NFNETLINK_V0 } from './constants.ts';
+import type { OutMessage } from './message.ts';
+
+export const nfnlType = (subsys: number, cmd: number): number => (subsys << 8) | cmd;
+export const nfnlSubsys = (type: number): number => type >> 8;
+export const nfnlCmd = (type: number): number => type & 0xff;
+
+/**
+ * Builds an nfnetlink message: the nfgenmsg header, then whatever `fill` writes as
+ * attributes (in network byte order where the subsystem says so).
+ */
+export function nfMessage(
+  subsys: number,
+  cmd: number,
+  family: number,
+  flags: number,
+  label: string,
+  fill: (w: AttrWriter) => void = () => {},
+  resId = 0,
+): OutMessage {
+  const out = new ByteWriter(128);
+  out.u8(family).u8(NFNETLINK_V0).u16be(resId);
+  fill(new AttrWriter(out));
+  return { type: nfnlType(subsys, cmd), flags, payload: out.toBytes(), label };
+}
+
+/** The nfgenmsg of a received message and the attributes after it. */
+export function splitNfPayload(payload: Uint8Array): { family: number; version: number; resId: number; attrs: Uint8Array } | undefined {
+  if (payload.length < 4) return undefined;
+  return {
+    family: payload[0]!,
+    version: payload[1]!,
+    resId: (payload[2]! << 8) | payload[3]!,
+    attrs: payload.subarray(4),
+  };
+}
