@@ -1,7 +1,34 @@
-// IP addresses and CIDRs as values: parsed once, compared and encoded as bytes. Pure code
-// (node:net's isIP is a pure function and the only import).
+// IP addresses and CIDRs as values: parsed once, compared and encoded as bytes. Pure code.
 
-import { isIPv4, isIPv6 } from 'node:net';
+const V4 = /^(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})$/;
+const HEXTET = /^[0-9a-fA-F]{1,4}$/;
+
+/** Dotted quad, each part 0-255, no leading zeros (which some parsers read as octal). */
+function isIPv4(s: string): boolean {
+  const m = V4.exec(s);
+  return !!m && m.slice(1).every((p) => Number(p) <= 255);
+}
+
+/** RFC 4291 text form: eight hextets, one `::` for a run of zeros, an optional IPv4 tail. */
+function isIPv6(s: string): boolean {
+  if (s.length < 2 || s.length > 45) return false;
+  let text = s;
+  let groups = 0;
+  const lastColon = text.lastIndexOf(':');
+  if (text.includes('.', lastColon)) {
+    if (!isIPv4(text.slice(lastColon + 1))) return false;
+    text = text.slice(0, lastColon + 1) + '0:0';
+  }
+  const halves = text.split('::');
+  if (halves.length > 2) return false;
+  for (const half of halves) {
+    if (half === '') continue;
+    const parts = half.split(':');
+    if (!parts.every((p) => HEXTET.test(p))) return false;
+    groups += parts.length;
+  }
+  return halves.length === 2 ? groups <= 7 : groups === 8;
+}
 
 export type IPFamily = 'IPv4' | 'IPv6';
 

@@ -96,6 +96,11 @@ export class ByteWriter {
     return this;
   }
 
+  /** Drops everything written after `length` bytes. */
+  truncate(length: number): void {
+    if (length < this.len) this.len = Math.max(0, length);
+  }
+
   patchU16le(at: number, v: number): void {
     this.buf.writeUInt16LE(v, at);
   }

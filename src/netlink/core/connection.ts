@@ -142,7 +142,7 @@ export class NetlinkConnection implements NetlinkTransport {
         if (m.type === NLMSG_ERROR) {
           const e = parseErrorPayload(m);
           if (e.errno === 0) return { done: true };
-          return { done: true, error: new NetlinkError(msg.label, e.errno, e.extack) };
+          return { done: true, error: new NetlinkError(msg.label, e.errno, e.extack, e.echo ? { echo: e.echo.slice() } : undefined) };
         }
         if (m.type === NLMSG_DONE) {
           // NLMSG_DONE carries an int: a negative errno when the dump itself failed.
@@ -203,6 +203,66 @@ export class NetlinkConnection implements NetlinkTransport {
         },
       };
       await this.exchange(label, [bytes], ex, opts.timeoutMs ?? Math.max(this.timeoutMs, 0), opts.signal);
+    });
+  }
+
+  /**
+   * Sends independent requests back to back, many per datagram, for subsystems without
+   * nfnetlink batches (ctnetlink): the kernel handles each message on its own, in order.
+   * Only the last message of each datagram asks for an ACK; errors come whether asked for
+   * or not, so the ACK (or error) of the last one ends the datagram's exchange. Resolves
+   * with one entry per message: undefined for success, else its NetlinkError. At most
+   * `perDatagram` messages go in one datagram, so that the replies the kernel queues before
+   * we read any (one per failed message) fit in the receive buffer.
+   */
+  pipeline(msgs: readonly OutMessage[], opts: BatchOptions & { perDatagram?: number } = {}): Promise<(NetlinkError | undefined)[]> {
+    const results = new Array<NetlinkError | undefined>(msgs.length).fill(undefined);
+    if (msgs.length === 0) return Promise.resolve(results);
+    const perDatagram = Math.max(1, opts.perDatagram ?? 256);
+    return this.enqueue(async () => {
+      const pid = this.sock.localPort;
+      const maxBytes = this.sock.maxSendBytes();
+      for (let start = 0; start < msgs.length; ) {
+        const first = this.nextSeq(Math.min(perDatagram, msgs.length - start));
+        const out = new ByteWriter(4096);
+        let end = start;
+        while (end < msgs.length && end - start < perDatagram) {
+          const m = msgs[end]!;
+          const before = out.length;
+          writeMessage(out, { ...m, flags: m.flags | NLM_F_REQUEST }, first + (end - start), pid);
+          if (out.length > maxBytes && end > start) {
+            out.truncate(before);
+            break;
+          }
+          end++;
+        }
+        const count = end - start;
+        // Set NLM_F_ACK on the last message in place: its flags are at offset 6 of its header.
+        const bytes = out.toBytes();
+        let lastOff = 0;
+        for (let off = 0, i = 0; i < count; i++) {
+          lastOff = off;
+          off += (new DataView(bytes.buffer, bytes.byteOffset + off, 4).getUint32(0, true) + 3) & ~3;
+        }
+        const dv = new DataView(bytes.buffer, bytes.byteOffset + lastOff + 6, 2);
+        dv.setUint16(0, dv.getUint16(0, true) | NLM_F_ACK, true);
+        const lastSeq = first + count - 1;
+        const base = start;
+        const label = count === 1 ? msgs[start]!.label : `${count} requests (first: ${msgs[start]!.label})`;
+        const ex: Exchange = {
+          accepts: (s) => s >= first && s <= lastSeq,
+          onMessage: (m) => {
+            if (m.type !== NLMSG_ERROR) return { done: false };
+            const e = parseErrorPayload(m);
+            const i = base + (m.seq - first);
+            if (e.errno !== 0) results[i] = new NetlinkError(msgs[i]!.label, e.errno, e.extack);
+            return { done: m.seq === lastSeq };
+          },
+        };
+        await this.exchange(label, [bytes], ex, opts.timeoutMs, opts.signal);
+        start = end;
+      }
+      return results;
     });
   }
 

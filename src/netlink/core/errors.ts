@@ -24,6 +24,17 @@ export interface ExtAck {
   missingType?: number;
 }
 
+/** Extra details a NetlinkError may carry. */
+export interface NetlinkErrorOptions extends ErrorOptions {
+  /** A name for an errno outside the system's table (ipset's private range, 4096 and up). */
+  code?: string;
+  /**
+   * The refused request as the kernel echoed it in NLMSG_ERROR (the payload after nlmsghdr),
+   * when the reply was not capped. ipset patches the failing line number into it.
+   */
+  echo?: Uint8Array;
+}
+
 /**
  * A request the kernel (or the transport, for time-outs) refused. `op` names the operation
  * and its object ("add chain ip kube-proxy services"), `code` the errno name.
@@ -34,14 +45,16 @@ export class NetlinkError extends Error {
   readonly errno: number;
   readonly code: string;
   readonly extack: ExtAck | undefined;
+  readonly echo: Uint8Array | undefined;
 
-  constructor(op: string, errno: number, extack?: ExtAck, options?: ErrorOptions) {
-    const code = errnoName(errno);
+  constructor(op: string, errno: number, extack?: ExtAck, options?: NetlinkErrorOptions) {
+    const code = options?.code ?? errnoName(errno);
     super(`${op}: ${code}${extack?.msg ? ` (${extack.msg})` : ''}`, options);
     this.op = op;
     this.errno = errno;
     this.code = code;
     this.extack = extack;
+    this.echo = options?.echo;
   }
 }
 

@@ -90,7 +90,7 @@ export class GenlFamilies {
   }
 
   private async lookup(name: string): Promise<GenlFamily> {
-    const msg = genlMessage(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, 0, `get genl family ${name}`, (w) => w.str(CTRL_ATTR_FAMILY_NAME, name));
+    const msg = genlMessage(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, 0, `get genl family ${name}`, (w) => w.str(CTRL_ATTR_FAMILY_NAME, name));
     try {
       const replies = await this.transport.request(msg);
       const first = replies[0];

@@ -83,6 +83,8 @@ export interface ErrorPayload {
   /** Header of the request this answers. */
   request: { len: number; type: number; flags: number; seq: number; pid: number };
   extack?: ExtAck;
+  /** The request's payload (after its nlmsghdr) as echoed back, when the reply was not capped. */
+  echo?: Uint8Array;
 }
 
 export function parseErrorPayload(msg: InMessage): ErrorPayload {
@@ -100,6 +102,9 @@ export function parseErrorPayload(msg: InMessage): ErrorPayload {
     pid: dv.getUint32(16, true),
   };
   const result: ErrorPayload = { errno: -error, request };
+  if (!(msg.flags & NLM_F_CAPPED) && request.len >= NLMSG_HDRLEN && 4 + request.len <= p.length) {
+    result.echo = p.subarray(4 + NLMSG_HDRLEN, 4 + request.len);
+  }
   if (msg.flags & NLM_F_ACK_TLVS) {
     // Without NLM_F_CAPPED the kernel echoes the whole request before the TLVs.
     let tlvStart = 4 + NLMSG_HDRLEN;

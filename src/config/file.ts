@@ -1,0 +1,108 @@
+// Reads a KubeProxyConfiguration file (YAML or JSON; JSON is YAML) into flat values.
+// Like upstream, unknown fields do not fail the load (upstream falls back to lenient
+// decoding and logs); we return them as warnings. A wrong type fails, naming the field.
+
+import { parseDocument } from 'yaml';
+import { parseDuration } from './duration.ts';
+import { API_VERSION, FIELDS, KIND, isObjectPath, type FlatValue, type FlatValues } from './schema.ts';
+import type { ConfigError } from './types.ts';
+
+export interface FileParseResult {
+  values: FlatValues;
+  errors: ConfigError[];
+  warnings: string[];
+}
+
+export function parseConfigFile(text: string, source = 'config file'): FileParseResult {
+  const values: FlatValues = new Map();
+  const errors: ConfigError[] = [];
+  const warnings: string[] = [];
+
+  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    for (const e of doc.errors) errors.push({ field: source, message: `not valid YAML or JSON: ${e.message.split('\n')[0]}` });
+    return { values, errors, warnings };
+  }
+  const root: unknown = doc.toJS();
+  if (root === null || typeof root !== 'object' || Array.isArray(root)) {
+    errors.push({ field: source, message: 'must contain a KubeProxyConfiguration object' });
+    return { values, errors, warnings };
+  }
+
+  const walk = (obj: Record<string, unknown>, prefix: string): void => {
+    for (const [key, raw] of Object.entries(obj)) {
+      const path = prefix === '' ? key : `${prefix}.${key}`;
+      const kind = FIELDS.get(path);
+      if (kind === undefined) {
+        if (isObjectPath(path)) {
+          if (raw === null || raw === undefined) continue;
+          if (typeof raw !== 'object' || Array.isArray(raw)) {
+            errors.push({ field: path, message: `${show(raw)} must be an object` });
+            continue;
+          }
+          walk(raw as Record<string, unknown>, path);
+          continue;
+        }
+        warnings.push(`${source}: unknown field "${path}" ignored`);
+        continue;
+      }
+      if (kind === 'ignored') continue;
+      // A null (as --write-config-to output has for unset lists) means "not set".
+      if (raw === null || raw === undefined) continue;
+      const v = convert(kind, raw);
+      if (typeof v === 'object' && v !== null && 'error' in v) errors.push({ field: path, message: v.error });
+      else values.set(path, v);
+    }
+  };
+  walk(root as Record<string, unknown>, '');
+
+  const apiVersion = values.get('apiVersion');
+  const kind = values.get('kind');
+  if (apiVersion !== API_VERSION) {
+    errors.unshift({ field: 'apiVersion', message: `${show(apiVersion ?? '')} is not supported (want "${API_VERSION}")` });
+  }
+  if (kind !== KIND) {
+    errors.unshift({ field: 'kind', message: `${show(kind ?? '')} is not supported (want "${KIND}")` });
+  }
+  return { values, errors, warnings };
+}
+
+function convert(kind: Exclude<import('./schema.ts').FieldKind, 'ignored'>, raw: unknown): FlatValue | { error: string } {
+  switch (kind) {
+    case 'string':
+      if (typeof raw === 'string') return raw;
+      return { error: `${show(raw)} must be a string` };
+    case 'bool':
+      if (typeof raw === 'boolean') return raw;
+      return { error: `${show(raw)} must be true or false` };
+    case 'int':
+      if (typeof raw === 'number' && Number.isInteger(raw)) return raw;
+      return { error: `${show(raw)} must be an integer` };
+    case 'float':
+      if (typeof raw === 'number' && Number.isFinite(raw)) return raw;
+      return { error: `${show(raw)} must be a number` };
+    case 'duration':
+      if (typeof raw !== 'string') return { error: `${show(raw)} must be a duration string such as "30s"` };
+      try {
+        return parseDuration(raw);
+      } catch (e) {
+        return { error: (e as Error).message };
+      }
+    case 'strings':
+      if (Array.isArray(raw) && raw.every((s) => typeof s === 'string')) return raw as string[];
+      return { error: `${show(raw)} must be a list of strings` };
+    case 'boolMap':
+      if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && Object.values(raw).every((b) => typeof b === 'boolean')) {
+        return { ...(raw as Record<string, boolean>) };
+      }
+      return { error: `${show(raw)} must be a map of names to true/false` };
+  }
+}
+
+export function show(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}

@@ -1,0 +1,226 @@
+// The two requests a reflector needs, list and watch, over @kubernetes/client-node's own
+// machinery: KubeConfig decides the server, TLS (CA, client certificates, skip-verify) and
+// credentials (tokens, token files, exec and auth-provider plugins), RequestContext carries
+// them, and the library's HTTP layer (undici with the kubeconfig's dispatcher) sends them.
+//
+// We do not use the library's ListWatch/informer: it drops the watch on any error without
+// retrying, swallows undecodable lines, never reports 404, and cannot cancel a request
+// that is still waiting for its response headers. The reflector (reflector.ts) owns the
+// loop; this file only turns one request into JSON or a stream of events, and every error
+// into an ApiError with the HTTP status, or a transport error.
+
+import { HttpMethod, IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from '@kubernetes/client-node';
+
+export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+
+export interface WatchEvent {
+  type: WatchEventType;
+  object: unknown;
+}
+
+export type Query = Record<string, string>;
+
+export interface KubeApi {
+  /** The server URL, for logs. */
+  readonly server: string;
+  /** GET a JSON document; non-2xx answers throw ApiError. */
+  get(path: string, query: Query, signal: AbortSignal): Promise<unknown>;
+  /**
+   * Opens a watch and calls onEvent for every event until the server ends the stream (the
+   * promise resolves) or something fails (it rejects: ApiError for a non-2xx answer,
+   * WatchDecodeError for a line that is not a watch event, else the transport's error).
+   */
+  watch(path: string, query: Query, signal: AbortSignal, onEvent: (e: WatchEvent) => void): Promise<void>;
+}
+
+/** A non-2xx answer. status 410 is "Gone"/"Expired"; the reason comes from the Status body. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly reason: string | undefined;
+  readonly path: string;
+  constructor(path: string, status: number, reason: string | undefined, message: string, options?: ErrorOptions) {
+    super(`GET ${path}: ${status}${reason ? ` ${reason}` : ''}: ${message}`, options);
+    this.name = 'ApiError';
+    this.status = status;
+    this.reason = reason;
+    this.path = path;
+  }
+}
+
+export class WatchDecodeError extends Error {
+  constructor(path: string, line: string, options?: ErrorOptions) {
+    super(`watch ${path}: undecodable event: ${line.slice(0, 200)}`, options);
+    this.name = 'WatchDecodeError';
+  }
+}
+
+export const isGone = (e: unknown): boolean => e instanceof ApiError && e.status === 410;
+export const isNotFound = (e: unknown): boolean => e instanceof ApiError && e.status === 404;
+
+/** Builds an ApiError from a metav1.Status (an HTTP error body, or a watch ERROR event). */
+export function statusError(path: string, httpStatus: number, body: unknown): ApiError {
+  let reason: string | undefined;
+  let message = 'no Status in the answer';
+  let code = httpStatus;
+  if (typeof body === 'object' && body !== null) {
+    const s = body as { reason?: unknown; message?: unknown; code?: unknown };
+    if (typeof s.reason === 'string') reason = s.reason;
+    if (typeof s.message === 'string') message = s.message;
+    if (typeof s.code === 'number' && s.code > 0) code = s.code;
+  }
+  return new ApiError(path, code, reason, message);
+}
+
+const WATCH_TYPES = new Set<string>(['ADDED', 'MODIFIED', 'DELETED', 'BOOKMARK', 'ERROR']);
+
+/** One watch line: {"type": ..., "object": {...}}. Exported for tests. */
+export function parseWatchLine(path: string, line: string): WatchEvent {
+  let data: unknown;
+  try {
+    data = JSON.parse(line);
+  } catch (err) {
+    throw new WatchDecodeError(path, line, { cause: err });
+  }
+  if (typeof data !== 'object' || data === null) throw new WatchDecodeError(path, line);
+  const { type, object } = data as { type?: unknown; object?: unknown };
+  if (typeof type !== 'string' || !WATCH_TYPES.has(type) || typeof object !== 'object' || object === null) {
+    throw new WatchDecodeError(path, line);
+  }
+  return { type: type as WatchEventType, object };
+}
+
+/** KubeApi over @kubernetes/client-node. */
+export class ClientNodeApi implements KubeApi {
+  private readonly kc: KubeConfig;
+  private readonly http = new IsomorphicFetchHttpLibrary();
+
+  constructor(kc: KubeConfig) {
+    this.kc = kc;
+  }
+
+  get server(): string {
+    return this.kc.getCurrentCluster()?.server ?? '(no cluster)';
+  }
+
+  private async send(path: string, query: Query, signal: AbortSignal, accept: string) {
+    const cluster = this.kc.getCurrentCluster();
+    if (!cluster) throw new Error('kubeconfig has no current cluster');
+    const url = new URL(cluster.server.replace(/\/+$/, '') + path);
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+    const ctx = new RequestContext(url.toString(), HttpMethod.GET);
+    ctx.setHeaderParam('Accept', accept);
+    ctx.setHeaderParam('User-Agent', 'kube-proxy-ts');
+    await this.kc.applySecurityAuthentication(ctx);
+    signal.throwIfAborted();
+    ctx.setSignal(signal);
+    return this.http.send(ctx).toPromise();
+  }
+
+  async get(path: string, query: Query, signal: AbortSignal): Promise<unknown> {
+    const res = await this.send(path, query, signal, 'application/json');
+    const text = await res.body.text();
+    let body: unknown;
+    try {
+      body = text === '' ? undefined : JSON.parse(text);
+    } catch (err) {
+      if (res.httpStatusCode >= 200 && res.httpStatusCode < 300) {
+        throw new Error(`GET ${path}: answer is not JSON: ${text.slice(0, 200)}`, { cause: err });
+      }
+    }
+    if (res.httpStatusCode < 200 || res.httpStatusCode >= 300) throw statusError(path, res.httpStatusCode, body);
+    return body;
+  }
+
+  async watch(path: string, query: Query, signal: AbortSignal, onEvent: (e: WatchEvent) => void): Promise<void> {
+    const res = await this.send(path, { ...query, watch: 'true' }, signal, 'application/json');
+    if (res.httpStatusCode < 200 || res.httpStatusCode >= 300) {
+      const text = await res.body.text().catch(() => '');
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = undefined;
+      }
+      throw statusError(path, res.httpStatusCode, body);
+    }
+    const stream = res.body.stream();
+    if (!stream) return;
+    const reader = stream.getReader();
+    const decoder = new TextDecoder();
+    let pending = '';
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        pending += decoder.decode(value, { stream: true });
+        let nl: number;
+        while ((nl = pending.indexOf('\n')) >= 0) {
+          const line = pending.slice(0, nl).trim();
+          pending = pending.slice(nl + 1);
+          if (line !== '') onEvent(parseWatchLine(path, line));
+        }
+      }
+      // The server ends every event with a newline; a tail without one was cut mid-event
+      // and fails to decode, which the reflector treats as a broken stream (and resumes).
+      const tail = (pending + decoder.decode()).trim();
+      if (tail !== '') onEvent(parseWatchLine(path, tail));
+    } finally {
+      reader.cancel().catch(() => {});
+    }
+  }
+}
+
+export interface ConnectionOptions {
+  /** --kubeconfig: path of a kubeconfig file. */
+  kubeconfig?: string;
+  /** --master: overrides the server of the kubeconfig (or is the only setting without one). */
+  master?: string;
+}
+
+export class KubeConfigError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'KubeConfigError';
+  }
+}
+
+/**
+ * Builds the client configuration as kube-proxy's createClient does: with neither a
+ * kubeconfig nor a master, the in-cluster service account (KUBERNETES_SERVICE_HOST/PORT,
+ * its token and CA); otherwise the kubeconfig file (if any) with its server replaced by
+ * --master (if any), TLS and credentials as the kubeconfig says.
+ */
+export function loadKubeConfig(opts: ConnectionOptions, env: NodeJS.ProcessEnv = process.env): KubeConfig {
+  const kc = new KubeConfig();
+  const kubeconfig = opts.kubeconfig ?? '';
+  const master = opts.master ?? '';
+  if (kubeconfig === '' && master === '') {
+    if (!env['KUBERNETES_SERVICE_HOST'] || !env['KUBERNETES_SERVICE_PORT']) {
+      throw new KubeConfigError(
+        'neither --kubeconfig nor --master was given, and this is not a pod (KUBERNETES_SERVICE_HOST/PORT unset)',
+      );
+    }
+    kc.loadFromCluster();
+    return kc;
+  }
+  if (kubeconfig !== '') {
+    try {
+      kc.loadFromFile(kubeconfig);
+    } catch (err) {
+      throw new KubeConfigError(`cannot load kubeconfig ${kubeconfig}: ${(err as Error).message}`, { cause: err });
+    }
+    const current = kc.getCurrentCluster();
+    if (!current) throw new KubeConfigError(`kubeconfig ${kubeconfig} has no current context with a cluster`);
+    if (master !== '') {
+      kc.loadFromOptions({
+        clusters: kc.clusters.map((c) => (c.name === current.name ? { ...c, server: master } : c)),
+        contexts: kc.contexts,
+        users: kc.users,
+        currentContext: kc.currentContext,
+      });
+    }
+    return kc;
+  }
+  kc.loadFromClusterAndUser({ name: 'master', server: master, skipTLSVerify: false }, { name: 'anonymous' });
+  return kc;
+}

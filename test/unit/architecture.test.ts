@@ -1,0 +1,143 @@
+// Enforces the dependency rules of docs/ARCHITECTURE.md by reading every import in src/
+// with the TypeScript compiler. A failure names the file and the forbidden edge.
+import test from 'ava';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const src = join(root, 'src');
+
+interface Edge {
+  from: string; // src-relative file
+  to: string; // src-relative file, or a package name ("netlink", "node:fs")
+  typeOnly: boolean;
+}
+
+function files(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    return statSync(p).isDirectory() ? files(p) : p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+function edgesOf(file: string): Edge[] {
+  const sf = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
+  const from = relative(src, file);
+  const out: Edge[] = [];
+  const add = (spec: string, typeOnly: boolean): void => {
+    const to = spec.startsWith('.') ? relative(src, resolve(dirname(file), spec)) : spec;
+    out.push({ from, to, typeOnly });
+  };
+  const visit = (n: ts.Node): void => {
+    if (ts.isImportDeclaration(n) && ts.isStringLiteral(n.moduleSpecifier)) {
+      const clause = n.importClause;
+      const typeOnly = !!clause && (clause.isTypeOnly || (!clause.name && !!clause.namedBindings && ts.isNamedImports(clause.namedBindings) && clause.namedBindings.elements.every((e) => e.isTypeOnly)));
+      add(n.moduleSpecifier.text, typeOnly);
+    } else if (ts.isExportDeclaration(n) && n.moduleSpecifier && ts.isStringLiteral(n.moduleSpecifier)) {
+      add(n.moduleSpecifier.text, n.isTypeOnly);
+    } else if (ts.isCallExpression(n) && n.expression.kind === ts.SyntaxKind.ImportKeyword && n.arguments[0] && ts.isStringLiteral(n.arguments[0])) {
+      add(n.arguments[0].text, false);
+    } else if (ts.isCallExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === 'require' && n.arguments[0] && ts.isStringLiteral(n.arguments[0])) {
+      add(n.arguments[0].text, false);
+    }
+    ts.forEachChild(n, visit);
+  };
+  visit(sf);
+  return out;
+}
+
+const edges = files(src).flatMap(edgesOf);
+const area = (p: string): string => p.split('/').slice(0, p.startsWith('netlink/') || p.startsWith('proxier/') ? 2 : 1).join('/');
+const isPackage = (to: string): boolean => !to.startsWith('..') && !to.includes('/') ? true : !to.endsWith('.ts') && !to.startsWith('.');
+const IO_MODULES = ['node:net', 'node:dgram', 'node:http', 'node:https', 'node:fs', 'node:fs/promises', 'node:child_process', 'netlink', '@kubernetes/client-node', 'winston', 'prom-client', 'yaml', 'sd-notify'];
+
+function violations(rule: (e: Edge) => string | undefined): string[] {
+  return edges.map((e) => {
+    const why = rule(e);
+    return why ? `${e.from} -> ${e.to}: ${why}` : undefined;
+  }).filter((v): v is string => v !== undefined);
+}
+
+test('the edge reader sees imports (sanity: the core imports its siblings)', (t) => {
+  t.true(edges.some((e) => e.from === 'netlink/core/connection.ts' && e.to === 'netlink/core/bytes.ts'));
+  t.true(edges.some((e) => e.from === 'netlink/core/raw-socket.ts' && e.to === 'netlink'));
+});
+
+test('no child_process anywhere in src/', (t) => {
+  t.deepEqual(violations((e) => (e.to === 'child_process' || e.to === 'node:child_process' ? 'src/ never starts a process' : undefined)), []);
+  for (const f of files(src)) t.notRegex(readFileSync(f, 'utf8'), /\b(execSync|spawnSync|execFile|child_process)\b/, relative(src, f));
+});
+
+test('base/ and model/ do no I/O; model/ imports only base/', (t) => {
+  t.deepEqual(
+    violations((e) => {
+      const a = area(e.from);
+      if (a !== 'base' && a !== 'model') return undefined;
+      if (IO_MODULES.includes(e.to)) return `${a}/ does no I/O`;
+      if (a === 'model' && !isPackage(e.to) && !['base', 'model'].includes(area(e.to))) return 'model/ imports only base/';
+      if (a === 'base' && !isPackage(e.to) && area(e.to) !== 'base') return 'base/ imports nothing of ours';
+      return undefined;
+    }),
+    [],
+  );
+});
+
+test('netlink/core knows nothing of Kubernetes; subsystems import only the core', (t) => {
+  t.deepEqual(
+    violations((e) => {
+      if (!e.from.startsWith('netlink/')) return undefined;
+      const from = area(e.from);
+      if (e.to === '@kubernetes/client-node') return 'netlink/ knows nothing of Kubernetes';
+      if (isPackage(e.to)) return undefined;
+      const to = area(e.to);
+      if (to === from || to === 'base' || to === 'netlink/core') return undefined;
+      return from === 'netlink/core' ? 'netlink/core imports only base/' : 'a netlink subsystem imports only netlink/core';
+    }),
+    [],
+  );
+});
+
+test('sources/ never reach the kernel, proxiers or health', (t) => {
+  t.deepEqual(
+    violations((e) => {
+      if (area(e.from) !== 'sources' || isPackage(e.to)) return undefined;
+      return ['sources', 'model', 'base'].includes(area(e.to)) ? undefined : 'sources/ import model/ and base/ only';
+    }),
+    [],
+  );
+});
+
+test('a proxier imports model/ and netlink/, never another mode or the wiring', (t) => {
+  t.deepEqual(
+    violations((e) => {
+      if (!e.from.startsWith('proxier/') || isPackage(e.to)) return undefined;
+      const from = area(e.from);
+      const to = area(e.to);
+      if (to === from || to === 'model' || to === 'base' || to.startsWith('netlink/')) return undefined;
+      if (to === 'proxier/types.ts' || e.to === 'proxier/types.ts') return undefined;
+      return 'a proxier imports model/, base/, netlink/ and proxier/types.ts only';
+    }),
+    [],
+  );
+});
+
+test('conntrack/ uses model/ and netlink; health/ and metrics/ see model/ types only', (t) => {
+  t.deepEqual(
+    violations((e) => {
+      const a = area(e.from);
+      if (isPackage(e.to)) return undefined;
+      const to = area(e.to);
+      if (a === 'conntrack' && !['conntrack', 'model', 'base', 'netlink/conntrack', 'netlink/core'].includes(to)) return 'conntrack/ imports model/, base/ and netlink/conntrack only';
+      if ((a === 'health' || a === 'metrics') && to === 'model' && !e.typeOnly) return `${a}/ may import model/ types only`;
+      if ((a === 'health' || a === 'metrics') && !['health', 'metrics', 'model', 'base'].includes(to)) return `${a}/ imports base/ and model/ types only`;
+      return undefined;
+    }),
+    [],
+  );
+});
+
+test('nothing imports daemon/, the only composition root', (t) => {
+  t.deepEqual(violations((e) => (!isPackage(e.to) && area(e.to) === 'daemon' && area(e.from) !== 'daemon' ? 'daemon/ is imported by none' : undefined)), []);
+});
