@@ -136,7 +136,7 @@ test('concurrent callers are served one at a time, each with its own replies', a
   const c = open(kernel);
   const results = await Promise.all(Array.from({ length: 20 }, (_, i) => c.request(msg(`get ${i}`))));
   const seqs = kernel.sent.map((b) => parseMessages(b)[0]!.seq);
-  results.forEach((r, i) => t.is(r[0]!.seq, seqs[i]));
+  results.forEach((r, i) => t.is(r[0]!.seq, seqs[i]!));
   t.is(new Set(seqs).size, 20);
 });
 
