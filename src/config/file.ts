@@ -4,7 +4,7 @@
 
 import { parseDocument } from 'yaml';
 import { parseDuration } from './duration.ts';
-import { API_VERSION, FIELDS, KIND, isObjectPath, type FlatValue, type FlatValues } from './schema.ts';
+import { API_VERSION, FIELDS, KIND, isObjectPath, type FieldKind, type FlatValue, type FlatValues } from './schema.ts';
 import type { ConfigError } from './types.ts';
 
 export interface FileParseResult {
@@ -50,8 +50,8 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
       // A null (as --write-config-to output has for unset lists) means "not set".
       if (raw === null || raw === undefined) continue;
       const v = convert(kind, raw);
-      if (typeof v === 'object' && v !== null && 'error' in v) errors.push({ field: path, message: v.error });
-      else values.set(path, v);
+      if (v.ok) values.set(path, v.value);
+      else errors.push({ field: path, message: v.error });
     }
   };
   walk(root as Record<string, unknown>, '');
@@ -67,35 +67,39 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
   return { values, errors, warnings };
 }
 
-function convert(kind: Exclude<import('./schema.ts').FieldKind, 'ignored'>, raw: unknown): FlatValue | { error: string } {
+type Converted = { ok: true; value: FlatValue } | { ok: false; error: string };
+
+function convert(kind: Exclude<FieldKind, 'ignored'>, raw: unknown): Converted {
+  const ok = (value: FlatValue): Converted => ({ ok: true, value });
+  const bad = (error: string): Converted => ({ ok: false, error });
   switch (kind) {
     case 'string':
-      if (typeof raw === 'string') return raw;
-      return { error: `${show(raw)} must be a string` };
+      if (typeof raw === 'string') return ok(raw);
+      return bad(`${show(raw)} must be a string`);
     case 'bool':
-      if (typeof raw === 'boolean') return raw;
-      return { error: `${show(raw)} must be true or false` };
+      if (typeof raw === 'boolean') return ok(raw);
+      return bad(`${show(raw)} must be true or false`);
     case 'int':
-      if (typeof raw === 'number' && Number.isInteger(raw)) return raw;
-      return { error: `${show(raw)} must be an integer` };
+      if (typeof raw === 'number' && Number.isInteger(raw)) return ok(raw);
+      return bad(`${show(raw)} must be an integer`);
     case 'float':
-      if (typeof raw === 'number' && Number.isFinite(raw)) return raw;
-      return { error: `${show(raw)} must be a number` };
+      if (typeof raw === 'number' && Number.isFinite(raw)) return ok(raw);
+      return bad(`${show(raw)} must be a number`);
     case 'duration':
-      if (typeof raw !== 'string') return { error: `${show(raw)} must be a duration string such as "30s"` };
+      if (typeof raw !== 'string') return bad(`${show(raw)} must be a duration string such as "30s"`);
       try {
-        return parseDuration(raw);
+        return ok(parseDuration(raw));
       } catch (e) {
-        return { error: (e as Error).message };
+        return bad((e as Error).message);
       }
     case 'strings':
-      if (Array.isArray(raw) && raw.every((s) => typeof s === 'string')) return raw as string[];
-      return { error: `${show(raw)} must be a list of strings` };
+      if (Array.isArray(raw) && raw.every((s) => typeof s === 'string')) return ok(raw as string[]);
+      return bad(`${show(raw)} must be a list of strings`);
     case 'boolMap':
       if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && Object.values(raw).every((b) => typeof b === 'boolean')) {
-        return { ...(raw as Record<string, boolean>) };
+        return ok({ ...(raw as Record<string, boolean>) });
       }
-      return { error: `${show(raw)} must be a map of names to true/false` };
+      return bad(`${show(raw)} must be a map of names to true/false`);
   }
 }
 

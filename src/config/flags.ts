@@ -1,0 +1,271 @@
+// kube-proxy's command-line flags, with upstream's names and meanings
+// (cmd/kube-proxy/app/options.go), parsed by commander into flat values keyed by the
+// KubeProxyConfiguration field they set. Accepted the way pflag accepts them:
+// --flag=value or --flag value, -v=2 / -v 2 / --v=2, bools as --flag or --flag=false,
+// and '_' for '-' in names (upstream's WordSepNormalizeFunc).
+
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { parseDuration } from './duration.ts';
+import type { FlatValue } from './schema.ts';
+
+type ArgKind = 'string' | 'bool' | 'int' | 'float' | 'duration' | 'strings' | 'boolMap';
+
+export interface FlagSpec {
+  /** Upstream's flag name without dashes. */
+  name: string;
+  kind: ArgKind;
+  /**
+   * The config field it sets. Special targets resolved against the mode:
+   * '@syncPeriod', '@minSyncPeriod' (selected mode's section), '@masqueradeAll'.
+   */
+  target?: string;
+  help: string;
+  /** Not part of the configuration: what the command line asks for. */
+  control?: true;
+  /** Still applied when --config is given (upstream: hostname-override and logging flags). */
+  overridesFile?: true;
+  /** kube-proxy-ts's own flag, not upstream's. */
+  ours?: true;
+  deprecated?: string;
+  /** Accepted for compatibility; has no effect here. */
+  noEffect?: true;
+}
+
+const IGNORED_WITH_CONFIG = ' Ignored when --config is given (as upstream).';
+
+export const FLAGS: readonly FlagSpec[] = [
+  { name: 'config', kind: 'string', control: true, help: 'The path to the configuration file (KubeProxyConfiguration, YAML or JSON).' },
+  { name: 'write-config-to', kind: 'string', control: true, help: 'If set, write the effective configuration to this file and exit.' },
+  { name: 'cleanup', kind: 'bool', control: true, help: "If true, remove every kernel object kube-proxy-ts created (any mode) and exit." },
+  { name: 'kubeconfig', kind: 'string', target: 'clientConnection.kubeconfig', help: 'Path to kubeconfig file with authorization information (the master location can be overridden by the master flag).' },
+  { name: 'master', kind: 'string', target: 'clientConnection.master', overridesFile: true, help: 'The address of the Kubernetes API server (overrides any value in kubeconfig).' },
+  { name: 'kube-api-content-type', kind: 'string', target: 'clientConnection.contentType', help: 'Content type of requests sent to apiserver.' },
+  { name: 'kube-api-burst', kind: 'int', target: 'clientConnection.burst', help: 'Burst to use while talking with kubernetes apiserver.' },
+  { name: 'kube-api-qps', kind: 'float', target: 'clientConnection.qps', help: 'QPS to use while talking with kubernetes apiserver.' },
+  { name: 'hostname-override', kind: 'string', target: 'hostnameOverride', overridesFile: true, help: "If non-empty, will be used as the name of the Node that kube-proxy is running on. If unset, the node name is assumed to be the same as the node's hostname." },
+  { name: 'bind-address', kind: 'string', target: 'bindAddress', help: "Overrides kube-proxy's idea of what its node's primary IP is." + IGNORED_WITH_CONFIG },
+  { name: 'healthz-bind-address', kind: 'string', target: 'healthzBindAddress', help: 'The IP address and port for the health check server to serve on, defaulting to "0.0.0.0:10256". Set empty to disable.' + IGNORED_WITH_CONFIG },
+  { name: 'metrics-bind-address', kind: 'string', target: 'metricsBindAddress', help: 'The IP address and port for the metrics server to serve on, defaulting to "127.0.0.1:10249". Set empty to disable.' + IGNORED_WITH_CONFIG },
+  { name: 'bind-address-hard-fail', kind: 'bool', target: 'bindAddressHardFail', help: 'If true kube-proxy will treat failure to bind to a port as fatal and exit.' },
+  { name: 'healthz-port', kind: 'int', help: 'The port to bind the health check server. Use 0 to disable.', deprecated: 'use --healthz-bind-address instead' },
+  { name: 'metrics-port', kind: 'int', help: 'The port to bind the metrics server. Use 0 to disable.', deprecated: 'use --metrics-bind-address instead' },
+  { name: 'proxy-mode', kind: 'string', target: 'mode', help: "Which proxy mode to use: 'nftables' (default), 'ipvs', 'iptables' or 'userspace'." + IGNORED_WITH_CONFIG },
+  { name: 'iptables-masquerade-bit', kind: 'int', target: 'iptables.masqueradeBit', help: 'If using the iptables or ipvs proxy mode, the bit of the fwmark space to mark packets requiring SNAT with. Must be within the range [0, 31].' },
+  { name: 'masquerade-all', kind: 'bool', target: '@masqueradeAll', help: 'SNAT all traffic sent via Service cluster IPs. This may be required with some CNI plugins.' },
+  { name: 'iptables-localhost-nodeports', kind: 'bool', target: 'iptables.localhostNodePorts', help: 'If false, disable the legacy behavior of allowing NodePort services to be accessed via localhost (iptables mode, IPv4 only).' },
+  { name: 'iptables-sync-period', kind: 'duration', target: '@syncPeriod', help: "An interval (e.g. '5s', '1m', '2h22m') indicating how frequently various re-synchronizing and cleanup operations are performed. Must be greater than 0. Applies to every mode but ipvs." },
+  { name: 'iptables-min-sync-period', kind: 'duration', target: '@minSyncPeriod', help: "The minimum period between rule resyncs (e.g. '5s', '1m', '2h22m'). 0 means every change syncs at once. Applies to every mode but ipvs." },
+  { name: 'ipvs-sync-period', kind: 'duration', target: '@syncPeriod', help: "ipvs mode: how frequently rules are fully re-synchronized (e.g. '5s', '1m'). Must be greater than 0." },
+  { name: 'ipvs-min-sync-period', kind: 'duration', target: '@minSyncPeriod', help: 'ipvs mode: the minimum period between IPVS rule resyncs. 0 means every change syncs at once.' },
+  { name: 'sync-period', kind: 'duration', target: '@syncPeriod', help: 'The full resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period).' },
+  { name: 'min-sync-period', kind: 'duration', target: '@minSyncPeriod', help: 'The minimum period between syncs of the selected mode.' },
+  { name: 'ipvs-scheduler', kind: 'string', target: 'ipvs.scheduler', help: 'The ipvs scheduler type when proxy mode is ipvs (rr, wrr, lc, wlc, lblc, lblcr, sh, dh, sed, nq, mh, ...).' },
+  { name: 'ipvs-exclude-cidrs', kind: 'strings', target: 'ipvs.excludeCIDRs', help: 'A comma-separated list of CIDRs which the ipvs proxier should not touch when cleaning up IPVS rules.' },
+  { name: 'ipvs-strict-arp', kind: 'bool', target: 'ipvs.strictARP', help: 'Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2.' },
+  { name: 'ipvs-tcp-timeout', kind: 'duration', target: 'ipvs.tcpTimeout', help: 'The timeout for idle IPVS TCP connections, 0 to leave as-is.' },
+  { name: 'ipvs-tcpfin-timeout', kind: 'duration', target: 'ipvs.tcpFinTimeout', help: 'The timeout for IPVS TCP connections after receiving a FIN packet, 0 to leave as-is.' },
+  { name: 'ipvs-udp-timeout', kind: 'duration', target: 'ipvs.udpTimeout', help: 'The timeout for IPVS UDP packets, 0 to leave as-is.' },
+  { name: 'detect-local-mode', kind: 'string', target: 'detectLocalMode', help: 'Mode to use to detect local traffic: ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix.' + IGNORED_WITH_CONFIG },
+  { name: 'pod-bridge-interface', kind: 'string', target: 'detectLocal.bridgeInterface', help: 'A bridge interface name, for --detect-local-mode=BridgeInterface.' },
+  { name: 'pod-interface-name-prefix', kind: 'string', target: 'detectLocal.interfaceNamePrefix', help: 'An interface name prefix, for --detect-local-mode=InterfaceNamePrefix.' },
+  { name: 'cluster-cidr', kind: 'string', target: 'clusterCIDR', help: 'The CIDR range of the pods in the cluster (or a comma-separated dual-stack pair).' + IGNORED_WITH_CONFIG },
+  { name: 'nodeport-addresses', kind: 'strings', target: 'nodePortAddresses', help: "CIDRs of the node IPs that accept NodePort connections, or 'primary' / 'localhost' / 'all'. Default: 'primary' in nftables mode, all local IPs otherwise." + IGNORED_WITH_CONFIG },
+  { name: 'oom-score-adj', kind: 'int', target: 'oomScoreAdj', help: 'The oom-score-adj value for the kube-proxy process, in [-1000, 1000].' + IGNORED_WITH_CONFIG },
+  { name: 'conntrack-max-per-core', kind: 'int', target: 'conntrack.maxPerCore', help: 'Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min).' },
+  { name: 'conntrack-min', kind: 'int', target: 'conntrack.min', help: 'Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core.' },
+  { name: 'conntrack-tcp-timeout-established', kind: 'duration', target: 'conntrack.tcpEstablishedTimeout', help: 'Idle timeout for established TCP connections (0 to leave as-is).' },
+  { name: 'conntrack-tcp-timeout-close-wait', kind: 'duration', target: 'conntrack.tcpCloseWaitTimeout', help: 'NAT timeout for TCP connections in the CLOSE_WAIT state.' },
+  { name: 'conntrack-tcp-be-liberal', kind: 'bool', target: 'conntrack.tcpBeLiberal', help: 'Enable liberal mode for tracking TCP packets by setting nf_conntrack_tcp_be_liberal to 1.' },
+  { name: 'conntrack-udp-timeout', kind: 'duration', target: 'conntrack.udpTimeout', help: 'Idle timeout for UNREPLIED UDP connections (0 to leave as-is).' },
+  { name: 'conntrack-udp-timeout-stream', kind: 'duration', target: 'conntrack.udpStreamTimeout', help: 'Idle timeout for ASSURED UDP connections (0 to leave as-is).' },
+  { name: 'config-sync-period', kind: 'duration', target: 'configSyncPeriod', help: 'How often configuration from the apiserver is refreshed. Must be greater than 0.' },
+  { name: 'feature-gates', kind: 'boolMap', target: 'featureGates', help: 'A set of key=value pairs for alpha/experimental features (kube-proxy-ts has none; accepted and ignored).' },
+  { name: 'profiling', kind: 'bool', target: 'enableProfiling', noEffect: true, help: 'Accepted for compatibility; profiling is not supported.' },
+  { name: 'show-hidden-metrics-for-version', kind: 'string', noEffect: true, help: 'Accepted for compatibility; no effect.' },
+  { name: 'v', kind: 'int', target: 'logging.verbosity', overridesFile: true, help: 'Log verbosity: 0-1 info, 2 and above debug.' },
+  { name: 'logging-format', kind: 'string', target: 'logging.format', overridesFile: true, help: "Log format: 'text' (default) or 'json' (one JSON object a line)." },
+  { name: 'manifest-dir', kind: 'string', target: 'kubeProxyTS.manifestDir', overridesFile: true, ours: true, help: '[kube-proxy-ts] Standalone mode: read Services and EndpointSlices from YAML/JSON manifests in this directory instead of the Kubernetes API (config file: kubeProxyTS.manifestDir).' },
+];
+
+/** One flag as given on the command line, parsed. */
+export interface GivenFlag {
+  spec: FlagSpec;
+  value: FlatValue;
+}
+
+export type FlagParseResult =
+  | { ok: true; given: GivenFlag[] }
+  | { ok: false; kind: 'help' | 'version'; output: string }
+  | { ok: false; kind: 'usage'; output: string };
+
+function parseBool(v: string): boolean {
+  if (/^(true|t|1)$/i.test(v)) return true;
+  if (/^(false|f|0)$/i.test(v)) return false;
+  throw new InvalidArgumentError(`"${v}" is not a boolean (true or false).`);
+}
+
+function parseInt32(v: string): number {
+  if (!/^[+-]?\d+$/.test(v.trim())) throw new InvalidArgumentError(`"${v}" is not an integer.`);
+  const n = Number(v);
+  if (n < -(2 ** 31) || n >= 2 ** 31) throw new InvalidArgumentError(`"${v}" is out of range.`);
+  return n;
+}
+
+function parseFloatArg(v: string): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError(`"${v}" is not a number.`);
+  return n;
+}
+
+function parseDurationArg(v: string): number {
+  try {
+    return parseDuration(v);
+  } catch (e) {
+    throw new InvalidArgumentError(`${(e as Error).message}.`);
+  }
+}
+
+function parseBoolMap(v: string, prev: unknown): Record<string, boolean> {
+  const out: Record<string, boolean> = { ...((prev as Record<string, boolean> | undefined) ?? {}) };
+  for (const pair of v.split(',').filter((s) => s.trim() !== '')) {
+    const eq = pair.indexOf('=');
+    if (eq < 0) throw new InvalidArgumentError(`"${pair}" must be key=true or key=false.`);
+    out[pair.slice(0, eq).trim()] = parseBool(pair.slice(eq + 1).trim());
+  }
+  return out;
+}
+
+/** pflag conventions commander does not have: '_' in names, "-v=2". */
+export function normalizeArgv(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const a of argv) {
+    if (a === '--') {
+      out.push(a);
+      continue;
+    }
+    const long = /^--([^=]+)(=.*)?$/su.exec(a);
+    if (long) {
+      out.push(`--${long[1]!.replaceAll('_', '-')}${long[2] ?? ''}`);
+      continue;
+    }
+    const shortEq = /^-([a-zA-Z])=(.*)$/su.exec(a);
+    if (shortEq) {
+      out.push(`-${shortEq[1]}`, shortEq[2]!);
+      continue;
+    }
+    out.push(a);
+  }
+  return out;
+}
+
+export function buildCommand(version: string): Command {
+  const cmd = new Command('kube-proxy-ts')
+    .description(
+      'kube-proxy-ts: a drop-in replacement for Kubernetes kube-proxy. It programs the kernel (nftables, IPVS) over netlink ' +
+        'so that traffic to Services reaches their endpoints. Flags and the --config file follow upstream kube-proxy.',
+    )
+    .helpOption('-h, --help', 'Help for kube-proxy-ts.')
+    .version(`kube-proxy-ts ${version}`, '--version', 'Print version information and quit.')
+    .allowExcessArguments(false)
+    .exitOverride();
+  for (const f of FLAGS) {
+    const short = f.name === 'v' ? '-v, ' : '';
+    const desc = f.deprecated !== undefined ? `${f.help} (DEPRECATED: ${f.deprecated})` : f.help;
+    let opt: Option;
+    switch (f.kind) {
+      case 'bool':
+        opt = new Option(`${short}--${f.name} [bool]`, desc).argParser(parseBool).preset(true);
+        break;
+      case 'int':
+        opt = new Option(`${short}--${f.name} <int>`, desc).argParser(parseInt32);
+        break;
+      case 'float':
+        opt = new Option(`--${f.name} <number>`, desc).argParser(parseFloatArg);
+        break;
+      case 'duration':
+        opt = new Option(`--${f.name} <duration>`, desc).argParser(parseDurationArg);
+        break;
+      case 'strings':
+        // pflag StringSlice: comma-separated; repeating the flag appends.
+        opt = new Option(`--${f.name} <list>`, desc).argParser((v: string, prev: unknown) => [
+          ...((prev as string[] | undefined) ?? []),
+          ...v.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+        ]);
+        break;
+      case 'boolMap':
+        opt = new Option(`--${f.name} <key=bool,...>`, desc).argParser(parseBoolMap);
+        break;
+      case 'string':
+        opt = new Option(`--${f.name} <string>`, desc);
+        break;
+    }
+    cmd.addOption(opt);
+  }
+  return cmd;
+}
+
+export function parseFlags(argv: readonly string[], version: string): FlagParseResult {
+  let out = '';
+  let errText = '';
+  const cmd = buildCommand(version);
+  cmd.configureOutput({
+    writeOut: (s) => {
+      out += s;
+    },
+    writeErr: (s) => {
+      errText += s;
+    },
+    outputError: (s, write) => write(s),
+  });
+  try {
+    cmd.parse(normalizeArgv(argv), { from: 'user' });
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code === 'commander.helpDisplayed' || code === 'commander.help') return { ok: false, kind: 'help', output: out };
+    if (code === 'commander.version') return { ok: false, kind: 'version', output: out };
+    let msg = errText !== '' ? errText : `${(e as Error).message}\n`;
+    // Commander suggests only for "--name"; do it for "--name=value" too.
+    const unknown = /unknown option '--([^=']+)=[^']*'/.exec(msg);
+    if (unknown !== null && !msg.includes('Did you mean')) {
+      const near = closestFlag(unknown[1]!);
+      if (near !== undefined) msg = `${msg.trimEnd()}\n(Did you mean --${near}?)\n`;
+    }
+    return { ok: false, kind: 'usage', output: `kube-proxy-ts: ${msg.trimEnd()}\nRun 'kube-proxy-ts --help' for the list of flags.\n` };
+  }
+  const opts = cmd.opts();
+  const given: GivenFlag[] = [];
+  for (const o of cmd.options) {
+    const key = o.attributeName();
+    if (cmd.getOptionValueSource(key) !== 'cli') continue;
+    const spec = FLAGS.find((f) => `--${f.name}` === o.long);
+    const value = opts[key] as FlatValue | undefined;
+    if (spec !== undefined && value !== undefined) given.push({ spec, value });
+  }
+  return { ok: true, given };
+}
+
+/** The flag name nearest to `name` (edit distance <= 2), if any. */
+export function closestFlag(name: string): string | undefined {
+  let best: string | undefined;
+  let bestD = 3;
+  for (const f of FLAGS) {
+    const d = editDistance(name, f.name);
+    if (d < bestD) {
+      bestD = d;
+      best = f.name;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length]!;
+}

@@ -1,0 +1,305 @@
+// Flat values (file and/or flags) -> the effective ProxyConfig: upstream's v1alpha1
+// defaults (pkg/proxy/apis/config/v1alpha1/defaults.go), its v1alpha1 -> internal
+// conversion (sync periods and masquerade settings come from the selected mode's section),
+// then validation with messages that name the field and the bad value.
+
+import { parseCIDR, parseIP } from '../base/ip.ts';
+import { formatDuration } from './duration.ts';
+import { show } from './file.ts';
+import type { FlatValue, FlatValues } from './schema.ts';
+import {
+  DETECT_LOCAL_MODES,
+  IPVS_SCHEDULERS,
+  LOG_FORMATS,
+  PROXY_MODES,
+  type ConfigError,
+  type DetectLocalMode,
+  type IpvsScheduler,
+  type LogFormat,
+  type ProxyConfig,
+  type ProxyMode,
+} from './types.ts';
+
+export const DEFAULT_MODE: ProxyMode = 'nftables';
+export const HEALTHZ_PORT = 10256;
+export const METRICS_PORT = 10249;
+export const DEFAULT_OOM_SCORE_ADJ = -999;
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+
+export interface ResolveResult {
+  config: ProxyConfig;
+  errors: ConfigError[];
+  warnings: string[];
+}
+
+/** Which mode section ("iptables", "ipvs", "nftables") holds the sync periods for a mode. */
+export function syncSection(mode: ProxyMode): 'iptables' | 'ipvs' | 'nftables' {
+  return mode === 'ipvs' ? 'ipvs' : mode === 'nftables' ? 'nftables' : 'iptables';
+}
+
+/**
+ * @param origins field path -> the flag that set it; a value set by a flag to '' disables
+ *   the healthz/metrics server (upstream: defaulting runs before flags apply).
+ */
+export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, string> = new Map()): ResolveResult {
+  const errors: ConfigError[] = [];
+  const warnings: string[] = [];
+  // The flag behind a field: "nodePortAddresses[1]" -> "nodePortAddresses"; errors about a
+  // field required by another (detectLocal.* by detectLocalMode) name that one's flag.
+  const err = (field: string, message: string, originField?: string): void => {
+    const base = field.replace(/\[\d+\]$/, '');
+    const flag = origins.get(base) ?? (originField === undefined ? undefined : origins.get(originField));
+    errors.push(flag === undefined ? { field, message } : { field, message, flag });
+  };
+
+  const str = (p: string, d = ''): string => {
+    const v = values.get(p);
+    return typeof v === 'string' ? v : d;
+  };
+  const num = (p: string): number | undefined => {
+    const v = values.get(p);
+    return typeof v === 'number' ? v : undefined;
+  };
+  const bool = (p: string, d: boolean): boolean => {
+    const v = values.get(p);
+    return typeof v === 'boolean' ? v : d;
+  };
+  const list = (p: string): string[] => {
+    const v: FlatValue | undefined = values.get(p);
+    return Array.isArray(v) ? v.map((s) => s.trim()).filter((s) => s !== '') : [];
+  };
+  /** Durations and counts where 0 (or unset) means "use the default", as upstream defaults them. */
+  const orDefault = (p: string, d: number): number => {
+    const v = num(p);
+    return v === undefined || v === 0 ? d : v;
+  };
+
+  // --- mode
+  const modeText = str('mode');
+  let mode: ProxyMode = DEFAULT_MODE;
+  if (modeText !== '') {
+    if ((PROXY_MODES as readonly string[]).includes(modeText)) mode = modeText as ProxyMode;
+    else err('mode', `${show(modeText)} must be one of ${PROXY_MODES.join(', ')} (or blank for ${DEFAULT_MODE})`);
+  }
+
+  // --- addresses
+  const bindAddress = str('bindAddress') || '0.0.0.0';
+  const bindIsV4 = parseIP(bindAddress)?.family !== 'IPv6';
+  const serverAddress = (p: string, v4Host: string, v6Host: string, port: number): string => {
+    const v = values.get(p);
+    if (typeof v !== 'string' || v === '') {
+      if (v === '' && origins.has(p)) return ''; // disabled on the command line
+      return `${bindIsV4 ? v4Host : v6Host}:${port}`;
+    }
+    return appendPortIfNeeded(v, port);
+  };
+
+  // --- sync periods from the selected mode's section (upstream's conversion)
+  const section = syncSection(mode);
+  const syncPeriodMs = orDefault(`${section}.syncPeriod`, 30 * SECOND);
+  // Upstream defaults ipvs.minSyncPeriod to 0 (every change syncs at once); the others to 1s.
+  const minSyncRaw = num(`${section}.minSyncPeriod`);
+  const minSyncPeriodMs = section === 'ipvs' ? (minSyncRaw ?? 0) : minSyncRaw === undefined || minSyncRaw === 0 ? SECOND : minSyncRaw;
+
+  const masqSection = mode === 'nftables' ? 'nftables' : 'iptables';
+  const masqueradeBit = num(`${masqSection}.masqueradeBit`) ?? 14;
+
+  // --- enums
+  let scheduler: IpvsScheduler = 'rr';
+  const schedText = str('ipvs.scheduler');
+  if (schedText !== '') {
+    if ((IPVS_SCHEDULERS as readonly string[]).includes(schedText)) scheduler = schedText as IpvsScheduler;
+    else if (mode === 'ipvs') err('ipvs.scheduler', `${show(schedText)} is not a known scheduler (one of ${IPVS_SCHEDULERS.join(', ')})`);
+    else warnings.push(`ipvs.scheduler: ${show(schedText)} is not a known scheduler; ignored outside ipvs mode`);
+  }
+
+  let detectLocalMode: DetectLocalMode = 'ClusterCIDR';
+  const dlmText = str('detectLocalMode');
+  if (dlmText !== '') {
+    if ((DETECT_LOCAL_MODES as readonly string[]).includes(dlmText)) detectLocalMode = dlmText as DetectLocalMode;
+    else err('detectLocalMode', `${show(dlmText)} must be one of ${DETECT_LOCAL_MODES.join(', ')} (or blank for ClusterCIDR)`);
+  }
+
+  let format: LogFormat = 'text';
+  const formatText = str('logging.format');
+  if (formatText !== '') {
+    if ((LOG_FORMATS as readonly string[]).includes(formatText)) format = formatText as LogFormat;
+    else err('logging.format', `${show(formatText)} must be one of ${LOG_FORMATS.join(', ')}`);
+  }
+
+  const nodePortAddresses = list('nodePortAddresses');
+
+  const config: ProxyConfig = {
+    mode,
+    hostnameOverride: str('hostnameOverride').trim().toLowerCase(),
+    bindAddress,
+    healthzBindAddress: serverAddress('healthzBindAddress', '0.0.0.0', '[::]', HEALTHZ_PORT),
+    metricsBindAddress: serverAddress('metricsBindAddress', '127.0.0.1', '[::1]', METRICS_PORT),
+    bindAddressHardFail: bool('bindAddressHardFail', false),
+    clientConnection: {
+      kubeconfig: str('clientConnection.kubeconfig'),
+      master: str('clientConnection.master'),
+      contentType: str('clientConnection.contentType') || 'application/vnd.kubernetes.protobuf',
+      acceptContentTypes: str('clientConnection.acceptContentTypes'),
+      qps: orDefault('clientConnection.qps', 5),
+      burst: orDefault('clientConnection.burst', 10),
+    },
+    syncPeriodMs,
+    minSyncPeriodMs,
+    configSyncPeriodMs: orDefault('configSyncPeriod', 15 * MINUTE),
+    masqueradeBit,
+    masqueradeAll: bool(`${masqSection}.masqueradeAll`, false),
+    localhostNodePorts: bool('iptables.localhostNodePorts', true),
+    ipvs: {
+      scheduler,
+      excludeCIDRs: list('ipvs.excludeCIDRs'),
+      strictARP: bool('ipvs.strictARP', false),
+      tcpTimeoutMs: num('ipvs.tcpTimeout') ?? 0,
+      tcpFinTimeoutMs: num('ipvs.tcpFinTimeout') ?? 0,
+      udpTimeoutMs: num('ipvs.udpTimeout') ?? 0,
+    },
+    detectLocalMode,
+    detectLocal: {
+      bridgeInterface: str('detectLocal.bridgeInterface'),
+      interfaceNamePrefix: str('detectLocal.interfaceNamePrefix'),
+    },
+    clusterCIDRs: str('clusterCIDR')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+    nodePortAddresses: nodePortAddresses.length > 0 ? nodePortAddresses : mode === 'nftables' ? ['primary'] : ['all'],
+    oomScoreAdj: num('oomScoreAdj') ?? DEFAULT_OOM_SCORE_ADJ,
+    conntrack: {
+      maxPerCore: num('conntrack.maxPerCore') ?? 32 * 1024,
+      min: num('conntrack.min') ?? 128 * 1024,
+      tcpEstablishedTimeoutMs: num('conntrack.tcpEstablishedTimeout') ?? 24 * HOUR,
+      tcpCloseWaitTimeoutMs: num('conntrack.tcpCloseWaitTimeout') ?? HOUR,
+      tcpBeLiberal: bool('conntrack.tcpBeLiberal', false),
+      udpTimeoutMs: num('conntrack.udpTimeout') ?? 0,
+      udpStreamTimeoutMs: num('conntrack.udpStreamTimeout') ?? 0,
+    },
+    featureGates: { ...((values.get('featureGates') as Record<string, boolean> | undefined) ?? {}) },
+    logging: { verbosity: num('logging.verbosity') ?? 0, format },
+    kubeProxyTS: { manifestDir: str('kubeProxyTS.manifestDir') },
+  };
+
+  validate(config, { section, masqSection, err, warnings, values });
+  return { config, errors, warnings };
+}
+
+interface ValidateCtx {
+  section: string;
+  masqSection: string;
+  err: (field: string, message: string, originField?: string) => void;
+  warnings: string[];
+  values: FlatValues;
+}
+
+function validate(c: ProxyConfig, { section, masqSection, err, warnings, values }: ValidateCtx): void {
+  const d = (ms: number): string => show(formatDuration(ms));
+
+  if (c.syncPeriodMs <= 0) err(`${section}.syncPeriod`, `${d(c.syncPeriodMs)} must be greater than 0`);
+  if (c.minSyncPeriodMs < 0) err(`${section}.minSyncPeriod`, `${d(c.minSyncPeriodMs)} must be greater than or equal to 0`);
+  else if (c.syncPeriodMs > 0 && c.minSyncPeriodMs > c.syncPeriodMs) {
+    err(`${section}.syncPeriod`, `${d(c.syncPeriodMs)} must be greater than or equal to ${section}.minSyncPeriod (${d(c.minSyncPeriodMs)})`);
+  }
+  if (c.configSyncPeriodMs <= 0) err('configSyncPeriod', `${d(c.configSyncPeriodMs)} must be greater than 0`);
+
+  if (parseIP(c.bindAddress) === undefined) err('bindAddress', `${show(c.bindAddress)} is not a valid IP address`);
+  if (c.healthzBindAddress !== '') validateHostPort('healthzBindAddress', c.healthzBindAddress, err);
+  if (c.metricsBindAddress !== '') validateHostPort('metricsBindAddress', c.metricsBindAddress, err);
+
+  const clusterCIDR = values.get('clusterCIDR');
+  if (c.clusterCIDRs.length > 2) {
+    err('clusterCIDR', `${show(clusterCIDR)} must be one CIDR or a dual-stack pair (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)`);
+  } else if (c.clusterCIDRs.length > 0) {
+    const parsed = c.clusterCIDRs.map((s) => (s.includes('/') ? parseCIDR(s) : undefined));
+    if (parsed.some((p) => p === undefined)) {
+      err('clusterCIDR', `${show(clusterCIDR)} must be a valid CIDR block (e.g. 10.100.0.0/16 or fde4:8dba:82e1::/48)`);
+    } else if (parsed.length === 2 && parsed[0]!.family === parsed[1]!.family) {
+      err('clusterCIDR', `${show(clusterCIDR)} must be a dual-stack pair: one IPv4 and one IPv6 CIDR`);
+    }
+  }
+
+  for (const sec of new Set(['iptables', masqSection])) {
+    const bit = values.get(`${sec}.masqueradeBit`);
+    if (typeof bit === 'number' && (bit < 0 || bit > 31)) err(`${sec}.masqueradeBit`, `${bit} must be within the range [0, 31]`);
+  }
+  if (c.oomScoreAdj < -1000 || c.oomScoreAdj > 1000) err('oomScoreAdj', `${c.oomScoreAdj} must be within the range [-1000, 1000]`);
+
+  if (c.conntrack.maxPerCore < 0) err('conntrack.maxPerCore', `${c.conntrack.maxPerCore} must be greater than or equal to 0`);
+  if (c.conntrack.min < 0) err('conntrack.min', `${c.conntrack.min} must be greater than or equal to 0`);
+  const ctDurations: [string, number][] = [
+    ['conntrack.tcpEstablishedTimeout', c.conntrack.tcpEstablishedTimeoutMs],
+    ['conntrack.tcpCloseWaitTimeout', c.conntrack.tcpCloseWaitTimeoutMs],
+    ['conntrack.udpTimeout', c.conntrack.udpTimeoutMs],
+    ['conntrack.udpStreamTimeout', c.conntrack.udpStreamTimeoutMs],
+  ];
+  if (c.mode === 'ipvs') {
+    ctDurations.push(['ipvs.tcpTimeout', c.ipvs.tcpTimeoutMs], ['ipvs.tcpFinTimeout', c.ipvs.tcpFinTimeoutMs], ['ipvs.udpTimeout', c.ipvs.udpTimeoutMs]);
+    c.ipvs.excludeCIDRs.forEach((s, i) => {
+      if (!s.includes('/') || parseCIDR(s) === undefined) err(`ipvs.excludeCIDRs[${i}]`, `${show(s)} must be a valid CIDR`);
+    });
+  }
+  for (const [field, ms] of ctDurations) if (ms < 0) err(field, `${d(ms)} must be greater than or equal to 0`);
+
+  c.nodePortAddresses.forEach((s, i) => {
+    if (s === 'primary' || s === 'localhost' || s === 'all') return;
+    if (!s.includes('/') || parseCIDR(s) === undefined) {
+      err(`nodePortAddresses[${i}]`, `${show(s)} must be a valid CIDR or one of "primary", "localhost", "all"`);
+    }
+  });
+
+  if (c.detectLocalMode === 'BridgeInterface' && c.detectLocal.bridgeInterface === '') {
+    err('detectLocal.bridgeInterface', `"" must not be empty when detectLocalMode is BridgeInterface`, 'detectLocalMode');
+  }
+  if (c.detectLocalMode === 'InterfaceNamePrefix' && c.detectLocal.interfaceNamePrefix === '') {
+    err('detectLocal.interfaceNamePrefix', `"" must not be empty when detectLocalMode is InterfaceNamePrefix`, 'detectLocalMode');
+  }
+  if (c.clientConnection.burst < 0) err('clientConnection.burst', `${c.clientConnection.burst} must be greater than or equal to 0`);
+  if (c.clientConnection.qps < 0) err('clientConnection.qps', `${c.clientConnection.qps} must be greater than or equal to 0`);
+  if (c.logging.verbosity < 0) err('logging.verbosity', `${c.logging.verbosity} must be greater than or equal to 0`);
+
+  if (c.mode === 'nftables' && values.has('iptables.masqueradeBit') && !values.has('nftables.masqueradeBit') && values.get('iptables.masqueradeBit') !== 14) {
+    warnings.push('iptables.masqueradeBit applies to iptables and ipvs modes only; nftables mode uses nftables.masqueradeBit (as upstream)');
+  }
+  if (values.get('enableProfiling') === true) warnings.push('enableProfiling: profiling is not supported by kube-proxy-ts; ignored');
+  const gates = Object.keys(c.featureGates);
+  if (gates.length > 0) warnings.push(`featureGates: kube-proxy-ts has no feature gates; ignored: ${gates.join(', ')}`);
+}
+
+function validateHostPort(field: string, input: string, err: (field: string, message: string) => void): void {
+  const hp = splitHostPort(input);
+  if (hp === undefined) {
+    err(field, `${show(input)} must be IP:port`);
+    return;
+  }
+  if (parseIP(hp.host) === undefined) err(field, `${show(input)}: ${show(hp.host)} is not a valid IP`);
+  const p = Number(hp.port);
+  if (!/^\d+$/.test(hp.port) || p < 1 || p > 65535) err(field, `${show(input)}: ${show(hp.port)} is not a valid port`);
+}
+
+/** Splits "1.2.3.4:80" or "[::1]:80" as Go's net.SplitHostPort does. */
+export function splitHostPort(s: string): { host: string; port: string } | undefined {
+  if (s.startsWith('[')) {
+    const end = s.indexOf(']');
+    if (end < 0 || s[end + 1] !== ':') return undefined;
+    return { host: s.slice(1, end), port: s.slice(end + 2) };
+  }
+  const i = s.lastIndexOf(':');
+  if (i < 0 || s.indexOf(':') !== i) return undefined;
+  return { host: s.slice(0, i), port: s.slice(i + 1) };
+}
+
+/** Upstream's AppendPortIfNeeded: a bare IP gets the default port. */
+export function appendPortIfNeeded(addr: string, port: number): string {
+  if (splitHostPort(addr) !== undefined) return addr;
+  // Upstream wants a bare IP here; we also take a bracketed one ("[::]").
+  const bare = /^\[(.*)\]$/.exec(addr)?.[1] ?? addr;
+  const ip = parseIP(bare);
+  if (ip === undefined) return addr; // left for validation to name
+  return ip.family === 'IPv6' ? `[${bare}]:${port}` : `${bare}:${port}`;
+}

@@ -1,0 +1,159 @@
+// The daemon's sync loop: the bounded-frequency runner plus everything an operator sees
+// around a sync. It does not know how a sync is done (the proxier wiring passes `sync`);
+// it decides when, whether full or partial, and reports:
+//
+//   - no sync until the sources have listed everything (no partial ruleset at start-up);
+//     the first sync is full; periodic and retry runs are full; after a failure the next
+//     run is full too (as upstream's nftables proxier);
+//   - health: queuedUpdate on every change, updated after every successful sync;
+//   - metrics: sync durations (all, full, partial), last (queued) timestamps, failures;
+//   - systemd: READY=1 after the first successful full sync, STATUS= after each sync,
+//     WATCHDOG=1 while healthy and no sync is stuck, STOPPING=1 on stop.
+
+import type { Clock } from '../base/clock.ts';
+import { nullLogger, type Logger } from '../base/logger.ts';
+import type { ProxyHealth } from '../health/proxy-health.ts';
+import type { ProxyMetrics } from '../metrics/metrics.ts';
+import { BoundedFrequencyRunner, type RunInfo, type RunReason } from '../sync/bounded-frequency-runner.ts';
+import type { Notifier } from './sd-notify.ts';
+
+export type IPFamily = 'IPv4' | 'IPv6';
+
+export interface SyncRequest {
+  /** Re-read and repair everything (first sync, periodic, after a failure), or only what changed. */
+  full: boolean;
+  reason: RunReason;
+  /** Aborted when the daemon stops. */
+  signal: AbortSignal;
+}
+
+export interface SyncOutcome {
+  /** Counts for the STATUS line and logs. */
+  services: number;
+  endpoints: number;
+}
+
+export interface SyncLoopOptions {
+  mode: string;
+  syncPeriodMs: number;
+  minSyncPeriodMs: number;
+  /** First retry after a failed sync; default max(minSyncPeriod, 1 s), doubling up to syncPeriod. */
+  retryIntervalMs?: number;
+  /** The IP families the proxier programs. */
+  families: readonly IPFamily[];
+  sync: (req: SyncRequest) => Promise<SyncOutcome>;
+  clock: Clock;
+  health: ProxyHealth;
+  notifier: Notifier;
+  metrics?: ProxyMetrics;
+  logger?: Logger;
+}
+
+export class SyncLoop {
+  private readonly opts: SyncLoopOptions;
+  private readonly log: Logger;
+  private readonly runner: BoundedFrequencyRunner;
+  private readonly abort = new AbortController();
+  private lastOk = false;
+  private readyDone = false;
+  private runStartedAt: number | undefined;
+  private readonly stuckAfterMs: number;
+  private resolveReady!: () => void;
+  /** Resolves after the first successful full sync (when READY=1 is sent). */
+  readonly ready: Promise<void>;
+
+  constructor(opts: SyncLoopOptions) {
+    this.opts = opts;
+    this.log = opts.logger ?? nullLogger;
+    this.stuckAfterMs = 2 * opts.syncPeriodMs;
+    this.ready = new Promise((resolve) => (this.resolveReady = resolve));
+    this.runner = new BoundedFrequencyRunner((info) => this.runOnce(info), {
+      name: `${opts.mode}-sync`,
+      minIntervalMs: opts.minSyncPeriodMs,
+      maxIntervalMs: opts.syncPeriodMs,
+      ...(opts.retryIntervalMs !== undefined ? { retryIntervalMs: opts.retryIntervalMs } : {}),
+      clock: opts.clock,
+      logger: this.log,
+    });
+  }
+
+  /** Starts syncing once `sourcesSynced` resolves (the sources have listed everything). */
+  start(sourcesSynced: Promise<void>): void {
+    this.opts.notifier.status(`${this.opts.mode}: waiting for Services and EndpointSlices to be listed`);
+    sourcesSynced.then(
+      () => {
+        if (this.abort.signal.aborted) return;
+        this.log.info('Sources synced; starting the first full sync', { mode: this.opts.mode });
+        this.runner.start();
+        this.runner.run();
+      },
+      (err: unknown) => {
+        if (!this.abort.signal.aborted) this.log.error('Sources never synced; not syncing', { op: 'wait for sources', err });
+      },
+    );
+  }
+
+  /** A Service/EndpointSlice/Node change needing a sync arrived. Non-blocking; changes coalesce. */
+  changed(): void {
+    const now = this.opts.clock.now();
+    for (const family of this.opts.families) {
+      this.opts.health.queuedUpdate(family);
+      this.opts.metrics?.syncProxyRulesLastQueuedTimestamp.set({ ip_family: family }, now / 1000);
+    }
+    this.runner.run();
+  }
+
+  /** True while a sync has been running for longer than 2 x syncPeriod. */
+  isStuck(): boolean {
+    return this.runStartedAt !== undefined && this.opts.clock.now() - this.runStartedAt > this.stuckAfterMs;
+  }
+
+  /** The watchdog's predicate: healthy and not stuck in a sync. */
+  healthy(): boolean {
+    return this.opts.health.isHealthy() && !this.isStuck();
+  }
+
+  /** STOPPING=1, abort a sync in progress, wait for it, stop timers. Leaves the rules in place. */
+  async stop(): Promise<void> {
+    this.opts.notifier.stopping();
+    this.opts.notifier.stopWatchdog();
+    this.abort.abort();
+    await this.runner.stop();
+  }
+
+  private async runOnce(info: RunInfo): Promise<void> {
+    const { clock, metrics, health, notifier, mode, families } = this.opts;
+    const full = !this.readyDone || !this.lastOk || info.reason !== 'kick';
+    const start = clock.now();
+    this.runStartedAt = start;
+    let outcome: SyncOutcome;
+    try {
+      outcome = await this.opts.sync({ full, reason: info.reason, signal: this.abort.signal });
+    } catch (err) {
+      this.lastOk = false;
+      metrics?.syncFailuresTotal.inc({ mode });
+      if (mode === 'nftables') for (const f of families) metrics?.nftablesSyncFailuresTotal.inc({ ip_family: f });
+      throw err; // the runner logs it and schedules the retry
+    } finally {
+      this.runStartedAt = undefined;
+    }
+    const end = clock.now();
+    const seconds = (end - start) / 1000;
+    this.lastOk = true;
+    for (const family of families) {
+      metrics?.syncProxyRulesDuration.observe({ ip_family: family }, seconds);
+      (full ? metrics?.syncFullProxyRulesDuration : metrics?.syncPartialProxyRulesDuration)?.observe({ ip_family: family }, seconds);
+      metrics?.syncProxyRulesLastTimestamp.set({ ip_family: family }, end / 1000);
+      health.updated(family);
+    }
+    this.log.debug('Synced proxy rules', { mode, full, reason: info.reason, services: outcome.services, endpoints: outcome.endpoints, ms: end - start });
+    notifier.status(`${mode}: ${outcome.services} services, ${outcome.endpoints} endpoints, last sync ${new Date(end).toISOString()} (${full ? 'full' : 'partial'})`);
+    if (!this.readyDone && full) {
+      this.readyDone = true;
+      notifier.ready();
+      notifier.startWatchdog(() => this.healthy());
+      this.log.info('First full sync done; ready', { mode, services: outcome.services, endpoints: outcome.endpoints });
+      this.resolveReady();
+    }
+  }
+}

@@ -1,0 +1,10 @@
+export {
+  createMetrics,
+  epochSeconds,
+  NETWORK_PROGRAMMING_BUCKETS,
+  SYNC_DURATION_BUCKETS,
+  type IPFamilyLabel,
+  type MetricsOptions,
+  type ProxyMetrics,
+} from './metrics.ts';
+export { startMetricsServer, type MetricsServer, type MetricsServerOptions } from './server.ts';

@@ -1,0 +1,151 @@
+// The Prometheus metrics, on a registry of our own (never prom-client's global one).
+// Upstream's names, help texts, label names and buckets where the meaning is the same
+// (pkg/proxy/metrics/metrics.go, with the ip_family labels upstream added in 1.33), so
+// existing dashboards and alerts keep working; our own carry the kubeproxyts_ prefix.
+
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from 'prom-client';
+
+export type IPFamilyLabel = 'IPv4' | 'IPv6';
+
+/** Upstream: ExponentialBuckets(0.001, 2, 15): 1 ms .. ~16 s. */
+export const SYNC_DURATION_BUCKETS: readonly number[] = exponentialBuckets(0.001, 2, 15);
+
+/** Upstream's merge(): a leading 0, then 0.25 s, 0.5 s, 1..59 s, 60..115 s by 5, 120..300 s by 30. */
+export const NETWORK_PROGRAMMING_BUCKETS: readonly number[] = [
+  0,
+  ...linearBuckets(0.25, 0.25, 2),
+  ...linearBuckets(1, 1, 59),
+  ...linearBuckets(60, 5, 12),
+  ...linearBuckets(120, 30, 7),
+];
+
+export interface ProxyMetrics {
+  readonly registry: Registry;
+
+  // --- upstream kubeproxy_* ---------------------------------------------------------
+  syncProxyRulesDuration: Histogram<'ip_family'>;
+  syncFullProxyRulesDuration: Histogram<'ip_family'>;
+  syncPartialProxyRulesDuration: Histogram<'ip_family'>;
+  syncProxyRulesLastTimestamp: Gauge<'ip_family'>;
+  syncProxyRulesLastQueuedTimestamp: Gauge<'ip_family'>;
+  networkProgrammingDuration: Histogram<'ip_family'>;
+  endpointChangesPending: Gauge;
+  endpointChangesTotal: Counter;
+  serviceChangesPending: Gauge;
+  serviceChangesTotal: Counter;
+  proxyHealthzTotal: Counter<'code'>;
+  proxyLivezTotal: Counter<'code'>;
+  noLocalEndpointsTotal: Gauge<'ip_family' | 'traffic_policy'>;
+  nftablesSyncFailuresTotal: Counter<'ip_family'>;
+  nftablesCleanupFailuresTotal: Counter<'ip_family'>;
+  conntrackReconcilerSyncDuration: Histogram<'ip_family'>;
+  conntrackReconcilerDeletedEntriesTotal: Counter<'ip_family'>;
+
+  // --- ours: kubeproxyts_* -----------------------------------------------------------
+  /** Netlink requests that failed, by subsystem (nftables, ipvs, ipset, conntrack, route) and operation. */
+  netlinkErrorsTotal: Counter<'subsystem' | 'op'>;
+  /** Kubernetes objects skipped as invalid, by kind and reason. */
+  objectsRejectedTotal: Counter<'kind' | 'reason'>;
+  /** Conntrack entries deleted, by family and protocol. */
+  conntrackEntriesDeletedTotal: Counter<'ip_family' | 'protocol'>;
+  /** Failed syncs of the selected mode. */
+  syncFailuresTotal: Counter<'mode'>;
+  /** 1, labelled with version and mode. */
+  buildInfo: Gauge<'version' | 'mode' | 'node_version'>;
+}
+
+export interface MetricsOptions {
+  /** A registry to fill; default a new one. */
+  registry?: Registry;
+  /** Also export process/Node.js metrics (process_*, nodejs_*). Default true. */
+  processMetrics?: boolean;
+  version?: string;
+  mode?: string;
+}
+
+export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
+  const registry = opts.registry ?? new Registry();
+  const registers = [registry];
+
+  const hist = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: readonly number[]) =>
+    new Histogram<L>({ name, help, labelNames, buckets: [...buckets], registers });
+  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Gauge<L>({ name, help, labelNames, registers });
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Counter<L>({ name, help, labelNames, registers });
+
+  const m: ProxyMetrics = {
+    registry,
+    syncProxyRulesDuration: hist('kubeproxy_sync_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds', ['ip_family'], SYNC_DURATION_BUCKETS),
+    syncFullProxyRulesDuration: hist(
+      'kubeproxy_sync_full_proxy_rules_duration_seconds',
+      'SyncProxyRules latency in seconds for full resyncs',
+      ['ip_family'],
+      SYNC_DURATION_BUCKETS,
+    ),
+    syncPartialProxyRulesDuration: hist(
+      'kubeproxy_sync_partial_proxy_rules_duration_seconds',
+      'SyncProxyRules latency in seconds for partial resyncs',
+      ['ip_family'],
+      SYNC_DURATION_BUCKETS,
+    ),
+    syncProxyRulesLastTimestamp: gauge('kubeproxy_sync_proxy_rules_last_timestamp_seconds', 'The last time proxy rules were successfully synced', ['ip_family']),
+    syncProxyRulesLastQueuedTimestamp: gauge(
+      'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
+      'The last time a sync of proxy rules was queued',
+      ['ip_family'],
+    ),
+    networkProgrammingDuration: hist(
+      'kubeproxy_network_programming_duration_seconds',
+      'In Cluster Network Programming Latency in seconds',
+      ['ip_family'],
+      NETWORK_PROGRAMMING_BUCKETS,
+    ),
+    endpointChangesPending: gauge('kubeproxy_sync_proxy_rules_endpoint_changes_pending', 'Pending proxy rules Endpoint changes'),
+    endpointChangesTotal: counter('kubeproxy_sync_proxy_rules_endpoint_changes_total', 'Cumulative proxy rules Endpoint changes'),
+    serviceChangesPending: gauge('kubeproxy_sync_proxy_rules_service_changes_pending', 'Pending proxy rules Service changes'),
+    serviceChangesTotal: counter('kubeproxy_sync_proxy_rules_service_changes_total', 'Cumulative proxy rules Service changes'),
+    proxyHealthzTotal: counter('kubeproxy_proxy_healthz_total', 'Cumulative proxy healthz HTTP status', ['code']),
+    proxyLivezTotal: counter('kubeproxy_proxy_livez_total', 'Cumulative proxy livez HTTP status', ['code']),
+    noLocalEndpointsTotal: gauge(
+      'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
+      'Number of services with a Local traffic policy and no endpoints',
+      ['ip_family', 'traffic_policy'],
+    ),
+    nftablesSyncFailuresTotal: counter('kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'Cumulative proxy nftables sync failures', ['ip_family']),
+    nftablesCleanupFailuresTotal: counter(
+      'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total',
+      'Cumulative proxy nftables cleanup failures',
+      ['ip_family'],
+    ),
+    conntrackReconcilerSyncDuration: hist(
+      'kubeproxy_conntrack_reconciler_sync_duration_seconds',
+      'ReconcileConntrackFlowsLatency latency in seconds',
+      ['ip_family'],
+      SYNC_DURATION_BUCKETS,
+    ),
+    conntrackReconcilerDeletedEntriesTotal: counter(
+      'kubeproxy_conntrack_reconciler_deleted_entries_total',
+      'Cumulative conntrack flows deleted by conntrack reconciler',
+      ['ip_family'],
+    ),
+
+    netlinkErrorsTotal: counter('kubeproxyts_netlink_errors_total', 'Netlink requests that failed, by subsystem and operation', ['subsystem', 'op']),
+    objectsRejectedTotal: counter('kubeproxyts_objects_rejected_total', 'Kubernetes objects skipped as invalid, by kind and reason', ['kind', 'reason']),
+    conntrackEntriesDeletedTotal: counter(
+      'kubeproxyts_conntrack_entries_deleted_total',
+      'Conntrack entries deleted (stale UDP flows), by IP family and protocol',
+      ['ip_family', 'protocol'],
+    ),
+    syncFailuresTotal: counter('kubeproxyts_sync_failures_total', 'Failed proxy rule syncs, by mode', ['mode']),
+    buildInfo: gauge('kubeproxyts_build_info', 'A metric with a constant 1 value labelled with the version, proxy mode and Node.js version', [
+      'version',
+      'mode',
+      'node_version',
+    ]),
+  };
+  m.buildInfo.set({ version: opts.version ?? 'unknown', mode: opts.mode ?? 'unknown', node_version: process.version }, 1);
+  if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry });
+  return m;
+}
+
+/** Seconds since the epoch, as upstream's timestamp gauges hold. */
+export const epochSeconds = (ms: number): number => ms / 1000;

@@ -1,0 +1,93 @@
+// The metrics HTTP server (upstream's default 127.0.0.1:10249): /metrics rendered by
+// prom-client, plus what upstream serves on the same port: /healthz ("ok", the process
+// answers), /proxyMode (the mode as plain text) and /configz (the effective configuration).
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../base/logger.ts';
+import { nullLogger } from '../base/logger.ts';
+import type { ProxyMetrics } from './metrics.ts';
+
+export interface MetricsServerOptions {
+  /** "host:port" or "[v6]:port"; port 0 picks a free port (tests). */
+  address: string;
+  metrics: ProxyMetrics;
+  proxyMode: string;
+  /** Returns the object served at /configz; omit to not serve it. */
+  configz?: () => unknown;
+  logger?: Logger;
+}
+
+export interface MetricsServer {
+  /** The bound port. */
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+export async function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer> {
+  const log = opts.logger ?? nullLogger;
+  const { host, port } = parseListenAddress(opts.address);
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    const path = (req.url ?? '/').split('?')[0];
+    const send = (code: number, type: string, body: string) => {
+      res.writeHead(code, { 'Content-Type': type, 'X-Content-Type-Options': 'nosniff' });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    switch (path) {
+      case '/metrics':
+        opts.metrics.registry.metrics().then(
+          (text) => send(200, opts.metrics.registry.contentType, text),
+          (err: unknown) => {
+            log.error('Rendering metrics failed', { op: 'GET /metrics', err });
+            send(500, 'text/plain; charset=utf-8', 'error rendering metrics\n');
+          },
+        );
+        return;
+      case '/healthz':
+        send(200, 'text/plain; charset=utf-8', 'ok');
+        return;
+      case '/proxyMode':
+        send(200, 'text/plain; charset=utf-8', opts.proxyMode);
+        return;
+      case '/configz':
+        if (opts.configz !== undefined) {
+          send(200, 'application/json', JSON.stringify({ kubeproxy: opts.configz() }));
+          return;
+        }
+        break;
+    }
+    send(404, 'text/plain; charset=utf-8', '404 page not found\n');
+  };
+  const server = createServer(handler);
+  await listen(server, host, port);
+  const bound = (server.address() as AddressInfo).port;
+  log.info('Serving metrics', { address: opts.address, port: bound });
+  return {
+    port: bound,
+    close: () => closeServer(server),
+  };
+}
+
+export function parseListenAddress(addr: string): { host: string; port: number } {
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(addr) ?? /^([^:]*):(\d+)$/.exec(addr);
+  if (m === null) throw new Error(`"${addr}" is not host:port`);
+  return { host: m[1]!, port: Number(m[2]) };
+}
+
+function listen(server: Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen({ host: host === '' ? undefined : host, port }, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}

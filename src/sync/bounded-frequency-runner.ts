@@ -1,0 +1,187 @@
+// Decides *when* the proxier syncs, like upstream's pkg/proxy/runner BoundedFrequencyRunner:
+//
+//   - run() is a non-blocking, coalescing kick: any number of kicks before the next run
+//     become one run.
+//   - minInterval: a run starts no sooner than minInterval after the previous one ended
+//     (bursts of changes coalesce into one sync).
+//   - maxInterval: a run happens at least every maxInterval even without kicks (the
+//     periodic full sync that repairs drift).
+//   - after a failed run, another follows after retryInterval, doubling on each further
+//     consecutive failure up to maxRetryInterval (upstream retries at a fixed interval;
+//     the backoff keeps a broken kernel or API from being hammered). A success resets it.
+//   - runs never overlap: fn is awaited, and kicks during a run queue one more run.
+//
+// Time comes from an injected Clock. Nothing runs until start(); then nothing runs until
+// the first kick or maxInterval, so the daemon kicks once its sources have listed everything.
+
+import type { Clock, TimerHandle } from '../base/clock.ts';
+import { nullLogger, type Logger } from '../base/logger.ts';
+
+/** Why a run happened: the daemon makes 'periodic' (and 'retry') runs full syncs. */
+export type RunReason = 'kick' | 'periodic' | 'retry';
+
+export interface RunInfo {
+  reason: RunReason;
+  /** Failures in a row before this run (0 after a success). */
+  consecutiveFailures: number;
+}
+
+export interface RunnerOptions {
+  name: string;
+  minIntervalMs: number;
+  maxIntervalMs: number;
+  /** First retry delay after a failure; default min(maxIntervalMs, max(minIntervalMs, 1s)). */
+  retryIntervalMs?: number;
+  /** Cap of the doubling retry delay; default maxIntervalMs. */
+  maxRetryIntervalMs?: number;
+  clock: Clock;
+  logger?: Logger;
+}
+
+export class BoundedFrequencyRunner {
+  readonly name: string;
+  private readonly fn: (info: RunInfo) => Promise<void> | void;
+  private readonly minMs: number;
+  private readonly maxMs: number;
+  private readonly retryMs: number;
+  private readonly maxRetryMs: number;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+
+  private started = false;
+  private stopped = false;
+  private kicked = false;
+  private retryDue = false;
+  private failures = 0;
+  private lastEnd: number | undefined;
+  /** When the current maxInterval period ends (reset after every run). */
+  private periodicAt = 0;
+  /** When a pending retry falls due. */
+  private retryAt = 0;
+  private timer: TimerHandle | undefined;
+  private inFlight: Promise<void> | undefined;
+  private runs = 0;
+
+  constructor(fn: (info: RunInfo) => Promise<void> | void, opts: RunnerOptions) {
+    const { name, minIntervalMs, maxIntervalMs } = opts;
+    for (const [k, v] of [['minIntervalMs', minIntervalMs], ['maxIntervalMs', maxIntervalMs]] as const) {
+      if (!Number.isFinite(v) || v < 0) throw new RangeError(`${name}: ${k} (${v}) must be a finite number >= 0`);
+    }
+    // Upstream panics here: a misconfiguration should fail at start, not at 3 a.m.
+    if (maxIntervalMs < minIntervalMs) {
+      throw new RangeError(`${name}: maxInterval (${maxIntervalMs}ms) must be >= minInterval (${minIntervalMs}ms)`);
+    }
+    if (maxIntervalMs === 0) throw new RangeError(`${name}: maxInterval must be greater than 0`);
+    this.name = name;
+    this.fn = fn;
+    this.minMs = minIntervalMs;
+    this.maxMs = maxIntervalMs;
+    this.retryMs = opts.retryIntervalMs ?? Math.min(maxIntervalMs, Math.max(minIntervalMs, 1000));
+    this.maxRetryMs = Math.max(this.retryMs, opts.maxRetryIntervalMs ?? maxIntervalMs);
+    if (!(this.retryMs > 0)) throw new RangeError(`${name}: retryInterval (${this.retryMs}ms) must be greater than 0`);
+    this.clock = opts.clock;
+    this.log = opts.logger ?? nullLogger;
+  }
+
+  /** Starts the periodic timer. Idempotent. */
+  start(): void {
+    if (this.started || this.stopped) return;
+    this.started = true;
+    this.periodicAt = this.clock.now() + this.maxMs;
+    this.schedule();
+  }
+
+  /** Asks for a run as soon as minInterval allows. Never blocks; kicks coalesce. */
+  run(): void {
+    if (this.stopped) return;
+    this.kicked = true;
+    if (this.started && this.inFlight === undefined) this.schedule();
+  }
+
+  /** Stops timers and waits for a run in progress to finish. No run starts afterwards. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.timer?.cancel();
+    this.timer = undefined;
+    await this.inFlight;
+  }
+
+  /** Resolves when no run is in progress (for tests and shutdown). */
+  async idle(): Promise<void> {
+    while (this.inFlight !== undefined) await this.inFlight;
+  }
+
+  get isRunning(): boolean {
+    return this.inFlight !== undefined;
+  }
+
+  /** Completed runs so far. */
+  get runCount(): number {
+    return this.runs;
+  }
+
+  get consecutiveFailures(): number {
+    return this.failures;
+  }
+
+  private schedule(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+    if (this.stopped || !this.started || this.inFlight !== undefined) return;
+    const now = this.clock.now();
+    const earliest = this.lastEnd === undefined ? now : this.lastEnd + this.minMs;
+    let at = this.periodicAt;
+    if (this.kicked) at = Math.min(at, earliest);
+    if (this.retryDue) at = Math.min(at, this.retryAt);
+    at = Math.max(at, earliest);
+    this.timer = this.clock.setTimer(Math.max(0, at - now), () => this.fire());
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    if (this.stopped || this.inFlight !== undefined) return;
+    const now = this.clock.now();
+    const reason: RunReason = this.kicked ? 'kick' : this.retryDue && now >= this.retryAt ? 'retry' : 'periodic';
+    this.kicked = false;
+    const info: RunInfo = { reason, consecutiveFailures: this.failures };
+    let result: Promise<void> | void;
+    try {
+      result = this.fn(info);
+    } catch (err) {
+      this.finish(info, false, err);
+      this.schedule();
+      return;
+    }
+    if (result === undefined || typeof (result as Promise<void>).then !== 'function') {
+      // A synchronous fn finishes now (at the same clock time it started).
+      this.finish(info, true, undefined);
+      this.schedule();
+      return;
+    }
+    this.inFlight = Promise.resolve(result)
+      .then(
+        () => this.finish(info, true, undefined),
+        (err: unknown) => this.finish(info, false, err),
+      )
+      .finally(() => {
+        this.inFlight = undefined;
+        this.schedule();
+      });
+  }
+
+  private finish(info: RunInfo, ok: boolean, err: unknown): void {
+    if (ok) {
+      this.failures = 0;
+      this.retryDue = false;
+    } else {
+      this.failures++;
+      const delay = Math.min(this.maxRetryMs, this.retryMs * 2 ** Math.min(30, this.failures - 1));
+      this.log.error('Sync failed; will retry', { runner: this.name, reason: info.reason, failures: this.failures, retryInMs: delay, err });
+      this.retryDue = true;
+      this.retryAt = this.clock.now() + delay;
+    }
+    this.runs++;
+    this.lastEnd = this.clock.now();
+    this.periodicAt = this.lastEnd + this.maxMs;
+  }
+}
