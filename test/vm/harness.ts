@@ -53,9 +53,12 @@ export interface VmRunResult {
   /** The serial console and the init script's own log: what to read when status is null. */
   console: string;
   timedOut: boolean;
-  /** Host ms from spawning QEMU until the payload started (kernel + initramfs + modules). */
+  /**
+   * Wall-clock ms not spent in the payload: QEMU start, kernel, initramfs, 9p mount, module
+   * loading and power-off (total minus payloadMs).
+   */
   bootMs: number | null;
-  /** Host ms the payload itself ran. */
+  /** Ms the payload itself ran, by the guest's clock. */
   payloadMs: number | null;
   totalMs: number;
   /** Where the payload could leave more files ($RUN_DIR inside the VM). */
@@ -115,7 +118,7 @@ function pruneRuns(keep = 8): void {
 
 const shq = (s: string): string => `'${s.replaceAll("'", `'\\''`)}'`;
 
-function initScript(k: KernelInfo, runDir: string, modules: readonly string[], autoload: boolean): string {
+function initScript(k: KernelInfo, runDir: string, modules: readonly string[], autoload: boolean, timeoutMs: number): string {
   // Runs as PID 1 under the host's /bin/sh (dash). Must never exit: it powers off instead.
   return `#!/bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -137,11 +140,15 @@ chmod +x "$RUN_DIR/vm-modprobe"
 export VM_MODPROBE="$RUN_DIR/vm-modprobe" VM_MODULES_ROOT=${shq(k.modulesRoot)} VM_KVER=${shq(k.kver)} RUN_DIR
 echo 1 >/proc/sys/kernel/sysrq
 ${autoload ? 'echo "$VM_MODPROBE" >/proc/sys/kernel/modprobe' : 'echo /bin/false >/proc/sys/kernel/modprobe'}
-for m in ${modules.map(shq).join(' ')}; do
-  "$VM_MODPROBE" "$m" || echo "vm: modprobe $m failed"
-done
+mods=${shq(modules.join(' '))}
+if [ -n "$mods" ] && ! "$VM_MODPROBE" -a $mods; then
+  for m in $mods; do "$VM_MODPROBE" "$m" || echo "vm: modprobe $m failed"; done
+fi
 ip link set lo up
 echo "modules $(cut -d' ' -f1 /proc/uptime)" >>"$RUN_DIR/timings"
+# A second bound, inside: should the host process die without killing QEMU, the guest
+# still powers itself off (its clock starts after boot, so the host's timer fires first).
+( sleep ${Math.ceil(timeoutMs / 1000)}; echo "vm: watchdog fired after ${Math.ceil(timeoutMs / 1000)} s" >>"$RUN_DIR/init.log"; off ) &
 cd ${shq(REPO)}
 /bin/sh "$RUN_DIR/payload.sh" >"$RUN_DIR/output" 2>&1 </dev/null
 echo $? >"$RUN_DIR/status"
@@ -159,7 +166,7 @@ export async function runInVm(opts: VmRunOptions): Promise<VmRunResult> {
   mkdirSync(runDir, { recursive: true });
   writeFileSync(join(runDir, 'payload.sh'), opts.script);
   const init = join(runDir, 'init.sh');
-  writeFileSync(init, initScript(k, runDir, opts.modules ?? DEFAULT_MODULES, opts.autoload ?? true), { mode: 0o755 });
+  writeFileSync(init, initScript(k, runDir, opts.modules ?? DEFAULT_MODULES, opts.autoload ?? true, opts.timeoutMs), { mode: 0o755 });
 
   const args = [
     '-m', `${opts.memoryMb ?? 2048}M`, '-smp', String(opts.cpus ?? 2), '-cpu', 'max',
