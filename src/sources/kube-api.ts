@@ -3,11 +3,13 @@
 // credentials (tokens, token files, exec and auth-provider plugins), RequestContext carries
 // them, and the library's HTTP layer (undici with the kubeconfig's dispatcher) sends them.
 //
-// We do not use the library's ListWatch/informer: it drops the watch on any error without
-// retrying, swallows undecodable lines, never reports 404, and cannot cancel a request
-// that is still waiting for its response headers. The reflector (reflector.ts) owns the
-// loop; this file only turns one request into JSON or a stream of events, and every error
-// into an ApiError with the HTTP status, or a transport error.
+// We do not use the library's ListWatch/informer (makeInformer): it stops for good on any
+// error but 410 and timeouts (the caller would have to restart it), ignores lines it cannot
+// decode, never asks for bookmarks or pages its lists, and its Watch hands out the
+// AbortController only once response headers arrived, so a hanging request cannot be
+// cancelled. The reflector (reflector.ts) owns the loop; this file only turns one request
+// into JSON or a stream of events, and every error into an ApiError with the HTTP status
+// (or the transport's error).
 
 import { HttpMethod, IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from '@kubernetes/client-node';
 
@@ -38,12 +40,15 @@ export class ApiError extends Error {
   readonly status: number;
   readonly reason: string | undefined;
   readonly path: string;
-  constructor(path: string, status: number, reason: string | undefined, message: string, options?: ErrorOptions) {
+  /** details.causes[].reason of the Status, e.g. ResourceVersionTooLarge. */
+  readonly causes: readonly string[];
+  constructor(path: string, status: number, reason: string | undefined, message: string, causes: readonly string[] = [], options?: ErrorOptions) {
     super(`GET ${path}: ${status}${reason ? ` ${reason}` : ''}: ${message}`, options);
     this.name = 'ApiError';
     this.status = status;
     this.reason = reason;
     this.path = path;
+    this.causes = causes;
   }
 }
 
@@ -56,19 +61,32 @@ export class WatchDecodeError extends Error {
 
 export const isGone = (e: unknown): boolean => e instanceof ApiError && e.status === 410;
 export const isNotFound = (e: unknown): boolean => e instanceof ApiError && e.status === 404;
+/**
+ * The server has not seen our resourceVersion yet (a lagging watch cache, or an etcd
+ * restored from a backup): client-go relists from scratch when this persists.
+ */
+export const isTooLargeResourceVersion = (e: unknown): boolean =>
+  e instanceof ApiError && e.causes.includes('ResourceVersionTooLarge');
 
 /** Builds an ApiError from a metav1.Status (an HTTP error body, or a watch ERROR event). */
 export function statusError(path: string, httpStatus: number, body: unknown): ApiError {
   let reason: string | undefined;
   let message = 'no Status in the answer';
   let code = httpStatus;
+  const causes: string[] = [];
   if (typeof body === 'object' && body !== null) {
-    const s = body as { reason?: unknown; message?: unknown; code?: unknown };
+    const s = body as { reason?: unknown; message?: unknown; code?: unknown; details?: { causes?: unknown } };
     if (typeof s.reason === 'string') reason = s.reason;
     if (typeof s.message === 'string') message = s.message;
     if (typeof s.code === 'number' && s.code > 0) code = s.code;
+    if (Array.isArray(s.details?.causes)) {
+      for (const c of s.details.causes as unknown[]) {
+        const r = typeof c === 'object' && c !== null ? (c as { reason?: unknown }).reason : undefined;
+        if (typeof r === 'string') causes.push(r);
+      }
+    }
   }
-  return new ApiError(path, code, reason, message);
+  return new ApiError(path, code, reason, message, causes);
 }
 
 const WATCH_TYPES = new Set<string>(['ADDED', 'MODIFIED', 'DELETED', 'BOOKMARK', 'ERROR']);
@@ -175,7 +193,11 @@ export interface ConnectionOptions {
   kubeconfig?: string;
   /** --master: overrides the server of the kubeconfig (or is the only setting without one). */
   master?: string;
+  /** Where the service account is mounted, for in-cluster config. Default: the root. */
+  inClusterRoot?: string;
 }
+
+const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 export class KubeConfigError extends Error {
   constructor(message: string, options?: ErrorOptions) {
@@ -195,12 +217,26 @@ export function loadKubeConfig(opts: ConnectionOptions, env: NodeJS.ProcessEnv =
   const kubeconfig = opts.kubeconfig ?? '';
   const master = opts.master ?? '';
   if (kubeconfig === '' && master === '') {
-    if (!env['KUBERNETES_SERVICE_HOST'] || !env['KUBERNETES_SERVICE_PORT']) {
+    const host = env['KUBERNETES_SERVICE_HOST'];
+    if (!host || !env['KUBERNETES_SERVICE_PORT']) {
       throw new KubeConfigError(
         'neither --kubeconfig nor --master was given, and this is not a pod (KUBERNETES_SERVICE_HOST/PORT unset)',
       );
     }
-    kc.loadFromCluster();
+    // As rest.InClusterConfig: https to KUBERNETES_SERVICE_HOST:PORT, the service
+    // account's CA, and its token re-read from the file (client-node refreshes it every
+    // minute, so projected tokens that rotate keep working). Built here rather than with
+    // kc.loadFromCluster() so that the environment is the one passed in.
+    const root = (opts.inClusterRoot ?? '').replace(/\/+$/, '');
+    kc.loadFromClusterAndUser(
+      {
+        name: 'inCluster',
+        server: `https://${host.includes(':') ? `[${host}]` : host}:${env['KUBERNETES_SERVICE_PORT']}`,
+        caFile: `${root}${SERVICE_ACCOUNT}/ca.crt`,
+        skipTLSVerify: false,
+      },
+      { name: 'inClusterUser', authProvider: { name: 'tokenFile', config: { tokenFile: `${root}${SERVICE_ACCOUNT}/token` } } },
+    );
     return kc;
   }
   if (kubeconfig !== '') {
@@ -219,8 +255,25 @@ export function loadKubeConfig(opts: ConnectionOptions, env: NodeJS.ProcessEnv =
         currentContext: kc.currentContext,
       });
     }
-    return kc;
+    return allowPlainHttp(kc);
   }
   kc.loadFromClusterAndUser({ name: 'master', server: master, skipTLSVerify: false }, { name: 'anonymous' });
+  return allowPlainHttp(kc);
+}
+
+/**
+ * client-node refuses an http:// server unless skipTLSVerify is set, although there is no
+ * TLS to verify. kube-proxy accepts plain HTTP (e.g. --master http://127.0.0.1:8001 through
+ * `kubectl proxy`), so we set the flag for http:// servers only; https:// keeps verifying.
+ */
+function allowPlainHttp(kc: KubeConfig): KubeConfig {
+  const current = kc.getCurrentCluster();
+  if (!current || !current.server.startsWith('http:') || current.skipTLSVerify) return kc;
+  kc.loadFromOptions({
+    clusters: kc.clusters.map((c) => (c.name === current.name ? { ...c, skipTLSVerify: true } : c)),
+    contexts: kc.contexts,
+    users: kc.users,
+    currentContext: kc.currentContext,
+  });
   return kc;
 }

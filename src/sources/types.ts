@@ -30,7 +30,11 @@ export interface Source {
   start(handler: SourceHandler): Promise<void>;
   /** Stops every loop and timer; resolves when nothing is left running. */
   stop(): Promise<void>;
-  /** True once every kind has delivered its first complete view. */
+  /**
+   * True once Services and EndpointSlices have delivered their first complete view (what a
+   * proxier must wait for before its first sync, as upstream). Each kind, the Node and
+   * ServiceCIDRs included, also reports its own first view through onSynced.
+   */
   hasSynced(): boolean;
   /** Resolves when hasSynced() becomes true; rejects if the signal aborts first or the source stops. */
   waitForSync(signal?: AbortSignal): Promise<void>;
