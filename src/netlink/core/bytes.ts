@@ -91,7 +91,8 @@ export class ByteWriter {
     const pad = (4 - (this.len & 3)) & 3;
     if (pad > 0) {
       const at = this.reserve(pad);
-      this.buf.fill(0, at, this.len);
+      // A loop, not Buffer.fill: at most 3 bytes, and fill's call overhead shows in bulk encoding.
+      for (let i = at; i < this.len; i++) this.buf[i] = 0;
     }
     return this;
   }

@@ -26,6 +26,13 @@ export interface SocketOptions {
   recvBufferBytes?: number;
   /** SO_SNDBUF request; the kernel caps it at net.core.wmem_max (and doubles it). */
   sendBufferBytes?: number;
+  /**
+   * Receive into a fixed buffer of this size instead of peeking at each datagram's size.
+   * The kernel sizes dump datagrams after the reader's buffer (up to 32 KiB), so 32768 makes
+   * dumps take about 8 times fewer datagrams than peeking (which reads 4 KiB ones). Only for
+   * sockets whose replies never exceed it (a larger datagram arrives truncated: ENOBUFS).
+   */
+  recvMessageBytes?: number;
 }
 
 const DEFAULT_RCVBUF = 8 << 20;
@@ -46,6 +53,7 @@ export function openRawSocket(protocol: number, opts: SocketOptions = {}): RawSo
   const sock = new RawNetlinkSocket(protocol, {
     recvBufferSize: opts.recvBufferBytes ?? DEFAULT_RCVBUF,
     sendBufferSize: opts.sendBufferBytes ?? DEFAULT_SNDBUF,
+    ...(opts.recvMessageBytes ? { messagePeeking: false, msgBufferSize: opts.recvMessageBytes } : {}),
   });
   // A netlink socket must not keep the process alive on its own: owners close it.
   sock.unref();

@@ -1,0 +1,475 @@
+// Set and map elements (NEWSETELEM / DELSETELEM), many per message.
+//
+//   NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_ELEM_LIST_SET, [NFTA_SET_ELEM_LIST_SET_ID],
+//   NFTA_SET_ELEM_LIST_ELEMENTS {
+//     NFTA_LIST_ELEM { [FLAGS be32], [TIMEOUT be64 ms], KEY { NFTA_DATA_VALUE },
+//                      [KEY_END { NFTA_DATA_VALUE }], [DATA { VALUE | VERDICT }], [USERDATA] } ...
+//   }
+//
+// Intervals, as nft encodes them:
+//  - single-field interval sets hold a start element and an end element (flag
+//    NFT_SET_ELEM_INTERVAL_END) whose key is one past the last address/port. An interval
+//    that runs to the top of the key space has no end element; its start carries the udata
+//    flag NFTNL_SET_ELEM_F_INTERVAL_OPEN instead. When the set is new (empty), nft also sends
+//    a leading end element at 0, which we do too for sets created in the same transaction.
+//  - concatenated interval sets (pipapo) hold one element with KEY (all low bounds) and
+//    KEY_END (all high bounds, inclusive).
+//
+// ELEMENTS is one attribute whose nla_len is a u16, so a message carries at most ~64 KiB of
+// elements; larger lists are split over several messages (all in the same batch).
+
+import type { InMessage, OutMessage } from '../core/index.ts';
+import { AttrSet, AttrWriter, ByteWriter, NetlinkDecodeError, NLA_F_NESTED } from '../core/index.ts';
+import {
+  NFT_SET_ELEM_INTERVAL_END, NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_LIST_ELEM, NFTA_SET_ELEM_DATA,
+  NFTA_SET_ELEM_EXPIRATION, NFTA_SET_ELEM_FLAGS, NFTA_SET_ELEM_KEY, NFTA_SET_ELEM_KEY_END, NFTA_SET_ELEM_LIST_ELEMENTS,
+  NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_SET_ID, NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_ELEM_TIMEOUT, NFTA_SET_ELEM_USERDATA,
+  NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE, VerdictCode,
+} from './constants.ts';
+import type { DataType, FieldValue } from './datatypes.ts';
+import { concatFields, DATATYPES, decodeField, encodeField, formatV6, keyLength, splitFields, writeField } from './datatypes.ts';
+import { cstr, nftMessage, received } from './message.ts';
+import { isConcatInterval, isInterval } from './set.ts';
+import type { KeyField, NftElement, NftSetLike, Scope } from './types.ts';
+import type { UdataTlv } from './udata.ts';
+import { decodeUdata, encodeUdata, SET_ELEM_F_INTERVAL_OPEN, udGet, udReadStr, udReadU32, udStr, udU32, UD_SET_ELEM_COMMENT, UD_SET_ELEM_FLAGS } from './udata.ts';
+import type { Verdict } from './verdict.ts';
+import { isVerdict, readVerdict, renderVerdict, writeVerdict } from './verdict.ts';
+
+/** Room for elements in one message: the ELEMENTS attribute must stay below 64 KiB. */
+export const MAX_ELEMENTS_BYTES = 60_000;
+
+/** The [low, high] (inclusive) bytes of one key field of an interval element. */
+export function fieldBounds(t: DataType, v: KeyField): [Uint8Array, Uint8Array] {
+  if (Array.isArray(v)) return [encodeField(t, v[0] as FieldValue), encodeField(t, v[1] as FieldValue)];
+  if (typeof v === 'string' && v.includes('/') && (t === 'ipv4_addr' || t === 'ipv6_addr')) {
+    const [addr, plen] = v.split('/') as [string, string];
+    const low = Uint8Array.from(encodeField(t, addr));
+    const prefix = /^\d{1,3}$/.test(plen) ? Number(plen) : NaN;
+    if (!(prefix >= 0 && prefix <= low.length * 8)) throw new TypeError(`${v} is not a valid ${t} prefix`);
+    const high = Uint8Array.from(low);
+    for (let i = 0; i < low.length; i++) {
+      const bits = Math.max(0, Math.min(8, prefix - i * 8));
+      const hostMask = 0xff >> bits;
+      low[i]! &= ~hostMask & 0xff;
+      high[i]! = low[i]! | hostMask;
+    }
+    return [low, high];
+  }
+  if (typeof v === 'string' && v.includes('-')) {
+    const [a, b] = v.split('-') as [string, string];
+    const num = t === 'inet_service' || t === 'mark' || t === 'integer';
+    return [encodeField(t, num ? Number(a) : a), encodeField(t, num ? Number(b) : b)];
+  }
+  const x = encodeField(t, v as FieldValue);
+  return [x, x];
+}
+
+/** bytes + 1 as a big-endian number; undefined on overflow (all ones). */
+function increment(b: Uint8Array): Uint8Array | undefined {
+  const out = Uint8Array.from(b);
+  for (let i = out.length - 1; i >= 0; i--) {
+    if (out[i]! < 0xff) {
+      out[i]!++;
+      return out;
+    }
+    out[i] = 0;
+  }
+  return undefined;
+}
+
+function decrement(b: Uint8Array): Uint8Array {
+  const out = Uint8Array.from(b);
+  for (let i = out.length - 1; i >= 0; i--) {
+    if (out[i]! > 0) {
+      out[i]!--;
+      return out;
+    }
+    out[i] = 0xff;
+  }
+  return out;
+}
+
+function cmpBytes(a: Uint8Array, b: Uint8Array): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
+}
+
+/** Writes NFTA_DATA_VALUE with the fields' bytes (padded in a concatenation) straight into w. */
+function writeValue(w: AttrWriter, types: readonly DataType[], values: readonly FieldValue[], what: string): void {
+  if (values.length !== types.length) throw new TypeError(`${what} has ${types.length} fields, element has ${values.length}`);
+  const len = keyLength(types);
+  const out = w.out;
+  out.u16le(4 + len).u16le(NFTA_DATA_VALUE);
+  for (let i = 0; i < types.length; i++) {
+    writeField(out, types[i]!, values[i]!);
+    if (types.length > 1) out.align4();
+  }
+  out.align4();
+}
+
+function writeBytesValue(w: AttrWriter, type: number, b: Uint8Array): void {
+  w.nested(type, (k) => k.bytes(NFTA_DATA_VALUE, b));
+}
+
+function writeData(w: AttrWriter, set: NftSetLike, value: NftElement['value']): void {
+  if (set.kind !== 'map') {
+    if (value !== undefined) throw new TypeError(`set ${set.name} is not a map: elements take no value`);
+    return;
+  }
+  if (value === undefined) throw new TypeError(`map ${set.name}: element without a value`);
+  if (set.data === 'verdict') {
+    if (!isVerdict(value)) throw new TypeError(`map ${set.name} maps to verdicts`);
+    w.nested(NFTA_SET_ELEM_DATA, (d) => writeVerdict(d, value));
+    return;
+  }
+  if (isVerdict(value)) throw new TypeError(`map ${set.name} maps to ${set.data.join(' . ')}, not a verdict`);
+  const data = set.data;
+  w.nested(NFTA_SET_ELEM_DATA, (d) => writeValue(d, data, value, `map ${set.name} data`));
+}
+
+export interface ChunkOptions {
+  /** false for deletes: only keys (and interval ends) are sent. */
+  withData: boolean;
+}
+
+/**
+ * Encoded elements in one shared buffer (no per-element allocation): the start of every
+ * NFTA_LIST_ELEM attribute, and where each element's attributes begin (an element is one
+ * attribute, or two for a single-field interval; the two stay in the same message).
+ */
+export class ElementBuffer {
+  readonly w = new AttrWriter(new ByteWriter(1 << 16));
+  readonly attrStarts: number[] = [];
+  readonly groupStarts: number[] = [];
+
+  get count(): number {
+    return this.groupStarts.length;
+  }
+}
+
+/**
+ * Appends one element to `buf` as the NFTA_LIST_ELEM attribute(s) it needs. Throws a
+ * TypeError naming the problem when the element does not fit the set (the buffer is then
+ * unusable: callers abandon it).
+ */
+export function encodeElementInto(buf: ElementBuffer, set: NftSetLike, el: NftElement, opts: ChunkOptions): void {
+  const w = buf.w;
+  buf.groupStarts.push(buf.attrStarts.length);
+  const open = (flags: number, fill: (e: AttrWriter) => void, openEnded = false): void => {
+    buf.attrStarts.push(w.out.length);
+    w.nested(NFTA_LIST_ELEM, (e) => {
+      if (flags) e.u32(NFTA_SET_ELEM_FLAGS, flags, 'net');
+      const end = (flags & NFT_SET_ELEM_INTERVAL_END) !== 0;
+      if (opts.withData && el.timeoutMs !== undefined && !end) e.u64(NFTA_SET_ELEM_TIMEOUT, BigInt(el.timeoutMs), 'net');
+      fill(e);
+      if (end) return;
+      if (opts.withData) writeData(e, set, el.value);
+      const t: UdataTlv[] = [];
+      if (opts.withData && el.comment !== undefined) t.push(udStr(UD_SET_ELEM_COMMENT, el.comment));
+      if (openEnded) t.push(udU32(UD_SET_ELEM_FLAGS, SET_ELEM_F_INTERVAL_OPEN));
+      if (t.length > 0) e.bytes(NFTA_SET_ELEM_USERDATA, encodeUdata(t));
+    });
+  };
+  if (isConcatInterval(set)) {
+    if (el.key.length !== set.key.length) throw new TypeError(`set ${set.name} has ${set.key.length} key fields, element has ${el.key.length}`);
+    const bounds = set.key.map((t, i) => fieldBounds(t, el.key[i]!));
+    const low = concatFields(bounds.map((b) => b[0]));
+    const high = concatFields(bounds.map((b) => b[1]));
+    open(0, (e) => {
+      writeBytesValue(e, NFTA_SET_ELEM_KEY, low);
+      writeBytesValue(e, NFTA_SET_ELEM_KEY_END, high);
+    });
+  } else if (isInterval(set)) {
+    if (el.key.length !== 1) throw new TypeError(`set ${set.name} has 1 key field, element has ${el.key.length}`);
+    const [low, high] = fieldBounds(set.key[0]!, el.key[0]!);
+    if (cmpBytes(low, high) > 0) throw new TypeError(`set ${set.name}: interval ${String(el.key[0])} ends before it starts`);
+    const end = increment(high);
+    open(0, (e) => writeBytesValue(e, NFTA_SET_ELEM_KEY, low), end === undefined);
+    if (end) open(NFT_SET_ELEM_INTERVAL_END, (e) => writeBytesValue(e, NFTA_SET_ELEM_KEY, end));
+  } else {
+    // The hot path (one message per thousand elements, many thousands per sync): written
+    // with explicit header patches rather than nested() closures.
+    if (el.key.length !== set.key.length) throw new TypeError(`set ${set.name} has ${set.key.length} key fields, element has ${el.key.length}`);
+    const out = w.out;
+    buf.attrStarts.push(out.length);
+    const elemAt = out.reserve(4);
+    if (opts.withData && el.timeoutMs !== undefined) w.u64(NFTA_SET_ELEM_TIMEOUT, BigInt(el.timeoutMs), 'net');
+    const keyAt = out.reserve(4);
+    writeValue(w, set.key, el.key as readonly FieldValue[], `set ${set.name} key`);
+    closeNest(out, keyAt, NFTA_SET_ELEM_KEY);
+    if (opts.withData) {
+      const v = el.value;
+      if (set.kind === 'map' && set.data === 'verdict' && v !== undefined && isVerdict(v)) {
+        const dataAt = out.reserve(4);
+        const verdictAt = out.reserve(4);
+        w.u32(NFTA_VERDICT_CODE, VerdictCode[v.verdict] >>> 0, 'net');
+        if ('chain' in v) w.bytes(NFTA_VERDICT_CHAIN, cstr(v.chain));
+        closeNest(out, verdictAt, NFTA_DATA_VERDICT);
+        closeNest(out, dataAt, NFTA_SET_ELEM_DATA);
+      } else writeData(w, set, v);
+      if (el.comment !== undefined) w.bytes(NFTA_SET_ELEM_USERDATA, encodeUdata([udStr(UD_SET_ELEM_COMMENT, el.comment)]));
+    }
+    closeNest(out, elemAt, NFTA_LIST_ELEM);
+  }
+}
+
+function closeNest(out: ByteWriter, at: number, type: number): void {
+  const len = out.length - at;
+  if (len > 0xffff) throw new RangeError(`nested attribute ${type} too long: ${len} bytes`);
+  out.patchU16le(at, len);
+  out.patchU16le(at + 2, type | NLA_F_NESTED);
+}
+
+/** One element's NFTA_LIST_ELEM attribute(s), as separate byte arrays (tests, FakeNft). */
+export function encodeElement(set: NftSetLike, el: NftElement, opts: ChunkOptions): Uint8Array[] {
+  const buf = new ElementBuffer();
+  encodeElementInto(buf, set, el, opts);
+  const all = buf.w.finish();
+  return buf.attrStarts.map((s, i) => all.slice(s, buf.attrStarts[i + 1] ?? all.length));
+}
+
+/** The end element at 0 that nft sends first when filling a new single-field interval set. */
+export function leadingIntervalEndInto(buf: ElementBuffer, set: NftSetLike): void {
+  buf.groupStarts.push(buf.attrStarts.length);
+  buf.attrStarts.push(buf.w.out.length);
+  const zero = new Uint8Array(keyLength(set.key));
+  buf.w.nested(NFTA_LIST_ELEM, (e) => {
+    e.u32(NFTA_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END, 'net');
+    e.nested(NFTA_SET_ELEM_KEY, (k) => k.bytes(NFTA_DATA_VALUE, zero));
+  });
+}
+
+/**
+ * Packs the buffer's elements into as few messages as fit (each ELEMENTS attribute < 64 KiB),
+ * an element's attributes always in one message. Like nft, the list entries are numbered
+ * 1, 2, 3 ... in their attribute type (the kernel ignores it).
+ */
+export function elementMessages(
+  scope: Scope,
+  cmd: number,
+  flags: number,
+  setName: string,
+  setId: number | undefined,
+  buf: ElementBuffer,
+  label: (count: number) => string,
+  maxBytes = MAX_ELEMENTS_BYTES,
+): OutMessage[] {
+  const bytes = buf.w.finish();
+  const attrEnd = (i: number): number => buf.attrStarts[i + 1] ?? bytes.length;
+  const groupEnd = (g: number): number => {
+    const nextAttr = buf.groupStarts[g + 1];
+    return nextAttr === undefined ? bytes.length : buf.attrStarts[nextAttr]!;
+  };
+  const out: OutMessage[] = [];
+  let g = 0;
+  while (g < buf.count) {
+    const firstAttr = buf.groupStarts[g]!;
+    const from = buf.attrStarts[firstAttr]!;
+    let last = g;
+    if (groupEnd(g) - from > maxBytes) throw new RangeError(`one element of set ${setName} encodes to ${groupEnd(g) - from} bytes`);
+    while (last + 1 < buf.count && groupEnd(last + 1) - from <= maxBytes) last++;
+    const to = groupEnd(last);
+    const lastAttr = last + 1 < buf.count ? buf.groupStarts[last + 1]! : buf.attrStarts.length;
+    const count = last - g + 1;
+    out.push(
+      nftMessage(cmd, scope.family, flags, label(count), (w) => {
+        w.bytes(NFTA_SET_ELEM_LIST_TABLE, cstr(scope.table)).bytes(NFTA_SET_ELEM_LIST_SET, cstr(setName));
+        if (setId !== undefined) w.u32(NFTA_SET_ELEM_LIST_SET_ID, setId, 'net');
+        w.nested(NFTA_SET_ELEM_LIST_ELEMENTS, (e) => {
+          const base = e.out.length;
+          e.out.bytes(bytes.subarray(from, to));
+          for (let a = firstAttr, n = 1; a < lastAttr; a++, n++) {
+            if (attrEnd(a) > to) break;
+            e.out.patchU16le(base + (buf.attrStarts[a]! - from) + 2, (n & 0x3fff) | NLA_F_NESTED);
+          }
+        });
+      }),
+    );
+    g = last + 1;
+  }
+  return out;
+}
+
+/** DELSETELEM without elements: removes every element (nft's `flush set`). Attribute order as nft sends it. */
+export function flushSetMessage(scope: Scope, cmd: number, setName: string, label: string): OutMessage {
+  return nftMessage(cmd, scope.family, 0, label, (w) => w.str(NFTA_SET_ELEM_LIST_SET, setName).str(NFTA_SET_ELEM_LIST_TABLE, scope.table));
+}
+
+/** One element as the kernel holds it. */
+export interface RawElement {
+  key: Uint8Array;
+  keyEnd?: Uint8Array;
+  flags: number;
+  data?: Uint8Array | Verdict;
+  timeoutMs?: bigint;
+  expirationMs?: bigint;
+  comment?: string;
+  open?: boolean;
+}
+
+export function decodeRawElements(msg: Pick<InMessage, 'payload'>): { table: string; set: string; elements: RawElement[] } {
+  const { attrs: a } = received(msg, 'setelem');
+  const table = a.require(NFTA_SET_ELEM_LIST_TABLE, a.str(NFTA_SET_ELEM_LIST_TABLE));
+  const set = a.require(NFTA_SET_ELEM_LIST_SET, a.str(NFTA_SET_ELEM_LIST_SET));
+  const elements: RawElement[] = [];
+  const list = a.nested(NFTA_SET_ELEM_LIST_ELEMENTS);
+  for (const item of list?.all ?? []) {
+    // nft numbers the entries 1, 2, 3 ...; the kernel (and we) take any type.
+    const e = new AttrSet(item.data, 'setelem/elem', item.offset + 4);
+    const key = e.nested(NFTA_SET_ELEM_KEY)?.bytes(NFTA_DATA_VALUE);
+    if (!key) throw new NetlinkDecodeError(e.where, 0, 'element without a key');
+    const r: RawElement = { key: Uint8Array.from(key), flags: e.u32(NFTA_SET_ELEM_FLAGS, 'net') ?? 0 };
+    const keyEnd = e.nested(NFTA_SET_ELEM_KEY_END)?.bytes(NFTA_DATA_VALUE);
+    if (keyEnd) r.keyEnd = Uint8Array.from(keyEnd);
+    const data = e.nested(NFTA_SET_ELEM_DATA);
+    if (data) {
+      if (data.has(NFTA_DATA_VERDICT)) r.data = readVerdict(data);
+      else {
+        const v = data.bytes(NFTA_DATA_VALUE);
+        if (!v) throw new NetlinkDecodeError(data.where, 0, 'element data without a value');
+        r.data = Uint8Array.from(v);
+      }
+    }
+    const t = e.u64(NFTA_SET_ELEM_TIMEOUT, 'net');
+    if (t !== undefined) r.timeoutMs = t;
+    const x = e.u64(NFTA_SET_ELEM_EXPIRATION, 'net');
+    if (x !== undefined) r.expirationMs = x;
+    const ud = e.bytes(NFTA_SET_ELEM_USERDATA);
+    if (ud) {
+      const tlvs = decodeUdata(ud, 'element userdata');
+      const c = udGet(tlvs, UD_SET_ELEM_COMMENT);
+      if (c) r.comment = udReadStr(c);
+      const f = udGet(tlvs, UD_SET_ELEM_FLAGS);
+      if (f && udReadU32(f) & SET_ELEM_F_INTERVAL_OPEN) r.open = true;
+    }
+    elements.push(r);
+  }
+  return { table, set, elements };
+}
+
+function isPrefixRange(low: Uint8Array, high: Uint8Array): number | undefined {
+  // A CIDR: low and high share a prefix, low has zeros after it, high ones.
+  let prefix = 0;
+  let i = 0;
+  for (; i < low.length && low[i] === high[i]; i++) prefix += 8;
+  if (i < low.length) {
+    const x = low[i]! ^ high[i]!;
+    let bits = 0;
+    while (bits < 8 && !(x & (0x80 >> bits))) bits++;
+    const hostMask = 0xff >> bits;
+    if ((low[i]! & hostMask) !== 0 || (high[i]! & hostMask) !== hostMask) return undefined;
+    prefix += bits;
+    for (let j = i + 1; j < low.length; j++) if (low[j] !== 0 || high[j] !== 0xff) return undefined;
+  }
+  return prefix;
+}
+
+/** Renders [low, high] of one field as nft does: a single value, a CIDR, or "a-b". */
+function boundsValue(t: DataType, low: Uint8Array, high: Uint8Array): KeyField {
+  if (cmpBytes(low, high) === 0) return decodeField(t, low);
+  if (t === 'ipv4_addr' || t === 'ipv6_addr') {
+    const p = isPrefixRange(low, high);
+    const text = (b: Uint8Array): string => (t === 'ipv4_addr' ? Array.from(b).join('.') : formatV6(b));
+    if (p !== undefined) return `${text(low)}/${p}`;
+    return `${text(low)}-${text(high)}`;
+  }
+  return `${decodeField(t, low)}-${decodeField(t, high)}`;
+}
+
+function valueOf(set: NftSetLike, r: RawElement): NftElement['value'] {
+  if (set.kind !== 'map' || r.data === undefined) return undefined;
+  if (!(r.data instanceof Uint8Array)) return r.data;
+  if (set.data === 'verdict') return undefined;
+  const data = set.data;
+  return splitFields(data, r.data).map((b, i) => decodeField(data[i]!, b));
+}
+
+/**
+ * Turns raw kernel elements into NftElements for a set of known type. Single-field interval
+ * sets are paired (start, next end) back into CIDRs or ranges; the leading end at 0 is dropped.
+ */
+export function toElements(set: NftSetLike, raws: readonly RawElement[]): NftElement[] {
+  const want = keyLength(set.key);
+  for (const r of raws) {
+    if (r.key.length !== want || (r.keyEnd && r.keyEnd.length !== want)) throw new NetlinkDecodeError(`set ${set.name}`, 0, `element key of ${r.key.length} bytes, the set's keys have ${want}`);
+    if (set.kind === 'map' && set.data !== 'verdict' && r.data instanceof Uint8Array && r.data.length !== keyLength(set.data)) {
+      throw new NetlinkDecodeError(`set ${set.name}`, 0, `element data of ${r.data.length} bytes, the map's data has ${keyLength(set.data)}`);
+    }
+  }
+  const finish = (r: RawElement, key: KeyField[]): NftElement => {
+    const el: NftElement = { kind: 'element', set: set.name, key };
+    const v = valueOf(set, r);
+    if (v !== undefined) el.value = v;
+    if (r.timeoutMs !== undefined) el.timeoutMs = Number(r.timeoutMs);
+    if (r.comment !== undefined) el.comment = r.comment;
+    return el;
+  };
+  if (isConcatInterval(set)) {
+    return raws.map((r) => {
+      const lows = splitFields(set.key, r.key);
+      const highs = splitFields(set.key, r.keyEnd ?? r.key);
+      return finish(r, set.key.map((t, i) => boundsValue(t, lows[i]!, highs[i]!)));
+    });
+  }
+  if (isInterval(set)) {
+    const t = set.key[0]!;
+    const sorted = [...raws].sort((x, y) => cmpBytes(x.key, y.key) || (x.flags & NFT_SET_ELEM_INTERVAL_END ? -1 : 1));
+    const out: NftElement[] = [];
+    for (let i = 0; i < sorted.length; i++) {
+      const r = sorted[i]!;
+      if (r.flags & NFT_SET_ELEM_INTERVAL_END) continue;
+      const next = sorted[i + 1];
+      let high: Uint8Array;
+      if (next && next.flags & NFT_SET_ELEM_INTERVAL_END) {
+        high = decrement(next.key);
+        i++;
+      } else high = new Uint8Array(DATATYPES[t].len).fill(0xff);
+      out.push(finish(r, [boundsValue(t, r.key, high)]));
+    }
+    return out;
+  }
+  return raws.map((r) => finish(r, splitFields(set.key, r.key).map((b, i) => decodeField(set.key[i]!, b))));
+}
+
+/** nft syntax of one element: `10.0.0.1 . tcp . 80 timeout 10s comment "x" : goto svc`. */
+export function renderElement(el: NftElement): string {
+  const field = (f: KeyField): string => (Array.isArray(f) ? `${String(f[0])}-${String(f[1])}` : f instanceof Uint8Array ? `0x${Buffer.from(f).toString('hex')}` : String(f));
+  let s = el.key.map(field).join(' . ');
+  if (el.timeoutMs !== undefined) s += ` timeout ${renderDuration(el.timeoutMs)}`;
+  if (el.comment !== undefined) s += ` comment "${el.comment.replace(/"/g, '\\"')}"`;
+  if (el.value !== undefined) s += ` : ${isVerdict(el.value) ? renderVerdict(el.value) : el.value.map(field).join(' . ')}`;
+  return s;
+}
+
+export function renderDuration(ms: number): string {
+  const units: [string, number][] = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
+  if (ms === 0) return '0s';
+  let rest = ms;
+  let out = '';
+  for (const [u, n] of units) {
+    if (rest >= n) {
+      out += `${Math.floor(rest / n)}${u}`;
+      rest %= n;
+    }
+  }
+  if (rest > 0) out += `${rest}ms`;
+  return out;
+}
+
+/**
+ * Merges overlapping intervals of a single-field interval set into disjoint ones (the kernel
+ * refuses an element that overlaps another with EEXIST; nft merges only with auto-merge).
+ * Adjacent intervals are kept apart, as the kernel keeps them. Returns CIDRs where aligned.
+ */
+export function mergeIntervals(t: DataType, fields: readonly KeyField[]): KeyField[] {
+  const ranges = fields.map((f) => fieldBounds(t, f)).sort((a, b) => cmpBytes(a[0], b[0]));
+  const out: [Uint8Array, Uint8Array][] = [];
+  for (const [lo, hi] of ranges) {
+    const last = out.at(-1);
+    if (last && cmpBytes(lo, last[1]) <= 0) {
+      if (cmpBytes(hi, last[1]) > 0) last[1] = hi;
+    } else out.push([lo, hi]);
+  }
+  return out.map(([lo, hi]) => boundsValue(t, lo, hi));
+}

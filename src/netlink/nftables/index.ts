@@ -1,0 +1,25 @@
+// nf_tables over nfnetlink: typed objects, expressions, transactions, a kernel client and
+// an in-memory fake. See client.ts for the entry point and build.ts for writing rules.
+export * from './constants.ts';
+export * from './types.ts';
+export * from './datatypes.ts';
+export * from './verdict.ts';
+export * from './expr/index.ts';
+export { RuleBuilder, rule } from './build.ts';
+export type { Field, RejectWith } from './build.ts';
+export { NftTransaction, NftValidationError, renderOp } from './transaction.ts';
+export type { Operation, Verb, SetSchema } from './transaction.ts';
+export { NftClient } from './client.ts';
+export type { NftClientOptions, NftInterface, RunStats } from './client.ts';
+export { FakeNft } from './fake.ts';
+export { decodeTable } from './table.ts';
+export type { ListedTable } from './table.ts';
+export { decodeChain } from './chain.ts';
+export type { ListedChain } from './chain.ts';
+export { decodeSet, setUserdata, renderSetType } from './set.ts';
+export type { ListedSet } from './set.ts';
+export { decodeRawElements, toElements, encodeElement, renderElement, mergeIntervals, MAX_ELEMENTS_BYTES } from './element.ts';
+export type { RawElement } from './element.ts';
+export { decodeRule, renderRuleBody } from './rule.ts';
+export type { ListedRule } from './rule.ts';
+export * from './udata.ts';

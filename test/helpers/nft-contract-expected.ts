@@ -1,0 +1,27 @@
+// Outcomes of the contract steps (test/helpers/nft-contract.ts), as the kernel
+// (6.18) gives them: 'ok' or the errno name of the failed transaction.
+export const EXPECTED: [string, string][] = [
+  ['create everything', 'ok'],
+  ['create an existing chain', 'EEXIST'],
+  ['add an existing chain', 'ok'],
+  ['delete a chain a map element points at', 'EBUSY'],
+  ['delete a chain a rule jumps to', 'EBUSY'],
+  ['add a rule jumping to a missing chain', 'ENOENT'],
+  ['add a rule to a missing chain', 'ENOENT'],
+  ['add a rule looking up a missing set', 'ENOENT'],
+  ['add an existing element with other data', 'EEXIST'],
+  ['add an existing element with the same data', 'ok'],
+  ['create an existing element', 'EEXIST'],
+  ['delete a missing element', 'ENOENT'],
+  ['destroy a missing element', 'ok'],
+  ['destroy a missing chain', 'ok'],
+  ['delete a missing set', 'ENOENT'],
+  ['delete a set a rule uses', 'EBUSY'],
+  ['delete a rule by a missing handle', 'ENOENT'],
+  ['a good step then a bad one: nothing happens', 'ENOENT'],
+  ['unhook then delete in one transaction', 'ok'],
+  ['delete rules by listed handles', 'ok'],
+  ['delete the table', 'ok'],
+  ['delete the missing table', 'ENOENT'],
+  ['destroy the missing table', 'ok'],
+];
