@@ -1,0 +1,60 @@
+// Names of the kernel objects the nftables proxier owns. Per-service-port chains follow
+// upstream's shape, `service-HASH8-ns/name/proto/port`, so operators recognise them; the
+// hash keeps names unique after truncation to nf_tables' 256-byte limit.
+
+import { createHash } from 'node:crypto';
+import type { ServicePortInfo } from '../../model/index.ts';
+
+export const TABLE = 'kube-proxy-ts';
+const MAX_NAME = 200;
+
+/** The fixed sets and maps: their number does not grow with the number of Services. */
+export const SET = {
+  clusterIPs: 'cluster-ips',
+  serviceIPs: 'service-ips',
+  serviceNodePorts: 'service-nodeports',
+  noEndpointServices: 'no-endpoint-services',
+  noEndpointNodePorts: 'no-endpoint-nodeports',
+  firewallProtected: 'firewall-protected',
+  firewallAllow: 'firewall-allow',
+  nodePortIPs: 'nodeport-ips',
+  podCIDRs: 'pod-cidrs',
+  serviceCIDRs: 'service-cidrs',
+  hairpin: 'hairpin',
+  endpoints: 'endpoints',
+} as const;
+
+/** The fixed chains. */
+export const CHAIN = {
+  markForMasquerade: 'mark-for-masquerade',
+  masquerading: 'masquerading',
+  services: 'services',
+  serviceEndpointsCheck: 'service-endpoints-check',
+  nodePortEndpointsCheck: 'nodeport-endpoints-check',
+  firewallCheck: 'firewall-check',
+  clusterIPsCheck: 'cluster-ips-check',
+  reject: 'reject-chain',
+  natPrerouting: 'nat-prerouting',
+  natOutput: 'nat-output',
+  natPostrouting: 'nat-postrouting',
+  filterPrerouting: 'filter-prerouting',
+  filterInput: 'filter-input',
+  filterForward: 'filter-forward',
+  filterOutput: 'filter-output',
+  filterOutputPostDNAT: 'filter-output-post-dnat',
+} as const;
+
+const hash8 = (s: string): string => createHash('sha256').update(s).digest('base64url').slice(0, 8).toUpperCase().replace(/[-_]/g, 'X');
+
+function portChain(prefix: string, p: ServicePortInfo): string {
+  const readable = `${p.namespace}/${p.name}/${p.protocol.toLowerCase()}/${p.portName || p.port}`;
+  return `${prefix}-${hash8(`${p.id}|${p.family}`)}-${readable}`.slice(0, MAX_NAME);
+}
+
+/** Entry for traffic to the cluster IP (internal traffic policy). */
+export const serviceChain = (p: ServicePortInfo): string => portChain('service', p);
+/** Entry for node ports, external IPs and load-balancer IPs (external traffic policy). */
+export const externalChain = (p: ServicePortInfo): string => portChain('external', p);
+
+/** Per-service-port chains carry one of these prefixes; everything else in the table is fixed. */
+export const isPortChain = (name: string): boolean => /^(service|external)-[A-Z0-9]{8}-/.test(name);

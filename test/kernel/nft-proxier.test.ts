@@ -1,0 +1,185 @@
+// The nftables proxier against the machine's kernel, proven with real packets: a node
+// namespace runs the model and the proxier, pods answer with their name and the source
+// they saw, an external client connects. `nft -j list ruleset` checks what is left behind.
+import test from 'ava';
+import type { ExecutionContext } from 'ava';
+import { CLIENT_IP, ECHO, makeCluster, NODE_IP, podGateway, podIP } from '../helpers/cluster.ts';
+import type { Cluster } from '../helpers/cluster.ts';
+import { Netns } from '../helpers/netns.ts';
+import type { NftJsonObject } from '../helpers/netns.ts';
+import { normaliseNftJson } from '../helpers/nft-json.ts';
+import { ep, node, slice, svc } from '../unit/model/helpers.ts';
+
+const P = new URL('./scenarios/nft-proxier.ts', import.meta.url).href;
+const MODEL = { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] };
+const tcpPort = (port: number, nodePort?: number) => [{ name: 'p', protocol: 'TCP', port, ...(nodePort ? { nodePort } : {}) }];
+
+async function cluster(t: ExecutionContext, label: string, pods = 3, model: object = MODEL): Promise<Cluster> {
+  const c = await makeCluster(t, label, pods);
+  await c.nodeAgent.call(P, 'start', model);
+  return c;
+}
+
+const apply = (c: Cluster, change: object) => c.nodeAgent.call<{ errors: string[] }>(P, 'apply', change);
+const from = (c: Cluster, who: 'client' | number) => (who === 'client' ? c.clientAgent : c.podAgents[who]!);
+const tcp = (c: Cluster, who: 'client' | number, ip: string, port: number) => from(c, who).call<string>(ECHO, 'tcp', ip, port);
+const tcpMany = (c: Cluster, who: 'client' | number, ip: string, port: number, n: number) => from(c, who).call<string[]>(ECHO, 'tcpMany', ip, port, n);
+const pods = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[0]));
+const sources = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[1]));
+
+/** Everything of ours in the ruleset, as text, to look for leftovers. */
+async function ours(c: Cluster): Promise<string> {
+  const objs: NftJsonObject[] = await c.node.nftJson();
+  return JSON.stringify(objs.filter((o) => JSON.stringify(o).includes('kube-proxy-ts')));
+}
+
+test.serial('ClusterIP and NodePort: balanced over the endpoints, masqueraded from outside, hairpin masqueraded', async (t) => {
+  const c = await cluster(t, 'np');
+  const r = await apply(c, {
+    services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })],
+    slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
+  });
+  t.deepEqual(r.errors, []);
+
+  const viaVip = await tcpMany(c, 'client', '10.96.0.10', 80, 15);
+  t.true(viaVip.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)), `answers: ${viaVip.join(', ')}`);
+  t.true(pods(viaVip).size >= 2, 'random balancing reached more than one endpoint');
+
+  const viaNodePort = await tcpMany(c, 'client', NODE_IP, 30080, 6);
+  t.true(viaNodePort.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)), `node port answers: ${viaNodePort.join(', ')}`);
+
+  // A pod reaching the Service: not masqueraded, except when it lands on itself (hairpin).
+  const fromPod1 = await tcpMany(c, 0, '10.96.0.10', 80, 15);
+  for (const a of fromPod1) {
+    const [name, src] = a.split(' ');
+    t.is(src, name === 'pod1' ? podGateway(0) : podIP(0), `answer ${a}`);
+  }
+});
+
+test.serial('rejected and dropped: no endpoints, unexposed port, unallocated service IP', async (t) => {
+  const c = await cluster(t, 'rej', 1);
+  await apply(c, {
+    services: [svc('web', { clusterIP: '10.96.0.10' }), svc('empty', { clusterIP: '10.96.0.11' }), svc('udp-empty', { clusterIP: '10.96.0.12', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] })],
+    slices: [slice('web-1', 'web', [ep(podIP(0))])],
+  });
+  t.is(await tcp(c, 'client', '10.96.0.10', 80), `pod1 ${podGateway(0)}`);
+  t.is(await tcp(c, 'client', '10.96.0.11', 80), 'ECONNREFUSED', 'a Service without endpoints rejects');
+  t.is(await tcp(c, 0, '10.96.0.11', 80), 'ECONNREFUSED', 'also from a pod');
+  t.is(await tcp(c, 'client', '10.96.0.10', 81), 'ECONNREFUSED', 'a port the Service does not expose is rejected');
+  t.is(await tcp(c, 'client', '10.96.0.99', 80), 'ETIMEDOUT', 'an unallocated address in the service CIDR is dropped');
+});
+
+test.serial('changes: endpoint removed, Service type changed, Service deleted leave nothing stale', async (t) => {
+  const c = await cluster(t, 'chg');
+  const web = (type: string) => svc('web', { clusterIP: '10.96.0.10', type, ports: tcpPort(80, type === 'NodePort' ? 30080 : undefined) });
+  await apply(c, { services: [web('NodePort')], slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])] });
+  t.true(pods(await tcpMany(c, 'client', '10.96.0.10', 80, 12)).size >= 2);
+
+  await apply(c, { slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(2))])] });
+  const after = await tcpMany(c, 'client', '10.96.0.10', 80, 12);
+  t.false(pods(after).has('pod2'), `pod2 was removed: ${after.join(', ')}`);
+  t.false((await ours(c)).includes(podIP(1)), 'no element mentions the removed endpoint');
+
+  await apply(c, { services: [web('ClusterIP')] });
+  t.is(await tcp(c, 'client', NODE_IP, 30080), 'ECONNREFUSED', 'the node port is gone (nothing listens on the node)');
+  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod[13] /);
+
+  await apply(c, { services: ['default/web'], slices: ['default/web-1'] });
+  const left = await ours(c);
+  t.false(left.includes('10.96.0.10'), 'no element mentions the deleted Service');
+  t.false(left.includes('default/web'), 'no chain of the deleted Service remains');
+  t.is(await tcp(c, 'client', '10.96.0.10', 80), 'ETIMEDOUT', 'its address is now just unallocated');
+});
+
+test.serial('externalIPs and load-balancer IPs; loadBalancerSourceRanges enforced', async (t) => {
+  const c = await cluster(t, 'lb', 2);
+  const lb = (ranges: string[]) =>
+    svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', ports: tcpPort(80, 30081), externalIPs: ['10.50.0.1'], ingress: [{ ip: '10.60.0.1' }], sourceRanges: ranges });
+  await apply(c, { services: [lb([`${CLIENT_IP}/32`])], slices: [slice('lb-1', 'lb', [ep(podIP(0)), ep(podIP(1))])] });
+  t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'external IP, masqueraded');
+  t.regex(await tcp(c, 'client', '10.60.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'LB IP from an allowed source');
+  await apply(c, { services: [lb(['192.0.2.0/24'])] });
+  t.is(await tcp(c, 'client', '10.60.0.1', 80), 'ETIMEDOUT', 'LB IP from a source outside the ranges is dropped');
+  t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[12] /, 'source ranges apply to the LB IP only');
+});
+
+test.serial('externalTrafficPolicy=Local: local endpoints only, client source kept; none local: dropped', async (t) => {
+  const c = await cluster(t, 'etp', 2);
+  const s = svc('loc', { clusterIP: '10.96.0.30', type: 'NodePort', ports: tcpPort(80, 30082), eTP: 'Local', externalIPs: ['10.50.0.2'] });
+  await apply(c, {
+    node: node('node-a', { internal: [NODE_IP] }),
+    services: [s],
+    slices: [slice('loc-1', 'loc', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })])],
+  });
+  const ext = await tcpMany(c, 'client', NODE_IP, 30082, 8);
+  t.deepEqual([...pods(ext)], ['pod1'], `only the local endpoint: ${ext.join(', ')}`);
+  t.deepEqual([...sources(ext)], [CLIENT_IP], 'no SNAT: the client address is preserved');
+  t.deepEqual([...pods(await tcpMany(c, 'client', '10.50.0.2', 80, 4))], ['pod1']);
+  // Cluster traffic still uses every endpoint.
+  t.true(pods(await tcpMany(c, 0, '10.96.0.30', 80, 12)).size === 2);
+
+  await apply(c, { slices: [slice('loc-1', 'loc', [ep(podIP(1), { node: 'node-b' })])] });
+  t.is(await tcp(c, 'client', NODE_IP, 30082), 'ETIMEDOUT', 'no local endpoint: external traffic is dropped');
+  t.regex(await tcp(c, 0, '10.96.0.30', 80), /^pod2 /, 'the cluster IP still works');
+});
+
+test.serial('internalTrafficPolicy=Local: pods reach only endpoints on this node', async (t) => {
+  const c = await cluster(t, 'itp', 3);
+  await apply(c, {
+    node: node('node-a', { internal: [NODE_IP] }),
+    services: [svc('in', { clusterIP: '10.96.0.40', iTP: 'Local' })],
+    slices: [slice('in-1', 'in', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-a' }), ep(podIP(2), { node: 'node-b' })])],
+  });
+  const got = await tcpMany(c, 0, '10.96.0.40', 80, 15);
+  t.false(pods(got).has('pod3'), `never the remote endpoint: ${got.join(', ')}`);
+});
+
+test.serial('UDP ClusterIP reaches an endpoint', async (t) => {
+  const c = await cluster(t, 'udp', 1);
+  await apply(c, {
+    services: [svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] })],
+    slices: [slice('dns-1', 'dns', [ep(podIP(0))], { ports: [{ name: 'p', protocol: 'UDP', port: 8080 }] })],
+  });
+  t.is(await c.clientAgent.call(ECHO, 'udp', '10.96.0.53', 53), `pod1 ${podGateway(0)}`);
+});
+
+test.serial('cleanup removes our table and nothing else; a second cleanup is harmless', async (t) => {
+  const c = await cluster(t, 'clean', 1);
+  await c.node.run('nft', 'add', 'table', 'ip', 'someone-else');
+  await c.node.run('nft', 'add', 'chain', 'ip', 'someone-else', 'keep');
+  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
+  t.not(await ours(c), '[]');
+  await c.nodeAgent.call(P, 'cleanup');
+  await c.nodeAgent.call(P, 'cleanup');
+  const left = await c.node.nftJson();
+  t.deepEqual(
+    left.map((o) => Object.keys(o)[0] + ':' + String(Object.values(o)[0]!.name)),
+    ['table:someone-else', 'chain:keep'],
+  );
+});
+
+test.serial('nft prints the whole ruleset cleanly and its printout loads back to the same ruleset', async (t) => {
+  const c = await cluster(t, 'rt', 2);
+  await apply(c, {
+    node: node('node-a', { internal: [NODE_IP] }),
+    services: [
+      svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) }),
+      svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', ports: tcpPort(443, 30443), externalIPs: ['10.50.0.1'], ingress: [{ ip: '10.60.0.1' }], sourceRanges: ['10.1.0.0/24', '192.0.2.0/25'], eTP: 'Local' }),
+      svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'p', protocol: 'UDP', port: 53 }, { name: 's', protocol: 'SCTP', port: 99 }] }),
+      svc('empty', { clusterIP: '10.96.0.11' }),
+    ],
+    slices: [
+      slice('web-1', 'web', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })]),
+      slice('lb-1', 'lb', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })]),
+      slice('dns-1', 'dns', [ep(podIP(1))], { ports: [{ name: 'p', protocol: 'UDP', port: 8080 }, { name: 's', protocol: 'SCTP', port: 9999 }] }),
+    ],
+  });
+  const text = await c.node.run('nft', 'list', 'ruleset');
+  t.regex(text, /typeof numgen random mod 1 : ip daddr \. tcp dport/);
+  const original = normaliseNftJson(await c.node.nftJson());
+  const fresh = await Netns.create('rt-fresh');
+  t.teardown(() => fresh.destroy());
+  const load = await fresh.exec('nft', ['-f', '-'], { input: text });
+  t.is(load.code, 0, load.stderr);
+  t.deepEqual(normaliseNftJson(await fresh.nftJson()), original);
+});

@@ -1,0 +1,70 @@
+// A backend and a client, run by netns agents. The backend answers every TCP connection and
+// UDP datagram with "<name> <peer address>", which tells a test which endpoint was chosen and
+// whether the source was masqueraded.
+import { createServer, connect } from 'node:net';
+import type { Server } from 'node:net';
+import { createSocket } from 'node:dgram';
+import type { Socket } from 'node:dgram';
+
+const servers: (Server | Socket)[] = [];
+
+export async function serve(name: string, port: number): Promise<void> {
+  const tcp = createServer((c) => {
+    c.end(`${name} ${c.remoteAddress ?? '?'}`);
+    c.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => tcp.listen(port, '0.0.0.0', resolve));
+  const udp = createSocket('udp4');
+  udp.on('message', (_m, rinfo) => udp.send(`${name} ${rinfo.address}`, rinfo.port, rinfo.address));
+  await new Promise<void>((resolve) => udp.bind(port, '0.0.0.0', resolve));
+  servers.push(tcp, udp);
+}
+
+/** One TCP connection: the answer, or the error code (ECONNREFUSED for a reject, ETIMEDOUT for a drop). */
+export function tcp(host: string, port: number, timeoutMs = 1500): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port });
+    let data = '';
+    const timer = setTimeout(() => {
+      s.destroy();
+      resolve('ETIMEDOUT');
+    }, timeoutMs);
+    s.on('data', (d) => (data += d.toString()));
+    s.on('end', () => {
+      clearTimeout(timer);
+      resolve(data);
+    });
+    s.on('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      resolve(e.code ?? 'ERROR');
+    });
+  });
+}
+
+export async function tcpMany(host: string, port: number, n: number): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) out.push(await tcp(host, port));
+  return out;
+}
+
+/** One UDP request from a fixed source port: the answer, or "ETIMEDOUT"/an error code. */
+export function udp(host: string, port: number, srcPort = 0, timeoutMs = 1500): Promise<string> {
+  return new Promise((resolve) => {
+    const s = createSocket('udp4');
+    const timer = setTimeout(() => {
+      s.close();
+      resolve('ETIMEDOUT');
+    }, timeoutMs);
+    s.on('message', (m) => {
+      clearTimeout(timer);
+      s.close();
+      resolve(m.toString());
+    });
+    s.on('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      s.close();
+      resolve(e.code ?? 'ERROR');
+    });
+    s.bind(srcPort, () => s.send('hello', port, host));
+  });
+}

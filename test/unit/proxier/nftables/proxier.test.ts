@@ -1,0 +1,95 @@
+// The nftables proxier over FakeNft (all-or-nothing, like the kernel): what a sync writes.
+// Behaviour with real packets is in test/kernel/nft-proxier.test.ts.
+import test from 'ava';
+import { memoryLogger } from '../../../../src/base/logger.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
+import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
+
+const signal = new AbortController().signal;
+
+function setup(services: number) {
+  const { t } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger() });
+  for (let i = 0; i < services; i++) {
+    const ip = `10.96.${i >> 8}.${i & 255}`;
+    t.onService(undefined, svc(`s${i}`, { clusterIP: ip }));
+    t.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`), ep(`10.245.${i >> 8}.${(i & 255) + 1}`)]), false);
+  }
+  return { t, nft, proxier };
+}
+
+test('a full sync writes everything; an unchanged state writes nothing', async (t) => {
+  const { t: tracker, nft, proxier } = setup(50);
+  const first = tracker.checkout();
+  const r = await proxier.sync(first.desired, first.change, signal);
+  t.true(r.full);
+  t.is(r.servicesChanged, 50);
+  t.truthy(nft.chain('services'));
+  const again = tracker.checkout();
+  const r2 = await proxier.sync(again.desired, again.change, signal);
+  t.false(r2.full);
+  t.is(r2.servicesChanged, 0);
+});
+
+test('one endpoint added to one Service touches only that Service', async (t) => {
+  const { t: tracker, nft, proxier } = setup(300);
+  const first = tracker.checkout();
+  await proxier.sync(first.desired, first.change, signal);
+  tracker.onEndpointSlice(slice('s7-1', 's7', [ep('10.244.0.8'), ep('10.245.0.8'), ep('10.246.0.8')]), false);
+  const c = tracker.checkout();
+  const r = await proxier.sync(c.desired, c.change, signal);
+  t.false(r.full);
+  t.is(r.servicesChanged, 1);
+  const ops = nft.lastTransaction!.operations;
+  const text = ops.map((o) => `${o.verb} ${o.obj.kind} ${'set' in o.obj ? o.obj.set : ''}${'chain' in o.obj ? o.obj.chain : ''}${'name' in o.obj ? String(o.obj.name) : ''}`);
+  // 2 -> 3 endpoints outgrows the 2-slot block: the Service moves to a 4-slot block (its 3
+  // endpoints written there, the 2 old slots deleted), plus its hairpin element and its chain.
+  t.is(ops.length, 9, text.join('; '));
+  t.true(text.some((s) => s.startsWith('add element hairpin')));
+  t.true(text.every((s) => !s.includes('s8/')), 'no other Service is touched');
+
+  // 3 -> 4 fits the block: one slot, one hairpin element, the chain's rules (N 3 -> 4).
+  tracker.onEndpointSlice(slice('s7-1', 's7', [ep('10.244.0.8'), ep('10.245.0.8'), ep('10.246.0.8'), ep('10.247.0.8')]), false);
+  const c2 = tracker.checkout();
+  await proxier.sync(c2.desired, c2.change, signal);
+  const ops2 = nft.lastTransaction!.operations.map((o) => `${o.verb} ${o.obj.kind}`);
+  t.deepEqual(ops2, ['add element', 'add element', 'flush chain', 'add rule', 'add rule']);
+});
+
+test('a Service deleted leaves no element and no chain behind', async (t) => {
+  const { t: tracker, nft, proxier } = setup(3);
+  const first = tracker.checkout();
+  await proxier.sync(first.desired, first.change, signal);
+  const before = nft.dump();
+  t.true(before.includes('10.96.0.1'));
+  tracker.onService(svc('s1', { clusterIP: '10.96.0.1' }), undefined);
+  const c = tracker.checkout();
+  await proxier.sync(c.desired, c.change, signal);
+  const after = nft.dump();
+  t.false(after.includes('10.96.0.1 '), after);
+  t.false(after.includes('default/s1/'), 'its chains are deleted');
+  t.false(after.includes('10.244.0.2'), 'its endpoints are gone from the maps');
+  t.true(after.includes('default/s2/'), 'others stay');
+});
+
+test('a failed transaction leaves the previous state and forces a full sync next', async (t) => {
+  const { t: tracker, nft, proxier } = setup(3);
+  const first = tracker.checkout();
+  await proxier.sync(first.desired, first.change, signal);
+  const before = nft.dump();
+  const realRun = nft.run.bind(nft);
+  nft.run = async () => {
+    throw new Error('kernel said no');
+  };
+  tracker.onEndpointSlice(slice('s0-1', 's0', [ep('10.244.0.1')]), false);
+  const c = tracker.checkout();
+  await t.throwsAsync(proxier.sync(c.desired, c.change, signal), { message: 'kernel said no' });
+  t.is(nft.dump(), before);
+  nft.run = realRun;
+  const again = tracker.checkout();
+  const r = await proxier.sync(again.desired, again.change, signal);
+  t.true(r.full, 'after a failure the next sync is full');
+  t.false(nft.dump().includes('10.245.0.1 '), 'and it converges to the desired state');
+});
