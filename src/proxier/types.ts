@@ -17,6 +17,10 @@ export interface SyncReport {
   planMs: number;
   /** Problems that did not fail the sync (a Service skipped, a retryable cleanup). */
   errors: string[];
+  /** Kernel transactions (batches) the sync was cut into. */
+  batches?: number;
+  /** The longest single kernel commit, milliseconds: what holds the kernel's lock longest. */
+  longestBatchMs?: number;
 }
 
 export interface Proxier {

@@ -183,3 +183,29 @@ test.serial('nft prints the whole ruleset cleanly and its printout loads back to
   t.is(load.code, 0, load.stderr);
   t.deepEqual(normaliseNftJson(await fresh.nftJson()), original);
 });
+
+test.serial('a restarted proxier converges in several batches without breaking an established connection', async (t) => {
+  const c = await cluster(t, 'rst', 2);
+  await Promise.all(c.podAgents.map((a, i) => a.call(ECHO, 'serveStream', `pod${i + 1}`, 8081)));
+  const objs = {
+    services: Array.from({ length: 30 }, (_, i) => svc(`s${i}`, { clusterIP: `10.96.1.${i + 1}`, ports: [{ name: 'p', protocol: 'TCP', port: 80 }, { name: 'st', protocol: 'TCP', port: 81 }] })),
+    slices: Array.from({ length: 30 }, (_, i) =>
+      slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1))], { ports: [{ name: 'p', protocol: 'TCP', port: 8080 }, { name: 'st', protocol: 'TCP', port: 8081 }] }),
+    ),
+  };
+  await apply(c, objs);
+  const stream = await c.clientAgent.call<number>(ECHO, 'openStream', '10.96.1.7', 81);
+  t.regex(await c.clientAgent.call<string>(ECHO, 'streamRoundTrip', stream, 'before'), /^pod[12] before$/);
+
+  // Restart: a fresh process state, small batches to force a split.
+  await c.nodeAgent.call(P, 'start', { ...MODEL, maxBatchBytes: 16_384 });
+  const r = await c.nodeAgent.call<{ batches: number; errors: string[] }>(P, 'apply', objs);
+  t.true(r.batches > 2, `batches: ${r.batches}`);
+  t.regex(await c.clientAgent.call<string>(ECHO, 'streamRoundTrip', stream, 'after'), /^pod[12] after$/, 'the established connection still works');
+  t.regex(await tcp(c, 'client', '10.96.1.30', 80), /^pod[12] /, 'new connections work');
+  const json = await c.node.nftJson();
+  const endpointsMap = json.find((o) => o.map?.name === 'endpoints')?.map as { elem?: unknown[] } | undefined;
+  t.is(endpointsMap?.elem?.length, 120, 'old slots released: 60 service ports x 2 endpoints');
+  const chains = json.filter((o) => o.chain && /^service-[A-Z0-9]{8}-/.test(String(o.chain.name))).length;
+  t.is(chains, 60, 'one chain per service port, none duplicated or left over');
+});

@@ -21,7 +21,9 @@ import { CHAIN, isPortChain, SET } from './names.ts';
 import { blockNeeds, planPort } from './port-plan.ts';
 import type { Blocks, PlanContext, PortPlan } from './port-plan.ts';
 import { skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
+import { estimateTransaction, OpGroup } from './op-group.ts';
 import { blockSize, SlotAllocator } from './slots.ts';
+import type { SlotBlock } from './slots.ts';
 
 export interface NftablesProxierOptions {
   /** A client bound to (ip|ip6, "kube-proxy-ts"): NftClient for the kernel, FakeNft in tests. */
@@ -33,6 +35,11 @@ export interface NftablesProxierOptions {
   localAddresses?: () => Promise<readonly string[]>;
   /** Monotonic milliseconds, for the report's timings. */
   now?: () => number;
+  /**
+   * The largest batch the socket takes (NetlinkTransport.maxBatchBytes). Full syncs are cut
+   * into batches of at most half of it. Unlimited when absent (FakeNft).
+   */
+  maxBatchBytes?: number;
 }
 
 interface PortState {
@@ -53,6 +60,7 @@ export class NftablesProxier implements Proxier {
   private slots = new SlotAllocator();
   private ctx: PlanContext | undefined;
   private needFull = true;
+  private readonly batchBudget: number;
 
   constructor(opts: NftablesProxierOptions) {
     this.nft = opts.nft;
@@ -65,6 +73,7 @@ export class NftablesProxier implements Proxier {
     this.mark = (1 << bit) >>> 0;
     this.localAddresses = opts.localAddresses;
     this.now = opts.now ?? (() => performance.now());
+    this.batchBudget = opts.maxBatchBytes === undefined ? Infinity : Math.max(4096, Math.floor(opts.maxBatchBytes / 2));
   }
 
   async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
@@ -107,14 +116,34 @@ export class NftablesProxier implements Proxier {
     }
   }
 
+  /**
+   * Rewrites the table to match `desired`, repairing drift. The kernel is read first (port
+   * chain names, the elements of the shared maps), so unchanged elements are left alone.
+   * Work is cut into batches that fit the socket (and keep each commit short), in an order
+   * that never shows a half-wired Service: the skeleton first; then, per service port, its
+   * chains, endpoint slots and frontends in one batch; deletions last. New endpoint slots are
+   * taken outside the ones the kernel holds, so a rule not yet rewritten never points at a
+   * slot another Service has taken.
+   */
   private async fullSync(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
     const t0 = this.now();
     const errors: string[] = [];
     this.ctx = this.planContext(desired);
-    // Fresh bookkeeping: the kernel is rewritten to match it in one transaction.
+
+    const tk = this.now();
+    const { chains: existing, elements: inKernel } = await this.readKernel();
+    let kernelMs = this.now() - tk;
+
+    this.slots = new SlotAllocator();
+    const heldByKernel: SlotBlock[] = [];
+    for (const k of inKernel.values()) {
+      if (k.element.set !== SET.endpoints) continue;
+      const b = { offset: Number(k.element.key[0]), order: 0 };
+      if (this.slots.reserve(b)) heldByKernel.push(b);
+    }
+
     const ports = new Map<ServicePortId, PortState>();
     const index = new ElementIndex();
-    this.slots = new SlotAllocator();
     const delta = emptyDelta();
     for (const id of desired.services.keys()) {
       const st = this.planOne(desired, id, undefined);
@@ -123,46 +152,108 @@ export class NftablesProxier implements Proxier {
       index.update(id, [], st.plan.contributions, delta);
     }
     errors.push(...delta.conflicts);
+    const chosen = new Map<string, string>();
+    for (const [id, , value] of index.all()) chosen.set(id, value);
 
-    let existing: string[] = [];
-    const tk = this.now();
-    try {
-      existing = (await this.nft.listChains()).map((c) => c.name);
-    } catch (e) {
-      if (!isNotFound(e)) throw e;
-    }
-    let kernelMs = this.now() - tk;
-
-    const tx = this.nft.newTransaction();
-    tx.add({ kind: 'table' });
-    const sets = skeletonSets(this.traits);
-    for (const s of sets) tx.add(s);
-    for (const s of sets) tx.flush(s);
-    const chains = skeletonChains();
-    for (const c of chains) tx.add(c);
-    for (const st of ports.values()) for (const c of st.plan.chains) tx.add({ kind: 'chain', name: c.name });
-    for (const c of chains) tx.flush(c);
-    for (const r of skeletonRules({ traits: this.traits, masqueradeMark: this.mark, nodePortsOnAllAddresses: desired.nodePortAddresses.matchAll })) tx.add(r);
+    const groups: OpGroup[] = [this.skeletonGroup(desired, await this.fixedElements(desired))];
+    const done = new Set<string>();
     for (const st of ports.values()) {
+      const g = new OpGroup();
       for (const c of st.plan.chains) {
-        tx.flush({ kind: 'chain', name: c.name });
-        for (const r of c.rules) tx.add(r);
+        if (!existing.has(c.name)) g.add({ kind: 'chain', name: c.name });
+        g.flush({ kind: 'chain', name: c.name });
+        for (const r of c.rules) g.add(r);
       }
+      for (const c of st.plan.contributions) {
+        // A shared element is written once; a conflicting one only as its first owner wants it.
+        if (done.has(c.id) || chosen.get(c.id) !== c.value) continue;
+        done.add(c.id);
+        const k = inKernel.get(c.id);
+        if (k && k.value === c.value) continue;
+        if (k) g.delete(deletable(k.element));
+        g.add(c.element);
+      }
+      groups.push(g);
     }
-    for (const [, el] of index.all()) tx.add(el);
-    for (const el of await this.fixedElements(desired)) tx.add(el);
-    // Port chains nobody wants: their map elements were flushed above, so they are free.
+    const last = new OpGroup();
+    for (const [id, k] of inKernel) if (!chosen.has(id)) last.delete(deletable(k.element));
     const wanted = new Set([...ports.values()].flatMap((st) => st.plan.chains.map((c) => c.name)));
-    for (const name of existing) if (isPortChain(name) && !wanted.has(name)) tx.delete({ kind: 'chain', name });
+    for (const name of existing) {
+      if (!isPortChain(name) || wanted.has(name)) continue;
+      last.flush({ kind: 'chain', name });
+      last.delete({ kind: 'chain', name });
+    }
+    groups.push(last);
 
     const planMs = this.now() - t0 - kernelMs;
-    const tr = this.now();
-    await this.run(tx, signal);
-    kernelMs += this.now() - tr;
+    const sent = await this.runGroups(groups, signal);
+    kernelMs += sent.kernelMs;
+    for (const b of heldByKernel) this.slots.release(b);
     this.ports = ports;
     this.index = index;
-    this.log.debug('full sync', { servicePorts: ports.size, operations: tx.size, planMs, kernelMs });
-    return { full: true, servicesChanged: ports.size, kernelMs, planMs, errors };
+    this.log.debug('full sync', { servicePorts: ports.size, batches: sent.batches, planMs, kernelMs });
+    return { full: true, servicesChanged: ports.size, kernelMs, planMs, errors, batches: sent.batches, longestBatchMs: sent.longestMs };
+  }
+
+  /** Port chain names and the elements of the shared maps, as the kernel holds them. */
+  private async readKernel(): Promise<{ chains: Set<string>; elements: Map<string, { element: NftElement; value: string }> }> {
+    const elements = new Map<string, { element: NftElement; value: string }>();
+    let chains: Set<string>;
+    try {
+      chains = new Set((await this.nft.listChains()).map((c) => c.name));
+    } catch (e) {
+      if (isNotFound(e)) return { chains: new Set(), elements };
+      throw e;
+    }
+    if (chains.size === 0) return { chains, elements };
+    const present = new Set((await this.nft.listSets()).map((s) => s.name));
+    for (const set of SHARED_SETS) {
+      if (!present.has(set)) continue;
+      for (const e of await this.nft.listElements(set)) elements.set(elementId(e), { element: e, value: elementValue(e) });
+    }
+    return { chains, elements };
+  }
+
+  /** The table, its sets and maps, the fixed chains and rules, and the node-dependent elements. */
+  private skeletonGroup(desired: DesiredState, fixed: readonly NftElement[]): OpGroup {
+    const g = new OpGroup();
+    g.add({ kind: 'table' });
+    const sets = skeletonSets(this.traits);
+    for (const s of sets) g.add(s);
+    for (const s of sets) if (FIXED_SETS.has(s.name)) g.flush(s);
+    const chains = skeletonChains();
+    for (const c of chains) g.add(c);
+    for (const c of chains) g.flush(c);
+    for (const r of skeletonRules({ traits: this.traits, masqueradeMark: this.mark, nodePortsOnAllAddresses: desired.nodePortAddresses.matchAll })) g.add(r);
+    for (const e of fixed) g.add(e);
+    return g;
+  }
+
+  /** Packs groups into transactions under the batch budget and runs them in order. */
+  private async runGroups(groups: readonly OpGroup[], signal: AbortSignal): Promise<{ batches: number; kernelMs: number; longestMs: number }> {
+    let batches = 0;
+    let kernelMs = 0;
+    let longestMs = 0;
+    let tx = this.nft.newTransaction();
+    let bytes = 0;
+    const send = async (): Promise<void> => {
+      if (tx.size === 0) return;
+      const t = this.now();
+      await this.run(tx, signal);
+      const ms = this.now() - t;
+      batches++;
+      kernelMs += ms;
+      longestMs = Math.max(longestMs, ms);
+      tx = this.nft.newTransaction();
+      bytes = 0;
+    };
+    for (const g of groups) {
+      if (bytes > 0 && bytes + g.bytes > this.batchBudget) await send();
+      g.applyTo(tx);
+      bytes += g.bytes;
+    }
+    await send();
+    return { batches, kernelMs, longestMs };
   }
 
   /** Elements of the fixed sets that follow the node and the configuration, not Services. */
@@ -220,10 +311,15 @@ export class NftablesProxier implements Proxier {
       tx.delete({ kind: 'chain', name });
     }
     const planMs = this.now() - t0;
+    if (estimateTransaction(tx) > this.batchBudget) {
+      // Too much for one batch (a mass change): a full sync splits the work safely.
+      this.log.info('partial sync too large for one batch; doing a full sync', { operations: tx.size });
+      return this.fullSync(desired, signal);
+    }
     const tk = this.now();
     if (tx.size > 0) await this.run(tx, signal);
     const kernelMs = this.now() - tk;
-    return { full: false, servicesChanged: changed, kernelMs, planMs, errors: delta.conflicts };
+    return { full: false, servicesChanged: changed, kernelMs, planMs, errors: delta.conflicts, batches: tx.size > 0 ? 1 : 0, longestBatchMs: kernelMs };
   }
 
   private async run(tx: NftTransaction, signal: AbortSignal): Promise<void> {
@@ -254,5 +350,19 @@ type SlotBlockOrNone = Blocks['cluster'];
 
 /** A delete needs only the key. */
 const deletable = (e: NftElement): NftElement => ({ kind: 'element', set: e.set, key: e.key });
+
+/** Maps whose elements come from service ports (diffed); the others follow the node (rewritten). */
+const SHARED_SETS = [SET.clusterIPs, SET.serviceIPs, SET.serviceNodePorts, SET.noEndpointServices, SET.noEndpointNodePorts, SET.firewallProtected, SET.firewallAllow, SET.hairpin, SET.endpoints];
+const FIXED_SETS = new Set<string>([SET.nodePortIPs, SET.podCIDRs, SET.serviceCIDRs]);
+
+/** The same text port-plan.ts gives its contributions, from an element read back. */
+const elementId = (e: NftElement): string => `${e.set}|${e.key.map(String).join(' . ')}`;
+function elementValue(e: NftElement): string {
+  const v = e.value;
+  if (v === undefined) return '';
+  if (Array.isArray(v)) return v.map(String).join(' . ');
+  const verdict = v as { verdict: string; chain?: string };
+  return verdict.chain !== undefined ? `${verdict.verdict} ${verdict.chain}` : verdict.verdict;
+}
 
 export { CHAIN, SET };

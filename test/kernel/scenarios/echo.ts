@@ -68,3 +68,56 @@ export function udp(host: string, port: number, srcPort = 0, timeoutMs = 1500): 
     s.bind(srcPort, () => s.send('hello', port, host));
   });
 }
+
+/** A line echo server that keeps connections open: "<name> <line>" per line received. */
+export async function serveStream(name: string, port: number): Promise<void> {
+  const srv = createServer((c) => {
+    c.setEncoding('utf8');
+    c.on('data', (d: string) => {
+      for (const line of d.split('\n')) if (line) c.write(`${name} ${line}\n`);
+    });
+    c.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => srv.listen(port, '0.0.0.0', resolve));
+  servers.push(srv);
+}
+
+const streams = new Map<number, import('node:net').Socket>();
+let nextStream = 0;
+
+/** Opens a long-lived connection and returns its id. */
+export function openStream(host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host, port }, () => {
+      const id = ++nextStream;
+      streams.set(id, s);
+      resolve(id);
+    });
+    s.setEncoding('utf8');
+    s.once('error', reject);
+  });
+}
+
+/** Sends one line on an open connection and returns the answer ("ETIMEDOUT" or an error code when it does not come). */
+export function streamRoundTrip(id: number, line: string, timeoutMs = 2000): Promise<string> {
+  const s = streams.get(id);
+  if (!s) return Promise.resolve('ENOSTREAM');
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      s.off('data', onData);
+      resolve('ETIMEDOUT');
+    }, timeoutMs);
+    const onData = (d: string): void => {
+      clearTimeout(timer);
+      s.off('data', onData);
+      resolve(d.trim());
+    };
+    s.on('data', onData);
+    s.write(`${line}\n`, (err) => {
+      if (err) {
+        clearTimeout(timer);
+        resolve((err as NodeJS.ErrnoException).code ?? 'ERROR');
+      }
+    });
+  });
+}

@@ -3,4 +3,5 @@ export interface SyncReportLike {
   full: boolean;
   servicesChanged: number;
   errors: string[];
+  batches: number;
 }

@@ -18,13 +18,20 @@ const logs = memoryLogger();
 
 const keyOf = (o: { metadata?: { namespace?: string; name?: string } }): string => `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
 
-export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number } = {}): void {
+/** A fresh tracker and proxier (as a restarted daemon has), over the same kernel. */
+export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number; maxBatchBytes?: number } = {}): void {
   conn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
   const clock = new FakeClock();
-  tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...opts }, { logger: logs, clock });
+  const { masqueradeBit, maxBatchBytes, ...model } = opts;
+  tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock });
   const nft = new NftClient({ family: 'ip', table: TABLE, transport: conn });
-  proxier = new NftablesProxier({ nft, logger: logs, ...(opts.masqueradeBit !== undefined ? { masqueradeBit: opts.masqueradeBit } : {}) });
+  proxier = new NftablesProxier({
+    nft,
+    logger: logs,
+    ...(masqueradeBit !== undefined ? { masqueradeBit } : {}),
+    ...(maxBatchBytes !== undefined ? { maxBatchBytes } : {}),
+  });
   services.clear();
   slices.clear();
 }
@@ -55,7 +62,7 @@ export async function apply(change: { services?: (Service | string)[]; slices?: 
   if (forceFull) t.requestFullSync();
   const { desired, change: cs } = t.checkout();
   const r = await proxier!.sync(desired, cs, new AbortController().signal);
-  return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors };
+  return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors, batches: r.batches ?? 0 };
 }
 
 export async function cleanup(): Promise<void> {

@@ -93,3 +93,33 @@ test('a failed transaction leaves the previous state and forces a full sync next
   t.true(r.full, 'after a failure the next sync is full');
   t.false(nft.dump().includes('10.245.0.1 '), 'and it converges to the desired state');
 });
+
+test('a full sync larger than the batch budget is cut into batches and ends in the same state', async (t) => {
+  const big = setup(120);
+  const one = big.t.checkout();
+  await big.proxier.sync(one.desired, one.change, signal);
+  const whole = big.nft.dump();
+
+  const { t: tracker } = setup(120);
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const chunked = new NftablesProxier({ nft, logger: memoryLogger(), maxBatchBytes: 16_384 });
+  const c = tracker.checkout();
+  const r = await chunked.sync(c.desired, c.change, signal);
+  t.true((r.batches ?? 0) > 5, `batches: ${r.batches}`);
+  t.is(nft.dump(), whole);
+});
+
+test('a full sync over a kernel that already holds the state changes no element and no slot', async (t) => {
+  const { t: tracker, nft, proxier } = setup(40);
+  const first = tracker.checkout();
+  await proxier.sync(first.desired, first.change, signal);
+  const before = nft.set('endpoints')!.elements.length;
+  // A new process: fresh proxier, same kernel.
+  const restarted = new NftablesProxier({ nft, logger: memoryLogger() });
+  tracker.requestFullSync();
+  const c = tracker.checkout();
+  await restarted.sync(c.desired, c.change, signal);
+  const ops = nft.lastTransaction!.operations;
+  t.is(ops.filter((o) => o.verb === 'delete' && o.obj.kind === 'element' && o.obj.set !== 'endpoints').length, 0, 'frontends untouched');
+  t.is(nft.set('endpoints')!.elements.length, before, 'old slots released, new ones written: same count');
+});
