@@ -2,7 +2,7 @@
 // UDP datagram with "<name> <peer address>", which tells a test which endpoint was chosen and
 // whether the source was masqueraded.
 import { createServer, connect } from 'node:net';
-import type { Server } from 'node:net';
+import type { Server, Socket as TcpSocket } from 'node:net';
 import { createSocket } from 'node:dgram';
 import type { Socket } from 'node:dgram';
 
@@ -82,7 +82,7 @@ export async function serveStream(name: string, port: number): Promise<void> {
   servers.push(srv);
 }
 
-const streams = new Map<number, import('node:net').Socket>();
+const streams = new Map<number, TcpSocket>();
 let nextStream = 0;
 
 /** Opens a long-lived connection and returns its id. */
