@@ -167,8 +167,10 @@ test.serial('nft prints the whole ruleset cleanly and its printout loads back to
       svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', ports: tcpPort(443, 30443), externalIPs: ['10.50.0.1'], ingress: [{ ip: '10.60.0.1' }], sourceRanges: ['10.1.0.0/24', '192.0.2.0/25'], eTP: 'Local' }),
       svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'p', protocol: 'UDP', port: 53 }, { name: 's', protocol: 'SCTP', port: 99 }] }),
       svc('empty', { clusterIP: '10.96.0.11' }),
+      svc('sticky', { clusterIP: '10.96.0.70', affinity: 'ClientIP', timeout: 600 }),
     ],
     slices: [
+      slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1))]),
       slice('web-1', 'web', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })]),
       slice('lb-1', 'lb', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })]),
       slice('dns-1', 'dns', [ep(podIP(1))], { ports: [{ name: 'p', protocol: 'UDP', port: 8080 }, { name: 's', protocol: 'SCTP', port: 9999 }] }),
@@ -208,4 +210,28 @@ test.serial('a restarted proxier converges in several batches without breaking a
   t.is(endpointsMap?.elem?.length, 120, 'old slots released: 60 service ports x 2 endpoints');
   const chains = json.filter((o) => o.chain && /^service-[A-Z0-9]{8}-/.test(String(o.chain.name))).length;
   t.is(chains, 60, 'one chain per service port, none duplicated or left over');
+});
+
+test.serial('session affinity ClientIP: a client sticks to one endpoint until it goes away', async (t) => {
+  const c = await cluster(t, 'aff', 3);
+  const sticky = svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070), affinity: 'ClientIP', timeout: 600 });
+  await apply(c, { services: [sticky], slices: [slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])] });
+  const first = await tcpMany(c, 'client', '10.96.0.70', 80, 10);
+  t.is(pods(first).size, 1, `one endpoint for one client: ${first.join(', ')}`);
+  const chosen = [...pods(first)][0]!;
+  t.is(pods(await tcpMany(c, 'client', NODE_IP, 30070, 4)).size, 1, 'node port traffic sticks too');
+
+  // The chosen endpoint goes away: the client moves to another one and sticks there.
+  const left = [0, 1, 2].filter((i) => `pod${i + 1}` !== chosen).map((i) => ep(podIP(i)));
+  await apply(c, { slices: [slice('sticky-1', 'sticky', left)] });
+  const after = await tcpMany(c, 'client', '10.96.0.70', 80, 8);
+  t.is(pods(after).size, 1, `sticks again: ${after.join(', ')}`);
+  t.false(pods(after).has(chosen));
+
+  // Affinity turned off: the per-endpoint sets and chains are gone, traffic spreads again.
+  await apply(c, { services: [svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070) })] });
+  const text = JSON.stringify(await c.node.nftJson());
+  t.false(/affinity-[A-Z0-9]{8}-/.test(text), 'no affinity set left');
+  t.false(/endpoint-[A-Z0-9]{8}-/.test(text), 'no endpoint chain left');
+  t.is(pods(await tcpMany(c, 'client', '10.96.0.70', 80, 16)).size, 2);
 });

@@ -22,7 +22,7 @@ import { renderDuration } from './element.ts';
 
 export type Field =
   | 'ip saddr' | 'ip daddr' | 'ip6 saddr' | 'ip6 daddr' | 'meta l4proto' | 'th sport' | 'th dport' | 'meta mark'
-  | 'iifname' | 'oifname' | 'ct mark' | 'meta nfproto' | `numgen random mod ${number}`;
+  | 'iifname' | 'oifname' | 'ct mark' | 'meta nfproto' | `numgen random mod ${number}` | `numgen random mod ${number} offset ${number}`;
 
 interface Loaded {
   exprs: NftExpr[];
@@ -61,9 +61,9 @@ function load(f: Field, reg: number): Loaded {
     case 'ct mark':
       return { exprs: [{ type: 'ct', key: 'mark', dreg: reg }], len: 4, text: f, type: 'mark' };
   }
-  const m = /^numgen random mod (\d+)$/.exec(f);
+  const m = /^numgen random mod (\d+)(?: offset (\d+))?$/.exec(f);
   if (!m) throw new TypeError(`unknown field ${String(f)}`);
-  return { exprs: [{ type: 'numgen', mode: 'random', modulus: Number(m[1]), offset: 0, dreg: reg }], len: 4, text: f, type: 'integer' };
+  return { exprs: [{ type: 'numgen', mode: 'random', modulus: Number(m[1]), offset: Number(m[2] ?? 0), dreg: reg }], len: 4, text: f, type: 'integer' };
 }
 
 const u32be = (n: number): Uint8Array => Uint8Array.of((n >>> 24) & 0xff, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff);

@@ -22,6 +22,7 @@ export const SET = {
   serviceCIDRs: 'service-cidrs',
   hairpin: 'hairpin',
   endpoints: 'endpoints',
+  affinitySlots: 'affinity-slots',
 } as const;
 
 /** The fixed chains. */
@@ -56,5 +57,18 @@ export const serviceChain = (p: ServicePortInfo): string => portChain('service',
 /** Entry for node ports, external IPs and load-balancer IPs (external traffic policy). */
 export const externalChain = (p: ServicePortInfo): string => portChain('external', p);
 
+const endpointPart = (p: ServicePortInfo, ep: { ip: string; port: number }): string =>
+  `${p.namespace}/${p.name}/${p.protocol.toLowerCase()}/${p.portName || p.port}__${ep.ip}/${ep.port}`;
+const endpointHash = (p: ServicePortInfo, ep: { ip: string; port: number }): string => hash8(`${p.id}|${p.family}|${ep.ip}|${ep.port}`);
+
+/** Session affinity (ClientIP) only: one chain per endpoint, as upstream names it. */
+export const endpointChain = (p: ServicePortInfo, ep: { ip: string; port: number }): string => `endpoint-${endpointHash(p, ep)}-${endpointPart(p, ep)}`.slice(0, MAX_NAME);
+/** Session affinity only: the clients recently sent to one endpoint. */
+// The timeout is part of the hash: a new timeout makes a new set (a set's timeout is fixed
+// at creation), and the endpoint's chain is rewritten to use it.
+export const affinitySet = (p: ServicePortInfo, ep: { ip: string; port: number }): string =>
+  `affinity-${hash8(`${p.id}|${p.family}|${ep.ip}|${ep.port}|${p.stickyMaxAgeSeconds}`)}-${endpointPart(p, ep)}`.slice(0, MAX_NAME);
+
 /** Per-service-port chains carry one of these prefixes; everything else in the table is fixed. */
-export const isPortChain = (name: string): boolean => /^(service|external)-[A-Z0-9]{8}-/.test(name);
+export const isPortChain = (name: string): boolean => /^(service|external|endpoint)-[A-Z0-9]{8}-/.test(name);
+export const isAffinitySet = (name: string): boolean => /^affinity-[A-Z0-9]{8}-/.test(name);

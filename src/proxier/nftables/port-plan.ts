@@ -10,11 +10,11 @@
 //   hairpin, cluster-ips, firewall-*: see the skeleton's rules
 
 import type { EndpointInfo, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
-import type { NftElement, NftRule, RuleBuilder, Verdict } from '../../netlink/nftables/index.ts';
+import type { NftElement, NftRule, NftSetLike, RuleBuilder, Verdict } from '../../netlink/nftables/index.ts';
 import { rule } from '../../netlink/nftables/index.ts';
 import type { Contribution } from './elements.ts';
 import type { FamilyTraits } from './family.ts';
-import { CHAIN, externalChain, serviceChain, SET } from './names.ts';
+import { affinitySet, CHAIN, endpointChain, externalChain, serviceChain, SET } from './names.ts';
 import { blockSize } from './slots.ts';
 import type { SlotBlock } from './slots.ts';
 
@@ -27,6 +27,8 @@ export interface PortChain {
 
 export interface PortPlan {
   readonly chains: readonly PortChain[];
+  /** Per-endpoint affinity sets (ClientIP session affinity only). */
+  readonly sets: readonly NftSetLike[];
   readonly contributions: readonly Contribution[];
 }
 
@@ -67,13 +69,41 @@ function dnatRule(ctx: PlanContext, chain: string, p: ServicePortInfo, block: Sl
   return guard(rule(ctx.traits.nft, chain)).match('meta l4proto', proto(p)).dnatNumgen(count, block.offset, SET.endpoints).build();
 }
 
-function blockElements(block: SlotBlock | undefined, eps: readonly EndpointInfo[], out: Contribution[]): void {
+function blockElements(p: ServicePortInfo, block: SlotBlock | undefined, eps: readonly EndpointInfo[], out: Contribution[]): void {
   if (!block) return;
   if (eps.length > blockSize(block.order)) throw new RangeError(`slot block of ${blockSize(block.order)} for ${eps.length} endpoints`);
+  const affinity = p.sessionAffinity === 'ClientIP';
   eps.forEach((e, i) => {
     const slot = block.offset + i;
-    out.push({ id: `${SET.endpoints}|${slot}`, value: `${e.ip} . ${e.port}`, element: { kind: 'element', set: SET.endpoints, key: [slot], value: [e.ip, e.port] } });
+    if (affinity) out.push(mapElement(SET.affinitySlots, [slot], { verdict: 'goto', chain: endpointChain(p, e) }));
+    else out.push({ id: `${SET.endpoints}|${slot}`, value: `${e.ip} . ${e.port}`, element: { kind: 'element', set: SET.endpoints, key: [slot], value: [e.ip, e.port] } });
   });
+}
+
+/**
+ * Session affinity (ClientIP), as upstream does it: a client seen recently by an endpoint
+ * (its set, with the Service's timeout) goes back there; a new one picks an endpoint chain
+ * through @affinity-slots, which records it. Only affinity Services get per-endpoint chains
+ * and sets, so the number of sets grows with their endpoints, not with the cluster.
+ */
+function affinityRules(ctx: PlanContext, chain: string, p: ServicePortInfo, block: SlotBlock, eps: readonly EndpointInfo[], guard: Guard): NftRule[] {
+  const rules = eps.map((e) => guard(rule(ctx.traits.nft, chain)).inSet([ctx.traits.saddr], affinitySet(p, e)).goto(endpointChain(p, e)).build());
+  rules.push(guard(rule(ctx.traits.nft, chain)).vmap([`numgen random mod ${eps.length} offset ${block.offset}`], SET.affinitySlots).build());
+  return rules;
+}
+
+function endpointObjects(ctx: PlanContext, p: ServicePortInfo, eps: readonly EndpointInfo[]): { chains: PortChain[]; sets: NftSetLike[] } {
+  const chains: PortChain[] = [];
+  const sets: NftSetLike[] = [];
+  for (const e of eps) {
+    const set = affinitySet(p, e);
+    const chain = endpointChain(p, e);
+    sets.push({ kind: 'set', name: set, key: [ctx.traits.addrType], flags: ['dynamic', 'timeout'], timeoutMs: p.stickyMaxAgeSeconds * 1000 });
+    chains.push(
+      portChain(chain, [rule(ctx.traits.nft, chain).update(set, [ctx.traits.saddr]).build(), rule(ctx.traits.nft, chain).match('meta l4proto', proto(p)).dnat(e.ip, e.port).build()]),
+    );
+  }
+  return { chains, sets };
 }
 
 const verdictText = (v: Verdict): string => ('chain' in v ? `${v.verdict} ${v.chain}` : v.verdict);
@@ -101,24 +131,27 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
   const svcRules: NftRule[] = [];
   if (ctx.masqueradeAll) svcRules.push(rule(traits.nft, svc).jump(CHAIN.markForMasquerade).build());
   else if (ctx.detectLocal) svcRules.push(rule(traits.nft, svc).inSet([traits.saddr], SET.podCIDRs, true).jump(CHAIN.markForMasquerade).build());
-  if (internalBlock && internal.length > 0) svcRules.push(dnatRule(ctx, svc, p, internalBlock, internal.length));
+  const affinity = p.sessionAffinity === 'ClientIP';
+  const send = (chain: string, block: SlotBlock, eps: readonly EndpointInfo[], guard: Guard = (r) => r): NftRule[] =>
+    affinity ? affinityRules(ctx, chain, p, block, eps, guard) : [dnatRule(ctx, chain, p, block, eps.length, guard)];
+  if (internalBlock && internal.length > 0) svcRules.push(...send(svc, internalBlock, internal));
   const chains: PortChain[] = [portChain(svc, svcRules)];
 
   if (p.externallyAccessible) {
     const extRules: NftRule[] = [];
     if (!p.externalPolicyLocal) {
       extRules.push(rule(traits.nft, ext).jump(CHAIN.markForMasquerade).build());
-      if (externalBlock && external.length > 0) extRules.push(dnatRule(ctx, ext, p, externalBlock, external.length));
+      if (externalBlock && external.length > 0) extRules.push(...send(ext, externalBlock, external));
     } else {
       // externalTrafficPolicy=Local: no SNAT and local endpoints only, except for traffic
       // from local pods and from the node itself, which may use every endpoint (upstream's
       // short-circuit), the node's own traffic being masqueraded.
       if (blocks.cluster && cluster.length > 0) {
-        if (ctx.detectLocal) extRules.push(dnatRule(ctx, ext, p, blocks.cluster, cluster.length, (r) => r.inSet([traits.saddr], SET.podCIDRs)));
+        if (ctx.detectLocal) extRules.push(...send(ext, blocks.cluster, cluster, (r) => r.inSet([traits.saddr], SET.podCIDRs)));
         extRules.push(rule(traits.nft, ext).fibSaddrLocal().jump(CHAIN.markForMasquerade).build());
-        extRules.push(dnatRule(ctx, ext, p, blocks.cluster, cluster.length, (r) => r.fibSaddrLocal()));
+        extRules.push(...send(ext, blocks.cluster, cluster, (r) => r.fibSaddrLocal()));
       }
-      if (blocks.local && local.length > 0) extRules.push(dnatRule(ctx, ext, p, blocks.local, local.length));
+      if (blocks.local && local.length > 0) extRules.push(...send(ext, blocks.local, local));
     }
     chains.push(portChain(ext, extRules));
   }
@@ -149,9 +182,17 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
   }
 
   for (const e of s?.allReachable ?? []) out.push(setElement(SET.hairpin, [e.ip, e.ip]));
-  blockElements(blocks.cluster, cluster, out);
-  blockElements(blocks.local, local, out);
-  return { chains, contributions: out };
+  blockElements(p, blocks.cluster, cluster, out);
+  blockElements(p, blocks.local, local, out);
+  const sets: NftSetLike[] = [];
+  if (affinity) {
+    const seen = new Set<string>();
+    const eps = [...(blocks.cluster ? cluster : []), ...(blocks.local ? local : [])].filter((e) => !seen.has(e.key) && seen.add(e.key));
+    const objs = endpointObjects(ctx, p, eps);
+    chains.push(...objs.chains);
+    sets.push(...objs.sets);
+  }
+  return { chains, sets, contributions: out };
 }
 
 function portChain(name: string, rules: NftRule[]): PortChain {

@@ -9,7 +9,7 @@
 
 import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, ServicePortId } from '../../model/index.ts';
-import type { NftChain, NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
+import type { NftChain, NftElement, NftInterface, NftSetLike, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
 import type { Proxier, SyncReport } from '../types.ts';
 import { ElementIndex, emptyDelta } from './elements.ts';
@@ -17,7 +17,7 @@ import type { Contribution, ElementDelta } from './elements.ts';
 import type { FamilyTraits } from './family.ts';
 import { traitsOf } from './family.ts';
 import { cidrContainsText } from './cidr-match.ts';
-import { CHAIN, isPortChain, SET } from './names.ts';
+import { CHAIN, isAffinitySet, isPortChain, SET } from './names.ts';
 import { blockNeeds, planPort } from './port-plan.ts';
 import type { Blocks, PlanContext, PortPlan } from './port-plan.ts';
 import { skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
@@ -131,13 +131,13 @@ export class NftablesProxier implements Proxier {
     this.ctx = this.planContext(desired);
 
     const tk = this.now();
-    const { chains: existing, elements: inKernel } = await this.readKernel();
+    const { chains: existing, sets: existingSets, elements: inKernel } = await this.readKernel();
     let kernelMs = this.now() - tk;
 
     this.slots = new SlotAllocator();
     const heldByKernel: SlotBlock[] = [];
     for (const k of inKernel.values()) {
-      if (k.element.set !== SET.endpoints) continue;
+      if (k.element.set !== SET.endpoints && k.element.set !== SET.affinitySlots) continue;
       const b = { offset: Number(k.element.key[0]), order: 0 };
       if (this.slots.reserve(b)) heldByKernel.push(b);
     }
@@ -159,8 +159,10 @@ export class NftablesProxier implements Proxier {
     const done = new Set<string>();
     for (const st of ports.values()) {
       const g = new OpGroup();
+      for (const set of st.plan.sets) if (!existingSets.has(set.name)) g.add(set);
+      // Declare every chain first: a service chain's rules may goto an endpoint chain.
+      for (const c of st.plan.chains) if (!existing.has(c.name)) g.add({ kind: 'chain', name: c.name });
       for (const c of st.plan.chains) {
-        if (!existing.has(c.name)) g.add({ kind: 'chain', name: c.name });
         g.flush({ kind: 'chain', name: c.name });
         for (const r of c.rules) g.add(r);
       }
@@ -183,6 +185,8 @@ export class NftablesProxier implements Proxier {
       last.flush({ kind: 'chain', name });
       last.delete({ kind: 'chain', name });
     }
+    const wantedSets = new Set([...ports.values()].flatMap((st) => st.plan.sets.map((x) => x.name)));
+    for (const name of existingSets) if (isAffinitySet(name) && !wantedSets.has(name)) last.delete({ kind: 'set', name, key: [this.traits.addrType] });
     groups.push(last);
 
     const planMs = this.now() - t0 - kernelMs;
@@ -196,22 +200,22 @@ export class NftablesProxier implements Proxier {
   }
 
   /** Port chain names and the elements of the shared maps, as the kernel holds them. */
-  private async readKernel(): Promise<{ chains: Set<string>; elements: Map<string, { element: NftElement; value: string }> }> {
+  private async readKernel(): Promise<{ chains: Set<string>; sets: Set<string>; elements: Map<string, { element: NftElement; value: string }> }> {
     const elements = new Map<string, { element: NftElement; value: string }>();
     let chains: Set<string>;
     try {
       chains = new Set((await this.nft.listChains()).map((c) => c.name));
     } catch (e) {
-      if (isNotFound(e)) return { chains: new Set(), elements };
+      if (isNotFound(e)) return { chains: new Set(), sets: new Set(), elements };
       throw e;
     }
-    if (chains.size === 0) return { chains, elements };
-    const present = new Set((await this.nft.listSets()).map((s) => s.name));
+    if (chains.size === 0) return { chains, sets: new Set(), elements };
+    const sets = new Set((await this.nft.listSets()).map((s) => s.name));
     for (const set of SHARED_SETS) {
-      if (!present.has(set)) continue;
+      if (!sets.has(set)) continue;
       for (const e of await this.nft.listElements(set)) elements.set(elementId(e), { element: e, value: elementValue(e) });
     }
-    return { chains, elements };
+    return { chains, sets, elements };
   }
 
   /** The table, its sets and maps, the fixed chains and rules, and the node-dependent elements. */
@@ -276,6 +280,8 @@ export class NftablesProxier implements Proxier {
     const newChains: string[] = [];
     const rewrite: { name: string; rules: PortPlan['chains'][number]['rules'] }[] = [];
     const deleteChains: string[] = [];
+    const newSets: NftSetLike[] = [];
+    const deleteSets: NftSetLike[] = [];
     let changed = 0;
     for (const id of change.services) {
       const before = this.ports.get(id);
@@ -288,6 +294,9 @@ export class NftablesProxier implements Proxier {
         if (!old || old.signature !== c.signature) rewrite.push({ name: c.name, rules: c.rules });
       }
       deleteChains.push(...oldChains.keys());
+      const oldSets = new Map((before?.plan.sets ?? []).map((x) => [x.name, x]));
+      for (const x of after?.plan.sets ?? []) if (!oldSets.delete(x.name)) newSets.push(x);
+      deleteSets.push(...oldSets.values());
       this.index.update(id, before?.plan.contributions ?? ([] as Contribution[]), after?.plan.contributions ?? [], delta);
       this.releaseUnused(before?.blocks, after?.blocks);
       if (after) this.ports.set(id, after);
@@ -298,6 +307,7 @@ export class NftablesProxier implements Proxier {
     // Order inside the batch: chains first (elements may goto them), element deletes before
     // adds (a replaced element is deleted and re-added), rule rewrites, then chains no
     // element points at any more.
+    for (const x of newSets) tx.add(x);
     for (const name of newChains) tx.add({ kind: 'chain', name });
     for (const e of [...delta.remove, ...delta.replace]) tx.delete(deletable(e));
     for (const e of [...delta.replace, ...delta.add]) tx.add(e);
@@ -310,6 +320,7 @@ export class NftablesProxier implements Proxier {
       tx.flush({ kind: 'chain', name });
       tx.delete({ kind: 'chain', name });
     }
+    for (const x of deleteSets) tx.delete(x);
     const planMs = this.now() - t0;
     if (estimateTransaction(tx) > this.batchBudget) {
       // Too much for one batch (a mass change): a full sync splits the work safely.
@@ -352,7 +363,7 @@ type SlotBlockOrNone = Blocks['cluster'];
 const deletable = (e: NftElement): NftElement => ({ kind: 'element', set: e.set, key: e.key });
 
 /** Maps whose elements come from service ports (diffed); the others follow the node (rewritten). */
-const SHARED_SETS = [SET.clusterIPs, SET.serviceIPs, SET.serviceNodePorts, SET.noEndpointServices, SET.noEndpointNodePorts, SET.firewallProtected, SET.firewallAllow, SET.hairpin, SET.endpoints];
+const SHARED_SETS = [SET.clusterIPs, SET.serviceIPs, SET.serviceNodePorts, SET.noEndpointServices, SET.noEndpointNodePorts, SET.firewallProtected, SET.firewallAllow, SET.hairpin, SET.endpoints, SET.affinitySlots];
 const FIXED_SETS = new Set<string>([SET.nodePortIPs, SET.podCIDRs, SET.serviceCIDRs]);
 
 /** The same text port-plan.ts gives its contributions, from an element read back. */

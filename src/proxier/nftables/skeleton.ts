@@ -41,6 +41,14 @@ export function skeletonSets(t: FamilyTraits): NftSetLike[] {
       dataTypeof: [{ expr: 'payload', field: daddr === 'ip daddr' ? 'ip daddr' : 'ip6 daddr' }, { expr: 'payload', field: 'tcp dport' }],
       comment: 'slot -> endpoint: service chains pick a slot with numgen',
     },
+    {
+      kind: 'map',
+      name: SET.affinitySlots,
+      key: ['integer'],
+      typeof: [{ expr: 'numgen', mode: 'random', modulus: 1 }],
+      data: 'verdict',
+      comment: 'slot -> endpoint chain, for Services with ClientIP session affinity',
+    },
   ];
 }
 
