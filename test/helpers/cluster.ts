@@ -32,6 +32,11 @@ export const NODE_IP = '10.1.0.1';
 export const CLIENT_IP = '10.1.0.2';
 export const podIP = (i: number): string => `10.244.${i + 1}.2`;
 export const podGateway = (i: number): string => `10.244.${i + 1}.1`;
+// IPv6 twins of the same links.
+export const NODE_IP6 = 'fd01::1';
+export const CLIENT_IP6 = 'fd01::2';
+export const podIP6 = (i: number): string => `fd44:${i + 1}::2`;
+export const podGateway6 = (i: number): string => `fd44:${i + 1}::1`;
 
 export async function makeCluster(t: { teardown(fn: () => Promise<void>): void }, label: string, pods = 3): Promise<Cluster> {
   const made: Netns[] = [];
@@ -49,6 +54,10 @@ export async function makeCluster(t: { teardown(fn: () => Promise<void>): void }
   await client.run('ip', 'addr', 'add', `${CLIENT_IP}/24`, 'dev', 'eth0');
   await client.run('ip', 'link', 'set', 'eth0', 'up');
   await client.run('ip', 'route', 'add', 'default', 'via', NODE_IP);
+  // IPv6 too (nodad: usable at once).
+  await node.run('ip', '-6', 'addr', 'add', `${NODE_IP6}/64`, 'dev', 'to-client', 'nodad');
+  await client.run('ip', '-6', 'addr', 'add', `${CLIENT_IP6}/64`, 'dev', 'eth0', 'nodad');
+  await client.run('ip', '-6', 'route', 'add', 'default', 'via', NODE_IP6);
   const gw = await Netns.create(`${label}-gw`);
   made.push(gw);
   await node.run('ip', 'link', 'add', 'to-gw', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', gw.name);
@@ -57,7 +66,10 @@ export async function makeCluster(t: { teardown(fn: () => Promise<void>): void }
   await gw.run('ip', 'addr', 'add', '10.9.0.2/24', 'dev', 'eth0');
   await gw.run('ip', 'link', 'set', 'eth0', 'up');
   await node.run('ip', 'route', 'add', 'default', 'via', '10.9.0.2');
-  await node.run('sysctl', '-qw', 'net.ipv4.ip_forward=1');
+  await node.run('ip', '-6', 'addr', 'add', 'fd09::1/64', 'dev', 'to-gw', 'nodad');
+  await gw.run('ip', '-6', 'addr', 'add', 'fd09::2/64', 'dev', 'eth0', 'nodad');
+  await node.run('ip', '-6', 'route', 'add', 'default', 'via', 'fd09::2');
+  await node.run('sysctl', '-qw', 'net.ipv4.ip_forward=1', 'net.ipv6.conf.all.forwarding=1');
   const podNs: Netns[] = [];
   for (let i = 0; i < pods; i++) {
     const pod = await Netns.create(`${label}-p${i + 1}`);
@@ -69,6 +81,9 @@ export async function makeCluster(t: { teardown(fn: () => Promise<void>): void }
     await pod.run('ip', 'addr', 'add', `${podIP(i)}/24`, 'dev', 'eth0');
     await pod.run('ip', 'link', 'set', 'eth0', 'up');
     await pod.run('ip', 'route', 'add', 'default', 'via', podGateway(i));
+    await node.run('ip', '-6', 'addr', 'add', `${podGateway6(i)}/64`, 'dev', `pod${i + 1}`, 'nodad');
+    await pod.run('ip', '-6', 'addr', 'add', `${podIP6(i)}/64`, 'dev', 'eth0', 'nodad');
+    await pod.run('ip', '-6', 'route', 'add', 'default', 'via', podGateway6(i));
   }
   const [nodeAgent, clientAgent, ...podAgents] = await Promise.all([node.agent(), client.agent(), ...podNs.map((p) => p.agent())]);
   await Promise.all(podAgents.map((a, i) => a!.call(ECHO, 'serve', `pod${i + 1}`, BACKEND_PORT)));

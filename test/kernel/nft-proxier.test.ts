@@ -3,7 +3,7 @@
 // they saw, an external client connects. `nft -j list ruleset` checks what is left behind.
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { CLIENT_IP, ECHO, makeCluster, NODE_IP, podGateway, podIP } from '../helpers/cluster.ts';
+import { CLIENT_IP, ECHO, makeCluster, NODE_IP, NODE_IP6, podGateway, podIP, podIP6 } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { Netns } from '../helpers/netns.ts';
 import type { NftJsonObject } from '../helpers/netns.ts';
@@ -234,4 +234,21 @@ test.serial('session affinity ClientIP: a client sticks to one endpoint until it
   t.false(/affinity-[A-Z0-9]{8}-/.test(text), 'no affinity set left');
   t.false(/endpoint-[A-Z0-9]{8}-/.test(text), 'no endpoint chain left');
   t.is(pods(await tcpMany(c, 'client', '10.96.0.70', 80, 16)).size, 2);
+});
+
+test.serial('IPv6: ClusterIP and NodePort over the ip6 table, masqueraded from outside, reject without endpoints', async (t) => {
+  const c = await cluster(t, 'v6', 2, { family: 'IPv6', clusterCIDRs: ['fd44::/16'], serviceCIDRs: ['fd96::/112'] });
+  const v6 = (name: string, ip: string, nodePort?: number) =>
+    svc(name, { clusterIPs: [ip], type: nodePort ? 'NodePort' : 'ClusterIP', ports: tcpPort(80, nodePort) });
+  const withFamily = (s: ReturnType<typeof svc>) => ({ ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } });
+  await apply(c, {
+    services: [withFamily(v6('web6', 'fd96::10', 30600)), withFamily(v6('empty6', 'fd96::11'))],
+    slices: [slice('web6-1', 'web6', [ep(podIP6(0)), ep(podIP6(1))], { addressType: 'IPv6' })],
+  });
+  const got = await tcpMany(c, 'client', 'fd96::10', 80, 10);
+  t.true(got.every((a) => /^pod[12] fd44:[12]::1$/.test(a)), `answers: ${got.join(', ')}`);
+  t.true(pods(got).size === 2);
+  t.regex(await tcp(c, 'client', NODE_IP6, 30600), /^pod[12] fd44:[12]::1$/);
+  t.is(await tcp(c, 'client', 'fd96::11', 80), 'ECONNREFUSED');
+  t.regex(await c.node.run('nft', 'list', 'table', 'ip6', 'kube-proxy-ts'), /dnat ip6 to numgen random mod 2 map @endpoints|dnat ip6 to numgen random mod 2 offset \d+ map @endpoints/);
 });

@@ -8,16 +8,23 @@ import type { Socket } from 'node:dgram';
 
 const servers: (Server | Socket)[] = [];
 
+/** The peer as the test expects it: IPv4-mapped IPv6 addresses in plain IPv4 form. */
+const peer = (a: string | undefined): string => (a ?? '?').replace(/^::ffff:/, '');
+
 export async function serve(name: string, port: number): Promise<void> {
   const tcp = createServer((c) => {
-    c.end(`${name} ${c.remoteAddress ?? '?'}`);
+    c.end(`${name} ${peer(c.remoteAddress)}`);
     c.on('error', () => {});
   });
-  await new Promise<void>((resolve) => tcp.listen(port, '0.0.0.0', resolve));
-  const udp = createSocket('udp4');
-  udp.on('message', (_m, rinfo) => udp.send(`${name} ${rinfo.address}`, rinfo.port, rinfo.address));
-  await new Promise<void>((resolve) => udp.bind(port, '0.0.0.0', resolve));
-  servers.push(tcp, udp);
+  // '::' takes IPv4 and IPv6 connections alike.
+  await new Promise<void>((resolve) => tcp.listen(port, '::', resolve));
+  servers.push(tcp);
+  for (const [type, addr] of [['udp4', '0.0.0.0'], ['udp6', '::']] as const) {
+    const udp = createSocket({ type, ipv6Only: type === 'udp6' });
+    udp.on('message', (_m, rinfo) => udp.send(`${name} ${rinfo.address}`, rinfo.port, rinfo.address));
+    await new Promise<void>((resolve) => udp.bind(port, addr, resolve));
+    servers.push(udp);
+  }
 }
 
 /** One TCP connection: the answer, or the error code (ECONNREFUSED for a reject, ETIMEDOUT for a drop). */

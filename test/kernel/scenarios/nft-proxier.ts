@@ -25,7 +25,7 @@ export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number; ma
   const clock = new FakeClock();
   const { masqueradeBit, maxBatchBytes, ...model } = opts;
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock });
-  const nft = new NftClient({ family: 'ip', table: TABLE, transport: conn });
+  const nft = new NftClient({ family: model.family === 'IPv6' ? 'ip6' : 'ip', table: TABLE, transport: conn });
   proxier = new NftablesProxier({
     nft,
     logger: logs,
