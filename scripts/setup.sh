@@ -31,5 +31,8 @@ if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
   npm ci --no-audit --no-fund --loglevel=error
   touch "$stamp"
 fi
+# Debian's stock kernel and an initramfs for the QEMU tests (test/vm), cached in .cache/vm.
+bash test/vm/prepare.sh
+
 # Fail here, with a clear message, rather than deep inside a test.
 PATH="$PWD/node_modules/.bin:$PATH" node scripts/check-runtime.ts

@@ -1,0 +1,81 @@
+// The real parts of a daemon, made from the configuration: the source (Kubernetes API or
+// manifest directory), the proxiers of the selected mode on netlink sockets, the systemd
+// notifier and the metrics registry.
+
+import { availableParallelism, hostname } from 'node:os';
+import type { Clock } from '../base/clock.ts';
+import type { Logger } from '../base/logger.ts';
+import type { ProxyConfig } from '../config/index.ts';
+import { createMetrics } from '../metrics/index.ts';
+import type { ProxyMetrics } from '../metrics/index.ts';
+// Not ../sources/index.ts: that loads the Kubernetes client, which standalone mode never needs.
+import { ManifestDirSource } from '../sources/manifest-dir.ts';
+import type { Reject, Source } from '../sources/types.ts';
+import { ConntrackFlusher } from '../conntrack/index.ts';
+import { applyConntrackSettings } from './conntrack-settings.ts';
+import { Daemon } from './daemon.ts';
+import { nodeNameOf, servedFamilies } from './families.ts';
+import { buildProxiers } from './proxiers.ts';
+import { createNotifier } from './sd-notify.ts';
+import { ProcSysctl } from './sysctl.ts';
+
+export interface BuildDeps {
+  logger: Logger;
+  clock: Clock;
+  version: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export async function buildSource(config: ProxyConfig, nodeName: string, deps: { logger: Logger; clock: Clock; metrics: ProxyMetrics }): Promise<Source> {
+  // Source rejects carry free text; the metric gets a bounded label.
+  const onReject = (r: Reject): void => deps.metrics.objectsRejectedTotal.inc({ kind: String(r.kind), reason: 'invalid-object' });
+  const dir = config.kubeProxyTS.manifestDir;
+  if (dir !== '') return new ManifestDirSource({ dir, nodeName, logger: deps.logger, clock: deps.clock, onReject });
+  const { kubeconfig, master } = config.clientConnection;
+  // Loaded on demand: @kubernetes/client-node takes seconds to load on a busy machine.
+  const { kubernetesSourceFromFlags } = await import('../sources/index.ts');
+  return kubernetesSourceFromFlags(
+    { ...(kubeconfig !== '' ? { kubeconfig } : {}), ...(master !== '' ? { master } : {}) },
+    { nodeName, logger: deps.logger, clock: deps.clock, onReject, resyncPeriodMs: config.configSyncPeriodMs },
+  );
+}
+
+/** Everything for `serve`; throws with a readable message when a part cannot be made. */
+export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise<Daemon> {
+  const { logger, clock } = deps;
+  const nodeName = nodeNameOf(config, hostname());
+  const families = servedFamilies(config);
+  const metrics = createMetrics({ version: deps.version, mode: config.mode });
+  const sysctl = new ProcSysctl();
+  const proxiers = buildProxiers(config, families, { logger, clock, sysctl });
+  let source: Source;
+  try {
+    source = await buildSource(config, nodeName, { logger, clock, metrics });
+  } catch (e) {
+    proxiers.close();
+    throw e;
+  }
+  const notifier = createNotifier({ clock, logger, ...(deps.env ? { env: deps.env } : {}) });
+  const prepare = () => applyConntrackSettings(config.conntrack, availableParallelism(), sysctl, logger);
+  // Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync (issue 6).
+  const staleFlows = ConntrackFlusher.open({
+    logger: logger.child({ component: 'conntrack' }),
+    clock,
+    counters: (r) => {
+      if (r.mode === 'reconcile') {
+        for (const f of r.families) {
+          metrics.conntrackReconcilerSyncDuration.labels(f).observe(r.durationMs / 1000);
+          metrics.conntrackReconcilerDeletedEntriesTotal.labels(f).inc(r.deleted);
+        }
+      } else if (r.deleted > 0) {
+        // Flush runs cover every family and both UDP and SCTP at once.
+        metrics.conntrackEntriesDeletedTotal.labels('any', 'udp/sctp').inc(r.deleted);
+      }
+      if (r.errors > 0) {
+        metrics.netlinkErrorsTotal.labels('conntrack', r.mode).inc(r.errors);
+        logger.warn('conntrack flush had errors; failed targets are retried at the next sync', { errors: r.errors, retained: r.retained });
+      }
+    },
+  });
+  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows });
+}

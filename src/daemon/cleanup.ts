@@ -1,0 +1,109 @@
+// --cleanup: remove everything any mode of kube-proxy-ts created, and nothing else, then
+// exit. Safe to run twice (and on a node that never ran us): what is already gone, or a
+// subsystem the kernel does not have, is not an error.
+//
+//   nftables mode: the tables `ip kube-proxy-ts` and `ip6 kube-proxy-ts` (everything of the
+//                  mode lives in them, so deleting a table removes its chains, sets, maps);
+//   ipvs mode:     through IpvsProxier.cleanup, per family: its virtual servers, its ipsets
+//                  and the kube-ipvs0 dummy link. Without IPVS in the kernel there can be no
+//                  virtual servers, so only the ipsets and the link are looked for.
+//
+// nftables go first: a rule that references an ipset keeps the set busy.
+
+import type { Clock } from '../base/clock.ts';
+import type { IPFamily } from '../base/ip.ts';
+import type { Logger } from '../base/logger.ts';
+import { connect, Protocol } from '../netlink/core/index.ts';
+import type { NetlinkConnection } from '../netlink/core/index.ts';
+import { IpsetClient } from '../netlink/ipset/index.ts';
+import { IpvsClient } from '../netlink/ipvs/index.ts';
+import type { IpvsService } from '../netlink/ipvs/index.ts';
+import { NftClient } from '../netlink/nftables/index.ts';
+import { RouteClient } from '../netlink/route/index.ts';
+import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
+import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
+import type { Proxier } from '../proxier/types.ts';
+
+const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
+
+/** One named cleanup step: what it removes, and how. */
+export interface CleanupStep {
+  what: string;
+  run(): Promise<void>;
+}
+
+/** A kernel without IPVS has no virtual servers: listing them yields nothing. */
+class AbsentIpvs extends IpvsClient {
+  override listServices(): Promise<IpvsService[]> {
+    return Promise.resolve([]);
+  }
+}
+
+const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+/** Runs every step (a failed one does not stop the others); returns the failures. */
+export async function runCleanupSteps(steps: readonly CleanupStep[], logger: Logger): Promise<string[]> {
+  const failures: string[] = [];
+  for (const s of steps) {
+    try {
+      await s.run();
+      logger.info('Cleaned up', { what: s.what });
+    } catch (e) {
+      failures.push(`${s.what}: ${errText(e)}`);
+      logger.error('Cleanup failed', { op: 'cleanup', what: s.what, err: e });
+    }
+  }
+  return failures;
+}
+
+/** The real steps, on netlink sockets in this process's network namespace. */
+export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock }): Promise<{ steps: CleanupStep[]; close(): void }> {
+  const conns: NetlinkConnection[] = [];
+  const open = (protocol: number): NetlinkConnection => {
+    const c = connect(protocol, { timeoutMs: 30_000 });
+    conns.push(c);
+    return c;
+  };
+  const steps: CleanupStep[] = [];
+  const proxierStep = (what: string, p: Proxier): CleanupStep => ({ what, run: () => p.cleanup() });
+  for (const family of FAMILIES) {
+    const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: open(Protocol.NETFILTER) });
+    steps.push(proxierStep(`nftables table ${nft.scope.family} ${TABLE}`, new NftablesProxier({ nft, logger: deps.logger })));
+  }
+  const genl = open(Protocol.GENERIC);
+  let ipvs = new IpvsClient(genl);
+  try {
+    await ipvs.familyId();
+  } catch (e) {
+    deps.logger.debug('No IPVS in this kernel; no virtual servers to remove', { err: errText(e) });
+    ipvs = new AbsentIpvs(genl);
+  }
+  const route = new RouteClient(open(Protocol.ROUTE));
+  const ipset = new IpsetClient(open(Protocol.NETFILTER));
+  for (const family of FAMILIES) {
+    const p = new IpvsProxier({ family }, { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger });
+    steps.push(proxierStep(`ipvs mode objects (${family}: virtual servers, ipsets, kube-ipvs0)`, p));
+  }
+  return {
+    steps,
+    close: () => {
+      for (const c of conns.splice(0)) c.close();
+    },
+  };
+}
+
+/** --cleanup: 0 when everything of ours is gone, 1 otherwise (each failure logged). */
+export async function cleanupEverything(deps: { logger: Logger; clock: Clock }): Promise<number> {
+  const { steps, close } = await kernelCleanupSteps(deps);
+  try {
+    const failures = await runCleanupSteps(steps, deps.logger);
+    if (failures.length > 0) {
+      deps.logger.error('Cleanup incomplete', { failures: failures.length });
+      return 1;
+    }
+    deps.logger.info('Cleanup done: every kernel object kube-proxy-ts created is gone');
+    return 0;
+  } finally {
+    close();
+  }
+}

@@ -1,0 +1,205 @@
+// The running daemon: given its parts (a source, the proxiers of the selected mode, a
+// notifier, a clock), it builds the trackers, health and servers around them, starts them in
+// order and stops them in the reverse order. It knows nothing of sockets or flags: build.ts
+// makes the real parts from the configuration, tests pass fakes.
+//
+//   source ──feed──> tracker per family ──SyncLoop──> sync.ts ──> proxier per family
+//                                                        └──> service health checks, metrics
+//
+// Start: proxier start-up checks, healthz and metrics servers (upstream's retry-on-bind-
+// failure), the source, then the sync loop, whose first full sync waits for the source to
+// have listed everything; READY=1 follows it. Stop (SIGTERM/SIGINT): STOPPING=1, the sync loop
+// (an in-flight sync is aborted), the source, the servers, the sockets. The programmed rules
+// stay, so traffic keeps flowing across a restart, as upstream.
+
+import type { Clock } from '../base/clock.ts';
+import type { IPFamily } from '../base/ip.ts';
+import type { Logger } from '../base/logger.ts';
+import type { ProxyConfig } from '../config/index.ts';
+import { ProxyHealth, ServiceHealthServers, startProxyHealthServer } from '../health/index.ts';
+import type { ListenFn } from '../health/index.ts';
+import type { ProxyMetrics } from '../metrics/index.ts';
+import { startMetricsServer } from '../metrics/index.ts';
+import { ChangeTracker, RejectLog } from '../model/index.ts';
+import type { Source } from '../sources/index.ts';
+import { modelOptionsFor } from './families.ts';
+import { trackerFeed } from './feed.ts';
+import type { ProxierSet } from './proxiers.ts';
+import type { Notifier } from './sd-notify.ts';
+import { serveWithRetry } from './serve.ts';
+import type { Closable, Served } from './serve.ts';
+import { makeSync } from './sync.ts';
+import type { FamilyPipeline, StaleFlowSink } from './sync.ts';
+import { SyncLoop } from './sync-loop.ts';
+
+export interface DaemonParts {
+  config: ProxyConfig;
+  nodeName: string;
+  families: readonly IPFamily[];
+  logger: Logger;
+  clock: Clock;
+  notifier: Notifier;
+  metrics: ProxyMetrics;
+  source: Source;
+  proxiers: ProxierSet;
+  /** How HTTP servers open (tests); default node:http. */
+  listen?: ListenFn;
+  /** Start-up settings after the proxiers' own checks (conntrack tunables). */
+  prepare?: () => Promise<void>;
+  /** The conntrack flusher (issue 6, not wired by build.ts yet); unset: stale targets are only logged. */
+  staleFlows?: StaleFlowSink;
+}
+
+export class Daemon {
+  readonly health: ProxyHealth;
+  readonly healthChecks: ServiceHealthServers;
+  readonly loop: SyncLoop;
+  readonly trackers: ReadonlyMap<IPFamily, ChangeTracker>;
+  private readonly p: DaemonParts;
+  private readonly log: Logger;
+  private readonly abort = new AbortController();
+  private healthz: Served<Closable> | undefined;
+  private metricsServer: Served<Closable> | undefined;
+  private started = false;
+  private running = false;
+  private stopped: Promise<void> | undefined;
+
+  constructor(parts: DaemonParts) {
+    this.p = parts;
+    const { config, clock, metrics } = parts;
+    this.log = parts.logger;
+    this.health = new ProxyHealth({
+      clock,
+      healthTimeoutMs: 2 * config.syncPeriodMs,
+      counters: {
+        healthz: (code) => metrics.proxyHealthzTotal.inc({ code: String(code) }),
+        livez: (code) => metrics.proxyLivezTotal.inc({ code: String(code) }),
+      },
+    });
+    this.healthChecks = new ServiceHealthServers({
+      proxyHealthy: () => this.health.isHealthy(),
+      clock,
+      logger: this.log.child({ component: 'service-health' }),
+      ...(parts.listen ? { listen: parts.listen } : {}),
+    });
+    // One reject log for every family: a bad object is warned about and counted once.
+    const rejectLog = new RejectLog(this.log.child({ component: 'model' }), (kind, reason) => metrics.objectsRejectedTotal.inc({ kind, reason }));
+    const trackers = new Map<IPFamily, ChangeTracker>();
+    const pipelines: FamilyPipeline[] = [];
+    for (const family of parts.families) {
+      const proxier = parts.proxiers.proxiers.get(family);
+      if (!proxier) throw new Error(`no ${parts.proxiers.mode} proxier for ${family}`);
+      const tracker = new ChangeTracker(modelOptionsFor(config, family, parts.nodeName), { logger: this.log.child({ component: 'model', family }), clock, rejectLog });
+      trackers.set(family, tracker);
+      pipelines.push({ family, tracker, proxier });
+    }
+    this.trackers = trackers;
+    this.loop = new SyncLoop({
+      mode: parts.proxiers.mode,
+      syncPeriodMs: config.syncPeriodMs,
+      minSyncPeriodMs: config.minSyncPeriodMs,
+      families: parts.families,
+      clock,
+      health: this.health,
+      notifier: parts.notifier,
+      metrics,
+      logger: this.log.child({ component: 'sync' }),
+      sync: makeSync({
+        pipelines,
+        healthChecks: (wanted) => this.healthChecks.sync(wanted),
+        metrics,
+        logger: this.log.child({ component: 'sync' }),
+        now: () => clock.now(),
+        ...(parts.staleFlows ? { staleFlows: parts.staleFlows } : {}),
+      }),
+    });
+  }
+
+  /** Resolves after the first successful full sync (READY=1). */
+  get ready(): Promise<void> {
+    return this.loop.ready;
+  }
+
+  /** Starts everything; rejects (after stopping what started) when a part cannot start. */
+  async start(): Promise<void> {
+    if (this.started) throw new Error('daemon already started');
+    this.started = true;
+    const { config, clock, metrics, proxiers, source } = this.p;
+    try {
+      await proxiers.init(this.abort.signal);
+      if (this.abort.signal.aborted) return; // stopped (a signal) while starting
+      await this.p.prepare?.();
+      const hardFail = config.bindAddressHardFail;
+      if (config.healthzBindAddress !== '') {
+        const address = config.healthzBindAddress;
+        this.healthz = await serveWithRetry({
+          what: 'healthz',
+          address,
+          clock,
+          logger: this.log,
+          hardFail,
+          start: () => startProxyHealthServer({ address, health: this.health, logger: this.log, ...(this.p.listen ? { listen: this.p.listen } : {}) }),
+        });
+      }
+      if (config.metricsBindAddress !== '') {
+        const address = config.metricsBindAddress;
+        this.metricsServer = await serveWithRetry({
+          what: 'metrics',
+          address,
+          clock,
+          logger: this.log,
+          hardFail,
+          start: () => startMetricsServer({ address, metrics, proxyMode: proxiers.mode, configz: () => config, logger: this.log }),
+        });
+      }
+      const feed = trackerFeed({ trackers: [...this.trackers.values()], changed: () => this.loop.changed(), health: this.health, metrics, logger: this.log });
+      if (this.abort.signal.aborted) {
+        // stop() ran while the servers were starting: close what it could not see yet.
+        await this.healthz?.close();
+        await this.metricsServer?.close();
+        return;
+      }
+      await source.start(feed);
+      this.loop.start(source.waitForSync(this.abort.signal));
+      this.running = true;
+      this.log.info('kube-proxy-ts started', { mode: proxiers.mode, families: this.p.families.join(','), node: this.p.nodeName });
+    } catch (e) {
+      await this.stop().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** The port the healthz server is bound to, once it is (tests bind port 0). */
+  healthzPort(): number | undefined {
+    return (this.healthz?.current() as { port?: number } | undefined)?.port;
+  }
+
+  metricsPort(): number | undefined {
+    return (this.metricsServer?.current() as { port?: number } | undefined)?.port;
+  }
+
+  /** Stops everything, leaving the programmed rules in place. Idempotent. */
+  stop(): Promise<void> {
+    this.stopped ??= this.doStop();
+    return this.stopped;
+  }
+
+  private async doStop(): Promise<void> {
+    this.abort.abort();
+    const step = async (what: string, f: () => Promise<void>): Promise<void> => {
+      try {
+        await f();
+      } catch (err) {
+        this.log.warn('Stopping failed', { op: `stop ${what}`, err });
+      }
+    };
+    await step('sync loop', () => this.loop.stop());
+    await step('source', () => this.p.source.stop());
+    await step('conntrack flusher', async () => this.p.staleFlows?.close?.());
+    await step('service health checks', () => this.healthChecks.close());
+    await step('healthz server', async () => this.healthz?.close());
+    await step('metrics server', async () => this.metricsServer?.close());
+    this.p.proxiers.close();
+    if (this.running) this.log.info('Stopped; the programmed rules stay in place');
+  }
+}

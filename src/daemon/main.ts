@@ -1,0 +1,134 @@
+// kube-proxy-ts's entry point (bin/kube-proxy-ts.js calls main): the command line decides
+// between serve, --cleanup and --write-config-to; build.ts makes the parts, daemon.ts runs
+// them, signals.ts turns SIGTERM/SIGINT into a clean stop (exit 0, rules left in place).
+
+import { readFileSync } from 'node:fs';
+import { systemClock } from '../base/clock.ts';
+import type { Clock } from '../base/clock.ts';
+import type { Logger } from '../base/logger.ts';
+import { parseCommandLine, writeConfigFile } from '../config/index.ts';
+import type { ProxyConfig } from '../config/index.ts';
+import { createLogger } from '../log/index.ts';
+import type { ClosableLogger } from '../log/index.ts';
+import { installProcessHandlers } from './signals.ts';
+import type { ProcessLike } from './signals.ts';
+
+interface Startable {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** What main needs from the outside world; tests replace parts of it. */
+export interface MainDeps {
+  stdout?: (text: string) => void;
+  stderr?: (text: string) => void;
+  /** Where signals and fatal errors come from; default process. */
+  proc?: ProcessLike;
+  /** Ends the process once a serve run is over; default process.exit. */
+  exit?: (code: number) => void;
+  env?: NodeJS.ProcessEnv;
+  clock?: Clock;
+  logger?: (config: ProxyConfig) => ClosableLogger;
+  /** Makes the daemon for `serve`; default build.ts. */
+  buildDaemon?: (config: ProxyConfig, deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv }) => Startable | Promise<Startable>;
+  /** --cleanup; default cleanup.ts against the kernel. */
+  cleanup?: (deps: { logger: Logger; clock: Clock }) => Promise<number>;
+}
+
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    return `v${pkg.version ?? '0.0.0'}`;
+  } catch {
+    return 'v0.0.0-unknown';
+  }
+}
+
+const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+/** One readable line for the operator; the stack and causes at --v=2. */
+function startFailed(logger: Logger, op: string, config: ProxyConfig, e: unknown): void {
+  logger.error(`Cannot start: ${errText(e)}`, { op, mode: config.mode });
+  logger.debug('Start-up failure details', { op, err: e });
+}
+
+/** Flushes the logger, but never waits more than a second for it. */
+async function closeLogger(logger: ClosableLogger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([logger.close(), new Promise<void>((resolve) => (timer = setTimeout(resolve, 1000)))]);
+  clearTimeout(timer);
+}
+
+export async function main(argv: readonly string[], deps: MainDeps = {}): Promise<number> {
+  const out = deps.stdout ?? ((s: string) => void process.stdout.write(s));
+  const err = deps.stderr ?? ((s: string) => void process.stderr.write(s));
+  const version = packageVersion();
+  const r = parseCommandLine(argv, { version });
+  if (r.kind === 'exit') {
+    out(r.stdout);
+    err(r.stderr);
+    return r.code;
+  }
+  const { config } = r;
+  const logger = deps.logger?.(config) ?? createLogger({ verbosity: config.logging.verbosity, format: config.logging.format });
+  const clock = deps.clock ?? systemClock;
+  for (const w of r.warnings) logger.warn(w);
+
+  if (r.action === 'write-config') {
+    try {
+      writeConfigFile(r.writeConfigTo!, config);
+      logger.info('Wrote the effective configuration', { path: r.writeConfigTo });
+      await closeLogger(logger);
+      return 0;
+    } catch (e) {
+      logger.error('Cannot write the configuration', { op: 'write config', path: r.writeConfigTo, err: e });
+      await closeLogger(logger);
+      return 1;
+    }
+  }
+
+  if (r.action === 'cleanup') {
+    let code: number;
+    try {
+      // The daemon's parts load only for the action that needs them (--help stays fast).
+      const cleanup = deps.cleanup ?? (await import('./cleanup.ts')).cleanupEverything;
+      code = await cleanup({ logger, clock });
+    } catch (e) {
+      logger.error('Cleanup failed', { op: 'cleanup', err: e });
+      code = 1;
+    }
+    await closeLogger(logger);
+    return code;
+  }
+
+  return serve(config, version, logger, clock, deps);
+}
+
+async function serve(config: ProxyConfig, version: string, logger: ClosableLogger, clock: Clock, deps: MainDeps): Promise<number> {
+  const exit = deps.exit ?? ((code: number) => process.exit(code));
+  let daemon: Startable;
+  try {
+    const build = deps.buildDaemon ?? (await import('./build.ts')).buildDaemon;
+    daemon = await build(config, { logger, clock, version, ...(deps.env ? { env: deps.env } : {}) });
+  } catch (e) {
+    startFailed(logger, 'build daemon', config, e);
+    await closeLogger(logger);
+    exit(1);
+    return 1;
+  }
+  let finish!: (code: number) => void;
+  const done = new Promise<number>((resolve) => (finish = resolve));
+  const uninstall = installProcessHandlers({ proc: deps.proc ?? process, logger, shutdown: () => daemon.stop(), exit: (code) => finish(code) });
+  try {
+    await daemon.start();
+  } catch (e) {
+    startFailed(logger, 'start daemon', config, e);
+    finish(1);
+  }
+  const code = await done;
+  uninstall();
+  await closeLogger(logger);
+  // Whatever is still open (a socket mid-close, a timer) must not keep a stopped daemon alive.
+  exit(code);
+  return code;
+}

@@ -1,0 +1,124 @@
+// The proxiers of the selected mode, one per IP family, on their own netlink sockets in this
+// process's network namespace. The only place that knows how each mode is built.
+
+import type { Clock } from '../base/clock.ts';
+import type { IPFamily } from '../base/ip.ts';
+import type { Logger } from '../base/logger.ts';
+import type { ProxyConfig } from '../config/index.ts';
+import { connect, Protocol } from '../netlink/core/index.ts';
+import { IpsetClient } from '../netlink/ipset/index.ts';
+import { IpvsClient } from '../netlink/ipvs/index.ts';
+import { NftClient } from '../netlink/nftables/index.ts';
+import { RouteClient } from '../netlink/route/index.ts';
+import { IpvsProxier } from '../proxier/ipvs/index.ts';
+import type { SysctlWriter } from '../proxier/ipvs/index.ts';
+import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
+import type { Proxier } from '../proxier/types.ts';
+
+export interface ProxierSet {
+  readonly mode: string;
+  readonly proxiers: ReadonlyMap<IPFamily, Proxier>;
+  /** Start-up checks (IPVS: kernel support, sysctls); rejects with what is missing. */
+  init(signal?: AbortSignal): Promise<void>;
+  /** Closes the netlink sockets. */
+  close(): void;
+}
+
+export interface ProxierDeps {
+  logger: Logger;
+  clock: Clock;
+  sysctl: SysctlWriter;
+  /** Per-exchange netlink time-out. Default 30 s. */
+  timeoutMs?: number;
+}
+
+/** Modes this build can run; the others are a start-up error naming the mode. */
+export const AVAILABLE_MODES: readonly string[] = ['nftables', 'ipvs'];
+
+export class ModeUnavailableError extends Error {
+  constructor(mode: string) {
+    super(`${mode} mode is not available in this build yet (available: ${AVAILABLE_MODES.join(', ')})`);
+    this.name = 'ModeUnavailableError';
+  }
+}
+
+const sec = (ms: number): number => Math.round(ms / 1000);
+
+export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[], deps: ProxierDeps): ProxierSet {
+  const timeoutMs = deps.timeoutMs ?? 30_000;
+  const conns: { close(): void }[] = [];
+  const open = (protocol: number) => {
+    const c = connect(protocol, { timeoutMs });
+    conns.push(c);
+    return c;
+  };
+  const close = (): void => {
+    for (const c of conns.splice(0)) c.close();
+  };
+  const proxiers = new Map<IPFamily, Proxier>();
+  try {
+    if (config.mode === 'nftables') {
+      const route = new RouteClient(open(Protocol.ROUTE));
+      for (const family of families) {
+        const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: open(Protocol.NETFILTER) });
+        proxiers.set(
+          family,
+          new NftablesProxier({
+            nft,
+            logger: deps.logger,
+            masqueradeBit: config.masqueradeBit,
+            localAddresses: () => route.nodeAddresses(family),
+          }),
+        );
+      }
+      return { mode: config.mode, proxiers, init: () => Promise.resolve(), close };
+    }
+    if (config.mode === 'ipvs') {
+      const route = new RouteClient(open(Protocol.ROUTE));
+      const ipvsList: IpvsProxier[] = [];
+      const ipvs = new IpvsClient(open(Protocol.GENERIC));
+      const ipset = new IpsetClient(open(Protocol.NETFILTER));
+      for (const family of families) {
+        const p = new IpvsProxier(
+          {
+            family,
+            scheduler: config.ipvs.scheduler,
+            strictARP: config.ipvs.strictARP,
+            excludeCIDRs: config.ipvs.excludeCIDRs,
+            tcpTimeoutSeconds: sec(config.ipvs.tcpTimeoutMs),
+            tcpFinTimeoutSeconds: sec(config.ipvs.tcpFinTimeoutMs),
+            udpTimeoutSeconds: sec(config.ipvs.udpTimeoutMs),
+          },
+          {
+            ipvs,
+            ipset,
+            route,
+            sysctl: deps.sysctl,
+            clock: deps.clock,
+            logger: deps.logger,
+          },
+        );
+        ipvsList.push(p);
+        proxiers.set(family, p);
+      }
+      return {
+        mode: config.mode,
+        proxiers,
+        init: async (signal) => {
+          // Asked first, so a kernel without IPVS is named as such (not as a missing sysctl).
+          try {
+            await ipvs.familyId();
+          } catch (e) {
+            throw new Error(`IPVS mode is unavailable: ${e instanceof Error ? e.message : String(e)} (is module ip_vs loadable?)`, { cause: e });
+          }
+          for (const p of ipvsList) await p.init(signal);
+        },
+        close,
+      };
+    }
+  } catch (e) {
+    close();
+    throw e;
+  }
+  throw new ModeUnavailableError(config.mode);
+}

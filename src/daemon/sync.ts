@@ -1,0 +1,123 @@
+// One sync of every served family: check the desired state out of the family's tracker, hand
+// it to the family's proxier, then feed what follows a successful sync: the per-Service
+// health-check servers, the network-programming latency, the no-local-endpoints gauges, and
+// the stale-flow targets for the conntrack flusher.
+//
+// Conntrack (issue 6) is not wired yet: `staleFlows` is the seam, shaped as the
+// ConntrackFlusher of src/conntrack expects to be driven (its wiring note): reconcile(desired)
+// after the first committed sync of each family, schedule(change.stale, desired) after every
+// committed sync, hold(change.stale) for a sync that failed (deleted only after the next
+// commit). Without it, stale targets are only logged.
+
+import type { IPFamily } from '../base/ip.ts';
+import type { Logger } from '../base/logger.ts';
+import type { ServiceHealthEntry } from '../health/index.ts';
+import type { ProxyMetrics } from '../metrics/index.ts';
+import type { ChangeTracker, DesiredState, StaleTarget } from '../model/index.ts';
+import { NetlinkError } from '../netlink/core/index.ts';
+import type { Proxier } from '../proxier/types.ts';
+import type { SyncOutcome, SyncRequest } from './sync-loop.ts';
+
+export interface FamilyPipeline {
+  family: IPFamily;
+  tracker: ChangeTracker;
+  proxier: Proxier;
+}
+
+/** What the sync hands the conntrack flusher (ConntrackFlusher fits it). */
+export interface StaleFlowSink {
+  schedule(targets: readonly StaleTarget[], desired: DesiredState): void;
+  hold(targets: readonly StaleTarget[]): void;
+  reconcile(desired: DesiredState): void;
+  close?(): Promise<void>;
+}
+
+export interface SyncerOptions {
+  pipelines: readonly FamilyPipeline[];
+  /** ServiceHealthServers.sync: "namespace/name" -> port and local endpoints. */
+  healthChecks?: (wanted: ReadonlyMap<string, ServiceHealthEntry>) => Promise<void>;
+  /** Where stale UDP/SCTP flow targets go (the conntrack flusher). */
+  staleFlows?: StaleFlowSink;
+  metrics?: ProxyMetrics;
+  logger: Logger;
+  now: () => number;
+}
+
+/**
+ * kubeproxyts_netlink_errors_total for a failed sync. The op label keeps the verb and the
+ * object kind only ("add element"), so that object names do not explode the label set.
+ */
+function countNetlinkError(metrics: ProxyMetrics | undefined, subsystem: string, e: unknown): void {
+  if (!metrics || !(e instanceof NetlinkError)) return;
+  const op = e.op.split(' ').slice(0, 2).join(' ') || 'unknown';
+  metrics.netlinkErrorsTotal.inc({ subsystem, op });
+}
+
+/** Services using a Local policy that have no local endpoint, per policy (upstream's gauge). */
+export function noLocalEndpoints(desired: DesiredState): { internal: number; external: number } {
+  const internal = new Set<string>();
+  const external = new Set<string>();
+  for (const [id, info] of desired.services) {
+    if (!info.internalPolicyLocal && !info.externalPolicyLocal) continue;
+    const sel = desired.selections.get(id);
+    if (!sel || !sel.hasAnyEndpoints || sel.local.length > 0) continue;
+    if (info.internalPolicyLocal) internal.add(info.service);
+    if (info.externalPolicyLocal) external.add(info.service);
+  }
+  return { internal: internal.size, external: external.size };
+}
+
+/** Every family's health checks as one map (a dual-stack Service counts its local endpoints of both). */
+export function mergeHealthChecks(states: readonly DesiredState[]): Map<string, ServiceHealthEntry> {
+  const out = new Map<string, ServiceHealthEntry>();
+  for (const d of states) {
+    for (const [key, hc] of d.healthChecks) {
+      const had = out.get(key);
+      out.set(key, { port: hc.nodePort, localEndpoints: (had?.localEndpoints ?? 0) + hc.localEndpoints });
+    }
+  }
+  return out;
+}
+
+export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOutcome> {
+  const committed = new Set<IPFamily>();
+  return async (req) => {
+    const states: DesiredState[] = [];
+    let services = 0;
+    let endpoints = 0;
+    for (const p of o.pipelines) {
+      if (req.full) p.tracker.requestFullSync();
+      const { desired, change } = p.tracker.checkout();
+      let report;
+      try {
+        report = await p.proxier.sync(desired, change, req.signal);
+      } catch (e) {
+        countNetlinkError(o.metrics, p.proxier.mode, e);
+        if (change.stale.length > 0) o.staleFlows?.hold(change.stale);
+        throw e;
+      }
+      for (const e of report.errors) o.logger.warn('Sync problem', { family: p.family, mode: p.proxier.mode, problem: e });
+      const now = o.now();
+      for (const times of change.triggerTimes.values()) {
+        for (const t of times) o.metrics?.networkProgrammingDuration.observe({ ip_family: p.family }, Math.max(0, now - t) / 1000);
+      }
+      const nle = noLocalEndpoints(desired);
+      o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'internal' }, nle.internal);
+      o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'external' }, nle.external);
+      if (o.staleFlows) {
+        if (!committed.has(p.family)) o.staleFlows.reconcile(desired);
+        o.staleFlows.schedule(change.stale, desired);
+      } else if (change.stale.length > 0) {
+        o.logger.debug('Stale conntrack targets (no conntrack flusher wired yet)', { family: p.family, targets: change.stale.length });
+      }
+      committed.add(p.family);
+      states.push(desired);
+      services += desired.services.size;
+      for (const eps of desired.endpoints.values()) endpoints += eps.length;
+    }
+    o.metrics?.serviceChangesPending.set(0);
+    o.metrics?.endpointChangesPending.set(0);
+    if (o.healthChecks) await o.healthChecks(mergeHealthChecks(states));
+    return { services, endpoints };
+  };
+}

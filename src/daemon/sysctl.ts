@@ -1,0 +1,27 @@
+// The SysctlWriter the IPVS proxier needs (net/ipv4/vs/conntrack, ip_forward, ...). Kernel
+// settings under /proc/sys have no netlink interface, so this is the daemon's one write
+// outside netlink; proxiers never touch /proc themselves.
+
+import { readFile, writeFile } from 'node:fs/promises';
+import type { SysctlWriter } from '../proxier/ipvs/index.ts';
+
+export class ProcSysctl implements SysctlWriter {
+  private readonly root: string;
+
+  constructor(root = '/proc/sys') {
+    this.root = root;
+  }
+
+  async set(path: string, value: number): Promise<void> {
+    if (!/^[a-z0-9_]+(\/[a-z0-9_.-]+)+$/i.test(path)) throw new Error(`sysctl ${path}: not a sysctl path`);
+    const file = `${this.root}/${path}`;
+    try {
+      // Unchanged values are not rewritten (some sysctls log or reset state on every write).
+      if ((await readFile(file, 'utf8')).trim() === String(value)) return;
+      await writeFile(file, `${value}\n`);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+      throw new Error(`sysctl ${path}=${value}: ${code}`);
+    }
+  }
+}

@@ -1,0 +1,131 @@
+// Writes the companion rules (rules.ts) over nfnetlink, in the iptables-nft form: tables `ip nat`
+// and `ip filter` (ip6 for IPv6), iptables-nft's base chains where missing, our KUBE-* chains
+// flushed and refilled in one batch per table, and the jump rules inserted at the top of the
+// built-in chains once. Nothing else in those tables is touched.
+//
+// The xt match/target expressions (netlink/nftables/expr/xt-*.ts) are not registered in the
+// nftables layer's expression union yet, so they travel as pre-encoded `unknown` expressions
+// (name + NFTA_EXPR_DATA bytes), which the layer sends verbatim.
+
+import type { IPFamily } from '../../base/ip.ts';
+import { AttrWriter, ByteWriter } from '../../netlink/core/index.ts';
+import type { IpsetClient } from '../../netlink/ipset/index.ts';
+import { NO_SET_IDS } from '../../netlink/nftables/index.ts';
+import type { NftChain, NftClient, NftExpr, NftRule } from '../../netlink/nftables/index.ts';
+import { xtMatch } from '../../netlink/nftables/expr/xt-match.ts';
+import { xtTarget } from '../../netlink/nftables/expr/xt-target.ts';
+import { CHAINS } from './rules.ts';
+import type { CompanionRules, IptTable } from './rules.ts';
+import { ruleExprs } from './rules-nft.ts';
+import type { CompatExpr } from './rules-nft.ts';
+
+/** iptables-nft's base chains (nft-chain.c builtin_table): type, hook, priority. */
+const BASE: Record<IptTable, Record<string, NonNullable<NftChain['base']>>> = {
+  nat: {
+    PREROUTING: { type: 'nat', hook: 'prerouting', priority: -100 },
+    INPUT: { type: 'nat', hook: 'input', priority: 100 },
+    OUTPUT: { type: 'nat', hook: 'output', priority: -100 },
+    POSTROUTING: { type: 'nat', hook: 'postrouting', priority: 100 },
+  },
+  filter: {
+    INPUT: { type: 'filter', hook: 'input', priority: 0 },
+    FORWARD: { type: 'filter', hook: 'forward', priority: 0 },
+    OUTPUT: { type: 'filter', hook: 'output', priority: 0 },
+  },
+};
+
+function toNft(e: CompatExpr): NftExpr {
+  if (e.type !== 'xtmatch' && e.type !== 'xttarget') return e;
+  const out = new ByteWriter();
+  if (e.type === 'xtmatch') xtMatch.encode(new AttrWriter(out), e, NO_SET_IDS);
+  else xtTarget.encode(new AttrWriter(out), e, NO_SET_IDS);
+  return { type: 'unknown', name: e.type === 'xtmatch' ? 'match' : 'target', data: out.toBytes() };
+}
+
+export interface CompanionDeps {
+  /** Clients scoped to (ip|ip6, nat) and (ip|ip6, filter). */
+  readonly nat: NftClient;
+  readonly filter: NftClient;
+  readonly ipset: IpsetClient;
+}
+
+/** What the proxier needs of a companion-rule writer (CompanionWriter, or a fake in tests). */
+export interface CompanionSink {
+  write(rules: CompanionRules, signal?: AbortSignal): Promise<number>;
+  remove(signal?: AbortSignal): Promise<void>;
+}
+
+export class CompanionWriter implements CompanionSink {
+  private readonly family: IPFamily;
+  private readonly deps: CompanionDeps;
+
+  constructor(family: IPFamily, deps: CompanionDeps) {
+    this.family = family;
+    this.deps = deps;
+  }
+
+  /** Writes every rule; returns the number of nf_tables messages sent. */
+  async write(rules: CompanionRules, signal?: AbortSignal): Promise<number> {
+    // xt_set matches name sets by kernel index.
+    const index = new Map<string, number>();
+    for (const r of rules.rules) {
+      for (const m of r.matches) {
+        if (m.m === 'set' && !index.has(m.set)) index.set(m.set, (await this.deps.ipset.getByName(m.set, signal ? { signal } : {})).index);
+      }
+    }
+    const setIndex = (name: string): number => {
+      const i = index.get(name);
+      if (i === undefined) throw new Error(`ipset ${name} has no kernel index`);
+      return i;
+    };
+    let messages = 0;
+    for (const table of ['nat', 'filter'] as const) {
+      const client = table === 'nat' ? this.deps.nat : this.deps.filter;
+      const existing = await client.listRules().catch((): NftRule[] => []);
+      const tx = client.newTransaction();
+      tx.add({ kind: 'table' });
+      const jumps = rules.jumps.filter((j) => j.table === table);
+      for (const name of new Set(jumps.map((j) => j.chain))) tx.add({ kind: 'chain', name, base: BASE[table][name]! });
+      for (const c of rules.chains) {
+        if (c.table !== table) continue;
+        tx.add({ kind: 'chain', name: c.name });
+        tx.flush({ kind: 'chain', name: c.name });
+      }
+      for (const r of rules.rules) {
+        if (r.table !== table) continue;
+        tx.add({ kind: 'rule', chain: r.chain, exprs: ruleExprs(r, this.family, setIndex).map(toNft) });
+      }
+      for (const j of jumps) {
+        const to = j.target.t === 'jump' ? j.target.chain : '';
+        const present = existing.some((r) => r.chain === j.chain && r.exprs.some((e) => e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict && e.verdict.chain === to));
+        if (!present) tx.insert({ kind: 'rule', chain: j.chain, exprs: ruleExprs(j, this.family, setIndex).map(toNft) });
+      }
+      messages += (await client.run(tx, signal)).messages;
+    }
+    return messages;
+  }
+
+  /** Deletes our jump rules, then flushes and deletes our chains; other rules and chains stay. */
+  async remove(signal?: AbortSignal): Promise<void> {
+    for (const table of ['nat', 'filter'] as const) {
+      const client = table === 'nat' ? this.deps.nat : this.deps.filter;
+      let existing: NftRule[];
+      try {
+        existing = await client.listRules();
+      } catch {
+        continue; // no such table
+      }
+      const ours = new Set(CHAINS.filter((c) => c.table === table).map((c) => c.name));
+      const present = new Set((await client.list('chain')).filter((n) => ours.has(n)));
+      const tx = client.newTransaction();
+      for (const r of existing) {
+        if (ours.has(r.chain) || r.handle === undefined) continue;
+        const jumpsToOurs = r.exprs.some((e) => e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict && ours.has(e.verdict.chain));
+        if (jumpsToOurs) tx.delete({ kind: 'rule', chain: r.chain, exprs: [], handle: r.handle });
+      }
+      for (const name of present) tx.flush({ kind: 'chain', name });
+      for (const name of present) tx.delete({ kind: 'chain', name });
+      await client.run(tx, signal);
+    }
+  }
+}

@@ -1,0 +1,686 @@
+// The IPVS proxier: virtual servers over generic netlink, ipsets over nfnetlink, VIPs on
+// kube-ipvs0 over rtnetlink. One instance per IP family, as upstream.
+//
+// A sync plans the changed service ports (plan.ts), folds them into the desired index
+// (state.ts) and writes only the keys they touched, comparing with the applied mirror (what
+// our own calls left in the kernel). A full sync (the first, the periodic one, and any after a
+// failure) re-plans every port, re-reads the kernel (services, their destinations, kube-ipvs0
+// addresses, our ipsets) into the mirror and so repairs whatever someone changed by hand.
+//
+// IPVS and ipset have no transactions, so the order of writes is what keeps traffic flowing:
+//   1. bind new VIPs; add/edit virtual servers; add/restore real servers
+//   2. add set entries
+//   3. delete set entries; drain removed real servers (weight 0, graceful.ts)
+//   4. delete virtual servers nobody wants; unbind their VIPs
+//
+// Ownership: IPVS services carry no name. As upstream (cleanLegacyService), every address
+// virtual server of this family outside excludeCIDRs is ours; fwmark services never are.
+
+import type { Clock, TimerHandle } from '../../base/clock.ts';
+import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
+import type { CIDR, IPFamily } from '../../base/ip.ts';
+import type { Logger } from '../../base/logger.ts';
+import { nodePortAddressMatches } from '../../model/index.ts';
+import type { ChangeSet, DesiredState, ServicePortId } from '../../model/index.ts';
+import { formatEntry, isSetBusy, isSetNotFound } from '../../netlink/ipset/index.ts';
+import type { IpsetClient, IpsetEntry } from '../../netlink/ipset/index.ts';
+import {
+  IP_VS_SVC_F_PERSISTENT,
+  isDestinationNotFound,
+  isFwmarkKey,
+  isIpvsExists,
+  isServiceNotFound,
+} from '../../netlink/ipvs/index.ts';
+import type { IpvsAddrKey, IpvsClient, IpvsServiceSpec } from '../../netlink/ipvs/index.ts';
+import { isNoSuchAddress, isNoSuchLink, isRouteExists } from '../../netlink/route/index.ts';
+import type { RouteClient } from '../../netlink/route/index.ts';
+import type { Proxier, SyncReport } from '../types.ts';
+import { GracefulQueue, gracefulVerdict } from './graceful.ts';
+import { DEFAULT_HASH_SIZE, DEFAULT_MAX_ELEM, DEFAULT_SCHEDULER, DUMMY_DEVICE, KNOWN_SCHEDULERS, SET_INFO, SETS, ipsetName } from './names.ts';
+import type { SetKey } from './names.ts';
+import { destKey, planPort, vsKey } from './plan.ts';
+import type { PlanContext, VsPlan } from './plan.ts';
+import type { CompanionSink } from './companion.ts';
+import { companionRules, toIptablesSave } from './rules.ts';
+import type { CompanionRules } from './rules.ts';
+import { AppliedMirror, DesiredIndex, newTouched } from './state.ts';
+import type { AppliedVs, Touched } from './state.ts';
+import { ipvsSysctls } from './sysctl.ts';
+import type { SysctlWriter } from './sysctl.ts';
+
+export interface IpvsProxierOptions {
+  readonly family: IPFamily;
+  /** --ipvs-scheduler; '' or absent: rr. A name the kernel does not ship is a construction error. */
+  readonly scheduler?: string;
+  /** --ipvs-strict-arp: arp_ignore=1, arp_announce=2. */
+  readonly strictARP?: boolean;
+  /** --ipvs-exclude-cidrs: virtual servers on these addresses are never touched. */
+  readonly excludeCIDRs?: readonly string[];
+  /** --ipvs-tcp-timeout / --ipvs-tcpfin-timeout / --ipvs-udp-timeout in seconds; 0 or absent: leave the kernel's. */
+  readonly tcpTimeoutSeconds?: number;
+  readonly tcpFinTimeoutSeconds?: number;
+  readonly udpTimeoutSeconds?: number;
+  /** Longest a drained real server with open connections is kept (default 15 min). */
+  readonly gracefulTerminationMs?: number;
+  /** How often drained real servers are checked (default 5 s; upstream checks every minute). */
+  readonly gracefulCheckIntervalMs?: number;
+  /** maxelem of hash sets (default 65536 as upstream; a full set is a named sync error, not a silent drop). */
+  readonly ipsetMaxElem?: number;
+  readonly ipsetHashSize?: number;
+}
+
+export interface IpvsProxierDeps {
+  readonly ipvs: IpvsClient;
+  readonly ipset: IpsetClient;
+  readonly route: RouteClient;
+  readonly sysctl: SysctlWriter;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /**
+   * Writes the iptables-nft companion rules (companion.ts) after each sync that changed them;
+   * absent: the rules are not written (companionRules() still computes them).
+   */
+  readonly companion?: CompanionSink;
+  /** --iptables-masquerade-bit (default 14), for the companion rules. */
+  readonly masqueradeBit?: number;
+}
+
+/** A sync that wrote what it could and failed some kernel calls; the next sync is full. */
+export class IpvsSyncError extends Error {
+  readonly report: SyncReport;
+  constructor(report: SyncReport) {
+    super(`ipvs sync: ${report.errors.length} kernel operation(s) failed: ${report.errors.slice(0, 5).join('; ')}${report.errors.length > 5 ? ' ...' : ''}`);
+    this.name = 'IpvsSyncError';
+    this.report = report;
+  }
+}
+
+/** The probe upstream's CanUseIPVSProxier makes (TEST-NET-2, RFC 5737). */
+const PROBE: IpvsAddrKey = { family: 'IPv4', protocol: 'tcp', address: '198.51.100.0', port: 20000 };
+
+const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+const VS_FLAG_MASK = ~(IP_VS_SVC_F_PERSISTENT | 0x0002); /* HASHED is internal */
+
+export class IpvsProxier implements Proxier {
+  readonly mode = 'ipvs' as const;
+  readonly family: IPFamily;
+  readonly scheduler: string;
+  private readonly opts: IpvsProxierOptions;
+  private readonly deps: IpvsProxierDeps;
+  private readonly log: Logger;
+  private readonly exclude: CIDR[];
+  private readonly graceMs: number;
+  private readonly checkMs: number;
+
+  private readonly index = new DesiredIndex();
+  private mirror = new AppliedMirror();
+  private readonly graceful = new GracefulQueue();
+  private ctx: PlanContext | undefined;
+  /** The companion rules last written (iptables-save text), to skip unchanged ones. */
+  private lastRules: string | undefined;
+  /** kube-ipvs0's index, learnt on the full sync (a link deleted by hand fails the next call, and that sync's successor is full). */
+  private link: number | string = DUMMY_DEVICE;
+  private initialized = false;
+  private needFull = true;
+  private timer: TimerHandle | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private kernelMs = 0;
+  private errors: string[] = [];
+  /** Kernel calls made by the last sync (for logs and tests). */
+  lastOps = 0;
+  private ops = 0;
+
+  constructor(opts: IpvsProxierOptions, deps: IpvsProxierDeps) {
+    const scheduler = opts.scheduler || DEFAULT_SCHEDULER;
+    if (!KNOWN_SCHEDULERS.includes(scheduler)) {
+      throw new Error(`unknown IPVS scheduler ${JSON.stringify(scheduler)} (known: ${KNOWN_SCHEDULERS.join(', ')})`);
+    }
+    this.exclude = (opts.excludeCIDRs ?? []).map((c) => {
+      const p = parseCIDR(c);
+      if (!p) throw new Error(`invalid IPVS exclude CIDR ${JSON.stringify(c)}`);
+      return p;
+    });
+    this.opts = opts;
+    this.deps = deps;
+    this.family = opts.family;
+    this.scheduler = scheduler;
+    this.log = deps.logger.child({ proxier: 'ipvs', family: opts.family });
+    this.graceMs = opts.gracefulTerminationMs ?? 15 * 60_000;
+    this.checkMs = opts.gracefulCheckIntervalMs ?? 5_000;
+  }
+
+  /** Runs `f` after every earlier sync, check or cleanup: one writer at a time. */
+  private exclusive<T>(f: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(f, f);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Resolves when nothing is running or queued (tests drive the graceful timer with a fake clock). */
+  async whenIdle(): Promise<void> {
+    let q: Promise<unknown>;
+    do {
+      q = this.queue;
+      await q;
+    } while (q !== this.queue);
+  }
+
+  private async k<T>(f: () => Promise<T>): Promise<T> {
+    const t = performance.now();
+    this.ops++;
+    try {
+      return await f();
+    } finally {
+      this.kernelMs += performance.now() - t;
+    }
+  }
+
+  private fail(what: string, e: unknown): void {
+    const line = `${what}: ${errText(e)}`;
+    this.errors.push(line);
+    this.log.error('ipvs kernel operation failed', { op: what, error: errText(e) });
+  }
+
+  /**
+   * Start-up checks and settings; the daemon calls it before serving so that a kernel without
+   * IPVS, ipset types or the scheduler stops it with a message naming what is missing. sync()
+   * calls it when the daemon did not.
+   */
+  async init(signal?: AbortSignal): Promise<void> {
+    const o = signal ? { signal } : {};
+    const { ipvs, ipset, sysctl } = this.deps;
+    // IPVS first: without ip_vs, /proc/sys/net/ipv4/vs is missing and a sysctl error would mislead.
+    try {
+      await ipvs.familyId();
+    } catch (e) {
+      throw new Error(`IPVS mode is unavailable: ${errText(e)} (is module ip_vs loadable?)`, { cause: e });
+    }
+    for (const [path, value] of ipvsSysctls(this.opts.strictARP ?? false)) {
+      try {
+        await sysctl.set(path, value);
+      } catch (e) {
+        throw new Error(`IPVS mode needs sysctl ${path}=${value}: ${errText(e)}`, { cause: e });
+      }
+    }
+    try {
+      await ipvs.deleteService(PROBE, o).catch((e: unknown) => {
+        if (!isServiceNotFound(e)) throw e;
+      });
+      await ipvs.addService({ ...PROBE, scheduler: this.scheduler }, o);
+      await ipvs.deleteService(PROBE, o);
+    } catch (e) {
+      throw new Error(`IPVS scheduler ${JSON.stringify(this.scheduler)} is unavailable: ${errText(e)}`, { cause: e });
+    }
+    const fam = this.family === 'IPv6' ? 'inet6' : 'inet';
+    for (const type of new Set(SETS.map((s) => s.type))) {
+      try {
+        await ipset.typeRevision(type, type === 'bitmap:port' ? 'inet' : fam, o);
+      } catch (e) {
+        throw new Error(`IPVS mode needs ipset type ${type}: ${errText(e)} (is module ip_set_${type.replace(/[:,]/g, '_')} loadable?)`, { cause: e });
+      }
+    }
+    const t = { tcp: this.opts.tcpTimeoutSeconds ?? 0, tcpFin: this.opts.tcpFinTimeoutSeconds ?? 0, udp: this.opts.udpTimeoutSeconds ?? 0 };
+    if (t.tcp > 0 || t.tcpFin > 0 || t.udp > 0) await ipvs.setTimeouts(t, o);
+    this.initialized = true;
+  }
+
+  sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+    return this.exclusive(async () => {
+      try {
+        return await this.doSync(desired, change, signal);
+      } catch (e) {
+        // Whatever failed (a dump, an abort), the mirror may be behind: re-read the kernel next time.
+        this.needFull = true;
+        throw e;
+      }
+    });
+  }
+
+  private async doSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+    const started = performance.now();
+    this.kernelMs = 0;
+    this.ops = 0;
+    this.errors = [];
+    if (desired.family !== this.family) throw new Error(`ipvs proxier for ${this.family} got ${desired.family} state`);
+    if (!this.initialized) await this.init(signal);
+    const full = change.full || this.needFull;
+    const o = { signal };
+
+    // The node's addresses decide NodePort VSes and which external IPs are bound: a dump per sync.
+    const nodeAddrs = await this.k(() => this.deps.route.nodeAddresses(this.family, { exceptLink: DUMMY_DEVICE, signal }));
+    const npa = desired.nodePortAddresses;
+    const nodePortIPs = npa.matchAll ? nodeAddrs : nodeAddrs.filter((a) => nodePortAddressMatches(npa, a));
+    const ctx: PlanContext = {
+      family: this.family,
+      scheduler: this.scheduler,
+      nodePortIPs,
+      nodeAddresses: new Set(nodeAddrs),
+      primaryIP: desired.node.primaryIP,
+    };
+    const ctxChanged = !this.ctx || !sameContext(this.ctx, ctx);
+    this.ctx = ctx;
+
+    let touched = newTouched();
+    const planT = performance.now();
+    let ids: Iterable<ServicePortId>;
+    if (full || ctxChanged) {
+      // Every port is re-planned; ports the index knows that are gone get removed.
+      for (const id of [...this.index.ports.keys()]) if (!desired.services.has(id)) this.index.setPort(id, undefined, touched);
+      ids = desired.services.keys();
+    } else {
+      ids = change.services;
+    }
+    let planned = 0;
+    for (const id of ids) {
+      const info = desired.services.get(id);
+      this.index.setPort(id, info ? planPort(info, desired.endpoints.get(id) ?? [], desired.selections.get(id), ctx) : undefined, touched);
+      planned++;
+    }
+    let planMs = performance.now() - planT;
+
+    if (full) {
+      await this.readKernel(o);
+      touched = this.everything();
+    }
+    await this.apply(touched, o);
+    this.scheduleCheck();
+    await this.writeCompanion(desired, full, signal);
+
+    const total = performance.now() - started;
+    planMs = Math.max(planMs, total - this.kernelMs);
+    const report: SyncReport = { full, servicesChanged: full ? desired.services.size : planned, kernelMs: this.kernelMs, planMs, errors: this.errors };
+    this.lastOps = this.ops;
+    if (this.errors.length > 0) {
+      this.needFull = true;
+      throw new IpvsSyncError(report);
+    }
+    this.needFull = false;
+    this.log.debug('ipvs sync done', { full, services: report.servicesChanged, kernelOps: this.ops, kernelMs: Math.round(this.kernelMs), planMs: Math.round(planMs) });
+    return report;
+  }
+
+  /** Rules change only when a set becomes (non-)empty or the masquerade policy moves: written then, and on full syncs. */
+  private async writeCompanion(desired: DesiredState, full: boolean, signal: AbortSignal): Promise<void> {
+    const sink = this.deps.companion;
+    if (!sink) return;
+    const rules = this.companionRules(desired, this.deps.masqueradeBit !== undefined ? { masqueradeBit: this.deps.masqueradeBit } : {});
+    const text = toIptablesSave(rules);
+    if (!full && text === this.lastRules) return;
+    try {
+      await this.k(() => sink.write(rules, signal));
+      this.lastRules = text;
+    } catch (e) {
+      this.lastRules = undefined;
+      this.fail('write companion rules', e);
+    }
+  }
+
+  /** Every key of the index and the mirror: what a full sync compares. */
+  private everything(): Touched {
+    const t = newTouched();
+    for (const k of this.index.vss.map.keys()) t.vss.add(k);
+    for (const k of this.mirror.vss.keys()) t.vss.add(k);
+    for (const a of this.index.addrs.map.keys()) t.addrs.add(a);
+    for (const a of this.mirror.addrs) t.addrs.add(a);
+    for (const s of SETS) {
+      const keys = new Set<string>();
+      for (const k of this.index.entries.get(s.key)?.map.keys() ?? []) keys.add(k);
+      for (const k of this.mirror.entries.get(s.key)?.keys() ?? []) keys.add(k);
+      t.entries.set(s.key, keys);
+    }
+    return t;
+  }
+
+  private ours(addr: IpvsAddrKey): boolean {
+    if (addr.family !== this.family) return false;
+    const ip = parseIP(addr.address);
+    return !!ip && !this.exclude.some((c) => cidrContains(c, ip));
+  }
+
+  /** Full sync: make sure the link and sets exist, then read services, destinations, addresses and set members. */
+  private async readKernel(o: { signal: AbortSignal }): Promise<void> {
+    const { ipvs, ipset, route } = this.deps;
+    // Later address calls name the link by index: no look-up per address.
+    this.link = (await this.k(() => route.ensureLink(DUMMY_DEVICE, 'dummy', o))).link.index;
+    const fam = this.family === 'IPv6' ? 'inet6' : 'inet';
+    const mirror = new AppliedMirror();
+    for (const s of SETS) {
+      const name = ipsetName(s.key, this.family);
+      try {
+        await this.k(() =>
+          ipset.create(name, s.type, {
+            ...(s.type === 'bitmap:port'
+              ? { portRange: { from: 0, to: 65535 } }
+              : { family: fam, hashSize: this.opts.ipsetHashSize ?? DEFAULT_HASH_SIZE, maxElem: this.opts.ipsetMaxElem ?? DEFAULT_MAX_ELEM }),
+            comment: true,
+            exist: true,
+            ...o,
+          }),
+        );
+        const [info] = await this.k(() => ipset.list(name, o));
+        const m = mirror.set(s.key);
+        for (const e of info?.entries ?? []) m.set(formatEntry(e), e);
+      } catch (e) {
+        this.fail(`ensure ipset ${name}`, e);
+      }
+    }
+    const services = await this.k(() => ipvs.listServices(o));
+    for (const s of services) {
+      if (isFwmarkKey(s)) continue;
+      const addr: IpvsAddrKey = { family: s.family, protocol: s.protocol, address: s.address, port: s.port };
+      if (!this.ours(addr)) continue;
+      const vs: AppliedVs = { addr, scheduler: s.scheduler, flags: s.flags & VS_FLAG_MASK, timeout: s.timeout, dests: new Map() };
+      try {
+        for (const d of await this.k(() => ipvs.listDestinations(addr, o))) vs.dests.set(destKey(d.address, d.port), { address: d.address, port: d.port, weight: d.weight });
+      } catch (e) {
+        if (!isServiceNotFound(e)) throw e;
+        continue;
+      }
+      mirror.vss.set(vsKey(addr), vs);
+    }
+    for (const a of await this.k(() => route.listAddresses({ link: this.link, family: this.family, ...o }))) mirror.addrs.add(a.address);
+    this.mirror = mirror;
+    for (const t of this.graceful.list()) {
+      const vs = mirror.vss.get(t.vsKey);
+      if (!vs?.dests.has(t.destKey)) this.graceful.delete(t.vsKey, t.destKey);
+    }
+  }
+
+  private async apply(t: Touched, o: { signal: AbortSignal }): Promise<void> {
+    const { ipvs, ipset, route } = this.deps;
+    const { index, mirror } = this;
+
+    // 1. VIPs, virtual servers and real servers that must exist.
+    for (const a of t.addrs) {
+      if (!index.addrs.has(a) || mirror.addrs.has(a)) continue;
+      try {
+        await this.k(() => route.addAddress(this.link, a, o));
+        mirror.addrs.add(a);
+      } catch (e) {
+        if (isRouteExists(e)) mirror.addrs.add(a);
+        else this.fail(`bind ${a} on ${DUMMY_DEVICE}`, e);
+      }
+    }
+    for (const k of t.vss) {
+      const want = index.vss.get(k);
+      if (want) await this.ensureVs(k, want, o);
+    }
+
+    // 2. Set entries to add, per set (restore-style bulk messages).
+    const adds = new Map<SetKey, IpsetEntry[]>();
+    const dels = new Map<SetKey, IpsetEntry[]>();
+    for (const [set, keys] of t.entries) {
+      const want = index.entries.get(set);
+      const have = mirror.set(set);
+      for (const key of keys) {
+        const w = want?.get(key);
+        if (w && !have.has(key)) push(adds, set, w);
+        else if (!w && have.has(key)) push(dels, set, have.get(key)!);
+      }
+    }
+    for (const [set, entries] of adds) {
+      const name = ipsetName(set, this.family);
+      try {
+        await this.k(() => ipset.addMany(name, entries, { exist: true, type: SET_INFO.get(set)!.type, ...o }));
+        for (const e of entries) mirror.set(set).set(formatEntry(e), e);
+      } catch (e) {
+        this.fail(`add ${entries.length} entries to ipset ${name}`, e);
+      }
+    }
+
+    // 3. Entries to delete; real servers to drain.
+    for (const [set, entries] of dels) {
+      const name = ipsetName(set, this.family);
+      try {
+        await this.k(() => ipset.delMany(name, entries, { exist: true, type: SET_INFO.get(set)!.type, ...o }));
+        for (const e of entries) mirror.set(set).delete(formatEntry(e));
+      } catch (e) {
+        this.fail(`delete ${entries.length} entries from ipset ${name}`, e);
+      }
+    }
+    for (const k of t.vss) {
+      const want = index.vss.get(k);
+      const have = mirror.vss.get(k);
+      if (!want || !have) continue;
+      for (const [dk, d] of [...have.dests]) if (!want.dests.has(dk)) await this.drain(k, have, dk, d.weight, o);
+    }
+
+    // 4. Virtual servers nobody wants, then their VIPs.
+    for (const k of t.vss) {
+      const have = mirror.vss.get(k);
+      if (!have || index.vss.has(k)) continue;
+      try {
+        await this.k(() => ipvs.deleteService(have.addr, o));
+      } catch (e) {
+        if (!isServiceNotFound(e)) {
+          this.fail(`delete ipvs service ${k}`, e);
+          continue;
+        }
+      }
+      mirror.vss.delete(k);
+      this.graceful.dropVs(k);
+    }
+    for (const a of t.addrs) {
+      if (index.addrs.has(a) || !mirror.addrs.has(a)) continue;
+      try {
+        await this.k(() => route.deleteAddress(this.link, a, o));
+        mirror.addrs.delete(a);
+      } catch (e) {
+        if (isNoSuchAddress(e)) mirror.addrs.delete(a);
+        else this.fail(`unbind ${a} from ${DUMMY_DEVICE}`, e);
+      }
+    }
+  }
+
+  private spec(want: VsPlan): IpvsServiceSpec {
+    return { ...want.addr, scheduler: want.scheduler, flags: want.flags, timeout: want.timeout };
+  }
+
+  private async ensureVs(k: string, want: VsPlan, o: { signal: AbortSignal }): Promise<void> {
+    const { ipvs } = this.deps;
+    let have = this.mirror.vss.get(k);
+    try {
+      if (!have) {
+        try {
+          await this.k(() => ipvs.addService(this.spec(want), o));
+          have = { addr: want.addr, scheduler: want.scheduler, flags: want.flags, timeout: want.timeout, dests: new Map() };
+        } catch (e) {
+          if (!isIpvsExists(e)) throw e;
+          // Someone made it behind our back: learn its real servers, then fix it up below.
+          have = { addr: want.addr, scheduler: '', flags: -1, timeout: -1, dests: new Map() };
+          for (const d of await this.k(() => ipvs.listDestinations(want.addr, o))) have.dests.set(destKey(d.address, d.port), { address: d.address, port: d.port, weight: d.weight });
+        }
+        this.mirror.vss.set(k, have);
+      }
+      if (have.scheduler !== want.scheduler || have.flags !== want.flags || have.timeout !== want.timeout) {
+        await this.k(() => ipvs.editService(this.spec(want), o));
+        have.scheduler = want.scheduler;
+        have.flags = want.flags;
+        have.timeout = want.timeout;
+      }
+    } catch (e) {
+      this.fail(`ensure ipvs service ${k}`, e);
+      return;
+    }
+    for (const [dk, d] of want.dests) {
+      const cur = have.dests.get(dk);
+      try {
+        if (!cur) {
+          try {
+            await this.k(() => ipvs.addDestination(want.addr, { address: d.address, port: d.port, weight: 1, forward: 'masq' }, o));
+          } catch (e) {
+            if (!isIpvsExists(e)) throw e;
+            await this.k(() => ipvs.editDestination(want.addr, { address: d.address, port: d.port, weight: 1, forward: 'masq' }, o));
+          }
+          have.dests.set(dk, { address: d.address, port: d.port, weight: 1 });
+        } else if (cur.weight !== 1) {
+          // A draining server whose endpoint is back, or one found at weight 0 after a restart
+          // (upstream left those at 0 and the Service went dark: issue 108319).
+          await this.k(() => ipvs.editDestination(want.addr, { address: d.address, port: d.port, weight: 1, forward: 'masq' }, o));
+          cur.weight = 1;
+        }
+        this.graceful.delete(k, dk);
+      } catch (e) {
+        this.fail(`ensure real server ${dk} of ${k}`, e);
+      }
+    }
+  }
+
+  /** A real server whose endpoint went away: UDP ones go at once, others drain at weight 0. */
+  private async drain(k: string, vs: AppliedVs, dk: string, weight: number, o: { signal: AbortSignal }): Promise<void> {
+    const d = vs.dests.get(dk)!;
+    try {
+      if (vs.addr.protocol === 'udp') {
+        await this.deleteDest(vs, dk, o);
+        return;
+      }
+      if (this.graceful.has(k, dk)) return;
+      if (weight !== 0) {
+        await this.k(() => this.deps.ipvs.editDestination(vs.addr, { address: d.address, port: d.port, weight: 0, forward: 'masq' }, o));
+        d.weight = 0;
+      }
+      this.graceful.add({ vsKey: k, vs: vs.addr, destKey: dk, address: d.address, port: d.port, since: this.deps.clock.now() });
+    } catch (e) {
+      if (isDestinationNotFound(e) || isServiceNotFound(e)) vs.dests.delete(dk);
+      else this.fail(`drain real server ${dk} of ${k}`, e);
+    }
+  }
+
+  private async deleteDest(vs: AppliedVs, dk: string, o: { signal?: AbortSignal }): Promise<void> {
+    const d = vs.dests.get(dk);
+    if (!d) return;
+    try {
+      await this.k(() => this.deps.ipvs.deleteDestination(vs.addr, { address: d.address, port: d.port }, o));
+    } catch (e) {
+      if (!isDestinationNotFound(e) && !isServiceNotFound(e)) throw e;
+    }
+    vs.dests.delete(dk);
+  }
+
+  private scheduleCheck(): void {
+    if (this.timer || this.graceful.size === 0) return;
+    this.timer = this.deps.clock.setTimer(this.checkMs, () => {
+      this.timer = undefined;
+      this.exclusive(() => this.checkGraceful()).catch((e: unknown) => this.log.error('graceful termination check failed', { error: errText(e) }));
+    });
+  }
+
+  /** Deletes drained real servers that have no connections left or whose grace period is over. */
+  private async checkGraceful(): Promise<void> {
+    try {
+      const now = this.deps.clock.now();
+      for (const [k, items] of this.graceful.byVs()) {
+        const vs = this.mirror.vss.get(k);
+        if (!vs) {
+          this.graceful.dropVs(k);
+          continue;
+        }
+        let dests;
+        try {
+          dests = await this.k(() => this.deps.ipvs.listDestinations(vs.addr));
+        } catch (e) {
+          if (isServiceNotFound(e)) {
+            this.graceful.dropVs(k);
+            continue;
+          }
+          throw e;
+        }
+        for (const t of items) {
+          const d = dests.find((x) => destKey(x.address, x.port) === t.destKey);
+          const verdict = gracefulVerdict(d, t, now, this.graceMs);
+          if (verdict === 'wait') continue;
+          if (verdict === 'delete') {
+            await this.deleteDest(vs, t.destKey, {});
+            this.log.debug('drained real server deleted', { vs: k, dest: t.destKey, connections: d ? d.activeConns + d.inactiveConns : 0, afterMs: now - t.since });
+          } else {
+            vs.dests.delete(t.destKey);
+          }
+          this.graceful.delete(k, t.destKey);
+        }
+      }
+    } finally {
+      // Even after a failed check: the queue is retried on the next tick.
+      this.scheduleCheck();
+    }
+  }
+
+  /** Real servers being drained, for tests and debugging. */
+  terminating(): { vs: string; dest: string; since: number }[] {
+    return this.graceful.list().map((t) => ({ vs: t.vsKey, dest: t.destKey, since: t.since }));
+  }
+
+  /** The ipsets and their desired entries count, and the LB no-node-access entries: input for the companion rules. */
+  rulesInput(): { nonEmptySets: Set<SetKey>; noNodeAccess: ReturnType<DesiredIndex['noNodeAccess']> } {
+    return { nonEmptySets: this.index.nonEmptySets(), noNodeAccess: this.index.noNodeAccess() };
+  }
+
+  /**
+   * The iptables-nft companion rules for the state of the last sync (rules.ts). Not written to
+   * the kernel yet: that needs the nft_compat expressions of the nftables layer.
+   */
+  companionRules(desired: DesiredState, opts: { masqueradeBit?: number; randomFully?: boolean } = {}): CompanionRules {
+    return companionRules({
+      family: this.family,
+      ...this.rulesInput(),
+      masqueradeAll: desired.masquerade.all,
+      detectLocal: desired.masquerade.detectLocal,
+      ...(opts.masqueradeBit !== undefined ? { masqueradeBit: opts.masqueradeBit } : {}),
+      ...(opts.randomFully !== undefined ? { randomFully: opts.randomFully } : {}),
+    });
+  }
+
+  /** Removes our virtual servers, ipsets and kube-ipvs0; leaves every other object alone. */
+  cleanup(): Promise<void> {
+    return this.exclusive(async () => {
+      this.timer?.cancel();
+      this.timer = undefined;
+      this.graceful.clear();
+      const { ipvs, ipset, route } = this.deps;
+      const problems: string[] = [];
+      // Rules first: they reference the sets, which cannot be destroyed while referenced.
+      if (this.deps.companion) {
+        await this.deps.companion.remove().catch((e: unknown) => problems.push(`remove companion rules: ${errText(e)}`));
+        this.lastRules = undefined;
+      }
+      try {
+        for (const s of await ipvs.listServices()) {
+          if (isFwmarkKey(s) || !this.ours(s)) continue;
+          await ipvs.deleteService(s).catch((e: unknown) => {
+            if (!isServiceNotFound(e)) problems.push(`delete ipvs service ${vsKey(s)}: ${errText(e)}`);
+          });
+        }
+      } catch (e) {
+        problems.push(`list ipvs services: ${errText(e)}`);
+      }
+      for (const s of SETS) {
+        const name = ipsetName(s.key, this.family);
+        await ipset.destroy(name).catch((e: unknown) => {
+          if (isSetNotFound(e)) return;
+          problems.push(`destroy ipset ${name}: ${errText(e)}${isSetBusy(e) ? ' (still referenced by a rule)' : ''}`);
+        });
+      }
+      await route.deleteLink(DUMMY_DEVICE).catch((e: unknown) => {
+        if (!isNoSuchLink(e)) problems.push(`delete link ${DUMMY_DEVICE}: ${errText(e)}`);
+      });
+      this.index.clear();
+      this.mirror = new AppliedMirror();
+      this.ctx = undefined;
+      this.link = DUMMY_DEVICE;
+      this.needFull = true;
+      if (problems.length > 0) throw new Error(`ipvs cleanup: ${problems.join('; ')}`);
+    });
+  }
+}
+
+function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
+  const l = m.get(k);
+  if (l) l.push(v);
+  else m.set(k, [v]);
+}
+
+function sameContext(a: PlanContext, b: PlanContext): boolean {
+  if (a.primaryIP !== b.primaryIP || a.nodePortIPs.length !== b.nodePortIPs.length || a.nodeAddresses.size !== b.nodeAddresses.size) return false;
+  for (let i = 0; i < a.nodePortIPs.length; i++) if (a.nodePortIPs[i] !== b.nodePortIPs[i]) return false;
+  for (const x of a.nodeAddresses) if (!b.nodeAddresses.has(x)) return false;
+  return true;
+}

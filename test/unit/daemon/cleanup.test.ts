@@ -1,0 +1,34 @@
+// --cleanup's step runner: every step runs, failures are collected and named.
+import test from 'ava';
+import { memoryLogger } from '../../../src/base/logger.ts';
+import { runCleanupSteps } from '../../../src/daemon/cleanup.ts';
+import { buildProxiers, ModeUnavailableError } from '../../../src/daemon/proxiers.ts';
+import { FakeClock } from '../../../src/base/clock.ts';
+import { RecordingSysctl } from '../../../src/proxier/ipvs/index.ts';
+import { config } from './fakes.ts';
+
+test('a failed step does not stop the others; failures name the step', async (t) => {
+  const ran: string[] = [];
+  const logger = memoryLogger();
+  const failures = await runCleanupSteps(
+    [
+      { what: 'nftables table ip kube-proxy-ts', run: () => Promise.resolve(void ran.push('ip')) },
+      { what: 'ipvs mode objects (IPv4)', run: () => Promise.reject(new Error('destroy ipset KUBE-CLUSTER-IP: IPSET_ERR_BUSY')) },
+      { what: 'nftables table ip6 kube-proxy-ts', run: () => Promise.resolve(void ran.push('ip6')) },
+    ],
+    logger,
+  );
+  t.deepEqual(ran, ['ip', 'ip6']);
+  t.deepEqual(failures, ['ipvs mode objects (IPv4): destroy ipset KUBE-CLUSTER-IP: IPSET_ERR_BUSY']);
+  t.is(logger.records.filter((r) => r.level === 'error').length, 1);
+});
+
+test('modes this build lacks are refused before any socket is opened', (t) => {
+  for (const mode of ['iptables', 'userspace']) {
+    const cfg = config(['--proxy-mode', mode]);
+    t.throws(() => buildProxiers(cfg, ['IPv4'], { logger: memoryLogger(), clock: new FakeClock(), sysctl: new RecordingSysctl() }), {
+      instanceOf: ModeUnavailableError,
+      message: `${mode} mode is not available in this build yet (available: nftables, ipvs)`,
+    });
+  }
+});
