@@ -5,7 +5,7 @@
 //
 // Values are encoded here too: a key field is padded to 4 bytes inside a concatenation.
 
-import { isIPv6 } from 'node:net';
+import { ipFromBytes, parseIP } from '../../base/ip.ts';
 import type { ByteWriter } from '../core/index.ts';
 
 /** nft's enum byteorder: stored in NFTNL_UDATA_SET_{KEY,DATA}BYTEORDER. */
@@ -96,50 +96,14 @@ function parseV4(s: string): Uint8Array | undefined {
   return Uint8Array.of(n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255);
 }
 
+/** IPv6 text to bytes, through the one parser in base/ip.ts (IPv4 keeps its fast path above). */
 function parseV6(s: string): Uint8Array | undefined {
-  if (!isIPv6(s) || s.includes('%')) return undefined;
-  let text = s;
-  const lastColon = text.lastIndexOf(':');
-  if (text.includes('.', lastColon)) {
-    const v4 = parseV4(text.slice(lastColon + 1));
-    if (!v4) return undefined;
-    text = `${text.slice(0, lastColon + 1)}${((v4[0]! << 8) | v4[1]!).toString(16)}:${((v4[2]! << 8) | v4[3]!).toString(16)}`;
-  }
-  const b = new Uint8Array(16);
-  const [head, tail] = text.includes('::') ? (text.split('::') as [string, string]) : [text, undefined];
-  const hp = head === '' ? [] : head.split(':');
-  const tp = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = [...hp, ...Array<string>(tail === undefined ? 0 : 8 - hp.length - tp.length).fill('0'), ...tp];
-  groups.forEach((g, i) => {
-    const v = parseInt(g, 16);
-    b[i * 2] = v >> 8;
-    b[i * 2 + 1] = v & 0xff;
-  });
-  return b;
+  const ip = parseIP(s);
+  return ip?.family === 'IPv6' ? ip.bytes : undefined;
 }
 
-export function formatV6(b: Uint8Array): string {
-  const groups: number[] = [];
-  for (let i = 0; i < 16; i += 2) groups.push((b[i]! << 8) | b[i + 1]!);
-  let bestStart = -1;
-  let bestLen = 0;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen && j - i >= 2) {
-      bestStart = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = groups.map((g) => g.toString(16));
-  if (bestStart < 0) return hex.join(':');
-  return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
-}
+/** RFC 5952 text of 16 bytes. */
+export const formatV6 = (b: Uint8Array): string => ipFromBytes(b).text;
 
 export const parseAddr = (s: string): Uint8Array | undefined => parseV4(s) ?? parseV6(s);
 
