@@ -43,6 +43,13 @@ export interface PlanContext {
   readonly masqueradeAll: boolean;
   /** Sources inside @pod-cidrs count as local pod traffic (a CIDR-based detect-local mode). */
   readonly detectLocal: boolean;
+  /**
+   * The masquerade bit, set inline (`meta mark set meta mark | 0x4000`) rather than by a jump
+   * to mark-for-masquerade as upstream does: measured on 6.18, a rule with a jump costs the
+   * kernel about 4x a rule without one when the table is large, and service chains are most
+   * of the table's rules.
+   */
+  readonly masqueradeMark: number;
 }
 
 /** Endpoints used by traffic to the cluster IP, and by traffic from outside. */
@@ -129,8 +136,8 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
 
   // The internal entry: masquerade what does not come from a local pod, then DNAT.
   const svcRules: NftRule[] = [];
-  if (ctx.masqueradeAll) svcRules.push(rule(traits.nft, svc).jump(CHAIN.markForMasquerade).build());
-  else if (ctx.detectLocal) svcRules.push(rule(traits.nft, svc).inSet([traits.saddr], SET.podCIDRs, true).jump(CHAIN.markForMasquerade).build());
+  if (ctx.masqueradeAll) svcRules.push(rule(traits.nft, svc).setMarkOr(ctx.masqueradeMark).build());
+  else if (ctx.detectLocal) svcRules.push(rule(traits.nft, svc).inSet([traits.saddr], SET.podCIDRs, true).setMarkOr(ctx.masqueradeMark).build());
   const affinity = p.sessionAffinity === 'ClientIP';
   const send = (chain: string, block: SlotBlock, eps: readonly EndpointInfo[], guard: Guard = (r) => r): NftRule[] =>
     affinity ? affinityRules(ctx, chain, p, block, eps, guard) : [dnatRule(ctx, chain, p, block, eps.length, guard)];
@@ -140,7 +147,7 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
   if (p.externallyAccessible) {
     const extRules: NftRule[] = [];
     if (!p.externalPolicyLocal) {
-      extRules.push(rule(traits.nft, ext).jump(CHAIN.markForMasquerade).build());
+      extRules.push(rule(traits.nft, ext).setMarkOr(ctx.masqueradeMark).build());
       if (externalBlock && external.length > 0) extRules.push(...send(ext, externalBlock, external));
     } else {
       // externalTrafficPolicy=Local: no SNAT and local endpoints only, except for traffic
@@ -148,7 +155,7 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
       // short-circuit), the node's own traffic being masqueraded.
       if (blocks.cluster && cluster.length > 0) {
         if (ctx.detectLocal) extRules.push(...send(ext, blocks.cluster, cluster, (r) => r.inSet([traits.saddr], SET.podCIDRs)));
-        extRules.push(rule(traits.nft, ext).fibSaddrLocal().jump(CHAIN.markForMasquerade).build());
+        extRules.push(rule(traits.nft, ext).fibSaddrLocal().setMarkOr(ctx.masqueradeMark).build());
         extRules.push(...send(ext, blocks.cluster, cluster, (r) => r.fibSaddrLocal()));
       }
       if (blocks.local && local.length > 0) extRules.push(...send(ext, blocks.local, local));

@@ -88,7 +88,7 @@ export class NftablesProxier implements Proxier {
   private planContext(desired: DesiredState): PlanContext {
     const d = desired.masquerade.detectLocal;
     const cidrBased = (d.mode === 'ClusterCIDR' || d.mode === 'NodeCIDR') && d.implemented && d.cidrs.length > 0;
-    return { traits: this.traits, masqueradeAll: desired.masquerade.all, detectLocal: cidrBased };
+    return { traits: this.traits, masqueradeAll: desired.masquerade.all, detectLocal: cidrBased, masqueradeMark: this.mark };
   }
 
   private allocate(need: number, previous: SlotBlockOrNone): SlotBlockOrNone {
