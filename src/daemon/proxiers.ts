@@ -10,7 +10,7 @@ import { IpsetClient } from '../netlink/ipset/index.ts';
 import { IpvsClient } from '../netlink/ipvs/index.ts';
 import { NftClient } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
-import { IpvsProxier } from '../proxier/ipvs/index.ts';
+import { CompanionWriter, IpvsProxier } from '../proxier/ipvs/index.ts';
 import type { SysctlWriter } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import type { Proxier } from '../proxier/types.ts';
@@ -79,6 +79,14 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
       const ipvs = new IpvsClient(open(Protocol.GENERIC));
       const ipset = new IpsetClient(open(Protocol.NETFILTER));
       for (const family of families) {
+        // The iptables-nft companion rules (KUBE-SERVICES, KUBE-POSTROUTING, ...) in the
+        // tables iptables-nft uses, so iptables-nft-save shows them as upstream's.
+        const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
+        const companion = new CompanionWriter(family, {
+          nat: new NftClient({ family: nftFamily, table: 'nat', transport: open(Protocol.NETFILTER) }),
+          filter: new NftClient({ family: nftFamily, table: 'filter', transport: open(Protocol.NETFILTER) }),
+          ipset,
+        });
         const p = new IpvsProxier(
           {
             family,
@@ -96,6 +104,8 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
             sysctl: deps.sysctl,
             clock: deps.clock,
             logger: deps.logger,
+            companion,
+            masqueradeBit: config.masqueradeBit,
           },
         );
         ipvsList.push(p);
