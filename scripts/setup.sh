@@ -31,6 +31,10 @@ if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
   npm ci --no-audit --no-fund --loglevel=error
   touch "$stamp"
 fi
+# What building the .deb/.rpm and booting systemd in the VM need (debhelper, lintian, rpm,
+# debootstrap ...), and Node's LICENSE for the packages.
+PATH="$PWD/node_modules/.bin:$PATH" bash scripts/package-deps.sh
+
 # Debian's stock kernel and an initramfs for the QEMU tests (test/vm), cached in .cache/vm.
 bash test/vm/prepare.sh
 
