@@ -1,42 +1,11 @@
 // The ctnetlink layer against Debian's stock 6.1 kernel under QEMU: one boot runs every case
 // of scenarios/conntrack-netlink.ts; each case is reported here as a test.
-import test from 'ava';
-import { runInVm } from './harness.ts';
-import type { VmRunResult } from './harness.ts';
-import type { CaseResult } from './run-cases.ts';
+import { registerVmCases } from './case-tests.ts';
 import { cases } from './scenarios/conntrack-netlink.ts';
 
-let vm: VmRunResult | undefined;
-let results = new Map<string, CaseResult>();
-let bootError: Error | undefined;
-
-test.before(async () => {
-  try {
-    vm = await runInVm({
-      modules: ['nf_conntrack', 'nf_conntrack_netlink', 'nf_tables', 'nft_ct', 'veth'],
-      timeoutMs: 480_000,
-      script: './node_modules/.bin/node test/vm/run-cases.ts test/vm/scenarios/conntrack-netlink.ts "$RUN_DIR/results.json"\n',
-    });
-    const parsed = JSON.parse(vm.file('results.json') ?? '[]') as CaseResult[];
-    results = new Map(parsed.map((r) => [r.name, r]));
-  } catch (e) {
-    bootError = e as Error;
-  }
+registerVmCases({
+  scenario: 'test/vm/scenarios/conntrack-netlink.ts',
+  cases,
+  modules: ['nf_conntrack', 'nf_conntrack_netlink', 'nf_tables', 'nft_ct', 'veth'],
+  timeoutMs: 480_000,
 });
-
-test.serial('the VM booted, ran the cases and powered off', (t) => {
-  t.falsy(bootError, String(bootError?.stack));
-  t.truthy(vm);
-  t.log(`boot ${vm?.bootMs} ms, cases ${vm?.payloadMs} ms, total ${vm?.totalMs} ms (${vm?.runDir})`);
-  t.false(vm!.timedOut, `timed out:\n${vm!.output}\n${vm!.console.slice(-4000)}`);
-  t.is(vm!.status, 0, `payload status ${vm!.status}:\n${vm!.output}\n${vm!.console.slice(-4000)}`);
-});
-
-for (const c of cases) {
-  test.serial(c.name, (t) => {
-    const r = results.get(c.name);
-    if (!r) return t.fail(`the case did not run (payload output:\n${vm?.output ?? '(no VM)'})`);
-    t.log(`${r.ms} ms${r.notes !== undefined ? ` ${JSON.stringify(r.notes)}` : ''}`);
-    t.true(r.ok, r.error);
-  });
-}

@@ -6,19 +6,13 @@ import { createServer, connect as tcpConnect } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import { createSocket } from 'node:dgram';
 import type { Socket as UdpSocket } from 'node:dgram';
-import { connect, NetlinkError, NfnlSubsys, Protocol } from '../../../src/netlink/core/index.ts';
+import { connect, NfnlSubsys, Protocol } from '../../../src/netlink/core/index.ts';
 import { deleteRequest, openConntrack } from '../../../src/netlink/conntrack/index.ts';
 import type { ConntrackClient, DeleteReport, Flow, FlowFilter, NewFlow, Tuple } from '../../../src/netlink/conntrack/index.ts';
+import { errorView as view } from './outcomes.ts';
+import type { ErrorView } from './outcomes.ts';
 
-export interface ErrorView {
-  name: string;
-  op?: string;
-  code?: string;
-  message: string;
-}
-
-const view = (e: unknown): ErrorView =>
-  e instanceof NetlinkError ? { name: e.name, op: e.op, code: e.code, message: e.message } : { name: (e as Error).name, message: String((e as Error).message) };
+export type { ErrorView };
 
 async function withClient<T>(fn: (c: ConntrackClient) => Promise<T>): Promise<T> {
   const { client, conn } = openConntrack({ timeoutMs: 20_000 });

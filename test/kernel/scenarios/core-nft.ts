@@ -5,7 +5,10 @@
 
 import { AF_INET, AttrSet, connect, NfnlSubsys, NLM_F_CREATE, NLM_F_EXCL, nfMessage, Protocol, splitNfPayload } from '../../../src/netlink/core/index.ts';
 import type { NetlinkConnection, OutMessage } from '../../../src/netlink/core/index.ts';
-import { NetlinkError } from '../../../src/netlink/core/index.ts';
+import { errorView as view } from './outcomes.ts';
+import type { ErrorView } from './outcomes.ts';
+
+export type { ErrorView };
 
 const NFT_MSG_NEWTABLE = 0;
 const NFT_MSG_GETTABLE = 1;
@@ -39,16 +42,6 @@ export const badBaseChain = (table: string, name: string): OutMessage =>
       .str(NFTA_CHAIN_NAME, name)
       .nested(NFTA_CHAIN_HOOK, (h) => h.u32(NFTA_HOOK_HOOKNUM, 99, 'net').u32(NFTA_HOOK_PRIORITY, 0, 'net'))
       .str(NFTA_CHAIN_TYPE, 'filter'));
-
-export interface ErrorView {
-  name: string;
-  op?: string;
-  code?: string;
-  message: string;
-}
-
-const view = (e: unknown): ErrorView =>
-  e instanceof NetlinkError ? { name: e.name, op: e.op, code: e.code, message: e.message } : { name: (e as Error).name, message: String((e as Error).message) };
 
 async function withConn<T>(fn: (c: NetlinkConnection) => Promise<T>): Promise<T> {
   const c = connect(Protocol.NETFILTER, { timeoutMs: 5000 });

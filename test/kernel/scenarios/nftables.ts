@@ -3,20 +3,14 @@
 // kernel and return plain data (bigints and Uint8Arrays travel through the agent's
 // structured clone).
 
-import { connect, NetlinkError, Protocol } from '../../../src/netlink/core/index.ts';
+import { connect, Protocol } from '../../../src/netlink/core/index.ts';
 import type { NetlinkConnection } from '../../../src/netlink/core/index.ts';
 import type { Family, NftElement, NftExpr, NftRule, NftSetLike } from '../../../src/netlink/nftables/index.ts';
 import { NftClient, rule } from '../../../src/netlink/nftables/index.ts';
+import { errorView as view } from './outcomes.ts';
+import type { ErrorView } from './outcomes.ts';
 
-export interface ErrorView {
-  name: string;
-  message: string;
-  op?: string;
-  code?: string;
-}
-
-const view = (e: unknown): ErrorView =>
-  e instanceof NetlinkError ? { name: e.name, op: e.op, code: e.code, message: e.message } : { name: (e as Error).name, message: String((e as Error).message) };
+export type { ErrorView };
 
 async function withClient<T>(family: Family, table: string, fn: (c: NftClient, conn: NetlinkConnection) => Promise<T>): Promise<T> {
   const conn = connect(Protocol.NETFILTER, { timeoutMs: 20_000 });
