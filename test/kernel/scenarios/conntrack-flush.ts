@@ -8,7 +8,6 @@ import { memoryLogger } from '../../../src/base/logger.ts';
 import { ConntrackFlusher } from '../../../src/conntrack/index.ts';
 import type { FlushRunReport } from '../../../src/conntrack/index.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
-import type { EndpointSlice, Node, Service } from '../../../src/model/k8s.ts';
 import type { ModelOptions, ServicePortId, StaleTarget } from '../../../src/model/index.ts';
 import { openConntrack } from '../../../src/netlink/conntrack/index.ts';
 import type { Flow } from '../../../src/netlink/conntrack/index.ts';
@@ -16,17 +15,17 @@ import { connect, Protocol } from '../../../src/netlink/core/index.ts';
 import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
 import { udpFlows } from './conntrack.ts';
+import { ObjectFeed } from './object-feed.ts';
+import type { ObjectChange } from './object-feed.ts';
 
 let tracker: ChangeTracker | undefined;
 let proxier: NftablesProxier | undefined;
 let flusher: ConntrackFlusher | undefined;
 let conn: ReturnType<typeof connect> | undefined;
 let reports: FlushRunReport[] = [];
-const services = new Map<string, Service>();
-const slices = new Map<string, EndpointSlice>();
+const objects = new ObjectFeed();
 const logs = memoryLogger();
 
-const keyOf = (o: { metadata?: { namespace?: string; name?: string } }): string => `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
 
 /** A fresh tracker, proxier and (unless flush is false) flusher, as a restarted daemon has. */
 export async function start(opts: Partial<ModelOptions> & { flush?: boolean } = {}): Promise<void> {
@@ -38,8 +37,7 @@ export async function start(opts: Partial<ModelOptions> & { flush?: boolean } = 
   proxier = new NftablesProxier({ nft: new NftClient({ family: 'ip', table: TABLE, transport: conn }), logger: logs });
   reports = [];
   flusher = flush === false ? undefined : ConntrackFlusher.open({ logger: logs, counters: (r) => reports.push(r), netlink: { timeoutMs: 10_000 } });
-  services.clear();
-  slices.clear();
+  objects.clear();
 }
 
 export interface ApplyResult {
@@ -52,28 +50,9 @@ export interface ApplyResult {
 }
 
 /** Applies objects (a string deletes by key), syncs, then schedules the flush and waits for it. */
-export async function apply(change: { services?: (Service | string)[]; slices?: (EndpointSlice | string)[]; node?: Node }): Promise<ApplyResult> {
+export async function apply(change: ObjectChange): Promise<ApplyResult> {
   const t = tracker!;
-  for (const s of change.services ?? []) {
-    if (typeof s === 'string') {
-      t.onService(services.get(s), undefined);
-      services.delete(s);
-    } else {
-      t.onService(services.get(keyOf(s)), s);
-      services.set(keyOf(s), s);
-    }
-  }
-  for (const s of change.slices ?? []) {
-    if (typeof s === 'string') {
-      const prev = slices.get(s);
-      if (prev) t.onEndpointSlice(prev, true);
-      slices.delete(s);
-    } else {
-      t.onEndpointSlice(s, false);
-      slices.set(keyOf(s), s);
-    }
-  }
-  if (change.node) t.onNode(change.node);
+  objects.feed(t, change);
   const { desired, change: cs } = t.checkout();
   const r = await proxier!.sync(desired, cs, new AbortController().signal);
   const syncedAt = Date.now();

@@ -6,17 +6,16 @@ import { connect, Protocol } from '../../../src/netlink/core/index.ts';
 import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
-import type { EndpointSlice, Node, Service } from '../../../src/model/k8s.ts';
 import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
+import { ObjectFeed } from './object-feed.ts';
+import type { ObjectChange } from './object-feed.ts';
 
 let tracker: ChangeTracker | undefined;
 let proxier: NftablesProxier | undefined;
 let conn: ReturnType<typeof connect> | undefined;
-const services = new Map<string, Service>();
-const slices = new Map<string, EndpointSlice>();
+const objects = new ObjectFeed();
 const logs = memoryLogger();
 
-const keyOf = (o: { metadata?: { namespace?: string; name?: string } }): string => `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
 
 /** A fresh tracker and proxier (as a restarted daemon has), over the same kernel. */
 export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number; maxBatchBytes?: number } = {}): void {
@@ -32,33 +31,13 @@ export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number; ma
     ...(masqueradeBit !== undefined ? { masqueradeBit } : {}),
     ...(maxBatchBytes !== undefined ? { maxBatchBytes } : {}),
   });
-  services.clear();
-  slices.clear();
+  objects.clear();
 }
 
 /** Applies objects (a null value deletes by key) and syncs; returns the sync report. */
-export async function apply(change: { services?: (Service | string)[]; slices?: (EndpointSlice | string)[]; node?: Node }, forceFull = false): Promise<SyncReportLike> {
+export async function apply(change: ObjectChange, forceFull = false): Promise<SyncReportLike> {
   const t = tracker!;
-  for (const s of change.services ?? []) {
-    if (typeof s === 'string') {
-      t.onService(services.get(s), undefined);
-      services.delete(s);
-    } else {
-      t.onService(services.get(keyOf(s)), s);
-      services.set(keyOf(s), s);
-    }
-  }
-  for (const s of change.slices ?? []) {
-    if (typeof s === 'string') {
-      const prev = slices.get(s);
-      if (prev) t.onEndpointSlice(prev, true);
-      slices.delete(s);
-    } else {
-      t.onEndpointSlice(s, false);
-      slices.set(keyOf(s), s);
-    }
-  }
-  if (change.node) t.onNode(change.node);
+  objects.feed(t, change);
   if (forceFull) t.requestFullSync();
   const { desired, change: cs } = t.checkout();
   const r = await proxier!.sync(desired, cs, new AbortController().signal);
