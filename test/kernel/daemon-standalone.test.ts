@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import test from 'ava';
+import { normaliseNftJson } from '../helpers/nft-json.ts';
 import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
 import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
@@ -25,6 +26,8 @@ test.serial('standalone daemon: traffic, healthz, metrics, manifest changes, SIG
   // Something that is not ours, which --cleanup must leave alone.
   await c.node.run('nft', 'add', 'table', 'ip', 'someone-else');
   await c.node.run('nft', 'add', 'chain', 'ip', 'someone-else', 'input', '{ type filter hook input priority 0; }');
+  await c.node.run('nft', 'add', 'rule', 'ip', 'someone-else', 'input', 'tcp dport 9 counter accept');
+  const before = normaliseNftJson(await c.node.nftJson());
 
   const d = spawnDaemon(c.node, [
     '--manifest-dir', dir,
@@ -89,6 +92,7 @@ test.serial('standalone daemon: traffic, healthz, metrics, manifest changes, SIG
     rest.filter((o) => 'table' in o).map((o) => `${String(o['table']!['family'])} ${String(o['table']!['name'])}`),
     ['ip someone-else'],
   );
+  t.deepEqual(normaliseNftJson(rest), before, 'the ruleset is exactly as it was before the daemon started');
 });
 
 // Under systemd (Type=notify): a unix datagram NOTIFY_SOCKET, bound by a python3 child (Node
