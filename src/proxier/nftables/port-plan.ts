@@ -45,9 +45,9 @@ export interface PlanContext {
   readonly detectLocal: boolean;
   /**
    * The masquerade bit, set inline (`meta mark set meta mark | 0x4000`) rather than by a jump
-   * to mark-for-masquerade as upstream does: measured on 6.18, a rule with a jump costs the
-   * kernel about 4x a rule without one when the table is large, and service chains are most
-   * of the table's rules.
+   * to mark-for-masquerade as upstream does: same effect, one rule fewer per packet and no
+   * jump for the kernel to validate. (A quiet-machine benchmark at 1,000 Services showed no
+   * measurable sync-time difference either way.)
    */
   readonly masqueradeMark: number;
 }
