@@ -177,7 +177,8 @@ test.serial('nft prints the whole ruleset cleanly and its printout loads back to
     ],
   });
   const text = await c.node.run('nft', 'list', 'ruleset');
-  t.regex(text, /typeof numgen random mod 1 : ip daddr \. tcp dport/);
+  t.regex(text, /typeof ip daddr \. meta l4proto \. th dport \. numgen random mod 1 : ip daddr \. th dport/);
+  t.regex(text, /chain pick-external-local-1-2 \{/, 'the eTP=Local load balancer has its picker');
   const original = normaliseNftJson(await c.node.nftJson());
   const fresh = await Netns.create('rt-fresh');
   t.teardown(() => fresh.destroy());
@@ -199,17 +200,22 @@ test.serial('a restarted proxier converges in several batches without breaking a
   const stream = await c.clientAgent.call<number>(ECHO, 'openStream', '10.96.1.7', 81);
   t.regex(await c.clientAgent.call<string>(ECHO, 'streamRoundTrip', stream, 'before'), /^pod[12] before$/);
 
-  // Restart: a fresh process state, small batches to force a split.
+  // Restart: a fresh process state, while 30 more Services appeared; small batches to force a split.
   await c.nodeAgent.call(P, 'start', { ...MODEL, maxBatchBytes: 16_384 });
-  const r = await c.nodeAgent.call<{ batches: number; errors: string[] }>(P, 'apply', objs);
+  const more = {
+    services: [...objs.services, ...Array.from({ length: 30 }, (_, i) => svc(`n${i}`, { clusterIP: `10.96.2.${i + 1}`, ports: [{ name: 'p', protocol: 'TCP', port: 80 }] }))],
+    slices: [...objs.slices, ...Array.from({ length: 30 }, (_, i) => slice(`n${i}-1`, `n${i}`, [ep(podIP(0)), ep(podIP(1))], { ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }))],
+  };
+  const r = await c.nodeAgent.call<{ batches: number; errors: string[] }>(P, 'apply', more);
   t.true(r.batches > 2, `batches: ${r.batches}`);
   t.regex(await c.clientAgent.call<string>(ECHO, 'streamRoundTrip', stream, 'after'), /^pod[12] after$/, 'the established connection still works');
   t.regex(await tcp(c, 'client', '10.96.1.30', 80), /^pod[12] /, 'new connections work');
+  t.regex(await tcp(c, 'client', '10.96.2.30', 80), /^pod[12] /, 'and reach the Services that appeared');
   const json = await c.node.nftJson();
-  const endpointsMap = json.find((o) => o.map?.name === 'endpoints')?.map as { elem?: unknown[] } | undefined;
-  t.is(endpointsMap?.elem?.length, 120, 'old slots released: 60 service ports x 2 endpoints');
-  const chains = json.filter((o) => o.chain && /^service-[A-Z0-9]{8}-/.test(String(o.chain.name))).length;
-  t.is(chains, 60, 'one chain per service port, none duplicated or left over');
+  const endpointsMap = json.find((o) => o.map?.name === 'endpoints-2')?.map as { elem?: unknown[] } | undefined;
+  t.is(endpointsMap?.elem?.length, 180, '90 service ports x 2 endpoints, none duplicated or left over');
+  const chains = json.filter((o) => o.chain && /^pick-/.test(String(o.chain.name))).map((o) => String(o.chain!.name));
+  t.deepEqual(chains, ['pick-internal-2'], 'one picker for every two-endpoint Service');
 });
 
 test.serial('session affinity ClientIP: a client sticks to one endpoint until it goes away', async (t) => {
@@ -232,7 +238,7 @@ test.serial('session affinity ClientIP: a client sticks to one endpoint until it
   await apply(c, { services: [svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070) })] });
   const text = JSON.stringify(await c.node.nftJson());
   t.false(/affinity-[A-Z0-9]{8}-/.test(text), 'no affinity set left');
-  t.false(/endpoint-[A-Z0-9]{8}-/.test(text), 'no endpoint chain left');
+  t.false(/(service|external)-[A-Z0-9]{8}-/.test(text), 'no chain of its own left');
   t.is(pods(await tcpMany(c, 'client', '10.96.0.70', 80, 16)).size, 2);
 });
 
@@ -250,5 +256,5 @@ test.serial('IPv6: ClusterIP and NodePort over the ip6 table, masqueraded from o
   t.true(pods(got).size === 2);
   t.regex(await tcp(c, 'client', NODE_IP6, 30600), /^pod[12] fd44:[12]::1$/);
   t.is(await tcp(c, 'client', 'fd96::11', 80), 'ECONNREFUSED');
-  t.regex(await c.node.run('nft', 'list', 'table', 'ip6', 'kube-proxy-ts'), /dnat ip6 to numgen random mod 2 map @endpoints|dnat ip6 to numgen random mod 2 offset \d+ map @endpoints/);
+  t.regex(await c.node.run('nft', 'list', 'table', 'ip6', 'kube-proxy-ts'), /dnat ip6 to ip6 daddr \. meta l4proto \. tcp dport \. numgen random mod 2 map @endpoints-2/);
 });

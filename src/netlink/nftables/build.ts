@@ -66,6 +66,16 @@ function load(f: Field, reg: number): Loaded {
   return { exprs: [{ type: 'numgen', mode: 'random', modulus: Number(m[1]), offset: Number(m[2] ?? 0), dreg: reg }], len: 4, text: f, type: 'integer' };
 }
 
+/**
+ * The register that starts `words` 32-bit words after reg 1, numbered as nft numbers it: a
+ * 16-byte-aligned position by its 128-bit register (NFT_REG_2 ...), any other by its 32-bit
+ * one (NFT_REG32_01 ...). Both name the same storage; nft prefers the old numbers "for
+ * compatibility", and we send the bytes nft sends.
+ */
+export function registerAt(words: number): number {
+  return words % 4 === 0 ? 1 + words / 4 : NFT_REG32_00 + words;
+}
+
 const u32be = (n: number): Uint8Array => Uint8Array.of((n >>> 24) & 0xff, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff);
 const u32le = (n: number): Uint8Array => Uint8Array.of(n & 0xff, (n >>> 8) & 0xff, (n >>> 16) & 0xff, (n >>> 24) & 0xff);
 const hex32 = (n: number): string => `0x${(n >>> 0).toString(16).padStart(8, '0')}`;
@@ -109,7 +119,7 @@ export class RuleBuilder {
     const loaded = fields.map((f) => {
       const l = load(f, reg);
       words += pad4(l.len) / 4;
-      reg = NFT_REG32_00 + words;
+      reg = registerAt(words);
       return l;
     });
     for (const l of loaded) this.dep(l);
@@ -307,7 +317,7 @@ export class RuleBuilder {
       const text = this.loadConcat(fields);
       const addrWords = natFamily === 'ip' ? 1 : 4;
       this.exprs.push({ type: 'lookup', set: map, sreg: 1, dreg: 1 });
-      this.exprs.push({ type: 'nat', nat: 'dnat', family: natFamily, regAddrMin: 1, regProtoMin: NFT_REG32_00 + addrWords });
+      this.exprs.push({ type: 'nat', nat: 'dnat', family: natFamily, regAddrMin: 1, regProtoMin: registerAt(addrWords) });
       this.words.push(`dnat${this.family === 'inet' ? ` ${natFamily}` : ''} to ${text} map @${ident(map)}`);
     });
   }
@@ -323,7 +333,7 @@ export class RuleBuilder {
       const addrWords = natFamily === 'ip' ? 1 : 4;
       this.exprs.push({ type: 'numgen', mode: 'random', modulus, offset, dreg: 1 });
       this.exprs.push({ type: 'lookup', set: map, sreg: 1, dreg: 1 });
-      this.exprs.push({ type: 'nat', nat: 'dnat', family: natFamily, regAddrMin: 1, regProtoMin: NFT_REG32_00 + addrWords });
+      this.exprs.push({ type: 'nat', nat: 'dnat', family: natFamily, regAddrMin: 1, regProtoMin: registerAt(addrWords) });
       this.words.push(`dnat ${natFamily} to numgen random mod ${modulus}${offset ? ` offset ${offset}` : ''} map @${ident(map)}`);
     });
   }

@@ -211,7 +211,7 @@ export class NftTransaction {
         case 'element': {
           const def = defs.get(obj.set) ?? schema(obj.set);
           if (!def) throw new NftValidationError(`${verb} element ${fam} ${obj.set}: unknown set (add it in this transaction, or list sets first)`);
-          if (!run || run.set !== def || run.verb !== verb) {
+          if (!run || run.set.name !== def.name || run.verb !== verb) {
             flushRun();
             run = { verb, set: def, buf: new ElementBuffer() };
             if (!del && fresh.has(def.name)) leadingIntervalEndInto(run.buf, def);

@@ -14,10 +14,30 @@ export interface Contribution {
   readonly value: string;
 }
 
+/**
+ * What the index keeps per element: its data and who contributes it. Not the element itself:
+ * a contribution is rebuilt by planning the port again when it changes, which keeps the
+ * index small (a daemon holds one entry per element of a large cluster).
+ */
 interface Entry {
-  element: NftElement;
   value: string;
-  owners: Set<string>;
+  /** One owner (the common case) or several. */
+  owners: string | string[];
+}
+
+const hasOwner = (e: Entry, owner: string): boolean => (typeof e.owners === 'string' ? e.owners === owner : e.owners.includes(owner));
+const ownerList = (e: Entry): string[] => (typeof e.owners === 'string' ? [e.owners] : e.owners);
+
+/** Removes `owner`; true when nobody is left. */
+function dropOwner(e: Entry, owner: string): boolean {
+  if (typeof e.owners === 'string') return true;
+  e.owners = e.owners.filter((o) => o !== owner);
+  if (e.owners.length === 1) e.owners = e.owners[0]!;
+  return false;
+}
+
+function addOwner(e: Entry, owner: string): void {
+  e.owners = typeof e.owners === 'string' ? [e.owners, owner] : [...e.owners, owner];
 }
 
 export interface ElementDelta {
@@ -41,9 +61,9 @@ export class ElementIndex {
     return this.entries.has(id);
   }
 
-  /** All elements currently held, for a full comparison with the kernel. */
-  *all(): Generator<[string, NftElement, string]> {
-    for (const [id, e] of this.entries) yield [id, e.element, e.value];
+  /** The data held under `id`, if any element is. */
+  valueOf(id: string): string | undefined {
+    return this.entries.get(id)?.value;
   }
 
   /**
@@ -59,26 +79,25 @@ export class ElementIndex {
         continue;
       }
       const e = this.entries.get(c.id);
-      if (!e || !e.owners.delete(owner)) continue;
-      if (e.owners.size === 0) {
-        this.entries.delete(c.id);
-        if (n) {
-          // Same key, new value, no one else holds it: replace in place.
-          this.entries.set(c.id, { element: n.element, value: n.value, owners: new Set([owner]) });
-          delta.replace.push(n.element);
-          next.delete(c.id);
-        } else delta.remove.push(e.element);
-      }
+      if (!e || !hasOwner(e, owner) || e.value !== c.value) continue;
+      if (!dropOwner(e, owner)) continue;
+      this.entries.delete(c.id);
+      if (n) {
+        // Same key, new value, no one else holds it: replace in place.
+        this.entries.set(c.id, { value: n.value, owners: owner });
+        delta.replace.push(n.element);
+        next.delete(c.id);
+      } else delta.remove.push(c.element);
     }
     for (const c of next.values()) {
       const e = this.entries.get(c.id);
       if (!e) {
-        this.entries.set(c.id, { element: c.element, value: c.value, owners: new Set([owner]) });
+        this.entries.set(c.id, { value: c.value, owners: owner });
         delta.add.push(c.element);
       } else if (e.value === c.value) {
-        e.owners.add(owner);
+        if (!hasOwner(e, owner)) addOwner(e, owner);
       } else {
-        delta.conflicts.push(`${c.id}: wanted by ${owner} as ${c.value}, held by ${[...e.owners].join(', ')} as ${e.value}`);
+        delta.conflicts.push(`${c.id}: wanted by ${owner} as ${c.value}, held by ${ownerList(e).join(', ')} as ${e.value}`);
       }
     }
   }

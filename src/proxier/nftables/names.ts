@@ -21,8 +21,6 @@ export const SET = {
   podCIDRs: 'pod-cidrs',
   serviceCIDRs: 'service-cidrs',
   hairpin: 'hairpin',
-  endpoints: 'endpoints',
-  affinitySlots: 'affinity-slots',
 } as const;
 
 /** The fixed chains. */
@@ -59,16 +57,17 @@ export const externalChain = (p: ServicePortInfo): string => portChain('external
 
 const endpointPart = (p: ServicePortInfo, ep: { ip: string; port: number }): string =>
   `${p.namespace}/${p.name}/${p.protocol.toLowerCase()}/${p.portName || p.port}__${ep.ip}/${ep.port}`;
-const endpointHash = (p: ServicePortInfo, ep: { ip: string; port: number }): string => hash8(`${p.id}|${p.family}|${ep.ip}|${ep.port}`);
 
-/** Session affinity (ClientIP) only: one chain per endpoint, as upstream names it. */
-export const endpointChain = (p: ServicePortInfo, ep: { ip: string; port: number }): string => `endpoint-${endpointHash(p, ep)}-${endpointPart(p, ep)}`.slice(0, MAX_NAME);
 /** Session affinity only: the clients recently sent to one endpoint. */
 // The timeout is part of the hash: a new timeout makes a new set (a set's timeout is fixed
-// at creation), and the endpoint's chain is rewritten to use it.
+// at creation), and the Service chains that use it are rewritten.
 export const affinitySet = (p: ServicePortInfo, ep: { ip: string; port: number }): string =>
   `affinity-${hash8(`${p.id}|${p.family}|${ep.ip}|${ep.port}|${p.stickyMaxAgeSeconds}`)}-${endpointPart(p, ep)}`.slice(0, MAX_NAME);
 
-/** Per-service-port chains carry one of these prefixes; everything else in the table is fixed. */
+/** Per-service-port chains (session affinity only) carry one of these prefixes. */
 export const isPortChain = (name: string): boolean => /^(service|external|endpoint)-[A-Z0-9]{8}-/.test(name);
+/** The shared chains that pick one of N endpoints (pickers.ts): `pick-internal-3`, `pick-nodeport-local-1-3`. */
+export const isPickChain = (name: string): boolean => /^pick-[a-z-]+-\d+(-\d+)?$/.test(name);
+/** The shared endpoint maps, one per endpoint count (pickers.ts): `endpoints-3`, `nodeport-short-circuit-endpoints-2`. */
+export const isEndpointsMap = (name: string): boolean => /^(nodeport-)?(short-circuit-)?endpoints-\d+$/.test(name);
 export const isAffinitySet = (name: string): boolean => /^affinity-[A-Z0-9]{8}-/.test(name);

@@ -1,22 +1,25 @@
-// What one service port needs in the kernel: its two entry chains and the elements it adds
-// to the shared sets and maps. Pure: the same inputs give the same plan, which is what the
-// proxier diffs against the plan it programmed last time.
+// What one service port needs in the kernel: the elements it adds to the shared sets and
+// maps, the pickers (pickers.ts) its frontends go to, and, for ClientIP session affinity
+// only, chains and sets of its own. Pure: the same inputs give the same plan, which is what
+// the proxier diffs against the plan it programmed last time.
 //
-//   service-ips   clusterIP . proto . port          -> goto service-…   (internal policy)
-//                 externalIP/LB IP . proto . port   -> goto external-…  (external policy)
-//   service-nodeports  proto . nodePort             -> goto external-…
-//   endpoints     slot K+i -> endpoint i, for the cluster block and the local block
-//   no-endpoint-* the frontends with no usable endpoint -> reject (none anywhere) or drop
+//   service-ips        clusterIP . proto . port         -> goto pick-internal-N
+//                      externalIP/LB IP . proto . port  -> goto pick-external-N (or -local-L-C)
+//   service-nodeports  proto . nodePort                 -> goto pick-nodeport-N (or -local-L-C)
+//   endpoints-N        frontend . i -> endpoint i, for i < N (nodeport-…, short-circuit-… alike)
+//   no-endpoint-*      the frontends with no usable endpoint -> reject (none anywhere) or drop
 //   hairpin, cluster-ips, firewall-*: see the skeleton's rules
+//
+// A Service with session affinity sends its frontends to its own chains instead
+// (`service-…`, `external-…`), which remember each client in a set per endpoint.
 
 import type { EndpointInfo, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
 import type { NftElement, NftRule, NftSetLike, RuleBuilder, Verdict } from '../../netlink/nftables/index.ts';
 import { rule } from '../../netlink/nftables/index.ts';
 import type { Contribution } from './elements.ts';
-import type { FamilyTraits } from './family.ts';
-import { affinitySet, CHAIN, endpointChain, externalChain, serviceChain, SET } from './names.ts';
-import { blockSize } from './slots.ts';
-import type { SlotBlock } from './slots.ts';
+import { affinitySet, CHAIN, externalChain, serviceChain, SET } from './names.ts';
+import type { PickerContext, PickerSpec } from './pickers.ts';
+import { endpointsMapName, internalMarkRules, pickerName } from './pickers.ts';
 
 export interface PortChain {
   readonly name: string;
@@ -26,31 +29,16 @@ export interface PortChain {
 }
 
 export interface PortPlan {
+  /** Session affinity only: the port's own chains. */
   readonly chains: readonly PortChain[];
-  /** Per-endpoint affinity sets (ClientIP session affinity only). */
+  /** Session affinity only: per-endpoint sets of recent clients. */
   readonly sets: readonly NftSetLike[];
+  /** The shared pickers this port's frontends go to. */
+  readonly pickers: readonly PickerSpec[];
   readonly contributions: readonly Contribution[];
 }
 
-export interface Blocks {
-  cluster?: SlotBlock;
-  local?: SlotBlock;
-}
-
-export interface PlanContext {
-  readonly traits: FamilyTraits;
-  /** Masquerade everything sent to a service (--masquerade-all). */
-  readonly masqueradeAll: boolean;
-  /** Sources inside @pod-cidrs count as local pod traffic (a CIDR-based detect-local mode). */
-  readonly detectLocal: boolean;
-  /**
-   * The masquerade bit, set inline (`meta mark set meta mark | 0x4000`) rather than by a jump
-   * to mark-for-masquerade as upstream does: same effect, one rule fewer per packet and no
-   * jump for the kernel to validate. (A quiet-machine benchmark at 1,000 Services showed no
-   * measurable sync-time difference either way.)
-   */
-  readonly masqueradeMark: number;
-}
+export type PlanContext = PickerContext;
 
 /** Endpoints used by traffic to the cluster IP, and by traffic from outside. */
 export function endpointSets(p: ServicePortInfo, s: EndpointSelection | undefined): { internal: readonly EndpointInfo[]; external: readonly EndpointInfo[] } {
@@ -59,59 +47,7 @@ export function endpointSets(p: ServicePortInfo, s: EndpointSelection | undefine
   return { internal: p.internalPolicyLocal ? local : cluster, external: p.externalPolicyLocal ? local : cluster };
 }
 
-/** How many slots each block needs; 0 means no block. */
-export function blockNeeds(p: ServicePortInfo, s: EndpointSelection | undefined): { cluster: number; local: number } {
-  // External traffic under eTP=Local still reaches cluster endpoints from local pods and the node.
-  const usesCluster = !p.internalPolicyLocal || p.externallyAccessible;
-  const usesLocal = p.internalPolicyLocal || (p.externallyAccessible && p.externalPolicyLocal);
-  return { cluster: usesCluster ? (s?.cluster.length ?? 0) : 0, local: usesLocal ? (s?.local.length ?? 0) : 0 };
-}
-
 const proto = (p: ServicePortInfo): string => p.protocol.toLowerCase();
-
-type Guard = (r: RuleBuilder) => RuleBuilder;
-
-/** `[guard] meta l4proto P dnat to numgen random mod N offset K map @endpoints`. */
-function dnatRule(ctx: PlanContext, chain: string, p: ServicePortInfo, block: SlotBlock, count: number, guard: Guard = (r) => r): NftRule {
-  return guard(rule(ctx.traits.nft, chain)).match('meta l4proto', proto(p)).dnatNumgen(count, block.offset, SET.endpoints).build();
-}
-
-function blockElements(p: ServicePortInfo, block: SlotBlock | undefined, eps: readonly EndpointInfo[], out: Contribution[]): void {
-  if (!block) return;
-  if (eps.length > blockSize(block.order)) throw new RangeError(`slot block of ${blockSize(block.order)} for ${eps.length} endpoints`);
-  const affinity = p.sessionAffinity === 'ClientIP';
-  eps.forEach((e, i) => {
-    const slot = block.offset + i;
-    if (affinity) out.push(mapElement(SET.affinitySlots, [slot], { verdict: 'goto', chain: endpointChain(p, e) }));
-    else out.push({ id: `${SET.endpoints}|${slot}`, value: `${e.ip} . ${e.port}`, element: { kind: 'element', set: SET.endpoints, key: [slot], value: [e.ip, e.port] } });
-  });
-}
-
-/**
- * Session affinity (ClientIP), as upstream does it: a client seen recently by an endpoint
- * (its set, with the Service's timeout) goes back there; a new one picks an endpoint chain
- * through @affinity-slots, which records it. Only affinity Services get per-endpoint chains
- * and sets, so the number of sets grows with their endpoints, not with the cluster.
- */
-function affinityRules(ctx: PlanContext, chain: string, p: ServicePortInfo, block: SlotBlock, eps: readonly EndpointInfo[], guard: Guard): NftRule[] {
-  const rules = eps.map((e) => guard(rule(ctx.traits.nft, chain)).inSet([ctx.traits.saddr], affinitySet(p, e)).goto(endpointChain(p, e)).build());
-  rules.push(guard(rule(ctx.traits.nft, chain)).vmap([`numgen random mod ${eps.length} offset ${block.offset}`], SET.affinitySlots).build());
-  return rules;
-}
-
-function endpointObjects(ctx: PlanContext, p: ServicePortInfo, eps: readonly EndpointInfo[]): { chains: PortChain[]; sets: NftSetLike[] } {
-  const chains: PortChain[] = [];
-  const sets: NftSetLike[] = [];
-  for (const e of eps) {
-    const set = affinitySet(p, e);
-    const chain = endpointChain(p, e);
-    sets.push({ kind: 'set', name: set, key: [ctx.traits.addrType], flags: ['dynamic', 'timeout'], timeoutMs: p.stickyMaxAgeSeconds * 1000 });
-    chains.push(
-      portChain(chain, [rule(ctx.traits.nft, chain).update(set, [ctx.traits.saddr]).build(), rule(ctx.traits.nft, chain).match('meta l4proto', proto(p)).dnat(e.ip, e.port).build()]),
-    );
-  }
-  return { chains, sets };
-}
 
 const verdictText = (v: Verdict): string => ('chain' in v ? `${v.verdict} ${v.chain}` : v.verdict);
 
@@ -124,52 +60,112 @@ function setElement(set: string, key: (string | number)[]): Contribution {
   return { id: `${set}|${key.join(' . ')}`, value: '', element: { kind: 'element', set, key } };
 }
 
-export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelection | undefined, blocks: Blocks): PortPlan {
-  const { traits } = ctx;
-  const svc = serviceChain(p);
-  const ext = externalChain(p);
-  const { internal, external } = endpointSets(p, s);
+type Guard = (r: RuleBuilder) => RuleBuilder;
+const unguarded: Guard = (r) => r;
+
+/** `map frontend . i : endpoint i` for each endpoint. */
+function endpointElements(out: Contribution[], map: string, frontend: readonly (string | number)[], eps: readonly EndpointInfo[]): void {
+  eps.forEach((e, i) => {
+    const key = [...frontend, i];
+    out.push({ id: `${map}|${key.join(' . ')}`, value: `${e.ip} . ${e.port}`, element: { kind: 'element', set: map, key, value: [e.ip, e.port] } });
+  });
+}
+
+/**
+ * Session affinity (ClientIP), as upstream does it: a client seen recently by an endpoint
+ * (in that endpoint's set, with the Service's timeout) goes back there; a new one picks an
+ * endpoint at random (rule i matches with probability 1/(N-i), so each is chosen with 1/N)
+ * and is recorded in its set. The sets grow with the endpoints of affinity Services only.
+ */
+function affinityRules(ctx: PlanContext, chain: string, p: ServicePortInfo, eps: readonly EndpointInfo[], guard: Guard = unguarded): NftRule[] {
+  const t = ctx.traits;
+  const r = (): RuleBuilder => guard(rule(t.nft, chain));
+  const pr = proto(p);
+  const rules = eps.map((e) => r().inSet([t.saddr], affinitySet(p, e)).match('meta l4proto', pr).dnat(e.ip, e.port).build());
+  eps.forEach((e, i) => {
+    const b = i < eps.length - 1 ? r().match(`numgen random mod ${eps.length - i}`, 0) : r();
+    rules.push(b.update(affinitySet(p, e), [t.saddr]).match('meta l4proto', pr).dnat(e.ip, e.port).build());
+  });
+  return rules;
+}
+
+/** The chains and sets of a Service with session affinity. */
+function affinityObjects(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelection | undefined): { chains: PortChain[]; sets: NftSetLike[] } {
+  const t = ctx.traits;
   const cluster = s?.cluster ?? [];
   const local = s?.local ?? [];
-  const internalBlock = p.internalPolicyLocal ? blocks.local : blocks.cluster;
-  const externalBlock = p.externalPolicyLocal ? blocks.local : blocks.cluster;
-
-  // The internal entry: masquerade what does not come from a local pod, then DNAT.
-  const svcRules: NftRule[] = [];
-  if (ctx.masqueradeAll) svcRules.push(rule(traits.nft, svc).setMarkOr(ctx.masqueradeMark).build());
-  else if (ctx.detectLocal) svcRules.push(rule(traits.nft, svc).inSet([traits.saddr], SET.podCIDRs, true).setMarkOr(ctx.masqueradeMark).build());
-  const affinity = p.sessionAffinity === 'ClientIP';
-  const send = (chain: string, block: SlotBlock, eps: readonly EndpointInfo[], guard: Guard = (r) => r): NftRule[] =>
-    affinity ? affinityRules(ctx, chain, p, block, eps, guard) : [dnatRule(ctx, chain, p, block, eps.length, guard)];
-  if (internalBlock && internal.length > 0) svcRules.push(...send(svc, internalBlock, internal));
-  const chains: PortChain[] = [portChain(svc, svcRules)];
-
+  const { internal } = endpointSets(p, s);
+  const svc = serviceChain(p);
+  const chains = [portChain(svc, [...internalMarkRules(ctx, svc), ...affinityRules(ctx, svc, p, internal)])];
   if (p.externallyAccessible) {
-    const extRules: NftRule[] = [];
-    if (!p.externalPolicyLocal) {
-      extRules.push(rule(traits.nft, ext).setMarkOr(ctx.masqueradeMark).build());
-      if (externalBlock && external.length > 0) extRules.push(...send(ext, externalBlock, external));
-    } else {
-      // externalTrafficPolicy=Local: no SNAT and local endpoints only, except for traffic
-      // from local pods and from the node itself, which may use every endpoint (upstream's
-      // short-circuit), the node's own traffic being masqueraded.
-      if (blocks.cluster && cluster.length > 0) {
-        if (ctx.detectLocal) extRules.push(...send(ext, blocks.cluster, cluster, (r) => r.inSet([traits.saddr], SET.podCIDRs)));
-        extRules.push(rule(traits.nft, ext).fibSaddrLocal().setMarkOr(ctx.masqueradeMark).build());
-        extRules.push(...send(ext, blocks.cluster, cluster, (r) => r.fibSaddrLocal()));
+    const ext = externalChain(p);
+    const mark = (b: RuleBuilder): NftRule => b.setMarkOr(ctx.masqueradeMark).build();
+    const rules: NftRule[] = [];
+    if (!p.externalPolicyLocal) rules.push(mark(rule(t.nft, ext)), ...affinityRules(ctx, ext, p, cluster));
+    else {
+      // externalTrafficPolicy=Local: upstream's short-circuit for local pods and the node.
+      if (cluster.length > 0) {
+        if (ctx.detectLocal) rules.push(...affinityRules(ctx, ext, p, cluster, (b) => b.inSet([t.saddr], SET.podCIDRs)));
+        rules.push(mark(rule(t.nft, ext).fibSaddrLocal()));
+        rules.push(...affinityRules(ctx, ext, p, cluster, (b) => b.fibSaddrLocal()));
       }
-      if (blocks.local && local.length > 0) extRules.push(...send(ext, blocks.local, local));
+      rules.push(...affinityRules(ctx, ext, p, local));
     }
-    chains.push(portChain(ext, extRules));
+    chains.push(portChain(ext, rules));
   }
+  const seen = new Set<string>();
+  const sets: NftSetLike[] = [];
+  for (const e of [...cluster, ...local]) {
+    if (seen.has(e.key)) continue;
+    seen.add(e.key);
+    sets.push({ kind: 'set', name: affinitySet(p, e), key: [t.addrType], flags: ['dynamic', 'timeout'], timeoutMs: p.stickyMaxAgeSeconds * 1000 });
+  }
+  return { chains, sets };
+}
 
-  const out: Contribution[] = [];
+export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelection | undefined): PortPlan {
+  const cluster = s?.cluster ?? [];
+  const local = s?.local ?? [];
+  const { internal, external } = endpointSets(p, s);
   const pr = proto(p);
-  out.push(setElement(SET.clusterIPs, [p.clusterIP]));
-  out.push(mapElement(SET.serviceIPs, [p.clusterIP, pr, p.port], { verdict: 'goto', chain: svc }));
+  const out: Contribution[] = [];
+  const pickers: PickerSpec[] = [];
+  const affinity = p.sessionAffinity === 'ClientIP';
   const frontends = [...p.externalIPs, ...p.loadBalancerVIPs];
-  for (const ip of frontends) out.push(mapElement(SET.serviceIPs, [ip, pr, p.port], { verdict: 'goto', chain: ext }));
-  if (p.nodePort > 0) out.push(mapElement(SET.serviceNodePorts, [pr, p.nodePort], { verdict: 'goto', chain: ext }));
+
+  out.push(setElement(SET.clusterIPs, [p.clusterIP]));
+
+  // Frontend -> picker (or the affinity chain), and the frontend's endpoints in the picker's maps.
+  const route = (vmap: string, keys: readonly (readonly (string | number)[])[], spec: PickerSpec, affinityChain: string): void => {
+    if (keys.length === 0) return;
+    if (!affinity) pickers.push(spec);
+    const nodePort = spec.kind === 'nodeport' || spec.kind === 'nodeport-local';
+    for (const key of keys) {
+      out.push(mapElement(vmap, [...key], { verdict: 'goto', chain: affinity ? affinityChain : pickerName(spec) }));
+      if (affinity) continue;
+      if ('count' in spec) endpointElements(out, endpointsMapName(nodePort, false, spec.count), key, spec.kind === 'internal' ? internal : external);
+      else {
+        endpointElements(out, endpointsMapName(nodePort, false, spec.local), key, local);
+        endpointElements(out, endpointsMapName(nodePort, true, spec.cluster), key, cluster);
+      }
+    }
+  };
+  // The names of a Service's own chains cost a hash: only affinity Services have them.
+  if (internal.length > 0) route(SET.serviceIPs, [[p.clusterIP, pr, p.port]], { kind: 'internal', count: internal.length }, affinity ? serviceChain(p) : '');
+  if (p.externallyAccessible) {
+    const ext = affinity ? externalChain(p) : '';
+    const nodePorts = p.nodePort > 0 ? [[pr, p.nodePort]] : [];
+    const addrs = frontends.map((ip) => [ip, pr, p.port]);
+    if (!p.externalPolicyLocal) {
+      if (cluster.length > 0) {
+        route(SET.serviceIPs, addrs, { kind: 'external', count: cluster.length }, ext);
+        route(SET.serviceNodePorts, nodePorts, { kind: 'nodeport', count: cluster.length }, ext);
+      }
+    } else if (local.length > 0 || cluster.length > 0) {
+      route(SET.serviceIPs, addrs, { kind: 'external-local', local: local.length, cluster: cluster.length }, ext);
+      route(SET.serviceNodePorts, nodePorts, { kind: 'nodeport-local', local: local.length, cluster: cluster.length }, ext);
+    }
+  }
 
   // Frontends with nothing to send to: reject when the Service has no endpoint at all,
   // drop when it has some but none this traffic may use (upstream's choice).
@@ -189,17 +185,8 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
   }
 
   for (const e of s?.allReachable ?? []) out.push(setElement(SET.hairpin, [e.ip, e.ip]));
-  blockElements(p, blocks.cluster, cluster, out);
-  blockElements(p, blocks.local, local, out);
-  const sets: NftSetLike[] = [];
-  if (affinity) {
-    const seen = new Set<string>();
-    const eps = [...(blocks.cluster ? cluster : []), ...(blocks.local ? local : [])].filter((e) => !seen.has(e.key) && seen.add(e.key));
-    const objs = endpointObjects(ctx, p, eps);
-    chains.push(...objs.chains);
-    sets.push(...objs.sets);
-  }
-  return { chains, sets, contributions: out };
+  const own = affinity ? affinityObjects(ctx, p, s) : { chains: [], sets: [] };
+  return { chains: own.chains, sets: own.sets, pickers, contributions: out };
 }
 
 function portChain(name: string, rules: NftRule[]): PortChain {

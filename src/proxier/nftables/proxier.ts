@@ -1,15 +1,15 @@
-// The nftables proxier: one table per IP family, one nfnetlink batch per sync.
+// The nftables proxier: one table per IP family (docs/nftables-ruleset.md).
 //
-// A full sync (the first, periodic ones, and any after a failure) rewrites the table in
-// one atomic transaction: the fixed skeleton, every service port's chains, and the
-// contents of every set and map (flushed and refilled in the same batch), and deletes
-// port chains no Service wants any more. A partial sync touches only the service ports the
-// model says changed, from the mirror of what the last sync committed: never a re-listing
-// of the table (upstream's per-sync listing costs a minute at 44k Services).
+// A full sync (the first, periodic ones, and any after a failure) reads what the kernel
+// holds, rewrites the fixed skeleton and the pickers, writes every element that differs and
+// deletes what no Service wants any more, in as few batches as the socket allows. A partial
+// sync touches only the service ports the model says changed, from the mirror of what the
+// last sync committed, in one batch: never a re-listing of the table (upstream's per-sync
+// listing costs a minute at 44k Services).
 
 import type { Logger } from '../../base/logger.ts';
-import type { ChangeSet, DesiredState, ServicePortId } from '../../model/index.ts';
-import type { NftChain, NftElement, NftInterface, NftSetLike, NftTransaction } from '../../netlink/nftables/index.ts';
+import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
+import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
 import type { Proxier, SyncReport } from '../types.ts';
 import { ElementIndex, emptyDelta } from './elements.ts';
@@ -17,13 +17,14 @@ import type { Contribution, ElementDelta } from './elements.ts';
 import type { FamilyTraits } from './family.ts';
 import { traitsOf } from './family.ts';
 import { cidrContainsText } from './cidr-match.ts';
-import { CHAIN, isAffinitySet, isPortChain, SET } from './names.ts';
-import { blockNeeds, planPort } from './port-plan.ts';
-import type { Blocks, PlanContext, PortPlan } from './port-plan.ts';
+import { CHAIN, isAffinitySet, isEndpointsMap, isPickChain, isPortChain, SET } from './names.ts';
+import { planPort } from './port-plan.ts';
+import type { PlanContext, PortPlan } from './port-plan.ts';
+import { endpointsMap, pickerMaps, pickerName, pickerRules } from './pickers.ts';
+import type { PickerSpec } from './pickers.ts';
 import { skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
-import { estimateTransaction, OpGroup } from './op-group.ts';
-import { blockSize, SlotAllocator } from './slots.ts';
-import type { SlotBlock } from './slots.ts';
+import { applyGroups, estimateTransaction, OpGroup } from './op-group.ts';
+import { RefCounts } from './ref-counts.ts';
 
 export interface NftablesProxierOptions {
   /** A client bound to (ip|ip6, "kube-proxy-ts"): NftClient for the kernel, FakeNft in tests. */
@@ -42,11 +43,6 @@ export interface NftablesProxierOptions {
   maxBatchBytes?: number;
 }
 
-interface PortState {
-  plan: PortPlan;
-  blocks: Blocks;
-}
-
 export class NftablesProxier implements Proxier {
   readonly mode = 'nftables' as const;
   private readonly nft: NftInterface;
@@ -55,9 +51,17 @@ export class NftablesProxier implements Proxier {
   private readonly mark: number;
   private readonly localAddresses: (() => Promise<readonly string[]>) | undefined;
   private readonly now: () => number;
-  private ports = new Map<ServicePortId, PortState>();
+  /**
+   * What each programmed service port was planned from (objects the model holds anyway).
+   * Its plan is computed again when it changes, rather than kept: plans are pure, and a
+   * large cluster's plans would double the daemon's memory.
+   */
+  private ports = new Map<ServicePortId, PortInputs>();
   private index = new ElementIndex();
-  private slots = new SlotAllocator();
+  /** How many service ports use each picker (by chain name), and how many pickers each endpoints map. */
+  private pickers = new RefCounts<PickerSpec>();
+  /** The endpoints maps the pickers read. */
+  private maps = new Set<string>();
   private ctx: PlanContext | undefined;
   private needFull = true;
   private readonly batchBudget: number;
@@ -91,39 +95,30 @@ export class NftablesProxier implements Proxier {
     return { traits: this.traits, masqueradeAll: desired.masquerade.all, detectLocal: cidrBased, masqueradeMark: this.mark };
   }
 
-  private allocate(need: number, previous: SlotBlockOrNone): SlotBlockOrNone {
-    if (need === 0) return undefined;
-    if (previous && blockSize(previous.order) >= need) return previous;
-    return this.slots.allocate(need);
-  }
-
-  private planOne(desired: DesiredState, id: ServicePortId, previous: PortState | undefined): PortState | undefined {
+  private inputsOf(desired: DesiredState, id: ServicePortId): PortInputs | undefined {
     const info = desired.services.get(id);
-    if (!info) return undefined;
-    const sel = desired.selections.get(id);
-    const needs = blockNeeds(info, sel);
-    const blocks: Blocks = {};
-    const cluster = this.allocate(needs.cluster, previous?.blocks.cluster);
-    const local = this.allocate(needs.local, previous?.blocks.local);
-    if (cluster) blocks.cluster = cluster;
-    if (local) blocks.local = local;
-    return { plan: planPort(this.ctx!, info, sel, blocks), blocks };
+    return info && { info, sel: desired.selections.get(id) };
   }
 
-  private releaseUnused(before: Blocks | undefined, after: Blocks | undefined): void {
-    for (const b of [before?.cluster, before?.local]) {
-      if (b && b !== after?.cluster && b !== after?.local) this.slots.release(b);
-    }
+  private plan(inputs: PortInputs | undefined): PortPlan | undefined {
+    return inputs && planPort(this.ctx!, inputs.info, inputs.sel);
+  }
+
+  /** A picker's chain and the maps it reads, created when its first user appears. */
+  private createPicker(g: OpGroup, spec: PickerSpec, existingSets: ReadonlySet<string>, existingChains: ReadonlySet<string>): void {
+    for (const m of pickerMaps(spec)) if (!existingSets.has(m)) g.add(endpointsMap(this.traits, m));
+    const chain = pickerName(spec);
+    if (!existingChains.has(chain)) g.add({ kind: 'chain', name: chain });
+    else g.flush({ kind: 'chain', name: chain });
+    for (const r of pickerRules(this.ctx!, spec)) g.add(r);
   }
 
   /**
-   * Rewrites the table to match `desired`, repairing drift. The kernel is read first (port
-   * chain names, the elements of the shared maps), so unchanged elements are left alone.
-   * Work is cut into batches that fit the socket (and keep each commit short), in an order
-   * that never shows a half-wired Service: the skeleton first; then, per service port, its
-   * chains, endpoint slots and frontends in one batch; deletions last. New endpoint slots are
-   * taken outside the ones the kernel holds, so a rule not yet rewritten never points at a
-   * slot another Service has taken.
+   * Rewrites the table to match `desired`, repairing drift. The kernel is read first (chain
+   * and set names, the elements of the shared sets and maps), so unchanged elements are left
+   * alone. Work is cut into batches that fit the socket (and keep each commit short), in an
+   * order that never shows a half-wired Service: the skeleton and every picker first; then,
+   * per service port, its frontends and endpoints in one batch; deletions last.
    */
   private async fullSync(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
     const t0 = this.now();
@@ -134,72 +129,73 @@ export class NftablesProxier implements Proxier {
     const { chains: existing, sets: existingSets, elements: inKernel } = await this.readKernel();
     let kernelMs = this.now() - tk;
 
-    this.slots = new SlotAllocator();
-    const heldByKernel: SlotBlock[] = [];
-    for (const k of inKernel.values()) {
-      if (k.element.set !== SET.endpoints && k.element.set !== SET.affinitySlots) continue;
-      const b = { offset: Number(k.element.key[0]), order: 0 };
-      if (this.slots.reserve(b)) heldByKernel.push(b);
-    }
-
-    const ports = new Map<ServicePortId, PortState>();
+    const ports = new Map<ServicePortId, PortInputs>();
     const index = new ElementIndex();
+    const pickers = new RefCounts<PickerSpec>();
     const delta = emptyDelta();
+    const portGroups: OpGroup[] = [];
+    const wantedChains = new Set<string>();
+    const wantedSets = new Set<string>();
     for (const id of desired.services.keys()) {
-      const st = this.planOne(desired, id, undefined);
-      if (!st) continue;
-      ports.set(id, st);
-      index.update(id, [], st.plan.contributions, delta);
-    }
-    errors.push(...delta.conflicts);
-    const chosen = new Map<string, string>();
-    for (const [id, , value] of index.all()) chosen.set(id, value);
-
-    const groups: OpGroup[] = [this.skeletonGroup(desired, await this.fixedElements(desired))];
-    const done = new Set<string>();
-    for (const st of ports.values()) {
+      const inputs = this.inputsOf(desired, id)!;
+      const plan = this.plan(inputs)!;
+      ports.set(id, inputs);
+      index.update(id, [], plan.contributions, delta);
+      for (const p of plan.pickers) pickers.acquire(pickerName(p), p);
       const g = new OpGroup();
-      for (const set of st.plan.sets) if (!existingSets.has(set.name)) g.add(set);
-      // Declare every chain first: a service chain's rules may goto an endpoint chain.
-      for (const c of st.plan.chains) if (!existing.has(c.name)) g.add({ kind: 'chain', name: c.name });
-      for (const c of st.plan.chains) {
-        g.flush({ kind: 'chain', name: c.name });
+      for (const set of plan.sets) {
+        wantedSets.add(set.name);
+        if (!existingSets.has(set.name)) g.add(set);
+      }
+      for (const c of plan.chains) {
+        wantedChains.add(c.name);
+        if (existing.has(c.name)) g.flush({ kind: 'chain', name: c.name });
+        else g.add({ kind: 'chain', name: c.name });
         for (const r of c.rules) g.add(r);
       }
-      for (const c of st.plan.contributions) {
-        // A shared element is written once; a conflicting one only as its first owner wants it.
-        if (done.has(c.id) || chosen.get(c.id) !== c.value) continue;
-        done.add(c.id);
+      // Only the elements this port brought into the index: one that several ports share is
+      // written once, a conflicting one (the first owner keeps the key) not at all.
+      const added = new Set(delta.add);
+      for (const c of plan.contributions) {
+        if (!added.has(c.element)) continue;
         const k = inKernel.get(c.id);
         if (k && k.value === c.value) continue;
         if (k) g.delete(deletable(k.element));
         g.add(c.element);
       }
-      groups.push(g);
+      delta.add.length = 0;
+      if (g.size > 0) portGroups.push(g);
+    }
+    errors.push(...delta.conflicts);
+
+    const first = this.skeletonGroup(desired, await this.fixedElements(desired));
+    const maps = new Set<string>();
+    for (const [, spec] of pickers.entries()) {
+      this.createPicker(first, spec, new Set([...existingSets, ...maps]), existing);
+      for (const m of pickerMaps(spec)) maps.add(m);
     }
     const last = new OpGroup();
-    for (const [id, k] of inKernel) if (!chosen.has(id)) last.delete(deletable(k.element));
-    const wanted = new Set([...ports.values()].flatMap((st) => st.plan.chains.map((c) => c.name)));
+    for (const [id, k] of inKernel) if (!index.has(id)) last.delete(deletable(k.element));
     for (const name of existing) {
-      if (!isPortChain(name) || wanted.has(name)) continue;
-      last.flush({ kind: 'chain', name });
-      last.delete({ kind: 'chain', name });
+      if ((isPortChain(name) && !wantedChains.has(name)) || (isPickChain(name) && !pickers.has(name))) last.removeChain(name);
     }
-    const wantedSets = new Set([...ports.values()].flatMap((st) => st.plan.sets.map((x) => x.name)));
-    for (const name of existingSets) if (isAffinitySet(name) && !wantedSets.has(name)) last.delete({ kind: 'set', name, key: [this.traits.addrType] });
-    groups.push(last);
+    for (const name of existingSets) {
+      if ((isAffinitySet(name) && !wantedSets.has(name)) || (isEndpointsMap(name) && !maps.has(name))) last.delete({ kind: 'set', name, key: [this.traits.addrType] });
+    }
+    const groups = [first, ...portGroups, last];
 
     const planMs = this.now() - t0 - kernelMs;
     const sent = await this.runGroups(groups, signal);
     kernelMs += sent.kernelMs;
-    for (const b of heldByKernel) this.slots.release(b);
     this.ports = ports;
     this.index = index;
-    this.log.debug('full sync', { servicePorts: ports.size, batches: sent.batches, planMs, kernelMs });
+    this.pickers = pickers;
+    this.maps = maps;
+    this.log.debug('full sync', { servicePorts: ports.size, pickers: pickers.size, batches: sent.batches, planMs, kernelMs });
     return { full: true, servicesChanged: ports.size, kernelMs, planMs, errors, batches: sent.batches, longestBatchMs: sent.longestMs };
   }
 
-  /** Port chain names and the elements of the shared maps, as the kernel holds them. */
+  /** Chain and set names, and the elements of the sets and maps Services fill, as the kernel holds them. */
   private async readKernel(): Promise<{ chains: Set<string>; sets: Set<string>; elements: Map<string, { element: NftElement; value: string }> }> {
     const elements = new Map<string, { element: NftElement; value: string }>();
     let chains: Set<string>;
@@ -211,8 +207,8 @@ export class NftablesProxier implements Proxier {
     }
     if (chains.size === 0) return { chains, sets: new Set(), elements };
     const sets = new Set((await this.nft.listSets()).map((s) => s.name));
-    for (const set of SHARED_SETS) {
-      if (!sets.has(set)) continue;
+    for (const set of sets) {
+      if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) continue;
       for (const e of await this.nft.listElements(set)) elements.set(elementId(e), { element: e, value: elementValue(e) });
     }
     return { chains, sets, elements };
@@ -238,9 +234,14 @@ export class NftablesProxier implements Proxier {
     let batches = 0;
     let kernelMs = 0;
     let longestMs = 0;
-    let tx = this.nft.newTransaction();
+    let pending: OpGroup[] = [];
     let bytes = 0;
     const send = async (): Promise<void> => {
+      if (pending.length === 0) return;
+      const tx = this.nft.newTransaction();
+      applyGroups(pending, tx);
+      pending = [];
+      bytes = 0;
       if (tx.size === 0) return;
       const t = this.now();
       await this.run(tx, signal);
@@ -248,12 +249,10 @@ export class NftablesProxier implements Proxier {
       batches++;
       kernelMs += ms;
       longestMs = Math.max(longestMs, ms);
-      tx = this.nft.newTransaction();
-      bytes = 0;
     };
     for (const g of groups) {
       if (bytes > 0 && bytes + g.bytes > this.batchBudget) await send();
-      g.applyTo(tx);
+      pending.push(g);
       bytes += g.bytes;
     }
     await send();
@@ -277,50 +276,47 @@ export class NftablesProxier implements Proxier {
   private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
     const t0 = this.now();
     const delta: ElementDelta = emptyDelta();
-    const newChains: string[] = [];
-    const rewrite: { name: string; rules: PortPlan['chains'][number]['rules'] }[] = [];
-    const deleteChains: string[] = [];
-    const newSets: NftSetLike[] = [];
-    const deleteSets: NftSetLike[] = [];
+    const g = new OpGroup();
+    const pickersBefore = new Map(this.pickers.entries());
     let changed = 0;
     for (const id of change.services) {
-      const before = this.ports.get(id);
-      const after = this.planOne(desired, id, before);
-      const oldChains = new Map((before?.plan.chains ?? []).map((c) => [c.name, c]));
-      for (const c of after?.plan.chains ?? []) {
+      const inputs = this.inputsOf(desired, id);
+      const before = this.plan(this.ports.get(id));
+      const after = this.plan(inputs);
+      const oldChains = new Map((before?.chains ?? []).map((c) => [c.name, c]));
+      for (const c of after?.chains ?? []) {
         const old = oldChains.get(c.name);
         oldChains.delete(c.name);
-        if (!old) newChains.push(c.name);
-        if (!old || old.signature !== c.signature) rewrite.push({ name: c.name, rules: c.rules });
+        if (old?.signature === c.signature) continue;
+        if (old) g.flush({ kind: 'chain', name: c.name });
+        else g.add({ kind: 'chain', name: c.name });
+        for (const r of c.rules) g.add(r);
       }
-      deleteChains.push(...oldChains.keys());
-      const oldSets = new Map((before?.plan.sets ?? []).map((x) => [x.name, x]));
-      for (const x of after?.plan.sets ?? []) if (!oldSets.delete(x.name)) newSets.push(x);
-      deleteSets.push(...oldSets.values());
-      this.index.update(id, before?.plan.contributions ?? ([] as Contribution[]), after?.plan.contributions ?? [], delta);
-      this.releaseUnused(before?.blocks, after?.blocks);
-      if (after) this.ports.set(id, after);
+      for (const name of oldChains.keys()) g.removeChain(name);
+      const oldSets = new Map((before?.sets ?? []).map((x) => [x.name, x]));
+      for (const x of after?.sets ?? []) if (!oldSets.delete(x.name)) g.add(x);
+      for (const x of oldSets.values()) g.delete(x);
+      // Acquire before releasing, so a picker the port keeps never drops to no users.
+      for (const p of after?.pickers ?? []) this.pickers.acquire(pickerName(p), p);
+      for (const p of before?.pickers ?? []) this.pickers.release(pickerName(p));
+      this.index.update(id, before?.contributions ?? ([] as Contribution[]), after?.contributions ?? [], delta);
+      if (inputs) this.ports.set(id, inputs);
       else this.ports.delete(id);
       changed++;
     }
+    // Pickers are few (one per kind and endpoint count): comparing them whole is cheap.
+    const maps = new Set<string>();
+    for (const [name, spec] of this.pickers.entries()) {
+      if (!pickersBefore.has(name)) this.createPicker(g, spec, new Set([...this.maps, ...maps]), new Set());
+      for (const m of pickerMaps(spec)) maps.add(m);
+    }
+    for (const name of pickersBefore.keys()) if (!this.pickers.has(name)) g.removeChain(name);
+    for (const m of this.maps) if (!maps.has(m)) g.delete({ kind: 'set', name: m, key: [this.traits.addrType] });
+    this.maps = maps;
+    for (const e of [...delta.remove, ...delta.replace]) g.delete(deletable(e));
+    for (const e of [...delta.replace, ...delta.add]) g.add(e);
     const tx = this.nft.newTransaction();
-    // Order inside the batch: chains first (elements may goto them), element deletes before
-    // adds (a replaced element is deleted and re-added), rule rewrites, then chains no
-    // element points at any more.
-    for (const x of newSets) tx.add(x);
-    for (const name of newChains) tx.add({ kind: 'chain', name });
-    for (const e of [...delta.remove, ...delta.replace]) tx.delete(deletable(e));
-    for (const e of [...delta.replace, ...delta.add]) tx.add(e);
-    for (const c of rewrite) {
-      const chain: NftChain = { kind: 'chain', name: c.name };
-      tx.flush(chain);
-      for (const r of c.rules) tx.add(r);
-    }
-    for (const name of deleteChains) {
-      tx.flush({ kind: 'chain', name });
-      tx.delete({ kind: 'chain', name });
-    }
-    for (const x of deleteSets) tx.delete(x);
+    applyGroups([g], tx);
     const planMs = this.now() - t0;
     if (estimateTransaction(tx) > this.batchBudget) {
       // Too much for one batch (a mass change): a full sync splits the work safely.
@@ -352,18 +348,22 @@ export class NftablesProxier implements Proxier {
     }
     this.ports = new Map();
     this.index = new ElementIndex();
-    this.slots = new SlotAllocator();
+    this.pickers = new RefCounts();
+    this.maps = new Set();
     this.needFull = true;
   }
 }
 
-type SlotBlockOrNone = Blocks['cluster'];
+interface PortInputs {
+  readonly info: ServicePortInfo;
+  readonly sel: EndpointSelection | undefined;
+}
 
 /** A delete needs only the key. */
 const deletable = (e: NftElement): NftElement => ({ kind: 'element', set: e.set, key: e.key });
 
-/** Maps whose elements come from service ports (diffed); the others follow the node (rewritten). */
-const SHARED_SETS = [SET.clusterIPs, SET.serviceIPs, SET.serviceNodePorts, SET.noEndpointServices, SET.noEndpointNodePorts, SET.firewallProtected, SET.firewallAllow, SET.hairpin, SET.endpoints, SET.affinitySlots];
+/** Fixed sets whose elements come from service ports (diffed, as the endpoints maps are); the others follow the node (rewritten). */
+const SHARED_SETS = new Set<string>([SET.clusterIPs, SET.serviceIPs, SET.serviceNodePorts, SET.noEndpointServices, SET.noEndpointNodePorts, SET.firewallProtected, SET.firewallAllow, SET.hairpin]);
 const FIXED_SETS = new Set<string>([SET.nodePortIPs, SET.podCIDRs, SET.serviceCIDRs]);
 
 /** The same text port-plan.ts gives its contributions, from an element read back. */

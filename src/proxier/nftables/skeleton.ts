@@ -17,7 +17,6 @@ export interface SkeletonOptions {
 
 export function skeletonSets(t: FamilyTraits): NftSetLike[] {
   const a = t.addrType;
-  const daddr = t.daddr;
   return [
     { kind: 'set', name: SET.clusterIPs, key: [a], comment: 'cluster IPs: a port no Service exposes is rejected' },
     { kind: 'map', name: SET.serviceIPs, key: [a, 'inet_proto', 'inet_service'], data: 'verdict', comment: 'service frontends' },
@@ -30,25 +29,6 @@ export function skeletonSets(t: FamilyTraits): NftSetLike[] {
     { kind: 'set', name: SET.podCIDRs, key: [a], flags: ['interval'], comment: 'sources that are local pods' },
     { kind: 'set', name: SET.serviceCIDRs, key: [a], flags: ['interval'], comment: 'service IP ranges' },
     { kind: 'set', name: SET.hairpin, key: [a, a], comment: 'endpoint . itself: a pod reaching itself through a Service' },
-    {
-      kind: 'map',
-      name: SET.endpoints,
-      key: ['integer'],
-      // Declared as nft itself records `typeof numgen random mod 1 : ip daddr . tcp dport`,
-      // so that `nft list` prints it and its printout loads back.
-      typeof: [{ expr: 'numgen', mode: 'random', modulus: 1 }],
-      data: [a, 'inet_service'],
-      dataTypeof: [{ expr: 'payload', field: daddr === 'ip daddr' ? 'ip daddr' : 'ip6 daddr' }, { expr: 'payload', field: 'tcp dport' }],
-      comment: 'slot -> endpoint: service chains pick a slot with numgen',
-    },
-    {
-      kind: 'map',
-      name: SET.affinitySlots,
-      key: ['integer'],
-      typeof: [{ expr: 'numgen', mode: 'random', modulus: 1 }],
-      data: 'verdict',
-      comment: 'slot -> endpoint chain, for Services with ClientIP session affinity',
-    },
   ];
 }
 

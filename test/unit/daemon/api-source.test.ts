@@ -30,13 +30,13 @@ test('--master: Services, EndpointSlices and the Node come from the API server a
   await daemon.start();
   await daemon.ready;
   const nft = proxiers.nft.get('IPv4')!;
-  t.truthy(nft.set('service-ips')?.elements.some((e) => e.key[0] === '10.96.0.10'));
+  t.truthy(nft.set('cluster-ips')?.elements.some((e) => e.key[0] === '10.96.0.10'));
   // nodePortAddresses "primary" (the default) resolves to the Node's InternalIP.
   await eventually(() => nft.set('nodeport-ips')?.elements.some((e) => e.key[0] === '192.168.1.10') === true);
 
   api.create({ apiVersion: 'v1', kind: 'Service', ...svc('api', { clusterIP: '10.96.0.20' }) });
-  await eventually(() => nft.set('service-ips')?.elements.some((e) => e.key[0] === '10.96.0.20') === true, 5000);
+  await eventually(() => nft.set('cluster-ips')?.elements.some((e) => e.key[0] === '10.96.0.20') === true, 5000);
   api.remove('Service', 'default/web');
-  await eventually(() => nft.set('service-ips')?.elements.some((e) => e.key[0] === '10.96.0.10') === false, 5000);
+  await eventually(() => nft.set('cluster-ips')?.elements.some((e) => e.key[0] === '10.96.0.10') === false, 5000);
   t.pass();
 });

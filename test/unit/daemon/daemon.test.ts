@@ -56,7 +56,7 @@ test('nothing is programmed before the source has listed; then one full sync, RE
   await s.daemon.ready;
   const nft = s.proxiers.nft.get('IPv4')!;
   t.true(nft.generationId >= 1);
-  t.truthy(nft.set('service-ips')?.elements.some((e) => e.key[0] === '10.96.0.10'));
+  t.truthy(nft.set('cluster-ips')?.elements.some((e) => e.key[0] === '10.96.0.10'));
   t.true(s.notifier.messages.some((m) => m.startsWith('STATUS=nftables: 1 services, 2 endpoints')), s.notifier.messages.join('\n'));
   t.true(s.notifier.messages.includes('READY=1'));
 
@@ -79,7 +79,7 @@ test('changes after READY are applied by partial syncs; stop leaves the rules an
   await s.daemon.ready;
   const nft = s.proxiers.nft.get('IPv4')!;
   h.onService(undefined, svc('api', { clusterIP: '10.96.0.20' }));
-  await eventually(() => nft.set('service-ips')?.elements.some((e) => e.key[0] === '10.96.0.20') === true);
+  await eventually(() => nft.set('cluster-ips')?.elements.some((e) => e.key[0] === '10.96.0.20') === true);
   t.true(s.notifier.messages.some((m) => m.endsWith('(partial)')));
 
   const port = s.daemon.healthzPort()!;
@@ -88,7 +88,7 @@ test('changes after READY are applied by partial syncs; stop leaves the rules an
   t.true(s.notifier.messages.includes('STOPPING=1'));
   t.true(s.source.stopped);
   t.true(s.proxiers.closed);
-  t.truthy(nft.set('service-ips')?.elements.length, 'the rules stay in place');
+  t.truthy(nft.set('cluster-ips')?.elements.length, 'the rules stay in place');
   await t.throwsAsync(fetch(`http://127.0.0.1:${port}/healthz`), undefined, 'the healthz server is closed');
 });
 
@@ -142,8 +142,8 @@ test('dual-stack cluster CIDRs: one tracker and one proxier per family, each pro
   s.source.markSynced();
   await s.daemon.ready;
   t.deepEqual([...s.daemon.trackers.keys()], ['IPv4', 'IPv6']);
-  t.truthy(s.proxiers.nft.get('IPv4')!.set('service-ips')?.elements.some((e) => e.key[0] === '10.96.0.10'));
-  t.truthy(s.proxiers.nft.get('IPv6')!.set('service-ips')?.elements.some((e) => e.key[0] === 'fd00:10:96::10'));
+  t.truthy(s.proxiers.nft.get('IPv4')!.set('cluster-ips')?.elements.some((e) => e.key[0] === '10.96.0.10'));
+  t.truthy(s.proxiers.nft.get('IPv6')!.set('cluster-ips')?.elements.some((e) => e.key[0] === 'fd00:10:96::10'));
   t.true(s.notifier.messages.some((m) => m.startsWith('STATUS=nftables: 2 services, 2 endpoints')), s.notifier.messages.join('\n'));
 });
 

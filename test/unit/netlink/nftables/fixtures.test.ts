@@ -3,6 +3,8 @@ import test from 'ava';
 import type { Family, NftElement, NftRule, NftSetLike } from '../../../../src/netlink/nftables/index.ts';
 import { NftTransaction, rule } from '../../../../src/netlink/nftables/index.ts';
 import { compare } from './fixture.ts';
+import { IPV4, IPV6 } from '../../../../src/proxier/nftables/family.ts';
+import { endpointsMap } from '../../../../src/proxier/nftables/pickers.ts';
 
 const KP = 'kube-proxy';
 const tx = (family: Family = 'ip'): NftTransaction => new NftTransaction({ family, table: KP });
@@ -107,6 +109,19 @@ const cases: Record<string, Case> = {
     build: () => { const t = tx(); t.delete(el('service-ips', ['10.96.0.1', 'tcp', 443], { value: { verdict: 'goto', chain: 'svc-a' } })); return t; },
   },
   'elem-comment': { build: () => { const t = tx(); t.add(el('addrs', ['10.0.0.1'], { comment: 'x' })); return t; } },
+  // The nftables proxier's endpoints maps, exactly as it declares them.
+  'map-endpoints-frontend': { build: () => { const t = tx(); t.add(endpointsMap(IPV4, 'endpoints-2')); return t; } },
+  'map-endpoints-frontend6': { build: () => { const t = tx('ip6'); t.add(endpointsMap(IPV6, 'endpoints-2')); return t; } },
+  'map-endpoints-nodeport': { build: () => { const t = tx(); t.add(endpointsMap(IPV4, 'nodeport-endpoints-2')); return t; } },
+  'elem-endpoints-frontend': {
+    build: () => {
+      const t = tx();
+      t.add(el('endpoints-2', ['10.96.0.10', 'udp', 53, 0], { value: ['10.244.1.5', 53] }));
+      t.add(el('endpoints-2', ['10.96.0.10', 'udp', 53, 1], { value: ['10.244.2.7', 5353] }));
+      return t;
+    },
+    schema: (name) => (name === 'endpoints-2' ? endpointsMap(IPV4, name) : undefined),
+  },
   'set-and-elems-same-batch': { build: () => { const t = tx(); t.add(sets.addrs!); t.add(el('addrs', ['10.0.0.1'])); return t; }, schema: () => undefined },
 };
 
@@ -161,6 +176,31 @@ const ruleCases: Record<string, Case> = {
   },
   'rule-fib': { build: () => rules('ip', [R().fibDaddrLocal().jump('nodeports').build(), R().fibDaddrLocal(true).return().build()]) },
   'rule-dnat-numgen-map': { build: () => rules('ip', [R().match('meta l4proto', 'tcp').dnatNumgen(3, 10, 'endpoints').build()]) },
+  'rule-dnat-frontend-map': {
+    build: () => {
+      const t = tx();
+      t.add(endpointsMap(IPV4, 'endpoints-2'));
+      t.add(R().match('meta l4proto', 'udp').dnatMap(['ip daddr', 'meta l4proto', 'th dport', 'numgen random mod 2'], 'endpoints-2').build());
+      return t;
+    },
+  },
+  'rule-dnat-frontend-map6': {
+    build: () => {
+      const t = tx('ip6');
+      t.add(endpointsMap(IPV6, 'endpoints-2'));
+      t.add(R('c', 'ip6').match('meta l4proto', 'tcp').dnatMap(['ip6 daddr', 'meta l4proto', 'th dport', 'numgen random mod 2'], 'endpoints-2').build());
+      return t;
+    },
+  },
+  'rule-dnat-nodeport-map': {
+    build: () => {
+      const t = tx();
+      t.add(endpointsMap(IPV4, 'nodeport-endpoints-2'));
+      t.add(R().match('meta l4proto', 'sctp').dnatMap(['meta l4proto', 'th dport', 'numgen random mod 2'], 'nodeport-endpoints-2').build());
+      return t;
+    },
+  },
+  'rule-affinity-pick': { build: () => rules('ip', [R().match('numgen random mod 2', 0).update('aff', ['ip saddr']).match('meta l4proto', 'tcp').dnat('10.1.0.1', 8080).build()]) },
   'rule-mark-clear': { build: () => rules('ip', [R().clearMark(0x4000).build()]) },
   'rule-fib-saddr': { build: () => rules('ip', [R().fibSaddrLocal().accept().build()]) },
   'rule-dynset': { build: () => rules('ip', [R().update('affinity', ['ip saddr'], H3).build()]) },
