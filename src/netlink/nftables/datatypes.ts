@@ -5,7 +5,7 @@
 //
 // Values are encoded here too: a key field is padded to 4 bytes inside a concatenation.
 
-import { ipFromBytes, parseIP } from '../../base/ip.ts';
+import { ipFromBytes, parseIP, v4Number } from '../../base/ip.ts';
 import type { ByteWriter } from '../core/index.ts';
 
 /** nft's enum byteorder: stored in NFTNL_UDATA_SET_{KEY,DATA}BYTEORDER. */
@@ -65,30 +65,6 @@ export const PROTOCOLS = { icmp: 1, tcp: 6, udp: 17, icmpv6: 58, sctp: 132 } as 
 
 /** One key or data field: text/number as nft prints it, or raw bytes of the field's length. */
 export type FieldValue = string | number | bigint | Uint8Array;
-
-/** Dotted quad to a u32 (no regex, no allocation); -1 when the text is not one. */
-export function v4Number(s: string): number {
-  let acc = 0;
-  let part = 0;
-  let digits = 0;
-  let dots = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c === 46) {
-      if (digits === 0 || dots === 3) return -1;
-      acc = acc * 256 + part;
-      part = 0;
-      digits = 0;
-      dots++;
-    } else if (c >= 48 && c <= 57) {
-      if (digits > 0 && part === 0) return -1; // leading zero
-      part = part * 10 + (c - 48);
-      if (++digits > 3 || part > 255) return -1;
-    } else return -1;
-  }
-  if (digits === 0 || dots !== 3) return -1;
-  return acc * 256 + part;
-}
 
 function parseV4(s: string): Uint8Array | undefined {
   const n = v4Number(s);

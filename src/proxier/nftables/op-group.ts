@@ -85,14 +85,26 @@ export class OpGroup {
 
 /** Writes groups into one transaction, phase by phase, elements grouped by set. */
 export function applyGroups(groups: readonly OpGroup[], tx: NftTransaction): void {
-  const ops = groups.flatMap((g) => g.ops);
-  const setOf = (op: Op): string => (op.obj.kind === 'element' ? op.obj.set : '');
-  // Array.prototype.sort is stable: order within a phase (and within a set) is kept.
-  ops.sort((a, b) => a.phase - b.phase || (setOf(a) < setOf(b) ? -1 : setOf(a) > setOf(b) ? 1 : 0));
-  for (const { verb, obj } of ops) {
-    if (verb === 'add') tx.add(obj);
-    else if (verb === 'delete') tx.delete(obj);
-    else tx.flush(obj as NftTable | NftChain | NftSetLike);
+  // Buckets rather than a sort: a full sync writes hundreds of thousands of operations.
+  // Within a bucket the groups' order is kept.
+  const buckets: Map<string, Op[]>[] = Object.values(PHASE).map(() => new Map());
+  for (const g of groups) {
+    for (const op of g.ops) {
+      const bucket = buckets[op.phase]!;
+      const key = op.obj.kind === 'element' ? op.obj.set : '';
+      let list = bucket.get(key);
+      if (!list) bucket.set(key, (list = []));
+      list.push(op);
+    }
+  }
+  for (const bucket of buckets) {
+    for (const list of bucket.values()) {
+      for (const { verb, obj } of list) {
+        if (verb === 'add') tx.add(obj);
+        else if (verb === 'delete') tx.delete(obj);
+        else tx.flush(obj as NftTable | NftChain | NftSetLike);
+      }
+    }
   }
 }
 
