@@ -71,6 +71,12 @@ export class ElementIndex {
    * the kernel must see change.
    */
   update(owner: string, before: readonly Contribution[], after: readonly Contribution[], delta: ElementDelta): void {
+    if (before.length === 0) {
+      // A new owner (every port of a full sync): no per-call map, which costs more than the
+      // work itself at a hundred thousand elements.
+      for (const c of after) this.take(owner, c, delta);
+      return;
+    }
     const next = new Map(after.map((c) => [c.id, c]));
     for (const c of before) {
       const n = next.get(c.id);
@@ -89,16 +95,19 @@ export class ElementIndex {
         next.delete(c.id);
       } else delta.remove.push(c.element);
     }
-    for (const c of next.values()) {
-      const e = this.entries.get(c.id);
-      if (!e) {
-        this.entries.set(c.id, { value: c.value, owners: owner });
-        delta.add.push(c.element);
-      } else if (e.value === c.value) {
-        if (!hasOwner(e, owner)) addOwner(e, owner);
-      } else {
-        delta.conflicts.push(`${c.id}: wanted by ${owner} as ${c.value}, held by ${ownerList(e).join(', ')} as ${e.value}`);
-      }
+    for (const c of next.values()) this.take(owner, c, delta);
+  }
+
+  /** `owner` contributes `c`: a new element, one more owner of the same one, or a conflict. */
+  private take(owner: string, c: Contribution, delta: ElementDelta): void {
+    const e = this.entries.get(c.id);
+    if (!e) {
+      this.entries.set(c.id, { value: c.value, owners: owner });
+      delta.add.push(c.element);
+    } else if (e.value === c.value) {
+      if (!hasOwner(e, owner)) addOwner(e, owner);
+    } else if (!hasOwner(e, owner)) {
+      delta.conflicts.push(`${c.id}: wanted by ${owner} as ${c.value}, held by ${ownerList(e).join(', ')} as ${e.value}`);
     }
   }
 }
