@@ -2,22 +2,13 @@
 // and `ip filter` (ip6 for IPv6), iptables-nft's base chains where missing, our KUBE-* chains
 // flushed and refilled in one batch per table, and the jump rules inserted at the top of the
 // built-in chains once. Nothing else in those tables is touched.
-//
-// The xt match/target expressions (netlink/nftables/expr/xt-*.ts) are not registered in the
-// nftables layer's expression union yet, so they travel as pre-encoded `unknown` expressions
-// (name + NFTA_EXPR_DATA bytes), which the layer sends verbatim.
 
 import type { IPFamily } from '../../base/ip.ts';
-import { AttrWriter, ByteWriter } from '../../netlink/core/index.ts';
 import type { IpsetClient } from '../../netlink/ipset/index.ts';
-import { NO_SET_IDS } from '../../netlink/nftables/index.ts';
-import type { NftChain, NftClient, NftExpr, NftRule } from '../../netlink/nftables/index.ts';
-import { xtMatch } from '../../netlink/nftables/expr/xt-match.ts';
-import { xtTarget } from '../../netlink/nftables/expr/xt-target.ts';
+import type { NftChain, NftClient, NftRule } from '../../netlink/nftables/index.ts';
 import { CHAINS } from './rules.ts';
 import type { CompanionRules, IptTable } from './rules.ts';
 import { ruleExprs } from './rules-nft.ts';
-import type { CompatExpr } from './rules-nft.ts';
 
 /** iptables-nft's base chains (nft-chain.c builtin_table): type, hook, priority. */
 const BASE: Record<IptTable, Record<string, NonNullable<NftChain['base']>>> = {
@@ -33,14 +24,6 @@ const BASE: Record<IptTable, Record<string, NonNullable<NftChain['base']>>> = {
     OUTPUT: { type: 'filter', hook: 'output', priority: 0 },
   },
 };
-
-function toNft(e: CompatExpr): NftExpr {
-  if (e.type !== 'xtmatch' && e.type !== 'xttarget') return e;
-  const out = new ByteWriter();
-  if (e.type === 'xtmatch') xtMatch.encode(new AttrWriter(out), e, NO_SET_IDS);
-  else xtTarget.encode(new AttrWriter(out), e, NO_SET_IDS);
-  return { type: 'unknown', name: e.type === 'xtmatch' ? 'match' : 'target', data: out.toBytes() };
-}
 
 export interface CompanionDeps {
   /** Clients scoped to (ip|ip6, nat) and (ip|ip6, filter). */
@@ -93,12 +76,12 @@ export class CompanionWriter implements CompanionSink {
       }
       for (const r of rules.rules) {
         if (r.table !== table) continue;
-        tx.add({ kind: 'rule', chain: r.chain, exprs: ruleExprs(r, this.family, setIndex).map(toNft) });
+        tx.add({ kind: 'rule', chain: r.chain, exprs: ruleExprs(r, this.family, setIndex) });
       }
       for (const j of jumps) {
         const to = j.target.t === 'jump' ? j.target.chain : '';
         const present = existing.some((r) => r.chain === j.chain && r.exprs.some((e) => e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict && e.verdict.chain === to));
-        if (!present) tx.insert({ kind: 'rule', chain: j.chain, exprs: ruleExprs(j, this.family, setIndex).map(toNft) });
+        if (!present) tx.insert({ kind: 'rule', chain: j.chain, exprs: ruleExprs(j, this.family, setIndex) });
       }
       messages += (await client.run(tx, signal)).messages;
     }

@@ -29,11 +29,10 @@ import {
   rejectTarget,
   setMatch,
 } from '../../netlink/nftables/expr/xt-info.ts';
-import type { XtMatchExpr } from '../../netlink/nftables/expr/xt-match.ts';
-import type { XtTargetExpr } from '../../netlink/nftables/expr/xt-target.ts';
 import type { IptRule, Match } from './rules.ts';
 
-export type CompatExpr = NftExpr | XtMatchExpr | XtTargetExpr;
+/** The expressions of a companion rule: native ones and the xtables-compat match/target. */
+export type CompatExpr = NftExpr;
 
 const PROTO: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
 const u32le = (n: number): Uint8Array => {

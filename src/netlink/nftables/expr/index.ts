@@ -45,6 +45,10 @@ import { payload } from './payload.ts';
 import type { PayloadExpr } from './payload.ts';
 import { reject } from './reject.ts';
 import type { RejectExpr } from './reject.ts';
+import { xtMatch } from './xt-match.ts';
+import type { XtMatchExpr } from './xt-match.ts';
+import { xtTarget } from './xt-target.ts';
+import type { XtTargetExpr } from './xt-target.ts';
 
 /** An expression the codec does not know; kept verbatim so a decoded rule can be re-sent. */
 export interface UnknownExpr {
@@ -55,11 +59,13 @@ export interface UnknownExpr {
 
 export type NftExpr =
   | PayloadExpr | MetaExpr | CmpExpr | BitwiseExpr | LookupExpr | ImmediateExpr | NumgenExpr | NatExpr | MasqExpr
-  | RejectExpr | CtExpr | FibExpr | CounterExpr | DynsetExpr | LimitExpr | LogExpr | NotrackExpr | UnknownExpr;
+  | RejectExpr | CtExpr | FibExpr | CounterExpr | DynsetExpr | LimitExpr | LogExpr | NotrackExpr
+  | XtMatchExpr | XtTargetExpr | UnknownExpr;
 
 type Known = Exclude<NftExpr, UnknownExpr>;
 const CODECS: { [K in Known['type']]: ExprCodec<Extract<Known, { type: K }>> } = {
   payload, meta, cmp, bitwise, lookup, immediate, numgen, nat, masq, reject, ct, fib, counter, dynset, limit, log, notrack,
+  xtmatch: xtMatch, xttarget: xtTarget,
 };
 const BY_NAME = new Map<string, ExprCodec<Known>>(Object.values(CODECS).map((c) => [c.name, c as ExprCodec<Known>]));
 
@@ -123,7 +129,7 @@ export type { EncodeContext } from './common.ts';
 export { NO_SET_IDS } from './common.ts';
 export type {
   PayloadExpr, MetaExpr, CmpExpr, BitwiseExpr, LookupExpr, ImmediateExpr, NumgenExpr, NatExpr, MasqExpr,
-  RejectExpr, CtExpr, FibExpr, CounterExpr, DynsetExpr, LimitExpr, LogExpr, NotrackExpr,
+  RejectExpr, CtExpr, FibExpr, CounterExpr, DynsetExpr, LimitExpr, LogExpr, NotrackExpr, XtMatchExpr, XtTargetExpr,
 };
 export { PayloadBase } from './payload.ts';
 export { MetaKey } from './meta.ts';

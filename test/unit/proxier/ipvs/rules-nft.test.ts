@@ -9,6 +9,8 @@ import { ruleExprs } from '../../../../src/proxier/ipvs/rules-nft.ts';
 import type { CompatExpr } from '../../../../src/proxier/ipvs/rules-nft.ts';
 import { SetName } from '../../../../src/proxier/ipvs/index.ts';
 import type { LocalDetector } from '../../../../src/model/index.ts';
+import { NftMsg, NO_SET_IDS } from '../../../../src/netlink/nftables/index.ts';
+import { decodeRule, ruleMessage } from '../../../../src/netlink/nftables/rule.ts';
 
 const noDetect: LocalDetector = { mode: 'ClusterCIDR', cidrs: [], interfaceName: '', implemented: false };
 
@@ -111,4 +113,15 @@ test('bytes of the native parts: -s as a 1-byte load for /8, mark mask and value
     { type: 'bitwise', sreg: 1, dreg: 1, len: 2, mask: Uint8Array.of(0xff, 0xf0), xor: new Uint8Array(2) },
     { type: 'cmp', sreg: 1, op: 'neq', data: Uint8Array.of(0xfd, 0x00) },
   ]);
+});
+
+test('every companion rule, xt match and target included, decodes from its own message to the same expressions', (t) => {
+  const scope = { family: 'ip', table: 'nat' } as const;
+  for (const r of rules.rules) {
+    const exprs = ruleExprs(r, 'IPv4', idx);
+    const msg = ruleMessage(scope, NftMsg.NEWRULE, 0, { kind: 'rule', chain: r.chain, exprs }, r.chain, { handle: false, body: true }, NO_SET_IDS);
+    const back = decodeRule({ payload: msg.payload }).rule.exprs;
+    t.deepEqual(back, exprs, r.chain);
+    t.false(back.some((e) => e.type === 'unknown'), `${r.chain}: every expression has a codec`);
+  }
 });
