@@ -94,8 +94,8 @@ export class Netns {
   }
 
   /** Starts a Node process inside the namespace that runs exported functions on request. */
-  async agent(): Promise<NetnsAgent> {
-    const a = await NetnsAgent.start(this.name);
+  async agent(nodeArgs: readonly string[] = []): Promise<NetnsAgent> {
+    const a = await NetnsAgent.start(this.name, nodeArgs);
     this.agents.push(a);
     return a;
   }
@@ -151,13 +151,14 @@ export class NetnsAgent {
     });
   }
 
-  static async start(ns: string): Promise<NetnsAgent> {
+  /** `nodeArgs`: options for that Node (e.g. the daemon's V8 flags, for a measured process). */
+  static async start(ns: string, nodeArgs: readonly string[] = []): Promise<NetnsAgent> {
     const script = fileURLToPath(new URL('./netns-agent.ts', import.meta.url));
     // fork() runs: execPath ...execArgv script; so this is `ip netns exec NS node script`
     // with the IPC channel inherited across the exec.
     const child = fork(script, [], {
       execPath: systemTool('ip'),
-      execArgv: ['netns', 'exec', ns, process.execPath],
+      execArgv: ['netns', 'exec', ns, process.execPath, ...nodeArgs],
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });

@@ -143,5 +143,5 @@ test('staging keeps production packages only, this platform\'s addons only, no b
   t.false(keepFile('node_modules/a', '.eslintrc'));
   t.false(keepFile('node_modules/a', 'test/x.js'));
   t.true(keepFile('node_modules/a', 'lib/test.js'));
-  t.regex(WRAPPER, /^exec \/usr\/lib\/kube-proxy-ts\/node_modules\/node\/bin\/node \/usr\/lib\/kube-proxy-ts\/bin\/kube-proxy-ts\.js "\$@"$/m);
+  t.regex(WRAPPER, /^exec \/usr\/lib\/kube-proxy-ts\/node_modules\/node\/bin\/node --max-semi-space-size=8 \/usr\/lib\/kube-proxy-ts\/bin\/kube-proxy-ts\.js "\$@"$/m, 'the daemon runs with its V8 options (src/daemon/node-flags.ts)');
 });
