@@ -10,9 +10,13 @@
 //                                deletes entries to frontends whose reply source is not a
 //                                serving endpoint, nothing else (plan.ts).
 //
-// Each run: one dump per family and protocol (kernel-filtered by what the targets share),
-// a pure selection (plan.ts), then deletes in batches of `batchSize`, all under one time
-// bound (AbortSignal + `timeoutMs`). What failed — a dump, a batch with errors, a batch not
+// Each run: the filters a kernel-side flush deletes exactly (Linux 6.12+; plan.ts,
+// kernelFlushable) go first, one request each, at most `maxKernelFlushes` per run (each walks
+// the whole table); then one dump per family and protocol for the rest (kernel-filtered by
+// what they share), a pure selection (plan.ts), and deletes in batches of `batchSize`, all
+// under one time bound (AbortSignal + `timeoutMs`). On a kernel without filtered flushes
+// (6.1) the first flush is refused before deleting anything, and from then on every filter
+// takes the dump. What failed — a dump, a flush, a batch with errors, a batch not
 // reached before the deadline — keeps its targets for the next schedule() (at most
 // `maxAttempts` runs); entries already gone (ENOENT) are not failures. Every run reports
 // its figures to the injected `counters` callback. Planning lives in plan.ts; this file
@@ -35,15 +39,19 @@ import { systemClock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
 import type { DesiredState, StaleTarget } from '../model/index.ts';
 import { filterText, openConntrack, tupleText } from '../netlink/conntrack/index.ts';
-import type { DeleteOptions, DeleteReport, Flow, FlowFilter } from '../netlink/conntrack/index.ts';
+import type { DeleteOptions, DeleteReport, Flow, FlowFilter, FlushResult } from '../netlink/conntrack/index.ts';
 import type { ConnectionOptions, SocketOptions } from '../netlink/core/index.ts';
-import type { IndexOptions, PendingTarget, ServingIndex } from './plan.ts';
-import { mergeTargets, planFlush, reconcileDumps, retainFailed, selectReconcile, selectStale, servingIndex } from './plan.ts';
+import type { DumpGroup, IndexOptions, PendingTarget, PlannedFilter, ServingIndex } from './plan.ts';
+import { kernelFlushable, mergeTargets, planFlush, reconcileDumps, retainFailed, selectReconcile, selectStale, servingIndex, withoutFilters } from './plan.ts';
 
 /** What the flusher needs of a ConntrackClient (which provides it). */
 export interface FlusherClient {
   dump(filter: FlowFilter, opts?: { signal?: AbortSignal }): Promise<Flow[]>;
   deleteMany(targets: Iterable<Flow>, opts?: DeleteOptions): Promise<DeleteReport>;
+  /** Whether flushMatching may act on this filter (the kernel matches it exactly and was not found unable). */
+  canFlush?(filter: FlowFilter): boolean;
+  /** One kernel-side flush of the filter's entries; undefined (nothing deleted) when the kernel cannot. */
+  flushMatching?(filter: FlowFilter, opts?: { signal?: AbortSignal }): Promise<FlushResult | undefined>;
 }
 
 /** The figures of one run, for metrics. */
@@ -55,14 +63,16 @@ export interface FlushRunReport {
   readonly targets: number;
   /** Entries selected for deletion. */
   readonly matched: number;
-  /** Entries the kernel removed. */
+  /** Entries the kernel removed (for kernel-side flushes, as the table's size shrank: see FlushResult). */
   readonly deleted: number;
   /** Entries already gone when deleted (expired or removed by someone else): not errors. */
   readonly notFound: number;
   /** Entries a filter matched but the guard kept (their reply source serves the frontend). */
   readonly kept: number;
-  /** Failed dumps, failed deletes, and a time-out or abort (one each). */
+  /** Failed dumps, flushes and deletes, and a time-out or abort (one each). */
   readonly errors: number;
+  /** Kernel-side flush requests that deleted (flush runs; 0 on a kernel before 6.12). */
+  readonly kernelFlushes: number;
   readonly durationMs: number;
   /** The run hit its time bound (or close()) before it was done. */
   readonly timedOut: boolean;
@@ -83,6 +93,10 @@ export interface ConntrackFlusherOptions {
   batchSize?: number;
   /** Runs a target may fail before it is given up (logged). Default 10. */
   maxAttempts?: number;
+  /** false: never flush by filter, always dump and delete. Default true (used where the kernel can). */
+  kernelFlush?: boolean;
+  /** Kernel-side flushes per run at most (each walks the whole table); beyond, filters take the dump. Default 16. */
+  maxKernelFlushes?: number;
   /** Local addresses, for un-DNATed node-port entries when node ports answer on every address (see plan.ts). */
   isLocalAddress?: IndexOptions['isLocalAddress'];
   clock?: Clock;
@@ -93,6 +107,19 @@ export interface ConntrackFlusherOptions {
 export const DEFAULT_FLUSH_TIMEOUT_MS = 10_000;
 export const DEFAULT_FLUSH_BATCH = 4096;
 export const DEFAULT_MAX_ATTEMPTS = 10;
+export const DEFAULT_MAX_KERNEL_FLUSHES = 16;
+
+/** What one flush run has done so far (deleteBatches adds to deleted, notFound, errors). */
+interface RunTotals {
+  /** Keys of the targets to retry: a dump, flush or delete for them failed or was not reached. */
+  readonly failedKeys: Set<string>;
+  deleted: number;
+  notFound: number;
+  errors: number;
+  matched: number;
+  kernelFlushes: number;
+  aborted: boolean;
+}
 
 class FlushTimeout extends Error {
   constructor(ms: number) {
@@ -108,6 +135,8 @@ export class ConntrackFlusher {
   private readonly timeoutMs: number;
   private readonly batchSize: number;
   private readonly maxAttempts: number;
+  private readonly kernelFlush: boolean;
+  private readonly maxKernelFlushes: number;
   private readonly clock: Clock;
   private readonly indexOpts: IndexOptions;
   private readonly onClose: (() => void) | undefined;
@@ -133,6 +162,8 @@ export class ConntrackFlusher {
     this.timeoutMs = o.timeoutMs ?? DEFAULT_FLUSH_TIMEOUT_MS;
     this.batchSize = o.batchSize ?? DEFAULT_FLUSH_BATCH;
     this.maxAttempts = o.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+    this.kernelFlush = o.kernelFlush ?? true;
+    this.maxKernelFlushes = Math.max(0, Math.floor(o.maxKernelFlushes ?? DEFAULT_MAX_KERNEL_FLUSHES));
     this.clock = o.clock ?? systemClock;
     this.indexOpts = o.isLocalAddress ? { isLocalAddress: o.isLocalAddress } : {};
     this.onClose = o.onClose;
@@ -301,14 +332,50 @@ export class ConntrackFlusher {
     return { failed, aborted };
   }
 
+  /**
+   * The kernel-side flushes of one group. Returns the filters done with (flushed, or failed
+   * and left for the next run); the rest of the group goes through the dump.
+   */
+  private async flushGroup(group: DumpGroup, index: ServingIndex | undefined, budget: { left: number }, signal: AbortSignal, run: RunTotals): Promise<Set<PlannedFilter>> {
+    const done = new Set<PlannedFilter>();
+    const client = this.client;
+    if (!this.kernelFlush || !client.flushMatching || !client.canFlush) return done;
+    const flushable = kernelFlushable(group, index, (f) => client.canFlush!(f));
+    // Each flush walks the whole table: past the budget, the group's one dump (one walk)
+    // takes all of its filters instead.
+    if (flushable.length === 0 || flushable.length > budget.left) return done;
+    budget.left -= flushable.length;
+    for (const pf of flushable) {
+      if (signal.aborted) break;
+      let r: FlushResult | undefined;
+      try {
+        r = await client.flushMatching(pf.filter, { signal });
+      } catch (e) {
+        // Not dumped now: its targets are retried with the next schedule(), as a failed dump's.
+        done.add(pf);
+        for (const k of pf.targets) run.failedKeys.add(k);
+        if (signal.aborted) run.aborted = true;
+        else {
+          run.errors++;
+          this.log.warn('Flushing conntrack entries by filter failed', { filter: filterText(pf.filter), error: String((e as Error)?.message ?? e) });
+        }
+        continue;
+      }
+      if (!r) break; // the kernel cannot (before 6.12): this filter and the rest take the dump
+      done.add(pf);
+      run.kernelFlushes++;
+      run.deleted += r.deleted;
+      run.matched += r.deleted;
+    }
+    return done;
+  }
+
   private async runFlush(batch: Map<string, PendingTarget>): Promise<void> {
     const t0 = this.clock.now();
     const { signal, done } = this.runSignal();
-    const failedKeys = new Set<string>();
-    const totals = { deleted: 0, notFound: 0, errors: 0 };
-    let matched = 0;
+    const run: RunTotals = { failedKeys: new Set<string>(), deleted: 0, notFound: 0, errors: 0, matched: 0, kernelFlushes: 0, aborted: false };
+    const failedKeys = run.failedKeys;
     let kept = 0;
-    let aborted = false;
     try {
       const plan = planFlush(batch);
       const indexes = new Map<IPFamily, ServingIndex | undefined>();
@@ -316,12 +383,16 @@ export class ConntrackFlusher {
         if (!indexes.has(family)) indexes.set(family, this.index(family));
         return indexes.get(family);
       };
+      const budget = { left: this.maxKernelFlushes };
       const toDelete: Flow[] = [];
       /** The targets that chose each entry of toDelete (same index). */
       const owners: (readonly string[])[] = [];
-      for (const group of plan.groups) {
+      for (const whole of plan.groups) {
+        const flushed = signal.aborted ? new Set<PlannedFilter>() : await this.flushGroup(whole, indexOf(whole.family), budget, signal, run);
+        const group = withoutFilters(whole, flushed);
+        if (!group) continue;
         if (signal.aborted) {
-          aborted = true;
+          run.aborted = true;
           for (const k of group.targets) failedKeys.add(k);
           continue;
         }
@@ -329,9 +400,9 @@ export class ConntrackFlusher {
         try {
           flows = await this.client.dump(group.dump, { signal });
         } catch (e) {
-          if (signal.aborted) aborted = true;
+          if (signal.aborted) run.aborted = true;
           else {
-            totals.errors++;
+            run.errors++;
             this.log.warn('Dumping conntrack entries failed', { filter: filterText(group.dump), error: String((e as Error)?.message ?? e) });
           }
           for (const k of group.targets) failedKeys.add(k);
@@ -344,27 +415,42 @@ export class ConntrackFlusher {
           owners.push(s.targets);
         }
       }
-      matched = toDelete.length;
-      const del = await this.deleteBatches(toDelete, signal, totals);
-      aborted ||= del.aborted;
+      run.matched += toDelete.length;
+      const del = await this.deleteBatches(toDelete, signal, run);
+      run.aborted ||= del.aborted;
       for (const [start, end] of del.failed) for (let i = start; i < end; i++) for (const k of owners[i]!) failedKeys.add(k);
     } catch (e) {
       // A bad target (an address the filter refuses): it would fail again, so it is dropped.
-      totals.errors++;
+      run.errors++;
       this.log.error('Conntrack flush could not be planned', { error: String((e as Error)?.message ?? e), targets: batch.size });
     } finally {
       done();
     }
-    if (aborted) totals.errors++;
+    const aborted = run.aborted;
+    if (aborted) run.errors++;
     const { keep, dropped } = retainFailed([...failedKeys].map((k) => batch.get(k)!).filter(Boolean), this.maxAttempts);
     if (!this.closing.signal.aborted) mergeTargets(this.failed, keep);
     for (const d of dropped) this.log.error('Gave up deleting stale conntrack entries', { reason: d.target.reason, service: d.target.service, attempts: d.attempts });
     const durationMs = this.clock.now() - t0;
-    const fields = { targets: batch.size, matched, deleted: totals.deleted, notFound: totals.notFound, kept, errors: totals.errors, durationMs, retained: keep.length };
+    const fields = { targets: batch.size, matched: run.matched, deleted: run.deleted, notFound: run.notFound, kept, errors: run.errors, kernelFlushes: run.kernelFlushes, durationMs, retained: keep.length };
     if (aborted) this.log.warn('Conntrack flush stopped before it was done', { ...fields, reason: String(signal.reason?.message ?? signal.reason) });
-    else if (totals.errors > 0) this.log.warn('Conntrack flush had errors; its targets are retried at the next sync', fields);
+    else if (run.errors > 0) this.log.warn('Conntrack flush had errors; its targets are retried at the next sync', fields);
     else this.log.debug('Flushed stale conntrack entries', fields);
-    this.report({ mode: 'flush', families: [], targets: batch.size, matched, deleted: totals.deleted, notFound: totals.notFound, kept, errors: totals.errors, durationMs, timedOut: aborted, retained: keep.length, dropped: dropped.length });
+    this.report({
+      mode: 'flush',
+      families: [],
+      targets: batch.size,
+      matched: run.matched,
+      deleted: run.deleted,
+      notFound: run.notFound,
+      kept,
+      errors: run.errors,
+      kernelFlushes: run.kernelFlushes,
+      durationMs,
+      timedOut: aborted,
+      retained: keep.length,
+      dropped: dropped.length,
+    });
   }
 
   private async runReconcile(families: readonly IPFamily[]): Promise<void> {
@@ -412,6 +498,6 @@ export class ConntrackFlusher {
     const fields = { families: families.join(','), matched, deleted: totals.deleted, notFound: totals.notFound, errors: totals.errors, durationMs };
     if (aborted || totals.errors > 0) this.log.warn('Conntrack reconcile did not finish; it is retried at the next sync', fields);
     else this.log.info('Reconciled conntrack entries with the programmed Services', fields);
-    this.report({ mode: 'reconcile', families, targets: 0, matched, deleted: totals.deleted, notFound: totals.notFound, kept: 0, errors: totals.errors, durationMs, timedOut: aborted, retained: retry.size, dropped: 0 });
+    this.report({ mode: 'reconcile', families, targets: 0, matched, deleted: totals.deleted, notFound: totals.notFound, kept: 0, errors: totals.errors, kernelFlushes: 0, durationMs, timedOut: aborted, retained: retry.size, dropped: 0 });
   }
 }

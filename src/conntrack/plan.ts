@@ -17,6 +17,14 @@
 // (upstream unions all UDP ports of an IP), SCTP is included, and an un-DNATed entry counts
 // as a node-port one only on an address node ports answer on.
 //
+// Kernel-side flushes (Linux 6.12+, see netlink/conntrack/filter.ts): a filter may go as one
+// flush request instead of through the dump when the kernel matches it exactly and the guard
+// could keep none of its entries. kernelFlushable() decides that per filter from the desired
+// state alone: a service-IP filter (never a node-port one, whose guard looks at each entry's
+// destination) whose frontend has no serving endpoint the filter's reply source could be. In
+// practice: an endpoint removed for good (IPv4 UDP), a Service deleted. A "newly-active"
+// target, whose frontend now has endpoints, always goes through the dump.
+//
 // TCP never appears: flush filters and reconcile dumps are UDP and SCTP only, and every
 // decision re-checks the protocol.
 
@@ -173,7 +181,7 @@ export function isStaleAgainst(index: ServingIndex, f: Flow): boolean {
 // ---------------------------------------------------------------------------------------
 // Flush plans.
 
-interface PlannedFilter {
+export interface PlannedFilter {
   readonly filter: FlowFilter;
   readonly matches: (f: Flow) => boolean;
   /** A node-port filter: any destination address. */
@@ -192,6 +200,8 @@ export interface DumpGroup {
   readonly targets: ReadonlySet<string>;
   /** Filters by original destination port (every filter has one). */
   readonly byPort: ReadonlyMap<number, readonly PlannedFilter[]>;
+  /** Every filter of the group, in plan order. */
+  readonly filters: readonly PlannedFilter[];
 }
 
 export interface FlushPlan {
@@ -239,21 +249,58 @@ export function planFlush(pending: ReadonlyMap<string, PendingTarget>): FlushPla
     if (!g) groups.set(gk, (g = { family, proto, filters: [] }));
     g.filters.push({ filter, matches: compileFilter(filter), nodePort: filter.orig?.dst === undefined, targets });
   }
-  return {
-    empty,
-    groups: [...groups.values()].map((g) => {
-      const byPort = new Map<number, PlannedFilter[]>();
-      const targets = new Set<string>();
-      for (const pf of g.filters) {
-        const port = pf.filter.orig!.dstPort!;
-        const list = byPort.get(port);
-        if (list) list.push(pf);
-        else byPort.set(port, [pf]);
-        for (const t of pf.targets) targets.add(t);
-      }
-      return { family: g.family, proto: g.proto, dump: commonFilter(g.filters.map((f) => f.filter)), targets, byPort };
-    }),
-  };
+  return { empty, groups: [...groups.values()].map((g) => makeGroup(g.family, g.proto, g.filters)) };
+}
+
+function makeGroup(family: IPFamily, proto: number, filters: readonly PlannedFilter[]): DumpGroup {
+  const byPort = new Map<number, PlannedFilter[]>();
+  const targets = new Set<string>();
+  for (const pf of filters) {
+    const port = pf.filter.orig!.dstPort!;
+    const list = byPort.get(port);
+    if (list) list.push(pf);
+    else byPort.set(port, [pf]);
+    for (const t of pf.targets) targets.add(t);
+  }
+  return { family, proto, dump: commonFilter(filters.map((f) => f.filter)), targets, byPort, filters };
+}
+
+/** The group without the given filters (its dump narrowed to what the rest share), or undefined when none is left. */
+export function withoutFilters(group: DumpGroup, drop: ReadonlySet<PlannedFilter>): DumpGroup | undefined {
+  if (drop.size === 0) return group;
+  const rest = group.filters.filter((pf) => !drop.has(pf));
+  return rest.length === 0 ? undefined : makeGroup(group.family, group.proto, rest);
+}
+
+/**
+ * Whether the guard of selectStale could keep an entry this filter matches. False means one
+ * kernel-side flush of the filter deletes what the dump path would. Without a desired state
+ * there is no guard; a node-port filter's guard depends on each entry's destination.
+ */
+export function guardMayKeep(pf: PlannedFilter, index: ServingIndex | undefined): boolean {
+  if (!index) return false;
+  if (pf.nodePort) return true;
+  const f = pf.filter;
+  const proto = f.proto!;
+  const port = f.orig!.dstPort!;
+  // allowedFor(): the frontend's endpoints, else (conditionally) a node port's of that number.
+  const allowed = index.frontends.get(frontendKey(proto, f.orig!.dst!, port)) ?? index.nodePorts.get(nodePortKey(proto, port));
+  if (!allowed || allowed.size === 0) return false;
+  const src = f.reply?.src;
+  if (src === undefined) return true; // any reply source, some of them serving
+  const srcPort = f.reply?.srcPort;
+  if (srcPort !== undefined) return allowed.has(endpointKey(src, srcPort));
+  const prefix = endpointKey(src, undefined);
+  for (const e of allowed) if (e.startsWith(prefix)) return true;
+  return false;
+}
+
+/**
+ * The filters of a group to delete by kernel-side flush: those the kernel matches exactly
+ * (`exact`, the client's canFlush) and the guard keeps nothing of.
+ */
+export function kernelFlushable(group: DumpGroup, index: ServingIndex | undefined, exact: (f: FlowFilter) => boolean): PlannedFilter[] {
+  return group.filters.filter((pf) => !guardMayKeep(pf, index) && exact(pf.filter));
 }
 
 /** An entry chosen for deletion and the targets that chose it. */
@@ -275,6 +322,7 @@ export interface Selection {
 export function selectStale(group: DumpGroup, flows: Iterable<Flow>, index?: ServingIndex): Selection {
   const selected: Selected[] = [];
   let kept = 0;
+  const g = index ? guardLookups(index) : undefined;
   for (const f of flows) {
     if (f.family !== group.family || f.orig.proto !== group.proto || !FLUSH_PROTOS.has(f.orig.proto) || f.orig.dstPort === undefined) continue;
     const candidates = group.byPort.get(f.orig.dstPort);
@@ -286,22 +334,60 @@ export function selectStale(group: DumpGroup, flows: Iterable<Flow>, index?: Ser
       if (pf.nodePort && index) {
         // Only entries that went to a node port of ours: not to a service IP that happens to
         // use the same port number, not to another host's port.
-        if (index.frontends.has(frontendKey(f.orig.proto, f.orig.dst, f.orig.dstPort))) continue;
+        if (g!.frontend(f)) continue;
         if (!isDNATed(f) && !index.nodePortAddress(f.orig.dst)) continue;
       }
       targets = targets === undefined ? pf.targets : [...new Set([...targets, ...pf.targets])];
     }
     if (!targets) continue;
-    if (index) {
-      const allowed = allowedFor(index, f);
-      if (allowed?.has(endpointKey(f.reply.src, f.reply.srcPort))) {
-        kept++;
-        continue;
-      }
+    if (g?.serves(f)) {
+      kept++;
+      continue;
     }
     selected.push({ flow: f, targets });
   }
   return { selected, kept };
+}
+
+/**
+ * index.frontends of an entry's destination, and allowedFor(index, f).has(its reply source),
+ * memoized on the last destination and reply source seen: a dump's entries come grouped by
+ * both (10,000 entries to one Service and one endpoint), so this builds one string key per
+ * change instead of two per entry.
+ */
+function guardLookups(index: ServingIndex): { frontend(f: Flow): ReadonlySet<string> | undefined; serves(f: Flow): boolean } {
+  let proto = -1;
+  let dst: string | undefined;
+  let port: number | undefined;
+  let front: ReadonlySet<string> | undefined;
+  let set: ReadonlySet<string> | undefined;
+  let src: string | undefined;
+  let srcPort: number | undefined;
+  let has = false;
+  const frontend = (f: Flow): ReadonlySet<string> | undefined => {
+    if (f.orig.proto !== proto || f.orig.dst !== dst || f.orig.dstPort !== port) {
+      proto = f.orig.proto;
+      dst = f.orig.dst;
+      port = f.orig.dstPort;
+      front = port === undefined ? undefined : index.frontends.get(frontendKey(proto, dst, port));
+    }
+    return front;
+  };
+  return {
+    frontend,
+    serves(f) {
+      // allowedFor(): the frontend's endpoints, else (conditionally) the node port's.
+      const allowed = frontend(f) ?? allowedFor(index, f);
+      if (!allowed) return false;
+      if (allowed !== set || f.reply.src !== src || f.reply.srcPort !== srcPort) {
+        set = allowed;
+        src = f.reply.src;
+        srcPort = f.reply.srcPort;
+        has = allowed.has(endpointKey(src, srcPort));
+      }
+      return has;
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
-// From the model's stale targets to ctnetlink dump filters: the pure, netlink-facing half of
-// the flusher. ConntrackClient.deleteMatching(staleFlowFilters(targets)) then dumps once per
-// family and protocol and deletes exactly the matching entries. (The loop that runs this
-// after each committed sync, bounded and retried, is not here yet.)
+// From the model's stale targets to ctnetlink filters: the pure, netlink-facing half of the
+// flusher (plan.ts groups them; flusher.ts deletes what they select, by a kernel-side flush
+// where the kernel matches a filter exactly, else by dump and delete).
 //
 //   endpoint-removed   orig dst = each Service IP:port, and orig dport = the NodePort (any
 //                      node address), whose reply came from the removed endpoint IP:port

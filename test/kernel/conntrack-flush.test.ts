@@ -111,7 +111,10 @@ for (const flush of [true, false]) {
     t.true(from(sentBefore, 'pod1') >= 1, `before the sync: ${JSON.stringify(sentBefore)}`);
     const now = await ct(c);
     if (flush) {
-      t.like(r.flush[0], { mode: 'flush', deleted: 1, errors: 0, timedOut: false } satisfies Partial<FlushRunReport>);
+      // 6.18 flushes by filter (one request); its count is the table shrinking, which a
+      // datagram of the running client may offset: the entry itself is checked below.
+      t.like(r.flush[0], { mode: 'flush', kernelFlushes: 1, errors: 0, timedOut: false } satisfies Partial<FlushRunReport>);
+      t.true(r.flush[0]!.deleted === 1 || r.flush[0]!.deleted === 0, `deleted ${r.flush[0]!.deleted}`);
       t.true(r.flushedAt - r.syncedAt < 2000, `flush took ${r.flushedAt - r.syncedAt} ms`);
       t.is(from(sentAfter, 'pod1'), 0, `after the flush, never the removed endpoint: ${JSON.stringify(sentAfter)}`);
       t.true(from(sentAfter, 'pod2') >= 2, `after the flush, the new endpoint: ${JSON.stringify(sentAfter)}`);

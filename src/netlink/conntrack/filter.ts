@@ -1,5 +1,7 @@
-// Which entries a dump returns. Every filter is applied on our side too, so the answer is the
-// same whether the kernel filtered or not: the kernel's part only saves copying entries.
+// Which entries a dump returns, and which a kernel-side flush deletes. Every dump filter is
+// applied on our side too, so the answer is the same whether the kernel filtered or not: the
+// kernel's part only saves copying entries. A flush has no such second look, so it is only
+// used for the filters the kernel matches exactly (exactInKernel).
 //
 // Kernel-side filtering in a dump request (net/netfilter/nf_conntrack_netlink.c,
 // ctnetlink_alloc_filter), as verified by experiment on 6.18 (test/kernel/conntrack-*) and
@@ -12,6 +14,7 @@
 //   CTA_ZONE                                      ignored    yes
 //   CTA_FILTER: protocol, ports, IPv4 addresses   yes        yes
 //   CTA_FILTER: IPv6 addresses                    inverted   inverted
+//   CTA_FILTER in a DELETE (filtered flush)       refused    yes (since 6.12)
 //
 // CTA_FILTER { ORIG_FLAGS, REPLY_FLAGS } comes with a CTA_TUPLE_ORIG / CTA_TUPLE_REPLY holding
 // the values to match, field by field (CTA_FILTER_F_*). conntrack-tools 1.4.7 never sends it
@@ -22,15 +25,28 @@
 // Quirks:
 //   - the flags are host-order u32 (nla_get_u32), all the rest is network order;
 //   - ports are parsed only with CTA_FILTER_F_PROTO_NUM and CTA_PROTO_NUM (else EINVAL);
+//   - ports are compared for TCP and UDP only (ctnetlink_filter_match_tuple): for SCTP,
+//     DCCP, UDP-Lite the kernel accepts the ports and ignores them;
 //   - any CTA_FILTER needs an IPv4/IPv6 family in nfgenmsg (AF_UNSPEC: EOPNOTSUPP), so a
 //     filter without a family is sent as two dumps, one per family;
 //   - the IPv6 address match is inverted (entries whose address *differs* pass), so IPv6
 //     addresses are always matched here, never by the kernel.
+//
+// Filtered flush. "netfilter: ctnetlink: support CTA_FILTER for flush" (net-next pull of
+// September 2024, so Linux 6.12; in 6.12.y and 6.18.y, not in 6.1.y) made
+// IPCTNL_MSG_CT_DELETE with CTA_FILTER a flush of exactly the matching entries: one
+// request, one walk of the table inside the kernel, no entry copied out (10,000 entries in
+// about 10 ms here, against 60-100 ms for a dump and pipelined deletes). The kernel reports
+// no count. Before 6.12 (6.1 among them) ctnetlink_del_conntrack reads a DELETE carrying
+// CTA_TUPLE_ORIG or CTA_TUPLE_REPLY as a delete of that one tuple, parsed with every field
+// required, and a DELETE without a tuple as a flush that refuses CTA_FILTER (EOPNOTSUPP).
+// So a filter whose tuples are partial (exactInKernel insists on it) is refused with EINVAL
+// or EOPNOTSUPP before anything is deleted, and the caller falls back to dump and delete.
 
 import type { IPFamily } from '../../base/ip.ts';
 import { parseIP } from '../../base/ip.ts';
 import type { AttrWriter } from '../core/index.ts';
-import { CTA, CTA_FILTER, CTA_FILTER_F, CTA_IP, CTA_PROTO, CTA_TUPLE } from './constants.ts';
+import { CTA, CTA_FILTER, CTA_FILTER_F, CTA_IP, CTA_PROTO, CTA_TUPLE, IPPROTO } from './constants.ts';
 import type { Flow, Tuple } from './flow.ts';
 import { protoName } from './flow.ts';
 
@@ -153,6 +169,43 @@ function kernelPart(f: FlowFilter): KernelTupleFilter {
 export function hasKernelTupleFilter(f: FlowFilter): boolean {
   const k = kernelPart(f);
   return (k.origFlags | k.replyFlags) !== 0;
+}
+
+const isU = (v: number | undefined, max: number): boolean => v === undefined || (Number.isInteger(v) && v >= 0 && v <= max);
+const validMatch = (m: TupleMatch | undefined): boolean => m === undefined || (isU(m.srcPort, 0xffff) && isU(m.dstPort, 0xffff));
+const hasAddr = (m: TupleMatch | undefined): boolean => m !== undefined && (m.src !== undefined || m.dst !== undefined);
+const hasPort = (m: TupleMatch | undefined): boolean => m !== undefined && (m.srcPort !== undefined || m.dstPort !== undefined);
+/** A tuple with every field given: a kernel before 6.12 would delete that one entry by it. */
+const complete = (m: TupleMatch | undefined): boolean =>
+  m !== undefined && m.src !== undefined && m.dst !== undefined && m.srcPort !== undefined && m.dstPort !== undefined;
+
+/**
+ * True when one kernel-side flush with this filter (flushRequest, Linux 6.12+) deletes exactly
+ * the entries flowMatches() accepts, on every kernel that carries it out, and is refused
+ * without deleting anything by every kernel that does not. That takes:
+ *   - a protocol, and at least one address or port (never "every UDP entry");
+ *   - ports only for TCP and UDP (the only protocols whose ports the kernel compares);
+ *   - an IPv4 family for addresses (the kernel's IPv6 address match is inverted);
+ *   - no mark, status or zone (the flusher needs none; their kernel semantics differ at the edges);
+ *   - no direction with all four of src, dst, srcPort, dstPort: a kernel before 6.12 reads
+ *     such a tuple as "delete this one entry" and ignores the rest of the filter.
+ */
+export function exactInKernel(f: FlowFilter): boolean {
+  if (f.mark !== undefined || f.status !== undefined || f.zone !== undefined) return false;
+  if (f.proto === undefined || !isU(f.proto, 255)) return false;
+  if (!hasFields(f.orig) && !hasFields(f.reply)) return false;
+  if (!validMatch(f.orig) || !validMatch(f.reply)) return false;
+  if ((hasPort(f.orig) || hasPort(f.reply)) && f.proto !== IPPROTO.UDP && f.proto !== IPPROTO.TCP) return false;
+  if (complete(f.orig) || complete(f.reply)) return false;
+  let family: IPFamily | undefined;
+  try {
+    family = filterFamily(f);
+  } catch {
+    return false;
+  }
+  if (family === undefined) return false;
+  if (family === 'IPv6' && (hasAddr(f.orig) || hasAddr(f.reply))) return false;
+  return true;
 }
 
 function tupleFlags(f: FlowFilter, m: TupleMatch): number {

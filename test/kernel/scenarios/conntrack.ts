@@ -7,7 +7,7 @@ import type { Server, Socket } from 'node:net';
 import { createSocket } from 'node:dgram';
 import type { Socket as UdpSocket } from 'node:dgram';
 import { connect, NfnlSubsys, Protocol } from '../../../src/netlink/core/index.ts';
-import { deleteRequest, openConntrack } from '../../../src/netlink/conntrack/index.ts';
+import { DEFAULT_PER_DATAGRAM, deleteRequest, openConntrack } from '../../../src/netlink/conntrack/index.ts';
 import type { ConntrackClient, DeleteReport, Flow, FlowFilter, NewFlow, Tuple } from '../../../src/netlink/conntrack/index.ts';
 import { errorView as view } from './outcomes.ts';
 import type { ErrorView } from './outcomes.ts';
@@ -42,15 +42,56 @@ export function dumpAndDelete(filter: FlowFilter): Promise<{ found: number; repo
   });
 }
 
-export function deleteMatching(filters: FlowFilter[]): Promise<ReportView & { matched: number; dumps: number }> {
+export function deleteMatching(filters: FlowFilter[], kernelFlush = true): Promise<ReportView & { matched: number; dumps: number; flushes: number }> {
   return withClient(async (c) => {
-    const r = await c.deleteMatching(filters);
-    return { ...reportView(r), matched: r.matched, dumps: r.dumps };
+    const r = await c.deleteMatching(filters, { kernelFlush });
+    return { ...reportView(r), matched: r.matched, dumps: r.dumps, flushes: r.flushes };
   });
+}
+
+/** ConntrackClient.flushMatching: { deleted } after a kernel-side flush, null when it could not flush (and deleted nothing). */
+export function flushMatching(filter: FlowFilter): Promise<{ deleted: number; kernelFlushFilter: boolean | null } | null> {
+  return withClient(async (c) => {
+    const r = await c.flushMatching(filter);
+    return r ? { deleted: r.deleted, kernelFlushFilter: c.kernelFlushFilter ?? null } : null;
+  });
+}
+
+/**
+ * A DELETE with CTA_FILTER built from any filter, bypassing exactInKernel (the kernel's own
+ * matching, for tests that show why some filters never go to it). Null when the kernel
+ * accepted it, else the error.
+ */
+export async function rawFlush(filter: FlowFilter, family: 'IPv4' | 'IPv6'): Promise<ErrorView | null> {
+  const { AF_INET, AF_INET6, nfMessage, NfnlSubsys: Subsys } = await import('../../../src/netlink/core/index.ts');
+  const { CtMsg, writeDumpFilter } = await import('../../../src/netlink/conntrack/index.ts');
+  const conn = connect(Protocol.NETFILTER, { timeoutMs: 20_000 });
+  try {
+    await conn.request(nfMessage(Subsys.CTNETLINK, CtMsg.DELETE, family === 'IPv4' ? AF_INET : AF_INET6, 0, 'raw flush', (w) => writeDumpFilter(w, filter, true)));
+    return null;
+  } catch (e) {
+    return view(e);
+  } finally {
+    conn.close();
+  }
 }
 
 export function deleteTargets(targets: (Tuple | Flow)[], matchId = true): Promise<ReportView> {
   return withClient(async (c) => reportView(await c.deleteMany(targets, { matchId })));
+}
+
+/**
+ * deleteMany of `n` entries that do not exist, on a socket whose receive buffer is asked for
+ * `recvBufferBytes` (212992: what the stock net.core.rmem_max grants): every request fails
+ * with ENOENT, and every error reply must fit before we read any.
+ */
+export async function deleteAbsent(n: number, recvBufferBytes: number): Promise<ReportView> {
+  const { client, conn } = openConntrack({ timeoutMs: 20_000, recvBufferBytes });
+  try {
+    return reportView(await client.deleteMany(udpFlows(n, '10.96.0.77', '10.244.7.7').map((f) => f.orig)));
+  } finally {
+    conn.close();
+  }
 }
 
 export function deleteOne(target: Tuple | Flow): Promise<boolean | ErrorView> {
@@ -133,7 +174,7 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number; c
 }
 
 /** Inserts n entries, dumps them with a kernel-side filter, deletes them all, and times each step. */
-export async function benchDelete(n: number, perDatagram = 1024, warmup = 0): Promise<DeleteBench> {
+export async function benchDelete(n: number, perDatagram = DEFAULT_PER_DATAGRAM, warmup = 0): Promise<DeleteBench> {
   const { client, conn } = openConntrack({ timeoutMs: 60_000 });
   try {
     if (warmup > 0) {

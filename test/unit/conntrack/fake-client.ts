@@ -1,7 +1,8 @@
 // A conntrack table in memory behind the FlusherClient interface, with knobs for failures:
-// dumps that fail or hang until aborted, deletes that fail for chosen entries.
-import { compileFilter, IPPROTO, IPS, tupleText } from '../../../src/netlink/conntrack/index.ts';
-import type { DeleteOptions, DeleteReport, Flow, FlowFilter } from '../../../src/netlink/conntrack/index.ts';
+// dumps that fail or hang until aborted, deletes that fail for chosen entries. Flushing adds
+// the kernel-side flush by filter of Linux 6.12+ (or a kernel that refuses it, as 6.1 does).
+import { compileFilter, exactInKernel, IPPROTO, IPS, tupleText } from '../../../src/netlink/conntrack/index.ts';
+import type { DeleteOptions, DeleteReport, Flow, FlowFilter, FlushResult } from '../../../src/netlink/conntrack/index.ts';
 import { errnoNumber, NetlinkError } from '../../../src/netlink/core/index.ts';
 import type { FlusherClient } from '../../../src/conntrack/index.ts';
 
@@ -79,5 +80,43 @@ export class FakeConntrack implements FlusherClient {
       }
     }
     return report;
+  }
+}
+
+/**
+ * The table with ConntrackClient's flush by filter: `kernel` '6.12' deletes what the filter
+ * matches (the kernel matches exactly what exactInKernel accepts), '6.1' refuses every flush
+ * (remembered, as the client does). flushError makes flushes fail instead.
+ */
+export class FlushingConntrack extends FakeConntrack {
+  kernel: '6.12' | '6.1';
+  flushes: FlowFilter[] = [];
+  refused = 0;
+  flushError: Error | undefined;
+  private unable = false;
+
+  constructor(flows: Flow[] = [], kernel: '6.12' | '6.1' = '6.12') {
+    super(flows);
+    this.kernel = kernel;
+  }
+
+  canFlush(filter: FlowFilter): boolean {
+    return !this.unable && exactInKernel(filter);
+  }
+
+  async flushMatching(filter: FlowFilter, opts: { signal?: AbortSignal } = {}): Promise<FlushResult | undefined> {
+    if (opts.signal?.aborted) throw opts.signal.reason;
+    if (!this.canFlush(filter)) return undefined;
+    if (this.kernel === '6.1') {
+      this.refused++;
+      this.unable = true;
+      return undefined;
+    }
+    if (this.flushError) throw this.flushError;
+    this.flushes.push(filter);
+    const m = compileFilter(filter);
+    const before = this.table.length;
+    this.table = this.table.filter((f) => !m(f));
+    return { deleted: before - this.table.length };
   }
 }

@@ -8,7 +8,7 @@ import type { FlushRunReport } from '../../../src/conntrack/index.ts';
 import type { DesiredState, ServicePortId, StaleTarget } from '../../../src/model/index.ts';
 import { IPPROTO } from '../../../src/netlink/conntrack/index.ts';
 import { ep, newTracker, slice, svc } from '../model/helpers.ts';
-import { FakeConntrack, flow } from './fake-client.ts';
+import { FakeConntrack, FlushingConntrack, flow } from './fake-client.ts';
 
 const VIP = '10.96.0.10';
 const DEAD = '10.244.9.9';
@@ -24,7 +24,7 @@ function desired(endpoints: string[]): DesiredState {
   return t.checkout().desired;
 }
 
-function setup(table: FakeConntrack, o: { timeoutMs?: number; batchSize?: number; maxAttempts?: number } = {}) {
+function setup(table: FakeConntrack, o: { timeoutMs?: number; batchSize?: number; maxAttempts?: number; maxKernelFlushes?: number; kernelFlush?: boolean } = {}) {
   const reports: FlushRunReport[] = [];
   const logs = memoryLogger();
   const clock = new FakeClock();
@@ -194,4 +194,137 @@ test('close aborts the run in flight and ignores later work', async (t) => {
   await flusher.idle();
   t.is(reports.length, 1);
   t.is(flusher.backlog, 0);
+});
+
+// Kernel-side flush by filter (Linux 6.12+), and the fallback where the kernel refuses it.
+
+/** A NodePort service, for targets with a node-port filter next to the service-IP one. */
+function desiredNodePort(endpoints: string[]): DesiredState {
+  const { t } = newTracker();
+  t.onService(undefined, svc('dns', { type: 'NodePort', clusterIP: VIP, ports: [{ name: 'p', protocol: 'UDP', port: 53, nodePort: 30053 }] }));
+  t.onEndpointSlice(slice('dns-1', 'dns', endpoints.map((ip) => ep(ip)), { ports: [{ name: 'p', protocol: 'UDP', port: 8080 }] }), false);
+  return t.checkout().desired;
+}
+
+function mixedTable(kernel: '6.12' | '6.1') {
+  const stale = Array.from({ length: 50 }, (_, i) => toDead(40000 + i));
+  const healthy = flow({ dst: VIP, dport: 53, replySrc: LIVE, sport: 41000 });
+  const tcp = flow({ dst: VIP, dport: 53, replySrc: DEAD, sport: 41001, proto: IPPROTO.TCP });
+  const other = flow({ dst: '10.96.0.11', dport: 53, replySrc: DEAD, sport: 41002 });
+  const otherPort = flow({ dst: VIP, dport: 54, replySrc: DEAD, replyPort: 8080, sport: 41003 });
+  const table = new FlushingConntrack([...stale, healthy, tcp, other, otherPort], kernel);
+  return { table, stale, kept: [healthy, tcp, other, otherPort] };
+}
+
+test('a removed endpoint goes by one kernel-side flush: no dump, no per-entry delete, the rest untouched', async (t) => {
+  const { table, kept } = mixedTable('6.12');
+  const { flusher, reports } = setup(table);
+  flusher.schedule([removed(DEAD)], desired([LIVE]));
+  await flusher.idle();
+  t.deepEqual(table.table, kept);
+  t.deepEqual(table.flushes, [{ family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: VIP, dstPort: 53 }, reply: { src: DEAD, srcPort: 8080 } }]);
+  t.is(table.dumps.length, 0);
+  t.deepEqual(table.deleteCalls, []);
+  t.like(reports[0], { mode: 'flush', targets: 1, matched: 50, deleted: 50, kernelFlushes: 1, errors: 0, retained: 0 });
+});
+
+test('a kernel without filtered flush (6.1) refuses once; the run and later ones dump and delete the same entries', async (t) => {
+  const { table, kept } = mixedTable('6.1');
+  const { flusher, reports } = setup(table);
+  flusher.schedule([removed(DEAD)], desired([LIVE]));
+  await flusher.idle();
+  t.deepEqual(table.table, kept);
+  t.is(table.refused, 1);
+  t.is(table.dumps.length, 1);
+  t.like(reports[0], { matched: 50, deleted: 50, kernelFlushes: 0, errors: 0 });
+  table.table.push(toDead(45000));
+  flusher.schedule([removed(DEAD)], desired([LIVE]));
+  await flusher.idle();
+  t.is(table.refused, 1, 'not asked again');
+  t.deepEqual(table.table, kept);
+  t.like(reports[1], { deleted: 1, kernelFlushes: 0 });
+});
+
+test('what the guard might keep is never flushed by the kernel: newly-active, an endpoint that serves again, node ports', async (t) => {
+  // newly-active: the frontend has serving endpoints, and entries already DNATed to one stay.
+  const cached = flow({ dst: VIP, dport: 53, replySrc: VIP, replyPort: 53, sport: 40001 });
+  const onLive = flow({ dst: VIP, dport: 53, replySrc: LIVE, sport: 40002 });
+  const t1 = new FlushingConntrack([cached, onLive]);
+  const a = setup(t1);
+  a.flusher.schedule([{ ...base, reason: 'newly-active' }], desired([LIVE]));
+  await a.flusher.idle();
+  t.deepEqual(t1.flushes, []);
+  t.deepEqual(t1.table, [onLive]);
+  t.like(a.reports[0], { deleted: 1, kept: 1, kernelFlushes: 0 });
+
+  // The removed endpoint serves again (a retried target): its entries stay.
+  const back = toDead(40000);
+  const t2 = new FlushingConntrack([back]);
+  const b = setup(t2);
+  b.flusher.schedule([removed(DEAD)], desired([DEAD]));
+  await b.flusher.idle();
+  t.deepEqual(t2.flushes, []);
+  t.true(t2.has(back));
+  t.like(b.reports[0], { kept: 1, deleted: 0 });
+
+  // A NodePort target: the service-IP filter by flush, the node-port one by dump (its guard
+  // looks at each entry's destination); another host's port 30053 is never touched.
+  const viaNodePort = flow({ dst: '192.168.0.2', dport: 30053, replySrc: DEAD, sport: 40003 });
+  const foreign = flow({ dst: '192.168.7.7', dport: 30053, replySrc: '192.168.7.7', replyPort: 30053, sport: 40004 });
+  const viaVip = toDead(40005);
+  const t3 = new FlushingConntrack([viaNodePort, foreign, viaVip]);
+  const c = setup(t3);
+  c.flusher.schedule([{ ...removed(DEAD), nodePort: 30053 }], desiredNodePort([LIVE]));
+  await c.flusher.idle();
+  t.deepEqual(t3.flushes.map((f) => f.orig), [{ dst: VIP, dstPort: 53 }]);
+  t.deepEqual(t3.dumps, [{ family: 'IPv4', proto: IPPROTO.UDP, orig: { dstPort: 30053 }, reply: { src: DEAD, srcPort: 8080 } }], 'the dump narrowed to the node-port filter');
+  t.deepEqual(t3.table, [foreign]);
+  t.like(c.reports[0], { deleted: 2, kernelFlushes: 1, errors: 0 });
+});
+
+test('SCTP and IPv6 targets take the dump (the kernel would not match their filters exactly)', async (t) => {
+  const sctp = flow({ dst: VIP, dport: 53, replySrc: DEAD, sport: 40000, proto: IPPROTO.SCTP });
+  const v6 = flow({ family: 'IPv6', src: 'fd00::1', dst: 'fd00:96::10', dport: 53, replySrc: 'fd00:244::9', sport: 40001 });
+  const table = new FlushingConntrack([sctp, v6]);
+  const { flusher, reports } = setup(table);
+  flusher.schedule([
+    { ...removed(DEAD), protocol: 'SCTP' },
+    { ...removed('fd00:244::9'), family: 'IPv6', serviceIPs: ['fd00:96::10'] },
+  ]);
+  await flusher.idle();
+  t.deepEqual(table.flushes, []);
+  t.is(table.dumps.length, 2);
+  t.deepEqual(table.table, []);
+  t.like(reports[0], { deleted: 2, kernelFlushes: 0 });
+});
+
+test('a failed kernel flush keeps its targets for the next run; more filters than maxKernelFlushes take the dump', async (t) => {
+  const { table, kept } = mixedTable('6.12');
+  const { flusher, reports, logs } = setup(table);
+  table.flushError = new Error('ENOMEM');
+  flusher.schedule([removed(DEAD)], desired([LIVE]));
+  await flusher.idle();
+  t.like(reports[0], { deleted: 0, errors: 1, retained: 1, kernelFlushes: 0 });
+  t.is(table.dumps.length, 0, 'not dumped in the same run');
+  t.true(logs.records.some((r) => r.level === 'warn' && /by filter failed/.test(r.msg)));
+  table.flushError = undefined;
+  flusher.schedule([], desired([LIVE]));
+  await flusher.idle();
+  t.like(reports[1], { deleted: 50, errors: 0, retained: 0, kernelFlushes: 1 });
+  t.deepEqual(table.table, kept);
+
+  const many = new FlushingConntrack([toDead(40000), flow({ dst: VIP, dport: 53, replySrc: '10.244.9.10', sport: 40001 })]);
+  const capped = setup(many, { maxKernelFlushes: 1 });
+  capped.flusher.schedule([removed(DEAD), removed('10.244.9.10')], desired([LIVE]));
+  await capped.flusher.idle();
+  t.deepEqual(many.flushes, []);
+  t.is(many.dumps.length, 1);
+  t.like(capped.reports[0], { deleted: 2, kernelFlushes: 0 });
+
+  const off = new FlushingConntrack([toDead(40000)]);
+  const o = setup(off, { kernelFlush: false });
+  o.flusher.schedule([removed(DEAD)], desired([LIVE]));
+  await o.flusher.idle();
+  t.deepEqual(off.flushes, []);
+  t.like(o.reports[0], { deleted: 1, kernelFlushes: 0 });
 });

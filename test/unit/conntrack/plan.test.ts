@@ -2,10 +2,10 @@
 // built by the real model), and which a flush deletes once the guard applies.
 import test from 'ava';
 import { isStaleAgainst, servingIndex } from '../../../src/conntrack/index.ts';
-import { mergeTargets, planFlush, retainFailed, selectStale, targetKey } from '../../../src/conntrack/plan.ts';
+import { guardMayKeep, kernelFlushable, mergeTargets, planFlush, retainFailed, selectStale, targetKey, withoutFilters } from '../../../src/conntrack/plan.ts';
 import type { PendingTarget } from '../../../src/conntrack/plan.ts';
 import type { DesiredState, ServicePortId, StaleTarget } from '../../../src/model/index.ts';
-import { IPPROTO } from '../../../src/netlink/conntrack/index.ts';
+import { compileFilter, exactInKernel, IPPROTO } from '../../../src/netlink/conntrack/index.ts';
 import type { Flow } from '../../../src/netlink/conntrack/index.ts';
 import { ep, newTracker, node, slice, svc } from '../model/helpers.ts';
 import { flow, show } from './fake-client.ts';
@@ -160,4 +160,68 @@ test('reconcile: IPv6 and SCTP frontends, addresses compared canonically', (t) =
   t.false(isStaleAgainst(index, v6({ dst: 'fd00:96::10', dport: 53, replySrc: 'fd00:244:1::5', replyPort: 5353 })));
   t.true(isStaleAgainst(index, v6({ dst: 'fd00:96::10', dport: 53, replySrc: 'fd00:244:1::5', replyPort: 3868 })), 'the SCTP endpoint port is not the UDP one');
   t.false(isStaleAgainst(index, flow({ dst: '10.96.0.10', dport: 53, replySrc: DEAD })), 'IPv4 entries are not this index’s business');
+});
+
+test('kernel flush: a filter is flushable only where the dump path would delete exactly what it matches', (t) => {
+  const d = desired();
+  const index = servingIndex(d);
+  // Every entry a filter of these targets could match, in every shape the guard looks at.
+  const flows: Flow[] = [];
+  let sport = 30000;
+  for (const dst of ['10.96.0.10', '192.0.2.10', '10.96.0.20', '10.96.0.99', NODE_IP, '198.51.100.7']) {
+    for (const dport of [53, 30053]) {
+      for (const [replySrc, replyPort] of [[A, 5353], [B, 5353], [C, 5353], [DEAD, 5353], [DEAD, 8080], [E, 8080], [A, 9999], [dst, dport]] as const) {
+        flows.push(flow({ dst, dport, replySrc, replyPort, sport: sport++ }));
+      }
+    }
+  }
+  const dns = { ...base, serviceIPs: ['10.96.0.10', '192.0.2.10'] };
+  const np = { ...base, service: 'default/np:p/UDP' as ServicePortId, serviceIPs: ['10.96.0.20'], nodePort: 30053 };
+  const targets: [StaleTarget, string[]][] = [
+    // [target, the filters (orig dst) expected to be flushable]
+    [{ ...dns, reason: 'endpoint-removed', endpointIP: DEAD, endpointPort: 5353 }, ['10.96.0.10', '192.0.2.10']],
+    [{ ...dns, reason: 'endpoint-removed', endpointIP: C, endpointPort: 5353 }, ['10.96.0.10', '192.0.2.10']], // C no longer serves
+    [{ ...dns, reason: 'endpoint-removed', endpointIP: A, endpointPort: 5353 }, []], // A serves again: a retry
+    [{ ...dns, reason: 'endpoint-removed', endpointIP: A, endpointPort: 9999 }, ['10.96.0.10', '192.0.2.10']], // A, but not on that port
+    [{ ...dns, reason: 'endpoint-removed', endpointIP: A }, []], // no port: A serves on 5353
+    [{ ...dns, reason: 'newly-active' }, []], // the frontend has endpoints now
+    [{ ...dns, serviceIPs: ['10.96.0.99'], reason: 'service-deleted' }, ['10.96.0.99']], // no frontend left
+    [{ ...np, reason: 'endpoint-removed', endpointIP: DEAD, endpointPort: 8080 }, ['10.96.0.20']], // never the node-port filter
+  ];
+  for (const [target, expected] of targets) {
+    const plan = planFlush(pending(target));
+    const label = JSON.stringify(target);
+    const flushable = plan.groups.flatMap((g) => kernelFlushable(g, index, exactInKernel));
+    t.deepEqual(flushable.map((pf) => pf.filter.orig!.dst).sort(), expected, label);
+    for (const g of plan.groups) {
+      for (const pf of flushable) {
+        if (!g.filters.includes(pf)) continue;
+        // The invariant: alone in its group, the dump path selects exactly what the filter matches.
+        const alone = withoutFilters(g, new Set(g.filters.filter((x) => x !== pf)))!;
+        const viaDump = selectStale(alone, flows, index);
+        const m = compileFilter(pf.filter);
+        t.deepEqual(viaDump.selected.map((x) => show(x.flow)), flows.filter(m).map(show), `${label} ${JSON.stringify(pf.filter)}`);
+        t.is(viaDump.kept, 0);
+      }
+    }
+  }
+  // Without a desired state there is no guard: any exact filter may go (node-port ones too).
+  const npPlan = planFlush(pending({ ...np, reason: 'endpoint-removed', endpointIP: DEAD, endpointPort: 8080 }));
+  t.is(npPlan.groups.flatMap((g) => kernelFlushable(g, undefined, exactInKernel)).length, 2);
+  t.true(npPlan.groups[0]!.filters.some((pf) => pf.nodePort && guardMayKeep(pf, index)));
+});
+
+test('withoutFilters narrows the group and its dump to the filters left', (t) => {
+  const plan = planFlush(
+    pending({ ...base, reason: 'endpoint-removed', endpointIP: DEAD, endpointPort: 5353, serviceIPs: ['10.96.0.10'], nodePort: 30053 }),
+  );
+  const g = plan.groups[0]!;
+  t.is(g.filters.length, 2);
+  t.deepEqual(g.dump, { family: 'IPv4', proto: IPPROTO.UDP, reply: { src: DEAD, srcPort: 5353 } });
+  const vip = g.filters.find((pf) => !pf.nodePort)!;
+  const rest = withoutFilters(g, new Set([vip]))!;
+  t.deepEqual(rest.dump, { family: 'IPv4', proto: IPPROTO.UDP, orig: { dstPort: 30053 }, reply: { src: DEAD, srcPort: 5353 } });
+  t.deepEqual([...rest.byPort.keys()], [30053]);
+  t.is(withoutFilters(g, new Set(g.filters)), undefined);
+  t.is(withoutFilters(g, new Set()), g);
 });

@@ -142,6 +142,40 @@ export const cases: VmCase[] = [
     },
   },
   {
+    name: 'a filtered flush (CTA_FILTER in a DELETE, 6.12+) is refused by 6.1 before deleting anything; deletes fall back to dump and delete',
+    async run(note) {
+      await reset();
+      const stale: FlowFilter = { family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5' } };
+      const flushed = await S.flushMatching(stale);
+      // What the kernel answers to the request itself: with a partial CTA_TUPLE_ORIG, 6.1 takes
+      // the DELETE for a delete by tuple and refuses the tuple (EINVAL).
+      const raw = await S.rawFlush(stale, 'IPv4');
+      const replyOnly = await S.rawFlush({ family: 'IPv4', proto: IPPROTO.UDP, reply: { src: '10.244.1.5' } }, 'IPv4');
+      assert.equal(flushed, null, 'flushMatching: cannot, nothing deleted');
+      assert.ok(raw && replyOnly, 'refused');
+      assert.equal((await cliLines()).length, MIXED.length, 'nothing deleted by the refused requests');
+      const r = await S.deleteMatching([stale]);
+      note({ flushed, raw: raw.code, replyOnly: replyOnly.code, deleteMatching: r });
+      assert.deepEqual(r, { deleted: 2, notFound: 0, errors: [], matched: 2, dumps: 1, flushes: 0 });
+      const left = await cliLines();
+      assert.equal(left.length, MIXED.length - 2);
+      assert.ok(!left.some((l) => l.startsWith('10.1.0.1 40001 ') || l.startsWith('10.1.0.2 40002 ')), 'the stale flows went');
+      assert.ok(left.includes('10.1.0.1 40004 -> 10.96.0.10 53'), 'the TCP flow stays');
+    },
+  },
+  {
+    name: 'pipelined DELETEs that all fail (ENOENT): every error reply fits the receive buffer at the stock net.core.rmem_max',
+    async run(note) {
+      await ct('-F');
+      const rmemMax = await new Promise<string>((resolve) => execFile('/bin/cat', ['/proc/sys/net/core/rmem_max'], (_e, out) => resolve(out.trim())));
+      // With 1,024 per datagram the replies overflowed the buffer and the process aborted.
+      const gone = S.udpFlows(2048, '10.96.0.77', '10.244.7.7').map((f) => f.orig);
+      const r = await S.deleteTargets(gone);
+      note({ rmemMax, deleted: r.deleted, notFound: r.notFound, errors: r.errors.slice(0, 3) });
+      assert.deepEqual(r, { deleted: 0, notFound: 2048, errors: [] });
+    },
+  },
+  {
     name: 'ctnetlink refuses nfnetlink batches',
     async run(note) {
       const e = await S.deleteInBatch(MIXED[2]!.orig);
