@@ -7,8 +7,12 @@
 // test/vm/systemd/standin-main.js (real config/log/sd-notify/nftables modules, no Service
 // sync), so what is proven then is the packaging: the launch chain, Type=notify READY,
 // STATUS, watchdog pings, journald priorities and nf_tables writes under the unit's
-// hardening, and install/remove/purge. With the real main, the same boot also checks that
-// stop leaves the daemon's tables and --cleanup removes them.
+// hardening, and install/remove/purge. With the real main, the same boot also sends Service
+// traffic through what the daemon programmed: a client namespace reaches a backend namespace
+// (test/vm/systemd/topology.sh, traffic.mjs) through the echo Service's ClusterIP; one TCP
+// connection opened before `systemctl restart` still carries data after it and after
+// `systemctl stop`; stop leaves the daemon's tables and --cleanup removes them (the ClusterIP
+// then answers no more).
 
 import test from 'ava';
 import { existsSync } from 'node:fs';
@@ -119,6 +123,66 @@ test.serial('systemctl start reaches active through Type=notify READY, with our 
   t.not(r.MainPID, s.MainPID, 'restart started a new process');
   t.is(b.rc('stop'), 0);
   t.is(props(b.out('show-stopped.txt')).ActiveState, 'inactive');
+});
+
+/**
+ * The traffic client's answers (payload.sh's `ask`, test/vm/systemd/traffic.mjs), keyed
+ * "CMD WORD": the backend's "pod-a PEER WORD", or an error code.
+ */
+function answers(text: string | undefined): Map<string, string> {
+  const m = new Map<string, string>();
+  for (const line of (text ?? '').split('\n')) {
+    const [cmd, word, ...reply] = line.split(' ');
+    if ((cmd === 'send' || cmd === 'probe') && word) m.set(`${cmd} ${word}`, reply.join(' '));
+  }
+  return m;
+}
+
+/** What the backend answers for WORD, whatever source address it saw (masqueraded or not). */
+const fromBackend = (word: string): RegExp => new RegExp(`^pod-a \\S+ ${word}$`);
+
+test.serial('Service traffic goes through the programmed kernel: a client reaches the endpoint through the ClusterIP', (t) => {
+  const b = ready(t);
+  if (!b) return;
+  // The packaged daemon is the real one: a stand-in (no Service programmed) must not pass.
+  if (b.out('mode')?.trim() !== 'real') {
+    t.fail(`the package ran the stand-in main, not the daemon (mode: ${b.out('mode')?.trim() ?? 'unknown'})`);
+    return;
+  }
+  const diag = `client:\n${b.out('client.txt')}\nbackend:\n${b.out('backend.txt')}\ntopology:\n${b.out('topology.txt')}\nruleset:\n${b.out('ruleset-running.txt')}`;
+  t.is(b.rc('topology'), 0, b.out('topology.txt'));
+  t.regex(b.out('backend.txt') ?? '', /^listening 8080$/m, diag);
+  const a = answers(b.out('client.txt'));
+  // Fresh connections to 10.96.0.50:80 from the client namespace, DNATed to 10.244.1.10:8080.
+  t.regex(a.get('probe started') ?? '', fromBackend('started'), diag);
+  t.regex(a.get('probe restarted') ?? '', fromBackend('restarted'), diag);
+  // Stopped, the daemon is gone but its rules stay: the kernel alone still serves the Service.
+  t.regex(a.get('probe stopped') ?? '', fromBackend('stopped'), diag);
+  // After --cleanup nothing maps the ClusterIP any more (the node has no route to it).
+  const cleaned = a.get('probe cleaned');
+  t.truthy(cleaned, diag);
+  t.notRegex(cleaned ?? '', /^pod-a /, 'the ClusterIP still answers after --cleanup');
+});
+
+test.serial('systemctl restart (and stop) keep an established connection through the ClusterIP alive', (t) => {
+  const b = ready(t);
+  if (!b) return;
+  // The packaged daemon is the real one: a stand-in (no Service programmed) must not pass.
+  if (b.out('mode')?.trim() !== 'real') {
+    t.fail(`the package ran the stand-in main, not the daemon (mode: ${b.out('mode')?.trim() ?? 'unknown'})`);
+    return;
+  }
+  const client = b.out('client.txt') ?? '';
+  const diag = `client:\n${client}\njournal:\n${b.out('journal-text.txt')}`;
+  t.regex(client, /^connected \d+$/m, diag);
+  const a = answers(client);
+  t.regex(a.get('send before-restart') ?? '', fromBackend('before-restart'), diag);
+  t.is(b.rc('restart'), 0, b.out('restart.txt'));
+  t.not(props(b.out('show-restarted.txt')).MainPID, props(b.out('show-started.txt')).MainPID, 'restart started a new process');
+  // The same TCP connection, opened before the restart, still carries data both ways.
+  t.regex(a.get('send after-restart') ?? '', fromBackend('after-restart'), diag);
+  t.regex(a.get('send after-stop') ?? '', fromBackend('after-stop'), diag);
+  t.notRegex(client, /^held-closed/m, 'the held connection was closed or reset');
 });
 
 test.serial('journalctl -u kube-proxy-ts holds our lines with their priorities', (t) => {

@@ -6,6 +6,8 @@ set -u
 O=/kpts/out
 mkdir -p "$O"
 export SYSTEMD_PAGER='' SYSTEMD_COLORS=0 LANG=C.UTF-8
+# Should the traffic client die, writing to its FIFO must fail, not kill this script.
+trap '' PIPE
 # run NAME CMD...: bounded (no step may hang the boot; STEP_TIMEOUT, default 120 s),
 # output and status recorded.
 run() {
@@ -54,23 +56,58 @@ systemctl reset-failed kube-proxy-ts 2>/dev/null
 journalctl --rotate >/dev/null 2>&1
 date -u '+%Y-%m-%d %H:%M:%S' >"$O/since"
 
+# Service traffic: a backend "pod" and a client in namespaces wired to this (node) namespace
+# (topology.sh); the backend is the echo Service's endpoint 10.244.1.10:8080.
+NODE=/usr/lib/kube-proxy-ts/node_modules/node/bin/node
+run topology sh /kpts/topology.sh
+ip netns exec kpts-pod "$NODE" /kpts/traffic.mjs serve pod-a 8080 >"$O/backend.txt" 2>&1 &
+backend=$!
+
+# ask CMD WORD: one command to the traffic client (traffic.mjs), then wait, bounded, for its
+# answer line "CMD WORD <reply>" in client.txt (the client gives up on a reply after 15 s).
+ask() {
+  echo "$(cut -d' ' -f1 /proc/uptime) client $1 $2" >>"$O/steps"
+  echo "$1 $2" >&3
+  n=0
+  until grep -q "^$1 $2 " "$O/client.txt" || [ $n -ge 120 ]; do sleep 0.5; n=$((n + 1)); done
+}
+
 # Type=notify: `systemctl start` returns once READY=1 arrived (or the start failed).
 STEP_TIMEOUT=620 run start systemctl start kube-proxy-ts
 sleep 3
 run show-started systemctl show kube-proxy-ts -p ActiveState,SubState,MainPID,StatusText,NRestarts,WatchdogUSec,WatchdogTimestampMonotonic,Result
 run status systemctl status --no-pager --full --lines=50 kube-proxy-ts
 run nft-running nft list tables
+run ruleset-running nft list ruleset
+
+# The client holds ONE connection through the ClusterIP from before the restart to after the
+# stop, and opens fresh ones ("probe") at each stage; it reads its commands from a FIFO.
+mkfifo /run/kpts-client.in
+ip netns exec kpts-client "$NODE" /kpts/traffic.mjs client 10.96.0.50 80 </run/kpts-client.in >"$O/client.txt" 2>&1 &
+client=$!
+exec 3>/run/kpts-client.in
+ask probe started
+ask send before-restart
 STEP_TIMEOUT=620 run restart systemctl restart kube-proxy-ts
 run show-restarted systemctl show kube-proxy-ts -p ActiveState,SubState,MainPID,StatusText
+ask send after-restart
+ask probe restarted
 STEP_TIMEOUT=200 run stop systemctl stop kube-proxy-ts
 run show-stopped systemctl show kube-proxy-ts -p ActiveState,SubState,Result
 run nft-stopped nft list tables
+# Nothing runs now: what answers is the kernel alone, with the rules the daemon left.
+ask send after-stop
+ask probe stopped
 run journal journalctl -u kube-proxy-ts --since "$(cat "$O/since")" -o json --no-pager
 run journal-text journalctl -u kube-proxy-ts --no-pager -o short-monotonic
 if [ "$(cat "$O/mode")" = real ]; then
   run cleanup /usr/bin/kube-proxy-ts --cleanup
   run nft-cleaned nft list tables
+  ask probe cleaned
 fi
+exec 3>&-
+kill "$client" "$backend" 2>/dev/null
+wait
 
 # Remove keeps the conffiles and disables nothing it should not; purge leaves nothing.
 run dpkg-remove dpkg --force-unsafe-io --remove kube-proxy-ts
