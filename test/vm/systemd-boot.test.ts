@@ -72,6 +72,16 @@ function props(text: string | undefined): Record<string, string> {
   return o;
 }
 
+/** The boot, when it ran the packaged daemon itself: a stand-in main programs no Service, so traffic cases fail on it. */
+function realDaemon(t: { fail(m: string): void; log(...a: unknown[]): void }): BootResult | undefined {
+  const b = ready(t);
+  if (!b) return undefined;
+  const mode = b.out('mode')?.trim();
+  if (mode === 'real') return b;
+  t.fail(`the package ran the stand-in main, not the daemon (mode: ${mode ?? 'unknown'})`);
+  return undefined;
+}
+
 function ready(t: { fail(m: string): void; log(...a: unknown[]): void }): BootResult | undefined {
   if (unavailable.length > 0) {
     t.fail(`missing tools: ${unavailable.join(', ')} (run scripts/package-deps.sh)`);
@@ -142,13 +152,8 @@ function answers(text: string | undefined): Map<string, string> {
 const fromBackend = (word: string): RegExp => new RegExp(`^pod-a \\S+ ${word}$`);
 
 test.serial('Service traffic goes through the programmed kernel: a client reaches the endpoint through the ClusterIP', (t) => {
-  const b = ready(t);
+  const b = realDaemon(t);
   if (!b) return;
-  // The packaged daemon is the real one: a stand-in (no Service programmed) must not pass.
-  if (b.out('mode')?.trim() !== 'real') {
-    t.fail(`the package ran the stand-in main, not the daemon (mode: ${b.out('mode')?.trim() ?? 'unknown'})`);
-    return;
-  }
   const diag = `client:\n${b.out('client.txt')}\nbackend:\n${b.out('backend.txt')}\ntopology:\n${b.out('topology.txt')}\nruleset:\n${b.out('ruleset-running.txt')}`;
   t.is(b.rc('topology'), 0, b.out('topology.txt'));
   t.regex(b.out('backend.txt') ?? '', /^listening 8080$/m, diag);
@@ -165,13 +170,8 @@ test.serial('Service traffic goes through the programmed kernel: a client reache
 });
 
 test.serial('systemctl restart (and stop) keep an established connection through the ClusterIP alive', (t) => {
-  const b = ready(t);
+  const b = realDaemon(t);
   if (!b) return;
-  // The packaged daemon is the real one: a stand-in (no Service programmed) must not pass.
-  if (b.out('mode')?.trim() !== 'real') {
-    t.fail(`the package ran the stand-in main, not the daemon (mode: ${b.out('mode')?.trim() ?? 'unknown'})`);
-    return;
-  }
   const client = b.out('client.txt') ?? '';
   const diag = `client:\n${client}\njournal:\n${b.out('journal-text.txt')}`;
   t.regex(client, /^connected \d+$/m, diag);
