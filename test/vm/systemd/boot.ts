@@ -149,16 +149,17 @@ export async function bootWithPackage(opts: BootOptions): Promise<BootResult> {
   spawnSync('/bin/ln', ['-sf', '/etc/systemd/system/kpts-test.service', join(root, 'etc/systemd/system/multi-user.target.wants/kpts-test.service')]);
 
   const args = [
-    // One host thread runs both vCPUs (thread=single) instead of one thread each (QEMU's
-    // default for -smp 2, "MTTCG"). Under MTTCG, about one start in four of the packaged Node
-    // died while loading the daemon (V8 fatal "Check failed: it->second.Size() > offset" in
-    // Runtime_WasmTriggerTierUp's stack walk, or SIGSEGV): a return address into Wasm code
-    // (Node's TypeScript stripper, amaro, is Wasm) that V8 no longer had registered. It
-    // happened with or without AVX, BMI, PKU, LA57 and FSGSBASE in -cpu, never with
-    // thread=single (0 of 30 starts) nor on the host (0 of 40): a flaw of the emulation under
-    // cross-vCPU code patching (V8 patches Wasm jump tables from a compile thread while the
-    // main thread runs them), not of the product. Two guest CPUs remain for the daemon's
-    // threads; on two shared host cores one QEMU thread is also no slower.
+    // One host thread runs both vCPUs (thread=single), not one thread per vCPU (QEMU's
+    // multi-threaded TCG, the default for -smp 2). Under multi-threaded TCG about one start
+    // in four of the packaged Node died while loading the daemon, before any log line: V8's
+    // fatal "Check failed: it->second.Size() > offset" (a stack walk in
+    // Runtime_WasmTriggerTierUp met a return address into Wasm code V8 no longer had
+    // registered; Node's TypeScript stripper is Wasm) or a SIGSEGV. Measured: 14 of 56
+    // starts with -cpu max, with it minus AVX, BMI or PKU/LA57/FSGSBASE, and with a
+    // conservative qemu64+SSE4.2; 0 of 30 with thread=single; 0 of 40 on the host. So it is
+    // the emulator's cross-vCPU handling of code that V8 writes from one thread while another
+    // runs it, not a CPU feature and not the product. Two guest CPUs remain for the daemon's
+    // threads, and on two shared host cores one QEMU thread is no slower.
     '-accel', 'tcg,thread=single',
     '-m', '2048M', '-smp', '2', '-cpu', 'max',
     '-nographic', '-no-reboot', '-nodefaults', '-serial', 'stdio',
