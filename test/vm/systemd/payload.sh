@@ -63,13 +63,17 @@ run topology sh /kpts/topology.sh
 ip netns exec kpts-pod "$NODE" /kpts/traffic.mjs serve pod-a 8080 >"$O/backend.txt" 2>&1 &
 backend=$!
 
-# ask CMD WORD: one command to the traffic client (traffic.mjs), then wait, bounded, for its
-# answer line "CMD WORD <reply>" in client.txt (the client gives up on a reply after 15 s).
+# wait_for FILE PATTERN: until a line of FILE matches, for 60 s at most.
+wait_for() {
+  n=0
+  until grep -q "$2" "$1" 2>/dev/null || [ $n -ge 120 ]; do sleep 0.5; n=$((n + 1)); done
+}
+# ask CMD WORD: one command to the traffic client (traffic.mjs), then its answer line
+# "CMD WORD <reply>" in client.txt (the client gives up on a reply after 15 s).
 ask() {
   echo "$(cut -d' ' -f1 /proc/uptime) client $1 $2" >>"$O/steps"
   echo "$1 $2" >&3
-  n=0
-  until grep -q "^$1 $2 " "$O/client.txt" || [ $n -ge 120 ]; do sleep 0.5; n=$((n + 1)); done
+  wait_for "$O/client.txt" "^$1 $2 "
 }
 
 # Type=notify: `systemctl start` returns once READY=1 arrived (or the start failed).
@@ -80,6 +84,13 @@ run status systemctl status --no-pager --full --lines=50 kube-proxy-ts
 run nft-running nft list tables
 run ruleset-running nft list ruleset
 
+# No mid-stream pickup by conntrack (the kernel's default picks one up): should a restart
+# lose the held connection's conntrack entry, its next packet is then not translated again
+# through the rules and the connection breaks, instead of silently surviving on one endpoint.
+# (nf_conntrack is loaded once the daemon programmed its NAT rules.)
+run conntrack-strict sh -c 'echo 0 >/proc/sys/net/netfilter/nf_conntrack_tcp_loose'
+# The backend (started before the daemon) must listen before the first probe.
+wait_for "$O/backend.txt" '^listening '
 # The client holds ONE connection through the ClusterIP from before the restart to after the
 # stop, and opens fresh ones ("probe") at each stage; it reads its commands from a FIFO.
 mkfifo /run/kpts-client.in
