@@ -1,10 +1,14 @@
 // A backend and a client, run by netns agents. The backend answers every TCP connection and
 // UDP datagram with "<name> <peer address>", which tells a test which endpoint was chosen and
 // whether the source was masqueraded.
+import { execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createServer, connect } from 'node:net';
 import type { Server, Socket as TcpSocket } from 'node:net';
 import { createSocket } from 'node:dgram';
 import type { Socket } from 'node:dgram';
+import { fileURLToPath } from 'node:url';
+import { systemTool } from '../../helpers/netns.ts';
 
 const servers: (Server | Socket)[] = [];
 
@@ -76,6 +80,17 @@ export function udp(host: string, port: number, srcPort = 0, timeoutMs = 1500): 
   });
 }
 
+/**
+ * n UDP requests, each a new flow: from firstSrcPort, firstSrcPort+1, ... when given (a test
+ * that changes endpoints between rounds gives each round its own ports, so that no request
+ * reuses a conntrack entry of an earlier round), else from ephemeral ports.
+ */
+export async function udpMany(host: string, port: number, n: number, firstSrcPort = 0): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) out.push(await udp(host, port, firstSrcPort > 0 ? firstSrcPort + i : 0));
+  return out;
+}
+
 /** A line echo server that keeps connections open: "<name> <line>" per line received. */
 export async function serveStream(name: string, port: number): Promise<void> {
   const srv = createServer((c) => {
@@ -127,4 +142,42 @@ export function streamRoundTrip(id: number, line: string, timeoutMs = 2000): Pro
       }
     });
   });
+}
+
+// SCTP: Node has no SCTP sockets, so sctp.py (a system Python) serves and connects; see there
+// for its two modes (kernel SCTP sockets, or hand-made INIT/INIT-ACK over raw sockets when
+// the kernel lacks SCTP).
+const SCTP_PY = fileURLToPath(new URL('./sctp.py', import.meta.url));
+const sctpServers: ChildProcess[] = [];
+
+/** An SCTP backend answering "<name> <peer address>"; it exits when this agent does (its stdin closes). Returns its mode. */
+export function serveSctp(name: string, port: number): Promise<string> {
+  const child = spawn(systemTool('python3'), [SCTP_PY, 'serve', name, String(port)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  sctpServers.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`sctp.py serve exited ${code}: ${out}`)));
+    child.stdout!.setEncoding('utf8');
+    child.stdout!.on('data', (d: string) => {
+      out += d;
+      const m = /^ready (\w+)$/m.exec(out);
+      if (m) resolve(m[1]!);
+    });
+  });
+}
+
+/** One SCTP association: the answer, ECONNREFUSED (ABORT or ICMP unreachable) or ETIMEDOUT. */
+export function sctp(host: string, port: number, timeoutMs = 1500): Promise<string> {
+  return new Promise((resolve) => {
+    execFile(systemTool('python3'), [SCTP_PY, 'connect', host, String(port), String(timeoutMs)], { timeout: timeoutMs + 5000, encoding: 'utf8' }, (err, stdout, stderr) => {
+      resolve(err ? `ERROR ${stderr.trim() || err.message}` : stdout.trim());
+    });
+  });
+}
+
+export async function sctpMany(host: string, port: number, n: number): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) out.push(await sctp(host, port));
+  return out;
 }

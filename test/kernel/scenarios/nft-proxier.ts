@@ -4,6 +4,7 @@ import { FakeClock } from '../../../src/base/clock.ts';
 import { memoryLogger } from '../../../src/base/logger.ts';
 import { connect, Protocol } from '../../../src/netlink/core/index.ts';
 import { NftClient } from '../../../src/netlink/nftables/index.ts';
+import { RouteClient } from '../../../src/netlink/route/index.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
@@ -13,6 +14,7 @@ import type { ObjectChange } from './object-feed.ts';
 let tracker: ChangeTracker | undefined;
 let proxier: NftablesProxier | undefined;
 let conn: ReturnType<typeof connect> | undefined;
+let routeConn: ReturnType<typeof connect> | undefined;
 const objects = new ObjectFeed();
 const logs = memoryLogger();
 
@@ -20,14 +22,20 @@ const logs = memoryLogger();
 /** A fresh tracker and proxier (as a restarted daemon has), over the same kernel. */
 export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number; maxBatchBytes?: number } = {}): void {
   conn?.close();
+  routeConn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
+  // The node's addresses, as the daemon wires them (used when nodePortAddresses is not "all").
+  routeConn = connect(Protocol.ROUTE, { timeoutMs: 10_000 });
+  const route = new RouteClient(routeConn);
   const clock = new FakeClock();
   const { masqueradeBit, maxBatchBytes, ...model } = opts;
+  const family = model.family ?? 'IPv4';
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock });
   const nft = new NftClient({ family: model.family === 'IPv6' ? 'ip6' : 'ip', table: TABLE, transport: conn });
   proxier = new NftablesProxier({
     nft,
     logger: logs,
+    localAddresses: () => route.nodeAddresses(family),
     ...(masqueradeBit !== undefined ? { masqueradeBit } : {}),
     ...(maxBatchBytes !== undefined ? { maxBatchBytes } : {}),
   });
