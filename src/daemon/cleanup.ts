@@ -4,9 +4,12 @@
 //
 //   nftables mode: the tables `ip kube-proxy-ts` and `ip6 kube-proxy-ts` (everything of the
 //                  mode lives in them, so deleting a table removes its chains, sets, maps);
-//   ipvs mode:     through IpvsProxier.cleanup, per family: its virtual servers, its ipsets
-//                  and the kube-ipvs0 dummy link. Without IPVS in the kernel there can be no
-//                  virtual servers, so only the ipsets and the link are looked for.
+//   ipvs mode:     through IpvsProxier.cleanup, per family: its iptables-nft companion rules
+//                  (our KUBE-* chains and the jumps to them in `ip|ip6 nat` and `filter`,
+//                  which reference the ipsets and so must go first), its virtual servers, its
+//                  ipsets and the kube-ipvs0 dummy link. Without IPVS in the kernel there can
+//                  be no virtual servers, so only the rules, the ipsets and the link are
+//                  looked for.
 //
 // nftables go first: a rule that references an ipset keeps the set busy.
 
@@ -23,6 +26,7 @@ import { RouteClient } from '../netlink/route/index.ts';
 import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import type { Proxier } from '../proxier/types.ts';
+import { companionWriter } from './proxiers.ts';
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 
@@ -81,8 +85,9 @@ export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock })
   const route = new RouteClient(open(Protocol.ROUTE));
   const ipset = new IpsetClient(open(Protocol.NETFILTER));
   for (const family of FAMILIES) {
-    const p = new IpvsProxier({ family }, { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger });
-    steps.push(proxierStep(`ipvs mode objects (${family}: virtual servers, ipsets, kube-ipvs0)`, p));
+    const companion = companionWriter(family, ipset, open);
+    const p = new IpvsProxier({ family }, { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger, companion });
+    steps.push(proxierStep(`ipvs mode objects (${family}: companion rules, virtual servers, ipsets, kube-ipvs0)`, p));
   }
   return {
     steps,

@@ -6,6 +6,7 @@ import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
 import type { ProxyConfig } from '../config/index.ts';
 import { connect, Protocol } from '../netlink/core/index.ts';
+import type { NetlinkConnection } from '../netlink/core/index.ts';
 import { IpsetClient } from '../netlink/ipset/index.ts';
 import { IpvsClient } from '../netlink/ipvs/index.ts';
 import { NftClient } from '../netlink/nftables/index.ts';
@@ -44,6 +45,20 @@ export class ModeUnavailableError extends Error {
 
 const sec = (ms: number): number => Math.round(ms / 1000);
 
+/**
+ * The iptables-nft companion rules of IPVS mode (KUBE-SERVICES, KUBE-POSTROUTING, ...) in the
+ * tables iptables-nft uses, so iptables-nft-save shows them as upstream's. The daemon writes
+ * them; --cleanup removes them before the ipsets they reference (else IPSET_ERR_BUSY).
+ */
+export function companionWriter(family: IPFamily, ipset: IpsetClient, open: (protocol: number) => NetlinkConnection): CompanionWriter {
+  const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
+  return new CompanionWriter(family, {
+    nat: new NftClient({ family: nftFamily, table: 'nat', transport: open(Protocol.NETFILTER) }),
+    filter: new NftClient({ family: nftFamily, table: 'filter', transport: open(Protocol.NETFILTER) }),
+    ipset,
+  });
+}
+
 export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[], deps: ProxierDeps): ProxierSet {
   const timeoutMs = deps.timeoutMs ?? 30_000;
   const conns: { close(): void }[] = [];
@@ -79,14 +94,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
       const ipvs = new IpvsClient(open(Protocol.GENERIC));
       const ipset = new IpsetClient(open(Protocol.NETFILTER));
       for (const family of families) {
-        // The iptables-nft companion rules (KUBE-SERVICES, KUBE-POSTROUTING, ...) in the
-        // tables iptables-nft uses, so iptables-nft-save shows them as upstream's.
-        const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
-        const companion = new CompanionWriter(family, {
-          nat: new NftClient({ family: nftFamily, table: 'nat', transport: open(Protocol.NETFILTER) }),
-          filter: new NftClient({ family: nftFamily, table: 'filter', transport: open(Protocol.NETFILTER) }),
-          ipset,
-        });
+        const companion = companionWriter(family, ipset, open);
         const p = new IpvsProxier(
           {
             family,

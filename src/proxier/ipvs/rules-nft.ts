@@ -128,13 +128,13 @@ export function ruleExprs(r: IptRule, family: IPFamily, setIndex: (name: string)
       out.push({ type: 'immediate', verdict: { verdict: t.t === 'ACCEPT' ? 'accept' : t.t === 'DROP' ? 'drop' : 'return' } });
       break;
     case 'REJECT':
-      out.push(rejectTarget());
+      out.push(rejectTarget(family));
       break;
     case 'MARK':
       out.push(markTarget(t.value, t.op === 'or' ? t.value : 0));
       break;
     case 'MASQUERADE':
-      out.push(masqueradeTarget(t.randomFully));
+      out.push(masqueradeTarget(t.randomFully, family));
       break;
   }
   return out;

@@ -94,16 +94,30 @@ export function markTarget(mark: number, mask: number): XtTargetExpr {
   return { type: 'xttarget', name: 'MARK', rev: 2, info: struct(8, (v) => (v.setUint32(0, mark >>> 0, true), v.setUint32(4, mask >>> 0, true))) };
 }
 
-/** `-j MASQUERADE [--random-fully]` (nf_nat_ipv4_multi_range_compat: rangesize 1, range[0].flags). */
-export function masqueradeTarget(randomFully: boolean): XtTargetExpr {
-  const info = struct(24, (v) => {
-    v.setUint32(0, 1, true);
-    if (randomFully) v.setUint32(4, 0x10 /* NF_NAT_RANGE_PROTO_RANDOM_FULLY */, true);
-  });
+/**
+ * `-j MASQUERADE [--random-fully]`. The info struct differs by family: iptables sends
+ * nf_nat_ipv4_multi_range_compat (rangesize 1, range[0].flags: 24 bytes), ip6tables sends
+ * nf_nat_range (flags u32 first, then addresses and ports: 40 bytes); the kernel refuses the
+ * other family's struct with EINVAL.
+ */
+export function masqueradeTarget(randomFully: boolean, family: 'IPv4' | 'IPv6' = 'IPv4'): XtTargetExpr {
+  const flags = randomFully ? 0x10 /* NF_NAT_RANGE_PROTO_RANDOM_FULLY */ : 0;
+  const info =
+    family === 'IPv6'
+      ? struct(40, (v) => v.setUint32(0, flags, true))
+      : struct(24, (v) => {
+          v.setUint32(0, 1, true);
+          v.setUint32(4, flags, true);
+        });
   return { type: 'xttarget', name: 'MASQUERADE', rev: 0, info };
 }
 
-/** `-j REJECT` (ipt_reject_info: enum with; IPT_ICMP_PORT_UNREACHABLE = 3, the default). */
-export function rejectTarget(withCode = 3): XtTargetExpr {
+/**
+ * `-j REJECT` with the port-unreachable default of each family: ipt_reject_info's
+ * IPT_ICMP_PORT_UNREACHABLE is 3, ip6t_reject_info's IP6T_ICMP6_PORT_UNREACH is 4 (3 there
+ * would be address-unreachable).
+ */
+export function rejectTarget(family: 'IPv4' | 'IPv6' = 'IPv4'): XtTargetExpr {
+  const withCode = family === 'IPv6' ? 4 : 3;
   return { type: 'xttarget', name: 'REJECT', rev: 0, info: struct(4, (v) => v.setUint32(0, withCode, true)) };
 }

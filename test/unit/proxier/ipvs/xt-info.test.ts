@@ -115,6 +115,16 @@ test('MARK, MASQUERADE and REJECT targets', (t) => {
   t.is(hex(rejectTarget().info), find('KUBE-IPVS-FILTER', 'REJECT').info);
 });
 
+// What ip6tables-nft 1.8.9 sends as NFTA_TARGET_INFO, from `strace -f -e trace=sendmsg -xx
+// ip6tables-nft -t nat -A KUBE-X -j MASQUERADE [--random-fully]` and `-t filter -A KUBE-Y -j
+// REJECT` in a throwaway namespace (kernel 6.18): nf_nat_range (40 bytes) and ip6t_reject_info.
+test('ip6 MASQUERADE and REJECT targets carry the IPv6 structs', (t) => {
+  const zeros = (n: number) => '00'.repeat(n);
+  t.is(hex(masqueradeTarget(false, 'IPv6').info), zeros(40));
+  t.is(hex(masqueradeTarget(true, 'IPv6').info), `10000000${zeros(36)}`);
+  t.is(hex(rejectTarget('IPv6').info), '0400000000000000'); // 4 bytes, XT_ALIGNed to 8
+});
+
 test('match and target codecs round-trip', (t) => {
   for (const [codec, e] of [
     [xtMatch, setMatch(3, ['dst', 'dst'])],
