@@ -3,9 +3,10 @@
 // GenlFamilies; a kernel without IPVS fails with "generic netlink family IPVS is not available
 // in this kernel". Every request has the transport's time-out and an optional AbortSignal.
 //
-// The kernel has no IPVS transactions: each method is one request. Callers order them so that
-// a VIP never points at nothing (add before remove). There is deliberately no "flush" for the
-// proxier: deleteServices() removes only the services it is given; flushAll() is for tests.
+// The kernel has no IPVS transactions: each method is one request, and applyMany() sends many
+// of them pipelined (ops.ts), applied in list order, each on its own. Callers order them so
+// that a VIP never points at nothing (add before remove). There is deliberately no "flush" for
+// the proxier: deleteServices() removes only the services it is given; flushAll() is for tests.
 //
 // Errors from the kernel, as NetlinkError codes:
 //   add service:   EEXIST (already there), ENOENT (no such scheduler: module ip_vs_<name> missing)
@@ -16,6 +17,8 @@
 import { errnoNumber, GenlFamilies, NetlinkError } from '../core/index.ts';
 import type { NetlinkTransport, OutMessage } from '../core/index.ts';
 import { IPVS_GENL_NAME } from './constants.ts';
+import { opLabel, opMessage } from './ops.ts';
+import type { IpvsOp } from './ops.ts';
 import {
   delDestMessage,
   delServiceMessage,
@@ -39,6 +42,32 @@ import type { IpvsDestination, IpvsDestinationKey, IpvsDestinationSpec, IpvsInfo
 export interface IpvsCallOptions {
   signal?: AbortSignal;
 }
+
+export interface ApplyManyOptions extends IpvsCallOptions {
+  /** Requests per datagram (default IPVS_OPS_PER_DATAGRAM). */
+  perDatagram?: number;
+}
+
+/**
+ * What the client talks to: a NetlinkTransport, and NetlinkConnection's pipeline() for
+ * applyMany(). Without pipeline(), applyMany() sends one request at a time (same results).
+ */
+export interface IpvsTransport extends NetlinkTransport {
+  pipeline?(msgs: readonly OutMessage[], opts?: { signal?: AbortSignal; perDatagram?: number }): Promise<(NetlinkError | undefined)[]>;
+}
+
+/**
+ * Requests per datagram in applyMany(). The kernel handles a whole datagram before we read
+ * any answer, and every failed request queues an error reply of its own that echoes the
+ * request (an IPVS request is 60-150 bytes; the reply costs about 800 bytes of receive buffer,
+ * as ctnetlink's do: see conntrack's DEFAULT_PER_DATAGRAM). The receive buffer is capped at
+ * net.core.rmem_max doubled, 416 KiB with the stock 212992, so about 520 error replies fit.
+ * Past that the kernel drops replies (ENOBUFS), and the `netlink` package's poll callback
+ * then aborts the whole process. 256 leaves half the buffer spare even when every request of
+ * a datagram fails (test/vm/scenarios/ipvs-netlink.ts sends 2,048 failing ones), and already
+ * cuts a 60,000-request full sync to about 240 round trips.
+ */
+export const IPVS_OPS_PER_DATAGRAM = 256;
 
 const hasCode = (e: unknown, ...codes: string[]): boolean => e instanceof NetlinkError && codes.includes(e.code);
 /** The service named does not exist (edit, delete, get, and destination operations). */
@@ -67,12 +96,35 @@ export class IpvsSchedulerError extends NetlinkError {
   }
 }
 
+/** ENOENT from NEW/SET_SERVICE is a missing scheduler (the family itself is resolved before). */
+function schedulerError<E>(e: E, s: IpvsServiceSpec): E | IpvsSchedulerError {
+  if (e instanceof NetlinkError && e.code === 'ENOENT') return new IpvsSchedulerError(e.op, s.scheduler, s.peName, e);
+  return e;
+}
+
+/** applyMany() on a transport without pipeline(): the same results, one round trip each. */
+async function oneByOne(nl: NetlinkTransport, msgs: readonly OutMessage[], opts: IpvsCallOptions): Promise<(NetlinkError | undefined)[]> {
+  const out: (NetlinkError | undefined)[] = [];
+  for (const m of msgs) {
+    try {
+      await nl.request(m, opts);
+      out.push(undefined);
+    } catch (e) {
+      // The kernel's answer to this request carries its label; anything else (a time-out, an
+      // abort, lost replies) is the exchange failing, which applyMany() rejects with.
+      if (!(e instanceof NetlinkError) || e.op !== m.label) throw e;
+      out.push(e);
+    }
+  }
+  return out;
+}
+
 export class IpvsClient {
-  private readonly nl: NetlinkTransport;
+  private readonly nl: IpvsTransport;
   private readonly families: GenlFamilies;
 
   /** `families` may be shared with other generic-netlink clients on the same transport. */
-  constructor(transport: NetlinkTransport, families: GenlFamilies = new GenlFamilies(transport)) {
+  constructor(transport: IpvsTransport, families: GenlFamilies = new GenlFamilies(transport)) {
     this.nl = transport;
     this.families = families;
   }
@@ -109,9 +161,44 @@ export class IpvsClient {
     try {
       await this.send(() => build(family), opts);
     } catch (e) {
-      if (e instanceof NetlinkError && e.code === 'ENOENT') throw new IpvsSchedulerError(e.op, s.scheduler, s.peName, e);
-      throw e;
+      throw schedulerError(e, s);
     }
+  }
+
+  /**
+   * Applies the operations in list order, many per datagram (see ops.ts): a service added
+   * earlier in the list exists for the operations after it, and a failed operation does not
+   * stop the others. Resolves with one entry per operation: undefined when it took effect,
+   * else its NetlinkError, named by the operation and object ("add ipvs destination
+   * 10.0.0.1:8080 of TCP 10.96.0.1:80: ESRCH"); IpvsSchedulerError for an add/edit-service
+   * the kernel has no scheduler for; EINVAL for a value the encoders refuse (never sent).
+   * Rejects only when the exchange itself fails (no IPVS, time-out, abort, lost replies):
+   * then which operations took effect is unknown, and the caller must read the kernel back.
+   */
+  async applyMany(ops: readonly IpvsOp[], opts: ApplyManyOptions = {}): Promise<(NetlinkError | undefined)[]> {
+    const results = new Array<NetlinkError | undefined>(ops.length).fill(undefined);
+    if (ops.length === 0) return results;
+    const family = await this.familyId();
+    const msgs: OutMessage[] = [];
+    const index: number[] = [];
+    ops.forEach((o, i) => {
+      try {
+        msgs.push(opMessage(family, o));
+        index.push(i);
+      } catch (e) {
+        results[i] = new NetlinkError(opLabel(o), errnoNumber('EINVAL'), { msg: e instanceof Error ? e.message : String(e) }, { cause: e });
+      }
+    });
+    const sig = opts.signal ? { signal: opts.signal } : {};
+    const sent = this.nl.pipeline
+      ? await this.nl.pipeline(msgs, { ...sig, perDatagram: opts.perDatagram ?? IPVS_OPS_PER_DATAGRAM })
+      : await oneByOne(this.nl, msgs, sig);
+    sent.forEach((e, j) => {
+      const i = index[j]!;
+      const o = ops[i]!;
+      results[i] = e && (o.op === 'add-service' || o.op === 'edit-service') ? schedulerError(e, o.service) : e;
+    });
+    return results;
   }
 
   /** Deletes one service and its destinations. */

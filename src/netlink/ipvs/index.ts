@@ -5,5 +5,7 @@ export { serviceLabel, decodeService, writeServiceEntry, writeServiceKey, writeS
 export { destinationLabel, decodeDestination, writeDestinationEntry, writeDestinationKey, writeDestinationSpec } from './destination.ts';
 export { zeroStats } from './stats.ts';
 export * from './messages.ts';
-export { IpvsClient, IpvsSchedulerError, isDestinationNotFound, isIpvsExists, isSchedulerMissing, isServiceNotFound } from './client.ts';
-export type { IpvsCallOptions } from './client.ts';
+export { IPVS_OPS_PER_DATAGRAM, IpvsClient, IpvsSchedulerError, isDestinationNotFound, isIpvsExists, isSchedulerMissing, isServiceNotFound } from './client.ts';
+export type { ApplyManyOptions, IpvsCallOptions, IpvsTransport } from './client.ts';
+export { opLabel, opMessage } from './ops.ts';
+export type { IpvsOp } from './ops.ts';

@@ -2,7 +2,7 @@
 // service addresses bound to it, and the node's own addresses (for NodePorts).
 
 import { errnoNumber, NetlinkError } from '../core/index.ts';
-import type { NetlinkTransport } from '../core/index.ts';
+import type { NetlinkTransport, OutMessage } from '../core/index.ts';
 import { parseIP } from '../../base/ip.ts';
 import {
   decodeAddr,
@@ -33,10 +33,43 @@ export interface AddAddrOptions extends AddrOptions, RouteCallOptions {
   prefixLen?: number;
 }
 
-export class RouteClient {
-  private readonly nl: NetlinkTransport;
+/**
+ * What the client talks to: a NetlinkTransport, and NetlinkConnection's pipeline() for the
+ * many-address calls. Without pipeline(), those send one request at a time (same results).
+ */
+export interface RouteTransport extends NetlinkTransport {
+  pipeline?(msgs: readonly OutMessage[], opts?: { signal?: AbortSignal; perDatagram?: number }): Promise<(NetlinkError | undefined)[]>;
+}
 
-  constructor(transport: NetlinkTransport) {
+/**
+ * Address requests per datagram in addAddresses()/deleteAddresses(). rtnetlink handles a
+ * datagram's messages in turn before we read any answer, and each failure (EEXIST,
+ * EADDRNOTAVAIL) queues an error reply echoing its request, several hundred bytes of receive
+ * buffer each. The buffer is net.core.rmem_max doubled (416 KiB stock); past it the kernel
+ * drops replies and the `netlink` package aborts the process. 256 keeps even an all-failing
+ * datagram at about half of it, as conntrack's and IPVS's pipelines do.
+ */
+export const ADDRS_PER_DATAGRAM = 256;
+
+/** The node's own addresses among `addrs`, as nodeAddresses() selects them. */
+export function selectNodeAddresses(addrs: Iterable<Addr>, exceptIndex?: number): string[] {
+  const out = new Set<string>();
+  for (const a of addrs) {
+    if (a.index === exceptIndex) continue;
+    const ip = parseIP(a.address);
+    if (!ip) continue;
+    const b = ip.bytes;
+    if (ip.family === 'IPv4' && b[0] === 127) continue;
+    if (ip.family === 'IPv6' && (a.address === '::1' || (b[0] === 0xfe && (b[1]! & 0xc0) === 0x80))) continue;
+    out.add(a.address);
+  }
+  return [...out].sort();
+}
+
+export class RouteClient {
+  private readonly nl: RouteTransport;
+
+  constructor(transport: RouteTransport) {
     this.nl = transport;
   }
 
@@ -153,16 +186,73 @@ export class RouteClient {
   async nodeAddresses(family: AddrFamily, opts: { exceptLink?: string } & RouteCallOptions = {}): Promise<string[]> {
     const except = opts.exceptLink === undefined ? undefined : await this.getLink(opts.exceptLink, opts);
     const addrs = await this.listAddresses({ family, ...(opts.signal ? { signal: opts.signal } : {}) });
-    const out = new Set<string>();
-    for (const a of addrs) {
-      if (except && a.index === except.index) continue;
-      const ip = parseIP(a.address);
-      if (!ip) continue;
-      const b = ip.bytes;
-      if (ip.family === 'IPv4' && b[0] === 127) continue;
-      if (ip.family === 'IPv6' && (a.address === '::1' || (b[0] === 0xfe && (b[1]! & 0xc0) === 0x80))) continue;
-      out.add(a.address);
+    return selectNodeAddresses(addrs, except?.index);
+  }
+
+  /**
+   * One dump of a family's addresses, split: those bound to `link` (kube-ipvs0), and the
+   * node's own elsewhere (nodeAddresses() with exceptLink). Both are wanted on a full IPVS
+   * sync, and each dump walks every address of the node, the link's many VIPs included.
+   */
+  async linkAndNodeAddresses(link: LinkRef, family: AddrFamily, opts: RouteCallOptions = {}): Promise<{ link: string[]; node: string[] }> {
+    const { index } = await this.resolve(link, `list addresses of ${String(link)}`, opts);
+    const addrs = await this.listAddresses({ family, ...(opts.signal ? { signal: opts.signal } : {}) });
+    return { link: addrs.filter((a) => a.index === index).map((a) => a.address), node: selectNodeAddresses(addrs, index) };
+  }
+
+  /**
+   * Binds many addresses to one link, pipelined (ADDRS_PER_DATAGRAM per datagram; the kernel
+   * handles each on its own, in order). One result per address: undefined when bound, else
+   * its NetlinkError naming address and link (EEXIST when it already was; EINVAL for text
+   * that is no address, never sent). Rejects only when the exchange itself fails.
+   */
+  async addAddresses(ref: LinkRef, addresses: readonly string[], opts: AddAddrOptions = {}): Promise<(NetlinkError | undefined)[]> {
+    if (addresses.length === 0) return [];
+    const { index, name } = await this.resolve(ref, `add addresses to ${String(ref)}`, opts);
+    return this.many(addresses, (a) => newAddrMessage(index, a, opts.prefixLen, opts, name), (a) => `add address ${a} to ${name}`, opts);
+  }
+
+  /** Unbinds many addresses from one link, pipelined; as addAddresses() (EADDRNOTAVAIL when one is not bound). */
+  async deleteAddresses(ref: LinkRef, addresses: readonly string[], opts: RouteCallOptions & { prefixLen?: number } = {}): Promise<(NetlinkError | undefined)[]> {
+    if (addresses.length === 0) return [];
+    const { index, name } = await this.resolve(ref, `delete addresses from ${String(ref)}`, opts);
+    return this.many(addresses, (a) => delAddrMessage(index, a, opts.prefixLen, name), (a) => `delete address ${a} from ${name}`, opts);
+  }
+
+  private async many(
+    addresses: readonly string[],
+    build: (address: string) => OutMessage,
+    label: (address: string) => string,
+    opts: RouteCallOptions,
+  ): Promise<(NetlinkError | undefined)[]> {
+    const results = new Array<NetlinkError | undefined>(addresses.length).fill(undefined);
+    const msgs: OutMessage[] = [];
+    const at: number[] = [];
+    addresses.forEach((a, i) => {
+      try {
+        msgs.push(build(a));
+        at.push(i);
+      } catch (e) {
+        results[i] = new NetlinkError(label(a), errnoNumber('EINVAL'), { msg: e instanceof Error ? e.message : String(e) }, { cause: e });
+      }
+    });
+    const sig = opts.signal ? { signal: opts.signal } : {};
+    let sent: (NetlinkError | undefined)[];
+    if (this.nl.pipeline) sent = await this.nl.pipeline(msgs, { ...sig, perDatagram: ADDRS_PER_DATAGRAM });
+    else {
+      sent = [];
+      for (const m of msgs) {
+        try {
+          await this.nl.request(m, sig);
+          sent.push(undefined);
+        } catch (e) {
+          // The kernel's answer carries the request's label; anything else is the exchange failing.
+          if (!(e instanceof NetlinkError) || e.op !== m.label) throw e;
+          sent.push(e);
+        }
+      }
     }
-    return [...out].sort();
+    sent.forEach((e, j) => (results[at[j]!] = e));
+    return results;
   }
 }

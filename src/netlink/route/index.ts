@@ -18,8 +18,8 @@ export {
   setLinkUpMessage,
 } from './codec.ts';
 export type { IfInfo } from './codec.ts';
-export { RouteClient } from './client.ts';
-export type { AddAddrOptions, LinkRef, RouteCallOptions } from './client.ts';
+export { ADDRS_PER_DATAGRAM, RouteClient, selectNodeAddresses } from './client.ts';
+export type { AddAddrOptions, LinkRef, RouteCallOptions, RouteTransport } from './client.ts';
 export { FakeRouteKernel, fakeRoute } from './fake.ts';
 export type { FakeRouteOptions } from './fake.ts';
 

@@ -5,13 +5,12 @@
 // (state.ts) and writes only the keys they touched, comparing with the applied mirror (what
 // our own calls left in the kernel). A full sync (the first, the periodic one, and any after a
 // failure) re-plans every port, re-reads the kernel (services, their destinations, kube-ipvs0
-// addresses, our ipsets) into the mirror and so repairs whatever someone changed by hand.
+// addresses, the node's addresses, our ipsets) into the mirror and so repairs whatever someone
+// changed by hand. An incremental sync reads nothing back: its cost follows the change, not
+// the number of Services.
 //
-// IPVS and ipset have no transactions, so the order of writes is what keeps traffic flowing:
-//   1. bind new VIPs; add/edit virtual servers; add/restore real servers
-//   2. add set entries
-//   3. delete set entries; drain removed real servers (weight 0, graceful.ts)
-//   4. delete virtual servers nobody wants; unbind their VIPs
+// IPVS and ipset have no transactions, so the order of writes is what keeps traffic flowing
+// (apply.ts: add before remove, each step's writes pipelined).
 //
 // Ownership: IPVS services carry no name. As upstream (cleanLegacyService), every address
 // virtual server of this family outside excludeCIDRs is ours; fwmark services never are.
@@ -23,23 +22,19 @@ import type { Logger } from '../../base/logger.ts';
 import { nodePortAddressMatches } from '../../model/index.ts';
 import type { ChangeSet, DesiredState, ServicePortId } from '../../model/index.ts';
 import { formatEntry, isSetBusy, isSetNotFound } from '../../netlink/ipset/index.ts';
-import type { IpsetClient, IpsetEntry } from '../../netlink/ipset/index.ts';
-import {
-  IP_VS_SVC_F_PERSISTENT,
-  isDestinationNotFound,
-  isFwmarkKey,
-  isIpvsExists,
-  isServiceNotFound,
-} from '../../netlink/ipvs/index.ts';
-import type { IpvsAddrKey, IpvsClient, IpvsServiceSpec } from '../../netlink/ipvs/index.ts';
-import { isNoSuchAddress, isNoSuchLink, isRouteExists } from '../../netlink/route/index.ts';
+import type { IpsetClient } from '../../netlink/ipset/index.ts';
+import { IP_VS_SVC_F_PERSISTENT, isDestinationNotFound, isFwmarkKey, isServiceNotFound } from '../../netlink/ipvs/index.ts';
+import type { IpvsAddrKey, IpvsClient, IpvsOp } from '../../netlink/ipvs/index.ts';
+import { isNoSuchLink } from '../../netlink/route/index.ts';
 import type { RouteClient } from '../../netlink/route/index.ts';
 import type { Proxier, SyncReport } from '../types.ts';
+import { applyTouched } from './apply.ts';
+import type { ApplyContext } from './apply.ts';
 import { GracefulQueue, gracefulVerdict } from './graceful.ts';
-import { DEFAULT_HASH_SIZE, DEFAULT_MAX_ELEM, DEFAULT_SCHEDULER, DUMMY_DEVICE, KNOWN_SCHEDULERS, SET_INFO, SETS, ipsetName } from './names.ts';
+import { DEFAULT_HASH_SIZE, DEFAULT_MAX_ELEM, DEFAULT_SCHEDULER, DUMMY_DEVICE, KNOWN_SCHEDULERS, SETS, ipsetName } from './names.ts';
 import type { SetKey } from './names.ts';
 import { destKey, planPort, vsKey } from './plan.ts';
-import type { PlanContext, VsPlan } from './plan.ts';
+import type { PlanContext } from './plan.ts';
 import type { CompanionSink } from './companion.ts';
 import { companionRules, toIptablesSave } from './rules.ts';
 import type { CompanionRules } from './rules.ts';
@@ -120,15 +115,30 @@ export class IpvsProxier implements Proxier {
   private lastRules: string | undefined;
   /** kube-ipvs0's index, learnt on the full sync (a link deleted by hand fails the next call, and that sync's successor is full). */
   private link: number | string = DUMMY_DEVICE;
+  /**
+   * The node's own addresses (not kube-ipvs0's), as the last full sync read them. Upstream's
+   * IPVS proxier lists them on every sync, but every upstream sync is a full one. The dump
+   * walks every address of the node, kube-ipvs0's VIPs included (rtnetlink cannot leave one
+   * link out, and filters by link only on strict-checking sockets), so reading it per sync
+   * made a one-endpoint change cost O(Services). Read on full syncs only, an address added
+   * to or removed from the node is noticed at the next full sync: at most the sync period
+   * later (--ipvs-sync-period, default 30 s), the same bound upstream has while no Service
+   * changes, and right after any failed sync. It moves NodePort VSes, which rarely matters
+   * sooner: a node's addresses change seldom.
+   */
+  private nodeAddrs: string[] = [];
   private initialized = false;
   private needFull = true;
   private timer: TimerHandle | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private kernelMs = 0;
   private errors: string[] = [];
-  /** Kernel calls made by the last sync (for logs and tests). */
+  /** Kernel calls made by the last sync, a pipelined burst counting once (for logs and tests). */
   lastOps = 0;
+  /** Netlink requests the last sync's writes and reads sent (a pipelined burst counts each message). */
+  lastRequests = 0;
   private ops = 0;
+  private requests = 0;
 
   constructor(opts: IpvsProxierOptions, deps: IpvsProxierDeps) {
     const scheduler = opts.scheduler || DEFAULT_SCHEDULER;
@@ -165,9 +175,10 @@ export class IpvsProxier implements Proxier {
     } while (q !== this.queue);
   }
 
-  private async k<T>(f: () => Promise<T>): Promise<T> {
+  private async k<T>(f: () => Promise<T>, requests = 1): Promise<T> {
     const t = performance.now();
     this.ops++;
+    this.requests += requests;
     try {
       return await f();
     } finally {
@@ -240,14 +251,25 @@ export class IpvsProxier implements Proxier {
     const started = performance.now();
     this.kernelMs = 0;
     this.ops = 0;
+    this.requests = 0;
     this.errors = [];
     if (desired.family !== this.family) throw new Error(`ipvs proxier for ${this.family} got ${desired.family} state`);
     if (!this.initialized) await this.init(signal);
     const full = change.full || this.needFull;
     const o = { signal };
 
-    // The node's addresses decide NodePort VSes and which external IPs are bound: a dump per sync.
-    const nodeAddrs = await this.k(() => this.deps.route.nodeAddresses(this.family, { exceptLink: DUMMY_DEVICE, signal }));
+    // The node's addresses decide NodePort VSes and which external IPs are bound: read with
+    // kube-ipvs0's on full syncs only (see nodeAddrs).
+    let bound: string[] | undefined;
+    if (full) {
+      const { route } = this.deps;
+      // Later address calls name the link by index: no look-up per address.
+      this.link = (await this.k(() => route.ensureLink(DUMMY_DEVICE, 'dummy', o))).link.index;
+      const addrs = await this.k(() => route.linkAndNodeAddresses(this.link, this.family, o));
+      this.nodeAddrs = addrs.node;
+      bound = addrs.link;
+    }
+    const nodeAddrs = this.nodeAddrs;
     const npa = desired.nodePortAddresses;
     const nodePortIPs = npa.matchAll ? nodeAddrs : nodeAddrs.filter((a) => nodePortAddressMatches(npa, a));
     const ctx: PlanContext = {
@@ -279,10 +301,10 @@ export class IpvsProxier implements Proxier {
     let planMs = performance.now() - planT;
 
     if (full) {
-      await this.readKernel(o);
+      await this.readKernel(bound ?? [], o);
       touched = this.everything();
     }
-    await this.apply(touched, o);
+    await applyTouched(this.applyContext(), touched, o);
     this.scheduleCheck();
     await this.writeCompanion(desired, full, signal);
 
@@ -290,12 +312,13 @@ export class IpvsProxier implements Proxier {
     planMs = Math.max(planMs, total - this.kernelMs);
     const report: SyncReport = { full, servicesChanged: full ? desired.services.size : planned, kernelMs: this.kernelMs, planMs, errors: this.errors };
     this.lastOps = this.ops;
+    this.lastRequests = this.requests;
     if (this.errors.length > 0) {
       this.needFull = true;
       throw new IpvsSyncError(report);
     }
     this.needFull = false;
-    this.log.debug('ipvs sync done', { full, services: report.servicesChanged, kernelOps: this.ops, kernelMs: Math.round(this.kernelMs), planMs: Math.round(planMs) });
+    this.log.debug('ipvs sync done', { full, services: report.servicesChanged, kernelOps: this.ops, kernelRequests: this.requests, kernelMs: Math.round(this.kernelMs), planMs: Math.round(planMs) });
     return report;
   }
 
@@ -337,11 +360,29 @@ export class IpvsProxier implements Proxier {
     return !!ip && !this.exclude.some((c) => cidrContains(c, ip));
   }
 
-  /** Full sync: make sure the link and sets exist, then read services, destinations, addresses and set members. */
-  private async readKernel(o: { signal: AbortSignal }): Promise<void> {
-    const { ipvs, ipset, route } = this.deps;
-    // Later address calls name the link by index: no look-up per address.
-    this.link = (await this.k(() => route.ensureLink(DUMMY_DEVICE, 'dummy', o))).link.index;
+  private applyContext(): ApplyContext {
+    const { ipvs, ipset, route, clock } = this.deps;
+    return {
+      ipvs,
+      ipset,
+      route,
+      clock,
+      family: this.family,
+      link: this.link,
+      index: this.index,
+      mirror: this.mirror,
+      graceful: this.graceful,
+      k: (f, requests) => this.k(f, requests),
+      fail: (what, e) => this.fail(what, e),
+    };
+  }
+
+  /**
+   * Full sync: make sure the sets exist, then read services, destinations and set members
+   * into a new mirror. `bound`: kube-ipvs0's addresses, read with the node's (doSync).
+   */
+  private async readKernel(bound: readonly string[], o: { signal: AbortSignal }): Promise<void> {
+    const { ipvs, ipset } = this.deps;
     const fam = this.family === 'IPv6' ? 'inet6' : 'inet';
     const mirror = new AppliedMirror();
     for (const s of SETS) {
@@ -378,171 +419,11 @@ export class IpvsProxier implements Proxier {
       }
       mirror.vss.set(vsKey(addr), vs);
     }
-    for (const a of await this.k(() => route.listAddresses({ link: this.link, family: this.family, ...o }))) mirror.addrs.add(a.address);
+    for (const a of bound) mirror.addrs.add(a);
     this.mirror = mirror;
     for (const t of this.graceful.list()) {
       const vs = mirror.vss.get(t.vsKey);
       if (!vs?.dests.has(t.destKey)) this.graceful.delete(t.vsKey, t.destKey);
-    }
-  }
-
-  private async apply(t: Touched, o: { signal: AbortSignal }): Promise<void> {
-    const { ipvs, ipset, route } = this.deps;
-    const { index, mirror } = this;
-
-    // 1. VIPs, virtual servers and real servers that must exist.
-    for (const a of t.addrs) {
-      if (!index.addrs.has(a) || mirror.addrs.has(a)) continue;
-      try {
-        await this.k(() => route.addAddress(this.link, a, o));
-        mirror.addrs.add(a);
-      } catch (e) {
-        if (isRouteExists(e)) mirror.addrs.add(a);
-        else this.fail(`bind ${a} on ${DUMMY_DEVICE}`, e);
-      }
-    }
-    for (const k of t.vss) {
-      const want = index.vss.get(k);
-      if (want) await this.ensureVs(k, want, o);
-    }
-
-    // 2. Set entries to add, per set (restore-style bulk messages).
-    const adds = new Map<SetKey, IpsetEntry[]>();
-    const dels = new Map<SetKey, IpsetEntry[]>();
-    for (const [set, keys] of t.entries) {
-      const want = index.entries.get(set);
-      const have = mirror.set(set);
-      for (const key of keys) {
-        const w = want?.get(key);
-        if (w && !have.has(key)) push(adds, set, w);
-        else if (!w && have.has(key)) push(dels, set, have.get(key)!);
-      }
-    }
-    for (const [set, entries] of adds) {
-      const name = ipsetName(set, this.family);
-      try {
-        await this.k(() => ipset.addMany(name, entries, { exist: true, type: SET_INFO.get(set)!.type, ...o }));
-        for (const e of entries) mirror.set(set).set(formatEntry(e), e);
-      } catch (e) {
-        this.fail(`add ${entries.length} entries to ipset ${name}`, e);
-      }
-    }
-
-    // 3. Entries to delete; real servers to drain.
-    for (const [set, entries] of dels) {
-      const name = ipsetName(set, this.family);
-      try {
-        await this.k(() => ipset.delMany(name, entries, { exist: true, type: SET_INFO.get(set)!.type, ...o }));
-        for (const e of entries) mirror.set(set).delete(formatEntry(e));
-      } catch (e) {
-        this.fail(`delete ${entries.length} entries from ipset ${name}`, e);
-      }
-    }
-    for (const k of t.vss) {
-      const want = index.vss.get(k);
-      const have = mirror.vss.get(k);
-      if (!want || !have) continue;
-      for (const [dk, d] of [...have.dests]) if (!want.dests.has(dk)) await this.drain(k, have, dk, d.weight, o);
-    }
-
-    // 4. Virtual servers nobody wants, then their VIPs.
-    for (const k of t.vss) {
-      const have = mirror.vss.get(k);
-      if (!have || index.vss.has(k)) continue;
-      try {
-        await this.k(() => ipvs.deleteService(have.addr, o));
-      } catch (e) {
-        if (!isServiceNotFound(e)) {
-          this.fail(`delete ipvs service ${k}`, e);
-          continue;
-        }
-      }
-      mirror.vss.delete(k);
-      this.graceful.dropVs(k);
-    }
-    for (const a of t.addrs) {
-      if (index.addrs.has(a) || !mirror.addrs.has(a)) continue;
-      try {
-        await this.k(() => route.deleteAddress(this.link, a, o));
-        mirror.addrs.delete(a);
-      } catch (e) {
-        if (isNoSuchAddress(e)) mirror.addrs.delete(a);
-        else this.fail(`unbind ${a} from ${DUMMY_DEVICE}`, e);
-      }
-    }
-  }
-
-  private spec(want: VsPlan): IpvsServiceSpec {
-    return { ...want.addr, scheduler: want.scheduler, flags: want.flags, timeout: want.timeout };
-  }
-
-  private async ensureVs(k: string, want: VsPlan, o: { signal: AbortSignal }): Promise<void> {
-    const { ipvs } = this.deps;
-    let have = this.mirror.vss.get(k);
-    try {
-      if (!have) {
-        try {
-          await this.k(() => ipvs.addService(this.spec(want), o));
-          have = { addr: want.addr, scheduler: want.scheduler, flags: want.flags, timeout: want.timeout, dests: new Map() };
-        } catch (e) {
-          if (!isIpvsExists(e)) throw e;
-          // Someone made it behind our back: learn its real servers, then fix it up below.
-          have = { addr: want.addr, scheduler: '', flags: -1, timeout: -1, dests: new Map() };
-          for (const d of await this.k(() => ipvs.listDestinations(want.addr, o))) have.dests.set(destKey(d.address, d.port), { address: d.address, port: d.port, weight: d.weight });
-        }
-        this.mirror.vss.set(k, have);
-      }
-      if (have.scheduler !== want.scheduler || have.flags !== want.flags || have.timeout !== want.timeout) {
-        await this.k(() => ipvs.editService(this.spec(want), o));
-        have.scheduler = want.scheduler;
-        have.flags = want.flags;
-        have.timeout = want.timeout;
-      }
-    } catch (e) {
-      this.fail(`ensure ipvs service ${k}`, e);
-      return;
-    }
-    for (const [dk, d] of want.dests) {
-      const cur = have.dests.get(dk);
-      try {
-        if (!cur) {
-          try {
-            await this.k(() => ipvs.addDestination(want.addr, { address: d.address, port: d.port, weight: 1, forward: 'masq' }, o));
-          } catch (e) {
-            if (!isIpvsExists(e)) throw e;
-            await this.k(() => ipvs.editDestination(want.addr, { address: d.address, port: d.port, weight: 1, forward: 'masq' }, o));
-          }
-          have.dests.set(dk, { address: d.address, port: d.port, weight: 1 });
-        } else if (cur.weight !== 1) {
-          // A draining server whose endpoint is back, or one found at weight 0 after a restart
-          // (upstream left those at 0 and the Service went dark: issue 108319).
-          await this.k(() => ipvs.editDestination(want.addr, { address: d.address, port: d.port, weight: 1, forward: 'masq' }, o));
-          cur.weight = 1;
-        }
-        this.graceful.delete(k, dk);
-      } catch (e) {
-        this.fail(`ensure real server ${dk} of ${k}`, e);
-      }
-    }
-  }
-
-  /** A real server whose endpoint went away: UDP ones go at once, others drain at weight 0. */
-  private async drain(k: string, vs: AppliedVs, dk: string, weight: number, o: { signal: AbortSignal }): Promise<void> {
-    const d = vs.dests.get(dk)!;
-    try {
-      if (vs.addr.protocol === 'udp') {
-        await this.deleteDest(vs, dk, o);
-        return;
-      }
-      if (this.graceful.has(k, dk)) return;
-      if (weight !== 0) {
-        await this.k(() => this.deps.ipvs.editDestination(vs.addr, { address: d.address, port: d.port, weight: 0, forward: 'masq' }, o));
-        d.weight = 0;
-      }
-      this.graceful.add({ vsKey: k, vs: vs.addr, destKey: dk, address: d.address, port: d.port, since: this.deps.clock.now() });
-    } catch (e) {
-      if (isDestinationNotFound(e) || isServiceNotFound(e)) vs.dests.delete(dk);
-      else this.fail(`drain real server ${dk} of ${k}`, e);
     }
   }
 
@@ -643,14 +524,14 @@ export class IpvsProxier implements Proxier {
         this.lastRules = undefined;
       }
       try {
-        for (const s of await ipvs.listServices()) {
-          if (isFwmarkKey(s) || !this.ours(s)) continue;
-          await ipvs.deleteService(s).catch((e: unknown) => {
-            if (!isServiceNotFound(e)) problems.push(`delete ipvs service ${vsKey(s)}: ${errText(e)}`);
-          });
-        }
+        const ours: IpvsAddrKey[] = [];
+        for (const s of await ipvs.listServices()) if (!isFwmarkKey(s) && this.ours(s)) ours.push(s);
+        const ops = ours.map((s): IpvsOp => ({ op: 'delete-service', service: s }));
+        (await ipvs.applyMany(ops)).forEach((e, i) => {
+          if (e && !isServiceNotFound(e)) problems.push(`delete ipvs service ${vsKey(ours[i]!)}: ${errText(e)}`);
+        });
       } catch (e) {
-        problems.push(`list ipvs services: ${errText(e)}`);
+        problems.push(`list or delete ipvs services: ${errText(e)}`);
       }
       for (const s of SETS) {
         const name = ipsetName(s.key, this.family);
@@ -670,12 +551,6 @@ export class IpvsProxier implements Proxier {
       if (problems.length > 0) throw new Error(`ipvs cleanup: ${problems.join('; ')}`);
     });
   }
-}
-
-function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
-  const l = m.get(k);
-  if (l) l.push(v);
-  else m.set(k, [v]);
 }
 
 function sameContext(a: PlanContext, b: PlanContext): boolean {

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { connect, Protocol } from '../../../src/netlink/core/index.ts';
 import type { NetlinkConnection } from '../../../src/netlink/core/index.ts';
 import {
@@ -22,7 +22,8 @@ import {
   isSchedulerMissing,
   isServiceNotFound,
 } from '../../../src/netlink/ipvs/index.ts';
-import type { IpvsServiceKey, IpvsServiceSpec } from '../../../src/netlink/ipvs/index.ts';
+import type { IpvsOp, IpvsServiceKey, IpvsServiceSpec } from '../../../src/netlink/ipvs/index.ts';
+import { isRouteExists, RouteClient } from '../../../src/netlink/route/index.ts';
 import type { VmCase } from '../run-cases.ts';
 
 const NODE = process.execPath;
@@ -267,6 +268,63 @@ export const cases: VmCase[] = [
       const delMs = Math.round(performance.now() - t);
       assert.deepEqual(await ipvsadm(), []);
       note({ addServicesAndDestsMs: addMs, dumpServicesMs: dumpMs, dump100DestListsMs: destDumpMs, delete500Ms: delMs });
+    },
+  },
+  {
+    name: 'applyMany: 500 services x 2 destinations pipelined in list order, ipvsadm agrees; pipelined deletes (timed)',
+    timeoutMs: 180_000,
+    async run(note) {
+      const keys: IpvsServiceSpec[] = [];
+      for (let i = 0; i < 500; i++) keys.push({ family: 'IPv4', protocol: i % 2 ? 'udp' : 'tcp', address: `10.97.${i >> 8}.${i & 255}`, port: 80, scheduler: 'rr' });
+      const adds: IpvsOp[] = keys.flatMap((k): IpvsOp[] => [
+        { op: 'add-service', service: k },
+        { op: 'add-destination', service: k, destination: { address: '10.0.0.2', port: 8080, weight: 1 } },
+        { op: 'add-destination', service: k, destination: { address: '10.0.0.3', port: 8080, weight: 1 } },
+      ]);
+      let t = performance.now();
+      const added = await client.applyMany(adds);
+      const addMs = Math.round(performance.now() - t);
+      assert.deepEqual(added.filter((e) => e !== undefined), []);
+      const lines = await ipvsadm();
+      assert.equal(lines.filter((l) => !l.startsWith('->')).length, 500);
+      assert.equal(lines.filter((l) => l.startsWith('->')).length, 1000);
+      t = performance.now();
+      const deleted = await client.applyMany(keys.map((k): IpvsOp => ({ op: 'delete-service', service: k })));
+      const delMs = Math.round(performance.now() - t);
+      assert.deepEqual(deleted.filter((e) => e !== undefined), []);
+      assert.deepEqual(await ipvsadm(), []);
+      note({ requests: adds.length, addServicesAndDestsMs: addMs, delete500Ms: delMs });
+    },
+  },
+  {
+    name: 'pipelined writes that all fail: 2,048 IPVS and 2,048 address error replies fit the receive buffer at the stock rmem_max, each named',
+    timeoutMs: 180_000,
+    async run(note) {
+      const rmemMax = readFileSync('/proc/sys/net/core/rmem_max', 'utf8').trim();
+      // Destinations of a service that does not exist: every request is answered with ESRCH.
+      const ghost: IpvsServiceKey = { family: 'IPv4', protocol: 'tcp', address: '10.98.0.1', port: 80 };
+      const ops: IpvsOp[] = Array.from({ length: 2048 }, (_, j) => ({ op: 'add-destination', service: ghost, destination: { address: `10.1.${j >> 8}.${j & 255}`, port: 8080, weight: 1 } }));
+      const res = await client.applyMany(ops);
+      assert.equal(res.filter((e) => isServiceNotFound(e)).length, 2048);
+      assert.equal(res[2047]!.message, 'add ipvs destination 10.1.7.255:8080 of TCP 10.98.0.1:80: ESRCH');
+      // Addresses bound twice: the second round is all EEXIST.
+      const rconn = connect(Protocol.ROUTE, { timeoutMs: 10_000 });
+      try {
+        const route = new RouteClient(rconn);
+        await must('/usr/sbin/ip', 'link', 'add', 'kpt-burst0', 'type', 'dummy');
+        const link = (await route.getLink('kpt-burst0'))!.index;
+        const addrs = Array.from({ length: 2048 }, (_, j) => `10.99.${j >> 8}.${j & 255}`);
+        assert.deepEqual((await route.addAddresses(link, addrs)).filter((e) => e !== undefined), []);
+        const again = await route.addAddresses(link, addrs);
+        assert.equal(again.filter((e) => isRouteExists(e)).length, 2048);
+        assert.match(again[0]!.message, /^add address 10\.99\.0\.0\/32 to #\d+: EEXIST$/);
+        const shown = (await must('/usr/sbin/ip', '-4', '-o', 'addr', 'show', 'dev', 'kpt-burst0')).trim().split('\n');
+        note({ rmemMax, ipvsErrors: 2048, addressErrors: 2048, addressesShown: shown.length, first: res[0]!.message });
+        assert.equal(shown.length, 2048);
+      } finally {
+        await run('/usr/sbin/ip', ['link', 'del', 'kpt-burst0']);
+        rconn.close();
+      }
     },
   },
   {

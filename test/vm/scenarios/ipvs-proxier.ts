@@ -517,19 +517,22 @@ export const cases: VmCase[] = [
       const cold = await sync();
       const coldMs = Math.round(performance.now() - t);
       const coldOps = proxier.lastOps;
+      const coldReqs = proxier.lastRequests;
       eps('bulk150', ['10.0.0.2']);
       t = performance.now();
       const one = await sync();
       const oneMs = Math.round(performance.now() - t);
       const oneOps = proxier.lastOps;
+      const oneReqs = proxier.lastRequests;
       t = performance.now();
       const full = await sync(true);
       const fullMs = Math.round(performance.now() - t);
       const fullOps = proxier.lastOps;
+      const fullReqs = proxier.lastRequests;
       note({
-        cold: { ms: coldMs, kernelMs: Math.round(cold.kernelMs), planMs: Math.round(cold.planMs), kernelCalls: coldOps },
-        oneEndpoint: { ms: oneMs, kernelMs: Math.round(one.kernelMs), kernelCalls: oneOps, full: one.full },
-        fullResync: { ms: fullMs, kernelMs: Math.round(full.kernelMs), kernelCalls: fullOps },
+        cold: { ms: coldMs, kernelMs: Math.round(cold.kernelMs), planMs: Math.round(cold.planMs), kernelCalls: coldOps, requests: coldReqs },
+        oneEndpoint: { ms: oneMs, kernelMs: Math.round(one.kernelMs), kernelCalls: oneOps, requests: oneReqs, full: one.full },
+        fullResync: { ms: fullMs, kernelMs: Math.round(full.kernelMs), kernelCalls: fullOps, requests: fullReqs },
       });
       assert.equal(one.full, false);
       assert.equal((await ipvsadm()).filter((l) => l.startsWith('TCP 10.97.')).length, 300);

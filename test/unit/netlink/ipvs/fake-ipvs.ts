@@ -1,9 +1,12 @@
 // A small in-memory IPVS "kernel" behind FakeKernel: the nlctrl family look-up, services,
 // destinations and time-outs, with the errnos the real ip_vs_ctl.c returns. Its replies are
 // written with the entry encoders, whose output is checked against real captures elsewhere.
-import { AttrSet, AttrWriter, ByteWriter, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, FakeKernel, GENL_ID_CTRL, NLM_F_DUMP, NLM_F_MULTI } from '../../../../src/netlink/core/index.ts';
+// As the kernel's netlink_rcv_skb, it handles every request of a datagram in turn, answers
+// each failure with an error, and a success with an ACK only when the request asked for one
+// (pipelined requests ask on the last message only).
+import { AttrSet, AttrWriter, ByteWriter, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, FakeKernel, GENL_ID_CTRL, NLM_F_ACK, NLM_F_DUMP, NLM_F_MULTI } from '../../../../src/netlink/core/index.ts';
 import type { InMessage } from '../../../../src/netlink/core/index.ts';
-import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { ackReply as ack, doneReply, errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
 import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
 import {
   decodeDestination,
@@ -27,10 +30,17 @@ export class FakeIpvs {
   readonly services = new Map<string, { svc: IpvsService; dests: Map<string, IpvsDestination> }>();
   timeouts = { tcp: 900, tcpFin: 120, udp: 300 };
   readonly requests: InMessage[] = [];
+  /** Requests per datagram received, in order (pipelining shows as counts above 1). */
+  readonly datagrams: number[] = [];
+  /** Called before each request is handled: return an errno to refuse it (fault injection). */
+  refuse: ((req: InMessage, cmd: number) => number | undefined) | undefined;
 
   constructor(familyId = 0x20) {
     this.familyId = familyId;
-    this.kernel = new FakeKernel(([req]) => this.handle(req!));
+    this.kernel = new FakeKernel((reqs) => {
+      this.datagrams.push(reqs.length);
+      return reqs.flatMap((r) => this.handle(r));
+    });
   }
 
   private reply(cmd: number, fill: (w: AttrWriter) => void, flags = 0): FakeReply {
@@ -42,6 +52,13 @@ export class FakeIpvs {
 
   private handle(req: InMessage): FakeReply[] {
     this.requests.push(req);
+    const refused = this.refuse?.(req, req.payload[0] ?? -1);
+    if (refused !== undefined) return [errorReply(req, refused)];
+    return this.answer(req).filter((r) => r !== undefined);
+  }
+
+  private answer(req: InMessage): (FakeReply | undefined)[] {
+    const ackReply = (r: InMessage): FakeReply | undefined => (r.flags & NLM_F_ACK ? ack(r) : undefined);
     if (req.type === GENL_ID_CTRL) {
       const name = new AttrSet(req.payload.subarray(4), 'ctrl').str(CTRL_ATTR_FAMILY_NAME);
       if (name !== 'IPVS' || !this.available) return [errorReply(req, E.ENOENT)];

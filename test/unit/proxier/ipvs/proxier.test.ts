@@ -140,7 +140,7 @@ test('internalTrafficPolicy=Local: only local endpoints; none local falls back t
   t.deepEqual(h.vs(), ['TCP 10.96.0.10:80 -> 10.0.0.1:8080 0', 'TCP 10.96.0.10:80 rr']);
 });
 
-test('incremental: one new endpoint is one NEW_DEST; nothing listed, no set written', async (t) => {
+test('incremental: one new endpoint is one NEW_DEST; nothing listed (not even the node\'s addresses), no set written', async (t) => {
   const h = harness();
   for (let i = 0; i < 20; i++) {
     h.tracker.onService(undefined, svc(`s${i}`, { clusterIP: `10.96.1.${i}` }));
@@ -155,7 +155,8 @@ test('incremental: one new endpoint is one NEW_DEST; nothing listed, no set writ
   const w = h.writes();
   t.deepEqual(w.ipvsOrder, ['NEW_DEST']);
   t.is(w.ipsetAdd + w.ipsetDel + w.ipsetList + w.ipsetCreate, 0);
-  t.is(h.proxier.lastOps, 2, 'the node-address dump and the one NEW_DEST');
+  t.is(h.proxier.lastOps, 1, 'the one NEW_DEST: no node-address dump, whose size grows with the VIPs on kube-ipvs0');
+  t.is(h.proxier.lastRequests, 1);
   // Nothing changed: no write at all.
   await h.sync();
   t.deepEqual(h.writes().ipvsOrder, []);
@@ -327,14 +328,21 @@ test('a failed kernel call fails the sync with a named error and makes the next 
   t.deepEqual(h.addrs(), ['10.96.0.10', '10.96.0.11']);
 });
 
-test('node addresses changing re-plans NodePort VSes', async (t) => {
+test('node addresses changing re-plans NodePort VSes at the next full sync (incremental ones do not read them)', async (t) => {
   const h = harness();
   h.tracker.onService(undefined, svc('np', { type: 'NodePort', ports: [TCP(80, 30080)] }));
   await h.sync();
   h.routeK.addLink('eth1', undefined);
   h.routeK.addAddr('eth1', '192.168.9.9', 24);
-  await h.sync();
+  h.tracker.onService(undefined, svc('other', { clusterIP: '10.96.0.99' }));
+  t.false((await h.sync()).full);
+  t.deepEqual(h.vs().filter((l) => l.includes('30080')), [`TCP ${NODE_IP}:30080 rr`]);
+  t.true((await h.full()).full);
   t.deepEqual(h.vs().filter((l) => l.includes('30080')), [`TCP ${NODE_IP}:30080 rr`, 'TCP 192.168.9.9:30080 rr']);
+  // Gone again: the next full sync removes its VS.
+  h.routeK.addrs.splice(h.routeK.addrs.findIndex((a) => a.bytes.join('.') === '192.168.9.9'), 1);
+  await h.full();
+  t.deepEqual(h.vs().filter((l) => l.includes('30080')), [`TCP ${NODE_IP}:30080 rr`]);
 });
 
 test('cleanup removes our VSes, ipsets and kube-ipvs0, and leaves others alone', async (t) => {
