@@ -139,6 +139,22 @@ export function parseIP(text: string): IPAddr | undefined {
   return undefined;
 }
 
+/** An address's family and canonical text, without its bytes. */
+export interface IPText {
+  readonly family: IPFamily;
+  readonly text: string;
+}
+
+/**
+ * parseIP for callers that keep text only (the model parses every endpoint address): the
+ * same answer, without allocating the bytes of an IPv4 address.
+ */
+export function parseIPText(text: string): IPText | undefined {
+  if (typeof text !== 'string') return undefined;
+  if (v4Number(text) >= 0) return { family: 'IPv4', text };
+  return parseIP(text);
+}
+
 export function ipFromBytes(bytes: Uint8Array): IPAddr {
   if (bytes.length === 4) return makeAddr('IPv4', Uint8Array.from(bytes));
   if (bytes.length === 16) return makeAddr('IPv6', Uint8Array.from(bytes));

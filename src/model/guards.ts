@@ -9,7 +9,8 @@ export const isObject = (v: unknown): v is Record<string, unknown> =>
 export const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 /** The array, or [] for anything else (absent fields are common and legal). */
-export const arr = (v: unknown): readonly unknown[] => (Array.isArray(v) ? v : []);
+const NONE: readonly unknown[] = Object.freeze([]);
+export const arr = (v: unknown): readonly unknown[] => (Array.isArray(v) ? v : NONE);
 
 export const isPortNumber = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
 

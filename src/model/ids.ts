@@ -21,4 +21,7 @@ export function serviceKeyOf(id: ServicePortId): ServiceKey {
 }
 
 /** "ip:port" for IPv4, "[ip]:port" for IPv6: how endpoints are told apart (upstream Endpoint.String). */
-export const endpointKey = (ip: string, port: number): string => (ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
+// Built with join, which makes one flat string: `${ip}:${port}` makes a concatenation object
+// and its left half, two objects per endpoint that a large cluster keeps, and that V8 copies
+// into a flat string anyway the first time the key is compared.
+export const endpointKey = (ip: string, port: number): string => (ip.includes(':') ? ['[', ip, ']:', port].join('') : [ip, port].join(':'));

@@ -82,23 +82,25 @@ export class InputStore {
 
   /** Moves everything pending to applied; returns the Services touched. */
   apply(): Set<ServiceKey> {
-    const keys = new Set<ServiceKey>([...this.pendingServices.keys(), ...this.pendingSlices.keys()]);
-    for (const [key, ports] of this.pendingServices) {
+    const keys = new Set<ServiceKey>(this.pendingServices.keys());
+    for (const key of this.pendingSlices.keys()) keys.add(key);
+    // forEach rather than for-of: no [key, value] pair per entry (a first checkout has one per Service).
+    this.pendingServices.forEach((ports, key) => {
       if (ports.length === 0) this.appliedServices.delete(key);
       else this.appliedServices.set(key, ports);
-    }
+    });
     this.pendingServices.clear();
-    for (const [key, slices] of this.pendingSlices) {
+    this.pendingSlices.forEach((slices, key) => {
       let applied = this.appliedSlices.get(key);
-      for (const [name, info] of slices) {
+      slices.forEach((info, name) => {
         if (info === undefined) applied?.delete(name);
         else {
           if (!applied) this.appliedSlices.set(key, (applied = new Map()));
           applied.set(name, info);
         }
-      }
+      });
       if (applied?.size === 0) this.appliedSlices.delete(key);
-    }
+    });
     this.pendingSlices.clear();
     this.pendingSliceCount = 0;
     return keys;

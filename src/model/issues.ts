@@ -68,11 +68,12 @@ export class RejectLog {
 
   /** Reports the issues of one object (key "ns/name"); no issues clears its memory. */
   report(kind: RejectKind, key: string, issues: readonly Issue[], version = '', level: 'warn' | 'error' = 'warn'): void {
-    const id = `${kind}/${key}`;
     if (issues.length === 0) {
-      this.last.delete(id);
+      // The common case, once per event: no key text is built unless something is remembered.
+      if (this.last.size > 0) this.last.delete(`${kind}/${key}`);
       return;
     }
+    const id = `${kind}/${key}`;
     const byReason = new Map<RejectReason, string[]>();
     for (const i of issues) {
       const d = byReason.get(i.reason);

@@ -13,6 +13,15 @@ import { categorizeEndpoints, type TopologyContext } from './topology.ts';
 import type { EndpointInfo, PreviousPort, ServicePortInfo, StaleTarget } from './types.ts';
 
 const NO_ENDPOINTS: readonly EndpointInfo[] = Object.freeze([]);
+const NO_IDS: readonly ServicePortId[] = Object.freeze([]);
+
+const FEW = 8;
+
+/** A Service has few ports: a scan costs less than a map per recompute. */
+function portById(ports: readonly ServicePortInfo[], id: ServicePortId): ServicePortInfo | undefined {
+  for (const p of ports) if (p.id === id) return p;
+  return undefined;
+}
 
 /** What one checkout accumulates. */
 export interface Collected {
@@ -41,39 +50,48 @@ export class Publisher {
     ctx: TopologyContext,
     c: Collected,
   ): void {
-    const st = this.state;
     // Slices of a Service that does not exist (yet) are kept by the caller but publish nothing.
     const eps = ports.length > 0 ? mergeSlices(key, slices, ctx.nodeName) : undefined;
-    const byId = new Map<ServicePortId, ServicePortInfo>();
-    for (const p of ports) byId.set(p.id, p);
-    const ids = new Set<ServicePortId>([...(this.idsByService.get(key) ?? []), ...byId.keys()]);
+    const oldIds = this.idsByService.get(key) ?? NO_IDS;
+    // Lookups by scanning, as a Service has few ports; maps only for one with many.
+    const byId = ports.length > FEW ? new Map(ports.map((p) => [p.id, p])) : undefined;
+    const wasPublished = oldIds.length > FEW ? new Set(oldIds) : undefined;
     let changed = false;
-    for (const id of ids) {
-      const oldInfo = st.services.get(id);
-      const newInfo = byId.get(id);
-      const oldEps = st.endpoints.get(id) ?? NO_ENDPOINTS;
-      const newEps = (newInfo && eps?.get(id)) || NO_ENDPOINTS;
-      if (deepEqual(oldInfo, newInfo) && deepEqual(oldEps, newEps)) continue;
-      changed = true;
-      this.remember(id, c);
-      c.stale.push(...staleTargets(oldInfo, oldEps, newInfo, newEps));
-      if (newInfo) {
-        st.services.set(id, newInfo);
-        if (newEps.length > 0) st.endpoints.set(id, newEps);
-        else st.endpoints.delete(id);
-        st.selections.set(id, categorizeEndpoints(newInfo, newEps, ctx));
-      } else {
-        st.services.delete(id);
-        st.endpoints.delete(id);
-        st.selections.delete(id);
-      }
+    // The ports published before (in their order), then the new ones.
+    for (const id of oldIds) changed = this.publishPort(id, byId ? byId.get(id) : portById(ports, id), eps, ctx, c) || changed;
+    for (const p of ports) {
+      if (wasPublished ? wasPublished.has(p.id) : oldIds.includes(p.id)) continue;
+      changed = this.publishPort(p.id, p, eps, ctx, c) || changed;
     }
-    if (ports.length > 0) this.idsByService.set(key, [...byId.keys()]);
+    if (ports.length > 0) this.idsByService.set(key, ports.map((p) => p.id));
     else this.idsByService.delete(key);
     if (changed) {
       c.serviceKeys.add(key);
       this.updateHealthCheck(key, ports);
     }
+  }
+
+  /** Publishes one port's info, endpoints and selection if they differ; true when they did. */
+  private publishPort(id: ServicePortId, newInfo: ServicePortInfo | undefined, eps: ReadonlyMap<ServicePortId, readonly EndpointInfo[]> | undefined, ctx: TopologyContext, c: Collected): boolean {
+    const st = this.state;
+    const oldInfo = st.services.get(id);
+    const oldEps = st.endpoints.get(id) ?? NO_ENDPOINTS;
+    const newEps = (newInfo && eps?.get(id)) || NO_ENDPOINTS;
+    if (deepEqual(oldInfo, newInfo) && deepEqual(oldEps, newEps)) return false;
+    this.remember(id, c);
+    const stale = staleTargets(oldInfo, oldEps, newInfo, newEps);
+    if (stale.length > 0) c.stale.push(...stale);
+    if (newInfo) {
+      st.services.set(id, newInfo);
+      if (newEps.length > 0) st.endpoints.set(id, newEps);
+      else st.endpoints.delete(id);
+      st.selections.set(id, categorizeEndpoints(newInfo, newEps, ctx));
+    } else {
+      st.services.delete(id);
+      st.endpoints.delete(id);
+      st.selections.delete(id);
+    }
+    return true;
   }
 
   /** After a zone change: recompute every selection, recording the ones that differ. */

@@ -4,7 +4,7 @@
 // external IP) are dropped with an issue; a Service unusable as a whole (invalid cluster IP,
 // unknown type, absurd size) is rejected, and the tracker keeps its last good version.
 
-import { parseCIDR, parseIP, type IPFamily } from '../base/ip.ts';
+import { parseCIDR, parseIPText, type IPFamily } from '../base/ip.ts';
 import { PROTOCOLS, serviceKey, servicePortId, type Protocol, type ServiceKey } from './ids.ts';
 import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, nameOf, str } from './guards.ts';
 import { Issues } from './issues.ts';
@@ -41,32 +41,33 @@ export function normalizeService(input: unknown, family: IPFamily, limits: Limit
     return { key: undefined, ports: [], rejected: true, issues };
   }
   const key = serviceKey(namespace, name);
-  const none = { key, ports: [], rejected: false, issues };
-  const rejected = { key, ports: [], rejected: true, issues };
-  if (isIgnoredByLabel(labelsOf(input['metadata']))) return none;
+  // Built when returned: most Services are neither skipped nor rejected.
+  const none = (): ServiceResult => ({ key, ports: [], rejected: false, issues });
+  const rejected = (): ServiceResult => ({ key, ports: [], rejected: true, issues });
+  if (isIgnoredByLabel(labelsOf(input['metadata']))) return none();
 
   if (input['spec'] !== undefined && !isObject(input['spec'])) {
     issues.add('not-an-object', 'spec');
-    return rejected;
+    return rejected();
   }
   const spec = isObject(input['spec']) ? input['spec'] : {};
   const rawType = spec['type'] === undefined ? 'ClusterIP' : str(spec['type']);
   if (!TYPES.has(rawType)) {
     issues.add('unknown-type', `type '${String(spec['type'])}'`);
-    return rejected;
+    return rejected();
   }
-  if (rawType === 'ExternalName') return none;
+  if (rawType === 'ExternalName') return none();
   const type = rawType as ServiceType;
 
   const clusterIP = clusterIPFor(spec, family, issues);
-  if (clusterIP === null) return rejected;
-  if (clusterIP === undefined) return none;
+  if (clusterIP === null) return rejected();
+  if (clusterIP === undefined) return none();
 
   if (spec['ports'] !== undefined && !Array.isArray(spec['ports'])) issues.add('invalid-port', 'spec.ports is not a list');
   const rawPorts = arr(spec['ports']);
   if (rawPorts.length > limits.maxPorts) {
     issues.add('too-many-ports', `${rawPorts.length} ports, limit ${limits.maxPorts}`);
-    return rejected;
+    return rejected();
   }
 
   const externalIPs = ipsOfFamily(arr(spec['externalIPs']), family, 'invalid-external-ip', issues);
@@ -93,7 +94,8 @@ export function normalizeService(input: unknown, family: IPFamily, limits: Limit
   const ports: ServicePortInfo[] = [];
   const seenNames = new Set<string>();
   const seenNumbers = new Set<string>();
-  for (const [i, raw] of rawPorts.entries()) {
+  for (let i = 0; i < rawPorts.length; i++) {
+    const raw = rawPorts[i];
     if (!isObject(raw)) {
       issues.add('invalid-port', `ports[${i}] is not an object`);
       continue;
@@ -167,7 +169,7 @@ function clusterIPFor(spec: Record<string, unknown>, family: IPFamily, issues: I
   if (first === undefined || first === '' || first === 'None') return undefined;
   let found: string | undefined;
   for (const raw of ips) {
-    const ip = parseIP(str(raw));
+    const ip = parseIPText(str(raw));
     if (!ip) {
       issues.add('invalid-cluster-ip', `cluster IP '${String(raw)}'`);
       return null;
@@ -180,7 +182,7 @@ function clusterIPFor(spec: Record<string, unknown>, family: IPFamily, issues: I
 function ipsOfFamily(raw: readonly unknown[], family: IPFamily, reason: 'invalid-external-ip', issues: Issues): string[] {
   const out: string[] = [];
   for (const r of raw) {
-    const ip = parseIP(str(r).trim());
+    const ip = parseIPText(str(r).trim());
     if (!ip) issues.add(reason, `'${String(r)}'`);
     else if (ip.family === family && !out.includes(ip.text)) out.push(ip.text);
   }
@@ -209,7 +211,7 @@ function ingressVIPs(status: unknown, family: IPFamily, issues: Issues): string[
     if (!isObject(ing) || !ing['ip']) continue; // hostname-only ingress: nothing to program
     // ipMode Proxy: the load balancer delivers to the node, not to the VIP; unset means VIP.
     if (ing['ipMode'] !== undefined && ing['ipMode'] !== 'VIP') continue;
-    const ip = parseIP(str(ing['ip']));
+    const ip = parseIPText(str(ing['ip']));
     if (!ip) issues.add('invalid-load-balancer-ip', `ingress ip '${String(ing['ip'])}'`);
     else if (ip.family === family && !out.includes(ip.text)) out.push(ip.text);
   }

@@ -2,12 +2,12 @@
 // Only what kube-proxy reads is kept, sorted, so that a re-delivered or reordered slice
 // compares equal. FQDN slices and slices of the other family contribute nothing.
 
-import { parseIP, type IPFamily } from '../base/ip.ts';
+import { parseIPText, type IPFamily } from '../base/ip.ts';
 import { LABEL_SERVICE_NAME } from './k8s.ts';
-import { PROTOCOLS, serviceKey, type Protocol, type ServiceKey } from './ids.ts';
+import { endpointKey, PROTOCOLS, serviceKey, type Protocol, type ServiceKey } from './ids.ts';
 import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, nameOf, str } from './guards.ts';
 import { Issues } from './issues.ts';
-import type { Limits } from './types.ts';
+import type { EndpointInfo, Limits } from './types.ts';
 
 export interface SlicePort {
   /** '' for the unnamed port (an absent name is read as ''). */
@@ -16,22 +16,54 @@ export interface SlicePort {
   readonly port: number;
 }
 
-export interface SliceEndpoint {
-  /** Canonical text of addresses[0] (upstream uses only the first address). */
-  readonly ip: string;
-  readonly ready: boolean;
-  readonly serving: boolean;
-  readonly terminating: boolean;
-  readonly nodeName: string;
-  readonly zone: string;
-  readonly zoneHints: readonly string[];
-  readonly nodeHints: readonly string[];
-}
+/**
+ * One endpoint of a slice, already in the form the model publishes for the slice's first
+ * port (key, port and isLocal for that port; port 0 when the slice has none). A Service's
+ * endpoints usually come from one slice with one port, and then these very objects are
+ * published: a large cluster keeps one object per endpoint, not two.
+ */
+export type SliceEndpoint = EndpointInfo;
 
 export interface SliceInfo {
   readonly ports: readonly SlicePort[];
+  /** Sorted by address. */
   readonly endpoints: readonly SliceEndpoint[];
 }
+
+/**
+ * An endpoint as published for one port (`thisNode` tells local endpoints apart). The one
+ * place these objects are made, so that they all share one shape.
+ */
+export function endpointInfo(
+  ip: string,
+  port: number,
+  ready: boolean,
+  serving: boolean,
+  terminating: boolean,
+  nodeName: string,
+  zone: string,
+  zoneHints: readonly string[],
+  nodeHints: readonly string[],
+  thisNode: string,
+): EndpointInfo {
+  return {
+    key: endpointKey(ip, port),
+    ip,
+    port,
+    ready,
+    serving,
+    terminating,
+    nodeName,
+    zone,
+    isLocal: thisNode !== '' && nodeName === thisNode,
+    zoneHints,
+    nodeHints,
+  };
+}
+
+/** The same endpoint for another port of its slice. */
+export const forPort = (ep: EndpointInfo, port: number, thisNode: string): EndpointInfo =>
+  endpointInfo(ep.ip, port, ep.ready, ep.serving, ep.terminating, ep.nodeName, ep.zone, ep.zoneHints, ep.nodeHints, thisNode);
 
 export interface SliceResult {
   /** The Service the slice belongs to (its namespace + kubernetes.io/service-name). */
@@ -65,49 +97,60 @@ export function sliceIdentity(input: unknown, issues: Issues): { key: ServiceKey
   return { key: serviceKey(namespace, svc), name };
 }
 
-export function normalizeSlice(input: unknown, family: IPFamily, limits: Limits): SliceResult {
+/** `nodeName`: this node's name, which tells local endpoints apart ('' when unknown). */
+export function normalizeSlice(input: unknown, family: IPFamily, limits: Limits, nodeName = ''): SliceResult {
   const issues = new Issues();
   const id = sliceIdentity(input, issues);
   if (!id || !isObject(input)) return { key: undefined, name: '', info: undefined, rejected: true, issues };
-  const skip = { ...id, info: undefined, rejected: false, issues };
-  const rejected = { ...id, info: undefined, rejected: true, issues };
-  if (isIgnoredByLabel(labelsOf(input['metadata']))) return skip;
+  // Built when returned: most slices are neither skipped nor rejected.
+  const skip = (): SliceResult => ({ key: id.key, name: id.name, info: undefined, rejected: false, issues });
+  const rejected = (): SliceResult => ({ key: id.key, name: id.name, info: undefined, rejected: true, issues });
+  if (isIgnoredByLabel(labelsOf(input['metadata']))) return skip();
 
   const addressType = input['addressType'];
-  if (addressType === 'FQDN') return skip; // never proxied (upstream: unsupported address type)
+  if (addressType === 'FQDN') return skip(); // never proxied (upstream: unsupported address type)
   if (addressType !== 'IPv4' && addressType !== 'IPv6') {
     issues.add('unknown-address-type', `addressType '${String(addressType)}'`);
-    return rejected;
+    return rejected();
   }
-  if (addressType !== family) return skip; // the other family's tracker takes it
+  if (addressType !== family) return skip(); // the other family's tracker takes it
 
   if (input['ports'] !== undefined && !Array.isArray(input['ports'])) issues.add('invalid-port', 'ports is not a list');
   if (input['endpoints'] !== undefined && !Array.isArray(input['endpoints'])) issues.add('endpoint-without-address', 'endpoints is not a list');
   const rawPorts = arr(input['ports']);
   if (rawPorts.length > limits.maxPorts) {
     issues.add('too-many-ports', `${rawPorts.length} ports, limit ${limits.maxPorts}`);
-    return rejected;
+    return rejected();
   }
   const rawEndpoints = arr(input['endpoints']);
   if (rawEndpoints.length > limits.maxEndpointsPerSlice) {
     issues.add('too-many-endpoints', `${rawEndpoints.length} endpoints, limit ${limits.maxEndpointsPerSlice}`);
-    return rejected;
+    return rejected();
   }
 
   const ports = slicePorts(rawPorts, issues);
   const endpoints: SliceEndpoint[] = [];
-  for (const [i, raw] of rawEndpoints.entries()) {
-    const ep = sliceEndpoint(raw, i, family, issues);
+  // Indexed loops here and below: an iterator per endpoint shows in a large cluster's profile.
+  const firstPort = ports[0]?.port ?? 0;
+  for (let i = 0; i < rawEndpoints.length; i++) {
+    const ep = sliceEndpoint(rawEndpoints[i], i, family, firstPort, nodeName, issues);
     if (ep) endpoints.push(ep);
   }
-  endpoints.sort((a, b) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : 0));
-  return { ...id, info: { ports, endpoints }, rejected: false, issues };
+  if (!isSortedByIP(endpoints)) endpoints.sort((a, b) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : 0));
+  return { key: id.key, name: id.name, info: { ports, endpoints }, rejected: false, issues };
+}
+
+/** Slices usually list their endpoints in order already: checking is cheaper than sorting. */
+function isSortedByIP(eps: readonly SliceEndpoint[]): boolean {
+  for (let i = 1; i < eps.length; i++) if (eps[i - 1]!.ip > eps[i]!.ip) return false;
+  return true;
 }
 
 function slicePorts(raw: readonly unknown[], issues: Issues): SlicePort[] {
   const ports: SlicePort[] = [];
   const seen = new Set<string>();
-  for (const [i, p] of raw.entries()) {
+  for (let i = 0; i < raw.length; i++) {
+    const p = raw[i];
     if (!isObject(p)) {
       issues.add('invalid-port', `ports[${i}] is not an object`);
       continue;
@@ -135,7 +178,7 @@ function slicePorts(raw: readonly unknown[], issues: Issues): SlicePort[] {
   return ports;
 }
 
-function sliceEndpoint(raw: unknown, i: number, family: IPFamily, issues: Issues): SliceEndpoint | undefined {
+function sliceEndpoint(raw: unknown, i: number, family: IPFamily, port: number, nodeName: string, issues: Issues): SliceEndpoint | undefined {
   if (!isObject(raw)) {
     issues.add('endpoint-without-address', `endpoints[${i}] is not an object`);
     return undefined;
@@ -145,7 +188,7 @@ function sliceEndpoint(raw: unknown, i: number, family: IPFamily, issues: Issues
     issues.add('endpoint-without-address', `endpoints[${i}]`);
     return undefined;
   }
-  const ip = parseIP(str(first));
+  const ip = parseIPText(str(first));
   if (!ip) {
     issues.add('invalid-endpoint-ip', `address '${String(first)}'`);
     return undefined;
@@ -154,28 +197,27 @@ function sliceEndpoint(raw: unknown, i: number, family: IPFamily, issues: Issues
     issues.add('endpoint-family-mismatch', `address ${ip.text} in an ${family} slice`);
     return undefined;
   }
-  const c = isObject(raw['conditions']) ? raw['conditions'] : {};
+  const c = isObject(raw['conditions']) ? raw['conditions'] : NOTHING;
   // API semantics: unset ready/serving mean true, unset terminating means false.
   const ready = c['ready'] !== false;
   const serving = c['serving'] === undefined ? ready : c['serving'] !== false;
   const terminating = c['terminating'] === true;
-  const hints = isObject(raw['hints']) ? raw['hints'] : {};
-  return {
-    ip: ip.text,
-    ready,
-    serving,
-    terminating,
-    nodeName: str(raw['nodeName']),
-    zone: str(raw['zone']),
-    zoneHints: hintNames(hints['forZones']),
-    nodeHints: hintNames(hints['forNodes']),
-  };
+  const hints = isObject(raw['hints']) ? raw['hints'] : NOTHING;
+  return endpointInfo(ip.text, port, ready, serving, terminating, str(raw['nodeName']), str(raw['zone']), hintNames(hints['forZones']), hintNames(hints['forNodes']), nodeName);
 }
 
-function hintNames(raw: unknown): string[] {
+/** An absent conditions or hints object, shared rather than allocated per endpoint. */
+const NOTHING: Readonly<Record<string, unknown>> = Object.freeze({});
+
+/** Shared by every endpoint without hints (most of them): nothing is allocated for them. */
+const NO_HINTS: readonly string[] = Object.freeze([]);
+
+function hintNames(raw: unknown): readonly string[] {
+  const list = arr(raw);
+  if (list.length === 0) return NO_HINTS;
   const names = new Set<string>();
-  for (const h of arr(raw)) if (isObject(h) && str(h['name'])) names.add(str(h['name']));
-  return [...names].sort();
+  for (const h of list) if (isObject(h) && str(h['name'])) names.add(str(h['name']));
+  return names.size === 0 ? NO_HINTS : [...names].sort();
 }
 
 /** The trigger-time annotation in ms since the epoch, or undefined when absent or unparsable. */

@@ -19,6 +19,15 @@ const NOTHING: EndpointSelection = { cluster: [], local: [], allReachable: [], h
 
 const usableFallback = (ep: EndpointInfo): boolean => ep.serving && ep.terminating;
 
+/**
+ * endpoints.filter(keep), or the list itself when every endpoint is kept (the usual case):
+ * a selection is held for every service port, so it shares the model's list rather than copy it.
+ */
+function keepIf(endpoints: readonly EndpointInfo[], keep: (ep: EndpointInfo) => boolean): readonly EndpointInfo[] {
+  for (let i = 0; i < endpoints.length; i++) if (!keep(endpoints[i]!)) return endpoints.filter(keep);
+  return endpoints;
+}
+
 export function categorizeEndpoints(
   info: Pick<ServicePortInfo, 'usesClusterEndpoints' | 'usesLocalEndpoints'>,
   endpoints: readonly EndpointInfo[],
@@ -32,7 +41,7 @@ export function categorizeEndpoints(
 
   if (info.usesClusterEndpoints) {
     topologyMode = topologyModeFromHints(endpoints, ctx);
-    cluster = endpoints.filter((ep) => ep.ready && availableForTopology(ep, topologyMode, ctx));
+    cluster = keepIf(endpoints, (ep) => ep.ready && availableForTopology(ep, topologyMode, ctx));
     // A mode is chosen only when this node has a ready endpoint under it, so an empty list here
     // means there is no ready endpoint anywhere: fall back to terminating ones.
     if (cluster.length === 0) cluster = endpoints.filter(usableFallback);
@@ -74,7 +83,8 @@ export function topologyModeFromHints(endpoints: readonly EndpointInfo[], ctx: T
   let forNode = false;
   let allZone = true;
   let forZone = false;
-  for (const ep of endpoints) {
+  for (let i = 0; i < endpoints.length; i++) {
+    const ep = endpoints[i]!;
     if (!ep.ready) continue;
     anyReady = true;
     if (ep.nodeHints.length === 0) allNode = false;

@@ -155,7 +155,7 @@ export class ChangeTracker {
         if (owner && this.inputs.setSlice(objKey, name, owner, undefined)) this.triggerTimes.delete(owner);
         return;
       }
-      const res = normalizeSlice(slice, this.opts.family, this.limits);
+      const res = normalizeSlice(slice, this.opts.family, this.limits, this.opts.nodeName);
       this.rejectLog.report('EndpointSlice', res.key ? objKey : describe(slice), res.issues.list, versionOf(slice));
       if (res.rejected || !res.key) return; // keep the last good version, if any
       if (!this.inputs.setSlice(objKey, name, res.key, res.info)) return;

@@ -32,6 +32,14 @@ export class ByteWriter {
     return at;
   }
 
+  /**
+   * The buffer under the writer, for a caller that reserve()d bytes and fills them with
+   * direct stores (the bulk encoders). Valid until the next reserve, which may replace it.
+   */
+  get buffer(): Buffer {
+    return this.buf;
+  }
+
   u8(v: number): this {
     const at = this.reserve(1);
     this.buf.writeUInt8(v, at);
@@ -108,6 +116,14 @@ export class ByteWriter {
 
   patchU32le(at: number, v: number): void {
     this.buf.writeUInt32LE(v >>> 0, at);
+  }
+
+  /**
+   * What was written, without a copy: for a writer that is done (a later write may move or
+   * overwrite the bytes). toBytes() is the safe default.
+   */
+  view(): Uint8Array {
+    return this.buf.subarray(0, this.len);
   }
 
   /** A copy of what was written; the writer may be reused afterwards. */

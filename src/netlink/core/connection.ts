@@ -16,6 +16,7 @@ import {
   NLM_F_REQUEST,
   NLMSG_DONE,
   NLMSG_ERROR,
+  NLMSG_HDRLEN,
   NLMSG_NOOP,
   NLMSG_OVERRUN,
   AF_UNSPEC,
@@ -170,7 +171,10 @@ export class NetlinkConnection implements NetlinkTransport {
       const beginSeq = first;
       const lastSeq = first + msgs.length;
       const pid = this.sock.localPort;
-      const out = new ByteWriter(4096);
+      // Sized up front: a large batch (megabytes) is then written once, not copied as it grows.
+      let size = 2 * (NLMSG_HDRLEN + 4);
+      for (const m of msgs) size += NLMSG_HDRLEN + ((m.payload.length + 3) & ~3);
+      const out = new ByteWriter(size);
       writeMessage(out, batchControl(NFNL_MSG_BATCH_BEGIN, subsys), beginSeq, pid);
       msgs.forEach((m, i) => {
         // Only the last message asks for an ACK: its answer is the last one the kernel sends
@@ -179,7 +183,8 @@ export class NetlinkConnection implements NetlinkTransport {
         writeMessage(out, { ...m, flags: m.flags | NLM_F_REQUEST | ack }, first + 1 + i, pid);
       });
       writeMessage(out, batchControl(NFNL_MSG_BATCH_END, subsys), lastSeq + 1, pid);
-      const bytes = out.toBytes();
+      // The writer is this batch's alone: its bytes are sent as they are, not copied again.
+      const bytes = out.view();
       const label = msgs.length === 1 ? msgs[0]!.label : `batch of ${msgs.length} messages (first: ${msgs[0]!.label})`;
       if (bytes.length > this.sock.maxSendBytes()) {
         throw new NetlinkError(`${label}: ${bytes.length} bytes exceed the socket's ${this.sock.maxSendBytes()}`, errnoNumber('EMSGSIZE'));

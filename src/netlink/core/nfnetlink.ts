@@ -12,7 +12,8 @@ export const nfnlCmd = (type: number): number => type & 0xff;
 
 /**
  * Builds an nfnetlink message: the nfgenmsg header, then whatever `fill` writes as
- * attributes (in network byte order where the subsystem says so).
+ * attributes (in network byte order where the subsystem says so). `sizeHint`: the expected
+ * payload size, so that a large message is not copied again and again as it grows.
  */
 export function nfMessage(
   subsys: number,
@@ -22,8 +23,9 @@ export function nfMessage(
   label: string,
   fill: (w: AttrWriter) => void = () => {},
   resId = 0,
+  sizeHint = 128,
 ): OutMessage {
-  const out = new ByteWriter(128);
+  const out = new ByteWriter(sizeHint);
   out.u8(family).u8(NFNETLINK_V0).u16be(resId);
   fill(new AttrWriter(out));
   return { type: nfnlType(subsys, cmd), flags, payload: out.toBytes(), label };

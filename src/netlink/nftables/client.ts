@@ -115,7 +115,9 @@ export class NftClient implements NftInterface {
     if (signal) opts.signal = signal;
     if (this.timeoutMs !== undefined) opts.timeoutMs = this.timeoutMs;
     await this.transport.batch(NfnlSubsys.NFTABLES, msgs, opts);
-    for (const { verb, obj } of tx.operations) {
+    const ops = tx.operations;
+    for (let i = 0; i < ops.length; i++) {
+      const { verb, obj } = ops[i]!;
       if (obj.kind !== 'set' && obj.kind !== 'map' && obj.kind !== 'table') continue;
       if (obj.kind === 'table') {
         if (verb === 'delete' || verb === 'destroy') this.known.clear();

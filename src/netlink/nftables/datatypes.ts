@@ -139,6 +139,8 @@ export function encodeField(t: DataType, v: FieldValue): Uint8Array {
   return bad();
 }
 
+const isHostU32 = (t: DataType): boolean => t === 'integer' || t === 'mark' || t === 'iface_index' || t === 'ct_state';
+
 /** Writes one field's bytes (unpadded) straight into `out`; the fast path of encodeField for bulk elements. */
 export function writeField(out: ByteWriter, t: DataType, v: FieldValue): void {
   if (t === 'ipv4_addr' && typeof v === 'string') {
@@ -158,6 +160,11 @@ export function writeField(out: ByteWriter, t: DataType, v: FieldValue): void {
       out.u8(n);
       return;
     }
+  }
+  // Host-order u32s (the slot number of an endpoints map key): encodeField would allocate.
+  if (typeof v === 'number' && isHostU32(t) && Number.isInteger(v) && v >= 0 && v <= 0xffffffff) {
+    out.u32le(v);
+    return;
   }
   out.bytes(encodeField(t, v));
 }

@@ -6,8 +6,9 @@ import { AttrSet, NetlinkDecodeError, NfnlSubsys, nfMessage, splitNfPayload } fr
 import type { Family } from './constants.ts';
 import { familyName, NFPROTO } from './constants.ts';
 
-export function nftMessage(cmd: number, family: Family, flags: number, label: string, fill: (w: AttrWriter) => void): OutMessage {
-  return nfMessage(NfnlSubsys.NFTABLES, cmd, NFPROTO[family], flags, label, fill);
+/** `sizeHint`: the expected payload size (see nfMessage). */
+export function nftMessage(cmd: number, family: Family, flags: number, label: string, fill: (w: AttrWriter) => void, sizeHint?: number): OutMessage {
+  return nfMessage(NfnlSubsys.NFTABLES, cmd, NFPROTO[family], flags, label, fill, 0, sizeHint);
 }
 
 export interface Received {

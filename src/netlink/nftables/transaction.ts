@@ -11,7 +11,7 @@ import { NLM_F_APPEND, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE } from '../core/i
 import { NftMsg } from './constants.ts';
 import { isDataType } from './datatypes.ts';
 import { chainMessage } from './chain.ts';
-import { ElementBuffer, elementMessages, encodeElementInto, flushSetMessage, leadingIntervalEndInto, renderDuration, renderElement } from './element.ts';
+import { ElementBuffer, elementMessages, encodeElementInto, estimateElementBytes, flushSetMessage, leadingIntervalEndInto, renderDuration, renderElement } from './element.ts';
 import type { EncodeContext, NftExpr } from './expr/index.ts';
 import { ident, nftMessage, quote } from './message.ts';
 import { renderRuleBody, ruleMessage } from './rule.ts';
@@ -178,7 +178,15 @@ export class NftTransaction {
       const flags = del ? 0 : create(r.verb);
       out.push(...elementMessages(s, cmd, flags, r.set.name, del ? undefined : setId(r.set.name), r.buf, (n) => `${r.verb} element ${fam} ${ident(r.set.name)} (${n} elements)`));
     };
-    for (const { verb, obj } of this.ops) {
+    const ops = this.ops;
+    for (let i = 0; i < ops.length; i++) {
+      const { verb, obj } = ops[i]!;
+      // The common case first: one more element for the run in progress (a full sync has
+      // hundreds of thousands); no label, no lookup.
+      if (obj.kind === 'element' && run !== undefined && run.verb === verb && run.set.name === obj.set) {
+        encodeRunElement(run.buf, run.set, obj, verb, fam);
+        continue;
+      }
       if (obj.kind !== 'element') flushRun();
       const label = obj.kind === 'element' ? '' : `${verb} ${obj.kind} ${fam}${'name' in obj ? ` ${ident(obj.name)}` : obj.kind === 'rule' ? ` ${ident(obj.chain)}` : ''}`;
       const del = verb === 'delete' || verb === 'destroy';
@@ -213,15 +221,11 @@ export class NftTransaction {
           if (!def) throw new NftValidationError(`${verb} element ${fam} ${obj.set}: unknown set (add it in this transaction, or list sets first)`);
           if (!run || run.set.name !== def.name || run.verb !== verb) {
             flushRun();
-            run = { verb, set: def, buf: new ElementBuffer() };
+            run = { verb, set: def, buf: new ElementBuffer(runLength(ops, i) * estimateElementBytes(def, !del)) };
             if (!del && fresh.has(def.name)) leadingIntervalEndInto(run.buf, def);
           }
           fresh.delete(def.name);
-          try {
-            encodeElementInto(run.buf, def, obj, { withData: !del });
-          } catch (e) {
-            throw new NftValidationError(`${verb} element ${fam} ${obj.set} { ${safeRender(obj)} }: ${(e as Error).message}`, { cause: e });
-          }
+          encodeRunElement(run.buf, def, obj, verb, fam);
           break;
         }
         case 'rule': {
@@ -242,6 +246,31 @@ export class NftTransaction {
     const lines = this.ops.map((op) => renderOp(this.scope, op));
     if (this.err) lines.push(`# ERROR: ${this.err.message}`);
     return lines.map((l) => `${l}\n`).join('');
+  }
+}
+
+/** How many element operations from `start` on share its verb and set (the run messages() merges). */
+function runLength(ops: readonly Operation[], start: number): number {
+  const { verb, obj } = ops[start]!;
+  const set = (obj as NftElement).set;
+  let end = start + 1;
+  while (end < ops.length) {
+    const o = ops[end]!;
+    if (o.verb !== verb || o.obj.kind !== 'element' || o.obj.set !== set) break;
+    end++;
+  }
+  return end - start;
+}
+
+const WITH_DATA = { withData: true };
+const KEYS_ONLY = { withData: false };
+
+/** Appends an element to a run's buffer; a problem becomes an NftValidationError naming the element. */
+function encodeRunElement(buf: ElementBuffer, def: NftSetLike, obj: NftElement, verb: Verb, fam: string): void {
+  try {
+    encodeElementInto(buf, def, obj, verb === 'delete' || verb === 'destroy' ? KEYS_ONLY : WITH_DATA);
+  } catch (e) {
+    throw new NftValidationError(`${verb} element ${fam} ${obj.set} { ${safeRender(obj)} }: ${(e as Error).message}`, { cause: e });
   }
 }
 

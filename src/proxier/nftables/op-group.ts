@@ -8,7 +8,7 @@
 // removed after nothing does; and element operations are sorted by set, so that runs of
 // elements of one set travel in one message (NftTransaction merges consecutive ones).
 
-import type { NftChain, NftObject, NftSetLike, NftTable, NftTransaction } from '../../netlink/nftables/index.ts';
+import type { NftChain, NftElement, NftObject, NftSetLike, NftTable, NftTransaction } from '../../netlink/nftables/index.ts';
 
 const PHASE = {
   create: 0, // table, sets, maps, chains
@@ -23,6 +23,7 @@ type Phase = (typeof PHASE)[keyof typeof PHASE];
 
 type Verb = 'add' | 'flush' | 'delete';
 
+/** An operation on a table, set, chain or rule (elements are kept apart, see OpGroup). */
 interface Op {
   phase: Phase;
   verb: Verb;
@@ -30,6 +31,12 @@ interface Op {
 }
 
 const HEADER = 64; // nlmsghdr + nfgenmsg + table name attribute, rounded up
+
+/**
+ * One element's share of a message: its key and data (at most 16 bytes a field, as
+ * attributes), not a message header of its own.
+ */
+const estimateElement = (o: NftElement): number => 24 + o.set.length + (o.key.length + (Array.isArray(o.value) ? o.value.length : o.value ? 2 : 0)) * 24;
 
 function estimate(o: NftObject): number {
   switch (o.kind) {
@@ -41,16 +48,17 @@ function estimate(o: NftObject): number {
     case 'map':
       return HEADER + o.name.length + 160;
     case 'element':
-      // One element's share of a message: its key and data (at most 16 bytes a field, as
-      // attributes), not a message header of its own.
-      return 24 + o.set.length + (o.key.length + (Array.isArray(o.value) ? o.value.length : o.value ? 2 : 0)) * 24;
+      return estimateElement(o);
     case 'rule':
       return HEADER + o.chain.length + o.exprs.length * 64 + (o.comment?.length ?? 0);
   }
 }
 
 export class OpGroup {
-  readonly ops: Op[] = [];
+  private readonly ops: Op[] = [];
+  /** Element deletes and adds, the bulk of a sync: plain lists, no wrapper per element. */
+  private readonly elementDeletes: NftElement[] = [];
+  private readonly elementAdds: NftElement[] = [];
   bytes = 0;
 
   private push(phase: Phase, verb: Verb, o: NftObject): void {
@@ -59,11 +67,14 @@ export class OpGroup {
   }
 
   get size(): number {
-    return this.ops.length;
+    return this.ops.length + this.elementDeletes.length + this.elementAdds.length;
   }
 
   add(o: NftObject): void {
-    this.push(o.kind === 'element' ? PHASE.elementAdds : o.kind === 'rule' ? PHASE.rules : PHASE.create, 'add', o);
+    if (o.kind === 'element') {
+      this.elementAdds.push(o);
+      this.bytes += estimateElement(o);
+    } else this.push(o.kind === 'rule' ? PHASE.rules : PHASE.create, 'add', o);
   }
 
   /** Empties a set or chain that this batch refills or rewrites. */
@@ -73,7 +84,10 @@ export class OpGroup {
 
   delete(o: NftObject): void {
     if (o.kind === 'chain') throw new TypeError('remove chains with removeChain()');
-    this.push(o.kind === 'element' ? PHASE.elementDeletes : PHASE.setRemovals, 'delete', o);
+    if (o.kind === 'element') {
+      this.elementDeletes.push(o);
+      this.bytes += estimateElement(o);
+    } else this.push(PHASE.setRemovals, 'delete', o);
   }
 
   /** Flushes and deletes a chain, once nothing points at it. */
@@ -81,31 +95,58 @@ export class OpGroup {
     this.push(PHASE.chainRemovals, 'flush', { kind: 'chain', name });
     this.push(PHASE.chainRemovals, 'delete', { kind: 'chain', name });
   }
+
+  /** Writes this group's operations of one phase (not elements) into `tx`. */
+  applyPhase(phase: Phase, tx: NftTransaction): void {
+    for (let i = 0; i < this.ops.length; i++) {
+      const { phase: p, verb, obj } = this.ops[i]!;
+      if (p !== phase) continue;
+      if (verb === 'add') tx.add(obj);
+      else if (verb === 'delete') tx.delete(obj);
+      else tx.flush(obj as NftTable | NftChain | NftSetLike);
+    }
+  }
+
+  /** Adds this group's element deletes (or adds) to per-set lists, keeping their order. */
+  collectElements(which: 'deletes' | 'adds', bySet: Map<string, NftElement[]>): void {
+    let lastSet: string | undefined;
+    let list: NftElement[] | undefined;
+    const elements = which === 'deletes' ? this.elementDeletes : this.elementAdds;
+    // Indexed loops here and in applyGroups: they run once per element of a sync.
+    for (let i = 0; i < elements.length; i++) {
+      const e = elements[i]!;
+      if (e.set !== lastSet) {
+        lastSet = e.set;
+        list = bySet.get(e.set);
+        if (!list) bySet.set(e.set, (list = []));
+      }
+      list!.push(e);
+    }
+  }
 }
 
 /** Writes groups into one transaction, phase by phase, elements grouped by set. */
 export function applyGroups(groups: readonly OpGroup[], tx: NftTransaction): void {
-  // Buckets rather than a sort: a full sync writes hundreds of thousands of operations.
-  // Within a bucket the groups' order is kept.
-  const buckets: Map<string, Op[]>[] = Object.values(PHASE).map(() => new Map());
-  for (const g of groups) {
-    for (const op of g.ops) {
-      const bucket = buckets[op.phase]!;
-      const key = op.obj.kind === 'element' ? op.obj.set : '';
-      let list = bucket.get(key);
-      if (!list) bucket.set(key, (list = []));
-      list.push(op);
-    }
-  }
-  for (const bucket of buckets) {
-    for (const list of bucket.values()) {
-      for (const { verb, obj } of list) {
-        if (verb === 'add') tx.add(obj);
-        else if (verb === 'delete') tx.delete(obj);
-        else tx.flush(obj as NftTable | NftChain | NftSetLike);
-      }
-    }
-  }
+  const each = (f: (g: OpGroup) => void): void => {
+    for (let i = 0; i < groups.length; i++) f(groups[i]!);
+  };
+  each((g) => g.applyPhase(PHASE.create, tx));
+  each((g) => g.applyPhase(PHASE.flush, tx));
+  each((g) => g.applyPhase(PHASE.rules, tx));
+  // Lists per set rather than a sort: a full sync writes hundreds of thousands of elements.
+  // Within a set the groups' order is kept.
+  const deletes = new Map<string, NftElement[]>();
+  each((g) => g.collectElements('deletes', deletes));
+  deletes.forEach((list) => {
+    for (let i = 0; i < list.length; i++) tx.delete(list[i]!);
+  });
+  const adds = new Map<string, NftElement[]>();
+  each((g) => g.collectElements('adds', adds));
+  adds.forEach((list) => {
+    for (let i = 0; i < list.length; i++) tx.add(list[i]!);
+  });
+  each((g) => g.applyPhase(PHASE.chainRemovals, tx));
+  each((g) => g.applyPhase(PHASE.setRemovals, tx));
 }
 
 export function estimateTransaction(tx: NftTransaction): number {

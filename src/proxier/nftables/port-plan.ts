@@ -14,9 +14,10 @@
 // (`service-…`, `external-…`), which remember each client in a set per endpoint.
 
 import type { EndpointInfo, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
-import type { NftElement, NftRule, NftSetLike, RuleBuilder, Verdict } from '../../netlink/nftables/index.ts';
+import type { NftRule, NftSetLike, RuleBuilder, Verdict } from '../../netlink/nftables/index.ts';
 import { rule } from '../../netlink/nftables/index.ts';
-import type { Contribution } from './elements.ts';
+import type { Contribution, PortElements } from './elements.ts';
+import { keyText, mapElement, setElement, slots } from './elements.ts';
 import { affinitySet, CHAIN, externalChain, serviceChain, SET } from './names.ts';
 import type { PickerContext, PickerSpec } from './pickers.ts';
 import { endpointsMapName, internalMarkRules, pickerName } from './pickers.ts';
@@ -28,14 +29,13 @@ export interface PortChain {
   readonly signature: string;
 }
 
-export interface PortPlan {
+export interface PortPlan extends PortElements {
   /** Session affinity only: the port's own chains. */
   readonly chains: readonly PortChain[];
   /** Session affinity only: per-endpoint sets of recent clients. */
   readonly sets: readonly NftSetLike[];
   /** The shared pickers this port's frontends go to. */
   readonly pickers: readonly PickerSpec[];
-  readonly contributions: readonly Contribution[];
 }
 
 export type PlanContext = PickerContext;
@@ -49,27 +49,8 @@ export function endpointSets(p: ServicePortInfo, s: EndpointSelection | undefine
 
 const proto = (p: ServicePortInfo): string => p.protocol.toLowerCase();
 
-const verdictText = (v: Verdict): string => ('chain' in v ? `${v.verdict} ${v.chain}` : v.verdict);
-
-function mapElement(set: string, key: (string | number)[], v: Verdict): Contribution {
-  const element: NftElement = { kind: 'element', set, key, value: v };
-  return { id: `${set}|${key.join(' . ')}`, value: verdictText(v), element };
-}
-
-function setElement(set: string, key: (string | number)[]): Contribution {
-  return { id: `${set}|${key.join(' . ')}`, value: '', element: { kind: 'element', set, key } };
-}
-
 type Guard = (r: RuleBuilder) => RuleBuilder;
 const unguarded: Guard = (r) => r;
-
-/** `map frontend . i : endpoint i` for each endpoint. */
-function endpointElements(out: Contribution[], map: string, frontend: readonly (string | number)[], eps: readonly EndpointInfo[]): void {
-  eps.forEach((e, i) => {
-    const key = [...frontend, i];
-    out.push({ id: `${map}|${key.join(' . ')}`, value: `${e.ip} . ${e.port}`, element: { kind: 'element', set: map, key, value: [e.ip, e.port] } });
-  });
-}
 
 /**
  * Session affinity (ClientIP), as upstream does it: a client seen recently by an endpoint
@@ -136,17 +117,19 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
   out.push(setElement(SET.clusterIPs, [p.clusterIP]));
 
   // Frontend -> picker (or the affinity chain), and the frontend's endpoints in the picker's maps.
-  const route = (vmap: string, keys: readonly (readonly (string | number)[])[], spec: PickerSpec, affinityChain: string): void => {
+  const route = (vmap: string, keys: readonly (string | number)[][], spec: PickerSpec, affinityChain: string): void => {
     if (keys.length === 0) return;
     if (!affinity) pickers.push(spec);
     const nodePort = spec.kind === 'nodeport' || spec.kind === 'nodeport-local';
+    const verdict: Verdict = { verdict: 'goto', chain: affinity ? affinityChain : pickerName(spec) };
     for (const key of keys) {
-      out.push(mapElement(vmap, [...key], { verdict: 'goto', chain: affinity ? affinityChain : pickerName(spec) }));
+      const text = keyText(key);
+      out.push(mapElement(vmap, key, verdict, text));
       if (affinity) continue;
-      if ('count' in spec) endpointElements(out, endpointsMapName(nodePort, false, spec.count), key, spec.kind === 'internal' ? internal : external);
+      if ('count' in spec) frontendSlots(out, endpointsMapName(nodePort, false, spec.count), key, text, spec.kind === 'internal' ? internal : external);
       else {
-        endpointElements(out, endpointsMapName(nodePort, false, spec.local), key, local);
-        endpointElements(out, endpointsMapName(nodePort, true, spec.cluster), key, cluster);
+        frontendSlots(out, endpointsMapName(nodePort, false, spec.local), key, text, local);
+        frontendSlots(out, endpointsMapName(nodePort, true, spec.cluster), key, text, cluster);
       }
     }
   };
@@ -184,9 +167,14 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
     }
   }
 
-  for (const e of s?.allReachable ?? []) out.push(setElement(SET.hairpin, [e.ip, e.ip]));
   const own = affinity ? affinityObjects(ctx, p, s) : { chains: [], sets: [] };
-  return { chains: own.chains, sets: own.sets, pickers, contributions: out };
+  // hairpin: ip . ip for every endpoint this node may send to (the model's list, not a copy).
+  return { chains: own.chains, sets: own.sets, pickers, contributions: out, hairpin: s?.allReachable ?? [] };
+}
+
+/** `map frontend . i : endpoint i` for each endpoint: one contribution for all of them (none when there are none). */
+function frontendSlots(out: Contribution[], map: string, frontend: readonly (string | number)[], frontendText: string, eps: readonly EndpointInfo[]): void {
+  if (eps.length > 0) out.push(slots(map, frontend, frontendText, eps));
 }
 
 function portChain(name: string, rules: NftRule[]): PortChain {

@@ -12,8 +12,8 @@ import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, Service
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
 import type { Proxier, SyncReport } from '../types.ts';
-import { ElementIndex, emptyDelta } from './elements.ts';
-import type { Contribution, ElementDelta } from './elements.ts';
+import { ElementIndex, emptyDelta, keyText, NO_ELEMENTS } from './elements.ts';
+import type { ElementDelta } from './elements.ts';
 import type { FamilyTraits } from './family.ts';
 import { traitsOf } from './family.ts';
 import { cidrContainsText } from './cidr-match.ts';
@@ -105,8 +105,8 @@ export class NftablesProxier implements Proxier {
   }
 
   /** A picker's chain and the maps it reads, created when its first user appears. */
-  private createPicker(g: OpGroup, spec: PickerSpec, existingSets: ReadonlySet<string>, existingChains: ReadonlySet<string>): void {
-    for (const m of pickerMaps(spec)) if (!existingSets.has(m)) g.add(endpointsMap(this.traits, m));
+  private createPicker(g: OpGroup, spec: PickerSpec, mapExists: (name: string) => boolean, existingChains: ReadonlySet<string>): void {
+    for (const m of pickerMaps(spec)) if (!mapExists(m)) g.add(endpointsMap(this.traits, m));
     const chain = pickerName(spec);
     if (!existingChains.has(chain)) g.add({ kind: 'chain', name: chain });
     else g.flush({ kind: 'chain', name: chain });
@@ -117,82 +117,98 @@ export class NftablesProxier implements Proxier {
    * Rewrites the table to match `desired`, repairing drift. The kernel is read first (chain
    * and set names, the elements of the shared sets and maps), so unchanged elements are left
    * alone. Work is cut into batches that fit the socket (and keep each commit short), in an
-   * order that never shows a half-wired Service: the skeleton and every picker first; then,
-   * per service port, its frontends and endpoints in one batch; deletions last.
+   * order that never shows a half-wired Service: the skeleton first; then, per service
+   * port, its frontends and endpoints in one batch, with the pickers they are the first to
+   * need; deletions last. Batches are sent as they fill up, so that a large cluster's
+   * operations are never all in memory at once.
    */
   private async fullSync(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
     const t0 = this.now();
-    const errors: string[] = [];
     this.ctx = this.planContext(desired);
 
     const tk = this.now();
     const { chains: existing, sets: existingSets, elements: inKernel } = await this.readKernel();
-    let kernelMs = this.now() - tk;
+    const readMs = this.now() - tk;
+    const batches = new BatchSender(this.batchBudget, (groups) => this.sendGroups(groups, signal));
 
-    const ports = new Map<ServicePortId, PortInputs>();
-    const index = new ElementIndex();
-    const pickers = new RefCounts<PickerSpec>();
-    const delta = emptyDelta();
-    const portGroups: OpGroup[] = [];
-    const wantedChains = new Set<string>();
-    const wantedSets = new Set<string>();
-    for (const id of desired.services.keys()) {
-      const inputs = this.inputsOf(desired, id)!;
-      const plan = this.plan(inputs)!;
-      ports.set(id, inputs);
-      index.update(id, [], plan.contributions, delta);
-      for (const p of plan.pickers) pickers.acquire(pickerName(p), p);
-      const g = new OpGroup();
-      for (const set of plan.sets) {
-        wantedSets.add(set.name);
-        if (!existingSets.has(set.name)) g.add(set);
-      }
-      for (const c of plan.chains) {
-        wantedChains.add(c.name);
-        if (existing.has(c.name)) g.flush({ kind: 'chain', name: c.name });
-        else g.add({ kind: 'chain', name: c.name });
-        for (const r of c.rules) g.add(r);
-      }
-      // Only the elements this port brought into the index: one that several ports share is
-      // written once, a conflicting one (the first owner keeps the key) not at all.
-      const added = new Set(delta.add);
-      for (const c of plan.contributions) {
-        if (!added.has(c.element)) continue;
-        const k = inKernel.get(c.id);
-        if (k && k.value === c.value) continue;
-        if (k) g.delete(deletable(k.element));
-        g.add(c.element);
-      }
-      delta.add.length = 0;
-      if (g.size > 0) portGroups.push(g);
+    const st: FullSyncState = {
+      existingChains: existing,
+      existingSets,
+      inKernel,
+      ports: new Map(),
+      index: new ElementIndex(),
+      pickers: new RefCounts(),
+      maps: new Set(),
+      delta: emptyDelta(),
+      wantedChains: new Set(),
+      wantedSets: new Set(),
+    };
+    const { ports, index, pickers, maps, delta, wantedChains, wantedSets } = st;
+    await batches.push(this.skeletonGroup(desired, await this.fixedElements(desired)));
+    for (const [id, info] of desired.services) {
+      const g = this.portGroup(st, id, info, desired.selections.get(id));
+      if (g.size === 0) continue;
+      // Awaited only when a batch is due: the loop runs once per service port.
+      if (!batches.fits(g)) await batches.flush();
+      batches.add(g);
     }
-    errors.push(...delta.conflicts);
 
-    const first = this.skeletonGroup(desired, await this.fixedElements(desired));
-    const maps = new Set<string>();
-    for (const [, spec] of pickers.entries()) {
-      this.createPicker(first, spec, new Set([...existingSets, ...maps]), existing);
-      for (const m of pickerMaps(spec)) maps.add(m);
-    }
     const last = new OpGroup();
-    for (const [id, k] of inKernel) if (!index.has(id)) last.delete(deletable(k.element));
+    for (const k of inKernel.values()) if (!index.wants(k.element.set, k.element.key)) last.delete(deletable(k.element));
     for (const name of existing) {
       if ((isPortChain(name) && !wantedChains.has(name)) || (isPickChain(name) && !pickers.has(name))) last.removeChain(name);
     }
     for (const name of existingSets) {
       if ((isAffinitySet(name) && !wantedSets.has(name)) || (isEndpointsMap(name) && !maps.has(name))) last.delete({ kind: 'set', name, key: [this.traits.addrType] });
     }
-    const groups = [first, ...portGroups, last];
+    await batches.push(last);
+    await batches.flush();
 
+    const kernelMs = readMs + batches.kernelMs;
     const planMs = this.now() - t0 - kernelMs;
-    const sent = await this.runGroups(groups, signal);
-    kernelMs += sent.kernelMs;
     this.ports = ports;
     this.index = index;
     this.pickers = pickers;
     this.maps = maps;
-    this.log.debug('full sync', { servicePorts: ports.size, pickers: pickers.size, batches: sent.batches, planMs, kernelMs });
-    return { full: true, servicesChanged: ports.size, kernelMs, planMs, errors, batches: sent.batches, longestBatchMs: sent.longestMs };
+    this.log.debug('full sync', { servicePorts: ports.size, pickers: pickers.size, batches: batches.count, planMs, kernelMs });
+    return { full: true, servicesChanged: ports.size, kernelMs, planMs, errors: delta.conflicts, batches: batches.count, longestBatchMs: batches.longestMs };
+  }
+
+  /** One service port's part of a full sync: its plan recorded in `st`, and what the kernel must see (in one batch). */
+  private portGroup(st: FullSyncState, id: ServicePortId, info: ServicePortInfo, sel: EndpointSelection | undefined): OpGroup {
+    const plan = planPort(this.ctx!, info, sel);
+    st.ports.set(id, { info, sel });
+    const g = new OpGroup();
+    for (const p of plan.pickers) {
+      const name = pickerName(p);
+      // The first user brings the picker (its maps, chain and rules) into its own batch.
+      if (!st.pickers.has(name)) this.createPicker(g, p, (m) => st.existingSets.has(m) || st.maps.has(m), st.existingChains);
+      st.pickers.acquire(name, p);
+      for (const m of pickerMaps(p)) st.maps.add(m);
+    }
+    for (const set of plan.sets) {
+      st.wantedSets.add(set.name);
+      if (!st.existingSets.has(set.name)) g.add(set);
+    }
+    for (const c of plan.chains) {
+      st.wantedChains.add(c.name);
+      if (st.existingChains.has(c.name)) g.flush({ kind: 'chain', name: c.name });
+      else g.add({ kind: 'chain', name: c.name });
+      for (const r of c.rules) g.add(r);
+    }
+    // Only the elements this port brought into the index: one that several ports share is
+    // written once, a conflicting one (the first owner keeps the key) not at all.
+    const added = st.delta.add;
+    st.index.update(id, NO_ELEMENTS, plan, st.delta);
+    for (let i = 0; i < added.length; i++) {
+      const e = added[i]!;
+      const k = st.inKernel.size > 0 ? st.inKernel.get(elementId(e)) : undefined;
+      if (k && k.value === elementValue(e)) continue;
+      if (k) g.delete(deletable(k.element));
+      g.add(e);
+    }
+    added.length = 0;
+    return g;
   }
 
   /** Chain and set names, and the elements of the sets and maps Services fill, as the kernel holds them. */
@@ -229,34 +245,14 @@ export class NftablesProxier implements Proxier {
     return g;
   }
 
-  /** Packs groups into transactions under the batch budget and runs them in order. */
-  private async runGroups(groups: readonly OpGroup[], signal: AbortSignal): Promise<{ batches: number; kernelMs: number; longestMs: number }> {
-    let batches = 0;
-    let kernelMs = 0;
-    let longestMs = 0;
-    let pending: OpGroup[] = [];
-    let bytes = 0;
-    const send = async (): Promise<void> => {
-      if (pending.length === 0) return;
-      const tx = this.nft.newTransaction();
-      applyGroups(pending, tx);
-      pending = [];
-      bytes = 0;
-      if (tx.size === 0) return;
-      const t = this.now();
-      await this.run(tx, signal);
-      const ms = this.now() - t;
-      batches++;
-      kernelMs += ms;
-      longestMs = Math.max(longestMs, ms);
-    };
-    for (const g of groups) {
-      if (bytes > 0 && bytes + g.bytes > this.batchBudget) await send();
-      pending.push(g);
-      bytes += g.bytes;
-    }
-    await send();
-    return { batches, kernelMs, longestMs };
+  /** Writes groups into one transaction and runs it; returns how long the run took (undefined: nothing to send). */
+  private async sendGroups(groups: readonly OpGroup[], signal: AbortSignal): Promise<number | undefined> {
+    const tx = this.nft.newTransaction();
+    applyGroups(groups, tx);
+    if (tx.size === 0) return undefined;
+    const t = this.now();
+    await this.run(tx, signal);
+    return this.now() - t;
   }
 
   /** Elements of the fixed sets that follow the node and the configuration, not Services. */
@@ -299,7 +295,7 @@ export class NftablesProxier implements Proxier {
       // Acquire before releasing, so a picker the port keeps never drops to no users.
       for (const p of after?.pickers ?? []) this.pickers.acquire(pickerName(p), p);
       for (const p of before?.pickers ?? []) this.pickers.release(pickerName(p));
-      this.index.update(id, before?.contributions ?? ([] as Contribution[]), after?.contributions ?? [], delta);
+      this.index.update(id, before ?? NO_ELEMENTS, after ?? NO_ELEMENTS, delta);
       if (inputs) this.ports.set(id, inputs);
       else this.ports.delete(id);
       changed++;
@@ -307,7 +303,7 @@ export class NftablesProxier implements Proxier {
     // Pickers are few (one per kind and endpoint count): comparing them whole is cheap.
     const maps = new Set<string>();
     for (const [name, spec] of this.pickers.entries()) {
-      if (!pickersBefore.has(name)) this.createPicker(g, spec, new Set([...this.maps, ...maps]), new Set());
+      if (!pickersBefore.has(name)) this.createPicker(g, spec, (m) => this.maps.has(m) || maps.has(m), new Set());
       for (const m of pickerMaps(spec)) maps.add(m);
     }
     for (const name of pickersBefore.keys()) if (!this.pickers.has(name)) g.removeChain(name);
@@ -354,6 +350,71 @@ export class NftablesProxier implements Proxier {
   }
 }
 
+/**
+ * Packs groups into transactions under the batch budget and sends each as soon as the next
+ * group would not fit, in order. Adds up the runs' times (encoding and the kernel's round
+ * trip), as `send` reports them.
+ */
+class BatchSender {
+  private pending: OpGroup[] = [];
+  private bytes = 0;
+  count = 0;
+  kernelMs = 0;
+  longestMs = 0;
+
+  private readonly budget: number;
+  /** Sends the groups as one batch; returns the run's duration, undefined when there was nothing to send. */
+  private readonly send: (groups: readonly OpGroup[]) => Promise<number | undefined>;
+
+  constructor(budget: number, send: (groups: readonly OpGroup[]) => Promise<number | undefined>) {
+    this.budget = budget;
+    this.send = send;
+  }
+
+  /** Whether `g` still fits in the pending batch (a first group always does). */
+  fits(g: OpGroup): boolean {
+    return this.bytes === 0 || this.bytes + g.bytes <= this.budget;
+  }
+
+  /** Adds `g` to the pending batch; the caller flushes first when it does not fit. */
+  add(g: OpGroup): void {
+    this.pending.push(g);
+    this.bytes += g.bytes;
+  }
+
+  async push(g: OpGroup): Promise<void> {
+    if (!this.fits(g)) await this.flush();
+    this.add(g);
+  }
+
+  async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const groups = this.pending;
+    this.pending = [];
+    this.bytes = 0;
+    const ms = await this.send(groups);
+    if (ms === undefined) return;
+    this.count++;
+    this.kernelMs += ms;
+    this.longestMs = Math.max(this.longestMs, ms);
+  }
+}
+
+/** What a full sync accumulates over the service ports, and what it read from the kernel. */
+interface FullSyncState {
+  readonly existingChains: ReadonlySet<string>;
+  readonly existingSets: ReadonlySet<string>;
+  readonly inKernel: ReadonlyMap<string, { element: NftElement; value: string }>;
+  readonly ports: Map<ServicePortId, PortInputs>;
+  readonly index: ElementIndex;
+  readonly pickers: RefCounts<PickerSpec>;
+  /** The endpoints maps the pickers read. */
+  readonly maps: Set<string>;
+  readonly delta: ElementDelta;
+  readonly wantedChains: Set<string>;
+  readonly wantedSets: Set<string>;
+}
+
 interface PortInputs {
   readonly info: ServicePortInfo;
   readonly sel: EndpointSelection | undefined;
@@ -366,12 +427,12 @@ const deletable = (e: NftElement): NftElement => ({ kind: 'element', set: e.set,
 const SHARED_SETS = new Set<string>([SET.clusterIPs, SET.serviceIPs, SET.serviceNodePorts, SET.noEndpointServices, SET.noEndpointNodePorts, SET.firewallProtected, SET.firewallAllow, SET.hairpin]);
 const FIXED_SETS = new Set<string>([SET.nodePortIPs, SET.podCIDRs, SET.serviceCIDRs]);
 
-/** The same text port-plan.ts gives its contributions, from an element read back. */
-const elementId = (e: NftElement): string => `${e.set}|${e.key.map(String).join(' . ')}`;
+/** The text port-plan.ts gives its contributions, of any element (ours, or one read back). */
+const elementId = (e: NftElement): string => `${e.set}|${keyText(e.key as readonly (string | number)[])}`;
 function elementValue(e: NftElement): string {
   const v = e.value;
   if (v === undefined) return '';
-  if (Array.isArray(v)) return v.map(String).join(' . ');
+  if (Array.isArray(v)) return keyText(v as readonly (string | number)[]);
   const verdict = v as { verdict: string; chain?: string };
   return verdict.chain !== undefined ? `${verdict.verdict} ${verdict.chain}` : verdict.verdict;
 }

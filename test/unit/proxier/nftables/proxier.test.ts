@@ -140,3 +140,44 @@ test('a full sync over a kernel that already holds the state changes no element'
   t.is(ops.filter((o) => o.obj.kind === 'element' && o.obj.set !== 'nodeport-ips' && o.obj.set !== 'pod-cidrs' && o.obj.set !== 'service-cidrs').length, 0, 'only the node-dependent sets are refilled');
   t.is(nft.set('endpoints-2')!.elements.length, before);
 });
+
+/** The elements of a FakeNft set as nft text, e.g. "10.244.0.5 . 10.244.0.5". */
+const elementsOf = (nft: FakeNft, set: string): string[] => nft.dump().split('\n').filter((l) => l.startsWith(`add element ip ${TABLE} ${set} `)).map((l) => l.slice(l.indexOf('{ ') + 2, l.lastIndexOf(' }')));
+
+test('an address listed twice by one service port keeps its hairpin element through later changes', async (t) => {
+  // Two slices give the same pod under two target ports: one address, two endpoints.
+  const { t: tracker } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger() });
+  tracker.onService(undefined, svc('web', { clusterIP: '10.96.0.10' }));
+  tracker.onEndpointSlice(slice('web-1', 'web', [ep('10.244.0.5')], { ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }), false);
+  tracker.onEndpointSlice(slice('web-2', 'web', [ep('10.244.0.5')], { ports: [{ name: 'p', protocol: 'TCP', port: 9090 }] }), false);
+  const first = tracker.checkout();
+  await proxier.sync(first.desired, first.change, signal);
+  t.true(elementsOf(nft, 'hairpin').includes('10.244.0.5 . 10.244.0.5'));
+  // A partial sync of the same port (one more endpoint) must not drop it.
+  tracker.onEndpointSlice(slice('web-1', 'web', [ep('10.244.0.5'), ep('10.244.0.6')], { ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }), false);
+  const c = tracker.checkout();
+  const r = await proxier.sync(c.desired, c.change, signal);
+  t.false(r.full);
+  t.deepEqual(elementsOf(nft, 'hairpin').sort(), ['10.244.0.5 . 10.244.0.5', '10.244.0.6 . 10.244.0.6']);
+});
+
+test('an external IP that is also the load-balancer IP keeps its frontend through later changes', async (t) => {
+  const { t: tracker } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger() });
+  const lb = svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', externalIPs: ['192.0.2.7'], ingress: [{ ip: '192.0.2.7' }], ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] });
+  tracker.onService(undefined, lb);
+  tracker.onEndpointSlice(slice('lb-1', 'lb', [ep('10.244.0.7')]), false);
+  const first = tracker.checkout();
+  await proxier.sync(first.desired, first.change, signal);
+  const frontend = (): string[] => elementsOf(nft, 'service-ips').filter((e) => e.startsWith('192.0.2.7 '));
+  t.is(frontend().length, 1);
+  // The endpoint replaced by another: the frontend's element itself does not change.
+  tracker.onEndpointSlice(slice('lb-1', 'lb', [ep('10.244.0.8')]), false);
+  const c = tracker.checkout();
+  const r = await proxier.sync(c.desired, c.change, signal);
+  t.false(r.full);
+  t.deepEqual(frontend(), ['192.0.2.7 . tcp . 80 : goto pick-external-1']);
+});
