@@ -1,4 +1,4 @@
-// A small but real Kubernetes API server for tests: node:http(s) on 127.0.0.1, an ephemeral
+// A small but real Kubernetes API server for tests: node:http(s) on 127.0.0.1 (or opts.host), an ephemeral
 // port, speaking the list/watch protocol the way kube-apiserver does, so that the real
 // @kubernetes/client-node runs against it unmodified.
 //
@@ -79,6 +79,8 @@ export interface LoggedRequest {
 }
 
 export interface FakeApiServerOptions {
+  /** The address to listen on; default 127.0.0.1 (the VM tests serve a node namespace over a veth). */
+  host?: string;
   /** Serve HTTPS with this key and certificate (PEM); with clientCa, require client certificates it signed. */
   tls?: { key: string | Buffer; cert: string | Buffer; clientCa?: string | Buffer };
   /** Require "Authorization: Bearer <token>". */
@@ -199,10 +201,11 @@ export class FakeApiServer {
     server.keepAliveTimeout = 1000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
+      server.listen(0, opts.host ?? '127.0.0.1', () => resolve());
     });
     const { port } = server.address() as AddressInfo;
-    const me = new FakeApiServer(server, `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`, opts);
+    const host = opts.host ?? '127.0.0.1';
+    const me = new FakeApiServer(server, `${opts.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`, opts);
     ref.server = me;
     server.on('connection', (s: Socket) => {
       me.sockets.add(s);

@@ -7,7 +7,8 @@
 //                   "<addr> <peer>" from a socket bound to that address (so IPVS sees the reply
 //                   come from the real server it chose). Prints "ready".
 //   agent           JSON requests on stdin, JSON replies on stdout (one line each):
-//     {id, op:'tcp'|'udp', host, port, n}         -> {id, answers:[...]} or {id, error, code}
+//     {id, op:'tcp'|'udp', host, port, n, from?}  -> {id, answers:[...]} or {id, error, code}
+//                                                    (from: the local address to send from)
 //     {id, op:'open', host, port}                 -> {id, answer} (connection kept as id)
 //     {id, op:'send', conn, data}                 -> {id, answer}
 //     {id, op:'close', conn}                      -> {id}
@@ -16,7 +17,7 @@
 //                                                    datagram every everyMs, answers recorded)
 //     {id, op:'flowlog', flow}                    -> {id, sent, answers:[{t, answer}]} (since start)
 //     {id, op:'flowstop', flow}                   -> {id} (stops sending; the log stays readable)
-//     {id, op:'http', url}                        -> {id, status, type, body}
+//     {id, op:'http', url, from?}                 -> {id, status, type, headers, body}
 import net from 'node:net';
 import dgram from 'node:dgram';
 import http from 'node:http';
@@ -48,18 +49,19 @@ if (mode === 'server') {
   const conns = new Map();
   const flows = new Map();
   const reply = (o) => process.stdout.write(JSON.stringify(o) + '\n');
-  const tcpOnce = (host, port) =>
+  const tcpOnce = (host, port, from) =>
     new Promise((res, rej) => {
-      const s = net.connect(port, host);
+      const s = net.connect({ port, host, ...(from ? { localAddress: from } : {}) });
       let d = '';
       s.setTimeout(4000, () => s.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
       s.on('data', (c) => (d += c));
       s.on('end', () => res(d.trim()));
       s.on('error', rej);
     });
-  const udpOnce = (host, port) =>
+  const udpOnce = (host, port, from) =>
     new Promise((res, rej) => {
       const u = dgram.createSocket(isV6(host) ? 'udp6' : 'udp4');
+      if (from) u.bind(0, from);
       const t = setTimeout(() => {
         u.close();
         rej(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' }));
@@ -71,13 +73,13 @@ if (mode === 'server') {
       });
       u.send('q', port, host);
     });
-  const httpGet = (url) =>
+  const httpGet = (url, from) =>
     new Promise((res, rej) => {
-      const req = http.get(url, { timeout: 5000 }, (r) => {
+      const req = http.get(url, { timeout: 5000, ...(from ? { localAddress: from } : {}) }, (r) => {
         let body = '';
         r.setEncoding('utf8');
         r.on('data', (c) => (body += c));
-        r.on('end', () => res({ status: r.statusCode, type: String(r.headers['content-type'] ?? ''), body }));
+        r.on('end', () => res({ status: r.statusCode, type: String(r.headers['content-type'] ?? ''), headers: r.headers, body }));
       });
       req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
       req.on('error', rej);
@@ -86,7 +88,7 @@ if (mode === 'server') {
     try {
       if (q.op === 'tcp' || q.op === 'udp') {
         const answers = [];
-        for (let i = 0; i < (q.n ?? 1); i++) answers.push(await (q.op === 'tcp' ? tcpOnce : udpOnce)(q.host, q.port));
+        for (let i = 0; i < (q.n ?? 1); i++) answers.push(await (q.op === 'tcp' ? tcpOnce : udpOnce)(q.host, q.port, q.from));
         return reply({ id: q.id, answers });
       }
       if (q.op === 'open') {
@@ -152,7 +154,7 @@ if (mode === 'server') {
         }
         return reply({ id: q.id });
       }
-      if (q.op === 'http') return reply({ id: q.id, ...(await httpGet(q.url)) });
+      if (q.op === 'http') return reply({ id: q.id, ...(await httpGet(q.url, q.from)) });
       reply({ id: q.id, error: `unknown op ${q.op}` });
     } catch (e) {
       reply({ id: q.id, error: String(e && e.message), code: e && e.code });

@@ -1,17 +1,27 @@
 // The real daemon in IPVS mode against Debian's 6.1 kernel, inside the QEMU VM (run by
 // run-cases.ts from ipvs-daemon.test.ts). Unlike ipvs-proxier.ts, nothing is driven in-process:
 // the daemon runs as the packaged binary runs it (this repository's Node 24 with the V8 flags
-// of src/daemon/node-flags.ts, bin/kube-proxy-ts.js, `--proxy-mode ipvs`), fed by a manifest
-// directory, in its own network namespace "node". Every assertion reads the kernel with an
-// independent tool run in that namespace (ipvsadm -Ln, ipset list, iptables-nft-save,
-// ip6tables-nft-save, conntrack -L) or sends real packets.
+// of src/daemon/node-flags.ts, bin/kube-proxy-ts.js, `--proxy-mode ipvs`), in its own network
+// namespace "node", fed by the test API server (test/helpers/fake-apiserver.ts, the real
+// list/watch protocol) through a kubeconfig with a bearer token: every Service, EndpointSlice
+// and Node change below is an API write the daemon sees as a watch event. Every assertion
+// reads the kernel with an independent tool run in that namespace (ipvsadm -Ln, ipset list,
+// iptables-nft-save, ip6tables-nft-save, conntrack -L, ip addr) or sends real packets.
 //
-//   client (192.168.7.2, fd00:7::2) ── vclient ── node (192.168.7.1, fd00:7::1; daemon, kube-ipvs0)
-//                                                  │ 10.0.0.1, fd00:10::1
-//                                                vpods
-//                                                  │
-//   pods: 10.0.0.2, 10.0.0.3, 10.0.0.4, fd00:10::2, fd00:10::3 (TCP 8080 "<local> <peer>",
-//         TCP 8081 greeting + echo, UDP 5353 "<addr> <peer>")
+//   guest root namespace: this process and the API server (192.168.9.1) ── vapi ── api0 (192.168.9.2, node)
+//
+//   client (192.168.7.2, 192.168.7.3, fd00:7::2) ── vclient ── node (192.168.7.1, fd00:7::1; daemon, kube-ipvs0)
+//      │ frompods 192.168.8.2                                   │ 10.0.0.1, fd00:10::1; 10.0.1.0/24 via 10.0.0.2
+//      │                                                      vpods
+//      │                                                        │
+//      └── toclient 192.168.8.1 ── pods: 10.0.0.2, 10.0.0.3, 10.0.0.4, fd00:10::2, fd00:10::3, and 10.0.1.2
+//                                 (TCP 8080 "<local> <peer>", TCP 8081 greeting + echo, UDP 5353 "<addr> <peer>")
+//
+// 10.0.1.2 stands for a pod on another node (its EndpointSlice entry says nodeName node-b; the
+// daemon is node-a): this node reaches it by a route, but its replies take the other node's
+// way, straight to the client (a policy route in pods: from 10.0.1.2 via toclient), as they
+// would in a cluster. So what IPVS sends there without SNAT (externalTrafficPolicy=Local)
+// gets an answer from the pod's own address, which the client resets: not answered.
 //
 // The node namespace has IPv6 forwarding on, as a node's network plugin sets it: the daemon
 // writes net/ipv4/ip_forward (as upstream's IPVS mode) but nothing for IPv6. The client is
@@ -29,10 +39,12 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import readline from 'node:readline';
 import { DAEMON_NODE_FLAGS } from '../../../src/daemon/node-flags.ts';
+import { FakeApiServer } from '../../helpers/fake-apiserver.ts';
+import type { KObject } from '../../helpers/fake-apiserver.ts';
 import type { VmCase } from '../run-cases.ts';
 
 const NODE_BIN = process.execPath;
@@ -40,15 +52,22 @@ const BIN = new URL('../../../bin/kube-proxy-ts.js', import.meta.url).pathname;
 const AGENT = new URL('./ipvs-daemon-agent.mjs', import.meta.url).pathname;
 const RUN_DIR = process.env.RUN_DIR ?? '/tmp';
 const WORK = '/tmp/kpts-ipvs-daemon';
-const MANIFESTS = join(WORK, 'manifests');
+const KUBECONFIG = join(WORK, 'kubeconfig');
+const API_HOST = '192.168.9.1';
+const API_TOKEN = 'kube-proxy-vm-token';
+const NODE_NAME = 'node-a';
 const NODE_IP = '192.168.7.1';
 const NODE_IP6 = 'fd00:7::1';
+/** The client's second address: outside the load balancer's source ranges. */
+const CLIENT_OTHER = '192.168.7.3';
+/** A pod of another node (see the top). */
+const REMOTE_POD = '10.0.1.2';
 const CLUSTER_CIDR4 = '10.244.0.0/16';
 const CLUSTER_CIDR6 = 'fd00:244::/56';
 const DAEMON_ARGS = [
   '--proxy-mode', 'ipvs',
-  '--manifest-dir', MANIFESTS,
-  '--hostname-override', 'node-a',
+  '--kubeconfig', KUBECONFIG,
+  '--hostname-override', NODE_NAME,
   // Both families: the cluster CIDRs say which ones the node serves (src/daemon/families.ts).
   '--cluster-cidr', `${CLUSTER_CIDR4},${CLUSTER_CIDR6}`,
   '--v', '2',
@@ -250,16 +269,24 @@ class Agent {
     });
   }
 
-  async many(op: 'tcp' | 'udp', host: string, port: number, n: number): Promise<string[]> {
-    const r = await this.ask({ op, host, port, n });
-    if (r.error) throw new Error(`${op} ${host} ${port}: ${String(r.error)} (${String(r.code)})`);
+  /** n connections (or datagrams) one after the other, each answered; `from`: the local address. */
+  async many(op: 'tcp' | 'udp', host: string, port: number, n: number, from?: string): Promise<string[]> {
+    const r = await this.ask({ op, host, port, n, ...(from ? { from } : {}) });
+    if (r.error) throw new Error(`${op} ${host} ${port}${from ? ` from ${from}` : ''}: ${String(r.error)} (${String(r.code)})`);
     return r.answers as string[];
   }
 
-  async http(url: string): Promise<{ status: number; type: string; body: string }> {
-    const r = await this.ask({ op: 'http', url });
+  /** One TCP connection that must NOT be answered: its error code (the agent gives up after 4 s). */
+  async unanswered(host: string, port: number, from?: string): Promise<string> {
+    const r = await this.ask({ op: 'tcp', host, port, n: 1, ...(from ? { from } : {}) });
+    if (!r.error) throw new Error(`tcp ${host} ${port}${from ? ` from ${from}` : ''} was answered: ${JSON.stringify(r.answers)}`);
+    return String(r.code);
+  }
+
+  async http(url: string, from?: string): Promise<{ status: number; type: string; headers: Record<string, string>; body: string }> {
+    const r = await this.ask({ op: 'http', url, ...(from ? { from } : {}) });
     if (r.error) throw new Error(`GET ${url}: ${String(r.error)} (${String(r.code)})`);
-    return r as unknown as { status: number; type: string; body: string };
+    return r as unknown as { status: number; type: string; headers: Record<string, string>; body: string };
   }
 }
 
@@ -268,67 +295,101 @@ let nodeAgent: Agent;
 const backendOf = (answer: string): string => answer.split(' ')[0]!;
 const peerOf = (answer: string): string => answer.split(' ')[1]!;
 
-// --- manifests -------------------------------------------------------------------------------
+// --- API objects -----------------------------------------------------------------------------
+
+let api: FakeApiServer;
 
 interface Svc {
   name: string;
+  /** Default: LoadBalancer with ingress, NodePort with a nodePort, else ClusterIP. */
+  type?: 'ClusterIP' | 'NodePort' | 'LoadBalancer';
   /** One per family, in the Service's family order. */
   clusterIPs: string[];
   protocol?: 'TCP' | 'UDP';
   port: number;
   targetPort: number;
   nodePort?: number;
+  externalIPs?: string[];
+  /** status.loadBalancer.ingress IPs. */
+  ingress?: string[];
+  loadBalancerSourceRanges?: string[];
+  externalTrafficPolicyLocal?: boolean;
+  healthCheckNodePort?: number;
+  /** sessionAffinity ClientIP with this timeout. */
+  affinitySeconds?: number;
   /** Endpoints per address type. */
   endpoints: { IPv4?: string[]; IPv6?: string[] };
+  /** Endpoint address -> the node it runs on (EndpointSlice nodeName); unset: no nodeName. */
+  nodes?: Record<string, string>;
 }
 
-function manifest(s: Svc): string {
+function serviceObject(s: Svc): KObject {
   const protocol = s.protocol ?? 'TCP';
   const families = s.clusterIPs.map((a) => (a.includes(':') ? 'IPv6' : 'IPv4'));
-  const docs = [
-    `apiVersion: v1
-kind: Service
-metadata:
-  name: ${s.name}
-  namespace: default
-spec:
-  type: ${s.nodePort ? 'NodePort' : 'ClusterIP'}
-  clusterIP: ${s.clusterIPs[0]}
-  clusterIPs: [${s.clusterIPs.map((a) => `"${a}"`).join(', ')}]
-  ipFamilies: [${families.join(', ')}]
-  ipFamilyPolicy: ${families.length > 1 ? 'RequireDualStack' : 'SingleStack'}
-  ports:
-  - name: p
-    protocol: ${protocol}
-    port: ${s.port}
-    targetPort: ${s.targetPort}${s.nodePort ? `\n    nodePort: ${s.nodePort}` : ''}
-`,
-  ];
-  for (const [type, addrs] of Object.entries(s.endpoints)) {
-    docs.push(`apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: ${s.name}-${type.toLowerCase()}
-  namespace: default
-  labels:
-    kubernetes.io/service-name: ${s.name}
-addressType: ${type}
-ports:
-- name: p
-  protocol: ${protocol}
-  port: ${s.targetPort}
-endpoints:
-${addrs.map((a) => `- addresses: ["${a}"]\n  conditions: {ready: true}`).join('\n')}
-`);
-  }
-  return docs.join('---\n');
+  const type = s.type ?? (s.ingress ? 'LoadBalancer' : s.nodePort ? 'NodePort' : 'ClusterIP');
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: s.name, namespace: 'default' },
+    spec: {
+      type,
+      clusterIP: s.clusterIPs[0],
+      clusterIPs: s.clusterIPs,
+      ipFamilies: families,
+      ipFamilyPolicy: families.length > 1 ? 'RequireDualStack' : 'SingleStack',
+      ports: [{ name: 'p', protocol, port: s.port, targetPort: s.targetPort, ...(s.nodePort ? { nodePort: s.nodePort } : {}) }],
+      ...(s.externalIPs ? { externalIPs: s.externalIPs } : {}),
+      ...(s.loadBalancerSourceRanges ? { loadBalancerSourceRanges: s.loadBalancerSourceRanges } : {}),
+      ...(type !== 'ClusterIP' ? { externalTrafficPolicy: s.externalTrafficPolicyLocal ? 'Local' : 'Cluster' } : {}),
+      ...(s.healthCheckNodePort ? { healthCheckNodePort: s.healthCheckNodePort } : {}),
+      sessionAffinity: s.affinitySeconds ? 'ClientIP' : 'None',
+      ...(s.affinitySeconds ? { sessionAffinityConfig: { clientIP: { timeoutSeconds: s.affinitySeconds } } } : {}),
+    },
+    status: { loadBalancer: s.ingress ? { ingress: s.ingress.map((ip) => ({ ip })) } : {} },
+  };
 }
 
-/** Replaces a manifest file atomically (a rename: the daemon never reads half a file). */
-function putManifest(s: Svc): void {
-  const tmp = join(WORK, `.${s.name}.yaml`);
-  writeFileSync(tmp, manifest(s));
-  renameSync(tmp, join(MANIFESTS, `${s.name}.yaml`));
+function sliceObjects(s: Svc): KObject[] {
+  const protocol = s.protocol ?? 'TCP';
+  return Object.entries(s.endpoints).map(([type, addrs]) => ({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: `${s.name}-${type.toLowerCase()}`, namespace: 'default', labels: { 'kubernetes.io/service-name': s.name } },
+    addressType: type,
+    ports: [{ name: 'p', protocol, port: s.targetPort }],
+    endpoints: addrs.map((a) => ({ addresses: [a], conditions: { ready: true }, ...(s.nodes?.[a] ? { nodeName: s.nodes[a] } : {}) })),
+  }));
+}
+
+/** The object without what the server sets (resourceVersion, uid, creationTimestamp). */
+const content = (o: KObject | undefined): string => {
+  if (!o) return '';
+  const { metadata, ...rest } = o;
+  const { name, namespace, labels } = (metadata ?? {}) as KObject;
+  return JSON.stringify({ ...rest, metadata: { name, namespace, labels } });
+};
+
+/**
+ * Makes the API server hold this Service and exactly its EndpointSlices (one per address
+ * type): an object is written only when it changed, so the daemon sees the watch events a
+ * controller's update would make (ADDED, MODIFIED, DELETED) and no others.
+ */
+function put(s: Svc): void {
+  const wanted = [serviceObject(s), ...sliceObjects(s)];
+  for (const o of wanted) {
+    const prev = api.get(String(o['kind']), `default/${String(o['metadata'].name)}`);
+    if (content(prev) !== content(o)) api.upsert(o);
+  }
+  const names = new Set(wanted.map((o) => String(o['metadata'].name)));
+  for (const [key, o] of api.list('EndpointSlice')) {
+    if (o['metadata']?.labels?.['kubernetes.io/service-name'] === s.name && !names.has(String(o['metadata'].name))) api.remove('EndpointSlice', key);
+  }
+}
+
+/** Deletes a Service and its EndpointSlices through the API. */
+function removeService(name: string): void {
+  api.remove('Service', `default/${name}`);
+  for (const [key, o] of api.list('EndpointSlice')) if (o['metadata']?.labels?.['kubernetes.io/service-name'] === name) api.remove('EndpointSlice', key);
 }
 
 const WEB: Svc = { name: 'web', clusterIPs: ['10.96.0.10'], port: 80, targetPort: 8080, endpoints: { IPv4: ['10.0.0.2', '10.0.0.3'] } };
@@ -345,6 +406,32 @@ const WEB6: Svc = {
   nodePort: 30081,
   endpoints: { IPv6: ['fd00:10::2', 'fd00:10::3'], IPv4: ['10.0.0.2'] },
 };
+const EXT: Svc = { name: 'ext', clusterIPs: ['10.96.0.21'], port: 80, targetPort: 8080, externalIPs: ['192.168.50.10'], endpoints: { IPv4: ['10.0.0.2', '10.0.0.3'] } };
+const LB_IP = '192.168.60.10';
+const LB: Svc = {
+  name: 'lb',
+  clusterIPs: ['10.96.0.22'],
+  port: 80,
+  targetPort: 8080,
+  nodePort: 30090,
+  ingress: [LB_IP],
+  loadBalancerSourceRanges: ['192.168.7.2/32'],
+  endpoints: { IPv4: ['10.0.0.2', '10.0.0.3'] },
+};
+const LOCAL_LB_IP = '192.168.60.11';
+const LOCAL: Svc = {
+  name: 'local',
+  clusterIPs: ['10.96.0.23'],
+  port: 80,
+  targetPort: 8080,
+  nodePort: 30082,
+  ingress: [LOCAL_LB_IP],
+  externalTrafficPolicyLocal: true,
+  healthCheckNodePort: 30083,
+  endpoints: { IPv4: ['10.0.0.2', REMOTE_POD] },
+  nodes: { '10.0.0.2': NODE_NAME, [REMOTE_POD]: 'node-b' },
+};
+const STICKY: Svc = { name: 'sticky', clusterIPs: ['10.96.0.24'], port: 80, targetPort: 8080, affinitySeconds: 600, endpoints: { IPv4: ['10.0.0.2', '10.0.0.3'] } };
 
 // --- the daemon --------------------------------------------------------------------------------
 
@@ -410,9 +497,47 @@ const flowLog = async (flow: number) => (await client.ask({ op: 'flowlog', flow 
 /** The entries of the client's flows from one source port. */
 const clientEntries = (all: CtEntry[], proto: string, sport: number): CtEntry[] => all.filter((e) => e.proto === proto && e.orig.src === '192.168.7.2' && e.orig.sport === String(sport));
 
+/** The IPv4 addresses on kube-ipvs0 ("a.b.c.d/32"). */
+async function ipvs0Addrs(): Promise<string[]> {
+  return [...(await mustInNode('/usr/sbin/ip', '-4', '-o', 'addr', 'show', 'dev', 'kube-ipvs0')).matchAll(/ inet (\S+)/g)].map((m) => m[1]!);
+}
+
+/** A virtual server's real servers with their counters: "addr:port" -> { weight, active, inactive }. */
+async function destCounters(proto: 'TCP' | 'UDP', addr: string): Promise<Map<string, { weight: number; active: number; inactive: number }>> {
+  const r = await inNode('/usr/sbin/ipvsadm', '-Ln', proto === 'TCP' ? '-t' : '-u', addr);
+  const out = new Map<string, { weight: number; active: number; inactive: number }>();
+  for (const l of r.stdout.split('\n')) {
+    const f = l.trim().split(/\s+/);
+    if (f[0] === '->' && f[1] !== 'RemoteAddress:Port') out.set(f[1]!, { weight: Number(f[3]), active: Number(f[4]), inactive: Number(f[5]) });
+  }
+  return out;
+}
+
+/** The client's TCP OutRsts (/proc/net/snmp in its namespace). */
+async function clientOutRsts(): Promise<number> {
+  const snmp = (await must('/usr/sbin/ip', 'netns', 'exec', 'client', '/bin/cat', '/proc/net/snmp')).split('\n').filter((l) => l.startsWith('Tcp:'));
+  const [head, values] = [snmp[0]!.split(/\s+/), snmp[1]!.split(/\s+/)];
+  return Number(values[head.indexOf('OutRsts')]);
+}
+
+/** iptables-nft-save -c of one table: the packet counter of the rule written as `rule`. */
+async function packets(table: 'nat' | 'filter', rule: string): Promise<number> {
+  const text = await mustInNode('/usr/sbin/iptables-nft-save', '-c', '-t', table);
+  const line = text.split('\n').find((l) => l.replace(/^\[\d+:\d+\] /, '') === rule);
+  if (!line) throw new Error(`no rule ${rule} in\n${text}`);
+  return Number(/^\[(\d+):/.exec(line)?.[1] ?? 0);
+}
+
+/** Waits for a virtual server to have `n` lines (itself and n-1 real servers); returns them. */
+const vsWith = (proto: 'TCP' | 'UDP', addr: string, n: number, ms = 30_000): Promise<string[]> =>
+  until(`${proto} ${addr} with ${n - 1} real server(s)`, async () => {
+    const v = await vs(proto, addr);
+    return v.length === n ? v : undefined;
+  }, ms);
+
 export const cases: VmCase[] = [
   {
-    name: 'setup: node, pods and client namespaces (IPv4 + IPv6), backends, agents, manifests, a foreign rule and IPVS service',
+    name: 'setup: node, pods and client namespaces (IPv4 + IPv6), a pod of another node, backends, agents, the API server (Node, Services, EndpointSlices) and a kubeconfig, a foreign rule and IPVS service',
     timeoutMs: 180_000,
     async run(note) {
       for (const ns of ['node', 'pods', 'client']) await ip('netns', 'add', ns);
@@ -425,8 +550,8 @@ export const cases: VmCase[] = [
       await ip('-n', 'node', 'link', 'set', 'lo', 'up');
       await mustInNode('/usr/sbin/sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1');
       for (const [ns, addrs, gw, gw6] of [
-        ['pods', ['10.0.0.2/24', '10.0.0.3/24', '10.0.0.4/24', 'fd00:10::2/64', 'fd00:10::3/64'], '10.0.0.1', 'fd00:10::1'],
-        ['client', ['192.168.7.2/24', 'fd00:7::2/64'], NODE_IP, NODE_IP6],
+        ['pods', ['10.0.0.2/24', '10.0.0.3/24', '10.0.0.4/24', `${REMOTE_POD}/32`, 'fd00:10::2/64', 'fd00:10::3/64'], '10.0.0.1', 'fd00:10::1'],
+        ['client', ['192.168.7.2/24', `${CLIENT_OTHER}/24`, 'fd00:7::2/64'], NODE_IP, NODE_IP6],
       ] as const) {
         for (const a of addrs) await ip('-n', ns, 'addr', 'add', a, 'dev', 'eth0', ...(a.includes(':') ? ['nodad'] : []));
         await ip('-n', ns, 'link', 'set', 'eth0', 'up');
@@ -434,7 +559,19 @@ export const cases: VmCase[] = [
         await ip('-n', ns, 'route', 'add', 'default', 'via', gw);
         await ip('-n', ns, '-6', 'route', 'add', 'default', 'via', gw6);
       }
-      const server = spawn('/usr/sbin/ip', ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', '10.0.0.2', '10.0.0.3', '10.0.0.4', 'fd00:10::2', 'fd00:10::3'], {
+      // The pod of another node: routed to through this node; its replies go the other way.
+      await ip('-n', 'node', 'route', 'add', '10.0.1.0/24', 'via', '10.0.0.2', 'dev', 'vpods');
+      await ip('-n', 'pods', 'link', 'add', 'toclient', 'type', 'veth', 'peer', 'name', 'frompods', 'netns', 'client');
+      await ip('-n', 'pods', 'addr', 'add', '192.168.8.1/30', 'dev', 'toclient');
+      await ip('-n', 'pods', 'link', 'set', 'toclient', 'up');
+      await ip('-n', 'client', 'addr', 'add', '192.168.8.2/30', 'dev', 'frompods');
+      await ip('-n', 'client', 'link', 'set', 'frompods', 'up');
+      await ip('-n', 'pods', 'rule', 'add', 'from', REMOTE_POD, 'lookup', '100');
+      await ip('-n', 'pods', 'route', 'add', '192.168.7.0/24', 'via', '192.168.8.2', 'dev', 'toclient', 'table', '100');
+      // The client takes in what arrives on its other link (as a host with asymmetric routes).
+      await must('/usr/sbin/ip', 'netns', 'exec', 'client', '/usr/sbin/sysctl', '-qw', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.frompods.rp_filter=0');
+
+      const server = spawn('/usr/sbin/ip', ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', '10.0.0.2', '10.0.0.3', '10.0.0.4', REMOTE_POD, 'fd00:10::2', 'fd00:10::3'], {
         stdio: ['ignore', 'pipe', 'inherit'],
       });
       children.push(server);
@@ -445,20 +582,53 @@ export const cases: VmCase[] = [
           resolve();
         });
       });
+
+      // The API server, in this process (the guest's root namespace), reached from the node
+      // namespace over a veth. The daemon's kubeconfig names it, with a bearer token it requires.
+      await ip('link', 'add', 'vapi', 'type', 'veth', 'peer', 'name', 'api0', 'netns', 'node');
+      await ip('addr', 'add', `${API_HOST}/30`, 'dev', 'vapi');
+      await ip('link', 'set', 'vapi', 'up');
+      await ip('-n', 'node', 'addr', 'add', '192.168.9.2/30', 'dev', 'api0');
+      await ip('-n', 'node', 'link', 'set', 'api0', 'up');
+      api = await FakeApiServer.start({ host: API_HOST, token: API_TOKEN });
+      mkdirSync(WORK, { recursive: true });
+      writeFileSync(
+        KUBECONFIG,
+        [
+          'apiVersion: v1',
+          'kind: Config',
+          'clusters:',
+          '- name: vm',
+          `  cluster: {server: "${api.url}"}`,
+          'users:',
+          '- name: kube-proxy',
+          `  user: {token: "${API_TOKEN}"}`,
+          'contexts:',
+          '- name: vm',
+          '  context: {cluster: vm, user: kube-proxy}',
+          'current-context: vm',
+          '',
+        ].join('\n'),
+      );
+      api.create({
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: { name: NODE_NAME, labels: { 'kubernetes.io/hostname': NODE_NAME } },
+        status: { addresses: [{ type: 'InternalIP', address: NODE_IP }, { type: 'InternalIP', address: NODE_IP6 }, { type: 'Hostname', address: NODE_NAME }] },
+      });
+      for (const s of [WEB, NP, LONG, DNS, DNS2]) put(s);
+
       [client, nodeAgent] = await Promise.all([Agent.start('client'), Agent.start('node'), serverReady]);
 
       // Things that are not ours: --cleanup must leave them.
       await mustInNode('/usr/sbin/iptables-nft', '-t', 'filter', '-A', 'INPUT', '-p', 'tcp', '--dport', '2222', '-j', 'ACCEPT');
       await mustInNode('/usr/sbin/ipvsadm', '-A', '-f', '7', '-s', 'rr');
-
-      mkdirSync(MANIFESTS, { recursive: true });
-      for (const s of [WEB, NP, LONG, DNS, DNS2]) putManifest(s);
-      note({ uname: (await must('/bin/uname', '-r')).trim(), node: NODE_BIN, flags: DAEMON_NODE_FLAGS });
+      note({ uname: (await must('/bin/uname', '-r')).trim(), node: NODE_BIN, flags: DAEMON_NODE_FLAGS, api: api.url });
     },
   },
   {
-    name: 'the daemon starts in IPVS mode, reaches healthz and programs a ClusterIP and a NodePort Service: both backends answer; ipvsadm and ipset agree',
-    timeoutMs: 240_000,
+    name: 'the daemon starts in IPVS mode with a kubeconfig, lists and watches the API server, reaches healthz and programs a ClusterIP and a NodePort Service: both backends answer; ipvsadm and ipset agree',
+    timeoutMs: 270_000,
     async run(note) {
       const t0 = Date.now();
       startDaemon();
@@ -469,7 +639,7 @@ export const cases: VmCase[] = [
           const r = await nodeAgent.http('http://127.0.0.1:10256/healthz');
           return r.status === 200 ? r : undefined;
         },
-        150_000,
+        180_000,
         500,
       ).catch((e: unknown) => {
         throw new Error(`${String(e)}\n--- daemon log ---\n${daemonLog().slice(-4000)}`);
@@ -481,6 +651,14 @@ export const cases: VmCase[] = [
       await until('the first sync to program the ClusterIP', async () => (await vs('TCP', '10.96.0.10:80')).length === 3, 90_000, 500);
       const programmedMs = Date.now() - t0;
       assert.match(daemonLog(), /kube-proxy-ts started mode=ipvs families=IPv4,IPv6/);
+      // Fed by the API server: lists, then watches of Services, EndpointSlices and this Node
+      // (by its name), all with the kubeconfig's token (the server answers 401 without it).
+      const watchCounts = () => Object.fromEntries(['Service', 'EndpointSlice', 'Node'].map((k) => [k, api.watchCount(k)]));
+      const watches = await until('a watch of each kind', () => Promise.resolve(Object.values(watchCounts()).every((n) => n === 1) && watchCounts()), 20_000).catch(
+        (e: unknown) => { throw new Error(`${String(e)}: ${JSON.stringify(watchCounts())}; requests ${JSON.stringify(api.requests.slice(0, 20))}`); },
+      );
+      const nodeQuery = api.requests.find((r) => r.path === '/api/v1/nodes')?.query;
+      assert.equal(nodeQuery?.['fieldSelector'], `metadata.name=${NODE_NAME}`);
       assert.deepEqual(await vs('TCP', '10.96.0.10:80'), ['TCP 10.96.0.10:80 rr', '-> 10.0.0.2:8080 Masq 1', '-> 10.0.0.3:8080 Masq 1']);
       assert.deepEqual(await vs('TCP', `${NODE_IP}:30080`), [`TCP ${NODE_IP}:30080 rr`, '-> 10.0.0.2:8080 Masq 1', '-> 10.0.0.3:8080 Masq 1']);
       assert.deepEqual(await vs('TCP', '10.96.0.11:80'), ['TCP 10.96.0.11:80 rr', '-> 10.0.0.2:8080 Masq 1', '-> 10.0.0.3:8080 Masq 1']);
@@ -491,7 +669,7 @@ export const cases: VmCase[] = [
 
       const viaVip = await client.many('tcp', '10.96.0.10', 80, 6);
       const viaNodePort = await client.many('tcp', NODE_IP, 30080, 4);
-      note({ healthyMs, programmedMs, viaVip, viaNodePort });
+      note({ healthyMs, programmedMs, viaVip, viaNodePort, apiRequests: api.requests.length, watches });
       assert.deepEqual(new Set(viaVip.map(backendOf)), new Set(['10.0.0.2', '10.0.0.3']), viaVip.join(', '));
       // The client is outside --cluster-cidr: upstream's `! -s CLUSTER-CIDR -m set --match-set
       // KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ` masquerades it to the node's address.
@@ -539,7 +717,7 @@ export const cases: VmCase[] = [
 
       // The only endpoint is replaced: 10.0.0.2 -> 10.0.0.3.
       const t0 = Date.now();
-      putManifest({ ...DNS, endpoints: { IPv4: ['10.0.0.3'] } });
+      put({ ...DNS, endpoints: { IPv4: ['10.0.0.3'] } });
       const programmedMs = await until('ipvsadm to show the new real server', async () => {
         const v = await vs('UDP', '10.96.0.53:53');
         return v.length === 2 && v[1] === '-> 10.0.0.3:5353 Masq 1' ? Date.now() - t0 : undefined;
@@ -608,14 +786,14 @@ export const cases: VmCase[] = [
       // (ICMP port unreachable) before conntrack confirms it, so 6.1 caches no entry to flush;
       // the flow from the same port is answered as soon as the endpoints are programmed.
       const C = 40055;
-      putManifest(DNS3);
+      put(DNS3);
       await until('the endpoint-less virtual server', async () => (await vs('UDP', '10.96.0.55:53')).length === 1, 30_000);
       const flowC = await startFlow('10.96.0.55', C);
       await new Promise((r) => setTimeout(r, 1500));
       const cachedWhileEmpty = clientEntries(await conntrack('-p', 'udp'), 'udp', C).map((e) => e.line);
       const answeredWhileEmpty = (await flowLog(flowC)).answers.length;
       const t0 = Date.now();
-      putManifest({ ...DNS3, endpoints: { IPv4: ['10.0.0.3', '10.0.0.4'] } });
+      put({ ...DNS3, endpoints: { IPv4: ['10.0.0.3', '10.0.0.4'] } });
       const answeredMs = await until('flow C to be answered', async () => {
         const x = (await flowLog(flowC)).answers.find((y) => y.t > t0);
         return x ? x.t - t0 : undefined;
@@ -638,7 +816,7 @@ export const cases: VmCase[] = [
       const deletedBefore = metric(await metrics(), CT_DELETED);
       const logAt = daemonLog().length;
       const t1 = Date.now();
-      putManifest({ ...DNS3, endpoints: { IPv4: ['10.0.0.4'] } });
+      put({ ...DNS3, endpoints: { IPv4: ['10.0.0.4'] } });
       const goneMs = await until('the injected stale entry to be deleted', async () =>
         (await conntrack('-p', 'udp')).some((e) => e.id === stale.id) ? undefined : Date.now() - t1, 30_000);
       const deletedAfter = await until('the deleted-entries counter to grow', async () => {
@@ -669,7 +847,7 @@ export const cases: VmCase[] = [
     name: 'IPv6 (issue 5): a dual-stack NodePort Service: the v6 VS, v6 traffic, ip6tables-nft-save companion chains shaped as IPv4\'s, KUBE-6- ipsets of family inet6',
     timeoutMs: 180_000,
     async run(note) {
-      putManifest(WEB6);
+      put(WEB6);
       const v6 = await until('the IPv6 virtual server', async () => {
         const v = await vs('TCP', '[fd00:96::10]:80');
         return v.length === 3 ? v : undefined;
@@ -743,6 +921,212 @@ export const cases: VmCase[] = [
       assert.deepEqual(await syncErrors(), []);
       assert.match(daemonLog(), /First full sync done; ready/);
       assert.match(await metrics(), /^kubeproxy_sync_proxy_rules_duration_seconds_count\{ip_family="IPv6"\} [1-9]/m);
+    },
+  },
+  {
+    name: 'externalIP (issue 5): a Service with an external IP, created through the API: its VS, bound on kube-ipvs0, KUBE-EXTERNAL-IP and its rules; TCP from outside reaches both backends, masqueraded; other ports of the address are rejected',
+    timeoutMs: 120_000,
+    async run(note) {
+      const t0 = Date.now();
+      put(EXT);
+      const ext = await vsWith('TCP', '192.168.50.10:80', 3);
+      const programmedMs = Date.now() - t0;
+      assert.deepEqual(ext, ['TCP 192.168.50.10:80 rr', '-> 10.0.0.2:8080 Masq 1', '-> 10.0.0.3:8080 Masq 1']);
+      assert.deepEqual(await vs('TCP', '10.96.0.21:80'), ['TCP 10.96.0.21:80 rr', '-> 10.0.0.2:8080 Masq 1', '-> 10.0.0.3:8080 Masq 1']);
+      assert.ok((await ipvs0Addrs()).includes('192.168.50.10/32'), 'the external IP is bound on kube-ipvs0');
+      assert.deepEqual(await ipsetMembers('KUBE-EXTERNAL-IP'), ['192.168.50.10,tcp:80']);
+      assert.ok((await ipsetMembers('KUBE-IPVS-IPS')).includes('192.168.50.10'));
+      const nat = await mustInNode('/usr/sbin/iptables-nft-save', '-t', 'nat');
+      const extRules = nat.split('\n').filter((l) => l.includes('--match-set KUBE-EXTERNAL-IP '));
+      // Upstream: masquerade, then accept what comes from outside (not bridged, not from a local address) and what is for a local address.
+      assert.equal(extRules.length, 3, extRules.join('\n'));
+      assert.match(extRules[0]!, /^-A KUBE-SERVICES -m comment --comment "[^"]+" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ$/);
+      assert.match(extRules[1]!, /^-A KUBE-SERVICES .*--match-set KUBE-EXTERNAL-IP dst,dst .*physdev.*--src-type LOCAL -j ACCEPT$/);
+      assert.match(extRules[2]!, /^-A KUBE-SERVICES .*--match-set KUBE-EXTERNAL-IP dst,dst .*--dst-type LOCAL -j ACCEPT$/);
+
+      const viaExt = await client.many('tcp', '192.168.50.10', 80, 6);
+      assert.deepEqual(new Set(viaExt.map(backendOf)), new Set(['10.0.0.2', '10.0.0.3']), viaExt.join(', '));
+      assert.ok(viaExt.every((a) => peerOf(a) === '10.0.0.1'), `external IP traffic masqueraded to the node (KUBE-EXTERNAL-IP -> KUBE-MARK-MASQ): ${viaExt.join(', ')}`);
+      const other = await client.ask({ op: 'tcp', host: '192.168.50.10', port: 22, n: 1 });
+      assert.equal(other.code, 'ECONNREFUSED', `a non-service port of the external IP is rejected: ${JSON.stringify(other)}`);
+      assert.deepEqual(await syncErrors(), []);
+      note({ programmedMs, viaExt, rules: extRules });
+    },
+  },
+  {
+    name: 'LoadBalancer with loadBalancerSourceRanges (issue 5): the ingress IP\'s VS; KUBE-LOAD-BALANCER, -FW, -SOURCE-CIDR and KUBE-SOURCE-RANGES-FIREWALL; a client in the range is answered (masqueraded), one outside is dropped, the node itself too (KUBE-IPVS-OUT-FILTER); the NodePort is not guarded',
+    timeoutMs: 150_000,
+    async run(note) {
+      const t0 = Date.now();
+      put(LB);
+      const lb = await vsWith('TCP', `${LB_IP}:80`, 3);
+      const programmedMs = Date.now() - t0;
+      assert.deepEqual(lb, [`TCP ${LB_IP}:80 rr`, '-> 10.0.0.2:8080 Masq 1', '-> 10.0.0.3:8080 Masq 1']);
+      assert.deepEqual(await vs('TCP', `${NODE_IP}:30090`), [`TCP ${NODE_IP}:30090 rr`, '-> 10.0.0.2:8080 Masq 1', '-> 10.0.0.3:8080 Masq 1']);
+      assert.ok((await ipvs0Addrs()).includes(`${LB_IP}/32`), 'the LB IP is bound on kube-ipvs0');
+      const sets = {
+        lb: await ipsetMembers('KUBE-LOAD-BALANCER'),
+        fw: await ipsetMembers('KUBE-LOAD-BALANCER-FW'),
+        cidr: await ipsetMembers('KUBE-LOAD-BALANCER-SOURCE-CIDR'),
+        ip: await ipsetMembers('KUBE-LOAD-BALANCER-SOURCE-IP'),
+        local: await ipsetMembers('KUBE-LOAD-BALANCER-LOCAL'),
+      };
+      assert.deepEqual(sets.lb, [`${LB_IP},tcp:80`]);
+      assert.deepEqual(sets.fw, [`${LB_IP},tcp:80`]);
+      assert.deepEqual(sets.cidr, [`${LB_IP},tcp:80,192.168.7.2`], 'ipset prints a /32 net without its prefix');
+      assert.deepEqual(sets.ip, [], 'the range does not cover the node (its primary IP)');
+      assert.deepEqual(sets.local, []);
+
+      const filter = (await mustInNode('/usr/sbin/iptables-nft-save', '-t', 'filter')).replace(/ \[\d+:\d+\]/g, '');
+      const nat = await mustInNode('/usr/sbin/iptables-nft-save', '-t', 'nat');
+      const chain = (text: string, name: string) => text.split('\n').filter((l) => l.startsWith(`-A ${name} `));
+      const sourceRanges = chain(filter, 'KUBE-SOURCE-RANGES-FIREWALL');
+      const dropRule = '-A KUBE-SOURCE-RANGES-FIREWALL -j DROP';
+      assert.match(filter, /^-A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL$/m);
+      assert.match(filter, /^-A FORWARD -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL$/m);
+      assert.deepEqual(chain(filter, 'KUBE-PROXY-FIREWALL').map((l) => l.replace(/--comment "[^"]+"/, '--comment C')), [
+        '-A KUBE-PROXY-FIREWALL -m comment --comment C -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL',
+      ]);
+      assert.deepEqual(sourceRanges.map((l) => l.replace(/--comment "[^"]+"/, '--comment C')), [
+        '-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment C -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN',
+        dropRule,
+      ]);
+      assert.deepEqual(chain(filter, 'KUBE-IPVS-OUT-FILTER'), [`-A KUBE-IPVS-OUT-FILTER -s ${LB_IP}/32 -m ipvs --vproto 6 --vaddr ${LB_IP} --vport 80 -j DROP`]);
+      assert.match(nat, /^-A KUBE-SERVICES -m comment --comment "[^"]+" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER$/m);
+      assert.match(nat, /^-A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ$/m);
+
+      const droppedBefore = await packets('filter', dropRule);
+      const allowed = await client.many('tcp', LB_IP, 80, 4);
+      const outside = await client.unanswered(LB_IP, 80, CLIENT_OTHER);
+      const droppedAfter = await packets('filter', dropRule);
+      const outsideViaNodePort = await client.many('tcp', NODE_IP, 30090, 2, CLIENT_OTHER);
+      const fromNode = await nodeAgent.unanswered(LB_IP, 80);
+      note({ programmedMs, sets, sourceRanges, outOfRange: { code: outside, dropped: droppedAfter - droppedBefore }, fromNode, allowed, outsideViaNodePort, outFilter: chain(filter, 'KUBE-IPVS-OUT-FILTER') });
+      assert.deepEqual(new Set(allowed.map(backendOf)), new Set(['10.0.0.2', '10.0.0.3']), allowed.join(', '));
+      assert.ok(allowed.every((a) => peerOf(a) === '10.0.0.1'), `LB traffic masqueraded (KUBE-LOAD-BALANCER -> KUBE-MARK-MASQ): ${allowed.join(', ')}`);
+      assert.equal(outside, 'ETIMEDOUT', 'a client outside the range is dropped (no answer, no reject)');
+      assert.ok(droppedAfter > droppedBefore, `KUBE-SOURCE-RANGES-FIREWALL dropped it (${droppedBefore} -> ${droppedAfter} packets)`);
+      // As upstream: the ranges guard the LB IP; the Service's node port is open to everyone.
+      assert.ok(outsideViaNodePort.every((a) => ['10.0.0.2', '10.0.0.3'].includes(backendOf(a))), outsideViaNodePort.join(', '));
+      // Upstream issue 119656: the node reaches a ranged LB IP only when a range covers its IP.
+      assert.ok(fromNode.length > 0);
+      assert.deepEqual(await syncErrors(), []);
+    },
+  },
+  {
+    name: 'externalTrafficPolicy=Local (issue 5): NodePort and LB IP go only to the local endpoint, unmasqueraded; the health check node port answers 200 with localEndpoints 1; without a local endpoint: 503 with 0, the VSes fall back to the other node\'s pod (upstream PR 97081), whose reply the client discards (not answered); the old local endpoint drains at weight 0; deleting the Service removes it all',
+    timeoutMs: 200_000,
+    async run(note) {
+      const t0 = Date.now();
+      put(LOCAL);
+      const np = await vsWith('TCP', `${NODE_IP}:30082`, 2);
+      const programmedMs = Date.now() - t0;
+      assert.deepEqual(np, [`TCP ${NODE_IP}:30082 rr`, '-> 10.0.0.2:8080 Masq 1'], 'the NodePort VS has only the local endpoint');
+      assert.deepEqual(await vs('TCP', `${LOCAL_LB_IP}:80`), [`TCP ${LOCAL_LB_IP}:80 rr`, '-> 10.0.0.2:8080 Masq 1'], 'so has the LB VS');
+      assert.deepEqual(await vs('TCP', '10.96.0.23:80'), ['TCP 10.96.0.23:80 rr', '-> 10.0.0.2:8080 Masq 1', `-> ${REMOTE_POD}:8080 Masq 1`], 'the cluster IP (internalTrafficPolicy Cluster) has both');
+      assert.deepEqual(await ipsetMembers('KUBE-NODE-PORT-LOCAL-TCP'), ['30082']);
+      assert.ok((await ipsetMembers('KUBE-NODE-PORT-TCP')).includes('30082'));
+      assert.deepEqual(await ipsetMembers('KUBE-LOAD-BALANCER-LOCAL'), [`${LOCAL_LB_IP},tcp:80`]);
+      assert.deepEqual(await ipsetMembers('KUBE-HEALTH-CHECK-NODE-PORT'), ['30083']);
+      assert.ok((await ipsetMembers('KUBE-LOOP-BACK')).includes('10.0.0.2,tcp:8080,10.0.0.2'), 'the local endpoint\'s hairpin entry');
+      const nat = await mustInNode('/usr/sbin/iptables-nft-save', '-t', 'nat');
+      const filter = await mustInNode('/usr/sbin/iptables-nft-save', '-t', 'filter');
+      assert.match(nat, /^-A KUBE-NODE-PORT -p tcp -m comment --comment "[^"]+" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN$/m);
+      assert.match(nat, /^-A KUBE-LOAD-BALANCER -m comment --comment "[^"]+" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN$/m);
+      assert.match(filter, /^-A KUBE-NODE-PORT -m comment --comment "[^"]+" -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j ACCEPT$/m);
+
+      const viaNodePort = await client.many('tcp', NODE_IP, 30082, 4);
+      const viaLb = await client.many('tcp', LOCAL_LB_IP, 80, 4);
+      const fromOther = await client.many('tcp', NODE_IP, 30082, 1, CLIENT_OTHER);
+      assert.ok([...viaNodePort, ...viaLb].every((a) => a === '10.0.0.2 192.168.7.2'), `only the local endpoint, and it sees the client: ${[...viaNodePort, ...viaLb].join(', ')}`);
+      assert.deepEqual(fromOther, [`10.0.0.2 ${CLIENT_OTHER}`]);
+
+      // The health check node port: listening once the sync opened it.
+      const hcUrl = `http://${NODE_IP}:30083/`;
+      const up = await until('the health check node port to answer 200', async () => {
+        const r = await client.http(hcUrl);
+        return r.status === 200 ? r : undefined;
+      }, 30_000, 500);
+      assert.match(up.type, /application\/json/);
+      assert.deepEqual(JSON.parse(up.body), { service: { namespace: 'default', name: 'local' }, localEndpoints: 1, serviceProxyHealthy: true });
+
+      // The local endpoint goes (its slice now lists only the other node's pod).
+      const t1 = Date.now();
+      put({ ...LOCAL, endpoints: { IPv4: [REMOTE_POD] } });
+      const served = (m: Map<string, { weight: number }>) => [...m].filter(([, d]) => d.weight > 0).map(([k]) => k);
+      const npAfter = await until('the NodePort VS to send to the other node\'s pod', async () => {
+        const m = await destCounters('TCP', `${NODE_IP}:30082`);
+        return served(m).join() === `${REMOTE_POD}:8080` ? m : undefined;
+      }, 30_000);
+      const switchedMs = Date.now() - t1;
+      const lbAfter = await destCounters('TCP', `${LOCAL_LB_IP}:80`);
+      const down = await until('the health check node port to answer 503', async () => {
+        const r = await client.http(hcUrl);
+        return r.status === 503 ? r : undefined;
+      }, 30_000, 500);
+      assert.deepEqual(JSON.parse(down.body), { service: { namespace: 'default', name: 'local' }, localEndpoints: 0, serviceProxyHealthy: true });
+      assert.deepEqual(served(lbAfter), [`${REMOTE_POD}:8080`], 'the LB VS falls back too');
+      // Graceful termination: the old endpoint still has (TIME_WAIT) connections, so it stays at weight 0.
+      const old = npAfter.get('10.0.0.2:8080');
+      assert.ok(old && old.weight === 0 && old.active + old.inactive > 0, `the removed endpoint drains at weight 0: ${JSON.stringify(old)}`);
+      assert.deepEqual(await ipsetMembers('KUBE-NODE-PORT-LOCAL-TCP'), ['30082'], 'still no SNAT');
+      const rstBefore = await clientOutRsts();
+      const viaNodePortNow = await client.unanswered(NODE_IP, 30082);
+      const viaLbNow = await client.unanswered(LOCAL_LB_IP, 80);
+      const rstAfter = await clientOutRsts();
+      const remote = await destCounters('TCP', `${NODE_IP}:30082`);
+      note({
+        programmedMs,
+        switchedMs,
+        healthCheck: { up: { status: up.status, body: JSON.parse(up.body), headers: up.headers }, down: { status: down.status, body: JSON.parse(down.body) } },
+        afterRemoval: { nodePort: Object.fromEntries(npAfter), lb: Object.fromEntries(lbAfter) },
+        unanswered: { viaNodePortNow, viaLbNow, clientRsts: rstAfter - rstBefore, remote: remote.get(`${REMOTE_POD}:8080`) },
+      });
+      // The SYN reached the other node's pod (IPVS counts the connection there) and its SYN-ACK
+      // came to the client from the pod's own address: the client reset it.
+      assert.ok((remote.get(`${REMOTE_POD}:8080`)?.inactive ?? 0) + (remote.get(`${REMOTE_POD}:8080`)?.active ?? 0) > 0, 'IPVS sent the connection to the other node\'s pod');
+      assert.ok(rstAfter - rstBefore >= 2, `the client reset the pod's direct replies (OutRsts ${rstBefore} -> ${rstAfter})`);
+
+      // The Service is deleted through the API: its VSes, VIP, set entries and health check go.
+      removeService('local');
+      await until('the Service\'s VSes to be deleted', async () => (await vs('TCP', `${NODE_IP}:30082`)).length === 0 && (await vs('TCP', `${LOCAL_LB_IP}:80`)).length === 0, 30_000);
+      assert.deepEqual(await vs('TCP', '10.96.0.23:80'), []);
+      assert.ok(!(await ipvs0Addrs()).includes(`${LOCAL_LB_IP}/32`), 'the LB IP is unbound');
+      assert.deepEqual(await ipsetMembers('KUBE-NODE-PORT-LOCAL-TCP'), []);
+      assert.deepEqual(await ipsetMembers('KUBE-LOAD-BALANCER-LOCAL'), []);
+      assert.deepEqual(await ipsetMembers('KUBE-HEALTH-CHECK-NODE-PORT'), []);
+      const closed = await until('the health check node port to close', async () => {
+        const r = await client.ask({ op: 'http', url: hcUrl });
+        return r.error ? String(r.code) : undefined;
+      }, 20_000, 500);
+      assert.equal(closed, 'ECONNREFUSED');
+      assert.deepEqual(await syncErrors(), []);
+    },
+  },
+  {
+    name: 'sessionAffinity ClientIP (issue 5): the VS is persistent with the Service\'s timeout; each client sticks to one backend, as ipvsadm -Lnc\'s persistence templates say; affinity removed through the API: the VS is edited in place',
+    timeoutMs: 120_000,
+    async run(note) {
+      put(STICKY);
+      const v = await vsWith('TCP', '10.96.0.24:80', 3);
+      assert.deepEqual(v, ['TCP 10.96.0.24:80 rr persistent 600', '-> 10.0.0.2:8080 Masq 1', '-> 10.0.0.3:8080 Masq 1']);
+      const a = await client.many('tcp', '10.96.0.24', 80, 6);
+      const b = await client.many('tcp', '10.96.0.24', 80, 6, CLIENT_OTHER);
+      const conns = (await mustInNode('/usr/sbin/ipvsadm', '-Lnc')).split('\n').map((l) => l.trim().replace(/\s+/g, ' '));
+      // Persistence templates: client port 0; their state is NONE, or ASSURED once a connection
+      // through them was confirmed (6.1: IP_VS_CTPL_S_ASSURED).
+      const templates = conns.filter((l) => /^TCP \S+ (NONE|ASSURED) \S+:0 10\.96\.0\.24:80 /.test(l));
+      const template = (src: string) => templates.find((l) => l.includes(` ${src}:0 `))?.split(' ').at(-1);
+      note({ a, b, templates });
+      assert.equal(new Set(a.map(backendOf)).size, 1, `one client, one backend: ${a.join(', ')}`);
+      assert.equal(new Set(b.map(backendOf)).size, 1, `the other client, one backend: ${b.join(', ')}`);
+      assert.equal(template('192.168.7.2'), `${backendOf(a[0]!)}:8080`, templates.join('\n'));
+      assert.equal(template(CLIENT_OTHER), `${backendOf(b[0]!)}:8080`, templates.join('\n'));
+      const { affinitySeconds: _, ...plain } = STICKY;
+      put(plain);
+      await until('the VS to lose persistence', async () => (await vs('TCP', '10.96.0.24:80'))[0] === 'TCP 10.96.0.24:80 rr', 30_000);
+      assert.deepEqual(await vs('TCP', '10.96.0.24:80'), ['TCP 10.96.0.24:80 rr', '-> 10.0.0.2:8080 Masq 1', '-> 10.0.0.3:8080 Masq 1']);
+      assert.deepEqual(await syncErrors(), []);
     },
   },
   {
