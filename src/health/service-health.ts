@@ -216,6 +216,7 @@ export class ServiceHealthServers {
     const body =
       `{\n\t"service": {\n\t\t"namespace": ${JSON.stringify(inst.namespace)},\n\t\t"name": ${JSON.stringify(inst.name)}\n\t},\n` +
       `\t"localEndpoints": ${count},\n\t"serviceProxyHealthy": ${healthy}\n}`;
-    sendJSON(req, res, code, body);
+    // Load balancers that weigh nodes by local endpoints read this header, as upstream sends it.
+    sendJSON(req, res, code, body, { 'X-Load-Balancing-Endpoint-Weight': String(count) });
   }
 }

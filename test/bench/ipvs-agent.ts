@@ -75,8 +75,8 @@ export interface OursResult {
   side: 'ours';
   n: number;
   initMs: number;
-  full: { modelMs: number; planMs: number; kernelMs: number; syncMs: number; totalMs: number; ops: number; servicePorts: number };
-  changes: { modelMs: number; planMs: number; kernelMs: number; syncMs: number; totalMs: number; ops: number }[];
+  full: { modelMs: number; planMs: number; kernelMs: number; syncMs: number; totalMs: number; ops: number; requests: number; servicePorts: number };
+  changes: { modelMs: number; planMs: number; kernelMs: number; syncMs: number; totalMs: number; ops: number; requests: number }[];
   /** What the tools read back after the full sync: virtual servers, real servers, set entries, VIPs. */
   counts?: Counts;
 }
@@ -164,7 +164,7 @@ async function ours(n: number, k: number, dumpDir: string | undefined): Promise<
     const t2 = performance.now();
     if (!r.full) throw new Error('the first sync was not full');
     if (r.errors.length) throw new Error(`full sync errors: ${r.errors.slice(0, 3).join('; ')}`);
-    const full = { modelMs: t1 - t, planMs: r.planMs, kernelMs: r.kernelMs, syncMs: t2 - t1, totalMs: t2 - t, ops: proxier.lastOps, servicePorts: first.desired.services.size };
+    const full = { modelMs: t1 - t, planMs: r.planMs, kernelMs: r.kernelMs, syncMs: t2 - t1, totalMs: t2 - t, ops: proxier.lastOps, requests: proxier.lastRequests, servicePorts: first.desired.services.size };
     let c: Counts | undefined;
     if (dumpDir) {
       c = await counts();
@@ -186,7 +186,7 @@ async function ours(n: number, k: number, dumpDir: string | undefined): Promise<
       const s2 = performance.now();
       if (rep.full) throw new Error('a one-endpoint change ran a full sync');
       if (rep.errors.length) throw new Error(`change errors: ${rep.errors.slice(0, 3).join('; ')}`);
-      changes.push({ modelMs: s1 - s0, planMs: rep.planMs, kernelMs: rep.kernelMs, syncMs: s2 - s1, totalMs: s2 - s0, ops: proxier.lastOps });
+      changes.push({ modelMs: s1 - s0, planMs: rep.planMs, kernelMs: rep.kernelMs, syncMs: s2 - s1, totalMs: s2 - s0, ops: proxier.lastOps, requests: proxier.lastRequests });
     }
     // Check the last change reached the kernel, through an independent reader.
     if (k > 0) {

@@ -22,10 +22,10 @@ async function occupy(port: number): Promise<Server> {
   return s;
 }
 
-async function probe(port: number): Promise<{ status: number; body: string } | 'refused'> {
+async function probe(port: number): Promise<{ status: number; body: string; weight: string | null } | 'refused'> {
   try {
     const res = await fetch(`http://127.0.0.1:${port}/`);
-    return { status: res.status, body: await res.text() };
+    return { status: res.status, body: await res.text(), weight: res.headers.get('x-load-balancing-endpoint-weight') };
   } catch {
     return 'refused';
   }
@@ -49,7 +49,7 @@ function setup(healthy = true) {
 
 const svcs = (entries: [string, ServiceHealthEntry][]) => new Map(entries);
 
-test('200 with local endpoints, 503 without, with upstream\'s JSON body', async (t) => {
+test('200 with local endpoints, 503 without, with upstream\'s JSON body and weight header', async (t) => {
   const { servers } = setup();
   t.teardown(() => servers.close());
   const [p1, p2] = [await freePort(), await freePort()];
@@ -64,10 +64,12 @@ test('200 with local endpoints, 503 without, with upstream\'s JSON body', async 
   t.is(web.status, 200);
   t.is(web.body, '{\n\t"service": {\n\t\t"namespace": "default",\n\t\t"name": "web"\n\t},\n\t"localEndpoints": 2,\n\t"serviceProxyHealthy": true\n}');
   t.deepEqual(JSON.parse(web.body), { service: { namespace: 'default', name: 'web' }, localEndpoints: 2, serviceProxyHealthy: true });
+  t.is(web.weight, '2', 'X-Load-Balancing-Endpoint-Weight carries the local endpoint count');
 
   const dns = await probe(p2);
   t.true(dns !== 'refused' && dns.status === 503);
   if (dns !== 'refused') t.deepEqual(JSON.parse(dns.body), { service: { namespace: 'kube-system', name: 'dns' }, localEndpoints: 0, serviceProxyHealthy: true });
+  if (dns !== 'refused') t.is(dns.weight, '0');
 });
 
 test('an unhealthy proxy answers 503 even with local endpoints', async (t) => {

@@ -1049,6 +1049,7 @@ export const cases: VmCase[] = [
       }, 30_000, 500);
       assert.match(up.type, /application\/json/);
       assert.deepEqual(JSON.parse(up.body), { service: { namespace: 'default', name: 'local' }, localEndpoints: 1, serviceProxyHealthy: true });
+      assert.equal(up.headers['x-load-balancing-endpoint-weight'], '1', 'the weight header load balancers read, as upstream sends it');
 
       // The local endpoint goes (its slice now lists only the other node's pod).
       const t1 = Date.now();
@@ -1065,6 +1066,7 @@ export const cases: VmCase[] = [
         return r.status === 503 ? r : undefined;
       }, 30_000, 500);
       assert.deepEqual(JSON.parse(down.body), { service: { namespace: 'default', name: 'local' }, localEndpoints: 0, serviceProxyHealthy: true });
+      assert.equal(down.headers['x-load-balancing-endpoint-weight'], '0');
       assert.deepEqual(served(lbAfter), [`${REMOTE_POD}:8080`], 'the LB VS falls back too');
       // Graceful termination: the old endpoint still has (TIME_WAIT) connections, so it stays at weight 0.
       const old = npAfter.get('10.0.0.2:8080');
