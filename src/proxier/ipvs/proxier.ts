@@ -427,17 +427,6 @@ export class IpvsProxier implements Proxier {
     }
   }
 
-  private async deleteDest(vs: AppliedVs, dk: string, o: { signal?: AbortSignal }): Promise<void> {
-    const d = vs.dests.get(dk);
-    if (!d) return;
-    try {
-      await this.k(() => this.deps.ipvs.deleteDestination(vs.addr, { address: d.address, port: d.port }, o));
-    } catch (e) {
-      if (!isDestinationNotFound(e) && !isServiceNotFound(e)) throw e;
-    }
-    vs.dests.delete(dk);
-  }
-
   private scheduleCheck(): void {
     if (this.timer || this.graceful.size === 0) return;
     this.timer = this.deps.clock.setTimer(this.checkMs, () => {
@@ -446,10 +435,16 @@ export class IpvsProxier implements Proxier {
     });
   }
 
-  /** Deletes drained real servers that have no connections left or whose grace period is over. */
+  /**
+   * Deletes drained real servers that have no connections left or whose grace period is over.
+   * The counters need one destination dump per virtual server with draining servers; the
+   * deletes of all of them then go out pipelined (IpvsClient.applyMany), not one by one.
+   */
   private async checkGraceful(): Promise<void> {
     try {
       const now = this.deps.clock.now();
+      const ops: IpvsOp[] = [];
+      const of: { k: string; vs: AppliedVs; dk: string; connections: number; since: number }[] = [];
       for (const [k, items] of this.graceful.byVs()) {
         const vs = this.mirror.vss.get(k);
         if (!vs) {
@@ -466,19 +461,33 @@ export class IpvsProxier implements Proxier {
           }
           throw e;
         }
+        const byKey = new Map(dests.map((x) => [destKey(x.address, x.port), x]));
         for (const t of items) {
-          const d = dests.find((x) => destKey(x.address, x.port) === t.destKey);
+          const d = byKey.get(t.destKey);
           const verdict = gracefulVerdict(d, t, now, this.graceMs);
           if (verdict === 'wait') continue;
-          if (verdict === 'delete') {
-            await this.deleteDest(vs, t.destKey, {});
-            this.log.debug('drained real server deleted', { vs: k, dest: t.destKey, connections: d ? d.activeConns + d.inactiveConns : 0, afterMs: now - t.since });
-          } else {
+          if (verdict === 'gone') {
             vs.dests.delete(t.destKey);
+            this.graceful.delete(k, t.destKey);
+            continue;
           }
-          this.graceful.delete(k, t.destKey);
+          ops.push({ op: 'delete-destination', service: vs.addr, destination: { address: t.address, port: t.port } });
+          of.push({ k, vs, dk: t.destKey, connections: d ? d.activeConns + d.inactiveConns : 0, since: t.since });
         }
       }
+      if (ops.length === 0) return;
+      const results = await this.k(() => this.deps.ipvs.applyMany(ops), ops.length);
+      results.forEach((e, i) => {
+        const { k, vs, dk, connections, since } = of[i]!;
+        if (e && !isDestinationNotFound(e) && !isServiceNotFound(e)) {
+          // Stays queued: the next tick tries again.
+          this.log.warn('deleting a drained real server failed', { vs: k, dest: dk, error: errText(e) });
+          return;
+        }
+        vs.dests.delete(dk);
+        this.graceful.delete(k, dk);
+        if (!e) this.log.debug('drained real server deleted', { vs: k, dest: dk, connections, afterMs: now - since });
+      });
     } finally {
       // Even after a failed check: the queue is retried on the next tick.
       this.scheduleCheck();

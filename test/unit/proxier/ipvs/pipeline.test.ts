@@ -93,3 +93,33 @@ test('deleting many Services: drains, VS deletes and VIP unbinds are pipelined t
   t.deepEqual(h.addrs(), []);
   t.deepEqual(h.vs(), []);
 });
+
+test('graceful termination: drained real servers of many Services are deleted pipelined; a refused delete stays queued', async (t) => {
+  const h = harness();
+  bulk(h, 100);
+  await h.sync();
+  // Every Service loses its second endpoint: 100 real servers go to weight 0 and drain.
+  for (let i = 0; i < 100; i++) h.tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.1.${i & 255}.1`)], { rv: '2' }), false);
+  await h.sync();
+  t.is(h.proxier.terminating().length, 100);
+  h.writes();
+  const before = h.ipvsFake.datagrams.length;
+  // One delete refused by the kernel (its Service is 10.97.0.7).
+  h.ipvsFake.refuse = (req, cmd) => (cmd === IpvsCmd.DEL_DEST && Buffer.from(req.payload).includes(Buffer.from([10, 97, 0, 7])) ? EINVAL : undefined);
+  h.clock.advance(1000);
+  await h.proxier.whenIdle();
+  const w = h.writes();
+  t.is(w.getDest, 100, 'one destination dump per draining virtual server, for its counters');
+  t.is(w.delDest, 100);
+  const multi = h.ipvsFake.datagrams.slice(before).filter((n) => n > 1);
+  t.deepEqual(multi, [100], 'the 100 deletes went in one datagram');
+  t.deepEqual(h.proxier.terminating().map((x) => x.vs), ['TCP 10.97.0.7:80'], 'the refused one is still queued');
+  t.true(h.records.some((r) => r.msg === 'deleting a drained real server failed'));
+  t.is(h.vs().length, 100 * 2 + 1);
+  // The next tick deletes it.
+  h.ipvsFake.refuse = undefined;
+  h.clock.advance(1000);
+  await h.proxier.whenIdle();
+  t.deepEqual(h.proxier.terminating(), []);
+  t.is(h.vs().length, 100 * 2);
+});
