@@ -65,6 +65,8 @@ export class NftablesProxier implements Proxier {
   private ctx: PlanContext | undefined;
   private needFull = true;
   private readonly batchBudget: number;
+  /** The loopback-covering nodePortAddresses CIDRs last warned about ('' for none). */
+  private localhostWarned = '';
 
   constructor(opts: NftablesProxierOptions) {
     this.nft = opts.nft;
@@ -262,11 +264,27 @@ export class NftablesProxier implements Proxier {
     for (const c of desired.serviceCIDRs) out.push(el(SET.serviceCIDRs, c));
     if (this.ctx?.detectLocal) for (const c of desired.masquerade.detectLocal.cidrs) out.push(el(SET.podCIDRs, c));
     const npa = desired.nodePortAddresses;
+    this.warnLocalhostNodePorts(npa);
     if (!npa.matchAll) {
       const addrs = npa.primary ? [desired.node.primaryIP].filter((a) => a !== '') : ((await this.localAddresses?.()) ?? []);
       for (const a of new Set(addrs)) if (npa.primary || npa.cidrs.some((c) => cidrContainsText(c, a))) out.push(el(SET.nodePortIPs, a));
     }
     return out;
+  }
+
+  /**
+   * Loopback addresses never take node ports in this mode (upstream's nftables mode neither):
+   * an explicit CIDR covering them is said once, as upstream logs it, not silently ignored.
+   */
+  private warnLocalhostNodePorts(npa: DesiredState['nodePortAddresses']): void {
+    const lo = this.traits.ipFamily === 'IPv4' ? '127.0.0.1' : '::1';
+    const covering = npa.matchAll ? [] : npa.cidrs.filter((c) => cidrContainsText(c, lo));
+    const key = covering.join(',');
+    if (key === this.localhostWarned) return;
+    this.localhostWarned = key;
+    if (covering.length > 0) {
+      this.log.warn('--nodeport-addresses includes localhost but localhost NodePorts are not supported in nftables mode; loopback addresses are left out', { cidrs: covering });
+    }
   }
 
   private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {

@@ -1,7 +1,7 @@
 // The nftables proxier over FakeNft (all-or-nothing, like the kernel): what a sync writes.
 // Behaviour with real packets is in test/kernel/nft-proxier.test.ts.
 import test from 'ava';
-import { memoryLogger } from '../../../../src/base/logger.ts';
+import { memoryLogger, type LogRecord } from '../../../../src/base/logger.ts';
 import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
@@ -180,4 +180,21 @@ test('an external IP that is also the load-balancer IP keeps its frontend throug
   const r = await proxier.sync(c.desired, c.change, signal);
   t.false(r.full);
   t.deepEqual(frontend(), ['192.0.2.7 . tcp . 80 : goto pick-external-1']);
+});
+
+test('nodePortAddresses covering localhost: said once (as upstream logs it), loopback left out of the node-port addresses', async (t) => {
+  const { t: tracker } = newTracker({ nodePortAddresses: ['127.0.0.0/8', '192.168.1.0/24'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const records: LogRecord[] = [];
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger(records), localAddresses: () => Promise.resolve(['192.168.1.10', '10.0.0.5']) });
+  tracker.onService(undefined, svc('web', { type: 'NodePort' }));
+  const first = tracker.checkout();
+  await proxier.sync(first.desired, first.change, signal);
+  tracker.requestFullSync();
+  const again = tracker.checkout();
+  await proxier.sync(again.desired, again.change, signal);
+  const warned = records.filter((r) => r.msg.includes('localhost NodePorts are not supported'));
+  t.is(warned.length, 1, 'once, not on every full sync');
+  t.deepEqual(warned[0]!.fields['cidrs'], ['127.0.0.0/8']);
+  t.deepEqual((await nft.listElements('nodeport-ips')).map((e) => e.key.join()), ['192.168.1.10']);
 });
