@@ -39,5 +39,10 @@ PATH="$PWD/node_modules/.bin:$PATH" bash scripts/package-deps.sh
 # Debian's stock kernel and an initramfs for the QEMU tests (test/vm), cached in .cache/vm.
 bash test/vm/prepare.sh
 
+# A newer nft than Debian 12's (1.1.3, Debian 13's, with its own glibc), cached in .cache/nft:
+# the kernel tests check that our rulesets print and round-trip with both (issue 4,
+# test/kernel/nft-binaries.ts).
+bash scripts/newer-nft.sh
+
 # Fail here, with a clear message, rather than deep inside a test.
 PATH="$PWD/node_modules/.bin:$PATH" node scripts/check-runtime.ts

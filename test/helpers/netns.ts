@@ -85,9 +85,12 @@ export class Netns {
     return r.stdout;
   }
 
-  /** The namespace's nf_tables ruleset as `nft -j` sees it (an independent reader). */
-  async nftJson(): Promise<NftJsonObject[]> {
-    const out = await this.run('nft', '-j', 'list', 'ruleset');
+  /**
+   * The namespace's nf_tables ruleset as `nft -j` sees it (an independent reader). `nft`: the
+   * binary, Debian's by default (test/kernel/nft-binaries.ts lists the others).
+   */
+  async nftJson(nft = 'nft'): Promise<NftJsonObject[]> {
+    const out = await this.run(nft, '-j', 'list', 'ruleset');
     // nft 1.0.6 prints nothing at all for an empty ruleset.
     if (out.trim() === '') return [];
     return (JSON.parse(out) as { nftables: NftJsonObject[] }).nftables.filter((o) => !('metainfo' in o));
