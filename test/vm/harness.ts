@@ -45,8 +45,8 @@ export interface VmRunOptions {
   /**
    * 'single': one host thread runs every vCPU (`-accel tcg,thread=single`). QEMU's default for
    * -smp 2 is multi-threaded TCG, under which about one Node start in four died with a V8 fatal
-   * error (Wasm tier-up; see test/vm/systemd/boot.ts). Tests that start many Node processes
-   * (the real daemon, agents) should ask for 'single'. Default: QEMU's choice.
+   * error (Wasm tier-up; see test/vm/systemd/boot.ts), and every VM here runs Node, so the
+   * default is 'single'. A 2-core host gains little from a second TCG thread anyway.
    */
   tcgThread?: 'single' | 'multi';
   signal?: AbortSignal;
@@ -179,7 +179,7 @@ export async function runInVm(opts: VmRunOptions): Promise<VmRunResult> {
   writeFileSync(init, initScript(k, runDir, opts.modules ?? DEFAULT_MODULES, opts.autoload ?? true, opts.timeoutMs), { mode: 0o755 });
 
   const args = [
-    ...(opts.tcgThread ? ['-accel', `tcg,thread=${opts.tcgThread}`] : []),
+    '-accel', `tcg,thread=${opts.tcgThread ?? 'single'}`,
     '-m', `${opts.memoryMb ?? 2048}M`, '-smp', String(opts.cpus ?? 2), '-cpu', 'max',
     '-nographic', '-no-reboot', '-nodefaults', '-serial', 'stdio',
     '-kernel', k.vmlinuz, '-initrd', k.initrd,
