@@ -30,6 +30,7 @@ import { UPSTREAM_TABLE, upstreamChangeText, upstreamFullText } from './nftables
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import type { Summary } from './stats.ts';
 import { formatCount, formatMs, formatRatio, formatSpread, summarize } from './stats.ts';
+import { settle } from './settle.ts';
 
 const AGENT = new URL('./nftables-agent.ts', import.meta.url).href;
 /** Bound on any one `nft -f` (upstream-shaped 10,000 × 10 takes 145–174 s on this machine per ANCHORS). */
@@ -38,7 +39,7 @@ const MiB = 2 ** 20;
 
 interface Config {
   sizes: number[];
-  /** Full syncs of ours per size (each in a fresh namespace); sizes above 1,000 run once. */
+  /** Full syncs of ours per size (each in a fresh namespace). */
   fullRepeats: (n: number) => number;
   changes: number;
   /** (b)'s one-endpoint changes per size (each is a whole `nft -f` of the Service). */
@@ -54,7 +55,8 @@ interface Config {
 
 const FULL: Config = {
   sizes: [1_000, 5_000, 10_000, 50_000],
-  fullRepeats: (n) => (n <= 1_000 ? 3 : 1),
+  // Ours is cheap up to 10,000 (seconds): 5 runs give medians with a spread; 50,000 runs once.
+  fullRepeats: (n) => (n <= 10_000 ? 5 : 1),
   changes: 20,
   upstreamChanges: 5,
   execRepeats: (n) => (n <= 1_000 ? 3 : 1),
@@ -129,6 +131,12 @@ async function cluster(label: string): Promise<Cluster> {
   }
 }
 
+/** Before each of our measurements: the kernel's clean-up of earlier namespaces done (settle.ts). */
+async function quiet(log: (s: string) => void): Promise<void> {
+  const r = await settle();
+  if (r.ms > 1000 || !r.quiet) log(`nftables: waited ${formatMs(r.ms)} for the CPUs to go quiet${r.quiet ? '' : ` (still ${(r.busy * 100).toFixed(0)} % busy: other work)`}`);
+}
+
 /** ours, (a) and (b) at one size. */
 async function measureSize(n: number, cfg: Config, log: (s: string) => void): Promise<SizeResult> {
   const size = `${formatCount(n)} × ${ENDPOINTS}`;
@@ -139,6 +147,7 @@ async function measureSize(n: number, cfg: Config, log: (s: string) => void): Pr
     try {
       const a = await ns.agent(DAEMON_NODE_FLAGS);
       await a.call(AGENT, 'start', n);
+      await quiet(log);
       log(`nftables: ${size}, ours full sync ${rep}/${cfg.fullRepeats(n)}`);
       ours.push(await a.call<FullSyncResult>(AGENT, 'fullSync'));
     } finally {
@@ -156,11 +165,13 @@ async function measureSize(n: number, cfg: Config, log: (s: string) => void): Pr
     const a = c.nodeAgent;
     const idle = await a.call<Memory>(AGENT, 'memory');
     maxBatchBytes = await a.call<number>(AGENT, 'start', n);
+    await quiet(log);
     log(`nftables: ${size}, ours full sync ${cfg.fullRepeats(n)}/${cfg.fullRepeats(n)}`);
     const full = await a.call<FullSyncResult>(AGENT, 'fullSync');
     ours.push(full);
     log(`nftables: ${size}, ours full sync ${formatMs(full.totalMs)} (model ${formatMs(full.modelMs)}, plan ${formatMs(full.planMs)}, kernel ${formatMs(full.kernelMs)}, ${full.batches.length} batch(es))`);
     const afterFull = await a.call<Memory>(AGENT, 'memory');
+    await quiet(log);
     changes = [];
     for (let r = 0; r < cfg.changes; r++) changes.push(await a.call<ChangeResult>(AGENT, 'change', r));
     const afterChanges = await a.call<Memory>(AGENT, 'memory');
@@ -427,7 +438,8 @@ function sections(results: SizeResult[], cfg: Config, quick: boolean): Section[]
         '**(b)**: an upstream-shaped ruleset (test/bench/nftables-upstream.ts: per-Service chains ending in `numgen random mod N vmap { i : goto endpoint-… }`, one chain per endpoint with `dnat to IP:port`, the `service-ips` verdict map; chains added and flushed before their rules, as upstream’s full sync writes them) through one `nft -f -`. ' +
         `Exec sides are timed from outside, process start-up included (through \`ip netns exec\`), bounded at ${formatMs(NFT_TIMEOUT_MS)}. ` +
         (cfg.fullRepeats(cfg.sizes[0]!) > 1
-          ? `At ${formatCount(cfg.sizes[0]!)} Services ours runs ${cfg.fullRepeats(cfg.sizes[0]!)} times and (a) ${cfg.execRepeats(cfg.sizes[0]!)} times, each in a fresh namespace; larger sizes and (b) run once (the 10,000 × 10 upstream-shaped load alone takes minutes), so their spread is not known.`
+          ? `Ours runs ${cfg.sizes.map((n) => `${cfg.fullRepeats(n)} time${cfg.fullRepeats(n) === 1 ? '' : 's'} at ${formatCount(n)}`).join(', ')}, each in a fresh namespace; (a) runs ${cfg.execRepeats(cfg.sizes[0]!)} times at ${formatCount(cfg.sizes[0]!)} and once above; (b) once per size (the 10,000 × 10 upstream-shaped load alone takes minutes), so the spread of single runs is not known. ` +
+            'Before each of our measurements the runner waits until the CPUs are at most 15 % busy (test/bench/settle.ts, up to 60 s): `ip netns del` returns at once, and the kernel then tears the namespace’s ruleset down in a work queue, seconds of CPU after a large (a) or (b) load, which would otherwise be measured with our next sync.'
           : 'Every full load runs once per size (quick mode).'),
       columns: [
         { title: 'Services × endpoints' },
