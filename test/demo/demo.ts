@@ -119,7 +119,8 @@ async function main(): Promise<void> {
 
   step(6, 'What kube-proxy-ts programmed (nft list, table ip kube-proxy-ts)');
   console.log(indent(dim('The `services` chain: one verdict-map lookup per packet, whatever the number of Services;')));
-  console.log(indent(dim('the `service-ips` map sends each service IP . protocol . port to that Service\'s chain.')));
+  console.log(indent(dim('the `service-ips` map sends each service IP . protocol . port to a picker chain (one per')));
+  console.log(indent(dim('number of endpoints, shared by the Services that have as many), which picks one at random.')));
   const services = await c.node.exec('nft', ['list', 'chain', 'ip', 'kube-proxy-ts', 'services']);
   console.log(indent(services.code === 0 ? services.stdout : services.stderr));
   const map = await c.node.exec('nft', ['list', 'map', 'ip', 'kube-proxy-ts', 'service-ips']);
