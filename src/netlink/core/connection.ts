@@ -16,14 +16,13 @@ import {
   NLM_F_REQUEST,
   NLMSG_DONE,
   NLMSG_ERROR,
-  NLMSG_HDRLEN,
   NLMSG_NOOP,
   NLMSG_OVERRUN,
   AF_UNSPEC,
 } from './constants.ts';
 import { errnoNumber, NetlinkError } from './errors.ts';
 import type { InMessage, OutMessage } from './message.ts';
-import { parseErrorPayload, parseMessages, writeMessage } from './message.ts';
+import { nfnlBatchBytes, parseErrorPayload, parseMessages, writeMessage } from './message.ts';
 import type { RawSocket, SocketFailure } from './raw-socket.ts';
 
 export interface RequestOptions {
@@ -172,9 +171,7 @@ export class NetlinkConnection implements NetlinkTransport {
       const lastSeq = first + msgs.length;
       const pid = this.sock.localPort;
       // Sized up front: a large batch (megabytes) is then written once, not copied as it grows.
-      let size = 2 * (NLMSG_HDRLEN + 4);
-      for (const m of msgs) size += NLMSG_HDRLEN + ((m.payload.length + 3) & ~3);
-      const out = new ByteWriter(size);
+      const out = new ByteWriter(nfnlBatchBytes(msgs));
       writeMessage(out, batchControl(NFNL_MSG_BATCH_BEGIN, subsys), beginSeq, pid);
       msgs.forEach((m, i) => {
         // Only the last message asks for an ACK: its answer is the last one the kernel sends

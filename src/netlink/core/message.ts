@@ -7,7 +7,7 @@
 //   All header fields are in host byte order.
 
 import { AttrSet } from './attrs.ts';
-import { ByteWriter } from './bytes.ts';
+import { align4, ByteWriter } from './bytes.ts';
 import {
   NLM_F_ACK_TLVS,
   NLM_F_CAPPED,
@@ -42,6 +42,16 @@ export interface InMessage {
 export function writeMessage(out: ByteWriter, msg: OutMessage, seq: number, pid: number): void {
   const len = NLMSG_HDRLEN + msg.payload.length;
   out.u32le(len).u16le(msg.type).u16le(msg.flags).u32le(seq).u32le(pid).bytes(msg.payload).align4();
+}
+
+/**
+ * Bytes of these messages sent as one nfnetlink batch: each message padded to 4 bytes, plus
+ * the batch begin and end messages (a header and a 4-byte nfgenmsg each).
+ */
+export function nfnlBatchBytes(msgs: readonly { payload: Uint8Array }[]): number {
+  let n = 2 * (NLMSG_HDRLEN + 4);
+  for (const m of msgs) n += NLMSG_HDRLEN + align4(m.payload.length);
+  return n;
 }
 
 export function encodeMessage(msg: OutMessage, seq: number, pid = 0): Uint8Array {

@@ -6,7 +6,7 @@
 // its set's key types). Reading them back costs one GETSET dump (listSets()).
 
 import type { NetlinkTransport } from '../core/index.ts';
-import { errnoNumber, NetlinkError, NfnlSubsys, NLMSG_HDRLEN, nfMessage, splitNfPayload } from '../core/index.ts';
+import { errnoNumber, NetlinkError, NfnlSubsys, nfMessage, nfnlBatchBytes, splitNfPayload } from '../core/index.ts';
 import { AF_UNSPEC, AttrSet } from '../core/index.ts';
 import type { Family } from './constants.ts';
 import { NFTA_CHAIN_TABLE, NFTA_GEN_ID, NFTA_RULE_CHAIN, NFTA_RULE_TABLE, NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_TABLE, NftMsg } from './constants.ts';
@@ -50,10 +50,6 @@ export interface NftClientOptions {
   destroy?: 'native' | 'emulate';
 }
 
-const BATCH_OVERHEAD = 2 * (NLMSG_HDRLEN + 4);
-const batchBytes = (msgs: readonly { payload: Uint8Array }[]): number =>
-  msgs.reduce((s, m) => s + NLMSG_HDRLEN + ((m.payload.length + 3) & ~3), BATCH_OVERHEAD);
-
 /** What one run() sent: nf_tables messages (batch begin/end excluded) and batch bytes. */
 export interface RunStats {
   messages: number;
@@ -94,7 +90,7 @@ export class NftClient implements NftInterface {
    */
   measure(tx: NftTransaction): RunStats & { maxBatchBytes: number } {
     const msgs = tx.messages((n) => this.known.get(n), { emulateDestroy: this.emulateDestroy });
-    return { messages: msgs.length, bytes: msgs.length === 0 ? 0 : batchBytes(msgs), maxBatchBytes: this.transport.maxBatchBytes };
+    return { messages: msgs.length, bytes: msgs.length === 0 ? 0 : nfnlBatchBytes(msgs), maxBatchBytes: this.transport.maxBatchBytes };
   }
 
   async run(tx: NftTransaction, signal?: AbortSignal): Promise<RunStats> {
@@ -103,7 +99,7 @@ export class NftClient implements NftInterface {
     }
     const msgs = tx.messages((n) => this.known.get(n), { emulateDestroy: this.emulateDestroy });
     if (msgs.length === 0) return { messages: 0, bytes: 0 };
-    const bytes = batchBytes(msgs);
+    const bytes = nfnlBatchBytes(msgs);
     const max = this.transport.maxBatchBytes;
     if (bytes > max) {
       throw new NetlinkError(

@@ -20,7 +20,7 @@
 
 import { v4Number } from '../../base/ip.ts';
 import type { InMessage, OutMessage } from '../core/index.ts';
-import { AttrSet, AttrWriter, ByteWriter, NetlinkDecodeError, NLA_F_NESTED } from '../core/index.ts';
+import { align4, AttrSet, AttrWriter, ByteWriter, NetlinkDecodeError, NLA_F_NESTED } from '../core/index.ts';
 import {
   NFT_SET_ELEM_INTERVAL_END, NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_LIST_ELEM, NFTA_SET_ELEM_DATA,
   NFTA_SET_ELEM_EXPIRATION, NFTA_SET_ELEM_FLAGS, NFTA_SET_ELEM_KEY, NFTA_SET_ELEM_KEY_END, NFTA_SET_ELEM_LIST_ELEMENTS,
@@ -170,9 +170,8 @@ export class ElementBuffer {
 
 /** About how many bytes one element of `set` encodes to (an estimate for sizing buffers, not a bound). */
 export function estimateElementBytes(set: NftSetLike, withData: boolean): number {
-  const pad = (n: number): number => (n + 3) & ~3;
-  let n = 12 + pad(keyLength(set.key));
-  if (withData && set.kind === 'map') n += set.data === 'verdict' ? 48 : 8 + pad(keyLength(set.data));
+  let n = 12 + align4(keyLength(set.key));
+  if (withData && set.kind === 'map') n += set.data === 'verdict' ? 48 : 8 + align4(keyLength(set.data));
   return isInterval(set) ? 2 * n : n;
 }
 
@@ -241,7 +240,7 @@ function protocolNumber(name: string): number | undefined {
 function fieldsLength(types: readonly DataType[]): number {
   if (types.length === 1) return DATATYPES[types[0]!].len;
   let n = 0;
-  for (let i = 0; i < types.length; i++) n += (DATATYPES[types[i]!].len + 3) & ~3;
+  for (let i = 0; i < types.length; i++) n += align4(DATATYPES[types[i]!].len);
   return n;
 }
 
@@ -320,7 +319,7 @@ function putHeader(b: Buffer, at: number, len: number, type: number): void {
 function encodePlainElement(out: ByteWriter, attrStarts: number[], set: NftSetLike, el: NftElement, withData: boolean): boolean {
   if (el.timeoutMs !== undefined || el.comment !== undefined || !fastFields(set.key, el.key)) return false;
   const keyLen = fieldsLength(set.key);
-  const keyAttr = 8 + ((keyLen + 3) & ~3);
+  const keyAttr = 8 + align4(keyLen);
   let dataAttr = 0;
   let chain: Uint8Array | undefined;
   let code = 0;
@@ -333,11 +332,11 @@ function encodePlainElement(out: ByteWriter, attrStarts: number[], set: NftSetLi
       if (v === undefined || !isVerdict(v)) return false;
       code = VerdictCode[v.verdict] >>> 0;
       if ('chain' in v) chain = cstr(v.chain);
-      dataAttr = 16 + (chain ? 4 + ((chain.length + 3) & ~3) : 0);
+      dataAttr = 16 + (chain ? 4 + align4(chain.length) : 0);
     } else {
       if (v === undefined || isVerdict(v) || !fastFields(set.data, v)) return false;
       dataLen = fieldsLength(set.data);
-      dataAttr = 8 + ((dataLen + 3) & ~3);
+      dataAttr = 8 + align4(dataLen);
     }
   }
   const total = 4 + keyAttr + dataAttr;
