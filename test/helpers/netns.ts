@@ -56,6 +56,14 @@ export async function sh(cmd: string, ...args: string[]): Promise<string> {
   return r.stdout;
 }
 
+/** Namespaces that the process `pid` created through Netns.create (named by PREFIX and pid), still present. */
+export async function namespacesOfProcess(pid: number): Promise<string[]> {
+  return (await sh('ip', 'netns', 'list'))
+    .split('\n')
+    .map((l) => l.split(' ')[0]!)
+    .filter((n) => n.startsWith(`${PREFIX}-${pid}-`));
+}
+
 export class Netns {
   readonly name: string;
   private agents: NetnsAgent[] = [];

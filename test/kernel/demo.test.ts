@@ -1,21 +1,13 @@
 // `npm run demo`, the README's first command, run as a newcomer would: it must finish, show
 // both Service addresses spreading over the three pods, and leave no namespace behind, also
 // when interrupted with Ctrl-C halfway.
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
+import { namespacesOfProcess, sh } from '../helpers/netns.ts';
 
 const DEMO = fileURLToPath(new URL('../demo/demo.ts', import.meta.url));
 const BOUND_MS = 120_000;
-
-/** Namespaces a demo process with this pid made (test/helpers/netns.ts names them kpts-<pid>-…). */
-function namespacesOf(pid: number): string[] {
-  const out = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
-  return out
-    .split('\n')
-    .map((l) => l.split(' ')[0]!)
-    .filter((n) => n.startsWith(`kpts-${pid}-`));
-}
 
 interface DemoRun {
   code: number | null;
@@ -55,8 +47,8 @@ function spreadOf(output: string, stepTitle: RegExp): Map<string, number> {
 
 test.serial('npm run demo: both Service addresses spread over the three pods; the edit and --cleanup work; nothing is left', async (t) => {
   const r = await runDemo();
-  t.teardown(() => {
-    for (const n of namespacesOf(r.pid)) execFileSync('ip', ['netns', 'del', n]);
+  t.teardown(async () => {
+    for (const n of await namespacesOfProcess(r.pid)) await sh('ip', 'netns', 'del', n);
   });
   t.is(r.code, 0, r.output);
   for (const title of [/\n4\. \d+ connections from the client to the ClusterIP/, /\n5\. \d+ connections from the client to the NodePort/]) {
@@ -68,7 +60,7 @@ test.serial('npm run demo: both Service addresses spread over the three pods; th
   t.regex(r.output, /SIGTERM: exit code 0; rules left in place/);
   t.regex(r.output, /--cleanup: exit code 0; table ip kube-proxy-ts removed/);
   t.regex(r.output, /namespaces and manifests removed/);
-  t.deepEqual(namespacesOf(r.pid), [], 'no namespace left behind');
+  t.deepEqual(await namespacesOfProcess(r.pid), [], 'no namespace left behind');
 });
 
 test.serial('Ctrl-C halfway: the demo removes everything it made and exits 130', async (t) => {
@@ -80,12 +72,12 @@ test.serial('Ctrl-C halfway: the demo removes everything it made and exits 130',
       child.kill('SIGINT');
     }
   });
-  t.teardown(() => {
-    for (const n of namespacesOf(r.pid)) execFileSync('ip', ['netns', 'del', n]);
+  t.teardown(async () => {
+    for (const n of await namespacesOfProcess(r.pid)) await sh('ip', 'netns', 'del', n);
   });
   t.true(interrupted, `the demo never reached step 4:\n${r.output}`);
   t.is(r.code, 130, r.output);
   t.regex(r.output, /interrupted: removing everything/);
   t.regex(r.output, /\nremoved\./);
-  t.deepEqual(namespacesOf(r.pid), [], 'no namespace left behind');
+  t.deepEqual(await namespacesOfProcess(r.pid), [], 'no namespace left behind');
 });

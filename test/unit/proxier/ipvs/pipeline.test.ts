@@ -8,6 +8,12 @@ import { ep, harness, slice, svc } from './harness.ts';
 
 const EINVAL = 22;
 
+/** A refuse hook for FakeIpvs: EINVAL for requests of `cmd` whose payload holds `address`'s bytes. */
+function refuseEinval(cmd: number, address: number[]): (req: { payload: Uint8Array }, c: number) => number | undefined {
+  const needle = Buffer.from(address);
+  return (req, c) => (c === cmd && Buffer.from(req.payload).includes(needle) ? EINVAL : undefined);
+}
+
 function bulk(h: ReturnType<typeof harness>, n: number, eps = 2): void {
   for (let i = 0; i < n; i++) {
     h.tracker.onService(undefined, svc(`s${i}`, { clusterIP: `10.97.${i >> 8}.${i & 255}` }));
@@ -37,7 +43,7 @@ test('a cold sync of 300 Services x 2 endpoints: every VS before any real server
 test('one refused VS is a named error; the other VSes and their real servers are written, its own real servers are not tried', async (t) => {
   const h = harness();
   bulk(h, 20);
-  h.ipvsFake.refuse = (req, cmd) => (cmd === IpvsCmd.NEW_SERVICE && Buffer.from(req.payload).includes(Buffer.from([10, 97, 0, 7])) ? EINVAL : undefined);
+  h.ipvsFake.refuse = refuseEinval(IpvsCmd.NEW_SERVICE, [10, 97, 0, 7]);
   const e = await t.throwsAsync(h.sync(), { instanceOf: IpvsSyncError });
   t.deepEqual(e!.report.errors, ['ensure ipvs service TCP 10.97.0.7:80: add ipvs service TCP 10.97.0.7:80 scheduler rr: EINVAL']);
   t.is(h.vs().length, 19 * 3);
@@ -54,7 +60,7 @@ test('one refused VS is a named error; the other VSes and their real servers are
 test('one refused real server is a named error; the others are written', async (t) => {
   const h = harness();
   bulk(h, 5);
-  h.ipvsFake.refuse = (req, cmd) => (cmd === IpvsCmd.NEW_DEST && Buffer.from(req.payload).includes(Buffer.from([10, 1, 3, 2])) ? EINVAL : undefined);
+  h.ipvsFake.refuse = refuseEinval(IpvsCmd.NEW_DEST, [10, 1, 3, 2]);
   const e = await t.throwsAsync(h.sync(), { instanceOf: IpvsSyncError });
   t.deepEqual(e!.report.errors, ['ensure real server 10.1.3.2:8080 of TCP 10.97.0.3:80: add ipvs destination 10.1.3.2:8080 of TCP 10.97.0.3:80: EINVAL']);
   t.is(h.vs().length, 5 * 3 - 1);
@@ -105,7 +111,7 @@ test('graceful termination: drained real servers of many Services are deleted pi
   h.writes();
   const before = h.ipvsFake.datagrams.length;
   // One delete refused by the kernel (its Service is 10.97.0.7).
-  h.ipvsFake.refuse = (req, cmd) => (cmd === IpvsCmd.DEL_DEST && Buffer.from(req.payload).includes(Buffer.from([10, 97, 0, 7])) ? EINVAL : undefined);
+  h.ipvsFake.refuse = refuseEinval(IpvsCmd.DEL_DEST, [10, 97, 0, 7]);
   h.clock.advance(1000);
   await h.proxier.whenIdle();
   const w = h.writes();
