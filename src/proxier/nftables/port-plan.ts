@@ -18,6 +18,7 @@ import type { NftRule, NftSetLike, RuleBuilder, Verdict } from '../../netlink/nf
 import { rule } from '../../netlink/nftables/index.ts';
 import type { Contribution, PortElements } from './elements.ts';
 import { keyText, mapElement, setElement, slots } from './elements.ts';
+import { firewallSources } from './firewall.ts';
 import { affinitySet, CHAIN, externalChain, serviceChain, SET } from './names.ts';
 import type { PickerContext, PickerSpec } from './pickers.ts';
 import { endpointsMapName, internalMarkRules, pickerName } from './pickers.ts';
@@ -38,7 +39,10 @@ export interface PortPlan extends PortElements {
   readonly pickers: readonly PickerSpec[];
 }
 
-export type PlanContext = PickerContext;
+export interface PlanContext extends PickerContext {
+  /** The node's IP of this family ('' when unknown): a source range holding it admits the node (firewall.ts). */
+  readonly nodeIP: string;
+}
 
 /** Endpoints used by traffic to the cluster IP, and by traffic from outside. */
 export function endpointSets(p: ServicePortInfo, s: EndpointSelection | undefined): { internal: readonly EndpointInfo[]; external: readonly EndpointInfo[] } {
@@ -160,10 +164,11 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
     if (p.nodePort > 0) out.push(mapElement(SET.noEndpointNodePorts, [pr, p.nodePort], none));
   }
 
-  if (p.loadBalancerSourceRanges.length > 0) {
+  if (p.loadBalancerSourceRanges.length > 0 && p.loadBalancerVIPs.length > 0) {
+    const sources = firewallSources(p.loadBalancerSourceRanges, p.loadBalancerVIPs, ctx.nodeIP);
     for (const vip of p.loadBalancerVIPs) {
       out.push(setElement(SET.firewallProtected, [vip, pr, p.port]));
-      for (const range of p.loadBalancerSourceRanges) out.push(setElement(SET.firewallAllow, [vip, pr, p.port, range]));
+      for (const range of sources) out.push(setElement(SET.firewallAllow, [vip, pr, p.port, range]));
     }
   }
 

@@ -94,7 +94,8 @@ export class NftablesProxier implements Proxier {
   private planContext(desired: DesiredState): PlanContext {
     const d = desired.masquerade.detectLocal;
     const cidrBased = (d.mode === 'ClusterCIDR' || d.mode === 'NodeCIDR') && d.implemented && d.cidrs.length > 0;
-    return { traits: this.traits, masqueradeAll: desired.masquerade.all, detectLocal: cidrBased, masqueradeMark: this.mark };
+    return { traits: this.traits, masqueradeAll: desired.masquerade.all, detectLocal: cidrBased, masqueradeMark: this.mark,
+      nodeIP: desired.node.primaryIP };
   }
 
   private inputsOf(desired: DesiredState, id: ServicePortId): PortInputs | undefined {
