@@ -198,9 +198,11 @@ function sliceEndpoint(raw: unknown, i: number, family: IPFamily, port: number, 
     return undefined;
   }
   const c = isObject(raw['conditions']) ? raw['conditions'] : NOTHING;
-  // API semantics: unset ready/serving mean true, unset terminating means false.
+  // API semantics, as upstream's EndpointSliceCache reads them: unset ready and unset serving
+  // each mean true (serving does not follow ready), unset terminating means false. So
+  // {ready: false, terminating: true} is a serving-terminating endpoint, usable as a fallback.
   const ready = c['ready'] !== false;
-  const serving = c['serving'] === undefined ? ready : c['serving'] !== false;
+  const serving = c['serving'] !== false;
   const terminating = c['terminating'] === true;
   const hints = isObject(raw['hints']) ? raw['hints'] : NOTHING;
   return endpointInfo(ip.text, port, ready, serving, terminating, str(raw['nodeName']), str(raw['zone']), hintNames(hints['forZones']), hintNames(hints['forNodes']), nodeName);

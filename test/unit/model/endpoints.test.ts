@@ -143,7 +143,9 @@ interface CondRow {
 
 const condRows: CondRow[] = [
   { conditions: {}, want: [true, true, false] },
-  { conditions: { ready: false }, want: [false, false, false] },
+  // Unset serving means true whatever ready says (upstream EndpointSliceCache).
+  { conditions: { ready: false }, want: [false, true, false] },
+  { conditions: { ready: false, terminating: true }, want: [false, true, true] },
   { conditions: { ready: false, serving: true, terminating: true }, want: [false, true, true] },
   { conditions: { ready: true, serving: true, terminating: false }, want: [true, true, false] },
   { conditions: { ready: false, serving: false, terminating: true }, want: [false, false, true] },

@@ -55,7 +55,7 @@ const rows: Row[] = [
   },
   {
     name: 'a non-serving endpoint removed: nothing (no traffic went there)',
-    before: [{ svc: udp() }, { slice: sl('UDP', ['10.0.0.1'], ['10.0.0.2', { ready: false }]) }],
+    before: [{ svc: udp() }, { slice: sl('UDP', ['10.0.0.1'], ['10.0.0.2', { ready: false, serving: false }]) }],
     after: [{ slice: sl('UDP', ['10.0.0.1']) }],
     want: [],
   },
@@ -76,7 +76,7 @@ const rows: Row[] = [
   },
   {
     name: 'UDP service from only-unready to a ready endpoint',
-    before: [{ svc: udp() }, { slice: sl('UDP', ['10.0.0.1', { ready: false }]) }],
+    before: [{ svc: udp() }, { slice: sl('UDP', ['10.0.0.1', { ready: false, serving: false }]) }],
     after: [{ slice: sl('UDP', ['10.0.0.1']) }],
     want: ['newly-active UDP 10.96.0.10:53'],
   },
