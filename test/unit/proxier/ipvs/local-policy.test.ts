@@ -45,8 +45,8 @@ for (const row of rows) {
     tracker.onService(undefined, svc('s', { clusterIP: '10.96.0.1', type: row.nodePort ? 'NodePort' : 'ClusterIP', ports: [port], iTP: 'Local', ...(row.nodePort ? { eTP: 'Local' } : {}) }));
     tracker.onEndpointSlice(slice('s-1', 's', row.eps), false);
     const { desired } = tracker.checkout();
-    const [[id, info]] = [...desired.services];
-    const sel = desired.selections.get(id);
+    const info = [...desired.services.values()][0]!;
+    const sel = desired.selections.get(info.id);
     t.is(sel?.hasAnyEndpoints ?? false, row.any);
     t.deepEqual(destinationsFor(sel, info.internalPolicyLocal).map((e) => e.ip), row.internal, 'cluster-IP VS');
     if (row.external) t.deepEqual(destinationsFor(sel, info.externalPolicyLocal).map((e) => e.ip), row.external, 'node-port VS');
