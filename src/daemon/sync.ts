@@ -53,16 +53,21 @@ function countNetlinkError(metrics: ProxyMetrics | undefined, subsystem: string,
   metrics.netlinkErrorsTotal.inc({ subsystem, op });
 }
 
-/** Services using a Local policy that have no local endpoint, per policy (upstream's gauge). */
-export function noLocalEndpoints(desired: DesiredState): { internal: number; external: number } {
+/**
+ * Services using a Local policy that have no local endpoint, per policy (upstream's gauge).
+ * `perPort`: count service ports, as upstream's nftables (and iptables) proxier does; its IPVS
+ * proxier counts Services.
+ */
+export function noLocalEndpoints(desired: DesiredState, perPort = false): { internal: number; external: number } {
   const internal = new Set<string>();
   const external = new Set<string>();
   for (const [id, info] of desired.services) {
     if (!info.internalPolicyLocal && !info.externalPolicyLocal) continue;
     const sel = desired.selections.get(id);
     if (!sel || !sel.hasAnyEndpoints || sel.local.length > 0) continue;
-    if (info.internalPolicyLocal) internal.add(info.service);
-    if (info.externalPolicyLocal) external.add(info.service);
+    const key = perPort ? id : info.service;
+    if (info.internalPolicyLocal) internal.add(key);
+    if (info.externalPolicyLocal) external.add(key);
   }
   return { internal: internal.size, external: external.size };
 }
@@ -101,7 +106,7 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
       for (const times of change.triggerTimes.values()) {
         for (const t of times) o.metrics?.networkProgrammingDuration.observe({ ip_family: p.family }, Math.max(0, now - t) / 1000);
       }
-      const nle = noLocalEndpoints(desired);
+      const nle = noLocalEndpoints(desired, p.proxier.mode !== 'ipvs');
       o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'internal' }, nle.internal);
       o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'external' }, nle.external);
       if (o.staleFlows) {

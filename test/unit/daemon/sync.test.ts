@@ -107,11 +107,13 @@ test('noLocalEndpoints and mergeHealthChecks', (t) => {
   const s = setup();
   s.tracker.onService(undefined, svc('lb', { clusterIP: '10.96.0.30', type: 'LoadBalancer', eTP: 'Local', hcPort: 31000, ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] }));
   s.tracker.onEndpointSlice(slice('lb-1', 'lb', [ep('10.244.1.3', { node: 'node-b' })]), false);
-  s.tracker.onService(undefined, svc('itp', { clusterIP: '10.96.0.31', iTP: 'Local' }));
-  s.tracker.onEndpointSlice(slice('itp-1', 'itp', [ep('10.244.1.4', { node: 'node-b' })]), false);
+  const twoPorts = [{ name: 'a', protocol: 'TCP', port: 80 }, { name: 'b', protocol: 'TCP', port: 81 }];
+  s.tracker.onService(undefined, svc('itp', { clusterIP: '10.96.0.31', iTP: 'Local', ports: twoPorts }));
+  s.tracker.onEndpointSlice(slice('itp-1', 'itp', [ep('10.244.1.4', { node: 'node-b' })], { ports: twoPorts }), false);
   s.tracker.onService(undefined, svc('empty', { clusterIP: '10.96.0.32', iTP: 'Local' }));
   const { desired } = s.tracker.checkout();
   t.deepEqual(noLocalEndpoints(desired), { internal: 1, external: 1 }, 'a Service without any endpoint does not count');
+  t.deepEqual(noLocalEndpoints(desired, true), { internal: 2, external: 1 }, 'per service port (upstream nftables): both ports of itp');
   const merged = mergeHealthChecks([desired, desired]);
   t.deepEqual(merged.get('default/lb'), { port: 31000, localEndpoints: 0 });
 });
