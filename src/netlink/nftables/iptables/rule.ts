@@ -23,6 +23,11 @@ export type Match =
   | { readonly m: 'proto'; readonly proto: L4Proto }
   /** `-m tcp|udp|sctp --dport N` (needs a `proto` match of the same protocol in the rule). */
   | { readonly m: 'dport'; readonly proto: L4Proto; readonly port: number }
+  /**
+   * `-m tcp|udp|sctp` without options (upstream's DNAT rules carry one: `-m tcp -p tcp -j DNAT`);
+   * needs a `proto` match of the same protocol in the rule.
+   */
+  | { readonly m: 'l4'; readonly proto: L4Proto }
   /** `-m comment --comment TEXT`. */
   | { readonly m: 'comment'; readonly text: string }
   /** `-m set --match-set NAME dst,dst,...` (an ipset; IPVS mode). */
