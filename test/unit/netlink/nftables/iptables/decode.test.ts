@@ -8,6 +8,7 @@ import type { NftExpr, NftRule } from '../../../../../src/netlink/nftables/index
 import { decodeRule } from '../../../../../src/netlink/nftables/rule.ts';
 import { decodeIptRule, jumpTarget, ruleComment } from '../../../../../src/netlink/nftables/iptables/decode.ts';
 import { iptNftRule } from '../../../../../src/netlink/nftables/iptables/encode.ts';
+import type { IptRule } from '../../../../../src/netlink/nftables/iptables/rule.ts';
 import { IPVS_RULES, ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
 import { MSG, captured } from './fixture.ts';
 
@@ -53,8 +54,20 @@ test("other software's rules decode to undefined, never throw", (t) => {
     [{ type: 'xtmatch', name: 'set', rev: 4, info: new Uint8Array(48) }, accept], // unknown set index
     [{ type: 'payload', base: 'network', offset: 9, len: 1, dreg: 1 }, { type: 'cmp', sreg: 1, op: 'eq', data: Uint8Array.of(6) }, accept],
     [{ type: 'counter' }, accept, accept],
-    [{ type: 'meta', key: 'iifname', dreg: 1 }, accept],
+    [{ type: 'meta', key: 'iifname', dreg: 1 }, { type: 'cmp', sreg: 1, op: 'lt', data: Uint8Array.of(0x65, 0) }, accept],
     [{ type: 'xttarget', name: 'DNAT', rev: 2, info: new Uint8Array(48) }],
   ];
   for (const exprs of foreign) t.is(decodeIptRule(rule(exprs), 'filter', 'IPv4', dec('IPv4')), undefined, JSON.stringify(exprs, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
+});
+
+test('forms the fixtures do not hold round-trip too: -i +, a full mark mask, /0, IPv6 REDIRECT and REJECT', (t) => {
+  const rules: [IPFamily, IptRule][] = [
+    ['IPv4', { table: 'filter', chain: 'INPUT', matches: [{ m: 'inIface', name: '+' }], target: { t: 'ACCEPT' } }],
+    ['IPv4', { table: 'filter', chain: 'INPUT', matches: [{ m: 'mark', value: 7, mask: 0xffffffff, invert: true }], target: { t: 'DROP' } }],
+    ['IPv6', { table: 'nat', chain: 'OUTPUT', matches: [{ m: 'proto', proto: 'tcp' }, { m: 'dport', proto: 'tcp', port: 80 }], target: { t: 'REDIRECT', port: 8080 } }],
+    ['IPv6', { table: 'filter', chain: 'X', matches: [{ m: 'ctstate', states: ['INVALID', 'NEW', 'RELATED', 'ESTABLISHED', 'DNAT'] }], target: { t: 'REJECT' } }],
+  ];
+  for (const [family, r] of rules) t.deepEqual(decodeIptRule(iptNftRule(r, family, enc), r.table, family), r);
+  const all: IptRule = { table: 'filter', chain: 'INPUT', matches: [{ m: 'src', cidr: '0.0.0.0/0' }], target: { t: 'ACCEPT' } };
+  t.deepEqual(decodeIptRule(iptNftRule(all, 'IPv4', enc), 'filter', 'IPv4'), { ...all, matches: [] }, 'iptables drops a /0 match');
 });
