@@ -2,7 +2,8 @@
 // manifest directory), the proxiers of the selected mode on netlink sockets, the systemd
 // notifier and the metrics registry.
 
-import { availableParallelism, hostname } from 'node:os';
+import { existsSync } from 'node:fs';
+import { availableParallelism, hostname, networkInterfaces } from 'node:os';
 import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
 import type { ProxyConfig } from '../config/index.ts';
@@ -14,7 +15,9 @@ import type { Reject, Source } from '../sources/types.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
-import { nodeNameOf, servedFamilies } from './families.ts';
+import { familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
+import type { HostFacts } from './families.ts';
+import { applyOomScoreAdj } from './oom-score.ts';
 import { buildProxiers } from './proxiers.ts';
 import { createNotifier } from './sd-notify.ts';
 import { ProcSysctl } from './sysctl.ts';
@@ -40,11 +43,20 @@ export async function buildSource(config: ProxyConfig, nodeName: string, deps: {
   );
 }
 
+/** The host facts the families depend on, read from this process's network namespace. */
+export function hostFacts(): HostFacts {
+  const addresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => ({ address: a.address, internal: a.internal })));
+  return { ipv6Kernel: existsSync('/proc/sys/net/ipv6'), addresses };
+}
+
 /** Everything for `serve`; throws with a readable message when a part cannot be made. */
 export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise<Daemon> {
   const { logger, clock } = deps;
   const nodeName = nodeNameOf(config, hostname());
-  const families = servedFamilies(config);
+  const served = servedFamilies(config, hostFacts());
+  const { families } = served;
+  const line = familiesLogLine(served);
+  logger.info(line.msg, { ...line.fields, ...(served.nodeIP !== '' ? { nodeIP: served.nodeIP } : {}) });
   const metrics = createMetrics({ version: deps.version, mode: config.mode });
   const sysctl = new ProcSysctl();
   const proxiers = buildProxiers(config, families, { logger, clock, sysctl });
@@ -56,7 +68,10 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     throw e;
   }
   const notifier = createNotifier({ clock, logger, ...(deps.env ? { env: deps.env } : {}) });
-  const prepare = () => applyConntrackSettings(config.conntrack, availableParallelism(), sysctl, logger);
+  const prepare = async (): Promise<void> => {
+    await applyOomScoreAdj(config.oomScoreAdj, logger);
+    await applyConntrackSettings(config.conntrack, availableParallelism(), sysctl, logger);
+  };
   // Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync (issue 6).
   const staleFlows = ConntrackFlusher.open({
     logger: logger.child({ component: 'conntrack' }),

@@ -31,6 +31,8 @@ export interface MainDeps {
   logger?: (config: ProxyConfig) => ClosableLogger;
   /** Makes the daemon for `serve`; default build.ts. */
   buildDaemon?: (config: ProxyConfig, deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv }) => Startable | Promise<Startable>;
+  /** --init-only; default init-only.ts. */
+  initOnly?: (config: ProxyConfig, deps: { logger: Logger; clock: Clock }) => Promise<number>;
   /** --cleanup; default cleanup.ts against the kernel. */
   cleanup?: (deps: { logger: Logger; clock: Clock }) => Promise<number>;
 }
@@ -85,6 +87,19 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
       await closeLogger(logger);
       return 1;
     }
+  }
+
+  if (r.action === 'init-only') {
+    let code: number;
+    try {
+      const init = deps.initOnly ?? (await import('./init-only.ts')).initOnly;
+      code = await init(config, { logger, clock });
+    } catch (e) {
+      logger.error(`Initialization failed: ${errText(e)}`, { op: 'init-only', mode: config.mode });
+      code = 1;
+    }
+    await closeLogger(logger);
+    return code;
   }
 
   if (r.action === 'cleanup') {

@@ -1,16 +1,29 @@
 // Configuration -> served families, node name and model options.
 import test from 'ava';
-import { modelNodePortAddresses, modelOptionsFor, nodeNameOf, servedFamilies } from '../../../src/daemon/families.ts';
+import { familiesLogLine, modelNodePortAddresses, modelOptionsFor, nodeNameOf, servedFamilies } from '../../../src/daemon/families.ts';
 import { memoryLogger } from '../../../src/base/logger.ts';
 import { applyConntrackSettings, conntrackSysctls } from '../../../src/daemon/conntrack-settings.ts';
 import { RecordingSysctl } from '../../../src/proxier/ipvs/index.ts';
 import { config } from './fakes.ts';
 
-test('families come from the cluster CIDRs; IPv4 only without one', (t) => {
-  t.deepEqual(servedFamilies({ clusterCIDRs: [] }), ['IPv4']);
-  t.deepEqual(servedFamilies({ clusterCIDRs: ['10.244.0.0/16'] }), ['IPv4']);
-  t.deepEqual(servedFamilies({ clusterCIDRs: ['fd00:10:244::/48'] }), ['IPv6']);
-  t.deepEqual(servedFamilies({ clusterCIDRs: ['fd00:10:244::/48', '10.244.0.0/16'] }), ['IPv4', 'IPv6'], 'IPv4 first');
+const host = (ipv6Kernel: boolean, ...addrs: string[]) => ({ ipv6Kernel, addresses: addrs.map((address) => ({ address, internal: address === '127.0.0.1' || address === '::1' })) });
+
+test('families as upstream: both whenever the kernel has IPv6, the node IP\'s family primary; --cluster-cidr plays no part', (t) => {
+  t.deepEqual(servedFamilies({ bindAddress: '0.0.0.0' }, host(true, '127.0.0.1', '::1', '10.1.0.1', 'fd01::1')), { primary: 'IPv4', families: ['IPv4', 'IPv6'], nodeIP: '10.1.0.1' });
+  t.deepEqual(servedFamilies({ bindAddress: '0.0.0.0' }, host(false, '10.1.0.1')), { primary: 'IPv4', families: ['IPv4'], nodeIP: '10.1.0.1' }, 'no IPv6 in the kernel');
+  t.deepEqual(servedFamilies({ bindAddress: '0.0.0.0' }, host(true, '::1', 'fe80::1', 'fd01::1')), { primary: 'IPv6', families: ['IPv4', 'IPv6'], nodeIP: 'fd01::1' }, 'an IPv6-only node is IPv6-primary');
+  t.deepEqual(servedFamilies({ bindAddress: 'fd01::9' }, host(true, '10.1.0.1')), { primary: 'IPv6', families: ['IPv4', 'IPv6'], nodeIP: 'fd01::9' }, '--bind-address wins');
+  t.deepEqual(servedFamilies({ bindAddress: '::' }, host(true)), { primary: 'IPv4', families: ['IPv4', 'IPv6'], nodeIP: '' }, 'nothing known: IPv4 primary');
+  const single = familiesLogLine(servedFamilies({ bindAddress: '0.0.0.0' }, host(false, '10.1.0.1')));
+  t.is(single.msg, 'kube-proxy running in single-stack mode');
+  t.is(familiesLogLine(servedFamilies({ bindAddress: '0.0.0.0' }, host(true))).msg, 'kube-proxy running in dual-stack mode');
+});
+
+test('--bind-address is the node IP of its family in the model options', (t) => {
+  const c = { ...config(), bindAddress: '10.1.0.7' };
+  t.is(modelOptionsFor(c, 'IPv4', 'n').nodeIP, '10.1.0.7');
+  t.is(modelOptionsFor(c, 'IPv6', 'n').nodeIP, undefined);
+  t.is(modelOptionsFor({ ...c, bindAddress: '0.0.0.0' }, 'IPv4', 'n').nodeIP, undefined);
 });
 
 test('node name: --hostname-override, else the host name, lower-cased', (t) => {
