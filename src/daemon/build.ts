@@ -37,9 +37,22 @@ export async function buildSource(config: ProxyConfig, nodeName: string, deps: {
   const { kubeconfig, master } = config.clientConnection;
   // Loaded on demand: @kubernetes/client-node takes seconds to load on a busy machine.
   const { kubernetesSourceFromFlags } = await import('../sources/index.ts');
+  const { qps, burst, contentType } = config.clientConnection;
+  const m = deps.metrics;
   return kubernetesSourceFromFlags(
     { ...(kubeconfig !== '' ? { kubeconfig } : {}), ...(master !== '' ? { master } : {}) },
     { nodeName, logger: deps.logger, clock: deps.clock, onReject, resyncPeriodMs: config.configSyncPeriodMs },
+    {
+      qps,
+      burst,
+      contentType,
+      // client-go's rest_client_* for our API client; a watch's life is not a latency.
+      observe: (o) => {
+        m.restClientRequestsTotal.inc({ code: o.code, method: o.method, host: o.host });
+        m.restClientRateLimiterDuration.observe({ verb: o.method, host: o.host }, o.waitedMs / 1000);
+        if (!o.watch) m.restClientRequestDuration.observe({ verb: o.method, host: o.host }, o.durationMs / 1000);
+      },
+    },
   );
 }
 

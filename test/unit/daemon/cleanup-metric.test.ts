@@ -20,9 +20,9 @@ test('cleanupFailed in a report increments the nftables cleanup-failure counter 
   const metrics = createMetrics({ processMetrics: false, mode: 'nftables' });
   const sync = makeSync({ pipelines: [{ family: 'IPv6', tracker, proxier }], metrics, logger, now: () => clock.now() });
   const signal = new AbortController().signal;
-  await sync({ full: true, reason: 'test', signal });
+  await sync({ full: true, reason: 'kick', signal });
   failed = false;
-  await sync({ full: true, reason: 'test', signal });
+  await sync({ full: true, reason: 'kick', signal });
   const text = await metrics.registry.metrics();
   t.regex(text, /kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total\{ip_family="IPv6"\} 1\n/);
 });
