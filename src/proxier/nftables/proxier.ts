@@ -93,8 +93,14 @@ export class NftablesProxier implements Proxier {
 
   private planContext(desired: DesiredState): PlanContext {
     const d = desired.masquerade.detectLocal;
+    const ctx = { traits: this.traits, masqueradeAll: desired.masquerade.all, masqueradeMark: this.mark };
+    if (d.implemented && (d.mode === 'BridgeInterface' || d.mode === 'InterfaceNamePrefix') && d.interfaceName !== '') {
+      // nft's wildcard ("veth*") matches every interface whose name starts with the prefix.
+      const localInterface = d.mode === 'InterfaceNamePrefix' ? `${d.interfaceName}*` : d.interfaceName;
+      return { ...ctx, detectLocal: true, localInterface };
+    }
     const cidrBased = (d.mode === 'ClusterCIDR' || d.mode === 'NodeCIDR') && d.implemented && d.cidrs.length > 0;
-    return { traits: this.traits, masqueradeAll: desired.masquerade.all, detectLocal: cidrBased, masqueradeMark: this.mark };
+    return { ...ctx, detectLocal: cidrBased };
   }
 
   private inputsOf(desired: DesiredState, id: ServicePortId): PortInputs | undefined {
@@ -278,7 +284,7 @@ export class NftablesProxier implements Proxier {
     const out: NftElement[] = [];
     const el = (set: string, key: string): NftElement => ({ kind: 'element', set, key: [key] });
     for (const c of desired.serviceCIDRs) out.push(el(SET.serviceCIDRs, c));
-    if (this.ctx?.detectLocal) for (const c of desired.masquerade.detectLocal.cidrs) out.push(el(SET.podCIDRs, c));
+    if (this.ctx?.detectLocal && this.ctx.localInterface === undefined) for (const c of desired.masquerade.detectLocal.cidrs) out.push(el(SET.podCIDRs, c));
     const npa = desired.nodePortAddresses;
     this.warnLocalhostNodePorts(npa);
     if (!npa.matchAll) {
