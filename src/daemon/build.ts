@@ -105,5 +105,6 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
       }
     },
   });
-  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows });
+  const localAddresses = (): string[] => hostFacts().addresses.map((a) => a.address);
+  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows, localAddresses });
 }

@@ -21,8 +21,10 @@ import type { ListenFn } from '../health/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import { startMetricsServer } from '../metrics/index.ts';
 import { ChangeTracker, RejectLog } from '../model/index.ts';
+import type { DesiredState } from '../model/index.ts';
 import type { Source } from '../sources/index.ts';
 import { modelOptionsFor } from './families.ts';
+import { healthCheckAddresses } from './health-addresses.ts';
 import { trackerFeed } from './feed.ts';
 import type { ProxierSet } from './proxiers.ts';
 import type { Notifier } from './sd-notify.ts';
@@ -46,6 +48,8 @@ export interface DaemonParts {
   listen?: ListenFn;
   /** Start-up settings after the proxiers' own checks (conntrack tunables). */
   prepare?: () => Promise<void>;
+  /** This node's interface addresses (health-check node ports bind to those nodePortAddresses selects). */
+  localAddresses?: () => readonly string[];
   /** The conntrack flusher (issue 6, not wired by build.ts yet); unset: stale targets are only logged. */
   staleFlows?: StaleFlowSink;
 }
@@ -60,6 +64,7 @@ export class Daemon {
   private readonly abort = new AbortController();
   private healthz: Served<Closable> | undefined;
   private metricsServer: Served<Closable> | undefined;
+  private healthFallback: string | undefined;
   private started = false;
   private running = false;
   private stopped: Promise<void> | undefined;
@@ -106,13 +111,23 @@ export class Daemon {
       logger: this.log.child({ component: 'sync' }),
       sync: makeSync({
         pipelines,
-        healthChecks: (wanted) => this.healthChecks.sync(wanted),
+        healthChecks: (wanted, states) => this.healthChecks.sync(wanted, this.healthAddresses(states)),
         metrics,
         logger: this.log.child({ component: 'sync' }),
         now: () => clock.now(),
         ...(parts.staleFlows ? { staleFlows: parts.staleFlows } : {}),
       }),
     });
+  }
+
+  /** The node IPs the health-check node ports bind to (nodePortAddresses), said once per change. */
+  private healthAddresses(states: readonly DesiredState[]): string[] {
+    const choice = healthCheckAddresses(this.p.config.nodePortAddresses, states, this.p.localAddresses?.() ?? []);
+    if (choice.fallback !== undefined && choice.fallback !== this.healthFallback) {
+      this.log.info('Service health checks listen on every address', { reason: choice.fallback });
+    }
+    this.healthFallback = choice.fallback;
+    return choice.addresses;
   }
 
   /** Resolves after the first successful full sync (READY=1). */

@@ -35,7 +35,8 @@ export interface StaleFlowSink {
 export interface SyncerOptions {
   pipelines: readonly FamilyPipeline[];
   /** ServiceHealthServers.sync: "namespace/name" -> port and local endpoints. */
-  healthChecks?: (wanted: ReadonlyMap<string, ServiceHealthEntry>) => Promise<void>;
+  /** `states`: every family's committed state (the node IPs the health checks bind to). */
+  healthChecks?: (wanted: ReadonlyMap<string, ServiceHealthEntry>, states: readonly DesiredState[]) => Promise<void>;
   /** Where stale UDP/SCTP flow targets go (the conntrack flusher). */
   staleFlows?: StaleFlowSink;
   metrics?: ProxyMetrics;
@@ -118,7 +119,7 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
     }
     o.metrics?.serviceChangesPending.set(0);
     o.metrics?.endpointChangesPending.set(0);
-    if (o.healthChecks) await o.healthChecks(mergeHealthChecks(states));
+    if (o.healthChecks) await o.healthChecks(mergeHealthChecks(states), states);
     return { services, endpoints };
   };
 }
