@@ -11,6 +11,7 @@ import { createMetrics } from '../metrics/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 // Not ../sources/index.ts: that loads the Kubernetes client, which standalone mode never needs.
 import { ManifestDirSource } from '../sources/manifest-dir.ts';
+import type { EventSink } from '../sources/events.ts';
 import type { Reject, Source } from '../sources/types.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings } from './conntrack-settings.ts';
@@ -106,5 +107,14 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     },
   });
   const localAddresses = (): string[] => hostFacts().addresses.map((a) => a.address);
-  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows, localAddresses });
+  let events: EventSink | undefined;
+  if (config.kubeProxyTS.manifestDir === '') {
+    const { kubeconfig, master } = config.clientConnection;
+    const { eventRecorderFromFlags } = await import('../sources/index.ts');
+    events = eventRecorderFromFlags(
+      { ...(kubeconfig !== '' ? { kubeconfig } : {}), ...(master !== '' ? { master } : {}) },
+      { logger, clock, hostname: hostname() },
+    );
+  }
+  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows, localAddresses, ...(events ? { events } : {}) });
 }

@@ -22,6 +22,8 @@ import type { ProxyMetrics } from '../metrics/index.ts';
 import { startMetricsServer } from '../metrics/index.ts';
 import { ChangeTracker, RejectLog } from '../model/index.ts';
 import type { DesiredState } from '../model/index.ts';
+import { nodeRef } from '../sources/events.ts';
+import type { EventSink } from '../sources/events.ts';
 import type { Source } from '../sources/index.ts';
 import { modelOptionsFor } from './families.ts';
 import { healthCheckAddresses } from './health-addresses.ts';
@@ -48,6 +50,8 @@ export interface DaemonParts {
   listen?: ListenFn;
   /** Start-up settings after the proxiers' own checks (conntrack tunables). */
   prepare?: () => Promise<void>;
+  /** Kubernetes Events (API mode): "Starting" on the Node, health-check listen failures on Services. */
+  events?: EventSink;
   /** This node's interface addresses (health-check node ports bind to those nodePortAddresses selects). */
   localAddresses?: () => readonly string[];
   /** The conntrack flusher (issue 6, not wired by build.ts yet); unset: stale targets are only logged. */
@@ -86,6 +90,12 @@ export class Daemon {
       clock,
       logger: this.log.child({ component: 'service-health' }),
       ...(parts.listen ? { listen: parts.listen } : {}),
+      // Upstream's service health server posts this Warning on the Service.
+      onListenError: (service, port, err) => {
+        const [namespace, name] = service.includes('/') ? service.split('/', 2) as [string, string] : ['', service];
+        parts.events?.eventf({ kind: 'Service', namespace, name }, 'Warning', 'FailedToStartServiceHealthcheck', 'Listen',
+          `node ${parts.nodeName} failed to start healthcheck "${service}" on port ${port}: ${err.message}`);
+      },
     });
     // One reject log for every family: a bad object is warned about and counted once.
     const rejectLog = new RejectLog(this.log.child({ component: 'model' }), (kind, reason) => metrics.objectsRejectedTotal.inc({ kind, reason }));
@@ -175,6 +185,8 @@ export class Daemon {
         return;
       }
       await source.start(feed);
+      // Upstream's birth cry, once the informers run.
+      this.p.events?.eventf(nodeRef(this.p.nodeName), 'Normal', 'Starting', 'StartKubeProxy', '');
       this.loop.start(source.waitForSync(this.abort.signal));
       this.running = true;
       this.log.info('kube-proxy-ts started', { mode: proxiers.mode, families: this.p.families.join(','), node: this.p.nodeName });

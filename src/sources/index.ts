@@ -37,6 +37,9 @@ export type { ManifestDirSourceOptions, ParseResult } from './manifest-dir.ts';
 export { ManifestDirSource, parseManifest } from './manifest-dir.ts';
 
 import { systemClock } from '../base/clock.ts';
+import type { Clock } from '../base/clock.ts';
+import type { Logger } from '../base/logger.ts';
+import { EventRecorder } from './events.ts';
 import { limitedApi, TokenBucket } from './client-limits.ts';
 import type { RequestObservation } from './client-limits.ts';
 import type { ConnectionOptions, KubeApi } from './kube-api.ts';
@@ -44,6 +47,8 @@ import { ClientNodeApi, loadKubeConfig } from './kube-api.ts';
 import type { KubernetesSourceOptions } from './kubernetes.ts';
 import { KubernetesSource } from './kubernetes.ts';
 
+export type { EventRef, EventSink, EventType, KubeWriter } from './events.ts';
+export { EventRecorder, microTime, nodeRef } from './events.ts';
 export type { ClientLimits, RequestObservation } from './client-limits.ts';
 export { limitedApi, TokenBucket } from './client-limits.ts';
 
@@ -78,4 +83,9 @@ export function kubernetesSourceFromFlags(
     });
   }
   return new KubernetesSource({ ...opts, api });
+}
+
+/** The Event recorder for the same API server as the source (--kubeconfig, --master, in-cluster). */
+export function eventRecorderFromFlags(conn: ConnectionOptions, deps: { logger: Logger; clock: Clock; hostname: string }): EventRecorder {
+  return new EventRecorder({ writer: new ClientNodeApi(loadKubeConfig(conn)), ...deps });
 }
