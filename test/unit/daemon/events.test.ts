@@ -50,7 +50,7 @@ test('a refused POST is logged, never thrown', async (t) => {
   t.true(logger.records.some((r) => r.msg === 'Cannot post event'));
 });
 
-test('the daemon posts "Starting" on its Node, and a Warning when a Service health check cannot listen', async (t) => {
+test('the daemon posts "Starting" on its Node, a Warning when a Service health check cannot listen; rest_client_* count its requests', async (t) => {
   const api = await FakeApiServer.start();
   t.teardown(() => api.close());
   api.create({ apiVersion: 'v1', kind: 'Service', ...svc('lb', { clusterIP: '10.96.0.30', type: 'LoadBalancer', eTP: 'Local', hcPort: 32000, ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] }) });
@@ -77,4 +77,9 @@ test('the daemon posts "Starting" on its Node, and a Warning when a Service heal
   t.is(warning!.namespace, 'default');
   t.like(warning!.event, { type: 'Warning', action: 'Listen', regarding: { kind: 'Service', namespace: 'default', name: 'lb' } });
   t.regex(String(warning!.event['note']), /node node-a failed to start healthcheck "default\/lb" on port 32000: listen EADDRINUSE/);
+  // The same API client's requests are counted as client-go's rest_client_* metrics.
+  const text = await metrics.registry.metrics();
+  const host = new URL(api.url).host;
+  t.regex(text, new RegExp(`rest_client_requests_total\\{code="200",method="GET",host="${host.replaceAll('.', '\\.')}"\\} [1-9]`));
+  t.regex(text, /rest_client_request_duration_seconds_count\{verb="GET",host="[^"]+"\} [1-9]/);
 });
