@@ -3,7 +3,7 @@
 // notifier and the metrics registry.
 
 import { existsSync } from 'node:fs';
-import { availableParallelism, hostname, networkInterfaces } from 'node:os';
+import { cpus, hostname, networkInterfaces } from 'node:os';
 import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
 import type { ProxyConfig } from '../config/index.ts';
@@ -14,7 +14,7 @@ import { ManifestDirSource } from '../sources/manifest-dir.ts';
 import type { EventSink } from '../sources/events.ts';
 import type { Reject, Source } from '../sources/types.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
-import { applyConntrackSettings } from './conntrack-settings.ts';
+import { applyConntrackSettings, procConntrackIO } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
 import { familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
 import type { HostFacts } from './families.ts';
@@ -84,7 +84,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   const notifier = createNotifier({ clock, logger, ...(deps.env ? { env: deps.env } : {}) });
   const prepare = async (): Promise<void> => {
     await applyOomScoreAdj(config.oomScoreAdj, logger);
-    await applyConntrackSettings(config.conntrack, availableParallelism(), sysctl, logger);
+    await applyConntrackSettings(config.conntrack, cpus().length, procConntrackIO(), logger);
   };
   // Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync (issue 6).
   const staleFlows = ConntrackFlusher.open({

@@ -1,9 +1,6 @@
 // Configuration -> served families, node name and model options.
 import test from 'ava';
 import { familiesLogLine, modelNodePortAddresses, modelOptionsFor, nodeNameOf, servedFamilies } from '../../../src/daemon/families.ts';
-import { memoryLogger } from '../../../src/base/logger.ts';
-import { applyConntrackSettings, conntrackSysctls } from '../../../src/daemon/conntrack-settings.ts';
-import { RecordingSysctl } from '../../../src/proxier/ipvs/index.ts';
 import { config } from './fakes.ts';
 
 const host = (ipv6Kernel: boolean, ...addrs: string[]) => ({ ipv6Kernel, addresses: addrs.map((address) => ({ address, internal: address === '127.0.0.1' || address === '::1' })) });
@@ -46,25 +43,3 @@ test('model options carry the flags that are about semantics', (t) => {
   t.deepEqual(modelOptionsFor(config(), 'IPv4', 'n').nodePortAddresses, ['primary'], 'nftables mode defaults to the primary IP');
 });
 
-test('conntrack tunables as upstream: max = max(perCore x CPUs, min); 0 leaves a value alone; failures only warn', async (t) => {
-  const cfg = config();
-  t.deepEqual(conntrackSysctls(cfg.conntrack, 2), [
-    ['net/netfilter/nf_conntrack_max', 131072],
-    ['net/netfilter/nf_conntrack_tcp_timeout_established', 86400],
-    ['net/netfilter/nf_conntrack_tcp_timeout_close_wait', 3600],
-  ]);
-  t.deepEqual(conntrackSysctls({ ...cfg.conntrack, maxPerCore: 65536 }, 8)[0], ['net/netfilter/nf_conntrack_max', 524288]);
-  const none = config(['--conntrack-max-per-core', '0', '--conntrack-tcp-timeout-established', '0s', '--conntrack-tcp-timeout-close-wait', '0s']);
-  t.deepEqual(conntrackSysctls(none.conntrack, 8), []);
-  t.deepEqual(conntrackSysctls({ ...none.conntrack, tcpBeLiberal: true, udpTimeoutMs: 30_000, udpStreamTimeoutMs: 120_000 }, 8), [
-    ['net/netfilter/nf_conntrack_tcp_be_liberal', 1],
-    ['net/netfilter/nf_conntrack_udp_timeout', 30],
-    ['net/netfilter/nf_conntrack_udp_timeout_stream', 120],
-  ]);
-  const sysctl = new RecordingSysctl();
-  sysctl.fail.add('net/netfilter/nf_conntrack_max');
-  const logger = memoryLogger();
-  await applyConntrackSettings(cfg.conntrack, 2, sysctl, logger);
-  t.deepEqual([...sysctl.values.keys()], ['net/netfilter/nf_conntrack_tcp_timeout_established', 'net/netfilter/nf_conntrack_tcp_timeout_close_wait']);
-  t.is(logger.records.filter((r) => r.level === 'warn').length, 1);
-});
