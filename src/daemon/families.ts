@@ -55,6 +55,16 @@ export function servedFamilies(config: Pick<ProxyConfig, 'bindAddress'>, host: H
   return { primary, families: (['IPv4', 'IPv6'] as const).filter((f) => supported.has(f)), nodeIP };
 }
 
+/**
+ * Upstream's getLocalDetectors warning: ClusterCIDR detect-local with no cluster CIDR of the
+ * primary family (that family's traffic is then never treated as local). Undefined: fine.
+ */
+export function detectLocalWarning(config: Pick<ProxyConfig, 'detectLocalMode' | 'clusterCIDRs'>, primary: IPFamily): string | undefined {
+  if (config.detectLocalMode !== 'ClusterCIDR') return undefined;
+  const has = config.clusterCIDRs.some((c) => parseIP(c.split('/')[0] ?? '')?.family === primary);
+  return has ? undefined : `Detect-local-mode set to ClusterCIDR, but no cluster CIDR specified for primary IP family ${primary}`;
+}
+
 /** Upstream's start-up line for the families served. */
 export function familiesLogLine(s: ServedFamilies): { msg: string; fields: Record<string, string> } {
   return s.families.length > 1

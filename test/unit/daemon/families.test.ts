@@ -1,6 +1,6 @@
 // Configuration -> served families, node name and model options.
 import test from 'ava';
-import { familiesLogLine, modelNodePortAddresses, modelOptionsFor, nodeNameOf, servedFamilies } from '../../../src/daemon/families.ts';
+import { detectLocalWarning, familiesLogLine, modelNodePortAddresses, modelOptionsFor, nodeNameOf, servedFamilies } from '../../../src/daemon/families.ts';
 import { config } from './fakes.ts';
 
 const host = (ipv6Kernel: boolean, ...addrs: string[]) => ({ ipv6Kernel, addresses: addrs.map((address) => ({ address, internal: address === '127.0.0.1' || address === '::1' })) });
@@ -43,3 +43,10 @@ test('model options carry the flags that are about semantics', (t) => {
   t.deepEqual(modelOptionsFor(config(), 'IPv4', 'n').nodePortAddresses, ['primary'], 'nftables mode defaults to the primary IP');
 });
 
+
+test('upstream\'s detect-local warning: ClusterCIDR without a cluster CIDR of the primary family', (t) => {
+  t.is(detectLocalWarning({ detectLocalMode: 'ClusterCIDR', clusterCIDRs: ['10.244.0.0/16'] }, 'IPv4'), undefined);
+  t.regex(detectLocalWarning({ detectLocalMode: 'ClusterCIDR', clusterCIDRs: ['10.244.0.0/16'] }, 'IPv6') ?? '', /no cluster CIDR specified for primary IP family IPv6/);
+  t.truthy(detectLocalWarning({ detectLocalMode: 'ClusterCIDR', clusterCIDRs: [] }, 'IPv4'));
+  t.is(detectLocalWarning({ detectLocalMode: 'BridgeInterface', clusterCIDRs: [] }, 'IPv4'), undefined);
+});
