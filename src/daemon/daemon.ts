@@ -130,6 +130,17 @@ export class Daemon {
     });
   }
 
+  /** With bindAddressHardFail, a server that cannot start is a Warning on the Node (upstream's reasons), posted before the exit. */
+  private async hardFailEvent<T>(reason: string, serving: Promise<T>): Promise<T> {
+    try {
+      return await serving;
+    } catch (err) {
+      this.p.events?.eventf(nodeRef(this.p.nodeName), 'Warning', reason, 'StartKubeProxy', err instanceof Error ? err.message : String(err));
+      await this.p.events?.flush?.();
+      throw err;
+    }
+  }
+
   /** The node IPs the health-check node ports bind to (nodePortAddresses), said once per change. */
   private healthAddresses(states: readonly DesiredState[]): string[] {
     const choice = healthCheckAddresses(this.p.config.nodePortAddresses, states, this.p.localAddresses?.() ?? []);
@@ -157,25 +168,25 @@ export class Daemon {
       const hardFail = config.bindAddressHardFail;
       if (config.healthzBindAddress !== '') {
         const address = config.healthzBindAddress;
-        this.healthz = await serveWithRetry({
+        this.healthz = await this.hardFailEvent('FailedToStartProxierHealthcheck', serveWithRetry({
           what: 'healthz',
           address,
           clock,
           logger: this.log,
           hardFail,
           start: () => startProxyHealthServer({ address, health: this.health, logger: this.log, ...(this.p.listen ? { listen: this.p.listen } : {}) }),
-        });
+        }));
       }
       if (config.metricsBindAddress !== '') {
         const address = config.metricsBindAddress;
-        this.metricsServer = await serveWithRetry({
+        this.metricsServer = await this.hardFailEvent('FailedToStartMetricServer', serveWithRetry({
           what: 'metrics',
           address,
           clock,
           logger: this.log,
           hardFail,
           start: () => startMetricsServer({ address, metrics, proxyMode: proxiers.mode, configz: () => config, logger: this.log }),
-        });
+        }));
       }
       const feed = trackerFeed({ trackers: [...this.trackers.values()], changed: () => this.loop.changed(), health: this.health, metrics, logger: this.log });
       if (this.abort.signal.aborted) {

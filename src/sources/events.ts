@@ -19,6 +19,8 @@ export type EventType = 'Normal' | 'Warning';
 
 export interface EventSink {
   eventf(regarding: EventRef, type: EventType, reason: string, action: string, note: string): void;
+  /** Resolves once the events posted so far are sent (or failed), e.g. before an exit. */
+  flush?(): Promise<void>;
 }
 
 /** The one write a recorder needs (ClientNodeApi.post). */

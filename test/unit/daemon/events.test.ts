@@ -83,3 +83,22 @@ test('the daemon posts "Starting" on its Node, a Warning when a Service health c
   t.regex(text, new RegExp(`rest_client_requests_total\\{code="200",method="GET",host="${host.replaceAll('.', '\\.')}"\\} [1-9]`));
   t.regex(text, /rest_client_request_duration_seconds_count\{verb="GET",host="[^"]+"\} [1-9]/);
 });
+
+test('--bind-address-hard-fail: a healthz server that cannot start is a FailedToStartProxierHealthcheck Warning, posted before start fails', async (t) => {
+  const api = await FakeApiServer.start();
+  t.teardown(() => api.close());
+  const cfg = { ...config(['--master', api.url, '--hostname-override', 'node-a', '--bind-address-hard-fail']), healthzBindAddress: '127.0.0.1:10256', metricsBindAddress: '' };
+  const logger = memoryLogger();
+  const metrics = createMetrics({ processMetrics: false });
+  const source = await buildSource(cfg, 'node-a', { logger, clock: systemClock, metrics });
+  const events = eventRecorderFromFlags({ master: api.url }, { logger, clock: systemClock, hostname: 'worker-1' });
+  const listen: ListenFn = () => Promise.reject(new Error('listen EADDRINUSE: address already in use 127.0.0.1:10256'));
+  const daemon = new Daemon({
+    config: cfg, nodeName: 'node-a', families: ['IPv4'], logger, clock: systemClock, notifier: new RecordingNotifier({ clock: systemClock }),
+    metrics, source, proxiers: fakeNftProxiers(['IPv4']), events, listen,
+  });
+  t.teardown(() => daemon.stop());
+  await t.throwsAsync(daemon.start(), { message: /failed to start healthz server/ });
+  t.is(api.events.length, 1, 'posted before start() rejected');
+  t.like(api.events[0]!.event, { type: 'Warning', reason: 'FailedToStartProxierHealthcheck', action: 'StartKubeProxy', regarding: { kind: 'Node', name: 'node-a' } });
+});
