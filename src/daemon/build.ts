@@ -16,7 +16,7 @@ import type { Reject, Source } from '../sources/types.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings, procConntrackIO } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
-import { detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
+import { badConfigWarnings, detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
 import type { HostFacts } from './families.ts';
 import { applyOomScoreAdj } from './oom-score.ts';
 import { buildProxiers } from './proxiers.ts';
@@ -71,6 +71,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   const { families } = served;
   const line = familiesLogLine(served);
   logger.info(line.msg, { ...line.fields, ...(served.nodeIP !== '' ? { nodeIP: served.nodeIP } : {}) });
+  for (const err of badConfigWarnings(config, served)) logger.error('Kube-proxy configuration may be incomplete or incorrect', { err });
   const dlw = detectLocalWarning(config, served.primary);
   if (dlw !== undefined) logger.info(dlw, { clusterCIDRs: config.clusterCIDRs.join(',') });
   const metrics = createMetrics({ version: deps.version, mode: config.mode });

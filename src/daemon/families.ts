@@ -65,6 +65,37 @@ export function detectLocalWarning(config: Pick<ProxyConfig, 'detectLocalMode' |
   return has ? undefined : `Detect-local-mode set to ClusterCIDR, but no cluster CIDR specified for primary IP family ${primary}`;
 }
 
+const familyOfCIDR = (c: string): IPFamily | undefined => parseIP(c.split('/')[0] ?? '')?.family;
+const other = (f: IPFamily): IPFamily => (f === 'IPv4' ? 'IPv6' : 'IPv4');
+
+/**
+ * Upstream's checkBadConfig / checkBadIPConfig (cmd/kube-proxy/app/server.go), logged as
+ * "Kube-proxy configuration may be incomplete or incorrect": nodePortAddresses that leave
+ * node ports open on every address of a family, and cluster CIDRs of the wrong family only.
+ */
+export function badConfigWarnings(config: Pick<ProxyConfig, 'nodePortAddresses' | 'clusterCIDRs' | 'ipvs'>, served: ServedFamilies): string[] {
+  const out: string[] = [];
+  const primary = served.primary;
+  const npa = config.nodePortAddresses;
+  const cidrs = npa.filter((s) => s.includes('/'));
+  const dualConfig = [config.clusterCIDRs, cidrs, config.ipvs.excludeCIDRs].some((l) => new Set(l.map(familyOfCIDR)).size === 2);
+  if (npa.length === 0 || (npa.length === 1 && npa[0] === 'all')) {
+    out.push('nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`');
+  } else if (cidrs.length === npa.length) {
+    const ofPrimary = cidrs.filter((c) => familyOfCIDR(c) === primary).length;
+    if (dualConfig && ofPrimary === cidrs.length) {
+      out.push(`cluster appears to be dual-stack but nodePortAddresses contains only ${primary} addresses; NodePort connections will be accepted on all local ${other(primary)} IPs`);
+    } else if (ofPrimary === 0) {
+      out.push(`cluster appears to be ${primary}-primary but nodePortAddresses contains only ${other(primary)} addresses; NodePort connections will be accepted on all local ${primary} IPs`);
+    }
+  }
+  if (config.clusterCIDRs.length > 0 && config.clusterCIDRs.every((c) => familyOfCIDR(c) === other(primary))) {
+    const kind = served.families.length > 1 ? `${primary}-primary` : `${primary}-only`;
+    out.push(`cluster is ${kind} but clusterCIDRs contains only ${other(primary)} addresses`);
+  }
+  return out;
+}
+
 /** Upstream's start-up line for the families served. */
 export function familiesLogLine(s: ServedFamilies): { msg: string; fields: Record<string, string> } {
   return s.families.length > 1

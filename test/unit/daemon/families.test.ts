@@ -1,6 +1,6 @@
 // Configuration -> served families, node name and model options.
 import test from 'ava';
-import { detectLocalWarning, familiesLogLine, modelNodePortAddresses, modelOptionsFor, nodeNameOf, servedFamilies } from '../../../src/daemon/families.ts';
+import { badConfigWarnings, detectLocalWarning, familiesLogLine, modelNodePortAddresses, modelOptionsFor, nodeNameOf, servedFamilies } from '../../../src/daemon/families.ts';
 import { config } from './fakes.ts';
 
 const host = (ipv6Kernel: boolean, ...addrs: string[]) => ({ ipv6Kernel, addresses: addrs.map((address) => ({ address, internal: address === '127.0.0.1' || address === '::1' })) });
@@ -49,4 +49,17 @@ test('upstream\'s detect-local warning: ClusterCIDR without a cluster CIDR of th
   t.regex(detectLocalWarning({ detectLocalMode: 'ClusterCIDR', clusterCIDRs: ['10.244.0.0/16'] }, 'IPv6') ?? '', /no cluster CIDR specified for primary IP family IPv6/);
   t.truthy(detectLocalWarning({ detectLocalMode: 'ClusterCIDR', clusterCIDRs: [] }, 'IPv4'));
   t.is(detectLocalWarning({ detectLocalMode: 'BridgeInterface', clusterCIDRs: [] }, 'IPv4'), undefined);
+});
+
+test('upstream\'s bad-config warnings: unset nodePortAddresses, a family left open, cluster CIDRs of the other family only', (t) => {
+  const dual = { primary: 'IPv4' as const, families: ['IPv4', 'IPv6'] as ('IPv4' | 'IPv6')[], nodeIP: '' };
+  const base = { nodePortAddresses: ['primary'], clusterCIDRs: ['10.244.0.0/16'], ipvs: { ...config().ipvs, excludeCIDRs: [] } };
+  t.deepEqual(badConfigWarnings(base, dual), []);
+  t.regex(badConfigWarnings({ ...base, nodePortAddresses: ['all'] }, dual)[0] ?? '', /nodePortAddresses is unset; .*--nodeport-addresses primary/);
+  t.regex(badConfigWarnings({ ...base, nodePortAddresses: ['fd01::/64'] }, dual)[0] ?? '', /IPv4-primary but nodePortAddresses contains only IPv6 addresses/);
+  t.regex(
+    badConfigWarnings({ ...base, clusterCIDRs: ['10.244.0.0/16', 'fd44::/48'], nodePortAddresses: ['10.1.0.0/24'] }, dual)[0] ?? '',
+    /dual-stack but nodePortAddresses contains only IPv4 addresses; NodePort connections will be accepted on all local IPv6 IPs/,
+  );
+  t.deepEqual(badConfigWarnings({ ...base, clusterCIDRs: ['fd44::/48'] }, dual), ['cluster is IPv4-primary but clusterCIDRs contains only IPv6 addresses']);
 });
