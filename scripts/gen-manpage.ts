@@ -37,6 +37,7 @@ function flagItem(f: FlagSpec): string {
   const arg = f.kind === 'bool' ? `[=\\fItrue|false\\fR]` : ` \\fI${roffText(ARG[f.kind])}\\fR`;
   const notes: string[] = [];
   if (f.deprecated !== undefined) notes.push(`Deprecated: ${f.deprecated}.`);
+  if (f.noEffect && !/no effect/i.test(f.help)) notes.push('Accepted for compatibility with upstream kube-proxy; it has no effect here (one log line at start says so).');
   if (f.control) notes.push('Not part of the configuration: an action or where to read it.');
   else if (f.overridesFile) notes.push('Still applies when --config is given.');
   return [
@@ -61,6 +62,9 @@ kube\\-proxy\\-ts \\- Kubernetes network proxy that programs the kernel over net
 .br
 .B kube\\-proxy\\-ts \\-\\-cleanup
 .br
+.B kube\\-proxy\\-ts \\-\\-init\\-only
+.RI [ flags ...]
+.br
 .B kube\\-proxy\\-ts
 .RB [ \\-h | \\-\\-help | \\-\\-version ]
 .SH DESCRIPTION
@@ -77,6 +81,23 @@ With
 .BR \\-\\-config ,
 the file wins and most flags are ignored (with a warning), as upstream does; the flags
 marked below as still applying override the file.
+.PP
+Every flag of upstream kube\\-proxy's
+.B \\-\\-help
+is accepted; those with no meaning here are named in one log line at start.
+.PP
+IP families are decided as upstream does: the family of the node IP (\\fB\\-\\-bind\\-address\\fR when it is
+a specific address, else the node's own addresses) is primary, and the other family is served too
+whenever the kernel has IPv6.
+.B \\-\\-cluster\\-cidr
+only tells local pod traffic apart (detect\\-local); it does not choose families.
+The families served are logged at start.
+.PP
+When the
+.B \\-\\-config
+file changes on disk (new content, a file renamed over it, or its removal), kube\\-proxy\\-ts
+logs why and exits with status 1, leaving its rules in place, so that the service manager
+restarts it with the new file, as upstream does.
 .PP
 Stopping or restarting the daemon never removes the rules it programmed: traffic keeps
 flowing across restarts and upgrades.
@@ -114,7 +135,9 @@ Its log lines go to the journal with their priorities; read them with
 .BR "journalctl \\-u kube\\-proxy\\-ts" .
 .SH EXIT STATUS
 0 on success (and for \\fB\\-\\-help\\fR, \\fB\\-\\-version\\fR);
-1 for a bad or unreadable configuration file or a runtime failure;
+1 for a bad or unreadable configuration file, a runtime failure, or a
+.B \\-\\-config
+file that changed on disk;
 2 for a command\\-line usage error.
 .SH SEE ALSO
 .BR systemctl (1),

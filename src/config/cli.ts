@@ -56,6 +56,7 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
   const configFile = control('config') as string | undefined;
   const writeConfigTo = control('write-config-to') as string | undefined;
   const cleanup = control('cleanup') === true;
+  const initOnly = control('init-only') === true;
 
   for (const g of flags.given) {
     if (g.spec.deprecated !== undefined) warnings.push(`--${g.spec.name} is deprecated: ${g.spec.deprecated}`);
@@ -144,7 +145,9 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
     return { kind: 'exit', code: fromFlags ? 2 : 1, stdout: '', stderr: `${PROGRAM}: invalid configuration from ${where}:\n${lines}\n` };
   }
 
-  const action: ConfigAction = writeConfigTo !== undefined && writeConfigTo !== '' ? 'write-config' : cleanup ? 'cleanup' : 'serve';
+  // Upstream's order in Options.Run: write the config, else clean up, else initialise (and stop there with --init-only).
+  const action: ConfigAction =
+    writeConfigTo !== undefined && writeConfigTo !== '' ? 'write-config' : cleanup ? 'cleanup' : initOnly ? 'init-only' : 'serve';
   return {
     kind: 'run',
     action,

@@ -84,6 +84,17 @@ export const FLAGS: readonly FlagSpec[] = [
   { name: 'show-hidden-metrics-for-version', kind: 'string', noEffect: true, help: 'Accepted for compatibility; no effect.' },
   { name: 'v', kind: 'int', target: 'logging.verbosity', overridesFile: true, help: 'Log verbosity: 0-1 info, 2 and above debug.' },
   { name: 'logging-format', kind: 'string', target: 'logging.format', overridesFile: true, help: "Log format: 'text' (default) or 'json' (one JSON object a line)." },
+  { name: 'init-only', kind: 'bool', control: true, help: 'If true, perform the one-time initialization that needs full root privileges (conntrack and OOM score settings, the mode\'s kernel checks), then exit.' },
+  // Logging flags of upstream's component-base (logsapi.AddFlags) that have no counterpart here.
+  { name: 'vmodule', kind: 'string', overridesFile: true, noEffect: true, help: 'Comma-separated list of pattern=N settings for file-filtered logging (accepted for compatibility; no effect).' },
+  { name: 'log-flush-frequency', kind: 'duration', overridesFile: true, noEffect: true, help: 'Maximum number of seconds between log flushes (accepted for compatibility; logs are written at once).' },
+  { name: 'log-text-split-stream', kind: 'bool', overridesFile: true, noEffect: true, help: '[Alpha] In text format, write error messages to stderr and info messages to stdout (accepted for compatibility; no effect).' },
+  { name: 'log-text-info-buffer-size', kind: 'string', overridesFile: true, noEffect: true, help: '[Alpha] In text format with split output streams, the size of the info buffer (accepted for compatibility; no effect).' },
+  { name: 'log-json-split-stream', kind: 'bool', overridesFile: true, noEffect: true, help: '[Alpha] In JSON format, write error messages to stderr and info messages to stdout (accepted for compatibility; no effect).' },
+  { name: 'log-json-info-buffer-size', kind: 'string', overridesFile: true, noEffect: true, help: '[Alpha] In JSON format with split output streams, the size of the info buffer (accepted for compatibility; no effect).' },
+  // Registered globally by cAdvisor, which upstream links in: part of its --help.
+  { name: 'boot-id-file', kind: 'string', noEffect: true, help: 'Comma-separated list of files to check for boot-id (accepted for compatibility; no effect).' },
+  { name: 'machine-id-file', kind: 'string', noEffect: true, help: 'Comma-separated list of files to check for machine-id (accepted for compatibility; no effect).' },
   { name: 'manifest-dir', kind: 'string', target: 'kubeProxyTS.manifestDir', overridesFile: true, ours: true, help: '[kube-proxy-ts] Standalone mode: read Services and EndpointSlices from YAML/JSON manifests in this directory instead of the Kubernetes API (config file: kubeProxyTS.manifestDir).' },
 ];
 
@@ -144,6 +155,11 @@ export function normalizeArgv(argv: readonly string[]): string[] {
       continue;
     }
     const long = /^--([^=]+)(=.*)?$/su.exec(a);
+    // verflag's --version takes an optional value (true, false, raw); commander's takes none.
+    if (long?.[1] === 'version' && long[2] !== undefined) {
+      if (!/^=(false|f|0)$/i.test(long[2])) out.push('--version');
+      continue;
+    }
     if (long) {
       out.push(`--${long[1]!.replaceAll('_', '-')}${long[2] ?? ''}`);
       continue;

@@ -96,7 +96,8 @@ export interface ProxyConfig {
 }
 
 /** What the command line asks the daemon to do with the configuration. */
-export type ConfigAction = 'serve' | 'cleanup' | 'write-config';
+/** init-only: the one-time privileged set-up (--init-only), then exit 0. */
+export type ConfigAction = 'serve' | 'cleanup' | 'write-config' | 'init-only';
 
 export interface ConfigError {
   /** Field path in the file format, e.g. "ipvs.scheduler"; or a flag, e.g. "--sync-period". */

@@ -2,7 +2,8 @@
 // manifest directory), the proxiers of the selected mode on netlink sockets, the systemd
 // notifier and the metrics registry.
 
-import { availableParallelism, hostname } from 'node:os';
+import { existsSync } from 'node:fs';
+import { cpus, hostname, networkInterfaces } from 'node:os';
 import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
 import type { ProxyConfig } from '../config/index.ts';
@@ -10,11 +11,14 @@ import { createMetrics } from '../metrics/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 // Not ../sources/index.ts: that loads the Kubernetes client, which standalone mode never needs.
 import { ManifestDirSource } from '../sources/manifest-dir.ts';
+import type { EventSink } from '../sources/events.ts';
 import type { Reject, Source } from '../sources/types.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
-import { applyConntrackSettings } from './conntrack-settings.ts';
+import { applyConntrackSettings, procConntrackIO } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
-import { nodeNameOf, servedFamilies } from './families.ts';
+import { badConfigWarnings, detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
+import type { HostFacts } from './families.ts';
+import { applyOomScoreAdj } from './oom-score.ts';
 import { buildProxiers } from './proxiers.ts';
 import { createNotifier } from './sd-notify.ts';
 import { ProcSysctl } from './sysctl.ts';
@@ -34,17 +38,42 @@ export async function buildSource(config: ProxyConfig, nodeName: string, deps: {
   const { kubeconfig, master } = config.clientConnection;
   // Loaded on demand: @kubernetes/client-node takes seconds to load on a busy machine.
   const { kubernetesSourceFromFlags } = await import('../sources/index.ts');
+  const { qps, burst, contentType } = config.clientConnection;
+  const m = deps.metrics;
   return kubernetesSourceFromFlags(
     { ...(kubeconfig !== '' ? { kubeconfig } : {}), ...(master !== '' ? { master } : {}) },
     { nodeName, logger: deps.logger, clock: deps.clock, onReject, resyncPeriodMs: config.configSyncPeriodMs },
+    {
+      qps,
+      burst,
+      contentType,
+      // client-go's rest_client_* for our API client; a watch's life is not a latency.
+      observe: (o) => {
+        m.restClientRequestsTotal.inc({ code: o.code, method: o.method, host: o.host });
+        m.restClientRateLimiterDuration.observe({ verb: o.method, host: o.host }, o.waitedMs / 1000);
+        if (!o.watch) m.restClientRequestDuration.observe({ verb: o.method, host: o.host }, o.durationMs / 1000);
+      },
+    },
   );
+}
+
+/** The host facts the families depend on, read from this process's network namespace. */
+export function hostFacts(): HostFacts {
+  const addresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => ({ address: a.address, internal: a.internal })));
+  return { ipv6Kernel: existsSync('/proc/sys/net/ipv6'), addresses };
 }
 
 /** Everything for `serve`; throws with a readable message when a part cannot be made. */
 export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise<Daemon> {
   const { logger, clock } = deps;
   const nodeName = nodeNameOf(config, hostname());
-  const families = servedFamilies(config);
+  const served = servedFamilies(config, hostFacts());
+  const { families } = served;
+  const line = familiesLogLine(served);
+  logger.info(line.msg, { ...line.fields, ...(served.nodeIP !== '' ? { nodeIP: served.nodeIP } : {}) });
+  for (const err of badConfigWarnings(config, served)) logger.error('Kube-proxy configuration may be incomplete or incorrect', { err });
+  const dlw = detectLocalWarning(config, served.primary);
+  if (dlw !== undefined) logger.info(dlw, { clusterCIDRs: config.clusterCIDRs.join(',') });
   const metrics = createMetrics({ version: deps.version, mode: config.mode });
   const sysctl = new ProcSysctl();
   const proxiers = buildProxiers(config, families, { logger, clock, sysctl });
@@ -56,7 +85,10 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     throw e;
   }
   const notifier = createNotifier({ clock, logger, ...(deps.env ? { env: deps.env } : {}) });
-  const prepare = () => applyConntrackSettings(config.conntrack, availableParallelism(), sysctl, logger);
+  const prepare = async (): Promise<void> => {
+    await applyOomScoreAdj(config.oomScoreAdj, logger);
+    await applyConntrackSettings(config.conntrack, cpus().length, procConntrackIO(), logger);
+  };
   // Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync (issue 6).
   const staleFlows = ConntrackFlusher.open({
     logger: logger.child({ component: 'conntrack' }),
@@ -77,5 +109,15 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
       }
     },
   });
-  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows });
+  const localAddresses = (): string[] => hostFacts().addresses.map((a) => a.address);
+  let events: EventSink | undefined;
+  if (config.kubeProxyTS.manifestDir === '') {
+    const { kubeconfig, master } = config.clientConnection;
+    const { eventRecorderFromFlags } = await import('../sources/index.ts');
+    events = eventRecorderFromFlags(
+      { ...(kubeconfig !== '' ? { kubeconfig } : {}), ...(master !== '' ? { master } : {}) },
+      { logger, clock, hostname: hostname() },
+    );
+  }
+  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows, localAddresses, ...(events ? { events } : {}) });
 }

@@ -1,22 +1,59 @@
 // The conntrack tunables kube-proxy sets at start-up (--conntrack-max-per-core, --conntrack-min,
 // --conntrack-tcp-timeout-established, --conntrack-tcp-timeout-close-wait, --conntrack-tcp-be-
 // liberal, --conntrack-udp-timeout, --conntrack-udp-timeout-stream), as upstream's
-// cmd/kube-proxy/app/server_linux.go: a value of 0 leaves the kernel's setting alone.
+// pkg/proxy/conntrack/sysctls.go:
 //
-// Failures are logged, not fatal: in a container or a non-initial network namespace
-// nf_conntrack_max is read-only, which upstream also tolerates. Upstream also raises the
-// nf_conntrack hashsize (a module parameter under /sys); we do not touch /sys.
+//   max = maxPerCore x CPUs, capped at 1048576 (2^20), else min when that is larger; 0
+//         per core leaves the limit alone. nf_conntrack_max is only ever raised (a larger
+//         value an operator set stays), then the hash table is grown to max/4 buckets
+//         (/sys/module/nf_conntrack/parameters/hashsize) when it is smaller.
+//   timeouts and be_liberal: written when they differ; 0 leaves the kernel's value.
+//
+// Upstream's log lines ("Setting nf_conntrack_max", "Set sysctl", "Setting conntrack
+// hashsize"). Failures are logged, not fatal: in a container or a non-initial network
+// namespace nf_conntrack_max and /sys are read-only.
 
+import { readFile, writeFile } from 'node:fs/promises';
 import type { Logger } from '../base/logger.ts';
 import type { ProxyConfig } from '../config/index.ts';
-import type { SysctlWriter } from '../proxier/ipvs/index.ts';
+
+/** Upstream's cap on the scaled value (memory on many-core machines). */
+export const CONNTRACK_MAX_LIMIT = 1_048_576;
+export const HASHSIZE_PATH = '/sys/module/nf_conntrack/parameters/hashsize';
+const MAX = 'net/netfilter/nf_conntrack_max';
+
+/** What the settings read and write; tests pass a fake. */
+export interface ConntrackIO {
+  /** The sysctl's value, undefined when it cannot be read. */
+  getSysctl(path: string): Promise<number | undefined>;
+  setSysctl(path: string, value: number): Promise<void>;
+  readFile(path: string): Promise<string>;
+  writeFile(path: string, text: string): Promise<void>;
+}
+
+export const procConntrackIO = (root = '/proc/sys'): ConntrackIO => ({
+  getSysctl: async (path) => {
+    const n = Number((await readFile(`${root}/${path}`, 'utf8').catch(() => '')).trim());
+    return Number.isInteger(n) && n >= 0 ? n : undefined;
+  },
+  setSysctl: (path, value) => writeFile(`${root}/${path}`, `${value}\n`),
+  readFile: (path) => readFile(path, 'utf8'),
+  writeFile: (path, text) => writeFile(path, text, { mode: 0o640 }),
+});
+
+/** Upstream's getConntrackMax: 0 = leave nf_conntrack_max alone. */
+export function conntrackMax(c: Pick<ProxyConfig['conntrack'], 'maxPerCore' | 'min'>, cpus: number): number {
+  if (c.maxPerCore <= 0) return 0;
+  const scaled = c.maxPerCore * Math.max(1, cpus);
+  if (scaled > CONNTRACK_MAX_LIMIT) return CONNTRACK_MAX_LIMIT;
+  return scaled > c.min ? scaled : c.min;
+}
 
 const sec = (ms: number): number => Math.floor(ms / 1000);
 
-/** The sysctls to write, in order; pure. */
-export function conntrackSysctls(c: ProxyConfig['conntrack'], cpus: number): [string, number][] {
+/** The tunables other than nf_conntrack_max, in upstream's order; pure. */
+export function conntrackSysctls(c: ProxyConfig['conntrack']): [string, number][] {
   const out: [string, number][] = [];
-  if (c.maxPerCore > 0) out.push(['net/netfilter/nf_conntrack_max', Math.max(c.maxPerCore * Math.max(1, cpus), c.min)]);
   if (c.tcpEstablishedTimeoutMs > 0) out.push(['net/netfilter/nf_conntrack_tcp_timeout_established', sec(c.tcpEstablishedTimeoutMs)]);
   if (c.tcpCloseWaitTimeoutMs > 0) out.push(['net/netfilter/nf_conntrack_tcp_timeout_close_wait', sec(c.tcpCloseWaitTimeoutMs)]);
   if (c.tcpBeLiberal) out.push(['net/netfilter/nf_conntrack_tcp_be_liberal', 1]);
@@ -25,17 +62,41 @@ export function conntrackSysctls(c: ProxyConfig['conntrack'], cpus: number): [st
   return out;
 }
 
-export async function applyConntrackSettings(c: ProxyConfig['conntrack'], cpus: number, sysctl: SysctlWriter, logger: Logger): Promise<void> {
-  for (const [path, value] of conntrackSysctls(c, cpus)) {
+const errText = (e: unknown): string => (e as NodeJS.ErrnoException).code ?? (e instanceof Error ? e.message : String(e));
+
+function failed(logger: Logger, what: string, value: number, err: unknown): void {
+  const text = errText(err);
+  const fields = { op: 'set conntrack tunable', what, value, err: text };
+  // Read-only: a container, or outside the host's network namespace (as upstream tolerates).
+  if (/\b(EACCES|EROFS|EPERM)\b/.test(text)) logger.info('Conntrack tunable is read-only here; leaving the kernel value', fields);
+  else logger.warn('Cannot set conntrack tunable; leaving the kernel value', fields);
+}
+
+async function setMax(max: number, io: ConntrackIO, logger: Logger): Promise<void> {
+  logger.info('Setting nf_conntrack_max', { nfConntrackMax: max });
+  const cur = await io.getSysctl(MAX);
+  if (cur === undefined || cur < max) {
+    logger.info('Set sysctl', { entry: MAX, value: max });
+    await io.setSysctl(MAX, max);
+  } else if (cur > max) {
+    logger.debug('nf_conntrack_max is already larger; left as it is', { current: cur, wanted: max });
+  }
+  const hashsize = Number((await io.readFile(HASHSIZE_PATH)).trim());
+  if (Number.isInteger(hashsize) && hashsize >= Math.floor(max / 4)) return;
+  logger.info('Setting conntrack hashsize', { conntrackHashsize: Math.floor(max / 4) });
+  await io.writeFile(HASHSIZE_PATH, String(Math.floor(max / 4)));
+}
+
+export async function applyConntrackSettings(c: ProxyConfig['conntrack'], cpus: number, io: ConntrackIO, logger: Logger): Promise<void> {
+  const max = conntrackMax(c, cpus);
+  if (max > 0) await setMax(max, io, logger).catch((err: unknown) => failed(logger, 'nf_conntrack_max', max, err));
+  for (const [path, value] of conntrackSysctls(c)) {
     try {
-      await sysctl.set(path, value);
-      logger.debug('Set conntrack tunable', { sysctl: path, value });
+      if ((await io.getSysctl(path)) === value) continue;
+      logger.info('Set sysctl', { entry: path, value });
+      await io.setSysctl(path, value);
     } catch (err) {
-      const text = err instanceof Error ? err.message : String(err);
-      const fields = { op: 'set sysctl', sysctl: path, value, err: text };
-      // Read-only: a container, or nf_conntrack_max outside the host's network namespace.
-      if (/\b(EACCES|EROFS|EPERM)\b/.test(text)) logger.info('Conntrack tunable is read-only here; leaving the kernel value', fields);
-      else logger.warn('Cannot set conntrack tunable; leaving the kernel value', fields);
+      failed(logger, path, value, err);
     }
   }
 }

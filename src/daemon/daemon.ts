@@ -21,8 +21,12 @@ import type { ListenFn } from '../health/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import { startMetricsServer } from '../metrics/index.ts';
 import { ChangeTracker, RejectLog } from '../model/index.ts';
+import type { DesiredState } from '../model/index.ts';
+import { nodeRef } from '../sources/events.ts';
+import type { EventSink } from '../sources/events.ts';
 import type { Source } from '../sources/index.ts';
 import { modelOptionsFor } from './families.ts';
+import { healthCheckAddresses } from './health-addresses.ts';
 import { trackerFeed } from './feed.ts';
 import type { ProxierSet } from './proxiers.ts';
 import type { Notifier } from './sd-notify.ts';
@@ -46,6 +50,10 @@ export interface DaemonParts {
   listen?: ListenFn;
   /** Start-up settings after the proxiers' own checks (conntrack tunables). */
   prepare?: () => Promise<void>;
+  /** Kubernetes Events (API mode): "Starting" on the Node, health-check listen failures on Services. */
+  events?: EventSink;
+  /** This node's interface addresses (health-check node ports bind to those nodePortAddresses selects). */
+  localAddresses?: () => readonly string[];
   /** The conntrack flusher (issue 6, not wired by build.ts yet); unset: stale targets are only logged. */
   staleFlows?: StaleFlowSink;
 }
@@ -60,6 +68,7 @@ export class Daemon {
   private readonly abort = new AbortController();
   private healthz: Served<Closable> | undefined;
   private metricsServer: Served<Closable> | undefined;
+  private healthFallback: string | undefined;
   private started = false;
   private running = false;
   private stopped: Promise<void> | undefined;
@@ -81,6 +90,12 @@ export class Daemon {
       clock,
       logger: this.log.child({ component: 'service-health' }),
       ...(parts.listen ? { listen: parts.listen } : {}),
+      // Upstream's service health server posts this Warning on the Service.
+      onListenError: (service, port, err) => {
+        const [namespace, name] = service.includes('/') ? service.split('/', 2) as [string, string] : ['', service];
+        parts.events?.eventf({ kind: 'Service', namespace, name }, 'Warning', 'FailedToStartServiceHealthcheck', 'Listen',
+          `node ${parts.nodeName} failed to start healthcheck "${service}" on port ${port}: ${err.message}`);
+      },
     });
     // One reject log for every family: a bad object is warned about and counted once.
     const rejectLog = new RejectLog(this.log.child({ component: 'model' }), (kind, reason) => metrics.objectsRejectedTotal.inc({ kind, reason }));
@@ -106,13 +121,34 @@ export class Daemon {
       logger: this.log.child({ component: 'sync' }),
       sync: makeSync({
         pipelines,
-        healthChecks: (wanted) => this.healthChecks.sync(wanted),
+        healthChecks: (wanted, states) => this.healthChecks.sync(wanted, this.healthAddresses(states)),
         metrics,
         logger: this.log.child({ component: 'sync' }),
         now: () => clock.now(),
         ...(parts.staleFlows ? { staleFlows: parts.staleFlows } : {}),
       }),
     });
+  }
+
+  /** With bindAddressHardFail, a server that cannot start is a Warning on the Node (upstream's reasons), posted before the exit. */
+  private async hardFailEvent<T>(reason: string, serving: Promise<T>): Promise<T> {
+    try {
+      return await serving;
+    } catch (err) {
+      this.p.events?.eventf(nodeRef(this.p.nodeName), 'Warning', reason, 'StartKubeProxy', err instanceof Error ? err.message : String(err));
+      await this.p.events?.flush?.();
+      throw err;
+    }
+  }
+
+  /** The node IPs the health-check node ports bind to (nodePortAddresses), said once per change. */
+  private healthAddresses(states: readonly DesiredState[]): string[] {
+    const choice = healthCheckAddresses(this.p.config.nodePortAddresses, states, this.p.localAddresses?.() ?? []);
+    if (choice.fallback !== undefined && choice.fallback !== this.healthFallback) {
+      this.log.info('Service health checks listen on every address', { reason: choice.fallback });
+    }
+    this.healthFallback = choice.fallback;
+    return choice.addresses;
   }
 
   /** Resolves after the first successful full sync (READY=1). */
@@ -132,25 +168,25 @@ export class Daemon {
       const hardFail = config.bindAddressHardFail;
       if (config.healthzBindAddress !== '') {
         const address = config.healthzBindAddress;
-        this.healthz = await serveWithRetry({
+        this.healthz = await this.hardFailEvent('FailedToStartProxierHealthcheck', serveWithRetry({
           what: 'healthz',
           address,
           clock,
           logger: this.log,
           hardFail,
           start: () => startProxyHealthServer({ address, health: this.health, logger: this.log, ...(this.p.listen ? { listen: this.p.listen } : {}) }),
-        });
+        }));
       }
       if (config.metricsBindAddress !== '') {
         const address = config.metricsBindAddress;
-        this.metricsServer = await serveWithRetry({
+        this.metricsServer = await this.hardFailEvent('FailedToStartMetricServer', serveWithRetry({
           what: 'metrics',
           address,
           clock,
           logger: this.log,
           hardFail,
           start: () => startMetricsServer({ address, metrics, proxyMode: proxiers.mode, configz: () => config, logger: this.log }),
-        });
+        }));
       }
       const feed = trackerFeed({ trackers: [...this.trackers.values()], changed: () => this.loop.changed(), health: this.health, metrics, logger: this.log });
       if (this.abort.signal.aborted) {
@@ -160,6 +196,8 @@ export class Daemon {
         return;
       }
       await source.start(feed);
+      // Upstream's birth cry, once the informers run.
+      this.p.events?.eventf(nodeRef(this.p.nodeName), 'Normal', 'Starting', 'StartKubeProxy', '');
       this.loop.start(source.waitForSync(this.abort.signal));
       this.running = true;
       this.log.info('kube-proxy-ts started', { mode: proxiers.mode, families: this.p.families.join(','), node: this.p.nodeName });

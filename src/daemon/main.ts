@@ -10,6 +10,8 @@ import { parseCommandLine, writeConfigFile } from '../config/index.ts';
 import type { ProxyConfig } from '../config/index.ts';
 import { createLogger } from '../log/index.ts';
 import type { ClosableLogger } from '../log/index.ts';
+import { watchConfigFile } from './config-watch.ts';
+import type { WatchFn } from './config-watch.ts';
 import { installProcessHandlers } from './signals.ts';
 import type { ProcessLike } from './signals.ts';
 
@@ -31,6 +33,10 @@ export interface MainDeps {
   logger?: (config: ProxyConfig) => ClosableLogger;
   /** Makes the daemon for `serve`; default build.ts. */
   buildDaemon?: (config: ProxyConfig, deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv }) => Startable | Promise<Startable>;
+  /** How the --config file's directory is watched; default node:fs watch. */
+  watchConfig?: WatchFn;
+  /** --init-only; default init-only.ts. */
+  initOnly?: (config: ProxyConfig, deps: { logger: Logger; clock: Clock }) => Promise<number>;
   /** --cleanup; default cleanup.ts against the kernel. */
   cleanup?: (deps: { logger: Logger; clock: Clock }) => Promise<number>;
 }
@@ -63,7 +69,16 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
   const out = deps.stdout ?? ((s: string) => void process.stdout.write(s));
   const err = deps.stderr ?? ((s: string) => void process.stderr.write(s));
   const version = packageVersion();
-  const r = parseCommandLine(argv, { version });
+  // The --config text as read, for the watcher (a change after this read must still count).
+  const configTexts = new Map<string, string>();
+  const r = parseCommandLine(argv, {
+    version,
+    readFile: (p) => {
+      const text = readFileSync(p, 'utf8');
+      configTexts.set(p, text);
+      return text;
+    },
+  });
   if (r.kind === 'exit') {
     out(r.stdout);
     err(r.stderr);
@@ -87,6 +102,19 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
     }
   }
 
+  if (r.action === 'init-only') {
+    let code: number;
+    try {
+      const init = deps.initOnly ?? (await import('./init-only.ts')).initOnly;
+      code = await init(config, { logger, clock });
+    } catch (e) {
+      logger.error(`Initialization failed: ${errText(e)}`, { op: 'init-only', mode: config.mode });
+      code = 1;
+    }
+    await closeLogger(logger);
+    return code;
+  }
+
   if (r.action === 'cleanup') {
     let code: number;
     try {
@@ -101,10 +129,18 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
     return code;
   }
 
-  return serve(config, version, logger, clock, deps);
+  const watched = r.configFile !== undefined ? { path: r.configFile, text: configTexts.get(r.configFile) ?? '' } : undefined;
+  return serve(config, version, logger, clock, deps, watched);
 }
 
-async function serve(config: ProxyConfig, version: string, logger: ClosableLogger, clock: Clock, deps: MainDeps): Promise<number> {
+async function serve(
+  config: ProxyConfig,
+  version: string,
+  logger: ClosableLogger,
+  clock: Clock,
+  deps: MainDeps,
+  configFile?: { path: string; text: string },
+): Promise<number> {
   const exit = deps.exit ?? ((code: number) => process.exit(code));
   let daemon: Startable;
   try {
@@ -119,6 +155,17 @@ async function serve(config: ProxyConfig, version: string, logger: ClosableLogge
   let finish!: (code: number) => void;
   const done = new Promise<number>((resolve) => (finish = resolve));
   const uninstall = installProcessHandlers({ proc: deps.proc ?? process, logger, shutdown: () => daemon.stop(), exit: (code) => finish(code) });
+  // A changed --config file: stop (rules stay) and exit 1, as upstream's watcher does.
+  const watcher =
+    configFile === undefined
+      ? undefined
+      : watchConfigFile({
+          path: configFile.path,
+          initialText: configFile.text,
+          logger,
+          ...(deps.watchConfig ? { watch: deps.watchConfig } : {}),
+          onChanged: () => void daemon.stop().then(() => finish(1), () => finish(1)),
+        });
   try {
     await daemon.start();
   } catch (e) {
@@ -126,6 +173,7 @@ async function serve(config: ProxyConfig, version: string, logger: ClosableLogge
     finish(1);
   }
   const code = await done;
+  watcher?.close();
   uninstall();
   await closeLogger(logger);
   // Whatever is still open (a socket mid-close, a timer) must not keep a stopped daemon alive.

@@ -35,7 +35,8 @@ export interface StaleFlowSink {
 export interface SyncerOptions {
   pipelines: readonly FamilyPipeline[];
   /** ServiceHealthServers.sync: "namespace/name" -> port and local endpoints. */
-  healthChecks?: (wanted: ReadonlyMap<string, ServiceHealthEntry>) => Promise<void>;
+  /** `states`: every family's committed state (the node IPs the health checks bind to). */
+  healthChecks?: (wanted: ReadonlyMap<string, ServiceHealthEntry>, states: readonly DesiredState[]) => Promise<void>;
   /** Where stale UDP/SCTP flow targets go (the conntrack flusher). */
   staleFlows?: StaleFlowSink;
   metrics?: ProxyMetrics;
@@ -102,6 +103,7 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
         throw e;
       }
       for (const e of report.errors) o.logger.warn('Sync problem', { family: p.family, mode: p.proxier.mode, problem: e });
+      if (report.cleanupFailed === true && p.proxier.mode === 'nftables') o.metrics?.nftablesCleanupFailuresTotal.inc({ ip_family: p.family });
       const now = o.now();
       for (const times of change.triggerTimes.values()) {
         for (const t of times) o.metrics?.networkProgrammingDuration.observe({ ip_family: p.family }, Math.max(0, now - t) / 1000);
@@ -122,7 +124,7 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
     }
     o.metrics?.serviceChangesPending.set(0);
     o.metrics?.endpointChangesPending.set(0);
-    if (o.healthChecks) await o.healthChecks(mergeHealthChecks(states));
+    if (o.healthChecks) await o.healthChecks(mergeHealthChecks(states), states);
     return { services, endpoints };
   };
 }

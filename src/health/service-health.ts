@@ -22,7 +22,10 @@ export interface ServiceHealthEntry {
 }
 
 export interface ServiceHealthOptions {
-  /** Addresses to listen on for every Service (node IPs per nodePortAddresses); default [''] = all. */
+  /**
+   * Addresses to listen on for every Service (node IPs per nodePortAddresses, as upstream's
+   * service health server); default [''] = all. sync() may move them.
+   */
   addresses?: readonly string[];
   /** The proxy's own health (ProxyHealth.isHealthy). */
   proxyHealthy: () => boolean;
@@ -55,7 +58,7 @@ export interface ServiceHealthStatus {
 }
 
 export class ServiceHealthServers {
-  private readonly addresses: readonly string[];
+  private addresses: readonly string[];
   private readonly proxyHealthy: () => boolean;
   private readonly clock: Clock;
   private readonly listen: ListenFn;
@@ -82,9 +85,28 @@ export class ServiceHealthServers {
    * count). Endpoint counts take effect at once; listeners open, move and close. Resolves
    * when done; never rejects for a listen failure.
    */
-  sync(services: ReadonlyMap<string, ServiceHealthEntry>): Promise<void> {
+  sync(services: ReadonlyMap<string, ServiceHealthEntry>, addresses?: readonly string[]): Promise<void> {
     const snapshot = new Map(services);
-    return this.enqueue(() => this.doSync(snapshot));
+    const where = addresses === undefined ? undefined : addresses.length > 0 ? [...addresses] : [''];
+    return this.enqueue(async () => {
+      if (where !== undefined && where.join(',') !== this.addresses.join(',')) await this.moveTo(where);
+      await this.doSync(snapshot);
+    });
+  }
+
+  /** The addresses every listener binds ('' = all), as the last sync set them. */
+  listenAddresses(): readonly string[] {
+    return this.addresses;
+  }
+
+  /** New addresses (the node's IPs changed): every listener reopens on them. */
+  private async moveTo(addresses: string[]): Promise<void> {
+    this.log.info('Service health checks listen on new addresses', { addresses: addresses.map((a) => (a === '' ? '*' : a)).join(',') });
+    this.addresses = addresses;
+    for (const inst of this.services.values()) {
+      await this.closeInstance(inst);
+      inst.lastError = new Error('not opened yet');
+    }
   }
 
   /** Retries every listener that failed to open, now. */

@@ -41,6 +41,22 @@ export interface ProxyMetrics {
   conntrackReconcilerSyncDuration: Histogram<'ip_family'>;
   conntrackReconcilerDeletedEntriesTotal: Counter<'ip_family'>;
 
+  // iptables mode (registered only in that mode, as upstream's RegisterMetrics(mode)):
+  // fed by the iptables proxier after each sync.
+  iptablesRulesTotal: Gauge<'ip_family' | 'table'>;
+  iptablesRulesLast: Gauge<'ip_family' | 'table'>;
+  iptablesRestoreFailuresTotal: Counter<'ip_family'>;
+  iptablesPartialRestoreFailuresTotal: Counter<'ip_family'>;
+  /** Upstream reads these from nfacct counters; the iptables proxier sets them from its rule counters. */
+  iptablesCtStateInvalidDroppedPacketsTotal: Gauge;
+  iptablesLocalhostNodePortsAcceptedPacketsTotal: Gauge;
+
+  // --- component-base: the build and our API client (client-go's rest_client_*) ----------
+  kubernetesBuildInfo: Gauge<'major' | 'minor' | 'git_version' | 'git_commit' | 'git_tree_state' | 'build_date' | 'go_version' | 'compiler' | 'platform'>;
+  restClientRequestsTotal: Counter<'code' | 'method' | 'host'>;
+  restClientRequestDuration: Histogram<'verb' | 'host'>;
+  restClientRateLimiterDuration: Histogram<'verb' | 'host'>;
+
   // --- ours: kubeproxyts_* -----------------------------------------------------------
   /** Netlink requests that failed, by subsystem (nftables, ipvs, ipset, conntrack, route) and operation. */
   netlinkErrorsTotal: Counter<'subsystem' | 'op'>;
@@ -52,6 +68,42 @@ export interface ProxyMetrics {
   syncFailuresTotal: Counter<'mode'>;
   /** 1, labelled with version and mode. */
   buildInfo: Gauge<'version' | 'mode' | 'node_version'>;
+}
+
+/** client-go's: 5 ms .. 60 s. */
+export const REST_CLIENT_BUCKETS: readonly number[] = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60];
+
+/** The iptables-mode metrics, in `registers` (none outside iptables mode, so they are not exported). */
+function modeMetrics(registers: Registry[]) {
+  const opts = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => ({ name, help, labelNames, registers });
+  return {
+    iptablesRulesTotal: new Gauge(opts('kubeproxy_sync_proxy_rules_iptables_total', 'Total number of iptables rules owned by kube-proxy', ['ip_family', 'table'] as const)),
+    iptablesRulesLast: new Gauge(opts('kubeproxy_sync_proxy_rules_iptables_last', 'Number of iptables rules written by kube-proxy in last sync', ['ip_family', 'table'] as const)),
+    iptablesRestoreFailuresTotal: new Counter(opts('kubeproxy_sync_proxy_rules_iptables_restore_failures_total', 'Cumulative proxy iptables restore failures', ['ip_family'] as const)),
+    iptablesPartialRestoreFailuresTotal: new Counter(
+      opts('kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total', 'Cumulative proxy iptables partial restore failures', ['ip_family'] as const),
+    ),
+    iptablesCtStateInvalidDroppedPacketsTotal: new Gauge(opts('kubeproxy_iptables_ct_state_invalid_dropped_packets_total', 'packets dropped by iptables to work around conntrack problems')),
+    iptablesLocalhostNodePortsAcceptedPacketsTotal: new Gauge(
+      opts('kubeproxy_iptables_localhost_nodeports_accepted_packets_total', 'Number of packets accepted on nodeports of loopback interface'),
+    ),
+  };
+}
+
+/** kubernetes_build_info's labels for our version ("v1.2.3" -> major 1, minor 2); Node.js in place of Go. */
+export function kubernetesBuildLabels(version: string): Record<string, string> {
+  const m = /^v?(\d+)\.(\d+)/.exec(version);
+  return {
+    major: m?.[1] ?? '',
+    minor: m?.[2] ?? '',
+    git_version: version,
+    git_commit: '',
+    git_tree_state: '',
+    build_date: '',
+    go_version: process.version,
+    compiler: 'node',
+    platform: `${process.platform}/${process.arch === 'x64' ? 'amd64' : process.arch}`,
+  };
 }
 
 export interface MetricsOptions {
@@ -128,6 +180,21 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       ['ip_family'],
     ),
 
+    ...modeMetrics(opts.mode === 'iptables' ? registers : []),
+    kubernetesBuildInfo: gauge(
+      'kubernetes_build_info',
+      "A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running.",
+      ['major', 'minor', 'git_version', 'git_commit', 'git_tree_state', 'build_date', 'go_version', 'compiler', 'platform'],
+    ),
+    restClientRequestsTotal: counter('rest_client_requests_total', 'Number of HTTP requests, partitioned by status code, method, and host.', ['code', 'method', 'host']),
+    restClientRequestDuration: hist('rest_client_request_duration_seconds', 'Request latency in seconds. Broken down by verb, and host.', ['verb', 'host'], REST_CLIENT_BUCKETS),
+    restClientRateLimiterDuration: hist(
+      'rest_client_rate_limiter_duration_seconds',
+      'Client side rate limiter latency in seconds. Broken down by verb, and host.',
+      ['verb', 'host'],
+      REST_CLIENT_BUCKETS,
+    ),
+
     netlinkErrorsTotal: counter('kubeproxyts_netlink_errors_total', 'Netlink requests that failed, by subsystem and operation', ['subsystem', 'op']),
     objectsRejectedTotal: counter('kubeproxyts_objects_rejected_total', 'Kubernetes objects skipped as invalid, by kind and reason', ['kind', 'reason']),
     conntrackEntriesDeletedTotal: counter(
@@ -142,6 +209,7 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       'node_version',
     ]),
   };
+  m.kubernetesBuildInfo.set(kubernetesBuildLabels(opts.version ?? 'v0.0.0-unknown'), 1);
   m.buildInfo.set({ version: opts.version ?? 'unknown', mode: opts.mode ?? 'unknown', node_version: process.version }, 1);
   if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry });
   return m;

@@ -71,7 +71,7 @@ export class ChangeTracker {
     this.logger = deps.logger;
     this.rejectLog = deps.rejectLog ?? new RejectLog(deps.logger, deps.onReject);
     this.startTime = deps.clock.now();
-    const node = unknownNode(options.nodeName);
+    const node = this.withNodeIP(unknownNode(options.nodeName));
     const issues = new Issues();
     this.publisher = new Publisher(
       new PublishedState(
@@ -169,6 +169,12 @@ export class ChangeTracker {
     return this.syncNeeded;
   }
 
+  /** The configured node IP (--bind-address) overrides the Node's primary IP of its family. */
+  private withNodeIP(info: NodeInfo): NodeInfo {
+    const ip = this.opts.nodeIP ?? '';
+    return ip === '' ? info : { ...info, primaryIP: ip };
+  }
+
   /** This node's Node object (undefined: deleted or not there). Other nodes are ignored. */
   onNode(node: Node | undefined): boolean {
     this.guard('Node', node, () => {
@@ -185,6 +191,7 @@ export class ChangeTracker {
         this.rejectLog.report('Node', name, res.issues.list, versionOf(node));
         info = res.info;
       }
+      info = this.withNodeIP(info);
       this.pendingNode = deepEqual(info, this.desired.node) ? undefined : info;
     });
     return this.syncNeeded;

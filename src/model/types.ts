@@ -226,6 +226,11 @@ export interface ModelOptions {
   readonly bridgeInterface?: string;
   readonly interfaceNamePrefix?: string;
   readonly masqueradeAll?: boolean;
+  /**
+   * --bind-address when it is a specific IP of this family: this node's primary IP whatever
+   * the Node object says (upstream detectNodeIPs), and the only one before the Node is known.
+   */
+  readonly nodeIP?: string;
   /** CIDRs and/or "primary"; empty or absent: every local address. */
   readonly nodePortAddresses?: readonly string[];
   /** Service CIDRs until ServiceCIDR objects say otherwise. */

@@ -21,6 +21,8 @@ export interface SyncReport {
   batches?: number;
   /** The longest single kernel commit, milliseconds: what holds the kernel's lock longest. */
   longestBatchMs?: number;
+  /** The separate clean-up of stale objects failed (nftables: upstream's cleanup-failure counter). */
+  cleanupFailed?: boolean;
 }
 
 export interface Proxier {

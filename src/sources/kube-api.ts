@@ -149,6 +149,30 @@ export class ClientNodeApi implements KubeApi {
     return body;
   }
 
+  /** POST a JSON object (Events); non-2xx answers throw ApiError. */
+  async post(path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
+    const cluster = this.kc.getCurrentCluster();
+    if (!cluster) throw new Error('kubeconfig has no current cluster');
+    const ctx = new RequestContext(cluster.server.replace(/\/+$/, '') + path, HttpMethod.POST);
+    ctx.setHeaderParam('Accept', 'application/json');
+    ctx.setHeaderParam('Content-Type', 'application/json');
+    ctx.setHeaderParam('User-Agent', 'kube-proxy-ts');
+    ctx.setBody(JSON.stringify(body));
+    await this.kc.applySecurityAuthentication(ctx);
+    signal.throwIfAborted();
+    ctx.setSignal(signal);
+    const res = await this.http.send(ctx).toPromise();
+    const text = await res.body.text();
+    let answer: unknown;
+    try {
+      answer = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      answer = undefined;
+    }
+    if (res.httpStatusCode < 200 || res.httpStatusCode >= 300) throw statusError(path, res.httpStatusCode, answer);
+    return answer;
+  }
+
   async watch(path: string, query: Query, signal: AbortSignal, onEvent: (e: WatchEvent) => void): Promise<void> {
     const res = await this.send(path, { ...query, watch: 'true' }, signal, 'application/json');
     if (res.httpStatusCode < 200 || res.httpStatusCode >= 300) {

@@ -374,6 +374,28 @@ export class FakeApiServer {
     } else go();
   }
 
+  /** events.k8s.io/v1 Events POSTed (kept in order, with the namespace of the URL), 201 as the real server. */
+  readonly events: { namespace: string; event: KObject; contentType: string }[] = [];
+
+  private createEvent(req: IncomingMessage, res: ServerResponse, namespace: string): void {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      let event: KObject;
+      try {
+        event = JSON.parse(body) as KObject;
+      } catch {
+        return this.status(res, 400, 'BadRequest', 'the body is not JSON');
+      }
+      if (event['metadata']?.namespace !== undefined && event['metadata'].namespace !== namespace) {
+        return this.status(res, 400, 'BadRequest', 'the namespace of the object does not match the namespace of the request');
+      }
+      this.events.push({ namespace, event, contentType: String(req.headers['content-type'] ?? '') });
+      res.writeHead(201, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ ...event, metadata: { ...event['metadata'], namespace, uid: randomUUID(), resourceVersion: String(++this.rv) } }));
+    });
+  }
+
   private status(res: ServerResponse, code: number, reason: string, message: string, causes: string[] = []): void {
     if (res.headersSent) return;
     res.writeHead(code, { 'Content-Type': 'application/json' });
@@ -382,6 +404,8 @@ export class FakeApiServer {
   }
 
   private route(req: IncomingMessage, res: ServerResponse, path: string, query: Record<string, string>, watch: boolean): void {
+    const eventPost = /^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/events$/.exec(path);
+    if (req.method === 'POST' && eventPost !== null) return this.createEvent(req, res, eventPost[1]!);
     if (req.method !== 'GET') return this.status(res, 405, 'MethodNotAllowed', `${req.method} is not supported`);
     if (this.opts.token !== undefined && req.headers.authorization !== `Bearer ${this.opts.token}`) {
       return this.status(res, 401, 'Unauthorized', 'Unauthorized');

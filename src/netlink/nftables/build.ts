@@ -151,6 +151,12 @@ export class RuleBuilder {
           this.exprs.push({ type: 'bitwise', sreg: 1, dreg: 1, len: bytes.length, mask, xor: new Uint8Array(bytes.length) });
           this.exprs.push({ type: 'cmp', sreg: 1, op, data: net });
         }
+      } else if (l.type === 'ifname' && typeof value === 'string' && value.endsWith('*')) {
+        // nft's wildcard: "veth*" compares only the prefix's bytes (no NUL), as nft compiles it.
+        const prefix = Buffer.from(value.slice(0, -1), 'utf8');
+        if (prefix.length === 0 || prefix.length >= 16) throw new TypeError(`${value}: an interface-name prefix has 1 to 15 bytes`);
+        this.exprs.push({ type: 'cmp', sreg: 1, op, data: new Uint8Array(prefix) });
+        text = `"${value}"`;
       } else {
         this.exprs.push({ type: 'cmp', sreg: 1, op, data: encodeField(l.type, value) });
         if (l.type === 'ifname') text = `"${String(value)}"`;

@@ -39,8 +39,14 @@ export type PickerSpec =
 export interface PickerContext {
   readonly traits: FamilyTraits;
   readonly masqueradeAll: boolean;
-  /** Sources inside @pod-cidrs count as local pods (a CIDR-based detect-local mode). */
+  /** A detect-local mode is implemented: sources inside @pod-cidrs, or from `localInterface`, are local pods. */
   readonly detectLocal: boolean;
+  /**
+   * BridgeInterface ("br0") or InterfaceNamePrefix ("veth*", nft's wildcard): local pods are
+   * the packets arriving on it (upstream's IfLocalNFT: `iifname br0` / `iifname "veth*"`).
+   * Unset: the CIDR-based modes, matched against @pod-cidrs.
+   */
+  readonly localInterface?: string;
   readonly masqueradeMark: number;
 }
 
@@ -84,6 +90,12 @@ export function endpointsMap(t: FamilyTraits, name: string): NftSetLike {
 }
 
 type Guard = (r: RuleBuilder) => RuleBuilder;
+
+/** The detect-local match: from a local pod, or (negate) not from one. */
+export function localTraffic(ctx: PickerContext, b: RuleBuilder, negate = false): RuleBuilder {
+  if (ctx.localInterface !== undefined) return b.match('iifname', ctx.localInterface, negate ? 'neq' : 'eq');
+  return b.inSet([ctx.traits.saddr], SET.podCIDRs, negate);
+}
 const none: Guard = (r) => r;
 
 /** `[guard] meta l4proto P dnat to FRONTEND . numgen random mod N map @map`, for each protocol. */
@@ -97,7 +109,7 @@ function dnatRules(ctx: PickerContext, chain: string, nodePort: boolean, count: 
 export function internalMarkRules(ctx: PickerContext, chain: string): NftRule[] {
   const t = ctx.traits;
   if (ctx.masqueradeAll) return [rule(t.nft, chain).setMarkOr(ctx.masqueradeMark).build()];
-  if (ctx.detectLocal) return [rule(t.nft, chain).inSet([t.saddr], SET.podCIDRs, true).setMarkOr(ctx.masqueradeMark).build()];
+  if (ctx.detectLocal) return [localTraffic(ctx, rule(t.nft, chain), true).setMarkOr(ctx.masqueradeMark).build()];
   return [];
 }
 
@@ -118,7 +130,7 @@ export function pickerRules(ctx: PickerContext, s: PickerSpec): NftRule[] {
   // externalTrafficPolicy=Local: upstream's short-circuit first, then the local endpoints.
   if (s.cluster > 0) {
     const all = endpointsMapName(np, true, s.cluster);
-    if (ctx.detectLocal) out.push(...dnatRules(ctx, chain, np, s.cluster, all, (b) => b.inSet([t.saddr], SET.podCIDRs)));
+    if (ctx.detectLocal) out.push(...dnatRules(ctx, chain, np, s.cluster, all, (b) => localTraffic(ctx, b)));
     out.push(mark(r().fibSaddrLocal()));
     out.push(...dnatRules(ctx, chain, np, s.cluster, all, (b) => b.fibSaddrLocal()));
   }

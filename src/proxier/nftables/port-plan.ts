@@ -21,7 +21,7 @@ import { keyText, mapElement, setElement, slots } from './elements.ts';
 import { firewallSources } from './firewall.ts';
 import { affinitySet, CHAIN, externalChain, serviceChain, SET } from './names.ts';
 import type { PickerContext, PickerSpec } from './pickers.ts';
-import { endpointsMapName, internalMarkRules, pickerName } from './pickers.ts';
+import { endpointsMapName, internalMarkRules, localTraffic, pickerName } from './pickers.ts';
 
 export interface PortChain {
   readonly name: string;
@@ -90,7 +90,7 @@ function affinityObjects(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
     else {
       // externalTrafficPolicy=Local: upstream's short-circuit for local pods and the node.
       if (cluster.length > 0) {
-        if (ctx.detectLocal) rules.push(...affinityRules(ctx, ext, p, cluster, (b) => b.inSet([t.saddr], SET.podCIDRs)));
+        if (ctx.detectLocal) rules.push(...affinityRules(ctx, ext, p, cluster, (b) => localTraffic(ctx, b)));
         rules.push(mark(rule(t.nft, ext).fibSaddrLocal()));
         rules.push(...affinityRules(ctx, ext, p, cluster, (b) => b.fibSaddrLocal()));
       }

@@ -93,9 +93,16 @@ export class NftablesProxier implements Proxier {
 
   private planContext(desired: DesiredState): PlanContext {
     const d = desired.masquerade.detectLocal;
+    const ctx = {
+      traits: this.traits, masqueradeAll: desired.masquerade.all, masqueradeMark: this.mark, nodeIP: desired.node.primaryIP,
+    };
+    if (d.implemented && (d.mode === 'BridgeInterface' || d.mode === 'InterfaceNamePrefix') && d.interfaceName !== '') {
+      // nft's wildcard ("veth*") matches every interface whose name starts with the prefix.
+      const localInterface = d.mode === 'InterfaceNamePrefix' ? `${d.interfaceName}*` : d.interfaceName;
+      return { ...ctx, detectLocal: true, localInterface };
+    }
     const cidrBased = (d.mode === 'ClusterCIDR' || d.mode === 'NodeCIDR') && d.implemented && d.cidrs.length > 0;
-    return { traits: this.traits, masqueradeAll: desired.masquerade.all, detectLocal: cidrBased, masqueradeMark: this.mark,
-      nodeIP: desired.node.primaryIP };
+    return { ...ctx, detectLocal: cidrBased };
   }
 
   private inputsOf(desired: DesiredState, id: ServicePortId): PortInputs | undefined {
@@ -158,14 +165,27 @@ export class NftablesProxier implements Proxier {
 
     const last = new OpGroup();
     for (const k of inKernel.values()) if (!index.wants(k.element.set, k.element.key)) last.delete(deletable(k.element));
-    for (const name of existing) {
-      if ((isPortChain(name) && !wantedChains.has(name)) || (isPickChain(name) && !pickers.has(name))) last.removeChain(name);
-    }
-    for (const name of existingSets) {
-      if ((isAffinitySet(name) && !wantedSets.has(name)) || (isEndpointsMap(name) && !maps.has(name))) last.delete({ kind: 'set', name, key: [this.traits.addrType] });
-    }
     await batches.push(last);
     await batches.flush();
+    // Unreferenced chains and sets go in a transaction of their own, as upstream's cleanup:
+    // its failure leaves harmless leftovers (retried at the next full sync) and is counted
+    // (kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total), not a failed sync.
+    const cleanup = new OpGroup();
+    for (const name of existing) {
+      if ((isPortChain(name) && !wantedChains.has(name)) || (isPickChain(name) && !pickers.has(name))) cleanup.removeChain(name);
+    }
+    for (const name of existingSets) {
+      if ((isAffinitySet(name) && !wantedSets.has(name)) || (isEndpointsMap(name) && !maps.has(name))) cleanup.delete({ kind: 'set', name, key: [this.traits.addrType] });
+    }
+    let cleanupFailed = false;
+    try {
+      await batches.push(cleanup);
+      await batches.flush();
+    } catch (e) {
+      if (signal.aborted) throw e;
+      cleanupFailed = true;
+      delta.conflicts.push(`cleanup of stale chains and sets failed (retried at the next full sync): ${e instanceof Error ? e.message : String(e)}`);
+    }
 
     const kernelMs = readMs + batches.kernelMs;
     const planMs = this.now() - t0 - kernelMs;
@@ -174,7 +194,10 @@ export class NftablesProxier implements Proxier {
     this.pickers = pickers;
     this.maps = maps;
     this.log.debug('full sync', { servicePorts: ports.size, pickers: pickers.size, batches: batches.count, planMs, kernelMs });
-    return { full: true, servicesChanged: ports.size, kernelMs, planMs, errors: delta.conflicts, batches: batches.count, longestBatchMs: batches.longestMs };
+    return {
+      full: true, servicesChanged: ports.size, kernelMs, planMs, errors: delta.conflicts, batches: batches.count, longestBatchMs: batches.longestMs,
+      ...(cleanupFailed ? { cleanupFailed } : {}),
+    };
   }
 
   /** One service port's part of a full sync: its plan recorded in `st`, and what the kernel must see (in one batch). */
@@ -263,7 +286,7 @@ export class NftablesProxier implements Proxier {
     const out: NftElement[] = [];
     const el = (set: string, key: string): NftElement => ({ kind: 'element', set, key: [key] });
     for (const c of desired.serviceCIDRs) out.push(el(SET.serviceCIDRs, c));
-    if (this.ctx?.detectLocal) for (const c of desired.masquerade.detectLocal.cidrs) out.push(el(SET.podCIDRs, c));
+    if (this.ctx?.detectLocal && this.ctx.localInterface === undefined) for (const c of desired.masquerade.detectLocal.cidrs) out.push(el(SET.podCIDRs, c));
     const npa = desired.nodePortAddresses;
     this.warnLocalhostNodePorts(npa);
     if (!npa.matchAll) {

@@ -111,3 +111,16 @@ test('a mode this build does not have is a clear start-up error', async (t) => {
   t.deepEqual(h.exits, [1]);
   t.regex(h.log(), /iptables mode is not available in this build yet/);
 });
+
+test('--init-only runs the one-time set-up and exits with its code, never building the daemon', async (t) => {
+  let built = 0;
+  let inits = 0;
+  const h = harness({ buildDaemon: () => (built++, new FakeDaemon()), initOnly: () => Promise.resolve((inits++, 0)) });
+  t.is(await main(['--init-only', '--vmodule=x=2'], h.deps), 0);
+  t.is(inits, 1);
+  t.is(built, 0);
+  t.regex(h.log(), /--vmodule is accepted for compatibility and has no effect/);
+  const failing = harness({ initOnly: () => Promise.reject(new Error('no ip_vs')) });
+  t.is(await main(['--init-only'], failing.deps), 1);
+  t.regex(failing.log(), /Initialization failed: no ip_vs/);
+});

@@ -213,6 +213,14 @@ const ruleCases: Record<string, Case> = {
   'rule-meta-iif': {
     build: () => rules('ip', [R().match('iifname', 'eth0').match('oifname', 'lo', 'neq').accept().build(), R().match('meta mark', 0x4000).accept().build()]),
   },
+  'rule-iifname-wildcard': {
+    build: () =>
+      rules('ip', [
+        R().match('iifname', 'veth*', 'neq').setMarkOr(0x4000).build(),
+        R().match('iifname', 'br0', 'neq').accept().build(),
+        R().match('iifname', 'cali*').accept().build(),
+      ]),
+  },
   'rule-notrack-log': { build: () => rules('ip', [R().notrack().build(), R().log('kp: ').drop().build()]) },
   'rule-ipv6': { build: () => rules('ip6', [R('c', 'ip6').match('ip6 daddr', 'fd00::1').match('meta l4proto', 'tcp').match('th dport', 443).accept().build()]) },
   'rule-delete-handle': { build: () => { const t = tx(); t.delete({ kind: 'rule', chain: 'c', exprs: [], handle: 2n }); return t; } },

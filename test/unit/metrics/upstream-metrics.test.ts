@@ -1,0 +1,61 @@
+// Every kubeproxy_* metric upstream kube-proxy 1.3x registers (pkg/proxy/metrics, documented
+// in kubernetes.io's metrics reference) for the modes we implement, plus the component-base
+// ones dashboards read (kubernetes_build_info, rest_client_*). iptables-mode metrics are
+// registered in iptables mode only, as upstream's RegisterMetrics(mode).
+import test from 'ava';
+import { createMetrics, kubernetesBuildLabels } from '../../../src/metrics/metrics.ts';
+
+const COMMON = [
+  'kubeproxy_sync_proxy_rules_duration_seconds',
+  'kubeproxy_sync_full_proxy_rules_duration_seconds',
+  'kubeproxy_sync_partial_proxy_rules_duration_seconds',
+  'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
+  'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
+  'kubeproxy_network_programming_duration_seconds',
+  'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
+  'kubeproxy_sync_proxy_rules_endpoint_changes_total',
+  'kubeproxy_sync_proxy_rules_service_changes_pending',
+  'kubeproxy_sync_proxy_rules_service_changes_total',
+  'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
+  'kubeproxy_proxy_healthz_total',
+  'kubeproxy_proxy_livez_total',
+  'kubeproxy_conntrack_reconciler_sync_duration_seconds',
+  'kubeproxy_conntrack_reconciler_deleted_entries_total',
+  'kubernetes_build_info',
+  'rest_client_requests_total',
+  'rest_client_request_duration_seconds',
+  'rest_client_rate_limiter_duration_seconds',
+];
+const NFTABLES = ['kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total'];
+const IPTABLES = [
+  'kubeproxy_sync_proxy_rules_iptables_total',
+  'kubeproxy_sync_proxy_rules_iptables_last',
+  'kubeproxy_sync_proxy_rules_iptables_restore_failures_total',
+  'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total',
+  'kubeproxy_iptables_ct_state_invalid_dropped_packets_total',
+  'kubeproxy_iptables_localhost_nodeports_accepted_packets_total',
+];
+
+const names = async (mode: string): Promise<Set<string>> => {
+  const text = await createMetrics({ processMetrics: false, mode, version: 'v1.2.3' }).registry.metrics();
+  return new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
+};
+
+for (const mode of ['nftables', 'ipvs', 'iptables']) {
+  test(`${mode} mode exports upstream's metrics`, async (t) => {
+    const have = await names(mode);
+    for (const n of [...COMMON, ...(mode === 'nftables' ? NFTABLES : []), ...(mode === 'iptables' ? IPTABLES : [])]) t.true(have.has(n), n);
+    if (mode !== 'iptables') for (const n of IPTABLES) t.false(have.has(n), `${n} only in iptables mode`);
+  });
+}
+
+test('kubernetes_build_info carries upstream\'s labels, our version as git_version', async (t) => {
+  const text = await createMetrics({ processMetrics: false, mode: 'nftables', version: 'v1.2.3' }).registry.metrics();
+  const line = text.split('\n').find((l) => l.startsWith('kubernetes_build_info{'));
+  t.truthy(line);
+  for (const label of ['major="1"', 'minor="2"', 'git_version="v1.2.3"', 'compiler="node"', 'go_version=', 'platform=', 'build_date=', 'git_commit=', 'git_tree_state=']) {
+    t.true(line!.includes(label), `${label} in ${line}`);
+  }
+  t.true(line!.endsWith(' 1'));
+  t.is(kubernetesBuildLabels('not-a-version').major, '');
+});
