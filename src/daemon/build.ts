@@ -15,6 +15,7 @@ import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
 import { nodeNameOf, servedFamilies } from './families.ts';
+import { cleanUpstreamLeftovers } from './leftovers.ts';
 import { buildProxiers } from './proxiers.ts';
 import { createNotifier } from './sd-notify.ts';
 import { ProcSysctl } from './sysctl.ts';
@@ -56,7 +57,11 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     throw e;
   }
   const notifier = createNotifier({ clock, logger, ...(deps.env ? { env: deps.env } : {}) });
-  const prepare = () => applyConntrackSettings(config.conntrack, availableParallelism(), sysctl, logger);
+  const prepare = async (): Promise<void> => {
+    // Other proxies' rules (upstream kube-proxy in any mode) go before our first sync.
+    await cleanUpstreamLeftovers(config.mode, { logger, excludeCIDRs: config.ipvs.excludeCIDRs });
+    await applyConntrackSettings(config.conntrack, availableParallelism(), sysctl, logger);
+  };
   // Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync (issue 6).
   const staleFlows = ConntrackFlusher.open({
     logger: logger.child({ component: 'conntrack' }),
