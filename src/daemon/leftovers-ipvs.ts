@@ -43,25 +43,47 @@ export async function removeUpstreamVirtualServers(ipvs: IpvsClient, excludeCIDR
   return doomed.length;
 }
 
-/** Destroys upstream's ipsets (after the rules that matched them are gone); returns the names destroyed. */
-export async function removeUpstreamIpsets(ipset: IpsetClient): Promise<string[]> {
+/** How long to wait for deleted rules to let go of their sets: attempts x delay (about 1 s). */
+export interface ReleaseWait {
+  attempts: number;
+  delayMs: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+const RELEASE_WAIT: ReleaseWait = { attempts: 50, delayMs: 20 };
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Destroys upstream's ipsets (after the rules that matched them are gone); returns the names
+ * destroyed. nf_tables frees deleted rules after its commit, in deferred work, so their
+ * xt_set references (and IPSET_ERR_BUSY) outlive the batch for a moment: busy sets are tried
+ * again, all together, a bounded number of times. One still busy after that is referenced by a
+ * rule that stayed: a foreign one, or legacy iptables (invisible over netlink).
+ */
+export async function removeUpstreamIpsets(ipset: IpsetClient, wait: ReleaseWait = RELEASE_WAIT): Promise<string[]> {
   // A kernel without ip_set answers the listing with an error: it holds no sets either.
   const present = new Set(await ipset.names().catch((): string[] => []));
+  let pending = upstreamIpsetNames().filter((n) => present.has(n));
   const destroyed: string[] = [];
-  const problems: string[] = [];
-  for (const name of upstreamIpsetNames()) {
-    if (!present.has(name)) continue;
-    try {
-      await ipset.destroy(name);
-      destroyed.push(name);
-    } catch (e) {
-      if (isSetNotFound(e)) continue;
-      // Still referenced: by a rule in a foreign chain, or by legacy iptables (invisible here).
-      problems.push(`${name}: ${errText(e)}${isSetBusy(e) ? ' (still referenced by an iptables rule; legacy iptables?)' : ''}`);
+  const problems = new Map<string, string>();
+  for (let attempt = 0; pending.length > 0 && attempt < wait.attempts; attempt++) {
+    if (attempt > 0) await (wait.sleep ?? sleep)(wait.delayMs);
+    const busy: string[] = [];
+    for (const name of pending) {
+      try {
+        await ipset.destroy(name);
+        destroyed.push(name);
+        problems.delete(name);
+      } catch (e) {
+        if (isSetNotFound(e)) continue;
+        problems.set(name, `${name}: ${errText(e)}${isSetBusy(e) ? ' (still referenced by an iptables rule; legacy iptables?)' : ''}`);
+        if (isSetBusy(e)) busy.push(name);
+      }
     }
+    pending = busy;
   }
-  if (problems.length > 0) throw new Error(`destroy ipsets: ${problems.join('; ')}`);
-  return destroyed;
+  if (problems.size > 0) throw new Error(`destroy ipsets: ${[...problems.values()].join('; ')}`);
+  const order = upstreamIpsetNames();
+  return destroyed.sort((a, b) => order.indexOf(a) - order.indexOf(b));
 }
 
 export interface IpvsLeftoverDeps {

@@ -6,7 +6,8 @@
 //   nftables tables `ip|ip6 kube-proxy`             removed   removed             removed            removed
 //   iptables-mode KUBE-* chains (+ jumps to them)   removed   shared names kept   kept (ours)        removed
 //   IPVS-mode KUBE-* chains (+ jumps to them)       removed   kept (ours)         shared names kept  removed
-//   IPVS virtual servers, KUBE-* ipsets, kube-ipvs0 removed   kept (ours)         removed            (ipvs cleanup)
+//   KUBE-* ipsets                                   removed   kept (ours)         removed            removed
+//   IPVS virtual servers, kube-ipvs0                removed   kept (ours)         removed            (ipvs cleanup)
 //   legacy-iptables KUBE-* rules                    detected and named for the operator, every mode
 //
 // Our own nftables table is `kube-proxy-ts`, so upstream's `kube-proxy` tables are never ours.
@@ -23,7 +24,7 @@ import type { Family } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
 import type { CleanupStep } from './cleanup.ts';
 import { IPTABLES_TABLES, sweepPolicy, sweepTable } from './leftovers-iptables.ts';
-import { removeIpvsLeftovers } from './leftovers-ipvs.ts';
+import { removeIpvsLeftovers, removeUpstreamIpsets } from './leftovers-ipvs.ts';
 import { warnAboutLegacyIptables } from './leftovers-legacy.ts';
 import type { LegacyProbe } from './leftovers-legacy.ts';
 
@@ -100,8 +101,17 @@ export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: Leftove
       });
     }
   }
-  if (mode !== 'ipvs' && mode !== 'cleanup') {
-    // --cleanup removes the same objects through the IPVS proxier's own cleanup.
+  if (mode === 'cleanup') {
+    // The IPVS proxier's cleanup removes the virtual servers and kube-ipvs0 (ours and upstream's
+    // alike); the sets go here, waiting for the rules just deleted to let go of them.
+    steps.push({
+      what: 'upstream kube-proxy ipsets',
+      run: async () => {
+        const sets = await removeUpstreamIpsets(c.ipset);
+        if (sets.length > 0) log.info('Removed upstream kube-proxy ipsets', { sets: sets.join(',') });
+      },
+    });
+  } else if (mode !== 'ipvs') {
     steps.push({
       what: 'upstream kube-proxy IPVS virtual servers, ipsets and kube-ipvs0',
       run: () => removeIpvsLeftovers({ ipvs: c.ipvs, ipset: c.ipset, route: c.route, excludeCIDRs: o.excludeCIDRs ?? [], logger: log }),

@@ -134,3 +134,64 @@ test.serial('a node that ran upstream kube-proxy: its leftovers go at start, our
   t.deepEqual([...new Set(foreign(cleaned.rules))], foreign(before.rules));
   t.deepEqual(kube((await saved(c, 'ip6tables-nft-save')).chains), []);
 });
+
+/** Upstream's IPVS-mode ipsets that its companion rules (kube-proxy-ipvs.rules) match. */
+const IPVS_SETS: readonly string[][] = [
+  ['KUBE-CLUSTER-IP', 'hash:ip,port'],
+  ['KUBE-LOOP-BACK', 'hash:ip,port,ip'],
+  ['KUBE-LOAD-BALANCER', 'hash:ip,port'],
+  ['KUBE-IPVS-IPS', 'hash:ip'],
+  ['KUBE-NODE-PORT-TCP', 'bitmap:port', 'range', '0-65535'],
+  ['KUBE-HEALTH-CHECK-NODE-PORT', 'bitmap:port', 'range', '0-65535'],
+  ['KUBE-6-CLUSTER-IP', 'hash:ip,port', 'family', 'inet6'],
+];
+
+/** Upstream IPVS mode's sets (one entry) and companion rules, as upstream's ipset and iptables-restore write them. */
+async function loadIpvsState(c: Cluster): Promise<void> {
+  for (const [name, ...spec] of IPVS_SETS) await c.node.run('ipset', 'create', name!, ...spec);
+  await c.node.run('ipset', 'add', 'KUBE-CLUSTER-IP', `${VIP},tcp:80`);
+  const r = await c.node.exec('iptables-nft-restore', ['--noflush'], { input: await fixture('kube-proxy-ipvs.rules') });
+  if (r.code !== 0) throw new Error(`iptables-nft-restore < kube-proxy-ipvs.rules: ${r.stderr}`);
+}
+
+// The machine's kernel has no IPVS and no dummy links (the VM test upstream-ipvs-leftovers
+// covers virtual servers and kube-ipvs0): here, upstream IPVS mode's companion rules, which
+// keep its ipsets busy, and the sets themselves.
+test.serial("upstream IPVS mode's companion rules go first, then its ipsets; a foreign set and rules stay", async (t) => {
+  const c = await makeCluster(t, 'upv', 1);
+  const dir = await mkdtemp(join(tmpdir(), 'kpts-upstream-ipvs-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }));
+  await c.node.run('ipset', 'create', 'someone-elses', 'hash:ip');
+  await loadIpvsState(c);
+  t.not((await c.node.exec('ipset', ['destroy', 'KUBE-CLUSTER-IP'])).code, 0, 'the rules keep the set busy');
+  const before = await saved(c);
+
+  const d = spawnDaemon(c.node, ['--manifest-dir', dir, '--hostname-override', 'node-a', '--cluster-cidr', '10.244.0.0/16', '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249']);
+  t.teardown(() => d.kill());
+  await pollUntil('the ClusterIP to answer from our endpoint', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod1 ') ? true : undefined), 20_000).catch(
+    (e: unknown) => {
+      t.log(d.log());
+      throw e;
+    },
+  );
+  t.deepEqual((await c.node.run("ipset", "list", "-n")).trim().split("\n"), ["someone-elses"], d.log());
+  const after = await saved(c);
+  t.deepEqual(kube(after.chains), []);
+  t.deepEqual(after.rules, before.rules.filter((x) => !x.includes('KUBE-')));
+  t.deepEqual(after.rules, [
+    'filter -A FORWARD -p tcp -m tcp --dport 5555 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
+    'nat -A PREROUTING -p tcp -m tcp --dport 7777 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
+  ]);
+  t.regex(d.log(), /Removed upstream kube-proxy ipsets sets=KUBE-LOOP-BACK,KUBE-CLUSTER-IP,KUBE-6-CLUSTER-IP,KUBE-LOAD-BALANCER,KUBE-NODE-PORT-TCP,KUBE-HEALTH-CHECK-NODE-PORT,KUBE-IPVS-IPS\n/);
+  t.notRegex(d.log(), /Could not remove/);
+  d.signal('SIGTERM');
+  t.is((await d.exited).code, 0);
+
+  // --cleanup: the same state again goes too (rules first, then the sets once released).
+  await loadIpvsState(c);
+  const cleanup = await runDaemon(c.node, ['--cleanup']);
+  t.is(cleanup.code, 0, cleanup.stderr);
+  t.deepEqual((await c.node.run('ipset', 'list', '-n')).trim().split('\n'), ['someone-elses']);
+  t.deepEqual(kube((await saved(c)).chains), []);
+});

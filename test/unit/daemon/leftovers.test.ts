@@ -4,7 +4,8 @@ import test from 'ava';
 import { memoryLogger } from '../../../src/base/logger.ts';
 import { isIpvsChain, isUpstreamIptablesChain, planSweep, sweepPolicy, sweepTable } from '../../../src/daemon/leftovers-iptables.ts';
 import type { SweepRule } from '../../../src/daemon/leftovers-iptables.ts';
-import { upstreamIpsetNames, upstreamOwnsService } from '../../../src/daemon/leftovers-ipvs.ts';
+import { removeUpstreamIpsets, upstreamIpsetNames, upstreamOwnsService } from '../../../src/daemon/leftovers-ipvs.ts';
+import { fakeIpset } from '../../../src/netlink/ipset/index.ts';
 import { chainRegex, detectLegacyTables, legacyTableCommands, warnAboutLegacyIptables } from '../../../src/daemon/leftovers-legacy.ts';
 import { leftoverSteps } from '../../../src/daemon/leftovers.ts';
 import type { LeftoverClients } from '../../../src/daemon/leftovers.ts';
@@ -186,7 +187,7 @@ test('legacy iptables: tables found from /proc/net, commands per table, one warn
   t.false(warnAboutLegacyIptables(memoryLogger(), { read: () => '', readlink: () => undefined }), 'no legacy table: nothing said');
 });
 
-test('steps per mode: IPVS objects are left alone in IPVS mode and by --cleanup (the IPVS proxier removes them there)', (t) => {
+test('steps per mode: IPVS objects are left alone in IPVS mode; --cleanup removes only the sets (the IPVS proxier the rest)', (t) => {
   const clients = {} as LeftoverClients;
   const names = (mode: string) => leftoverSteps(mode, clients, { logger: memoryLogger() }).map((s) => s.what);
   const ipvsStep = 'upstream kube-proxy IPVS virtual servers, ipsets and kube-ipvs0';
@@ -194,7 +195,30 @@ test('steps per mode: IPVS objects are left alone in IPVS mode and by --cleanup 
   t.true(names('iptables').includes(ipvsStep));
   t.false(names('ipvs').includes(ipvsStep));
   t.false(names('cleanup').includes(ipvsStep));
+  t.true(names('cleanup').includes('upstream kube-proxy ipsets'));
+  t.false(names('ipvs').includes('upstream kube-proxy ipsets'));
   t.is(names('nftables').filter((n) => n.includes('iptables-nft chains')).length, 6, 'ip and ip6: nat, filter, mangle');
   t.deepEqual(names('nftables').slice(0, 2), ['upstream kube-proxy nftables table ip kube-proxy', 'upstream kube-proxy nftables table ip6 kube-proxy']);
   t.is(names('nftables').at(-1), 'legacy iptables check');
+});
+
+test('ipsets: busy sets are tried again until deleted rules let go (bounded); a foreign set stays; one held for good is named', async (t) => {
+  const { client, kernel } = fakeIpset();
+  for (const name of ['KUBE-CLUSTER-IP', 'KUBE-LOOP-BACK', 'someone-elses']) await client.create(name, 'hash:ip');
+  kernel.reference('KUBE-CLUSTER-IP');
+  let waits = 0;
+  // The kernel frees the deleted rule (and its reference) during the second wait.
+  const sleep = (): Promise<void> => {
+    if (++waits === 2) kernel.reference('KUBE-CLUSTER-IP', -1);
+    return Promise.resolve();
+  };
+  t.deepEqual(await removeUpstreamIpsets(client, { attempts: 5, delayMs: 1, sleep }), ['KUBE-LOOP-BACK', 'KUBE-CLUSTER-IP']);
+  t.is(waits, 2);
+  t.deepEqual(await client.names(), ['someone-elses']);
+
+  await client.create('KUBE-IPVS-IPS', 'hash:ip');
+  kernel.reference('KUBE-IPVS-IPS');
+  await t.throwsAsync(removeUpstreamIpsets(client, { attempts: 3, delayMs: 1, sleep: () => Promise.resolve() }), {
+    message: /^destroy ipsets: KUBE-IPVS-IPS: .*\(still referenced by an iptables rule; legacy iptables\?\)$/,
+  });
 });
