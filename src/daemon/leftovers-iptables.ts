@@ -18,12 +18,16 @@ export const IPTABLES_TABLES: readonly IptablesTable[] = ['nat', 'filter', 'mang
 /** The chains upstream's iptables mode creates, per table (besides the per-service ones). */
 const UPSTREAM_IPTABLES_CHAINS: Record<IptablesTable, readonly string[]> = {
   nat: ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ', 'KUBE-PROXY-CANARY'],
-  filter: ['KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-NODEPORTS', 'KUBE-PROXY-FIREWALL', 'KUBE-PROXY-CANARY'],
+  filter: [
+    'KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-NODEPORTS', 'KUBE-PROXY-FIREWALL', 'KUBE-PROXY-CANARY',
+  ],
   mangle: ['KUBE-PROXY-CANARY'],
 };
 
 /** Per-Service and per-endpoint chains of upstream's iptables mode (nat only; KUBE-XLB- before 1.24). */
-export const SERVICE_CHAIN_PREFIXES: readonly string[] = ['KUBE-SVC-', 'KUBE-SVL-', 'KUBE-SEP-', 'KUBE-FW-', 'KUBE-EXT-', 'KUBE-XLB-'];
+export const SERVICE_CHAIN_PREFIXES: readonly string[] = [
+  'KUBE-SVC-', 'KUBE-SVL-', 'KUBE-SEP-', 'KUBE-FW-', 'KUBE-EXT-', 'KUBE-XLB-',
+];
 
 export function isUpstreamIptablesChain(table: IptablesTable, name: string): boolean {
   if (UPSTREAM_IPTABLES_CHAINS[table].includes(name)) return true;
@@ -99,7 +103,11 @@ export function sweepRule(r: NftRule): SweepRule | undefined {
  * taken over nor removed) still jumps to is kept, with everything only it leads to, so that the
  * table's batch can commit; the caller reports it.
  */
-export function planSweep(chains: readonly { name: string; base: boolean }[], rules: readonly SweepRule[], policy: SweepPolicy): SweepPlan {
+export function planSweep(
+  chains: readonly { name: string; base: boolean }[],
+  rules: readonly SweepRule[],
+  policy: SweepPolicy,
+): SweepPlan {
   const base = new Set(chains.filter((c) => c.base).map((c) => c.name));
   const removed = new Set(chains.filter((c) => !c.base && policy.remove(c.name)).map((c) => c.name));
   const editable = (chain: string): boolean => base.has(chain) || policy.takenOver(chain);
@@ -116,9 +124,9 @@ export function planSweep(chains: readonly { name: string; base: boolean }[], ru
       }
     }
   }
-  const deleteRules = rules.filter(
-    (r) => !removed.has(r.chain) && editable(r.chain) && (r.targets.some((t) => removed.has(t)) || (policy.dropSetRules && !base.has(r.chain) && r.usesSet)),
-  );
+  const leadsAway = (r: SweepRule): boolean => r.targets.some((t) => removed.has(t));
+  const ipvsSetRule = (r: SweepRule): boolean => policy.dropSetRules && !base.has(r.chain) && r.usesSet;
+  const deleteRules = rules.filter((r) => !removed.has(r.chain) && editable(r.chain) && (leadsAway(r) || ipvsSetRule(r)));
   return { deleteRules, chains: chains.map((c) => c.name).filter((n) => removed.has(n)), kept };
 }
 
@@ -147,7 +155,9 @@ export async function sweepTable(client: NftInterface, policy: SweepPolicy, sign
   const rules = (await client.listRules()).map(sweepRule).filter((r): r is SweepRule => r !== undefined);
   const plan = planSweep(chains, rules, policy);
   const ops: ((tx: NftTransaction) => void)[] = [
-    ...plan.deleteRules.map((r) => (tx: NftTransaction) => tx.delete({ kind: 'rule', chain: r.chain, exprs: [], handle: r.handle })),
+    ...plan.deleteRules.map((r) => (tx: NftTransaction) => {
+      tx.delete({ kind: 'rule', chain: r.chain, exprs: [], handle: r.handle });
+    }),
     ...plan.chains.map((name) => (tx: NftTransaction) => tx.flush({ kind: 'chain', name })),
     ...plan.chains.map((name) => (tx: NftTransaction) => tx.delete({ kind: 'chain', name })),
   ];

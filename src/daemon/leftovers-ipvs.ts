@@ -75,7 +75,8 @@ export async function removeUpstreamIpsets(ipset: IpsetClient, wait: ReleaseWait
         problems.delete(name);
       } catch (e) {
         if (isSetNotFound(e)) continue;
-        problems.set(name, `${name}: ${errText(e)}${isSetBusy(e) ? ' (still referenced by an iptables rule; legacy iptables?)' : ''}`);
+        const hint = isSetBusy(e) ? ' (still referenced by an iptables rule; legacy iptables?)' : '';
+        problems.set(name, `${name}: ${errText(e)}${hint}`);
         if (isSetBusy(e)) busy.push(name);
       }
     }
@@ -100,7 +101,8 @@ export async function removeIpvsLeftovers(d: IpvsLeftoverDeps): Promise<void> {
   const link = await d.route.getLink(DUMMY_DEVICE);
   if (link && d.ipvs) {
     const n = await removeUpstreamVirtualServers(d.ipvs, d.excludeCIDRs);
-    if (n > 0) d.logger.info('Removed upstream kube-proxy IPVS virtual servers', { count: n, excludeCIDRs: d.excludeCIDRs.join(',') });
+    const excludeCIDRs = d.excludeCIDRs.join(',');
+    if (n > 0) d.logger.info('Removed upstream kube-proxy IPVS virtual servers', { count: n, excludeCIDRs });
   }
   const sets = await removeUpstreamIpsets(d.ipset);
   if (sets.length > 0) d.logger.info('Removed upstream kube-proxy ipsets', { sets: sets.join(',') });

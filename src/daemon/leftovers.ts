@@ -88,7 +88,9 @@ export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: Leftove
         what: `upstream kube-proxy iptables-nft chains in ${family} ${table}`,
         run: async () => {
           const r = await sweepTable(c.nft(family, table), sweepPolicy(mode, table));
-          for (const k of r.kept) log.warn('Upstream kube-proxy chain kept: a foreign chain still jumps to it', { table: r.table, ...k });
+          for (const k of r.kept) {
+            log.warn('Upstream kube-proxy chain kept: a foreign chain still jumps to it', { table: r.table, ...k });
+          }
           if (r.removedChains.length === 0 && r.deletedRules === 0) return;
           const shown = r.removedChains.slice(0, 20).join(',') + (r.removedChains.length > 20 ? ',...' : '');
           log.info('Removed upstream kube-proxy iptables-nft chains', {
@@ -114,7 +116,8 @@ export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: Leftove
   } else if (mode !== 'ipvs') {
     steps.push({
       what: 'upstream kube-proxy IPVS virtual servers, ipsets and kube-ipvs0',
-      run: () => removeIpvsLeftovers({ ipvs: c.ipvs, ipset: c.ipset, route: c.route, excludeCIDRs: o.excludeCIDRs ?? [], logger: log }),
+      run: () =>
+        removeIpvsLeftovers({ ipvs: c.ipvs, ipset: c.ipset, route: c.route, excludeCIDRs: o.excludeCIDRs ?? [], logger: log }),
     });
   }
   steps.push({

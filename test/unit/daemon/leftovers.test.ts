@@ -136,7 +136,8 @@ test('a table without upstream chains is only listed', async (t) => {
 });
 
 test('names: upstream iptables and IPVS lists, kubelet chains are neither', (t) => {
-  for (const n of ['KUBE-SERVICES', 'KUBE-SVC-X', 'KUBE-SVL-X', 'KUBE-SEP-X', 'KUBE-FW-X', 'KUBE-EXT-X', 'KUBE-XLB-X', 'KUBE-PROXY-CANARY']) t.true(isUpstreamIptablesChain('nat', n), n);
+  const nat = ['KUBE-SERVICES', 'KUBE-SVC-X', 'KUBE-SVL-X', 'KUBE-SEP-X', 'KUBE-FW-X', 'KUBE-EXT-X', 'KUBE-XLB-X', 'KUBE-PROXY-CANARY'];
+  for (const n of nat) t.true(isUpstreamIptablesChain('nat', n), n);
   t.true(isUpstreamIptablesChain('filter', 'KUBE-EXTERNAL-SERVICES'));
   t.false(isUpstreamIptablesChain('filter', 'KUBE-SVC-X'));
   t.true(isUpstreamIptablesChain('mangle', 'KUBE-PROXY-CANARY'));
