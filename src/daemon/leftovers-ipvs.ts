@@ -90,7 +90,8 @@ export async function removeUpstreamIpsets(ipset: IpsetClient, wait: ReleaseWait
 export interface IpvsLeftoverDeps {
   /** undefined: the kernel has no IPVS, so there are no virtual servers. */
   ipvs: IpvsClient | undefined;
-  ipset: IpsetClient;
+  /** undefined: ip_set is not loaded; there are no sets. */
+  ipset: IpsetClient | undefined;
   route: RouteClient;
   excludeCIDRs: readonly string[];
   logger: Logger;
@@ -104,7 +105,7 @@ export async function removeIpvsLeftovers(d: IpvsLeftoverDeps): Promise<void> {
     const excludeCIDRs = d.excludeCIDRs.join(',');
     if (n > 0) d.logger.info('Removed upstream kube-proxy IPVS virtual servers', { count: n, excludeCIDRs });
   }
-  const sets = await removeUpstreamIpsets(d.ipset);
+  const sets = d.ipset ? await removeUpstreamIpsets(d.ipset) : [];
   if (sets.length > 0) d.logger.info('Removed upstream kube-proxy ipsets', { sets: sets.join(',') });
   if (link) {
     await d.route.deleteLink(DUMMY_DEVICE).catch((e: unknown) => {

@@ -13,6 +13,7 @@
 // Our own nftables table is `kube-proxy-ts`, so upstream's `kube-proxy` tables are never ours.
 // Order: nftables and iptables rules first, since a rule matching an ipset keeps it busy.
 
+import { existsSync } from 'node:fs';
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
 import { connect, isNotFound, Protocol } from '../netlink/core/index.ts';
@@ -37,9 +38,10 @@ export type LeftoverMode = string;
 export interface LeftoverClients {
   /** A client bound to (family, table). */
   nft(family: Family, table: string): NftClient;
-  /** undefined: no IPVS in the kernel. */
+  /** undefined: IPVS is not loaded, so there are no virtual servers. */
   ipvs: IpvsClient | undefined;
-  ipset: IpsetClient;
+  /** undefined: ip_set is not loaded, so there are no sets. */
+  ipset: IpsetClient | undefined;
   route: RouteClient;
 }
 
@@ -109,6 +111,7 @@ export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: Leftove
     steps.push({
       what: 'upstream kube-proxy ipsets',
       run: async () => {
+        if (!c.ipset) return;
         const sets = await removeUpstreamIpsets(c.ipset);
         if (sets.length > 0) log.info('Removed upstream kube-proxy ipsets', { sets: sets.join(',') });
       },
@@ -127,8 +130,18 @@ export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: Leftove
   return steps;
 }
 
+/**
+ * Whether a kernel module is loaded (or built in with parameters, as ip_set and ip_vs are).
+ * Asking a missing generic-netlink family or nfnetlink subsystem makes the kernel load its
+ * module: a node that never ran IPVS would get ip_vs and ip_set loaded by a mere look.
+ */
+export const moduleLoaded = (name: string): boolean => existsSync(`/sys/module/${name}`);
+
 /** Kernel clients on sockets of their own in this network namespace; close() ends them. */
-export async function openLeftoverClients(timeoutMs = 30_000): Promise<{ clients: LeftoverClients; close(): void }> {
+export async function openLeftoverClients(
+  timeoutMs = 30_000,
+  loaded: (module: string) => boolean = moduleLoaded,
+): Promise<{ clients: LeftoverClients; close(): void }> {
   const conns: NetlinkConnection[] = [];
   const open = (protocol: number): NetlinkConnection => {
     const conn = connect(protocol, { timeoutMs });
@@ -140,13 +153,12 @@ export async function openLeftoverClients(timeoutMs = 30_000): Promise<{ clients
   };
   try {
     const nftConn = open(Protocol.NETFILTER);
-    let ipvs: IpvsClient | undefined = new IpvsClient(open(Protocol.GENERIC));
-    // Without IPVS in the kernel there can be no virtual servers to remove.
-    await ipvs.familyId().catch(() => (ipvs = undefined));
+    let ipvs: IpvsClient | undefined = loaded('ip_vs') ? new IpvsClient(open(Protocol.GENERIC)) : undefined;
+    await ipvs?.familyId().catch(() => (ipvs = undefined));
     const clients: LeftoverClients = {
       nft: (family, table) => new NftClient({ family, table, transport: nftConn }),
       ipvs,
-      ipset: new IpsetClient(open(Protocol.NETFILTER)),
+      ipset: loaded('ip_set') ? new IpsetClient(open(Protocol.NETFILTER)) : undefined,
       route: new RouteClient(open(Protocol.ROUTE)),
     };
     return { clients, close };
