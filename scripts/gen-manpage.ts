@@ -102,7 +102,19 @@ restarts it with the new file, as upstream does.
 Stopping or restarting the daemon never removes the rules it programmed: traffic keeps
 flowing across restarts and upgrades.
 .B kube\\-proxy\\-ts \\-\\-cleanup
-removes every kernel object kube\\-proxy\\-ts created, and nothing else.
+removes every kernel object kube\\-proxy\\-ts created, and what upstream kube\\-proxy left
+(below), and nothing else.
+.PP
+At every start, before its first sync, it removes what upstream kube\\-proxy left on the
+node in a mode other than the one it runs: upstream's nftables tables
+.BR "ip kube\\-proxy" " and " "ip6 kube\\-proxy" ,
+its iptables\\-nft KUBE\\-* chains with the rules that jump to them (names the running mode
+uses itself are taken over), and, unless it runs in IPVS mode, upstream's IPVS virtual servers,
+KUBE\\-* ipsets and the kube\\-ipvs0 link.
+Foreign rules and kubelet's chains stay.
+Rules written with iptables\\-legacy cannot be removed over netlink: when legacy tables are in
+use, a warning names the commands that remove upstream's.
+See docs/migrating.md in the sources for moving a node from upstream kube\\-proxy.
 .SH OPTIONS
 .TP
 \\fB\\-h\\fR, \\fB\\-\\-help\\fR

@@ -36,7 +36,7 @@ const IGNORED_WITH_CONFIG = ' Ignored when --config is given (as upstream).';
 export const FLAGS: readonly FlagSpec[] = [
   { name: 'config', kind: 'string', control: true, help: 'The path to the configuration file (KubeProxyConfiguration, YAML or JSON).' },
   { name: 'write-config-to', kind: 'string', control: true, help: 'If set, write the effective configuration to this file and exit.' },
-  { name: 'cleanup', kind: 'bool', control: true, help: "If true, remove every kernel object kube-proxy-ts created (any mode) and exit." },
+  { name: 'cleanup', kind: 'bool', control: true, help: "If true, remove every kernel object kube-proxy-ts created (any mode) and what upstream kube-proxy left (its nftables tables, iptables-nft chains, IPVS state), then exit." },
   { name: 'kubeconfig', kind: 'string', target: 'clientConnection.kubeconfig', help: 'Path to kubeconfig file with authorization information (the master location can be overridden by the master flag).' },
   { name: 'master', kind: 'string', target: 'clientConnection.master', overridesFile: true, help: 'The address of the Kubernetes API server (overrides any value in kubeconfig).' },
   { name: 'kube-api-content-type', kind: 'string', target: 'clientConnection.contentType', help: 'Content type of requests sent to apiserver.' },

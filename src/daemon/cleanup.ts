@@ -12,6 +12,11 @@
 //                  looked for.
 //
 // nftables go first: a rule that references an ipset keeps the set busy.
+//
+// Before ours, upstream kube-proxy's leftovers (leftovers.ts, mode 'cleanup'): its nftables
+// tables `ip|ip6 kube-proxy`, its iptables-mode and IPVS-mode KUBE-* chains and the jumps to
+// them, and the legacy-iptables check; its virtual servers, ipsets and kube-ipvs0 carry the
+// names of ours and go with them.
 
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
@@ -26,6 +31,7 @@ import { RouteClient } from '../netlink/route/index.ts';
 import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import type { Proxier } from '../proxier/types.ts';
+import { leftoverSteps, openLeftoverClients } from './leftovers.ts';
 import { companionWriter } from './proxiers.ts';
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
@@ -68,7 +74,8 @@ export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock })
     conns.push(c);
     return c;
   };
-  const steps: CleanupStep[] = [];
+  const upstream = await openLeftoverClients();
+  const steps: CleanupStep[] = leftoverSteps('cleanup', upstream.clients, { logger: deps.logger });
   const proxierStep = (what: string, p: Proxier): CleanupStep => ({ what, run: () => p.cleanup() });
   for (const family of FAMILIES) {
     const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: open(Protocol.NETFILTER) });
@@ -92,6 +99,7 @@ export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock })
   return {
     steps,
     close: () => {
+      upstream.close();
       for (const c of conns.splice(0)) c.close();
     },
   };
