@@ -21,6 +21,8 @@ export interface SyncReport {
   batches?: number;
   /** The longest single kernel commit, milliseconds: what holds the kernel's lock longest. */
   longestBatchMs?: number;
+  /** Service ports the kernel refused in this sync (each is in `errors`), skipped until they change. */
+  refused?: number;
 }
 
 export interface Proxier {
