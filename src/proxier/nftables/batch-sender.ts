@@ -12,6 +12,7 @@
 
 import type { ServicePortId } from '../../model/index.ts';
 import { NetlinkError } from '../../netlink/core/index.ts';
+import { NftValidationError } from '../../netlink/nftables/index.ts';
 import type { OpGroup } from './op-group.ts';
 
 /** The kernel refused one service port's objects on their own (the cause says why). */
@@ -28,8 +29,11 @@ export class ServicePortRefusedError extends Error {
 /** Failures that say nothing about the batch's content: the transport's, not the kernel's verdict. */
 const TRANSIENT = new Set(['ETIMEDOUT', 'EMSGSIZE', 'ENOBUFS', 'EINTR', 'EAGAIN', 'ECANCELED']);
 
-/** The kernel looked at the batch and said no (an errno about its content). */
-export const isRefusal = (e: unknown): boolean => e instanceof NetlinkError && !TRANSIENT.has(e.code);
+/**
+ * The kernel looked at the batch and said no (an errno about its content), or the encoder
+ * refused it before sending (a name the kernel would cut or refuse).
+ */
+export const isRefusal = (e: unknown): boolean => e instanceof NftValidationError || (e instanceof NetlinkError && !TRANSIENT.has(e.code));
 
 interface Entry {
   readonly group: OpGroup;

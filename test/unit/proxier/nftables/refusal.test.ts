@@ -5,7 +5,7 @@
 import test from 'ava';
 import { memoryLogger, type LogRecord } from '../../../../src/base/logger.ts';
 import { errnoNumber, NetlinkError } from '../../../../src/netlink/core/index.ts';
-import { FakeNft, type NftTransaction } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft, NftValidationError, type NftTransaction } from '../../../../src/netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
 
@@ -98,4 +98,26 @@ test('a kernel that refuses every port: the sync fails after a bounded number of
   const c = tracker.checkout();
   await t.throwsAsync(proxier.sync(c.desired, c.change, signal), { message: /refused service port/ });
   t.true(nft.sent < 40 * 8, `${nft.sent} sends`);
+});
+
+test('a name holding a NUL byte is refused before it is sent (the kernel would keep only its start)', async (t) => {
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const tx = nft.newTransaction();
+  tx.add({ kind: 'table' });
+  tx.add({ kind: 'chain', name: 'service-ABCDEFGH-default/web\0x' });
+  await t.throwsAsync(nft.run(tx), { instanceOf: NftValidationError, message: /NUL byte/ });
+});
+
+test('an encoder refusal of one port is isolated like a kernel refusal', async (t) => {
+  const { t: tracker, nft, proxier, add } = setup(10);
+  add('poison', 200);
+  const run = FakeNft.prototype.run;
+  nft.run = async function (tx, s) {
+    if (tx.toString().includes('poison')) throw new NftValidationError('add set: set name affinity-… is longer than 255 bytes');
+    return run.call(this, tx, s);
+  };
+  const c = tracker.checkout();
+  const r = await proxier.sync(c.desired, c.change, signal);
+  t.is(r.refused, 1);
+  for (let i = 0; i < 10; i++) t.true(programmed(nft, i));
 });
