@@ -63,6 +63,8 @@ export class Daemon {
   private started = false;
   private running = false;
   private stopped: Promise<void> | undefined;
+  /** nftables mode: repairs drift as the kernel announces it. */
+  private drift: { close(): void } | undefined;
 
   constructor(parts: DaemonParts) {
     this.p = parts;
@@ -161,6 +163,7 @@ export class Daemon {
       }
       await source.start(feed);
       this.loop.start(source.waitForSync(this.abort.signal));
+      this.drift = proxiers.watchDrift?.((why) => this.loop.repair(why), () => this.loop.isSyncing());
       this.running = true;
       this.log.info('kube-proxy-ts started', { mode: proxiers.mode, families: this.p.families.join(','), node: this.p.nodeName });
     } catch (e) {
@@ -193,6 +196,7 @@ export class Daemon {
         this.log.warn('Stopping failed', { op: `stop ${what}`, err });
       }
     };
+    this.drift?.close();
     await step('sync loop', () => this.loop.stop());
     await step('source', () => this.p.source.stop());
     await step('conntrack flusher', async () => this.p.staleFlows?.close?.());
