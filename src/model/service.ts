@@ -9,7 +9,7 @@ import { PROTOCOLS, serviceKey, servicePortId, type Protocol, type ServiceKey } 
 import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, nameOf, str } from './guards.ts';
 import { Issues } from './issues.ts';
 import type { Limits, ServicePortInfo, ServiceType } from './types.ts';
-import { isDNS1035Label, isDNS1123Label } from './validate.ts';
+import { isDNS1035Label, isDNS1123Label, specialEndpointIP } from './validate.ts';
 
 /** Upstream's default ClientIP affinity timeout (3 hours) and the API's maximum (1 day). */
 export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
@@ -193,7 +193,10 @@ function ipsOfFamily(raw: readonly unknown[], family: IPFamily, reason: 'invalid
   const out: string[] = [];
   for (const r of raw) {
     const ip = parseIPText(str(r).trim());
+    const special = ip && specialEndpointIP(ip.text, ip.family);
     if (!ip) issues.add(reason, `'${String(r)}'`);
+    // The API server refuses these (ValidateNonSpecialIP): never a frontend of ours either.
+    else if (special) issues.add(reason, `${ip.text} is ${special}`);
     else if (ip.family === family && !out.includes(ip.text)) out.push(ip.text);
   }
   return out;

@@ -88,3 +88,11 @@ test('IPv6: ::1, :: and fe80:: endpoints are refused', (t) => {
   const { desired } = tr.checkout();
   t.deepEqual(keys(desired.selections.get(GOOD)?.cluster), ['[fd00::1]:8080']);
 });
+
+test('external IPs the API server refuses (loopback, unspecified, link-local) are dropped by name', (t) => {
+  const { t: tr, warnings } = newTracker();
+  tr.onService(undefined, svc('web', { externalIPs: ['192.0.2.10', '127.0.0.1', '0.0.0.0', '169.254.0.1'] }));
+  const { desired } = tr.checkout();
+  t.deepEqual(desired.services.get('default/web:p/TCP' as ServicePortId)?.externalIPs, ['192.0.2.10']);
+  t.regex(warnings()[0]!.msg, /127\.0\.0\.1 is loopback/);
+});
