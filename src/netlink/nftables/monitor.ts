@@ -71,6 +71,11 @@ export function decodeNftChange(m: InMessage): NftChange | undefined {
 }
 
 export interface NftMonitorHandlers {
+  /**
+   * Announcements of changes made through this port are passed over undecoded (our own
+   * large syncs announce every element they write).
+   */
+  skip?(portId: number): boolean;
   onChange(c: NftChange): void;
   /** Announcements were lost: anything may have changed. */
   onOverflow(): void;
@@ -84,6 +89,7 @@ export function monitorNftables(h: NftMonitorHandlers, opts: SocketOptions = {})
     [NFNLGRP_NFTABLES],
     {
       onMessage(m) {
+        if (h.skip?.(m.pid)) return;
         let c: NftChange | undefined;
         try {
           c = decodeNftChange(m);

@@ -49,6 +49,7 @@ export class NftDriftWatch {
     this.now = opts.now ?? (() => performance.now());
     const open = opts.monitor ?? ((h: NftMonitorHandlers) => monitorNftables(h));
     this.listener = open({
+      skip: (port) => this.isOwn(port),
       onChange: (c) => this.onChange(c),
       onOverflow: () => this.onOverflow(),
       onError: (e) => opts.logger.warn('nf_tables notification not understood; ignored', { err: e }),
@@ -63,13 +64,16 @@ export class NftDriftWatch {
     return !(c.kind === 'element' && c.object !== undefined && isAffinitySet(c.object));
   }
 
+  /** Whether a change came through one of our sockets (remembered: a burst of ours explains lost announcements). */
+  private isOwn(port: number): boolean {
+    if (port === 0 || !this.opts.ownPorts.has(port)) return false;
+    this.lastOwnAt = this.now();
+    return true;
+  }
+
   private onChange(c: NftChange): void {
-    const { families, ownPorts } = this.opts;
-    if (c.portId !== 0 && ownPorts.has(c.portId)) {
-      this.lastOwnAt = this.now();
-      return;
-    }
-    if (!NftDriftWatch.isForeignChangeToUs(c, families, ownPorts)) return;
+    if (this.isOwn(c.portId)) return;
+    if (!NftDriftWatch.isForeignChangeToUs(c, this.opts.families, this.opts.ownPorts)) return;
     this.drifts++;
     const why = `${c.added ? 'added' : 'removed'} ${c.kind} ${c.family} ${c.table}${c.object ? ` ${c.object}` : ''} (port ${c.portId})`;
     this.report(why);

@@ -36,6 +36,9 @@ function setup() {
 
 test('a foreign change to our table asks for a repair; ours, other tables and families do not', (t) => {
   const s = setup();
+  t.true(s.h().skip?.(111), 'our own announcements are passed over before decoding');
+  t.false(s.h().skip?.(555));
+  t.false(s.h().skip?.(0));
   s.change({ portId: 111 });
   s.change({ portId: 222, kind: 'element', object: 'service-ips' });
   s.change({ table: 'filter' });
