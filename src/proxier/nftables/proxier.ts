@@ -25,7 +25,7 @@ import type { PickerSpec } from './pickers.ts';
 import { skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
 import { applyGroups, estimateTransaction, OpGroup } from './op-group.ts';
 import { RefCounts } from './ref-counts.ts';
-import { BatchSender, ServicePortRefusedError } from './batch-sender.ts';
+import { BatchSender, isRefusal, ServicePortRefusedError } from './batch-sender.ts';
 
 export interface NftablesProxierOptions {
   /** A client bound to (ip|ip6, "kube-proxy-ts"): NftClient for the kernel, FakeNft in tests. */
@@ -369,7 +369,15 @@ export class NftablesProxier implements Proxier {
       return this.fullSync(desired, signal);
     }
     const tk = this.now();
-    if (tx.size > 0) await this.run(tx, signal);
+    try {
+      if (tx.size > 0) await this.run(tx, signal);
+    } catch (e) {
+      if (!isRefusal(e) || signal.aborted) throw e;
+      // Refused for its content: a full sync finds the service port it was refused for and
+      // programs everything else (the mirror above is rebuilt by it).
+      this.log.info('partial sync refused by the kernel; doing a full sync to isolate the cause', { err: e });
+      return this.fullSync(desired, signal);
+    }
     const kernelMs = this.now() - tk;
     return { full: false, servicesChanged: changed, kernelMs, planMs, errors: delta.conflicts, batches: tx.size > 0 ? 1 : 0, longestBatchMs: kernelMs };
   }

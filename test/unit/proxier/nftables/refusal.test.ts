@@ -121,3 +121,23 @@ test('an encoder refusal of one port is isolated like a kernel refusal', async (
   t.is(r.refused, 1);
   for (let i = 0; i < 10; i++) t.true(programmed(nft, i));
 });
+
+test('a partial sync the kernel refuses becomes a full sync that isolates the port, not a failed sync', async (t) => {
+  const { t: tracker, nft, proxier, add } = setup(10);
+  const c = tracker.checkout();
+  await proxier.sync(c.desired, c.change, signal);
+  add('poison', 200);
+  add('fine', 201);
+  const p = tracker.checkout();
+  const r = await proxier.sync(p.desired, p.change, signal);
+  t.true(r.full);
+  t.is(r.refused, 1);
+  t.true(programmed(nft, 201));
+  t.false(programmed(nft, 200));
+  for (let i = 0; i < 10; i++) t.true(programmed(nft, i));
+  add('later', 202);
+  const q = tracker.checkout();
+  const r2 = await proxier.sync(q.desired, q.change, signal);
+  t.false(r2.full, 'partial syncs go on');
+  t.true(programmed(nft, 202));
+});
