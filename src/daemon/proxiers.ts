@@ -95,8 +95,15 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
         );
       }
       const nftFamilies = families.map((f) => (f === 'IPv4' ? 'ip' : 'ip6'));
-      const watchDrift = (onDrift: (why: string) => void, syncing: () => boolean) =>
-        new NftDriftWatch({ families: nftFamilies, ownPorts, onDrift, syncing, logger: deps.logger });
+      const watchDrift = (onDrift: (why: string) => void, syncing: () => boolean): { close(): void } => {
+        try {
+          return new NftDriftWatch({ families: nftFamilies, ownPorts, onDrift, syncing, logger: deps.logger });
+        } catch (err) {
+          // Not fatal: the periodic full sync still repairs drift, only later.
+          deps.logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });
+          return { close: () => {} };
+        }
+      };
       return { mode: config.mode, proxiers, init: () => Promise.resolve(), close, watchDrift };
     }
     if (config.mode === 'ipvs') {
