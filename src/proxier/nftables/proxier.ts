@@ -146,8 +146,9 @@ export class NftablesProxier implements Proxier {
       } catch (e) {
         if (!(e instanceof ServicePortRefusedError) || round >= MAX_REFUSED_PER_SYNC) throw e;
         this.refused.set(e.id, this.inputsOf(desired, e.id)!);
-        problems.push(`${e.message}; skipped until it changes`);
-        this.log.warn('service port refused by the kernel; programming everything else', { servicePort: e.id, err: e.cause });
+        // Reported in the sync's errors (the daemon logs them and counts `refused`).
+        problems.push(`${e.message}; skipped until it changes, everything else is programmed`);
+        this.log.debug('service port refused by the kernel; starting the full sync again without it', { servicePort: e.id });
       }
     }
   }
