@@ -21,7 +21,7 @@ export class ServicePortRefusedError extends Error {
   readonly id: ServicePortId;
 
   constructor(id: ServicePortId, cause: unknown) {
-    super(`the kernel refused service port ${JSON.stringify(id)}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super(`service port ${JSON.stringify(id)} refused: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
     this.id = id;
   }
 }

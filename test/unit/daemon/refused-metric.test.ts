@@ -13,7 +13,7 @@ test('refused service ports reach the metric and the log', async (t) => {
   const records: LogRecord[] = [];
   const logger = memoryLogger(records);
   const tracker = new ChangeTracker({ nodeName: 'n', family: 'IPv4' }, { logger, clock });
-  const problem = 'the kernel refused service port "default/x:p/TCP": ENFILE; skipped until it changes';
+  const problem = 'service port "default/x:p/TCP" refused: ENFILE; skipped until it changes';
   const proxier: Proxier = {
     mode: 'nftables',
     sync: () => Promise.resolve({ full: true, servicesChanged: 0, kernelMs: 0, planMs: 0, errors: [problem], refused: 1 }),
