@@ -11,13 +11,14 @@
 // Exit codes: 0 help/version; 2 command-line usage (unknown flag, malformed value, or a
 // flag value that fails validation); 1 a bad or unreadable --config file.
 
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { parseConfigFile } from './file.ts';
 import { FLAGS, parseFlags, type GivenFlag } from './flags.ts';
 import { HEALTHZ_PORT, METRICS_PORT, appendPortIfNeeded, resolveConfig, splitHostPort, syncSection } from './resolve.ts';
 import type { FlatValues } from './schema.ts';
 import { PROXY_MODES, formatConfigError, type ConfigAction, type ConfigError, type ProxyConfig, type ProxyMode } from './types.ts';
 import { renderConfigYAML } from './write.ts';
+import { writeNewFile } from './write-new-file.ts';
 
 export interface CommandLineDeps {
   /** Reads the --config file; default: node:fs readFileSync as UTF-8. */
@@ -160,7 +161,7 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
 
 /** Writes the effective configuration for --write-config-to (the daemon calls this, then exits). */
 export function writeConfigFile(path: string, config: ProxyConfig): void {
-  writeFileSync(path, renderConfigYAML(config), { mode: 0o644 });
+  writeNewFile(path, renderConfigYAML(config)); // never through a symlink: create, then rename
 }
 
 /** Names of every flag accepted, for documentation and tests. */

@@ -72,6 +72,8 @@ export class Daemon {
   private started = false;
   private running = false;
   private stopped: Promise<void> | undefined;
+  /** nftables mode: repairs drift as the kernel announces it. */
+  private drift: { close(): void } | undefined;
 
   constructor(parts: DaemonParts) {
     this.p = parts;
@@ -199,6 +201,7 @@ export class Daemon {
       // Upstream's birth cry, once the informers run.
       this.p.events?.eventf(nodeRef(this.p.nodeName), 'Normal', 'Starting', 'StartKubeProxy', '');
       this.loop.start(source.waitForSync(this.abort.signal));
+      this.drift = proxiers.watchDrift?.((why) => this.loop.repair(why), () => this.loop.isSyncing());
       this.running = true;
       this.log.info('kube-proxy-ts started', { mode: proxiers.mode, families: this.p.families.join(','), node: this.p.nodeName });
     } catch (e) {
@@ -231,6 +234,7 @@ export class Daemon {
         this.log.warn('Stopping failed', { op: `stop ${what}`, err });
       }
     };
+    this.drift?.close();
     await step('sync loop', () => this.loop.stop());
     await step('source', () => this.p.source.stop());
     await step('conntrack flusher', async () => this.p.staleFlows?.close?.());

@@ -5,7 +5,7 @@ import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
 import type { ProxyConfig } from '../config/index.ts';
-import { connect, Protocol } from '../netlink/core/index.ts';
+import { connect, connectWithPort, Protocol } from '../netlink/core/index.ts';
 import type { NetlinkConnection } from '../netlink/core/index.ts';
 import { IpsetClient } from '../netlink/ipset/index.ts';
 import { IpvsClient } from '../netlink/ipvs/index.ts';
@@ -14,6 +14,7 @@ import { RouteClient } from '../netlink/route/index.ts';
 import { CompanionWriter, IpvsProxier } from '../proxier/ipvs/index.ts';
 import type { SysctlWriter } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
+import { NftDriftWatch } from '../proxier/nftables/drift-watch.ts';
 import type { Proxier } from '../proxier/types.ts';
 
 export interface ProxierSet {
@@ -23,6 +24,8 @@ export interface ProxierSet {
   init(signal?: AbortSignal): Promise<void>;
   /** Closes the netlink sockets. */
   close(): void;
+  /** nftables mode: calls `onDrift` when someone else changes our tables (drift-watch.ts). */
+  watchDrift?(onDrift: (why: string) => void, syncing: () => boolean): { close(): void };
 }
 
 export interface ProxierDeps {
@@ -74,8 +77,13 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
   try {
     if (config.mode === 'nftables') {
       const route = new RouteClient(open(Protocol.ROUTE));
+      const ownPorts = new Set<number>();
       for (const family of families) {
-        const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: open(Protocol.NETFILTER) });
+        // Its port id marks the kernel's announcements of our own changes (drift-watch.ts).
+        const { conn, port } = connectWithPort(Protocol.NETFILTER, { timeoutMs });
+        conns.push(conn);
+        ownPorts.add(port);
+        const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: conn });
         proxiers.set(
           family,
           new NftablesProxier({
@@ -86,7 +94,17 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
           }),
         );
       }
-      return { mode: config.mode, proxiers, init: () => Promise.resolve(), close };
+      const nftFamilies = families.map((f) => (f === 'IPv4' ? 'ip' : 'ip6'));
+      const watchDrift = (onDrift: (why: string) => void, syncing: () => boolean): { close(): void } => {
+        try {
+          return new NftDriftWatch({ families: nftFamilies, ownPorts, onDrift, syncing, logger: deps.logger });
+        } catch (err) {
+          // Not fatal: the periodic full sync still repairs drift, only later.
+          deps.logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });
+          return { close: () => {} };
+        }
+      };
+      return { mode: config.mode, proxiers, init: () => Promise.resolve(), close, watchDrift };
     }
     if (config.mode === 'ipvs') {
       const route = new RouteClient(open(Protocol.ROUTE));

@@ -56,6 +56,7 @@ export class SyncLoop {
   private readonly abort = new AbortController();
   private lastOk = false;
   private readyDone = false;
+  private repairPending = false;
   private runStartedAt: number | undefined;
   private readonly stuckAfterMs: number;
   private resolveReady!: () => void;
@@ -103,6 +104,22 @@ export class SyncLoop {
     this.runner.run();
   }
 
+  /**
+   * Our kernel objects were changed behind our back (drift-watch.ts): a full sync as soon as
+   * the minimum interval allows. Before the first sync there is nothing to repair.
+   */
+  repair(why: string): void {
+    if (!this.readyDone || this.abort.signal.aborted) return;
+    if (!this.repairPending) this.log.info('Repair sync requested', { mode: this.opts.mode, why });
+    this.repairPending = true;
+    this.runner.run();
+  }
+
+  /** True while a sync runs. */
+  isSyncing(): boolean {
+    return this.runStartedAt !== undefined;
+  }
+
   /** True while a sync has been running for longer than 2 x syncPeriod. */
   isStuck(): boolean {
     return this.runStartedAt !== undefined && this.opts.clock.now() - this.runStartedAt > this.stuckAfterMs;
@@ -123,7 +140,8 @@ export class SyncLoop {
 
   private async runOnce(info: RunInfo): Promise<void> {
     const { clock, metrics, health, notifier, mode, families } = this.opts;
-    const full = !this.readyDone || !this.lastOk || info.reason !== 'kick';
+    const full = !this.readyDone || !this.lastOk || info.reason !== 'kick' || this.repairPending;
+    this.repairPending = false;
     const start = clock.now();
     this.runStartedAt = start;
     let outcome: SyncOutcome;

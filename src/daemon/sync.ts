@@ -104,6 +104,7 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
       }
       for (const e of report.errors) o.logger.warn('Sync problem', { family: p.family, mode: p.proxier.mode, problem: e });
       if (report.cleanupFailed === true && p.proxier.mode === 'nftables') o.metrics?.nftablesCleanupFailuresTotal.inc({ ip_family: p.family });
+      if (report.refused) o.metrics?.servicePortsRefusedTotal.inc({ ip_family: p.family }, report.refused);
       const now = o.now();
       for (const times of change.triggerTimes.values()) {
         for (const t of times) o.metrics?.networkProgrammingDuration.observe({ ip_family: p.family }, Math.max(0, now - t) / 1000);

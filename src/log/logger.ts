@@ -130,13 +130,14 @@ function renderText(ts: number, level: LogLevel, msg: string, fields: LogFields,
     .filter(([, v]) => v !== undefined)
     .map(([k, v]) => {
       if (v instanceof Error) {
-        if (level === 'error' && v.stack !== undefined) stacks.push(v.stack);
+        if (level === 'error' && v.stack !== undefined) stacks.push(stackText(v));
         return `${k}=${quote(errorText(v))}`;
       }
       return `${k}=${quote(valueText(v))}`;
     })
     .join(' ');
-  const head = journal ? msg : `${new Date(ts).toISOString()} ${LEVEL_TEXT[level]} ${msg}`;
+  const text = escapeControls(msg);
+  const head = journal ? text : `${new Date(ts).toISOString()} ${LEVEL_TEXT[level]} ${text}`;
   const line = kv === '' ? head : `${head} ${kv}`;
   return stacks.length === 0 ? line : `${line}\n${stacks.join('\n')}`;
 }
@@ -170,7 +171,31 @@ function valueText(v: unknown): string {
   }
 }
 
-/** Quotes values with spaces, quotes, '=' or newlines, so a line stays one key=value list. */
+/**
+ * Control characters: C0 (newline, ESC of ANSI sequences ...), DEL, C1, and the Unicode line
+ * and paragraph separators. Logged values come from Kubernetes objects and kernel replies;
+ * raw, a name could end the line and forge the next one, or recolour a terminal.
+ */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+const CONTROLS = new RegExp(CONTROL.source, 'g');
+const SHORT_ESCAPES: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/** The text with every control character written as an escape (\n, \u001b), so it stays on its line, inert. */
+export function escapeControls(s: string): string {
+  if (!CONTROL.test(s)) return s;
+  return s.replace(CONTROLS, (c) => SHORT_ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** Quotes values with spaces, quotes, '=' or control characters, so a line stays one key=value list. */
 function quote(s: string): string {
-  return s === '' || /[\s"=\\]/.test(s) ? JSON.stringify(s) : s;
+  // JSON.stringify escapes quotes, backslashes and C0; escapeControls the rest (DEL, C1, U+2028/9).
+  return s === '' || /[\s"=\\]/.test(s) || CONTROL.test(s) ? escapeControls(JSON.stringify(s)) : s;
+}
+
+/** A stack whose first line (the message, which may hold logged values) is escaped; the frames follow on their lines. */
+function stackText(e: Error): string {
+  const stack = e.stack!;
+  const head = `${e.name}: ${e.message}`;
+  return stack.startsWith(head) ? escapeControls(head) + stack.slice(head.length) : escapeControls(stack);
 }

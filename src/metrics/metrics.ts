@@ -66,6 +66,8 @@ export interface ProxyMetrics {
   conntrackEntriesDeletedTotal: Counter<'ip_family' | 'protocol'>;
   /** Failed syncs of the selected mode. */
   syncFailuresTotal: Counter<'mode'>;
+  /** Service ports the kernel refused (found by narrowing a refused batch down), skipped while the rest is programmed. */
+  servicePortsRefusedTotal: Counter<'ip_family'>;
   /** 1, labelled with version and mode. */
   buildInfo: Gauge<'version' | 'mode' | 'node_version'>;
 }
@@ -203,6 +205,11 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       ['ip_family', 'protocol'],
     ),
     syncFailuresTotal: counter('kubeproxyts_sync_failures_total', 'Failed proxy rule syncs, by mode', ['mode']),
+    servicePortsRefusedTotal: counter(
+      'kubeproxyts_service_ports_refused_total',
+      'Service ports the kernel refused, skipped while everything else was programmed',
+      ['ip_family'],
+    ),
     buildInfo: gauge('kubeproxyts_build_info', 'A metric with a constant 1 value labelled with the version, proxy mode and Node.js version', [
       'version',
       'mode',

@@ -9,6 +9,7 @@ export type RejectKind = 'Service' | 'EndpointSlice' | 'Node' | 'ServiceCIDR' | 
 export type RejectReason =
   | 'not-an-object'
   | 'missing-name'
+  | 'invalid-name'
   | 'missing-service-name'
   | 'unknown-type'
   | 'invalid-cluster-ip'

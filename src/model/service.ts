@@ -9,6 +9,7 @@ import { PROTOCOLS, serviceKey, servicePortId, type Protocol, type ServiceKey } 
 import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, nameOf, str } from './guards.ts';
 import { Issues } from './issues.ts';
 import type { Limits, ServicePortInfo, ServiceType } from './types.ts';
+import { isDNS1035Label, isDNS1123Label, specialEndpointIP } from './validate.ts';
 
 /** Upstream's default ClientIP affinity timeout (3 hours) and the API's maximum (1 day). */
 export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
@@ -38,6 +39,11 @@ export function normalizeService(input: unknown, family: IPFamily, limits: Limit
   const { namespace, name } = nameOf(input['metadata']);
   if (!namespace || !name) {
     issues.add('missing-name', `namespace '${namespace}', name '${name}'`);
+    return { key: undefined, ports: [], rejected: true, issues };
+  }
+  // Names become kernel object names and log text: only what the API server would accept.
+  if (!isDNS1123Label(namespace) || !isDNS1035Label(name)) {
+    issues.add('invalid-name', `namespace ${JSON.stringify(namespace)}, name ${JSON.stringify(name)} (not DNS labels)`);
     return { key: undefined, ports: [], rejected: true, issues };
   }
   const key = serviceKey(namespace, name);
@@ -101,6 +107,10 @@ export function normalizeService(input: unknown, family: IPFamily, limits: Limit
       continue;
     }
     const portName = str(raw['name']);
+    if (portName !== '' && !isDNS1123Label(portName)) {
+      issues.add('invalid-port', `ports[${i}]: name ${JSON.stringify(portName)} is not a DNS label`);
+      continue;
+    }
     const label = `port '${portName || `#${i}`}'`;
     const protocol = raw['protocol'] === undefined ? 'TCP' : str(raw['protocol']);
     if (!PROTOCOLS.has(protocol)) {
@@ -183,7 +193,10 @@ function ipsOfFamily(raw: readonly unknown[], family: IPFamily, reason: 'invalid
   const out: string[] = [];
   for (const r of raw) {
     const ip = parseIPText(str(r).trim());
+    const special = ip && specialEndpointIP(ip.text, ip.family);
     if (!ip) issues.add(reason, `'${String(r)}'`);
+    // The API server refuses these (ValidateNonSpecialIP): never a frontend of ours either.
+    else if (special) issues.add(reason, `${ip.text} is ${special}`);
     else if (ip.family === family && !out.includes(ip.text)) out.push(ip.text);
   }
   return out;

@@ -8,6 +8,7 @@ import { endpointKey, PROTOCOLS, serviceKey, type Protocol, type ServiceKey } fr
 import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, nameOf, str } from './guards.ts';
 import { Issues } from './issues.ts';
 import type { EndpointInfo, Limits } from './types.ts';
+import { isDNS1035Label, isDNS1123Label, isDNS1123Subdomain, specialEndpointIP } from './validate.ts';
 
 export interface SlicePort {
   /** '' for the unnamed port (an absent name is read as ''). */
@@ -94,6 +95,11 @@ export function sliceIdentity(input: unknown, issues: Issues): { key: ServiceKey
     issues.add('missing-service-name', `no ${LABEL_SERVICE_NAME} label`);
     return undefined;
   }
+  if (!isDNS1123Label(namespace) || !isDNS1123Subdomain(name) || !isDNS1035Label(svc)) {
+    const what = `namespace ${JSON.stringify(namespace)}, name ${JSON.stringify(name)}, service ${JSON.stringify(svc)}`;
+    issues.add('invalid-name', `${what} (not valid Kubernetes names)`);
+    return undefined;
+  }
   return { key: serviceKey(namespace, svc), name };
 }
 
@@ -156,6 +162,10 @@ function slicePorts(raw: readonly unknown[], issues: Issues): SlicePort[] {
       continue;
     }
     const name = str(p['name']);
+    if (name !== '' && !isDNS1123Label(name)) {
+      issues.add('invalid-port', `ports[${i}]: name ${JSON.stringify(name)} is not a DNS label`);
+      continue;
+    }
     const label = `port '${name || `#${i}`}'`;
     const protocol = p['protocol'] === undefined ? 'TCP' : str(p['protocol']);
     if (!PROTOCOLS.has(protocol)) {
@@ -195,6 +205,11 @@ function sliceEndpoint(raw: unknown, i: number, family: IPFamily, port: number, 
   }
   if (ip.family !== family) {
     issues.add('endpoint-family-mismatch', `address ${ip.text} in an ${family} slice`);
+    return undefined;
+  }
+  const special = specialEndpointIP(ip.text, family);
+  if (special !== undefined) {
+    issues.add('invalid-endpoint-ip', `address ${ip.text} is ${special} (the API server refuses it; not a DNAT target)`);
     return undefined;
   }
   const c = isObject(raw['conditions']) ? raw['conditions'] : NOTHING;

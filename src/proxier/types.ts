@@ -23,6 +23,8 @@ export interface SyncReport {
   longestBatchMs?: number;
   /** The separate clean-up of stale objects failed (nftables: upstream's cleanup-failure counter). */
   cleanupFailed?: boolean;
+  /** Service ports the kernel refused in this sync (each is in `errors`), skipped until they change. */
+  refused?: number;
 }
 
 export interface Proxier {

@@ -10,6 +10,8 @@ export * from './genl.ts';
 export type { RawSocket, SocketFailure, SocketOptions } from './raw-socket.ts';
 export { openRawSocket } from './raw-socket.ts';
 export { FakeKernel } from './fake-kernel.ts';
+export { listenMulticast } from './multicast.ts';
+export type { MulticastHandlers, MulticastListener } from './multicast.ts';
 
 import { NetlinkConnection } from './connection.ts';
 import type { ConnectionOptions } from './connection.ts';
@@ -19,4 +21,13 @@ import type { SocketOptions } from './raw-socket.ts';
 /** Opens a connection for `protocol` (Protocol.NETFILTER, GENERIC, ROUTE) in this netns. */
 export function connect(protocol: number, opts: ConnectionOptions & SocketOptions = {}): NetlinkConnection {
   return new NetlinkConnection(openRawSocket(protocol, opts), opts);
+}
+
+/**
+ * connect(), and the socket's port id: the kernel marks the notifications of the changes a
+ * socket makes with it, which is how a listener tells our own changes apart.
+ */
+export function connectWithPort(protocol: number, opts: ConnectionOptions & SocketOptions = {}): { conn: NetlinkConnection; port: number } {
+  const sock = openRawSocket(protocol, opts);
+  return { conn: new NetlinkConnection(sock, opts), port: sock.localPort };
 }

@@ -18,6 +18,8 @@ export interface RawSocket {
   listen(onDatagram: (buf: Uint8Array) => void, onError: (err: SocketFailure) => void): void;
   /** The largest datagram the socket accepts (the kernel refuses len > sk_sndbuf - 32). */
   maxSendBytes(): number;
+  /** Joins a multicast group (NETLINK_ADD_MEMBERSHIP): the kernel's notifications arrive as datagrams. */
+  joinGroup?(group: number): void;
   close(): void;
 }
 
@@ -75,6 +77,9 @@ export function openRawSocket(protocol: number, opts: SocketOptions = {}): RawSo
     },
     maxSendBytes() {
       return sock.getSendBufferSize() - 32;
+    },
+    joinGroup(group) {
+      sock.addMembership(group);
     },
     close() {
       sock.close();

@@ -23,3 +23,5 @@ export type { RawElement } from './element.ts';
 export { decodeRule, renderRuleBody } from './rule.ts';
 export type { ListedRule } from './rule.ts';
 export * from './udata.ts';
+export { decodeNftChange, monitorNftables, NFNLGRP_NFTABLES } from './monitor.ts';
+export type { NftChange, NftChangeKind, NftMonitorHandlers } from './monitor.ts';

@@ -35,6 +35,8 @@ const NAME_MAX = 256;
 
 function validName(what: string, n: unknown): string | undefined {
   if (typeof n !== 'string' || n.length === 0) return `${what} needs a name`;
+  // The kernel keeps a name up to its first NUL: it would hold an object we did not name.
+  if (n.includes('\0')) return `${what} name ${JSON.stringify(n.slice(0, 40))} holds a NUL byte`;
   if (Buffer.byteLength(n) >= NAME_MAX) return `${what} name ${n.slice(0, 40)}... is longer than ${NAME_MAX - 1} bytes`;
   return undefined;
 }

@@ -1,6 +1,13 @@
 // Names of the kernel objects the nftables proxier owns. Per-service-port chains follow
 // upstream's shape, `service-HASH8-ns/name/proto/port`, so operators recognise them; the
 // hash keeps names unique after truncation to nf_tables' 256-byte limit.
+//
+// The readable part comes from Kubernetes names, which are untrusted here (a manifest file or
+// a test server is not the API server): anything outside a small ASCII set becomes '_'. The
+// kernel cuts a name at a NUL byte, and its limit is in bytes, not characters, so a raw
+// "é"×200 or "a\0b" would name a different object than the one we asked for; the next full
+// sync would then not recognise its own set and fail on every run. Sanitized, one character
+// is one byte, and the hash (of the raw id) keeps distinct ports apart.
 
 import { createHash } from 'node:crypto';
 import type { ServicePortInfo } from '../../model/index.ts';
@@ -43,11 +50,15 @@ export const CHAIN = {
   filterOutputPostDNAT: 'filter-output-post-dnat',
 } as const;
 
+/** Characters kept in the readable part of a name; each is one byte. */
+const UNSAFE = /[^A-Za-z0-9._:/-]/g;
+const readablePart = (s: string): string => s.replace(UNSAFE, '_');
+
 const hash8 = (s: string): string => createHash('sha256').update(s).digest('base64url').slice(0, 8).toUpperCase().replace(/[-_]/g, 'X');
 
 function portChain(prefix: string, p: ServicePortInfo): string {
   const readable = `${p.namespace}/${p.name}/${p.protocol.toLowerCase()}/${p.portName || p.port}`;
-  return `${prefix}-${hash8(`${p.id}|${p.family}`)}-${readable}`.slice(0, MAX_NAME);
+  return `${prefix}-${hash8(`${p.id}|${p.family}`)}-${readablePart(readable)}`.slice(0, MAX_NAME);
 }
 
 /** Entry for traffic to the cluster IP (internal traffic policy). */
@@ -62,7 +73,7 @@ const endpointPart = (p: ServicePortInfo, ep: { ip: string; port: number }): str
 // The timeout is part of the hash: a new timeout makes a new set (a set's timeout is fixed
 // at creation), and the Service chains that use it are rewritten.
 export const affinitySet = (p: ServicePortInfo, ep: { ip: string; port: number }): string =>
-  `affinity-${hash8(`${p.id}|${p.family}|${ep.ip}|${ep.port}|${p.stickyMaxAgeSeconds}`)}-${endpointPart(p, ep)}`.slice(0, MAX_NAME);
+  `affinity-${hash8(`${p.id}|${p.family}|${ep.ip}|${ep.port}|${p.stickyMaxAgeSeconds}`)}-${readablePart(endpointPart(p, ep))}`.slice(0, MAX_NAME);
 
 /** Per-service-port chains (session affinity only) carry one of these prefixes. */
 export const isPortChain = (name: string): boolean => /^(service|external|endpoint)-[A-Z0-9]{8}-/.test(name);

@@ -25,6 +25,7 @@ import type { PickerSpec } from './pickers.ts';
 import { skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
 import { applyGroups, estimateTransaction, OpGroup } from './op-group.ts';
 import { RefCounts } from './ref-counts.ts';
+import { BatchSender, isRefusal, ServicePortRefusedError } from './batch-sender.ts';
 
 export interface NftablesProxierOptions {
   /** A client bound to (ip|ip6, "kube-proxy-ts"): NftClient for the kernel, FakeNft in tests. */
@@ -67,6 +68,11 @@ export class NftablesProxier implements Proxier {
   private readonly batchBudget: number;
   /** The loopback-covering nodePortAddresses CIDRs last warned about ('' for none). */
   private localhostWarned = '';
+  /**
+   * Service ports the kernel refused, with the inputs it refused: skipped by full syncs until
+   * they change (a partial sync that touches one tries it again).
+   */
+  private refused = new Map<ServicePortId, PortInputs>();
 
   constructor(opts: NftablesProxierOptions) {
     this.nft = opts.nft;
@@ -133,13 +139,36 @@ export class NftablesProxier implements Proxier {
    * operations are never all in memory at once.
    */
   private async fullSync(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+    for (const [id, was] of this.refused) {
+      const now = this.inputsOf(desired, id);
+      if (now?.info !== was.info || now.sel !== was.sel) this.refused.delete(id);
+    }
+    const problems: string[] = [];
+    // Each round that the kernel refuses a service port ends with it set aside; the next
+    // round starts over from what the kernel holds. Bounded: a kernel that refuses
+    // everything fails the sync (and the daemon retries) rather than looping.
+    for (let round = 0; ; round++) {
+      try {
+        const report = await this.fullSyncRound(desired, signal);
+        return { ...report, errors: [...problems, ...report.errors], refused: problems.length };
+      } catch (e) {
+        if (!(e instanceof ServicePortRefusedError) || round >= MAX_REFUSED_PER_SYNC) throw e;
+        this.refused.set(e.id, this.inputsOf(desired, e.id)!);
+        // Reported in the sync's errors (the daemon logs them and counts `refused`).
+        problems.push(`${e.message}; skipped until it changes, everything else is programmed`);
+        this.log.debug('service port refused by the kernel; starting the full sync again without it', { servicePort: e.id });
+      }
+    }
+  }
+
+  private async fullSyncRound(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
     const t0 = this.now();
     this.ctx = this.planContext(desired);
 
     const tk = this.now();
     const { chains: existing, sets: existingSets, elements: inKernel } = await this.readKernel();
     const readMs = this.now() - tk;
-    const batches = new BatchSender(this.batchBudget, (groups) => this.sendGroups(groups, signal));
+    const batches = new BatchSender(this.batchBudget, (groups) => this.sendGroups(groups, signal), signal);
 
     const st: FullSyncState = {
       existingChains: existing,
@@ -155,12 +184,14 @@ export class NftablesProxier implements Proxier {
     };
     const { ports, index, pickers, maps, delta, wantedChains, wantedSets } = st;
     await batches.push(this.skeletonGroup(desired, await this.fixedElements(desired)));
+    const refused = this.refused;
     for (const [id, info] of desired.services) {
+      if (refused.size > 0 && refused.has(id)) continue;
       const g = this.portGroup(st, id, info, desired.selections.get(id));
       if (g.size === 0) continue;
       // Awaited only when a batch is due: the loop runs once per service port.
       if (!batches.fits(g)) await batches.flush();
-      batches.add(g);
+      batches.add(g, id);
     }
 
     const last = new OpGroup();
@@ -318,6 +349,7 @@ export class NftablesProxier implements Proxier {
     const pickersBefore = new Map(this.pickers.entries());
     let changed = 0;
     for (const id of change.services) {
+      if (this.refused.size > 0) this.refused.delete(id); // changed: tried again
       const inputs = this.inputsOf(desired, id);
       const before = this.plan(this.ports.get(id));
       const after = this.plan(inputs);
@@ -362,7 +394,15 @@ export class NftablesProxier implements Proxier {
       return this.fullSync(desired, signal);
     }
     const tk = this.now();
-    if (tx.size > 0) await this.run(tx, signal);
+    try {
+      if (tx.size > 0) await this.run(tx, signal);
+    } catch (e) {
+      if (!isRefusal(e) || signal.aborted) throw e;
+      // Refused for its content: a full sync finds the service port it was refused for and
+      // programs everything else (the mirror above is rebuilt by it).
+      this.log.info('partial sync refused by the kernel; doing a full sync to isolate the cause', { err: e });
+      return this.fullSync(desired, signal);
+    }
     const kernelMs = this.now() - tk;
     return { full: false, servicesChanged: changed, kernelMs, planMs, errors: delta.conflicts, batches: tx.size > 0 ? 1 : 0, longestBatchMs: kernelMs };
   }
@@ -388,57 +428,8 @@ export class NftablesProxier implements Proxier {
     this.index = new ElementIndex();
     this.pickers = new RefCounts();
     this.maps = new Set();
+    this.refused = new Map();
     this.needFull = true;
-  }
-}
-
-/**
- * Packs groups into transactions under the batch budget and sends each as soon as the next
- * group would not fit, in order. Adds up the runs' times (encoding and the kernel's round
- * trip), as `send` reports them.
- */
-class BatchSender {
-  private pending: OpGroup[] = [];
-  private bytes = 0;
-  count = 0;
-  kernelMs = 0;
-  longestMs = 0;
-
-  private readonly budget: number;
-  /** Sends the groups as one batch; returns the run's duration, undefined when there was nothing to send. */
-  private readonly send: (groups: readonly OpGroup[]) => Promise<number | undefined>;
-
-  constructor(budget: number, send: (groups: readonly OpGroup[]) => Promise<number | undefined>) {
-    this.budget = budget;
-    this.send = send;
-  }
-
-  /** Whether `g` still fits in the pending batch (a first group always does). */
-  fits(g: OpGroup): boolean {
-    return this.bytes === 0 || this.bytes + g.bytes <= this.budget;
-  }
-
-  /** Adds `g` to the pending batch; the caller flushes first when it does not fit. */
-  add(g: OpGroup): void {
-    this.pending.push(g);
-    this.bytes += g.bytes;
-  }
-
-  async push(g: OpGroup): Promise<void> {
-    if (!this.fits(g)) await this.flush();
-    this.add(g);
-  }
-
-  async flush(): Promise<void> {
-    if (this.pending.length === 0) return;
-    const groups = this.pending;
-    this.pending = [];
-    this.bytes = 0;
-    const ms = await this.send(groups);
-    if (ms === undefined) return;
-    this.count++;
-    this.kernelMs += ms;
-    this.longestMs = Math.max(this.longestMs, ms);
   }
 }
 
@@ -461,6 +452,9 @@ interface PortInputs {
   readonly info: ServicePortInfo;
   readonly sel: EndpointSelection | undefined;
 }
+
+/** Service ports one full sync may set aside before it gives up (and fails, to be retried). */
+const MAX_REFUSED_PER_SYNC = 16;
 
 /** A delete needs only the key. */
 const deletable = (e: NftElement): NftElement => ({ kind: 'element', set: e.set, key: e.key });

@@ -6,6 +6,7 @@ import { connect, Protocol } from '../../../src/netlink/core/index.ts';
 import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import { RouteClient } from '../../../src/netlink/route/index.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
+import type { ServicePortId, ServicePortInfo } from '../../../src/model/index.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
 import { ObjectFeed } from './object-feed.ts';
@@ -58,4 +59,23 @@ export async function cleanup(): Promise<void> {
 
 export function warnings(): string[] {
   return logs.records.filter((r) => r.level === 'warn' || r.level === 'error').map((r) => `${r.msg} ${JSON.stringify(r.fields)}`);
+}
+
+/**
+ * Like apply(), but the proxier sees some Services under other names (service name ->
+ * name): names the model refuses, as a future source or a bug could still bring them to
+ * the proxier. The kernel objects' names are derived from these.
+ */
+export async function applyRenamed(change: ObjectChange, renames: Record<string, string>, forceFull = false): Promise<SyncReportLike> {
+  const t = tracker!;
+  objects.feed(t, change);
+  if (forceFull) t.requestFullSync();
+  const { desired, change: cs } = t.checkout();
+  const services = desired.services as Map<ServicePortId, ServicePortInfo>;
+  for (const [id, info] of services) {
+    const to = renames[info.name];
+    if (to !== undefined) services.set(id, { ...info, name: to, id: `${info.namespace}/${to}:${info.portName}/${info.protocol}` as ServicePortId });
+  }
+  const r = await proxier!.sync(desired, cs, new AbortController().signal);
+  return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors, batches: r.batches ?? 0 };
 }

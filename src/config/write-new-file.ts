@@ -1,0 +1,30 @@
+// Writes a file as a new file: a temporary file created exclusively (never an existing file,
+// never through a symlink) in the target's directory, then renamed over the target. rename()
+// replaces a symlink at the target itself, so what the link pointed at is never written, and
+// a reader never sees half a file.
+
+import { closeSync, constants, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join } from 'node:path';
+
+export function writeNewFile(path: string, content: string, mode = 0o644): void {
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+  try {
+    // O_EXCL: fails rather than opening anything that exists, a symlink included (O_NOFOLLOW too).
+    const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+    try {
+      writeSync(fd, content);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (e) {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // already gone
+    }
+    throw new Error(`cannot write ${path}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  }
+}
