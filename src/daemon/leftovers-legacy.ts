@@ -100,16 +100,17 @@ export function warnAboutLegacyIptables(logger: Logger, probe: LegacyProbe = pro
   const check = [found.ipv4.length > 0 ? 'iptables-legacy-save' : '', found.ipv6.length > 0 ? 'ip6tables-legacy-save' : '']
     .filter(Boolean)
     .map((s) => `${s} | grep -E '^(:|-A .*)KUBE-'`);
+  // One log line each, so every command stays a line of its own (copyable) in any log format.
   const lines = [
     `Legacy iptables tables are in use on this node (${where.join('; ')}${alt}). kube-proxy-ts cannot read or remove ` +
       'legacy rules. If upstream kube-proxy ran here with iptables-legacy, its KUBE-* rules still catch Service ' +
-      'traffic. Check with:',
-    ...check.map((c) => `  ${c}`),
-    'and remove them (as upstream kube-proxy --cleanup would; kubelet\'s KUBE-FIREWALL, KUBE-MARK-DROP and ' +
-      'KUBE-KUBELET-CANARY stay) with:',
-    ...legacyCleanupCommands(found).map((c) => `  ${c}`),
-    'then restart kube-proxy-ts, so that upstream ipsets those rules still referenced are destroyed too.',
+      'traffic. Check with the next command(s):',
+    ...check,
+    'Remove them (as upstream kube-proxy --cleanup would; kubelet\'s KUBE-FIREWALL, KUBE-MARK-DROP and ' +
+      'KUBE-KUBELET-CANARY stay) with the next commands, then restart kube-proxy-ts, so that upstream ipsets those ' +
+      'rules still referenced are destroyed too:',
+    ...legacyCleanupCommands(found),
   ];
-  logger.warn(lines.join('\n'));
+  for (const line of lines) logger.warn(line);
   return true;
 }
