@@ -35,7 +35,8 @@ rm -f "$root/etc/fstab" "$root/etc/hostname" "$root/etc/resolv.conf"
 # No docs but the copyright files, no man pages, locales, lintian overrides, gdb scripts.
 find "$root/usr/share" -mindepth 1 -maxdepth 1 ! -name doc -exec rm -rf {} +
 find "$root/usr/share/doc" -type f ! -name copyright -delete
-find "$root/usr/share/doc" -type l -delete
+# (Debian links some packages' doc directories to their source's: those links stay.)
+find "$root/usr/share/doc" -type l ! -xtype d -delete
 find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete
 # glibc's iconv modules: Node converts with ICU, never iconv.
 rm -rf "$root/usr/lib/x86_64-linux-gnu/gconv"

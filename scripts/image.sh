@@ -17,7 +17,7 @@
 # dpkg or apt (nor their lists), no docs beyond copyright files, no man pages, no locales.
 #
 # The result is cached in .cache/image/, keyed by everything it is made from (the .deb's
-# checksum, this script, the epoch, the apt sources, the entry point); --if-stale reuses
+# checksum, this script and image-prune.sh, the epoch, the apt sources, the entry point); --if-stale reuses
 # OUT_DIR when its key matches (what the tests use). Concurrent runs wait on a lock.
 # Needs: mmdebstrap, umoci (scripts/package-deps.sh), and what scripts/package.sh needs.
 # Usage: bash scripts/image.sh [--if-stale] [OUT_DIR]
@@ -51,7 +51,7 @@ lib=/usr/lib/kube-proxy-ts
 entrypoint=$(cd "$repo" && "$node" --input-type=module -e "
   import { DAEMON_NODE_FLAGS } from './src/daemon/node-flags.ts';
   console.log(JSON.stringify(['$lib/node_modules/node/bin/node', ...DAEMON_NODE_FLAGS, '$lib/bin/kube-proxy-ts.js']));")
-key=$( { sha256sum <"$deb"; sha256sum <"$0"; echo "$epoch $entrypoint"; cat "$sources"; } | sha256sum | cut -c1-32)
+key=$( { sha256sum <"$deb"; cat "$0" "$repo/scripts/image-prune.sh" | sha256sum; echo "$epoch $entrypoint"; cat "$sources"; } | sha256sum | cut -c1-32)
 name=kube-proxy-ts_${version}_amd64.oci.tar
 cached=$repo/.cache/image/$key.tar
 
@@ -89,11 +89,17 @@ else
   # 4. The OCI layout: one layer holding the root, the config, a tag. Every time is the epoch.
   created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
   layout=$build/oci
+  # The layer is made by GNU tar (umoci 0.4.7's `insert` writes a truncated tar for a tree this
+  # size; `raw add-layer` stores a given tar as it is): names sorted, only mtimes, root-owned.
   find "$root" -exec touch -h -d "@$epoch" {} +
+  # shellcheck disable=SC2046 # the top-level names, sorted, none with spaces
+  tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=posix \
+    --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
+    -C "$root" -cf "$build/layer.tar" $(cd "$root" && LC_ALL=C ls -A)
   /usr/bin/umoci init --layout "$layout"
   /usr/bin/umoci new --image "$layout:$version"
-  /usr/bin/umoci insert --image "$layout:$version" --history.created "$created" \
-    --history.created_by "scripts/image.sh: mmdebstrap bookworm + kube-proxy-ts_${version}_amd64.deb" "$root" /
+  /usr/bin/umoci raw add-layer --image "$layout:$version" --history.created "$created" \
+    --history.created_by "scripts/image.sh: mmdebstrap bookworm + kube-proxy-ts_${version}_amd64.deb" "$build/layer.tar"
   umoci_config=(--image "$layout:$version" --created "$created" --author "kube-proxy-ts" --no-history
     --os linux --architecture amd64 --config.workingdir / --clear=config.cmd
     --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -106,7 +112,9 @@ else
   done
   /usr/bin/umoci config "${umoci_config[@]}"
   /usr/bin/umoci gc --layout "$layout"
-  # The tarball: sorted, numeric root ownership, the epoch as every time, no extra headers.
+  # The tarball: sorted, numeric root ownership, the epoch as every time, no extra headers;
+  # readable by all (umoci writes blobs 0600).
+  chmod -R a+rX "$layout"
   find "$layout" -exec touch -h -d "@$epoch" {} +
   tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner --format=posix \
     --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
