@@ -13,8 +13,11 @@ import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
+import type { ExecutionContext } from 'ava';
 import { DAEMON_NODE_FLAGS } from '../../src/daemon/node-flags.ts';
+import type { Cluster } from '../helpers/cluster.ts';
 import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
+import type { DaemonProcess } from '../helpers/daemon-process.ts';
 import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
 import type { PolicyRule } from '../helpers/deploy-manifests.ts';
 import { loadDeployManifests, manifestOf, requestAttributes, rulesAllow } from '../helpers/deploy-manifests.ts';
@@ -148,38 +151,61 @@ async function serverCertificate(dir: string): Promise<{ key: string; cert: stri
 /**
  * The container: a private mount namespace with /proc, /sys (the node namespace's) and /dev
  * mounted into the root, then chroot into it and exec the entry point (one pid all along).
+ * Unprivileged: /proc/sys and /sys read-only, as a runtime mounts them for a container that
+ * is not privileged, and only NET_ADMIN in the bounding set (and SYS_CHROOT, which the chroot
+ * itself needs and the daemon has no use for).
  */
-function containerCommand(rootDir: string): string[] {
-  const script = 'mount -t proc proc "$0/proc" && mount -t sysfs sysfs "$0/sys" && mount --rbind /dev "$0/dev" && exec /usr/sbin/chroot "$0" "$@"';
+function containerCommand(rootDir: string, privileged: boolean): string[] {
+  const mounts = privileged
+    ? 'mount -t proc proc "$0/proc" && mount -t sysfs sysfs "$0/sys"'
+    : 'mount -t proc proc "$0/proc" && mount --bind "$0/proc/sys" "$0/proc/sys" && mount -o remount,bind,ro "$0/proc/sys" && mount -t sysfs -o ro sysfs "$0/sys"';
+  const exec = privileged ? '/usr/sbin/chroot' : '/usr/bin/setpriv --bounding-set=-all,+net_admin,+sys_chroot --inh-caps=-all /usr/sbin/chroot';
+  const script = `${mounts} && mount --rbind /dev "$0/dev" && exec ${exec} "$0" "$@"`;
   return [systemTool('unshare'), '--mount', '--propagation', 'private', '/bin/sh', '-c', script, rootDir, ...image.config.config.Entrypoint!];
 }
 
-test.serial('the image root runs as the DaemonSet runs it: in-cluster config, traffic to a Service flows, requests within the ClusterRole', async (t) => {
-  t.timeout(180_000);
-  const c = await makeCluster(t, 'img', 2);
+/**
+ * Starts the test API server in the node namespace and the daemon from the image's root, as
+ * the kubelet would start the pod: the service account's files, the ConfigMap's file, the
+ * container's flags with $(NODE_NAME) expanded, KUBERNETES_SERVICE_HOST/PORT.
+ */
+async function startPod(t: ExecutionContext, c: Cluster, configText: string, privileged: boolean): Promise<DaemonProcess> {
   const work = await mkdtemp(join(tmpdir(), 'kpts-image-run-'));
   t.teardown(() => rm(work, { recursive: true, force: true }));
   const tls = await serverCertificate(work);
   const token = 'kube-proxy-ts-sa-token';
   const port = await c.nodeAgent.call<number>(API, 'startApiServer', tls, token, apiObjects());
   t.teardown(() => c.nodeAgent.call(API, 'stopApiServer').catch(() => undefined));
-
-  // What the kubelet puts in the container: the service account, the ConfigMap's file.
   const sa = join(root, 'var/run/secrets/kubernetes.io/serviceaccount');
   await mkdir(sa, { recursive: true });
   await writeFile(join(sa, 'ca.crt'), tls.cert);
   await writeFile(join(sa, 'token'), token);
   await writeFile(join(sa, 'namespace'), 'kube-system');
   await mkdir(join(root, 'var/lib/kube-proxy-ts'), { recursive: true });
-  await writeFile(join(root, 'var/lib/kube-proxy-ts/config.conf'), manifestOf(manifests, 'ConfigMap', 'kube-proxy-ts')['data']['config.conf']);
+  await writeFile(join(root, 'var/lib/kube-proxy-ts/config.conf'), configText);
   t.teardown(() => rm(join(root, 'var/run'), { recursive: true, force: true }));
-
   const args = (container.args as string[]).map((a) => a.replace('$(NODE_NAME)', 'node-a'));
   const d = spawnDaemon(c.node, args, {
-    command: containerCommand(root),
-    env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(port), NODE_NAME: 'node-a' },
+    command: containerCommand(root, privileged),
+    // A container's environment: only what the image and the kubelet set, none of this process's.
+    env: {
+      ...Object.fromEntries(Object.keys(process.env).map((k) => [k, undefined])),
+      PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      KUBERNETES_SERVICE_HOST: '127.0.0.1',
+      KUBERNETES_SERVICE_PORT: String(port),
+      NODE_NAME: 'node-a',
+    },
   });
   t.teardown(() => d.kill());
+  return d;
+}
+
+const CONFIG = manifestOf(manifests, 'ConfigMap', 'kube-proxy-ts')['data']['config.conf'] as string;
+
+test.serial('the image root runs as the DaemonSet runs it: in-cluster config, traffic to a Service flows, requests within the ClusterRole', async (t) => {
+  t.timeout(180_000);
+  const c = await makeCluster(t, 'img', 2);
+  const d = await startPod(t, c, CONFIG, true);
   const tcp = (ip: string, p: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, p);
   try {
     await pollUntil('the ClusterIP to answer', async () => ((await tcp(VIP, 80)).startsWith('pod') ? true : undefined), 60_000, 250);
@@ -219,4 +245,27 @@ test.serial('the image root runs as the DaemonSet runs it: in-cluster config, tr
   d.signal('SIGTERM');
   t.deepEqual(await d.exited, { code: 0, signal: null }, d.log());
   t.true((await tcp(VIP, 80)).startsWith('pod2 '), 'the rules stay when the pod stops');
+});
+
+test.serial('without privileges (deploy/README.md): NET_ADMIN only, /proc/sys and /sys read-only, conntrack left alone: traffic flows', async (t) => {
+  t.timeout(180_000);
+  const c = await makeCluster(t, 'imgu', 2);
+  const timeouts = async () => Promise.all(['established', 'close_wait'].map((k) => c.node.run('sysctl', '-n', `net.netfilter.nf_conntrack_tcp_timeout_${k}`)));
+  const before = await timeouts().catch(() => undefined);
+  const config = CONFIG.replace(/^conntrack:\n(?: {2}.*\n)+/m, 'conntrack:\n  maxPerCore: 0\n  tcpEstablishedTimeout: 0s\n  tcpCloseWaitTimeout: 0s\n');
+  t.regex(config, /maxPerCore: 0/);
+  const d = await startPod(t, c, config, false);
+  try {
+    await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined), 60_000, 250);
+  } catch (e) {
+    t.log(d.log());
+    throw e;
+  }
+  const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 6);
+  t.true(answers.every((a) => /^pod[12] /.test(a)), answers.join(', '));
+  t.is((await c.nodeAgent.call<{ status: number }>(AGENT, 'httpGet', 'http://127.0.0.1:10256/healthz')).status, 200);
+  if (before) t.deepEqual(await timeouts(), before, 'the conntrack time-outs are as they were');
+  d.signal('SIGTERM');
+  t.deepEqual(await d.exited, { code: 0, signal: null }, d.log());
+  t.log(d.log().split('\n').filter((l) => /fail|cannot|error/i.test(l)).join('\n') || 'no failure logged');
 });
