@@ -35,7 +35,9 @@ done
 node=$repo/node_modules/node/bin/node
 [ -x "$node" ] || { echo "image: $node is missing: run scripts/setup.sh" >&2; exit 1; }
 version=$("$node" -p "require('$repo/package.json').version")
+# The machine's own Debian sources (deb822 as Debian 12 installs them, or the one-line file).
 sources=${KPTS_IMAGE_APT_SOURCES:-/etc/apt/sources.list.d/debian.sources}
+[ -r "$sources" ] || [ -n "${KPTS_IMAGE_APT_SOURCES:-}" ] || sources=/etc/apt/sources.list
 [ -r "$sources" ] || { echo "image: no apt sources at $sources (set KPTS_IMAGE_APT_SOURCES)" >&2; exit 1; }
 
 # 1. The .deb (rebuilt only when its inputs changed).
@@ -51,7 +53,7 @@ lib=/usr/lib/kube-proxy-ts
 entrypoint=$(cd "$repo" && "$node" --input-type=module -e "
   import { DAEMON_NODE_FLAGS } from './src/daemon/node-flags.ts';
   console.log(JSON.stringify(['$lib/node_modules/node/bin/node', ...DAEMON_NODE_FLAGS, '$lib/bin/kube-proxy-ts.js']));")
-key=$( { sha256sum <"$deb"; cat "$0" "$repo/scripts/image-prune.sh" | sha256sum; echo "$epoch $entrypoint"; cat "$sources"; } | sha256sum | cut -c1-32)
+key=$( { sha256sum <"$deb"; cat "$repo/scripts/image.sh" "$repo/scripts/image-prune.sh" | sha256sum; echo "$epoch $entrypoint"; cat "$sources"; } | sha256sum | cut -c1-32)
 name=kube-proxy-ts_${version}_amd64.oci.tar
 cached=$repo/.cache/image/$key.tar
 
@@ -61,7 +63,7 @@ if $if_stale && [ -f "$out/$name" ] && [ "$(cat "$out/key" 2>/dev/null)" = "$key
 fi
 
 started=$(date +%s)
-rm -rf "$out"
+rm -rf "${out:?}/oci" "$out/$name" "$out/packages.txt" "$out/key"
 mkdir -p "$out"
 if [ -f "$cached" ] && [ -f "$cached.packages" ]; then
   cp "$cached" "$out/$name"
