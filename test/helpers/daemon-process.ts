@@ -20,8 +20,14 @@ export interface DaemonProcess {
   kill(): Promise<void>;
 }
 
-export function spawnDaemon(ns: Netns, args: readonly string[], opts: { onLog?: (line: string) => void; env?: NodeJS.ProcessEnv } = {}): DaemonProcess {
-  const child = spawn(systemTool('ip'), ['netns', 'exec', ns.name, process.execPath, BIN, ...args], {
+/** `command`: what runs the daemon instead of this Node on bin/kube-proxy-ts.js (the image's root). */
+export function spawnDaemon(
+  ns: Netns,
+  args: readonly string[],
+  opts: { onLog?: (line: string) => void; env?: NodeJS.ProcessEnv; command?: readonly string[] } = {},
+): DaemonProcess {
+  const command = opts.command ?? [process.execPath, BIN];
+  const child = spawn(systemTool('ip'), ['netns', 'exec', ns.name, ...command, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
   });

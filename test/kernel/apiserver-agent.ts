@@ -1,0 +1,38 @@
+// Run by a netns agent: the test API server (test/helpers/fake-apiserver.ts) inside a
+// namespace, where a daemon running there (from the image's root) reaches it on 127.0.0.1
+// as a pod reaches KUBERNETES_SERVICE_HOST. One server per agent process.
+
+import type { KObject, LoggedRequest } from '../helpers/fake-apiserver.ts';
+import { FakeApiServer } from '../helpers/fake-apiserver.ts';
+
+let server: FakeApiServer | undefined;
+
+/** Starts it with TLS and a bearer token, holding `objects`; returns its port. */
+export async function startApiServer(tls: { key: string; cert: string }, token: string, objects: KObject[]): Promise<number> {
+  if (server) throw new Error('the API server is already running in this agent');
+  server = await FakeApiServer.start({ tls, token });
+  for (const o of objects) server.create(o);
+  return Number(new URL(server.url).port);
+}
+
+function running(): FakeApiServer {
+  if (!server) throw new Error('no API server running in this agent');
+  return server;
+}
+
+export function apiRequests(): LoggedRequest[] {
+  return running().requests;
+}
+
+export function apiEvents(): { namespace: string; event: KObject }[] {
+  return running().events.map(({ namespace, event }) => ({ namespace, event }));
+}
+
+export function apiUpsert(obj: KObject): void {
+  running().upsert(obj);
+}
+
+export async function stopApiServer(): Promise<void> {
+  await server?.close();
+  server = undefined;
+}
