@@ -1,0 +1,63 @@
+// How the writer turns rules into kernel expressions and recognises them again when it lists
+// the kernel: a rule's identity ("key") is a digest of the expressions iptables-nft would
+// send for it. A listed rule is decoded to a rule and encoded again before it is keyed, so
+// the kernel's normal form (counter values, the order iptables-nft puts matches in, a bare
+// address for a /32) never makes two equal rules differ.
+
+import { createHash } from 'node:crypto';
+import type { NftExpr, NftRule } from '../../netlink/nftables/index.ts';
+import type { IptRule } from '../../netlink/nftables/iptables/rule.ts';
+
+export interface RuleCodec {
+  /** The expressions iptables-nft sends for the rule. */
+  encode(rule: IptRule): readonly NftExpr[];
+  /** A short stable identity of what the rule does (equal keys: the same rule). */
+  key(rule: IptRule): string;
+  /** The key of a listed rule, or undefined when it is not in a form we write (then it is not ours to keep). */
+  kernelKey(listed: NftRule): string | undefined;
+  /** The chain a listed rule jumps or goes to, if any (recognises our jumps in the built-in chains). */
+  jumpTarget(listed: NftRule): string | undefined;
+}
+
+function replacer(_k: string, v: unknown): unknown {
+  if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('hex');
+  if (typeof v === 'bigint') return v.toString();
+  return v;
+}
+
+/** A digest of an expression list (a counter's values excluded: they change with traffic). */
+export function exprsKey(exprs: readonly NftExpr[]): string {
+  const stable = exprs.map((e) => (e.type === 'counter' ? { type: 'counter' } : e));
+  return createHash('sha1').update(JSON.stringify(stable, replacer)).digest('base64url');
+}
+
+export function listedJumpTarget(listed: NftRule): string | undefined {
+  for (const e of listed.exprs) {
+    if (e.type !== 'immediate' || !('verdict' in e)) continue;
+    const v = e.verdict;
+    if ((v.verdict === 'jump' || v.verdict === 'goto') && 'chain' in v) return v.chain;
+  }
+  return undefined;
+}
+
+/** A codec from an encoder and a decoder of one family's rules. */
+export function makeCodec(
+  encode: (rule: IptRule) => readonly NftExpr[],
+  decode: (listed: NftRule) => IptRule | undefined,
+): RuleCodec {
+  const key = (rule: IptRule): string => exprsKey(encode(rule));
+  return {
+    encode,
+    key,
+    kernelKey(listed) {
+      let rule: IptRule | undefined;
+      try {
+        rule = decode(listed);
+      } catch {
+        return undefined;
+      }
+      return rule && key(rule);
+    },
+    jumpTarget: listedJumpTarget,
+  };
+}

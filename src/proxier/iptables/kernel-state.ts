@@ -1,0 +1,73 @@
+// What the kernel holds in the iptables-nft tables of one family, as the writer needs it: the
+// chains present (ours and everyone's), and for our chains and the built-in ones the rules in
+// order with their handles and keys. Foreign chains' rules are not decoded: they are not ours.
+
+import { isNotFound } from '../../netlink/core/index.ts';
+import type { NftChain, NftRule } from '../../netlink/nftables/index.ts';
+import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
+import type { RuleCodec } from './codec.ts';
+import type { TableClient } from './writer-types.ts';
+import { BUILTIN_CHAINS, chainId } from './units.ts';
+
+export interface ListedEntry {
+  readonly handle: bigint;
+  /** undefined: a rule in a form we never write. */
+  readonly key: string | undefined;
+  /** Built-in chains only: the chain it jumps to. */
+  readonly jump?: string;
+}
+
+export interface TableState {
+  /** False when the table does not exist. */
+  readonly exists: boolean;
+  readonly chains: ReadonlyMap<string, NftChain>;
+}
+
+export interface KernelState {
+  readonly tables: ReadonlyMap<IptTable, TableState>;
+  /** By chainId(table, chain), for our chains and the built-in ones. */
+  readonly rules: ReadonlyMap<string, readonly ListedEntry[]>;
+}
+
+/** Reads the tables; `ours(table, chain)` says which chains' rules to decode. */
+export async function readKernel(
+  clients: ReadonlyMap<IptTable, TableClient>,
+  codec: RuleCodec,
+  ours: (table: IptTable, chain: string) => boolean,
+): Promise<KernelState> {
+  const tables = new Map<IptTable, TableState>();
+  const rules = new Map<string, ListedEntry[]>();
+  for (const [table, client] of clients) {
+    let chains: NftChain[];
+    let listed: NftRule[];
+    try {
+      chains = await client.listChains();
+      listed = chains.length === 0 ? [] : await client.listRules();
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+      tables.set(table, { exists: false, chains: new Map() });
+      continue;
+    }
+    const tableExists = chains.length > 0 || (await tableListed(client, table));
+    tables.set(table, { exists: tableExists, chains: new Map(chains.map((c) => [c.name, c])) });
+    for (const r of listed) {
+      if (r.handle === undefined) continue;
+      const builtin = BUILTIN_CHAINS.has(r.chain);
+      if (!builtin && !ours(table, r.chain)) continue;
+      const id = chainId(table, r.chain);
+      let list = rules.get(id);
+      if (!list) rules.set(id, (list = []));
+      const jump = builtin ? codec.jumpTarget(r) : undefined;
+      // Built-in chains: only rules that jump somewhere can be ours; others are not decoded.
+      const key = builtin && jump === undefined ? undefined : codec.kernelKey({ ...r, chain: r.chain });
+      list.push(jump === undefined ? { handle: r.handle, key } : { handle: r.handle, key, jump });
+    }
+  }
+  return { tables, rules };
+}
+
+/** An empty table has no chains to list: ask for the tables themselves. */
+async function tableListed(client: TableClient, table: IptTable): Promise<boolean> {
+  const all = await client.listTables();
+  return all.some((t) => t.family === client.scope.family && t.name === table);
+}
