@@ -23,6 +23,11 @@ export type Match =
   | { readonly m: 'proto'; readonly proto: L4Proto }
   /** `-m tcp|udp|sctp --dport N` (needs a `proto` match of the same protocol in the rule). */
   | { readonly m: 'dport'; readonly proto: L4Proto; readonly port: number }
+  /**
+   * `-m tcp|udp|sctp` with no option (upstream's KUBE-SEP DNAT rules load the protocol's
+   * match without a port; iptables-save prints it back as a bare `-m tcp`).
+   */
+  | { readonly m: 'l4'; readonly proto: L4Proto }
   /** `-m comment --comment TEXT`. */
   | { readonly m: 'comment'; readonly text: string }
   /** `-m set --match-set NAME dst,dst,...` (an ipset; IPVS mode). */
@@ -59,7 +64,12 @@ export type Target =
   /** `-j DNAT --to-destination ADDR:PORT` (IPv6: `[ADDR]:PORT`). */
   | { readonly t: 'DNAT'; readonly addr: string; readonly port: number }
   /** `-j REDIRECT --to-ports PORT`. */
-  | { readonly t: 'REDIRECT'; readonly port: number };
+  | { readonly t: 'REDIRECT'; readonly port: number }
+  /**
+   * No `-j` at all: the rule only counts and the packet goes on (upstream ends each KUBE-FW-*
+   * chain with such a comment-only rule).
+   */
+  | { readonly t: 'none' };
 
 export interface IptRule {
   readonly table: IptTable;
