@@ -6,10 +6,10 @@
 // its set's key types). Reading them back costs one GETSET dump (listSets()).
 
 import type { BatchOptions, NetlinkTransport, OutMessage } from '../core/index.ts';
-import { errnoNumber, NetlinkError, NfnlSubsys, NLM_F_ECHO, nfMessage, nfnlBatchBytes, splitNfPayload } from '../core/index.ts';
+import { errnoNumber, isNotFound, NetlinkError, NfnlSubsys, NLM_F_ECHO, nfMessage, nfnlBatchBytes, splitNfPayload } from '../core/index.ts';
 import { AF_UNSPEC, AttrSet } from '../core/index.ts';
 import type { Family } from './constants.ts';
-import { NFTA_CHAIN_TABLE, NFTA_GEN_ID, NFTA_RULE_CHAIN, NFTA_RULE_TABLE, NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_TABLE, NftMsg } from './constants.ts';
+import { NFTA_CHAIN_NAME, NFTA_CHAIN_TABLE, NFTA_GEN_ID, NFTA_RULE_CHAIN, NFTA_RULE_TABLE, NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_TABLE, NftMsg } from './constants.ts';
 import { decodeChain } from './chain.ts';
 import type { RawElement } from './element.ts';
 import { decodeRawElements, toElements } from './element.ts';
@@ -181,6 +181,23 @@ export class NftClient implements NftInterface {
   async listChains(): Promise<NftChain[]> {
     const replies = await this.dump(NftMsg.GETCHAIN, `list chains ${this.scope.family} ${this.scope.table}`, (w) => w.str(NFTA_CHAIN_TABLE, this.scope.table));
     return replies.map((m) => decodeChain(m)).filter((c) => c.table === this.scope.table && c.family === this.scope.family).map((c) => c.chain);
+  }
+
+  /** One chain by name (a GETCHAIN, not a dump: cheap on a table of many chains); undefined when absent. */
+  async getChain(name: string): Promise<NftChain | undefined> {
+    const opts: { timeoutMs?: number } = {};
+    if (this.timeoutMs !== undefined) opts.timeoutMs = this.timeoutMs;
+    const label = `get chain ${this.scope.family} ${this.scope.table} ${name}`;
+    try {
+      const replies = await this.transport.request(
+        nftMessage(NftMsg.GETCHAIN, this.scope.family, 0, label, (w) => w.str(NFTA_CHAIN_TABLE, this.scope.table).str(NFTA_CHAIN_NAME, name)),
+        opts,
+      );
+      return replies.map((m) => decodeChain(m).chain).find((c) => c.name === name);
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
   }
 
   /** Sets and maps with their metadata; also teaches the client their definitions. */

@@ -9,8 +9,8 @@ import type { NftExpr, NftRule } from '../../netlink/nftables/index.ts';
 import type { IptRule } from '../../netlink/nftables/iptables/rule.ts';
 
 export interface RuleCodec {
-  /** The expressions iptables-nft sends for the rule. */
-  encode(rule: IptRule): readonly NftExpr[];
+  /** The rule as iptables-nft sends it (expressions, NFTA_RULE_COMPAT). */
+  encode(rule: IptRule): NftRule;
   /** A short stable identity of what the rule does (equal keys: the same rule). */
   key(rule: IptRule): string;
   /** The key of a listed rule, or undefined when it is not in a form we write (then it is not ours to keep). */
@@ -42,10 +42,10 @@ export function listedJumpTarget(listed: NftRule): string | undefined {
 
 /** A codec from an encoder and a decoder of one family's rules. */
 export function makeCodec(
-  encode: (rule: IptRule) => readonly NftExpr[],
+  encode: (rule: IptRule) => NftRule,
   decode: (listed: NftRule) => IptRule | undefined,
 ): RuleCodec {
-  const key = (rule: IptRule): string => exprsKey(encode(rule));
+  const key = (rule: IptRule): string => exprsKey(encode(rule).exprs);
   return {
     encode,
     key,

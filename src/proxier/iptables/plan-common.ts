@@ -25,8 +25,8 @@ export class Encoder {
   }
 
   one(rule: IptRule): Encoded {
-    const exprs = this.codec.encode(rule);
-    return { rule, nft: { kind: 'rule', chain: rule.chain, exprs }, key: exprsKey(exprs) };
+    const nft = this.codec.encode(rule);
+    return { rule, nft, key: exprsKey(nft.exprs) };
   }
 
   all(rules: readonly IptRule[]): Encoded[] {

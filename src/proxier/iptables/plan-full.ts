@@ -7,7 +7,7 @@
 // deletions, the jumps from the built-in chains, and stale chains.
 
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
-import { builtinBase } from './builtin.ts';
+import { builtinChain } from '../../netlink/nftables/iptables/tables.ts';
 import { Plan } from './groups.ts';
 import type { KernelState, ListedEntry } from './kernel-state.ts';
 import type { Encoded, Encoder } from './plan-common.ts';
@@ -72,12 +72,17 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   const tables = new Set<IptTable>([...sk.chains, ...sk.shared].map((c) => c.table));
   for (const t of tables) if (!kernel.tables.get(t)?.exists) plan.table(t);
   const jumps = skRules.filter((r) => BUILTIN_CHAINS.has(r.rule.chain));
+  const builtins = new Set<string>();
   for (const j of jumps) {
     const t = j.rule.table;
-    if (!kernel.tables.get(t)?.exists && !tables.has(t)) plan.table(t), tables.add(t);
-    if (!present(t, j.rule.chain) && !plan.groups.flat().some((o) => o.obj.kind === 'chain' && o.table === t && o.obj.name === j.rule.chain)) {
-      plan.chain(t, 'add', { kind: 'chain', name: j.rule.chain, base: builtinBase(t, j.rule.chain) });
+    if (!kernel.tables.get(t)?.exists && !tables.has(t)) {
+      plan.table(t);
+      tables.add(t);
     }
+    const id = chainId(t, j.rule.chain);
+    if (present(t, j.rule.chain) || builtins.has(id)) continue;
+    builtins.add(id);
+    plan.chain(t, 'add', builtinChain(t, j.rule.chain)!);
   }
   for (const c of [...sk.chains, ...sk.shared]) if (!present(c.table, c.name)) plan.chain(c.table, 'add', { kind: 'chain', name: c.name });
   const skOwned = rulesByChain(sk.chains, skRules);
@@ -113,14 +118,14 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
 
   // Service ports.
   const units = new Map<string, UnitState>();
-  let n = 0;
+  const want = new Set<string>([...sk.chains, ...sk.shared].map((c) => chainId(c.table, c.name)));
   for (const [id, unit] of desired.units) {
+    for (const c of unit.chains) want.add(chainId(c.table, c.name));
     units.set(id, writeUnit(plan, unit, enc, { present, listed, pools, tailBefore, sharedIds }));
     if (plan.size > DRAIN_OPS) {
       await inp.drain(plan);
       plan = new Plan();
     }
-    n++;
   }
 
   // Tails that were missing or out of place go at the end.
@@ -134,7 +139,7 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   for (const c of sk.shared) deleteAll(plan, c, pools.get(chainId(c.table, c.name))!.untaken().map((e) => e.handle));
 
   const jumpEntries = writeJumps(plan, jumps, kernel, inp.isOurs);
-  writeStale(plan, desired, kernel, inp.isOurs);
+  writeStale(plan, want, kernel, inp.isOurs);
   const skeleton: UnitState = { chains: [...sk.chains, ...sk.shared], content: skContent, shared: [...tailEntries, ...jumpEntries] };
   return { plan, state: { skeleton, units } };
 }
@@ -243,10 +248,7 @@ function splitId(id: string): [IptTable, string] {
 }
 
 /** Chains of ours nobody wants: flushed, then deleted, in late groups (a reference by someone else must not fail the sync). */
-function writeStale(plan: Plan, desired: DesiredRuleset, kernel: KernelState, isOurs: (t: IptTable, c: string) => boolean): void {
-  const want = new Set<string>();
-  for (const c of [...desired.skeleton.chains, ...desired.skeleton.shared]) want.add(chainId(c.table, c.name));
-  for (const u of desired.units.values()) for (const c of u.chains) want.add(chainId(c.table, c.name));
+function writeStale(plan: Plan, want: ReadonlySet<string>, kernel: KernelState, isOurs: (t: IptTable, c: string) => boolean): void {
   const stale: ChainRef[] = [];
   for (const [table, st] of kernel.tables) {
     for (const name of st.chains.keys()) if (isOurs(table, name) && !want.has(chainId(table, name))) stale.push({ table, name });

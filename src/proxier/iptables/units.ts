@@ -29,8 +29,8 @@ export interface Skeleton extends Unit {
 
 export interface DesiredRuleset {
   readonly skeleton: Skeleton;
-  /** Per service port id. */
-  readonly units: ReadonlyMap<string, Unit>;
+  /** Per service port id; iterated once, so a generator can make each unit as it is written. */
+  readonly units: Iterable<readonly [string, Unit]>;
 }
 
 export const BUILTIN_CHAINS: ReadonlySet<string> = new Set<BuiltinChain>(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);

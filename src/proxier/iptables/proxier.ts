@@ -1,0 +1,209 @@
+// The iptables proxier: upstream's KUBE-* chains in the iptables-nft tables of one family,
+// written over nf_tables netlink (docs/iptables-ruleset.md).
+//
+// A full sync (the first, periodic ones, after a failure or a canary's disappearance) lists
+// what the kernel holds in our chains and in the built-in ones, and writes the difference:
+// owned chains refilled when their content differs, the long shared chains diffed rule by
+// rule, jumps inserted where missing, stale chains removed. A partial sync regenerates only
+// the changed service ports and diffs them against what the last sync committed: their
+// chains refilled, single rules of the shared chains added or deleted by handle. Rules of
+// others in the same tables are never touched.
+
+import type { Clock, TimerHandle } from '../../base/clock.ts';
+import type { IPFamily } from '../../base/ip.ts';
+import type { Logger } from '../../base/logger.ts';
+import type { ChangeSet, DesiredState } from '../../model/index.ts';
+import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
+import type { Proxier, SyncReport } from '../types.ts';
+import type { CanaryProbe } from './canary.ts';
+import { canaryPresent } from './canary.ts';
+import type { RuleCodec } from './codec.ts';
+import { FIXED_NAMES, skeletonOf, unitOf } from './desired.ts';
+import { globalContext, portContext } from './context.ts';
+import type { IptablesOptions } from './context.ts';
+import { sendGroups } from './groups.ts';
+import type { Op, Plan } from './groups.ts';
+import { readKernel } from './kernel-state.ts';
+import { nodePortIPs } from './node-ips.ts';
+import { Encoder } from './plan-common.ts';
+import { planFull } from './plan-full.ts';
+import { planPartial } from './plan-partial.ts';
+import { removeAll } from './remove.ts';
+import { servicePortRules } from './rules.ts';
+import { globalRules } from './global.ts';
+import type { WriterState } from './state.ts';
+import type { Unit } from './units.ts';
+import { isServicePortChain, TABLES } from './units.ts';
+import type { BatchSender, TableClient } from './writer-types.ts';
+
+/** The sysctl writer the daemon passes (route_localnet); same shape as the IPVS mode's. */
+export interface SysctlWriter {
+  set(path: string, value: number): Promise<void>;
+}
+
+export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
+
+export interface IptablesProxierOptions extends IptablesOptions {
+  readonly family: IPFamily;
+  /** Clients bound to (ip|ip6, nat), (…, filter), (…, mangle). */
+  readonly clients: ReadonlyMap<IptTable, TableClient & CanaryProbe>;
+  /** Sends batches spanning the three tables (one of the clients, usually). */
+  readonly sender: BatchSender;
+  readonly codec: RuleCodec;
+  readonly logger: Logger;
+  /** The node's addresses of this family, for nodePortAddresses that are not "all". */
+  readonly localAddresses?: () => Promise<readonly string[]>;
+  /** route_localnet for localhost node ports (IPv4); absent: not written. */
+  readonly sysctl?: SysctlWriter;
+  /** The socket's largest batch; batches are kept at a quarter of it (the echoes come back in the receive buffer). */
+  readonly maxBatchBytes?: number;
+  readonly clock?: Clock;
+  /** How often the canary chains are checked; default 10 s (upstream: 30 s). */
+  readonly canaryIntervalMs?: number;
+  readonly now?: () => number;
+}
+
+export class IptablesProxier implements Proxier {
+  readonly mode = 'iptables' as const;
+  private readonly o: IptablesProxierOptions;
+  private readonly log: Logger;
+  private readonly enc: Encoder;
+  private readonly now: () => number;
+  private readonly budget: number;
+  private state: WriterState | undefined;
+  private ctxKey = '';
+  private needFull = true;
+  private timer: TimerHandle | undefined;
+  private onDrift: (() => void) | undefined;
+  private polling = false;
+
+  constructor(o: IptablesProxierOptions) {
+    this.o = o;
+    this.log = o.logger.child({ proxier: 'iptables', family: o.family });
+    this.enc = new Encoder(o.codec);
+    this.now = o.now ?? (() => performance.now());
+    this.budget = o.maxBatchBytes === undefined ? 1 << 20 : Math.max(16384, Math.floor(o.maxBatchBytes / 4));
+  }
+
+  async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+    if (desired.family !== this.o.family) throw new Error(`an ${this.o.family} proxier was given ${desired.family} state`);
+    const key = JSON.stringify(portContext(desired, this.o));
+    let full = this.needFull || change.full || !this.state || key !== this.ctxKey;
+    if (!full && !(await canaryPresent(this.o.clients))) {
+      this.log.info('Canary chain gone (someone flushed our tables); full resync');
+      full = true;
+    }
+    this.needFull = true; // until this sync succeeds
+    const report = full ? await this.fullSync(desired, signal) : await this.partialSync(desired, change, signal);
+    this.ctxKey = key;
+    this.needFull = false;
+    return report;
+  }
+
+  private async fullSync(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+    const t0 = this.now();
+    const ips = desired.nodePortAddresses.matchAll ? [] : await nodePortIPs(desired, this.o.localAddresses);
+    const gctx = globalContext(desired, ips, this.o);
+    if (gctx.localhostNodePorts && this.o.sysctl) await this.o.sysctl.set(ROUTE_LOCALNET, 1);
+    const skeleton = skeletonOf(globalRules(gctx));
+    const units = (function* (): Generator<readonly [string, Unit]> {
+      for (const [id, info] of desired.services) yield [id, unitOf(servicePortRules(info, desired.selections.get(id), gctx))];
+    })();
+    const tr = this.now();
+    const kernel = await readKernel(this.o.clients, this.o.codec, isOurs);
+    let kernelMs = this.now() - tr;
+    const totals = { batches: 0, longest: 0 };
+    const send = async (groups: readonly (readonly Op[])[]): Promise<void> => {
+      const ts = this.now();
+      const r = await sendGroups(groups, this.o.clients, this.o.sender, this.budget, signal, this.now);
+      kernelMs += this.now() - ts;
+      totals.batches += r.batches;
+      totals.longest = Math.max(totals.longest, r.longestBatchMs);
+    };
+    const drain = async (p: Plan): Promise<void> => send(p.groups);
+    const { plan, state } = await planFull({ desired: { skeleton, units }, kernel, enc: this.enc, isOurs, drain });
+    await send(plan.groups);
+    const errors: string[] = [];
+    if (plan.late.length > 0) {
+      try {
+        await send(plan.late);
+      } catch (e) {
+        errors.push(`stale chains not removed (retried at the next full sync): ${(e as Error).message}`);
+        this.log.warn('Stale chains not removed', { err: e });
+      }
+    }
+    this.state = state;
+    this.startCanary();
+    const total = this.now() - t0;
+    return { full: true, servicesChanged: desired.services.size, kernelMs, planMs: Math.max(0, total - kernelMs), errors, batches: totals.batches, longestBatchMs: totals.longest };
+  }
+
+  private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+    const t0 = this.now();
+    const changed = new Map<string, Unit | undefined>();
+    const ctx = portContext(desired, this.o);
+    for (const id of change.services) {
+      const info = desired.services.get(id);
+      changed.set(id, info ? unitOf(servicePortRules(info, desired.selections.get(id), ctx)) : undefined);
+    }
+    const state = this.state!;
+    const { plan, commit } = planPartial({ state, changed, enc: this.enc });
+    const tk = this.now();
+    const r = await sendGroups(plan.groups, this.o.clients, this.o.sender, this.budget, signal, this.now);
+    const kernelMs = this.now() - tk;
+    commit();
+    for (const id of changed.keys()) {
+      if (state.units.get(id)?.shared.some((e) => e.handle === undefined)) {
+        // An echo was lost: the next sync reads the kernel instead of trusting the mirror.
+        throw new Error(`the kernel did not echo the handle of a new rule of ${id}; a full sync follows`);
+      }
+    }
+    const total = this.now() - t0;
+    return { full: false, servicesChanged: changed.size, kernelMs, planMs: Math.max(0, total - kernelMs), errors: [], batches: r.batches, longestBatchMs: r.longestBatchMs };
+  }
+
+  /** Asks for a full resync through `kick` when the canary chains disappear. */
+  watch(kick: () => void): void {
+    this.onDrift = kick;
+  }
+
+  private startCanary(): void {
+    if (this.timer || !this.o.clock) return;
+    const every = this.o.canaryIntervalMs ?? 10_000;
+    const tick = (): void => {
+      this.timer = this.o.clock!.setTimer(every, tick);
+      if (this.polling || this.needFull) return;
+      this.polling = true;
+      canaryPresent(this.o.clients)
+        .then((ok) => {
+          if (ok || this.needFull) return;
+          this.log.info('Canary chain gone (someone flushed our tables); asking for a full resync');
+          this.needFull = true;
+          this.onDrift?.();
+        })
+        .catch((e: unknown) => this.log.warn('Canary check failed', { err: e }))
+        .finally(() => (this.polling = false));
+    };
+    this.timer = this.o.clock.setTimer(every, tick);
+  }
+
+  /** Stops the canary timer. */
+  stop(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+  }
+
+  async cleanup(): Promise<void> {
+    this.stop();
+    await removeAll(this.o.clients, this.o.sender, this.o.codec, isOurs, this.budget);
+    this.state = undefined;
+    this.needFull = true;
+  }
+}
+
+/** Chains this mode owns: upstream's fixed names and the service-port chains. */
+export function isOurs(_table: IptTable, chain: string): boolean {
+  return FIXED_NAMES.has(chain) || isServicePortChain(chain);
+}
+
+export { TABLES };
