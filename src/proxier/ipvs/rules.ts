@@ -14,6 +14,8 @@ import type { LocalDetector } from '../../model/index.ts';
 import { SET_INFO, SetName, ipsetName } from './names.ts';
 import type { SetKey } from './names.ts';
 import type { NoNodeAccess } from './plan.ts';
+import type { IptRule as SaveRule } from '../../netlink/nftables/iptables/rule.ts';
+import { ruleArgs as saveRuleArgs } from '../../netlink/nftables/iptables/save.ts';
 
 export type IptTable = 'nat' | 'filter';
 export type SetDir = 'src' | 'dst';
@@ -215,62 +217,10 @@ export function companionRules(input: RulesInput): CompanionRules {
   return { family: fam, chains: CHAINS, jumps: JUMPS, rules };
 }
 
-const hex = (n: number): string => `0x${n.toString(16)}`;
-const PROTO_NUMBER: Readonly<Record<string, number>> = { tcp: 6, udp: 17, sctp: 132 };
-
-/** One rule's arguments as iptables-save prints them (addresses and protocol first, then matches in order, then the target). */
+/** One rule's arguments as iptables-save prints them (netlink/nftables/iptables/save.ts renders them). */
 export function ruleArgs(r: IptRule, family: IPFamily = 'IPv4'): string {
-  const head: string[] = [];
-  const rest: string[] = [];
-  const not = (inv: boolean | undefined): string[] => (inv ? ['!'] : []);
-  for (const m of r.matches) {
-    switch (m.m) {
-      case 'src':
-        head.push(...not(m.invert), '-s', m.cidr.includes('/') ? m.cidr : `${m.cidr}/${m.cidr.includes(':') ? 128 : 32}`);
-        break;
-      case 'inIface':
-        head.push(...not(m.invert), '-i', m.name);
-        break;
-      case 'proto':
-        head.push('-p', m.proto);
-        break;
-      case 'comment':
-        rest.push('-m', 'comment', '--comment', /^[\w.-]+$/.test(m.text) ? m.text : `"${m.text}"`);
-        break;
-      case 'set':
-        rest.push('-m', 'set', '--match-set', m.set, m.dirs.join(','));
-        break;
-      case 'addrtype':
-        rest.push('-m', 'addrtype', ...not(m.invert), m.dir === 'src' ? '--src-type' : '--dst-type', m.type);
-        break;
-      case 'mark':
-        rest.push('-m', 'mark', ...not(m.invert), '--mark', `${hex(m.value)}/${hex(m.mask)}`);
-        break;
-      case 'ctstate':
-        rest.push('-m', 'conntrack', '--ctstate', m.states.join(','));
-        break;
-      case 'physdevNotIsIn':
-        rest.push('-m', 'physdev', '!', '--physdev-is-in');
-        break;
-      case 'ipvs':
-        // iptables-save prints the protocol as a number and the address without a full-length mask.
-        rest.push('-m', 'ipvs', '--vproto', String(PROTO_NUMBER[m.vproto] ?? m.vproto), '--vaddr', m.vaddr, '--vport', String(m.vport));
-        break;
-    }
-  }
-  const t = r.target;
-  const target =
-    t.t === 'jump'
-      ? ['-j', t.chain]
-      : t.t === 'MARK'
-        ? // MARK revision 2 is saved as --set-xmark value/mask: --or-mark v is v/v, --xor-mark v is v/0x0.
-          ['-j', 'MARK', '--set-xmark', `${hex(t.value)}/${hex(t.op === 'or' ? t.value : 0)}`]
-        : t.t === 'MASQUERADE'
-          ? ['-j', 'MASQUERADE', ...(t.randomFully ? ['--random-fully'] : [])]
-          : t.t === 'REJECT'
-            ? ['-j', 'REJECT', '--reject-with', family === 'IPv6' ? 'icmp6-port-unreachable' : 'icmp-port-unreachable']
-            : ['-j', t.t];
-  return [...head, ...rest, ...target].join(' ');
+  // The companion rules use a subset of the shared rule model's matches and targets.
+  return saveRuleArgs(r as SaveRule, family);
 }
 
 /**

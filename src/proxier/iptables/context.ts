@@ -1,0 +1,57 @@
+// The generator's contexts from the model's DesiredState and the iptables flags.
+
+import type { DesiredState } from '../../model/index.ts';
+import type { GlobalContext, IptContext } from './types.ts';
+
+/** upstream largeClusterEndpointsThreshold: above this many endpoints, per-endpoint comments go. */
+export const LARGE_CLUSTER_ENDPOINTS = 1000;
+
+export interface IptablesOptions {
+  /** --iptables-masquerade-bit, 0..31; default 14. */
+  readonly masqueradeBit?: number;
+  /** --iptables-localhost-nodeports; default true. */
+  readonly localhostNodePorts?: boolean;
+  /** MASQUERADE --random-fully; default true. */
+  readonly randomFully?: boolean;
+  /** nf_conntrack_tcp_be_liberal is set on the node; default false. */
+  readonly conntrackTCPLiberal?: boolean;
+}
+
+/** upstream counts every endpoint of every service port, used or not. */
+export function endpointCount(desired: DesiredState): number {
+  let n = 0;
+  for (const id of desired.services.keys()) n += desired.endpoints.get(id)?.length ?? 0;
+  return n;
+}
+
+export function masqueradeMark(bit = 14): number {
+  if (!Number.isInteger(bit) || bit < 0 || bit > 31) throw new RangeError(`--iptables-masquerade-bit ${bit} is not in 0..31`);
+  return (1 << bit) >>> 0;
+}
+
+export function portContext(desired: DesiredState, opts: IptablesOptions = {}): IptContext {
+  return {
+    family: desired.family,
+    masqueradeMark: masqueradeMark(opts.masqueradeBit),
+    masqueradeAll: desired.masquerade.all,
+    detectLocal: desired.masquerade.detectLocal,
+    nodeIP: desired.node.primaryIP,
+    largeClusterMode: endpointCount(desired) > LARGE_CLUSTER_ENDPOINTS,
+  };
+}
+
+/**
+ * nodePortIPs: the node's local addresses of this family inside nodePortAddresses (the
+ * proxier lists them; unused when nodePortAddresses matches all).
+ */
+export function globalContext(desired: DesiredState, nodePortIPs: readonly string[], opts: IptablesOptions = {}): GlobalContext {
+  const npa = desired.nodePortAddresses;
+  return {
+    ...portContext(desired, opts),
+    nodePortAddresses: npa,
+    nodePortIPs,
+    localhostNodePorts: (opts.localhostNodePorts ?? true) && desired.family === 'IPv4' && npa.containsIPv4Loopback,
+    randomFully: opts.randomFully ?? true,
+    conntrackTCPLiberal: opts.conntrackTCPLiberal ?? false,
+  };
+}
