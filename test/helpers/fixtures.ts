@@ -33,3 +33,20 @@ export function hexdiff(actual: Uint8Array, expected: Uint8Array): string {
   }
   return lines.join('\n');
 }
+
+/**
+ * Zeroes the padding after every attribute of buf[start, end), recursing into nested ones
+ * (NLA_F_NESTED): libnetfilter_conntrack and iptables-nft leave stack garbage there.
+ */
+export function zeroAttrPadding(buf: Uint8Array, start: number, end: number): void {
+  let off = start;
+  while (off + 4 <= end) {
+    const len = buf[off]! | (buf[off + 1]! << 8);
+    const type = buf[off + 2]! | (buf[off + 3]! << 8);
+    if (len < 4 || off + len > end) return;
+    if (type & 0x8000) zeroAttrPadding(buf, off + 4, off + len);
+    const padded = (len + 3) & ~3;
+    for (let i = off + len; i < Math.min(off + padded, end); i++) buf[i] = 0;
+    off += padded;
+  }
+}

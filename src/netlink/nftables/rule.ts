@@ -9,6 +9,9 @@ import { cstr, nftMessage, received } from './message.ts';
 import type { NftRule, Scope } from './types.ts';
 import { commentOf, commentUdata } from './udata.ts';
 
+// NFTA_RULE_COMPAT { PROTO be32, FLAGS be32 } (nf_tables.h), sent by iptables-nft.
+const NFTA_RULE_COMPAT = 5, NFTA_RULE_COMPAT_PROTO = 1, NFTA_RULE_COMPAT_FLAGS = 2;
+
 export function ruleMessage(
   scope: Scope,
   cmd: number,
@@ -23,6 +26,8 @@ export function ruleMessage(
     if (parts.handle && r.handle !== undefined) w.u64(NFTA_RULE_HANDLE, r.handle, 'net');
     if (!parts.body) return;
     w.nested(NFTA_RULE_EXPRESSIONS, (l) => writeExprs(l, r.exprs, ctx));
+    const compat = r.compat;
+    if (compat) w.nested(NFTA_RULE_COMPAT, (c) => c.u32(NFTA_RULE_COMPAT_PROTO, compat.proto, 'net').u32(NFTA_RULE_COMPAT_FLAGS, compat.flags, 'net'));
     if (r.comment !== undefined) w.bytes(NFTA_RULE_USERDATA, commentUdata(r.comment));
     if (r.position !== undefined) w.u64(NFTA_RULE_POSITION, r.position, 'net');
   });
@@ -41,6 +46,8 @@ export function decodeRule(msg: Pick<InMessage, 'payload'>): ListedRule {
   if (list) rule.exprs = readExprs(list);
   const handle = a.u64(NFTA_RULE_HANDLE, 'net');
   if (handle !== undefined) rule.handle = handle;
+  const compat = a.nested(NFTA_RULE_COMPAT);
+  if (compat) rule.compat = { proto: compat.u32(NFTA_RULE_COMPAT_PROTO, 'net') ?? 0, flags: compat.u32(NFTA_RULE_COMPAT_FLAGS, 'net') ?? 0 };
   const comment = commentOf(a.bytes(NFTA_RULE_USERDATA), 0, 'rule userdata');
   if (comment !== undefined) rule.comment = comment;
   return { family, table: a.require(NFTA_RULE_TABLE, a.str(NFTA_RULE_TABLE)), rule };

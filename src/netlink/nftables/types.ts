@@ -109,6 +109,11 @@ export interface NftRule {
   handle?: bigint;
   /** add: place after the rule with this handle; insert: before it. */
   position?: bigint;
+  /**
+   * NFTA_RULE_COMPAT, which iptables-nft sends with every rule: the `-p` protocol number (0 for
+   * none) and NFT_RULE_COMPAT_F_* flags (INV 0x2 for `! -p`); xt matches such as `tcp` check it.
+   */
+  compat?: { proto: number; flags: number };
 }
 
 export type NftObject = NftTable | NftChain | NftSet | NftMap | NftElement | NftRule;

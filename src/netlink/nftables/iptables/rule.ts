@@ -24,8 +24,8 @@ export type Match =
   /** `-m tcp|udp|sctp --dport N` (needs a `proto` match of the same protocol in the rule). */
   | { readonly m: 'dport'; readonly proto: L4Proto; readonly port: number }
   /**
-   * `-m tcp|udp|sctp` with no option (upstream's KUBE-SEP DNAT rules load the protocol's
-   * match without a port; iptables-save prints it back as a bare `-m tcp`).
+   * `-m tcp|udp|sctp` without options (upstream's DNAT rules carry one: `-m tcp -p tcp -j DNAT`);
+   * needs a `proto` match of the same protocol in the rule.
    */
   | { readonly m: 'l4'; readonly proto: L4Proto }
   /** `-m comment --comment TEXT`. */
