@@ -113,6 +113,8 @@ export class Daemon {
         ...(parts.staleFlows ? { staleFlows: parts.staleFlows } : {}),
       }),
     });
+    // Kernel drift a mode notices between syncs (iptables: a canary chain gone) asks for a sync.
+    parts.proxiers.watch?.(() => this.loop.changed());
   }
 
   /** Resolves after the first successful full sync (READY=1). */

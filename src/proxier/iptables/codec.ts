@@ -5,8 +5,11 @@
 // address for a /32) never makes two equal rules differ.
 
 import { createHash } from 'node:crypto';
+import type { IPFamily } from '../../base/ip.ts';
+import { decodeIptRule } from '../../netlink/nftables/iptables/decode.ts';
+import { iptNftRule } from '../../netlink/nftables/iptables/encode.ts';
 import type { NftExpr, NftRule } from '../../netlink/nftables/index.ts';
-import type { IptRule } from '../../netlink/nftables/iptables/rule.ts';
+import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
 
 export interface RuleCodec {
   /** The rule as iptables-nft sends it (expressions, NFTA_RULE_COMPAT). */
@@ -14,7 +17,7 @@ export interface RuleCodec {
   /** A short stable identity of what the rule does (equal keys: the same rule). */
   key(rule: IptRule): string;
   /** The key of a listed rule, or undefined when it is not in a form we write (then it is not ours to keep). */
-  kernelKey(listed: NftRule): string | undefined;
+  kernelKey(listed: NftRule, table: IptTable): string | undefined;
   /** The chain a listed rule jumps or goes to, if any (recognises our jumps in the built-in chains). */
   jumpTarget(listed: NftRule): string | undefined;
 }
@@ -43,16 +46,16 @@ export function listedJumpTarget(listed: NftRule): string | undefined {
 /** A codec from an encoder and a decoder of one family's rules. */
 export function makeCodec(
   encode: (rule: IptRule) => NftRule,
-  decode: (listed: NftRule) => IptRule | undefined,
+  decode: (listed: NftRule, table: IptTable) => IptRule | undefined,
 ): RuleCodec {
   const key = (rule: IptRule): string => exprsKey(encode(rule).exprs);
   return {
     encode,
     key,
-    kernelKey(listed) {
+    kernelKey(listed, table) {
       let rule: IptRule | undefined;
       try {
-        rule = decode(listed);
+        rule = decode(listed, table);
       } catch {
         return undefined;
       }
@@ -60,4 +63,17 @@ export function makeCodec(
     },
     jumpTarget: listedJumpTarget,
   };
+}
+
+/** The codec of the iptables-nft dialect (netlink/nftables/iptables encode.ts and decode.ts). */
+export function iptablesNftCodec(family: IPFamily): RuleCodec {
+  const ctx = {
+    setIndex(name: string): number {
+      throw new Error(`-m set ${name}: the iptables mode uses no ipsets`);
+    },
+  };
+  return makeCodec(
+    (r) => iptNftRule(r, family, ctx),
+    (listed, table) => decodeIptRule(listed, table, family),
+  );
 }

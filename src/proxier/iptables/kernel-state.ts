@@ -59,7 +59,7 @@ export async function readKernel(
       if (!list) rules.set(id, (list = []));
       const jump = builtin ? codec.jumpTarget(r) : undefined;
       // Built-in chains: only rules that jump somewhere can be ours; others are not decoded.
-      const key = builtin && jump === undefined ? undefined : codec.kernelKey({ ...r, chain: r.chain });
+      const key = builtin && jump === undefined ? undefined : codec.kernelKey(r, table);
       list.push(jump === undefined ? { handle: r.handle, key } : { handle: r.handle, key, jump });
     }
   }

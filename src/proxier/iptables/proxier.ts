@@ -33,7 +33,7 @@ import { servicePortRules } from './rules.ts';
 import { globalRules } from './global.ts';
 import type { WriterState } from './state.ts';
 import type { Unit } from './units.ts';
-import { isServicePortChain, TABLES } from './units.ts';
+import { isServicePortChain } from './names.ts';
 import type { BatchSender, TableClient } from './writer-types.ts';
 
 /** The sysctl writer the daemon passes (route_localnet); same shape as the IPVS mode's. */
@@ -206,4 +206,3 @@ export function isOurs(_table: IptTable, chain: string): boolean {
   return FIXED_NAMES.has(chain) || isServicePortChain(chain);
 }
 
-export { TABLES };

@@ -39,13 +39,6 @@ export const TABLES: readonly IptTable[] = ['nat', 'filter', 'mangle'];
 
 export const chainId = (table: IptTable, name: string): string => `${table}/${name}`;
 
-/** Chains of service ports, by upstream's prefixes (KUBE-XLB- is pre-1.24 upstream's KUBE-EXT-). */
-const SERVICE_CHAIN = /^KUBE-(SVC|SVL|EXT|FW|SEP|XLB)-[A-Z0-9]{16}$/;
-
-export function isServicePortChain(name: string): boolean {
-  return SERVICE_CHAIN.test(name);
-}
-
 /**
  * Owned chains in an order where every chain comes after the chains it jumps to (leaves first),
  * so that when they are filled one batch after another no packet meets an empty target.

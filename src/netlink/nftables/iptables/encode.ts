@@ -191,6 +191,8 @@ function targetExprs(t: Target, family: IPFamily): NftExpr[] {
     }
     case 'REDIRECT':
       return [redirectTarget(checkPort('-j REDIRECT --to-ports', t.port), family)];
+    case 'none':
+      return []; // a rule without -j: matches and the counter only (merge of iptgen's 'none' target)
   }
 }
 
