@@ -183,6 +183,7 @@ function iptablesSet(config: ProxyConfig, families: readonly IPFamily[], deps: P
     mode: 'iptables',
     proxiers,
     init: async () => {
+      deps.logger.info('iptables mode (upstream\'s default); nftables mode (--proxy-mode=nftables) is also available and syncs faster');
       const findings = await checkLegacyIptables();
       for (const f of findings) if (!f.fatal) deps.logger.warn(f.message);
       const fatal = findings.filter((f) => f.fatal);
