@@ -3,9 +3,9 @@
 // saw, an external client connects. iptables-nft-save (an independent reader) shows the rules.
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { ECHO, makeCluster, NODE_IP, podGateway, podIP } from '../helpers/cluster.ts';
+import { CLIENT_IP, ECHO, makeCluster, NODE_IP, NODE_IP6, podGateway, podIP, podIP6 } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
-import { ep, slice, svc } from '../unit/model/helpers.ts';
+import { ep, node, slice, svc } from '../unit/model/helpers.ts';
 
 const P = new URL('./scenarios/ipt-proxier.ts', import.meta.url).href;
 const MODEL = { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] };
@@ -22,6 +22,7 @@ const from = (c: Cluster, who: 'client' | number) => (who === 'client' ? c.clien
 const tcp = (c: Cluster, who: 'client' | number, ip: string, port: number) => from(c, who).call<string>(ECHO, 'tcp', ip, port);
 const tcpMany = (c: Cluster, who: 'client' | number, ip: string, port: number, n: number) => from(c, who).call<string[]>(ECHO, 'tcpMany', ip, port, n);
 const pods = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[0]));
+const sources = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[1]));
 
 /** iptables-nft-save of the node, without counters and comments lines. */
 async function save(c: Cluster, tool = 'iptables-nft-save'): Promise<string> {
@@ -71,4 +72,180 @@ test.serial('no endpoints: REJECT, from outside and from a pod', async (t) => {
   t.is(await tcp(c, 'client', '10.96.0.10', 80), `pod1 ${podGateway(0)}`);
   t.is(await tcp(c, 'client', '10.96.0.11', 80), 'ECONNREFUSED', 'a Service without endpoints rejects');
   t.is(await tcp(c, 0, '10.96.0.11', 80), 'ECONNREFUSED', 'also from a pod');
+});
+
+test.serial('externalIPs and load-balancer IPs; loadBalancerSourceRanges enforced', async (t) => {
+  const c = await cluster(t, 'ipt-lb', 2);
+  const lb = (ranges: string[]) =>
+    svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', ports: tcpPort(80, 30081), externalIPs: ['10.50.0.1'], ingress: [{ ip: '10.60.0.1' }], sourceRanges: ranges });
+  await apply(c, { services: [lb([`${CLIENT_IP}/32`])], slices: [slice('lb-1', 'lb', [ep(podIP(0)), ep(podIP(1))])] });
+  t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'external IP, masqueraded');
+  t.regex(await tcp(c, 'client', '10.60.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'LB IP from an allowed source');
+  const r = await apply(c, { services: [lb(['192.0.2.0/24'])] });
+  t.false(r.full, 'a partial sync');
+  t.is(await tcp(c, 'client', '10.60.0.1', 80), 'ETIMEDOUT', 'LB IP from a source outside the ranges is dropped');
+  t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[12] /, 'source ranges apply to the LB IP only');
+});
+
+test.serial('externalTrafficPolicy=Local: local endpoints only, client source kept; none local: dropped', async (t) => {
+  const c = await cluster(t, 'ipt-etp', 2);
+  const s = svc('loc', { clusterIP: '10.96.0.30', type: 'NodePort', ports: tcpPort(80, 30082), eTP: 'Local', externalIPs: ['10.50.0.2'] });
+  await apply(c, {
+    node: node('node-a', { internal: [NODE_IP] }),
+    services: [s],
+    slices: [slice('loc-1', 'loc', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })])],
+  });
+  const ext = await tcpMany(c, 'client', NODE_IP, 30082, 8);
+  t.deepEqual([...pods(ext)], ['pod1'], `only the local endpoint: ${ext.join(', ')}`);
+  t.deepEqual([...sources(ext)], [CLIENT_IP], 'no SNAT: the client address is preserved');
+  t.deepEqual([...pods(await tcpMany(c, 'client', '10.50.0.2', 80, 4))], ['pod1']);
+  t.true(pods(await tcpMany(c, 0, '10.96.0.30', 80, 12)).size === 2, 'cluster traffic uses every endpoint');
+
+  await apply(c, { slices: [slice('loc-1', 'loc', [ep(podIP(1), { node: 'node-b' })])] });
+  t.is(await tcp(c, 'client', NODE_IP, 30082), 'ETIMEDOUT', 'no local endpoint: external traffic is dropped');
+  t.regex(await tcp(c, 0, '10.96.0.30', 80), /^pod2 /, 'the cluster IP still works');
+});
+
+test.serial('session affinity ClientIP: a client sticks to one endpoint until it goes away', async (t) => {
+  const c = await cluster(t, 'ipt-aff', 3);
+  const sticky = svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070), affinity: 'ClientIP', timeout: 600 });
+  await apply(c, { services: [sticky], slices: [slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])] });
+  const first = await tcpMany(c, 'client', '10.96.0.70', 80, 10);
+  t.is(pods(first).size, 1, `one endpoint for one client: ${first.join(', ')}`);
+  const chosen = [...pods(first)][0]!;
+  t.is(pods(await tcpMany(c, 'client', NODE_IP, 30070, 4)).size, 1, 'node port traffic sticks too');
+  t.regex(await save(c), /-m recent --rcheck --seconds 600 --reap --name KUBE-SEP-/);
+
+  const left = [0, 1, 2].filter((i) => `pod${i + 1}` !== chosen).map((i) => ep(podIP(i)));
+  await apply(c, { slices: [slice('sticky-1', 'sticky', left)] });
+  const after = await tcpMany(c, 'client', '10.96.0.70', 80, 8);
+  t.is(pods(after).size, 1, `sticks again: ${after.join(', ')}`);
+  t.false(pods(after).has(chosen));
+});
+
+test.serial('IPv6: ClusterIP and NodePort in ip6 nat, masqueraded from outside, reject without endpoints', async (t) => {
+  const c = await cluster(t, 'ipt-v6', 2, { family: 'IPv6', clusterCIDRs: ['fd44::/16'], serviceCIDRs: ['fd96::/112'] });
+  const v6 = (name: string, ip: string, nodePort?: number) =>
+    svc(name, { clusterIPs: [ip], type: nodePort ? 'NodePort' : 'ClusterIP', ports: tcpPort(80, nodePort) });
+  const withFamily = (s: ReturnType<typeof svc>) => ({ ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } });
+  await apply(c, {
+    services: [withFamily(v6('web6', 'fd96::10', 30600)), withFamily(v6('empty6', 'fd96::11'))],
+    slices: [slice('web6-1', 'web6', [ep(podIP6(0)), ep(podIP6(1))], { addressType: 'IPv6' })],
+  });
+  const got = await tcpMany(c, 'client', 'fd96::10', 80, 10);
+  t.true(got.every((a) => /^pod[12] fd44:[12]::1$/.test(a)), `answers: ${got.join(', ')}`);
+  t.true(pods(got).size === 2);
+  t.regex(await tcp(c, 'client', NODE_IP6, 30600), /^pod[12] fd44:[12]::1$/);
+  t.is(await tcp(c, 'client', 'fd96::11', 80), 'ECONNREFUSED');
+  t.regex(await save(c, 'ip6tables-nft-save'), /-A KUBE-SERVICES -d fd96::10\/128 -p tcp -m comment --comment "default\/web6:p cluster IP"/);
+});
+
+test.serial('localhost node ports (IPv4): route_localnet set, 127.0.0.1:nodePort answered from the node, martians dropped', async (t) => {
+  const c = await cluster(t, 'ipt-lo', 1);
+  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
+  t.deepEqual(await c.nodeAgent.call(P, 'sysctlValues'), { 'net/ipv4/conf/all/route_localnet': 1 });
+  t.is((await c.node.run('cat', '/proc/sys/net/ipv4/conf/all/route_localnet')).trim(), '1');
+  t.regex(await c.nodeAgent.call<string>(ECHO, 'tcp', '127.0.0.1', 30080), /^pod1 /);
+  t.regex(await save(c), /-A KUBE-FIREWALL ! -s 127\.0\.0\.0\/8 -d 127\.0\.0\.0\/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP/);
+});
+
+/** The rules of others (and ours) in a chain, in order, as iptables-nft-save prints them. */
+const linesOf = (text: string, chain: string) => text.split('\n').filter((l) => l.startsWith(`-A ${chain} `));
+const foreign = (text: string) => text.split('\n').filter((l) => l.startsWith('-A ') && !l.includes('KUBE-'));
+
+test.serial('rules of others in nat PREROUTING/OUTPUT and filter FORWARD survive syncs, a restart, a removed jump and --cleanup', async (t) => {
+  const c = await cluster(t, 'ipt-share', 2);
+  const ipt = (...args: string[]) => c.node.run('iptables-nft', ...args);
+  await ipt('-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.1/32', '-j', 'ACCEPT');
+  await ipt('-t', 'nat', '-A', 'OUTPUT', '-d', '192.0.2.2/32', '-j', 'RETURN');
+  await ipt('-A', 'FORWARD', '-s', '192.0.2.3/32', '-j', 'DROP');
+  await ipt('-N', 'SOMEONE-ELSE');
+  await ipt('-A', 'SOMEONE-ELSE', '-p', 'tcp', '--dport', '22', '-j', 'ACCEPT');
+  await ipt('-P', 'FORWARD', 'DROP');
+  const before = foreign(await save(c));
+  t.is(before.length, 4);
+
+  await apply(c, web3);
+  await ipt('-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.4/32', '-j', 'ACCEPT'); // added after us
+  const theirs = foreign(await save(c));
+  t.deepEqual(theirs.filter((l) => !l.includes('192.0.2.4')), before);
+  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod[12] /);
+  t.deepEqual(linesOf(await save(c), 'PREROUTING')[0], '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES', 'our jump first');
+
+  // Partial sync, full sync, restart: nothing of theirs moves, our jumps stay single.
+  await apply(c, { slices: [slice('web-1', 'web', [ep(podIP(0))])] });
+  await apply(c, {}, true);
+  await c.nodeAgent.call(P, 'start', MODEL);
+  await apply(c, web3);
+  let text = await save(c);
+  t.deepEqual(foreign(text), theirs);
+  t.is(linesOf(text, 'PREROUTING').filter((l) => l.includes('KUBE-SERVICES')).length, 1);
+  t.regex(text, /:FORWARD DROP/, 'the policy of FORWARD is theirs');
+
+  // Someone deletes our jump: the next full sync puts it back, once, at the top.
+  await ipt('-t', 'nat', '-D', 'PREROUTING', '-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES');
+  t.is(await tcp(c, 'client', '10.96.0.10', 80), 'ETIMEDOUT');
+  await apply(c, {}, true);
+  text = await save(c);
+  t.is(linesOf(text, 'PREROUTING')[0], '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES');
+  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod[12] /);
+
+  await c.nodeAgent.call(P, 'cleanup');
+  await c.nodeAgent.call(P, 'cleanup');
+  text = await save(c);
+  t.false(text.includes('KUBE-'), text);
+  t.deepEqual(foreign(text), theirs);
+  t.regex(text, /:SOMEONE-ELSE/);
+});
+
+/** Rule handles per chain of a table, read with nft (an independent reader). */
+async function handles(c: Cluster, table: string): Promise<Map<string, number[]>> {
+  const out = new Map<string, number[]>();
+  for (const o of await c.node.nftJson()) {
+    const r = o.rule as { table?: string; family?: string; chain?: string; handle?: number } | undefined;
+    if (!r || r.table !== table || r.family !== 'ip') continue;
+    out.set(r.chain!, [...(out.get(r.chain!) ?? []), r.handle!]);
+  }
+  return out;
+}
+
+test.serial('a partial sync touches only the changed Service: other chains and the shared chains keep their rules (handles)', async (t) => {
+  const c = await cluster(t, 'ipt-part', 3);
+  const services = [0, 1, 2].map((i) => svc(`s${i}`, { clusterIP: `10.96.0.${20 + i}`, type: 'NodePort', ports: tcpPort(80, 30090 + i) }));
+  const slices = [0, 1, 2].map((i) => slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))]));
+  await apply(c, { services, slices });
+  const before = await handles(c, 'nat');
+  const r = await apply(c, { slices: [slice('s1-1', 's1', [ep(podIP(0)), ep(podIP(2))])] });
+  t.false(r.full);
+  const after = await handles(c, 'nat');
+  const svcOf = (text: string, name: string) => new RegExp(`-A KUBE-SERVICES .*default/${name}:p cluster IP.* -j (KUBE-SVC-\\w+)`).exec(text)![1]!;
+  const text = await save(c);
+  const changed = svcOf(text, 's1');
+  for (const [chain, hs] of before) {
+    if (chain === changed || chain.startsWith('KUBE-SEP-')) continue;
+    t.deepEqual(after.get(chain), hs, `${chain} untouched`);
+  }
+  t.notDeepEqual(after.get(changed), before.get(changed), 'the changed Service chain was rewritten');
+  t.is(before.size - after.size, 1, 'one endpoint chain fewer');
+  t.false(pods(await tcpMany(c, 'client', '10.96.0.21', 80, 10)).has('pod2'));
+});
+
+test.serial('canary: `iptables-nft -t nat -F` and `-X` by someone else is repaired by a full resync (measured)', async (t) => {
+  const c = await makeCluster(t, 'ipt-can', 1);
+  await c.nodeAgent.call(P, 'start', { ...MODEL, canaryIntervalMs: 200 });
+  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
+  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+  const flushedAt = Date.now();
+  await c.node.run('iptables-nft', '-t', 'nat', '-F');
+  await c.node.run('iptables-nft', '-t', 'nat', '-X');
+  let done: { at: number; done?: number; error?: string } | undefined;
+  for (let i = 0; i < 100 && !done?.done; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    done = (await c.nodeAgent.call<{ at: number; done?: number; error?: string }[]>(P, 'driftSyncs'))[0];
+    t.falsy(done?.error);
+  }
+  t.truthy(done?.done, 'a full resync ran');
+  t.log(`flush to repaired: ${done!.done! - flushedAt} ms (canary polled every 200 ms)`);
+  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+  await c.nodeAgent.call(P, 'stop');
 });

@@ -10,6 +10,7 @@ import { ChangeTracker } from '../../../src/model/index.ts';
 import { IptablesProxier, iptablesNftCodec } from '../../../src/proxier/iptables/index.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { ObjectFeed } from './object-feed.ts';
+import { ProcSysctl } from '../../../src/daemon/sysctl.ts';
 import type { ObjectChange } from './object-feed.ts';
 
 let tracker: ChangeTracker | undefined;
@@ -51,7 +52,13 @@ export function start(opts: StartOptions = {}): void {
     codec: iptablesNftCodec(family),
     logger: logs,
     localAddresses: () => route.nodeAddresses(family),
-    sysctl: { set: (path, value) => Promise.resolve(void sysctls.set(path, value)) },
+    // /proc/sys/net is per network namespace: this writes the node namespace's own.
+    sysctl: {
+      set: async (path, value) => {
+        await new ProcSysctl().set(path, value);
+        sysctls.set(path, value);
+      },
+    },
     maxBatchBytes: maxBatchBytes ?? conn.maxBatchBytes,
     ...(masqueradeBit !== undefined ? { masqueradeBit } : {}),
     ...(localhostNodePorts !== undefined ? { localhostNodePorts } : {}),
