@@ -186,7 +186,10 @@ function writeUnit(plan: Plan, unit: Unit, enc: Encoder, ctx: UnitCtx): UnitStat
       shared.push({ table: r.rule.table, chain: r.rule.chain, key: r.key, handle: kept.handle });
       continue;
     }
-    if (inGroup >= SHARED_PER_GROUP) plan.group(), (inGroup = 0);
+    if (inGroup >= SHARED_PER_GROUP) {
+      plan.group();
+      inGroup = 0;
+    }
     shared.push(addShared(plan, r.rule.table, r, ctx.tailBefore.get(id)));
     inGroup++;
   }

@@ -99,7 +99,10 @@ function diffShared(
       out.push(kept);
       continue;
     }
-    if (!grouped) plan.group(), (grouped = true);
+    if (!grouped) {
+      plan.group();
+      grouped = true;
+    }
     out.push(addShared(plan, r.rule.table, r, tailHandle(state, r.rule.table, r.rule.chain)));
   }
   for (const l of pool.values()) for (const e of l) if (e.handle !== undefined) deletes.push([e.table, e.chain, e.handle]);
