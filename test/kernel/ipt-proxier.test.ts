@@ -249,3 +249,46 @@ test.serial('canary: `iptables-nft -t nat -F` and `-X` by someone else is repair
   t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
   await c.nodeAgent.call(P, 'stop');
 });
+
+test.serial('a cold start cut into many batches converges; a second full sync on the same state writes nothing', async (t) => {
+  const c = await makeCluster(t, 'ipt-cold', 3);
+  await c.nodeAgent.call(P, 'start', { ...MODEL, maxBatchBytes: 65536 });
+  const n = 40;
+  const services = Array.from({ length: n }, (_, i) => svc(`s${i}`, { clusterIP: `10.96.1.${i + 1}`, type: 'NodePort', ports: tcpPort(80, 30100 + i) }));
+  const slices = Array.from({ length: n }, (_, i) => slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))]));
+  const r = await apply(c, { services, slices }) as { batches: number; errors: string[] };
+  t.true(r.batches > 1, `batches: ${r.batches}`);
+  t.deepEqual(r.errors, []);
+  for (const i of [0, n - 1]) t.regex(await tcp(c, 'client', `10.96.1.${i + 1}`, 80), /^pod[123] /);
+  const again = await apply(c, {}, true) as { batches: number; full: boolean };
+  t.true(again.full);
+  t.is(again.batches, 0, 'nothing differs, nothing is sent');
+  // A restarted proxier (no memory) reads the kernel and finds nothing to do either.
+  await c.nodeAgent.call(P, 'start', MODEL);
+  const restarted = await apply(c, { services, slices }) as { batches: number };
+  t.is(restarted.batches, 0);
+});
+
+test.serial('chains upstream kube-proxy left (iptables-nft form) for Services that are gone are removed; its jumps are adopted', async (t) => {
+  const c = await cluster(t, 'ipt-upst', 1);
+  const restore = [
+    '*nat',
+    ':KUBE-SERVICES - [0:0]',
+    ':KUBE-SVC-AAAAAAAAAAAAAAAA - [0:0]',
+    ':KUBE-SEP-BBBBBBBBBBBBBBBB - [0:0]',
+    '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m comment --comment "old/gone:p cluster IP" -m tcp --dport 80 -j KUBE-SVC-AAAAAAAAAAAAAAAA',
+    '-A KUBE-SVC-AAAAAAAAAAAAAAAA -j KUBE-SEP-BBBBBBBBBBBBBBBB',
+    '-A KUBE-SEP-BBBBBBBBBBBBBBBB -p tcp -m tcp -j DNAT --to-destination 10.244.1.2:8080',
+    'COMMIT',
+    '',
+  ].join('\n');
+  const r = await c.node.exec('iptables-nft-restore', ['--noflush'], { input: restore });
+  t.is(r.code, 0, r.stderr);
+  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
+  const text = await save(c);
+  t.false(text.includes('AAAAAAAAAAAAAAAA'), 'the stale service chain is gone');
+  t.false(text.includes('BBBBBBBBBBBBBBBB'), 'the stale endpoint chain is gone');
+  t.is(linesOf(text, 'PREROUTING').filter((l) => l.includes('KUBE-SERVICES')).length, 1, 'the jump upstream inserted is ours now, not doubled');
+  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+});
