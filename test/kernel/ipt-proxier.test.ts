@@ -17,7 +17,7 @@ async function cluster(t: ExecutionContext, label: string, pods = 3, model: obje
   return c;
 }
 
-const apply = (c: Cluster, change: object, full = false) => c.nodeAgent.call<{ errors: string[]; full: boolean }>(P, 'apply', change, full);
+const apply = (c: Cluster, change: object, full = false) => c.nodeAgent.call<{ errors: string[]; full: boolean; batches: number }>(P, 'apply', change, full);
 const from = (c: Cluster, who: 'client' | number) => (who === 'client' ? c.clientAgent : c.podAgents[who]!);
 const tcp = (c: Cluster, who: 'client' | number, ip: string, port: number) => from(c, who).call<string>(ECHO, 'tcp', ip, port);
 const tcpMany = (c: Cluster, who: 'client' | number, ip: string, port: number, n: number) => from(c, who).call<string[]>(ECHO, 'tcpMany', ip, port, n);
@@ -256,16 +256,16 @@ test.serial('a cold start cut into many batches converges; a second full sync on
   const n = 40;
   const services = Array.from({ length: n }, (_, i) => svc(`s${i}`, { clusterIP: `10.96.1.${i + 1}`, type: 'NodePort', ports: tcpPort(80, 30100 + i) }));
   const slices = Array.from({ length: n }, (_, i) => slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))]));
-  const r = await apply(c, { services, slices }) as { batches: number; errors: string[] };
+  const r = await apply(c, { services, slices });
   t.true(r.batches > 1, `batches: ${r.batches}`);
   t.deepEqual(r.errors, []);
   for (const i of [0, n - 1]) t.regex(await tcp(c, 'client', `10.96.1.${i + 1}`, 80), /^pod[123] /);
-  const again = await apply(c, {}, true) as { batches: number; full: boolean };
+  const again = await apply(c, {}, true);
   t.true(again.full);
   t.is(again.batches, 0, 'nothing differs, nothing is sent');
   // A restarted proxier (no memory) reads the kernel and finds nothing to do either.
   await c.nodeAgent.call(P, 'start', MODEL);
-  const restarted = await apply(c, { services, slices }) as { batches: number };
+  const restarted = await apply(c, { services, slices });
   t.is(restarted.batches, 0);
 });
 
