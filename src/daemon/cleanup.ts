@@ -130,7 +130,7 @@ export function iptablesModeSteps(open: (protocol: number) => NetlinkConnection)
     run: async () => {
       const conn = open(Protocol.NETFILTER);
       const clients = iptablesClients(family, conn);
-      await removeIptablesObjects(clients, clients.get('nat')!, iptablesNftCodec(family), isOurs, Math.floor(conn.maxBatchBytes / 4));
+      await removeIptablesObjects(clients, clients.get('nat')!, iptablesNftCodec(family), isOurs, { bytes: Math.floor(conn.maxBatchBytes / 2), echoBytes: Math.floor(conn.maxBatchBytes / 4) });
     },
   }));
 }

@@ -154,7 +154,7 @@ const linesOf = (text: string, chain: string) => text.split('\n').filter((l) => 
 const foreign = (text: string) => text.split('\n').filter((l) => l.startsWith('-A ') && !l.includes('KUBE-'));
 
 test.serial('rules of others in nat PREROUTING/OUTPUT and filter FORWARD survive syncs, a restart, a removed jump and --cleanup', async (t) => {
-  const c = await cluster(t, 'ipt-share', 2);
+  const c = await cluster(t, 'ipt-share', 3);
   const ipt = (...args: string[]) => c.node.run('iptables-nft', ...args);
   await ipt('-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.1/32', '-j', 'ACCEPT');
   await ipt('-t', 'nat', '-A', 'OUTPUT', '-d', '192.0.2.2/32', '-j', 'RETURN');

@@ -8,6 +8,8 @@ import { createHash } from 'node:crypto';
 import type { IPFamily } from '../../base/ip.ts';
 import { decodeIptRule } from '../../netlink/nftables/iptables/decode.ts';
 import { iptNftRule } from '../../netlink/nftables/iptables/encode.ts';
+import { AttrWriter } from '../../netlink/core/index.ts';
+import { writeExprs } from '../../netlink/nftables/index.ts';
 import type { NftExpr, NftRule } from '../../netlink/nftables/index.ts';
 import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
 
@@ -22,16 +24,16 @@ export interface RuleCodec {
   jumpTarget(listed: NftRule): string | undefined;
 }
 
-function replacer(_k: string, v: unknown): unknown {
-  if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('hex');
-  if (typeof v === 'bigint') return v.toString();
-  return v;
-}
+const NO_SETS = { setId: (): number => 0 };
 
-/** A digest of an expression list (a counter's values excluded: they change with traffic). */
+/**
+ * A digest of an expression list: its netlink encoding, hashed. Counters carry no values here
+ * (rules are keyed as encoded, and listed rules are decoded and encoded again first).
+ */
 export function exprsKey(exprs: readonly NftExpr[]): string {
-  const stable = exprs.map((e) => (e.type === 'counter' ? { type: 'counter' } : e));
-  return createHash('sha1').update(JSON.stringify(stable, replacer)).digest('base64url');
+  const w = new AttrWriter();
+  writeExprs(w, exprs, NO_SETS);
+  return createHash('sha1').update(w.out.view()).digest('base64url');
 }
 
 export function listedJumpTarget(listed: NftRule): string | undefined {

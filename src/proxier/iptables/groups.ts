@@ -94,47 +94,91 @@ export interface SendResult {
   longestBatchMs: number;
 }
 
+export interface Budget {
+  /** Bytes per batch. */
+  readonly bytes: number;
+  /** Bytes per batch of messages whose echo is asked for (the echoes come back in the receive buffer at commit). */
+  readonly echoBytes: number;
+}
+
 /**
- * Sends the groups in order, as few batches as `budget` bytes allow (a group larger than
- * the budget goes alone). Echoed handles are handed to the operations that asked.
+ * Packs groups, in order, into as few batches as the budget allows (a group larger than the
+ * budget goes alone), sending each batch when the next group no longer fits; finish() sends
+ * the last one. Echoed handles are handed to the operations that asked.
  */
+export class BatchSink {
+  readonly result: SendResult = { batches: 0, messages: 0, longestBatchMs: 0 };
+  private msgs: OutMessage[] = [];
+  private handlers: ((h: bigint) => void)[] = [];
+  private bytes = 0;
+  private echoBytes = 0;
+  private readonly clients: ReadonlyMap<IptTable, TableClient>;
+  private readonly sender: BatchSender;
+  private readonly budget: Budget;
+  private readonly signal: AbortSignal | undefined;
+  private readonly now: () => number;
+
+  constructor(clients: ReadonlyMap<IptTable, TableClient>, sender: BatchSender, budget: Budget, signal: AbortSignal | undefined, now: () => number) {
+    this.clients = clients;
+    this.sender = sender;
+    this.budget = budget;
+    this.signal = signal;
+    this.now = now;
+  }
+
+  async add(groups: readonly (readonly Op[])[]): Promise<void> {
+    for (const g of groups) {
+      if (g.length === 0) continue;
+      const enc = encodeGroup(g, this.clients);
+      const size = nfnlBatchBytes(enc.msgs);
+      let echo = 0;
+      // A sparse array: forEach visits only the messages that asked for an echo.
+      enc.handlers.forEach((_h, i) => {
+        echo += enc.msgs[i]!.payload.length + 16;
+      });
+      if (this.bytes > 0 && (this.bytes + size > this.budget.bytes || this.echoBytes + echo > this.budget.echoBytes)) await this.flush();
+      const base = this.msgs.length;
+      enc.handlers.forEach((h, i) => {
+        this.handlers[base + i] = h;
+      });
+      for (const m of enc.msgs) this.msgs.push(m);
+      this.bytes += size;
+      this.echoBytes += echo;
+    }
+  }
+
+  async finish(): Promise<SendResult> {
+    await this.flush();
+    return this.result;
+  }
+
+  private async flush(): Promise<void> {
+    if (this.msgs.length === 0) return;
+    const msgs = this.msgs;
+    const handlers = this.handlers;
+    this.msgs = [];
+    this.handlers = [];
+    this.bytes = 0;
+    this.echoBytes = 0;
+    const t0 = this.now();
+    const handles = await this.sender.runMessages(msgs, this.signal, { echo: handlers.length > 0 });
+    this.result.longestBatchMs = Math.max(this.result.longestBatchMs, this.now() - t0);
+    this.result.batches++;
+    this.result.messages += msgs.length;
+    for (const [i, h] of handles) handlers[i]?.(h);
+  }
+}
+
+/** Sends the groups as a BatchSink does, all of them. */
 export async function sendGroups(
   groups: readonly (readonly Op[])[],
   clients: ReadonlyMap<IptTable, TableClient>,
   sender: BatchSender,
-  budget: number,
+  budget: Budget,
   signal: AbortSignal | undefined,
   now: () => number,
 ): Promise<SendResult> {
-  const res: SendResult = { batches: 0, messages: 0, longestBatchMs: 0 };
-  let msgs: OutMessage[] = [];
-  let handlers: ((h: bigint) => void)[] = [];
-  let bytes = 0;
-  const flush = async (): Promise<void> => {
-    if (msgs.length === 0) return;
-    const t0 = now();
-    const echo = handlers.length > 0;
-    const handles = await sender.runMessages(msgs, signal, { echo });
-    res.longestBatchMs = Math.max(res.longestBatchMs, now() - t0);
-    res.batches++;
-    res.messages += msgs.length;
-    for (const [i, h] of handles) handlers[i]?.(h);
-    msgs = [];
-    handlers = [];
-    bytes = 0;
-  };
-  for (const g of groups) {
-    if (g.length === 0) continue;
-    const enc = encodeGroup(g, clients);
-    const size = nfnlBatchBytes(enc.msgs);
-    if (bytes > 0 && bytes + size > budget) await flush();
-    const base = msgs.length;
-    enc.handlers.forEach((h, i) => {
-      if (h) handlers[base + i] = h;
-    });
-    for (const m of enc.msgs) msgs.push(m);
-    bytes += size;
-  }
-  await flush();
-  return res;
+  const sink = new BatchSink(clients, sender, budget, signal, now);
+  await sink.add(groups);
+  return sink.finish();
 }

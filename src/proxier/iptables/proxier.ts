@@ -21,8 +21,8 @@ import type { RuleCodec } from './codec.ts';
 import { FIXED_NAMES, skeletonOf, unitOf } from './desired.ts';
 import { globalContext, portContext } from './context.ts';
 import type { IptablesOptions } from './context.ts';
-import { sendGroups } from './groups.ts';
-import type { Op, Plan } from './groups.ts';
+import { BatchSink, sendGroups } from './groups.ts';
+import type { Budget, Plan } from './groups.ts';
 import { readKernel } from './kernel-state.ts';
 import { nodePortIPs } from './node-ips.ts';
 import { Encoder } from './plan-common.ts';
@@ -69,7 +69,7 @@ export class IptablesProxier implements Proxier {
   private readonly log: Logger;
   private readonly enc: Encoder;
   private readonly now: () => number;
-  private readonly budget: number;
+  private readonly budget: Budget;
   private state: WriterState | undefined;
   private ctxKey = '';
   private needFull = true;
@@ -82,7 +82,10 @@ export class IptablesProxier implements Proxier {
     this.log = o.logger.child({ proxier: 'iptables', family: o.family });
     this.enc = new Encoder(o.codec);
     this.now = o.now ?? (() => performance.now());
-    this.budget = o.maxBatchBytes === undefined ? 1 << 20 : Math.max(16384, Math.floor(o.maxBatchBytes / 4));
+    // Half the socket's limit per batch (keeps each commit, which holds the kernel's lock,
+    // bounded), and a quarter for messages whose echo comes back in the receive buffer.
+    const max = o.maxBatchBytes ?? 4 << 20;
+    this.budget = { bytes: Math.max(16384, Math.floor(max / 2)), echoBytes: Math.max(8192, Math.floor(max / 4)) };
   }
 
   async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
@@ -112,26 +115,30 @@ export class IptablesProxier implements Proxier {
     const tr = this.now();
     const kernel = await readKernel(this.o.clients, this.o.codec, isOurs);
     let kernelMs = this.now() - tr;
-    const totals = { batches: 0, longest: 0 };
-    const send = async (groups: readonly (readonly Op[])[]): Promise<void> => {
+    const sink = new BatchSink(this.o.clients, this.o.sender, this.budget, signal, () => this.now());
+    const timed = async (f: () => Promise<unknown>): Promise<void> => {
       const ts = this.now();
-      const r = await sendGroups(groups, this.o.clients, this.o.sender, this.budget, signal, this.now);
+      await f();
       kernelMs += this.now() - ts;
-      totals.batches += r.batches;
-      totals.longest = Math.max(totals.longest, r.longestBatchMs);
     };
-    const drain = async (p: Plan): Promise<void> => send(p.groups);
+    const drain = (p: Plan): Promise<void> => timed(() => sink.add(p.groups));
     const { plan, state } = await planFull({ desired: { skeleton, units }, kernel, enc: this.enc, isOurs, drain });
-    await send(plan.groups);
+    await drain(plan);
+    await timed(() => sink.finish());
     const errors: string[] = [];
+    const late = new BatchSink(this.o.clients, this.o.sender, this.budget, signal, () => this.now());
     if (plan.late.length > 0) {
       try {
-        await send(plan.late);
+        await timed(async () => {
+          await late.add(plan.late);
+          await late.finish();
+        });
       } catch (e) {
         errors.push(`stale chains not removed (retried at the next full sync): ${(e as Error).message}`);
         this.log.warn('Stale chains not removed', { err: e });
       }
     }
+    const totals = { batches: sink.result.batches + late.result.batches, longest: Math.max(sink.result.longestBatchMs, late.result.longestBatchMs) };
     this.state = state;
     this.startCanary();
     const total = this.now() - t0;

@@ -5,6 +5,7 @@
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { RuleCodec } from './codec.ts';
 import { Plan, sendGroups } from './groups.ts';
+import type { Budget } from './groups.ts';
 import { readKernel } from './kernel-state.ts';
 import { deleteRule } from './plan-common.ts';
 import { BUILTIN_CHAINS } from './units.ts';
@@ -18,7 +19,7 @@ export async function removeAll(
   sender: BatchSender,
   codec: RuleCodec,
   ours: (table: IptTable, chain: string) => boolean,
-  budget: number,
+  budget: Budget,
   signal?: AbortSignal,
 ): Promise<number> {
   const kernel = await readKernel(clients, codec, () => false);
