@@ -52,7 +52,9 @@ export function planPartial(inp: PartialPlanInput): { plan: Plan; commit: () => 
       content.set(cid, digest);
       if (old?.content.get(cid) === digest && had.has(cid)) continue;
       if (want.length === 0 && !had.has(cid)) continue;
-      refill(plan, c, want, had.has(cid));
+      // Flushed even when new to us: a chain of that name may linger (a stale one whose
+      // removal failed), and adding to it would double its rules.
+      refill(plan, c, want, true);
     }
     const shared = diffShared(plan, state, old?.shared ?? [], rules.filter((r) => !owned.has(chainId(r.rule.table, r.rule.chain))), sharedIds, deletes);
     const keep = new Set(unit.chains.map((c) => chainId(c.table, c.name)));

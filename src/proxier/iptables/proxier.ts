@@ -24,6 +24,7 @@ import type { IptablesOptions } from './context.ts';
 import { BatchSink, sendGroups } from './groups.ts';
 import type { Budget, Plan } from './groups.ts';
 import { readKernel } from './kernel-state.ts';
+import { learnHandles } from './learn-handles.ts';
 import { nodePortIPs } from './node-ips.ts';
 import { Encoder } from './plan-common.ts';
 import { planFull } from './plan-full.ts';
@@ -115,7 +116,7 @@ export class IptablesProxier implements Proxier {
     const tr = this.now();
     const kernel = await readKernel(this.o.clients, this.o.codec, isOurs);
     let kernelMs = this.now() - tr;
-    const sink = new BatchSink(this.o.clients, this.o.sender, this.budget, signal, () => this.now());
+    const sink = new BatchSink(this.o.clients, this.o.sender, { ...this.budget, echo: false }, signal, () => this.now());
     const timed = async (f: () => Promise<unknown>): Promise<void> => {
       const ts = this.now();
       await f();
@@ -125,6 +126,12 @@ export class IptablesProxier implements Proxier {
     const { plan, state } = await planFull({ desired: { skeleton, units }, kernel, enc: this.enc, isOurs, drain });
     await drain(plan);
     await timed(() => sink.finish());
+    let missing = 0;
+    await timed(async () => {
+      missing = await learnHandles(state, this.o.clients, this.o.codec);
+    });
+    // Without them a partial sync could not delete those rules: the next sync is full again.
+    if (missing > 0) throw new Error(`${missing} rules written to shared chains were not found listing them again (someone changed them meanwhile?)`);
     const errors: string[] = [];
     const late = new BatchSink(this.o.clients, this.o.sender, this.budget, signal, () => this.now());
     if (plan.late.length > 0) {
