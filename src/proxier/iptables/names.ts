@@ -7,7 +7,7 @@
 // where servicePortName is "ns/name" or "ns/name:portName", protocol is lower case ("tcp")
 // and endpoint is "ip:port" ("[ip]:port" for IPv6).
 
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { EndpointInfo, ServicePortInfo } from '../../model/index.ts';
 
 /** The fixed chains (upstream's constants). */
@@ -36,13 +36,18 @@ const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
 /** The first 16 characters of base32(sha256(text)): 10 bytes of the digest make exactly 16. */
 export function hash16(text: string): string {
-  const d = createHash('sha256').update(text).digest();
+  // The one-shot hash: a Hash object per name costs more than the digest (100,000 names per full sync).
+  const d = hash('sha256', text, 'buffer');
   let out = '';
-  // Every 5 bytes are exactly 8 base32 characters, so no padding question arises.
-  for (let off = 0; off < 10; off += 5) {
-    let v = 0n;
-    for (let i = 0; i < 5; i++) v = (v << 8n) | BigInt(d[off + i]!);
-    for (let g = 7; g >= 0; g--) out += BASE32[Number((v >> BigInt(g * 5)) & 31n)];
+  let bits = 0;
+  let acc = 0;
+  for (let i = 0; i < 10; i++) {
+    acc = ((acc << 8) | d[i]!) & 0xfff; // at most 4 bits wait over from before, plus 8 new
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      out += BASE32[(acc >> bits) & 31];
+    }
   }
   return out;
 }

@@ -82,9 +82,11 @@ class Writer {
    * lets the packet go on.
    */
   chains(): IptChain[] {
-    for (const r of [...this.shared, ...[...this.own.values()].flat()]) {
-      if (r.target.t === 'jump' && isServicePortChain(r.target.chain)) this.chain(r.target.chain);
-    }
+    const declareTarget = (r: IptRule): void => {
+      if (r.target.t === 'jump' && !this.own.has(r.target.chain) && isServicePortChain(r.target.chain)) this.chain(r.target.chain);
+    };
+    for (const r of this.shared) declareTarget(r);
+    for (const rules of [...this.own.values()]) for (const r of rules) declareTarget(r);
     return [...this.own].map(([name, rules]) => ({ table: 'nat', name, rules }));
   }
 }
