@@ -1,29 +1,18 @@
-// Writes the companion rules (rules.ts) over nfnetlink, in the iptables-nft form: tables `ip nat`
-// and `ip filter` (ip6 for IPv6), iptables-nft's base chains where missing, our KUBE-* chains
-// flushed and refilled in one batch per table, and the jump rules inserted at the top of the
-// built-in chains once. Nothing else in those tables is touched.
+// Writes the companion rules (rules.ts) over nfnetlink in iptables-nft's form, through the shared
+// iptables dialect (netlink/nftables/iptables): tables `ip nat` and `ip filter` (ip6 for IPv6)
+// and iptables-nft's built-in base chains where missing (tables.ts), our KUBE-* chains flushed
+// and refilled in one batch per table with each rule as iptables-nft 1.8.9 encodes it
+// (encode.ts), and the jump rules inserted at the top of the built-in chains once (recognised
+// by decode.ts's jumpTarget). Nothing else in those tables is touched.
 
 import type { IPFamily } from '../../base/ip.ts';
 import type { IpsetClient } from '../../netlink/ipset/index.ts';
-import type { NftChain, NftClient, NftRule } from '../../netlink/nftables/index.ts';
+import type { NftClient, NftRule } from '../../netlink/nftables/index.ts';
+import { jumpTarget } from '../../netlink/nftables/iptables/decode.ts';
+import { iptNftRule } from '../../netlink/nftables/iptables/encode.ts';
+import { addTableAndBuiltins } from '../../netlink/nftables/iptables/tables.ts';
 import { CHAINS } from './rules.ts';
-import type { CompanionRules, IptTable } from './rules.ts';
-import { ruleExprs } from './rules-nft.ts';
-
-/** iptables-nft's base chains (nft-chain.c builtin_table): type, hook, priority. */
-const BASE: Record<IptTable, Record<string, NonNullable<NftChain['base']>>> = {
-  nat: {
-    PREROUTING: { type: 'nat', hook: 'prerouting', priority: -100 },
-    INPUT: { type: 'nat', hook: 'input', priority: 100 },
-    OUTPUT: { type: 'nat', hook: 'output', priority: -100 },
-    POSTROUTING: { type: 'nat', hook: 'postrouting', priority: 100 },
-  },
-  filter: {
-    INPUT: { type: 'filter', hook: 'input', priority: 0 },
-    FORWARD: { type: 'filter', hook: 'forward', priority: 0 },
-    OUTPUT: { type: 'filter', hook: 'output', priority: 0 },
-  },
-};
+import type { CompanionRules } from './rules.ts';
 
 export interface CompanionDeps {
   /** Clients scoped to (ip|ip6, nat) and (ip|ip6, filter). */
@@ -65,10 +54,10 @@ export class CompanionWriter implements CompanionSink {
     for (const table of ['nat', 'filter'] as const) {
       const client = table === 'nat' ? this.deps.nat : this.deps.filter;
       const existing = await client.listRules().catch((): NftRule[] => []);
+      const chains = new Set(await client.list('chain').catch((): string[] => []));
       const tx = client.newTransaction();
-      tx.add({ kind: 'table' });
       const jumps = rules.jumps.filter((j) => j.table === table);
-      for (const name of new Set(jumps.map((j) => j.chain))) tx.add({ kind: 'chain', name, base: BASE[table][name]! });
+      addTableAndBuiltins(tx, table, jumps.map((j) => j.chain), chains);
       for (const c of rules.chains) {
         if (c.table !== table) continue;
         tx.add({ kind: 'chain', name: c.name });
@@ -76,12 +65,12 @@ export class CompanionWriter implements CompanionSink {
       }
       for (const r of rules.rules) {
         if (r.table !== table) continue;
-        tx.add({ kind: 'rule', chain: r.chain, exprs: ruleExprs(r, this.family, setIndex) });
+        tx.add(iptNftRule(r, this.family, { setIndex }));
       }
       for (const j of jumps) {
         const to = j.target.t === 'jump' ? j.target.chain : '';
-        const present = existing.some((r) => r.chain === j.chain && r.exprs.some((e) => e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict && e.verdict.chain === to));
-        if (!present) tx.insert({ kind: 'rule', chain: j.chain, exprs: ruleExprs(j, this.family, setIndex) });
+        const present = existing.some((r) => r.chain === j.chain && jumpTarget(r) === to);
+        if (!present) tx.insert(iptNftRule(j, this.family, { setIndex }));
       }
       messages += (await client.run(tx, signal)).messages;
     }
@@ -103,8 +92,8 @@ export class CompanionWriter implements CompanionSink {
       const tx = client.newTransaction();
       for (const r of existing) {
         if (ours.has(r.chain) || r.handle === undefined) continue;
-        const jumpsToOurs = r.exprs.some((e) => e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict && ours.has(e.verdict.chain));
-        if (jumpsToOurs) tx.delete({ kind: 'rule', chain: r.chain, exprs: [], handle: r.handle });
+        const to = jumpTarget(r);
+        if (to !== undefined && ours.has(to)) tx.delete({ kind: 'rule', chain: r.chain, exprs: [], handle: r.handle });
       }
       for (const name of present) tx.flush({ kind: 'chain', name });
       for (const name of present) tx.delete({ kind: 'chain', name });

@@ -12,4 +12,4 @@ export type { CompanionRules, IptRule, IptTable, JumpRule, Match, RulesInput, Se
 export { CompanionWriter } from './companion.ts';
 export type { CompanionDeps, CompanionSink } from './companion.ts';
 export { ruleExprs } from './rules-nft.ts';
-export type { CompatExpr } from './rules-nft.ts';
+export type { CompatExpr, IptEncodeContext } from './rules-nft.ts';

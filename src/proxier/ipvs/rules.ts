@@ -14,41 +14,12 @@ import type { LocalDetector } from '../../model/index.ts';
 import { SET_INFO, SetName, ipsetName } from './names.ts';
 import type { SetKey } from './names.ts';
 import type { NoNodeAccess } from './plan.ts';
-import type { IptRule as SaveRule } from '../../netlink/nftables/iptables/rule.ts';
+import type { IptRule, IptTable, JumpRule, L4Proto, Match, SetDir, Target } from '../../netlink/nftables/iptables/rule.ts';
 import { ruleArgs as saveRuleArgs } from '../../netlink/nftables/iptables/save.ts';
 
-export type IptTable = 'nat' | 'filter';
-export type SetDir = 'src' | 'dst';
-
-export type Match =
-  | { readonly m: 'src'; readonly cidr: string; readonly invert?: boolean }
-  | { readonly m: 'inIface'; readonly name: string; readonly invert?: boolean }
-  | { readonly m: 'proto'; readonly proto: 'tcp' | 'udp' | 'sctp' }
-  | { readonly m: 'comment'; readonly text: string }
-  | { readonly m: 'set'; readonly set: string; readonly dirs: readonly SetDir[] }
-  | { readonly m: 'addrtype'; readonly dir: 'src' | 'dst'; readonly type: 'LOCAL'; readonly invert?: boolean }
-  | { readonly m: 'mark'; readonly value: number; readonly mask: number; readonly invert?: boolean }
-  | { readonly m: 'ctstate'; readonly states: readonly ('NEW' | 'RELATED' | 'ESTABLISHED')[] }
-  | { readonly m: 'physdevNotIsIn' }
-  | { readonly m: 'ipvs'; readonly vaddr: string; readonly vproto: string; readonly vport: number };
-
-export type Target =
-  | { readonly t: 'jump'; readonly chain: string }
-  | { readonly t: 'ACCEPT' | 'RETURN' | 'DROP' | 'REJECT' }
-  | { readonly t: 'MARK'; readonly op: 'or' | 'xor'; readonly value: number }
-  | { readonly t: 'MASQUERADE'; readonly randomFully: boolean };
-
-export interface IptRule {
-  readonly table: IptTable;
-  readonly chain: string;
-  readonly matches: readonly Match[];
-  readonly target: Target;
-}
-
-/** A rule we insert at the top of a built-in chain (INPUT, OUTPUT, ...) to reach ours. */
-export interface JumpRule extends IptRule {
-  readonly chain: 'PREROUTING' | 'INPUT' | 'FORWARD' | 'OUTPUT' | 'POSTROUTING';
-}
+// The rule model is the shared iptables dialect's (netlink/nftables/iptables/rule.ts); re-exported
+// so this module's callers keep their imports.
+export type { IptRule, IptTable, JumpRule, Match, SetDir, Target };
 
 export interface CompanionRules {
   readonly family: IPFamily;
@@ -69,6 +40,8 @@ export interface RulesInput {
   /** MASQUERADE --random-fully (upstream: when iptables supports it). Default true. */
   readonly randomFully?: boolean;
 }
+
+const L4_PROTOS: readonly L4Proto[] = ['tcp', 'udp', 'sctp'];
 
 export const Chain = {
   SERVICES: 'KUBE-SERVICES',
@@ -195,7 +168,9 @@ export function companionRules(input: RulesInput): CompanionRules {
   add('nat', Chain.LOAD_BALANCER, [], toMasq);
   add('filter', Chain.SOURCE_RANGES_FIREWALL, [], { t: 'DROP' });
   for (const n of input.noNodeAccess) {
-    add('filter', Chain.IPVS_OUT_FILTER, [{ m: 'src', cidr: n.ip }, { m: 'ipvs', vaddr: n.ip, vproto: n.protocol, vport: n.port }], { t: 'DROP' });
+    const vproto = L4_PROTOS.find((p) => p === n.protocol);
+    if (!vproto) continue; // services carry tcp, udp or sctp only
+    add('filter', Chain.IPVS_OUT_FILTER, [{ m: 'src', cidr: n.ip }, { m: 'ipvs', vaddr: n.ip, vproto, vport: n.port }], { t: 'DROP' });
   }
   // acceptIPVSTraffic: at the end of KUBE-SERVICES.
   for (const k of [SetName.CLUSTER_IP, SetName.LOAD_BALANCER] as const) if (has(k)) add('nat', Chain.SERVICES, [set(k, 'dst', 'dst')], { t: 'ACCEPT' });
@@ -220,7 +195,7 @@ export function companionRules(input: RulesInput): CompanionRules {
 /** One rule's arguments as iptables-save prints them (netlink/nftables/iptables/save.ts renders them). */
 export function ruleArgs(r: IptRule, family: IPFamily = 'IPv4'): string {
   // The companion rules use a subset of the shared rule model's matches and targets.
-  return saveRuleArgs(r as SaveRule, family);
+  return saveRuleArgs(r, family);
 }
 
 /**

@@ -1,6 +1,6 @@
 // match: an xtables match run by nft_compat (what iptables-nft emits for `-m set`, `-m comment`,
 // `-m addrtype` ...). The kernel looks the match up by name and revision and hands it the
-// binary info struct as is; xt-info.ts builds those structs.
+// binary info struct as is; netlink/nftables/iptables/xt-info.ts builds those structs.
 //   NFTA_MATCH_NAME  string   "set"
 //   NFTA_MATCH_REV   be32     4
 //   NFTA_MATCH_INFO  bytes    struct xt_set_info_match_v4, XT_ALIGNed (48 bytes)

@@ -83,6 +83,8 @@ class Cursor {
 }
 
 function ifaceMatch(m: 'inIface' | 'outIface', c: Cursor): Match {
+  const next = c.peek();
+  if (next?.type !== 'cmp') return { m, name: '+' }; // iptables-nft's `-i +`: the load alone
   const { op, data } = c.cmp();
   const nul = data.indexOf(0);
   if (nul >= 0 && nul !== data.length - 1) return fail();

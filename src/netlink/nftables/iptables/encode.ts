@@ -82,15 +82,16 @@ function addrExprs(dir: 'src' | 'dst', cidr: string, invert: boolean, family: IP
   return out;
 }
 
-/** -i / -o: the name and its NUL, or only the bytes before a trailing '+'. */
+/** -i / -o: the name and its NUL, or only the bytes before a trailing '+' (a lone '+': the load alone). */
 function ifaceExprs(key: 'iifname' | 'oifname', name: string, invert: boolean): NftExpr[] {
   const wildcard = name.endsWith('+');
   const base = new TextEncoder().encode(wildcard ? name.slice(0, -1) : name);
   if (base.length > 15 || name.length === 0 || base.includes(0)) throw new Error(`interface name ${JSON.stringify(name)} is not valid`);
+  const load: NftExpr = { type: 'meta', key, dreg: 1 };
+  if (wildcard && base.length === 0) return [load];
   const data = new Uint8Array(wildcard ? base.length : base.length + 1);
   data.set(base);
-  if (wildcard && base.length === 0) return []; // '+' alone matches every interface; iptables drops it
-  return [{ type: 'meta', key, dreg: 1 }, cmp(invert ? 'neq' : 'eq', data)];
+  return [load, cmp(invert ? 'neq' : 'eq', data)];
 }
 
 /** The part of a match that precedes the -m matches (header), or undefined for a -m match. */

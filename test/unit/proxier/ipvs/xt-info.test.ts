@@ -15,7 +15,7 @@ import {
   physdevNotIsInMatch,
   rejectTarget,
   setMatch,
-} from '../../../../src/netlink/nftables/expr/xt-info.ts';
+} from '../../../../src/netlink/nftables/iptables/xt-info.ts';
 import { xtMatch } from '../../../../src/netlink/nftables/expr/xt-match.ts';
 import { xtTarget } from '../../../../src/netlink/nftables/expr/xt-target.ts';
 

@@ -2,6 +2,7 @@
 // rules (test/fixtures/netlink/iptables/, see CAPTURE.md): every NEWRULE of rules-ipv4.txt,
 // rules-ipv6.txt and rules-ipvs.txt, seq and pid masked. The expected bytes never come from us.
 import test from 'ava';
+import type { ExecutionContext } from 'ava';
 import type { IPFamily } from '../../../../../src/base/ip.ts';
 import { iptNftRule, ruleExprs } from '../../../../../src/netlink/nftables/iptables/encode.ts';
 import type { IptRule } from '../../../../../src/netlink/nftables/iptables/rule.ts';
@@ -11,7 +12,7 @@ import { MSG, captured, ourBytes } from './fixture.ts';
 
 const ctx = { setIndex: (name: string): number => (name === 'S' || name === 'S6' ? 0 : -1) };
 
-function sameRules(t: import('ava').ExecutionContext, fixture: string, family: IPFamily, rules: readonly IptRule[]): void {
+function sameRules(t: ExecutionContext, fixture: string, family: IPFamily, rules: readonly IptRule[]): void {
   const theirs = captured(fixture).filter((m) => m.type === MSG.NEWRULE);
   t.is(theirs.length, rules.length, `${fixture}: one NEWRULE per rule`);
   rules.forEach((r, i) => {
