@@ -292,3 +292,27 @@ test.serial('chains upstream kube-proxy left (iptables-nft form) for Services th
   t.is(linesOf(text, 'PREROUTING').filter((l) => l.includes('KUBE-SERVICES')).length, 1, 'the jump upstream inserted is ours now, not doubled');
   t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
 });
+
+test.serial('masqueradeAll: pod-to-ClusterIP traffic is masqueraded too (restart with the option: a full sync rewrites the Service)', async (t) => {
+  const c = await cluster(t, 'ipt-masq', 2);
+  const objects = { services: [svc('m', { clusterIP: '10.96.0.150' })], slices: [slice('m-1', 'm', [ep(podIP(0)), ep(podIP(1))])] };
+  await apply(c, objects);
+  const kept = await tcpMany(c, 0, '10.96.0.150', 80, 12);
+  t.true(kept.every((a) => (a.startsWith('pod1 ') ? a.endsWith(podGateway(0)) : a.endsWith(` ${podIP(0)}`))), `default: pod source kept: ${kept.join(', ')}`);
+  await c.nodeAgent.call(P, 'start', { ...MODEL, masqueradeAll: true });
+  await apply(c, objects);
+  const masq = await tcpMany(c, 0, '10.96.0.150', 80, 12);
+  t.true(pods(masq).size === 2 && masq.every((a) => / 10\.244\.[12]\.1$/.test(a)), `masqueradeAll: every answer saw the node: ${masq.join(', ')}`);
+});
+
+test.serial('--iptables-localhost-nodeports=false: no route_localnet, no martian rule, 127.0.0.1 node ports do not answer', async (t) => {
+  const c = await makeCluster(t, 'ipt-nolo', 1);
+  await c.nodeAgent.call(P, 'start', { ...MODEL, localhostNodePorts: false });
+  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
+  t.deepEqual(await c.nodeAgent.call(P, 'sysctlValues'), {});
+  const text = await save(c);
+  t.false(text.includes('block incoming localnet connections'));
+  t.regex(text, /-A KUBE-SERVICES ! -d 127\.0\.0\.0\/8 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS/);
+  t.notRegex(await c.nodeAgent.call<string>(ECHO, 'tcp', '127.0.0.1', 30080), /^pod/);
+  t.regex(await tcp(c, 'client', NODE_IP, 30080), /^pod1 /);
+});
