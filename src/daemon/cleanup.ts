@@ -11,7 +11,7 @@
 //                  be no virtual servers, so only the rules, the ipsets and the link are
 //                  looked for.
 //
-//   iptables mode: per family, the jumps to our KUBE-* chains in the built-in chains of
+//   iptables mode: (after the IPVS mode's) per family, the jumps to our KUBE-* chains in the built-in chains of
 //                  `ip|ip6 nat/filter/mangle`, then those chains (tables and built-in chains
 //                  stay: others share them).
 //
@@ -83,7 +83,6 @@ export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock })
     const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: open(Protocol.NETFILTER) });
     steps.push(proxierStep(`nftables table ${nft.scope.family} ${TABLE}`, new NftablesProxier({ nft, logger: deps.logger })));
   }
-  steps.push(...iptablesModeSteps(open));
   const genl = open(Protocol.GENERIC);
   let ipvs = new IpvsClient(genl);
   try {
@@ -99,6 +98,10 @@ export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock })
     const p = new IpvsProxier({ family }, { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger, companion });
     steps.push(proxierStep(`ipvs mode objects (${family}: companion rules, virtual servers, ipsets, kube-ipvs0)`, p));
   }
+  // After the IPVS mode's: its chains share names with ours, and those it does not share
+  // (KUBE-NODE-PORT, KUBE-LOAD-BALANCER, ...) jump to shared ones (KUBE-MARK-MASQ), which
+  // could not be deleted while they remain.
+  steps.push(...iptablesModeSteps(open));
   return {
     steps,
     close: () => {

@@ -316,3 +316,31 @@ test.serial('--iptables-localhost-nodeports=false: no route_localnet, no martian
   t.notRegex(await c.nodeAgent.call<string>(ECHO, 'tcp', '127.0.0.1', 30080), /^pod/);
   t.regex(await tcp(c, 'client', NODE_IP, 30080), /^pod1 /);
 });
+
+test.serial('mode switches: nftables or ipvs mode starting removes the iptables mode chains; iptables mode starting removes the nftables table', async (t) => {
+  const c = await cluster(t, 'ipt-switch', 1);
+  await c.node.run('iptables-nft', '-A', 'FORWARD', '-s', '192.0.2.3/32', '-j', 'DROP');
+  const objects = { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] };
+  await apply(c, objects);
+  // A restart in iptables mode keeps its own rules.
+  await c.nodeAgent.call(P, 'removeOtherModes', 'iptables');
+  t.regex(await save(c), /KUBE-SVC-/);
+  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+  await c.nodeAgent.call(P, 'removeOtherModes', 'nftables');
+  let text = await save(c);
+  t.false(text.includes('KUBE-'), text);
+  t.deepEqual(foreign(text), ['-A FORWARD -s 192.0.2.3/32 -j DROP']);
+
+  await apply(c, objects, true);
+  await c.nodeAgent.call(P, 'removeOtherModes', 'ipvs');
+  t.false((await save(c)).includes('KUBE-SVC-'), 'ipvs mode removes the iptables mode chains');
+
+  await c.node.run('nft', 'add', 'table', 'ip', 'kube-proxy-ts');
+  await c.node.run('nft', 'add', 'table', 'ip', 'someone-else');
+  await c.nodeAgent.call(P, 'removeOtherModes', 'iptables');
+  const tables = await c.node.run('nft', 'list', 'tables');
+  t.false(tables.includes('kube-proxy-ts'), tables);
+  t.true(tables.includes('someone-else'));
+  text = await save(c);
+  t.deepEqual(foreign(text), ['-A FORWARD -s 192.0.2.3/32 -j DROP']);
+});

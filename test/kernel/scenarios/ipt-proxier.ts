@@ -112,3 +112,9 @@ export function driftSyncs(): typeof drift {
 export function warnings(): string[] {
   return logs.records.filter((r) => r.level === 'warn' || r.level === 'error').map((r) => `${r.msg} ${JSON.stringify(r.fields)}`);
 }
+
+/** What a daemon starting in `mode` removes of the other modes (daemon/cleanup.ts). */
+export async function removeOtherModes(mode: string): Promise<void> {
+  const { removeOtherModesLeftovers } = await import('../../../src/daemon/cleanup.ts');
+  await removeOtherModesLeftovers(mode, { logger: logs, clock: systemClock });
+}
