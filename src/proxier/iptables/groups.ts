@@ -72,18 +72,24 @@ interface Encoded {
 function encodeGroup(ops: readonly Op[], clients: ReadonlyMap<IptTable, TableClient>): Encoded {
   const msgs: OutMessage[] = [];
   const handlers: ((h: bigint) => void)[] = [];
-  for (const op of ops) {
-    const client = clients.get(op.table);
-    if (!client) throw new Error(`no client for table ${op.table}`);
+  // Runs of operations on one table go in one transaction; each operation is one message
+  // (no element operations here), so message i of a run is its operation i.
+  for (let start = 0; start < ops.length; ) {
+    const table = ops[start]!.table;
+    const client = clients.get(table);
+    if (!client) throw new Error(`no client for table ${table}`);
     const tx = client.newTransaction();
-    tx[op.verb](op.obj as never);
+    let end = start;
+    for (; end < ops.length && ops[end]!.table === table; end++) tx[ops[end]!.verb](ops[end]!.obj as never);
     if (tx.error) throw tx.error;
     const m = client.encode(tx);
-    // Each of these operations is one message.
-    for (const one of m) {
-      if (op.onHandle) handlers[msgs.length] = op.onHandle;
-      msgs.push(one);
+    if (m.length !== end - start) throw new Error(`${end - start} operations gave ${m.length} messages`);
+    for (let i = start; i < end; i++) {
+      const h = ops[i]!.onHandle;
+      if (h) handlers[msgs.length] = h;
+      msgs.push(m[i - start]!);
     }
+    start = end;
   }
   return { msgs, handlers };
 }
