@@ -250,7 +250,7 @@ test.serial('canary: `iptables-nft -t nat -F` and `-X` by someone else is repair
   await c.nodeAgent.call(P, 'stop');
 });
 
-test.serial('a cold start cut into many batches converges; a second full sync on the same state writes nothing', async (t) => {
+test.serial('a cold start cut into many batches converges; a second full sync writes nothing; a restart keeps the shared rules', async (t) => {
   const c = await makeCluster(t, 'ipt-cold', 3);
   await c.nodeAgent.call(P, 'start', { ...MODEL, maxBatchBytes: 65536 });
   const n = 40;
@@ -263,10 +263,16 @@ test.serial('a cold start cut into many batches converges; a second full sync on
   const again = await apply(c, {}, true);
   t.true(again.full);
   t.is(again.batches, 0, 'nothing differs, nothing is sent');
-  // A restarted proxier (no memory) reads the kernel and finds nothing to do either.
+  // A restarted proxier (no memory) refills the service chains (their rules are not listed)
+  // but keeps the rules of the shared chains, handles and all.
+  const shared = (await handles(c, 'nat')).get('KUBE-SERVICES');
   await c.nodeAgent.call(P, 'start', MODEL);
   const restarted = await apply(c, { services, slices });
-  t.is(restarted.batches, 0);
+  t.true(restarted.full);
+  t.deepEqual((await handles(c, 'nat')).get('KUBE-SERVICES'), shared);
+  const again2 = await apply(c, {}, true);
+  t.is(again2.batches, 0, 'and then trusts what it wrote');
+  for (const i of [0, n - 1]) t.regex(await tcp(c, 'client', `10.96.1.${i + 1}`, 80), /^pod[123] /);
 });
 
 test.serial('chains upstream kube-proxy left (iptables-nft form) for Services that are gone are removed; its jumps are adopted', async (t) => {
@@ -343,4 +349,14 @@ test.serial('mode switches: nftables or ipvs mode starting removes the iptables 
   t.true(tables.includes('someone-else'));
   text = await save(c);
   t.deepEqual(foreign(text), ['-A FORWARD -s 192.0.2.3/32 -j DROP']);
+});
+
+test.serial('`iptables-nft -t nat -F` alone (the canary chains survive it): the next full sync notices and rewrites every chain', async (t) => {
+  const c = await cluster(t, 'ipt-flush', 1);
+  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
+  await c.node.run('iptables-nft', '-t', 'nat', '-F');
+  t.is(await tcp(c, 'client', '10.96.0.10', 80), 'ETIMEDOUT');
+  const r = await apply(c, {}, true);
+  t.true(r.full);
+  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
 });

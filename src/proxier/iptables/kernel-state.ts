@@ -1,6 +1,10 @@
 // What the kernel holds in the iptables-nft tables of one family, as the writer needs it: the
-// chains present (ours and everyone's), and for our chains and the built-in ones the rules in
-// order with their handles and keys. Foreign chains' rules are not decoded: they are not ours.
+// chains present (ours and everyone's), and for the built-in chains and the chains asked for
+// the rules in order with their handles and keys. Foreign chains' rules are not decoded.
+//
+// Rules are listed chain by chain: the kernel answers a dump of a whole table by walking it
+// again from the start for every datagram, which is quadratic (measured at 5,000 Services,
+// 160,000 rules: 195 s, 74 s of it in the kernel; the same rules chain by chain, linear).
 
 import { isNotFound } from '../../netlink/core/index.ts';
 import type { NftChain, NftRule } from '../../netlink/nftables/index.ts';
@@ -29,31 +33,37 @@ export interface KernelState {
   readonly rules: ReadonlyMap<string, readonly ListedEntry[]>;
 }
 
-/** Reads the tables; `ours(table, chain)` says which chains' rules to decode. */
+/** Reads the tables; `wanted(table, chain)` says which chains' rules to list (built-in ones always). */
 export async function readKernel(
   clients: ReadonlyMap<IptTable, TableClient>,
   codec: RuleCodec,
-  ours: (table: IptTable, chain: string) => boolean,
+  wanted: (table: IptTable, chain: string) => boolean,
 ): Promise<KernelState> {
   const tables = new Map<IptTable, TableState>();
   const rules = new Map<string, ListedEntry[]>();
   for (const [table, client] of clients) {
     let chains: NftChain[];
-    let listed: NftRule[];
+    const listed: NftRule[] = [];
     try {
       chains = await client.listChains();
-      listed = chains.length === 0 ? [] : await client.listRules();
     } catch (e) {
       if (!isNotFound(e)) throw e;
       tables.set(table, { exists: false, chains: new Map() });
       continue;
+    }
+    for (const c of chains) {
+      if (!BUILTIN_CHAINS.has(c.name) && !wanted(table, c.name)) continue;
+      try {
+        for (const r of await client.listRules(c.name)) listed.push(r);
+      } catch (e) {
+        if (!isNotFound(e)) throw e; // deleted since listed: nothing to read
+      }
     }
     const tableExists = chains.length > 0 || (await tableListed(client, table));
     tables.set(table, { exists: tableExists, chains: new Map(chains.map((c) => [c.name, c])) });
     for (const r of listed) {
       if (r.handle === undefined) continue;
       const builtin = BUILTIN_CHAINS.has(r.chain);
-      if (!builtin && !ours(table, r.chain)) continue;
       const id = chainId(table, r.chain);
       let list = rules.get(id);
       if (!list) rules.set(id, (list = []));

@@ -25,6 +25,12 @@ export interface FullPlanInput {
   readonly isOurs: (table: IptTable, chain: string) => boolean;
   /** Sends the groups planned so far (called between service ports when the plan grows large). */
   readonly drain: (plan: Plan) => Promise<void>;
+  /**
+   * What the last sync committed, when it can be trusted (it succeeded and nobody flushed our
+   * tables since): a service port's chain whose digest is unchanged is left alone. Without it
+   * every service-port chain is refilled (their rules are not listed: see kernel-state.ts).
+   */
+  readonly trusted?: WriterState;
 }
 
 /** Kernel rules of a shared chain not yet matched, by key, in chain order. */
@@ -121,7 +127,7 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   const want = new Set<string>([...sk.chains, ...sk.shared].map((c) => chainId(c.table, c.name)));
   for (const [id, unit] of desired.units) {
     for (const c of unit.chains) want.add(chainId(c.table, c.name));
-    units.set(id, writeUnit(plan, unit, enc, { present, listed, pools, tailBefore, sharedIds }));
+    units.set(id, writeUnit(plan, unit, enc, { present, listed, pools, tailBefore, sharedIds, before: inp.trusted?.units.get(id) }));
     if (plan.size > DRAIN_OPS) {
       await inp.drain(plan);
       plan = new Plan();
@@ -152,6 +158,8 @@ function writeOwned(plan: Plan, c: ChainRef, want: readonly Encoded[], have: rea
 }
 
 interface UnitCtx {
+  /** The unit as the last trusted sync committed it. */
+  before: UnitState | undefined;
   present(t: IptTable, name: string): boolean;
   listed(c: ChainRef): readonly ListedEntry[];
   pools: Map<string, Pool>;
@@ -171,8 +179,13 @@ function writeUnit(plan: Plan, unit: Unit, enc: Encoder, ctx: UnitCtx): UnitStat
   for (const c of leavesFirst(unit.chains, (x) => (owned.get(chainId(x.table, x.name)) ?? []).map((e) => e.rule))) {
     const id = chainId(c.table, c.name);
     const want = owned.get(id) ?? [];
-    writeOwned(plan, c, want, ctx.present(c.table, c.name) ? ctx.listed(c) : undefined);
-    content.set(id, digestOf(want));
+    const digest = digestOf(want);
+    content.set(id, digest);
+    if (!ctx.present(c.table, c.name)) {
+      if (want.length > 0) refill(plan, c, want, false);
+    } else if (ctx.before?.content.get(id) !== digest) {
+      refill(plan, c, want, true);
+    }
   }
   const shared: SharedEntry[] = [];
   let inGroup = SHARED_PER_GROUP;

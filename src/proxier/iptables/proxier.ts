@@ -24,6 +24,7 @@ import type { IptablesOptions } from './context.ts';
 import { BatchSink, sendGroups } from './groups.ts';
 import type { Budget, Plan } from './groups.ts';
 import { readKernel } from './kernel-state.ts';
+import type { KernelState } from './kernel-state.ts';
 import { learnHandles } from './learn-handles.ts';
 import { nodePortIPs } from './node-ips.ts';
 import { Encoder } from './plan-common.ts';
@@ -59,6 +60,11 @@ export interface IptablesProxierOptions extends IptablesOptions {
   /** The socket's largest batch; batches are kept at a quarter of it (the echoes come back in the receive buffer). */
   readonly maxBatchBytes?: number;
   readonly clock?: Clock;
+  /**
+   * At least this often a full sync refills every service-port chain instead of trusting what
+   * the last sync committed (upstream's iptables mode restores everything hourly); default 1 h.
+   */
+  readonly rewritePeriodMs?: number;
   /** How often the canary chains are checked; default 10 s (upstream: 30 s). */
   readonly canaryIntervalMs?: number;
   readonly now?: () => number;
@@ -74,6 +80,9 @@ export class IptablesProxier implements Proxier {
   private state: WriterState | undefined;
   private ctxKey = '';
   private needFull = true;
+  /** The state mirrors the kernel: the last sync succeeded and no canary went missing since. */
+  private trusted = false;
+  private rewrittenAt = -Infinity;
   private timer: TimerHandle | undefined;
   private onDrift: (() => void) | undefined;
   private polling = false;
@@ -93,18 +102,22 @@ export class IptablesProxier implements Proxier {
     if (desired.family !== this.o.family) throw new Error(`an ${this.o.family} proxier was given ${desired.family} state`);
     const key = JSON.stringify(portContext(desired, this.o));
     let full = this.needFull || change.full || !this.state || key !== this.ctxKey;
-    if (!full && !(await canaryPresent(this.o.clients))) {
+    if (this.trusted && !(await canaryPresent(this.o.clients))) {
       this.log.info('Canary chain gone (someone flushed our tables); full resync');
       full = true;
+      this.trusted = false;
     }
     this.needFull = true; // until this sync succeeds
-    const report = full ? await this.fullSync(desired, signal) : await this.partialSync(desired, change, signal);
+    const wasTrusted = this.trusted;
+    this.trusted = false;
+    const report = full ? await this.fullSync(desired, signal, wasTrusted) : await this.partialSync(desired, change, signal);
     this.ctxKey = key;
     this.needFull = false;
+    this.trusted = true;
     return report;
   }
 
-  private async fullSync(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+  private async fullSync(desired: DesiredState, signal: AbortSignal, trustState: boolean): Promise<SyncReport> {
     const t0 = this.now();
     const ips = desired.nodePortAddresses.matchAll ? [] : await nodePortIPs(desired, this.o.localAddresses);
     const gctx = globalContext(desired, ips, this.o);
@@ -114,7 +127,19 @@ export class IptablesProxier implements Proxier {
       for (const [id, info] of desired.services) yield [id, unitOf(servicePortRules(info, desired.selections.get(id), gctx))];
     })();
     const tr = this.now();
-    const kernel = await readKernel(this.o.clients, this.o.codec, isOurs);
+    // Rules are listed only where the plan compares them with the kernel: the skeleton's
+    // chains and the shared ones (and the built-in chains). Service-port chains are trusted
+    // from the last sync when it can be, else refilled.
+    const listedChains = new Set([...skeleton.chains, ...skeleton.shared].map((c) => `${c.table}/${c.name}`));
+    const kernel = await readKernel(this.o.clients, this.o.codec, (t, c) => listedChains.has(`${t}/${c}`));
+    let trusted = trustState && this.now() - this.rewrittenAt < (this.o.rewritePeriodMs ?? 3_600_000) ? this.state : undefined;
+    if (trusted && !handlesPresent(trusted, kernel)) {
+      // Someone removed rules of ours (`iptables -t nat -F` leaves the canary chains): the
+      // service-port chains cannot be trusted either.
+      this.log.info('Rules of ours in shared chains are gone; rewriting every chain');
+      trusted = undefined;
+    }
+    if (!trusted) this.rewrittenAt = this.now();
     let kernelMs = this.now() - tr;
     const sink = new BatchSink(this.o.clients, this.o.sender, { ...this.budget, echo: false }, signal, () => this.now());
     const timed = async (f: () => Promise<unknown>): Promise<void> => {
@@ -123,7 +148,7 @@ export class IptablesProxier implements Proxier {
       kernelMs += this.now() - ts;
     };
     const drain = (p: Plan): Promise<void> => timed(() => sink.add(p.groups));
-    const { plan, state } = await planFull({ desired: { skeleton, units }, kernel, enc: this.enc, isOurs, drain });
+    const { plan, state } = await planFull({ desired: { skeleton, units }, kernel, enc: this.enc, isOurs, drain, ...(trusted ? { trusted } : {}) });
     await drain(plan);
     await timed(() => sink.finish());
     let missing = 0;
@@ -193,6 +218,7 @@ export class IptablesProxier implements Proxier {
           if (ok || this.needFull) return;
           this.log.info('Canary chain gone (someone flushed our tables); asking for a full resync');
           this.needFull = true;
+          this.trusted = false;
           this.onDrift?.();
         })
         .catch((e: unknown) => this.log.warn('Canary check failed', { err: e }))
@@ -213,6 +239,20 @@ export class IptablesProxier implements Proxier {
     this.state = undefined;
     this.needFull = true;
   }
+}
+
+/** Every rule the state says is in a shared or built-in chain is still there (by handle). */
+function handlesPresent(state: WriterState, kernel: KernelState): boolean {
+  const have = new Map<string, Set<bigint>>();
+  const present = (table: string, chain: string, h: bigint): boolean => {
+    const id = `${table}/${chain}`;
+    let set = have.get(id);
+    if (!set) have.set(id, (set = new Set((kernel.rules.get(id) ?? []).map((e) => e.handle))));
+    return set.has(h);
+  };
+  for (const e of state.skeleton.shared) if (e.handle === undefined || !present(e.table, e.chain, e.handle)) return false;
+  for (const u of state.units.values()) for (const e of u.shared) if (e.handle === undefined || !present(e.table, e.chain, e.handle)) return false;
+  return true;
 }
 
 /** Chains this mode owns: upstream's fixed names and the service-port chains. */
