@@ -55,8 +55,12 @@ class Pool {
     return e;
   }
 
+  /** Gives a taken entry back (first in line for its key again). */
   release(e: ListedEntry): void {
-    this.taken.delete(e.handle);
+    if (!this.taken.delete(e.handle) || e.key === undefined) return;
+    const l = this.byKey.get(e.key);
+    if (l) l.unshift(e);
+    else this.byKey.set(e.key, [e]);
   }
 
   untaken(): ListedEntry[] {
@@ -125,9 +129,18 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   // Service ports.
   const units = new Map<string, UnitState>();
   const want = new Set<string>([...sk.chains, ...sk.shared].map((c) => chainId(c.table, c.name)));
-  for (const [id, unit] of desired.units) {
+  for (const src of desired.units) {
+    const id = src.id;
+    const before = inp.trusted?.units.get(id);
+    const kept = src.unchanged && before ? keepUnit(before, present, pools) : undefined;
+    if (kept) {
+      for (const c of kept.chains) want.add(chainId(c.table, c.name));
+      units.set(id, kept);
+      continue;
+    }
+    const unit = src.unit();
     for (const c of unit.chains) want.add(chainId(c.table, c.name));
-    units.set(id, writeUnit(plan, unit, enc, { present, listed, pools, tailBefore, sharedIds, before: inp.trusted?.units.get(id) }));
+    units.set(id, writeUnit(plan, unit, enc, { present, listed, pools, tailBefore, sharedIds, before }));
     if (plan.size > DRAIN_OPS) {
       await inp.drain(plan);
       plan = new Plan();
@@ -148,6 +161,27 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   writeStale(plan, want, kernel, inp.isOurs);
   const skeleton: UnitState = { chains: [...sk.chains, ...sk.shared], content: skContent, shared: [...tailEntries, ...jumpEntries] };
   return { plan, state: { skeleton, units } };
+}
+
+/**
+ * A unit unchanged since the last trusted sync, kept as committed when the kernel still has
+ * its chains and every one of its shared rules; undefined (nothing taken) otherwise.
+ */
+function keepUnit(before: UnitState, present: (t: IptTable, name: string) => boolean, pools: Map<string, Pool>): UnitState | undefined {
+  if (!before.chains.every((c) => present(c.table, c.name))) return undefined;
+  const taken: [Pool, ListedEntry][] = [];
+  const shared: SharedEntry[] = [];
+  for (const e of before.shared) {
+    const pool = pools.get(chainId(e.table, e.chain));
+    const k = pool?.take(e.key);
+    if (!pool || !k) {
+      for (const [p, x] of taken) p.release(x);
+      return undefined;
+    }
+    taken.push([pool, k]);
+    shared.push({ ...e, handle: k.handle });
+  }
+  return { chains: before.chains, content: before.content, shared };
 }
 
 /** Flushes and refills an owned chain unless the kernel already holds exactly its rules. */

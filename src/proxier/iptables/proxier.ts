@@ -12,7 +12,7 @@
 import type { Clock, TimerHandle } from '../../base/clock.ts';
 import type { IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
-import type { ChangeSet, DesiredState } from '../../model/index.ts';
+import type { ChangeSet, DesiredState, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { Proxier, SyncReport } from '../types.ts';
 import type { CanaryProbe } from './canary.ts';
@@ -34,7 +34,7 @@ import { removeAll } from './remove.ts';
 import { servicePortRules } from './rules.ts';
 import { globalRules } from './global.ts';
 import type { WriterState } from './state.ts';
-import type { Unit } from './units.ts';
+import type { Unit, UnitSource } from './units.ts';
 import { isServicePortChain } from './names.ts';
 import type { BatchSender, TableClient } from './writer-types.ts';
 
@@ -82,6 +82,8 @@ export class IptablesProxier implements Proxier {
   private needFull = true;
   /** The state mirrors the kernel: the last sync succeeded and no canary went missing since. */
   private trusted = false;
+  /** The model objects each committed unit was made from (they are never mutated: compared by identity). */
+  private inputs = new Map<string, PortInputs>();
   private rewrittenAt = -Infinity;
   private timer: TimerHandle | undefined;
   private onDrift: (() => void) | undefined;
@@ -123,8 +125,17 @@ export class IptablesProxier implements Proxier {
     const gctx = globalContext(desired, ips, this.o);
     if (gctx.localhostNodePorts && this.o.sysctl) await this.o.sysctl.set(ROUTE_LOCALNET, 1);
     const skeleton = skeletonOf(globalRules(gctx));
-    const units = (function* (): Generator<readonly [string, Unit]> {
-      for (const [id, info] of desired.services) yield [id, unitOf(servicePortRules(info, desired.selections.get(id), gctx))];
+    const inputs = new Map<string, PortInputs>();
+    const last = this.inputs;
+    const sameContext = this.ctxKey === JSON.stringify(portContext(desired, this.o));
+    const units = (function* (): Generator<UnitSource> {
+      for (const [id, info] of desired.services) {
+        const sel = desired.selections.get(id);
+        inputs.set(id, { info, sel });
+        const was = last.get(id);
+        const unchanged = sameContext && was !== undefined && was.info === info && was.sel === sel;
+        yield { id, unchanged, unit: () => unitOf(servicePortRules(info, sel, gctx)) };
+      }
     })();
     const tr = this.now();
     // Rules are listed only where the plan compares them with the kernel: the skeleton's
@@ -172,6 +183,7 @@ export class IptablesProxier implements Proxier {
     }
     const totals = { batches: sink.result.batches + late.result.batches, longest: Math.max(sink.result.longestBatchMs, late.result.longestBatchMs) };
     this.state = state;
+    this.inputs = inputs;
     this.startCanary();
     const total = this.now() - t0;
     return { full: true, servicesChanged: desired.services.size, kernelMs, planMs: Math.max(0, total - kernelMs), errors, batches: totals.batches, longestBatchMs: totals.longest };
@@ -191,6 +203,11 @@ export class IptablesProxier implements Proxier {
     const r = await sendGroups(plan.groups, this.o.clients, this.o.sender, this.budget, signal, this.now);
     const kernelMs = this.now() - tk;
     commit();
+    for (const id of change.services) {
+      const info = desired.services.get(id);
+      if (info) this.inputs.set(id, { info, sel: desired.selections.get(id) });
+      else this.inputs.delete(id);
+    }
     for (const id of changed.keys()) {
       if (state.units.get(id)?.shared.some((e) => e.handle === undefined)) {
         // An echo was lost: the next sync reads the kernel instead of trusting the mirror.
@@ -239,6 +256,11 @@ export class IptablesProxier implements Proxier {
     this.state = undefined;
     this.needFull = true;
   }
+}
+
+interface PortInputs {
+  readonly info: ServicePortInfo;
+  readonly sel: EndpointSelection | undefined;
 }
 
 /** Every rule the state says is in a shared or built-in chain is still there (by handle). */

@@ -27,10 +27,21 @@ export interface Skeleton extends Unit {
   readonly shared: readonly ChainRef[];
 }
 
+/** A service port's unit, made only when needed. */
+export interface UnitSource {
+  readonly id: string;
+  unit(): Unit;
+  /**
+   * Made from the same inputs (the same model objects, the same context) as the unit the last
+   * trusted sync committed: when the kernel still holds all of it, it is kept without being made.
+   */
+  readonly unchanged: boolean;
+}
+
 export interface DesiredRuleset {
   readonly skeleton: Skeleton;
-  /** Per service port id; iterated once, so a generator can make each unit as it is written. */
-  readonly units: Iterable<readonly [string, Unit]>;
+  /** Per service port; iterated once, so each unit is made as it is written. */
+  readonly units: Iterable<UnitSource>;
 }
 
 export const BUILTIN_CHAINS: ReadonlySet<string> = new Set<BuiltinChain>(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);
