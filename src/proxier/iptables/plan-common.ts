@@ -1,6 +1,7 @@
 // Pieces both plans use: a rule encoded once with its key, owned chains refilled, and rules
 // added to a shared chain right above its tail (the skeleton's last rules).
 
+import { createHash } from 'node:crypto';
 import type { NftRule } from '../../netlink/nftables/index.ts';
 import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { RuleCodec } from './codec.ts';
@@ -26,7 +27,15 @@ export class Encoder {
 
   one(rule: IptRule): Encoded {
     const nft = this.codec.encode(rule);
-    return { rule, nft, key: exprsKey(nft.exprs) };
+    let key: string | undefined;
+    // Computed when asked: only rules compared with the kernel need one.
+    return {
+      rule,
+      nft,
+      get key(): string {
+        return (key ??= exprsKey(nft.exprs));
+      },
+    };
   }
 
   all(rules: readonly IptRule[]): Encoded[] {
@@ -41,9 +50,18 @@ export function rulesByChain(chains: readonly ChainRef[], rules: readonly Encode
   return out;
 }
 
-/** Digest of an owned chain's desired content. */
+/** Digest of an owned chain's desired content, comparable with a listed chain's (by rule keys). */
 export function digestOf(rules: readonly Encoded[]): string {
   return contentDigest(rules.map((r) => r.key));
+}
+
+/**
+ * Digest of a service-port chain's content, compared only with the digest the generator's
+ * output had at an earlier sync (never with the kernel), so the rules as data will do: no
+ * second serialisation of every rule.
+ */
+export function unitDigest(rules: readonly Encoded[]): string {
+  return createHash('sha1').update(JSON.stringify(rules.map((r) => r.rule))).digest('base64url');
 }
 
 /** Flushes (when it has rules) and refills an owned chain, as one group. */

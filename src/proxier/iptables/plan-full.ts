@@ -11,7 +11,7 @@ import { builtinChain } from '../../netlink/nftables/iptables/tables.ts';
 import { Plan } from './groups.ts';
 import type { KernelState, ListedEntry } from './kernel-state.ts';
 import type { Encoded, Encoder } from './plan-common.ts';
-import { addShared, deleteRule, digestOf, refill, rulesByChain, SHARED_PER_GROUP } from './plan-common.ts';
+import { addShared, deleteRule, digestOf, unitDigest, refill, rulesByChain, SHARED_PER_GROUP } from './plan-common.ts';
 import type { SharedEntry, UnitState, WriterState } from './state.ts';
 import { contentDigest } from './state.ts';
 import type { ChainRef, DesiredRuleset, Unit } from './units.ts';
@@ -213,7 +213,7 @@ function writeUnit(plan: Plan, unit: Unit, enc: Encoder, ctx: UnitCtx): UnitStat
   for (const c of leavesFirst(unit.chains, (x) => (owned.get(chainId(x.table, x.name)) ?? []).map((e) => e.rule))) {
     const id = chainId(c.table, c.name);
     const want = owned.get(id) ?? [];
-    const digest = digestOf(want);
+    const digest = unitDigest(want);
     content.set(id, digest);
     if (!ctx.present(c.table, c.name)) {
       if (want.length > 0) refill(plan, c, want, false);

@@ -7,7 +7,7 @@
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import { Plan } from './groups.ts';
 import type { Encoded, Encoder } from './plan-common.ts';
-import { addShared, deleteRule, digestOf, refill, rulesByChain } from './plan-common.ts';
+import { addShared, deleteRule, unitDigest, refill, rulesByChain } from './plan-common.ts';
 import type { SharedEntry, UnitState, WriterState } from './state.ts';
 import { tailHandle } from './state.ts';
 import type { ChainRef, Unit } from './units.ts';
@@ -48,7 +48,7 @@ export function planPartial(inp: PartialPlanInput): { plan: Plan; commit: () => 
     for (const c of leavesFirst(unit.chains, (x) => (owned.get(chainId(x.table, x.name)) ?? []).map((e) => e.rule))) {
       const cid = chainId(c.table, c.name);
       const want = owned.get(cid) ?? [];
-      const digest = digestOf(want);
+      const digest = unitDigest(want);
       content.set(cid, digest);
       if (old?.content.get(cid) === digest && had.has(cid)) continue;
       if (want.length === 0 && !had.has(cid)) continue;
