@@ -81,3 +81,45 @@ async function tableListed(client: TableClient, table: IptTable): Promise<boolea
   const all = await client.listTables();
   return all.some((t) => t.family === client.scope.family && t.name === table);
 }
+
+/**
+ * Reads only the named chains (and each table's built-in ones), without listing every chain
+ * of the tables: for a resync that trusts the service-port chains to the last committed state
+ * (listing 55,000 chains at 5,000 Services takes seconds). Undefined when one of `chains` is
+ * missing: then the tables must be read in full.
+ */
+export async function readChains(
+  clients: ReadonlyMap<IptTable, TableClient>,
+  codec: RuleCodec,
+  chains: readonly { table: IptTable; name: string }[],
+): Promise<KernelState | undefined> {
+  const tables = new Map<IptTable, { exists: boolean; chains: Map<string, NftChain> }>();
+  const rules = new Map<string, ListedEntry[]>();
+  const builtins = new Map<IptTable, string[]>();
+  for (const table of clients.keys()) builtins.set(table, [...BUILTIN_CHAINS]);
+  const wanted = [...chains.map((c) => ({ ...c, required: true })), ...[...builtins].flatMap(([table, names]) => names.map((name) => ({ table, name, required: false })))];
+  for (const { table, name, required } of wanted) {
+    const client = clients.get(table)!;
+    let listed: NftRule[];
+    try {
+      listed = await client.listRules(name);
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+      if (required) return undefined;
+      continue;
+    }
+    let st = tables.get(table);
+    if (!st) tables.set(table, (st = { exists: true, chains: new Map() }));
+    st.chains.set(name, { kind: 'chain', name });
+    const list: ListedEntry[] = [];
+    rules.set(chainId(table, name), list);
+    const builtin = BUILTIN_CHAINS.has(name);
+    for (const r of listed) {
+      if (r.handle === undefined || r.chain !== name) continue;
+      const jump = builtin ? codec.jumpTarget(r) : undefined;
+      const key = builtin && jump === undefined ? undefined : codec.kernelKey(r, table);
+      list.push(jump === undefined ? { handle: r.handle, key } : { handle: r.handle, key, jump });
+    }
+  }
+  return { tables, rules };
+}

@@ -31,6 +31,8 @@ export interface FullPlanInput {
    * every service-port chain is refilled (their rules are not listed: see kernel-state.ts).
    */
   readonly trusted?: WriterState;
+  /** Chains taken as present though the kernel state does not list them (a light read). */
+  readonly assumePresent?: (table: IptTable, chain: string) => boolean;
 }
 
 /** Kernel rules of a shared chain not yet matched, by key, in chain order. */
@@ -74,7 +76,7 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   const { desired, kernel, enc } = inp;
   const sk = desired.skeleton;
   let plan = new Plan();
-  const present = (t: IptTable, name: string): boolean => kernel.tables.get(t)?.chains.has(name) ?? false;
+  const present = (t: IptTable, name: string): boolean => (kernel.tables.get(t)?.chains.has(name) ?? false) || (inp.assumePresent?.(t, name) ?? false);
   const listed = (c: ChainRef): readonly ListedEntry[] => kernel.rules.get(chainId(c.table, c.name)) ?? [];
 
   // Tables, the built-in chains our jumps need, the skeleton's chains.

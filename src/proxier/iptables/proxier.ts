@@ -23,7 +23,7 @@ import { globalContext, portContext } from './context.ts';
 import type { IptablesOptions } from './context.ts';
 import { BatchSink, sendGroups } from './groups.ts';
 import type { Budget, Plan } from './groups.ts';
-import { readKernel } from './kernel-state.ts';
+import { readChains, readKernel } from './kernel-state.ts';
 import type { KernelState } from './kernel-state.ts';
 import { learnHandles } from './learn-handles.ts';
 import { nodePortIPs } from './node-ips.ts';
@@ -141,15 +141,20 @@ export class IptablesProxier implements Proxier {
     // Rules are listed only where the plan compares them with the kernel: the skeleton's
     // chains and the shared ones (and the built-in chains). Service-port chains are trusted
     // from the last sync when it can be, else refilled.
-    const listedChains = new Set([...skeleton.chains, ...skeleton.shared].map((c) => `${c.table}/${c.name}`));
-    const kernel = await readKernel(this.o.clients, this.o.codec, (t, c) => listedChains.has(`${t}/${c}`));
+    const fixed = [...skeleton.chains, ...skeleton.shared];
+    const listedChains = new Set(fixed.map((c) => `${c.table}/${c.name}`));
     let trusted = trustState && this.now() - this.rewrittenAt < (this.o.rewritePeriodMs ?? 3_600_000) ? this.state : undefined;
-    if (trusted && !handlesPresent(trusted, kernel)) {
+    // Trusting the state, the chains it made are taken as present: only the fixed and the
+    // built-in chains are read (stale chains of others' making wait for the hourly rewrite).
+    let light = trusted ? await readChains(this.o.clients, this.o.codec, fixed) : undefined;
+    if (trusted && light && !handlesPresent(trusted, light)) {
       // Someone removed rules of ours (`iptables -t nat -F` leaves the canary chains): the
       // service-port chains cannot be trusted either.
       this.log.info('Rules of ours in shared chains are gone; rewriting every chain');
-      trusted = undefined;
+      light = undefined;
     }
+    if (!light) trusted = undefined;
+    const kernel = light ?? (await readKernel(this.o.clients, this.o.codec, (t, c) => listedChains.has(`${t}/${c}`)));
     if (!trusted) this.rewrittenAt = this.now();
     let kernelMs = this.now() - tr;
     const sink = new BatchSink(this.o.clients, this.o.sender, { ...this.budget, echo: false }, signal, () => this.now());
@@ -159,7 +164,17 @@ export class IptablesProxier implements Proxier {
       kernelMs += this.now() - ts;
     };
     const drain = (p: Plan): Promise<void> => timed(() => sink.add(p.groups));
-    const { plan, state } = await planFull({ desired: { skeleton, units }, kernel, enc: this.enc, isOurs, drain, ...(trusted ? { trusted } : {}) });
+    const made = light && trusted ? new Set([...trusted.units.values()].flatMap((u) => u.chains.map((c) => `${c.table}/${c.name}`))) : undefined;
+    const assumePresent = made ? (t: IptTable, c: string): boolean => made.has(`${t}/${c}`) : undefined;
+    const { plan, state } = await planFull({
+      desired: { skeleton, units },
+      kernel,
+      enc: this.enc,
+      isOurs,
+      drain,
+      ...(trusted ? { trusted } : {}),
+      ...(assumePresent ? { assumePresent } : {}),
+    });
     await drain(plan);
     await timed(() => sink.finish());
     let missing = 0;
