@@ -14,7 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { parseConfigFile } from './file.ts';
 import { FLAGS, parseFlags, type GivenFlag } from './flags.ts';
-import { HEALTHZ_PORT, METRICS_PORT, appendPortIfNeeded, resolveConfig, splitHostPort, syncSection } from './resolve.ts';
+import { DEFAULT_MODE, HEALTHZ_PORT, METRICS_PORT, appendPortIfNeeded, resolveConfig, splitHostPort, syncSection } from './resolve.ts';
 import type { FlatValues } from './schema.ts';
 import { PROXY_MODES, formatConfigError, type ConfigAction, type ConfigError, type ProxyConfig, type ProxyMode } from './types.ts';
 import { renderConfigYAML } from './write.ts';
@@ -89,7 +89,7 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
     origins.set('mode', '--proxy-mode');
   }
   const modeText = values.get('mode');
-  const mode: ProxyMode = typeof modeText === 'string' && (PROXY_MODES as readonly string[]).includes(modeText) ? (modeText as ProxyMode) : 'nftables';
+  const mode: ProxyMode = typeof modeText === 'string' && (PROXY_MODES as readonly string[]).includes(modeText) ? (modeText as ProxyMode) : DEFAULT_MODE;
 
   for (const g of flags.given) {
     const { spec } = g;

@@ -49,7 +49,7 @@ export const FLAGS: readonly FlagSpec[] = [
   { name: 'bind-address-hard-fail', kind: 'bool', target: 'bindAddressHardFail', help: 'If true kube-proxy will treat failure to bind to a port as fatal and exit.' },
   { name: 'healthz-port', kind: 'int', help: 'The port to bind the health check server. Use 0 to disable.', deprecated: 'use --healthz-bind-address instead' },
   { name: 'metrics-port', kind: 'int', help: 'The port to bind the metrics server. Use 0 to disable.', deprecated: 'use --metrics-bind-address instead' },
-  { name: 'proxy-mode', kind: 'string', target: 'mode', help: "Which proxy mode to use: 'nftables' (default), 'ipvs', 'iptables' or 'userspace'." + IGNORED_WITH_CONFIG },
+  { name: 'proxy-mode', kind: 'string', target: 'mode', help: "Which proxy mode to use: 'iptables' (default, as upstream on Linux), 'nftables', 'ipvs' or 'userspace'." + IGNORED_WITH_CONFIG },
   { name: 'iptables-masquerade-bit', kind: 'int', target: 'iptables.masqueradeBit', help: 'If using the iptables or ipvs proxy mode, the bit of the fwmark space to mark packets requiring SNAT with. Must be within the range [0, 31].' },
   { name: 'masquerade-all', kind: 'bool', target: '@masqueradeAll', help: 'SNAT all traffic sent via Service cluster IPs. This may be required with some CNI plugins.' },
   { name: 'iptables-localhost-nodeports', kind: 'bool', target: 'iptables.localhostNodePorts', help: 'If false, disable the legacy behavior of allowing NodePort services to be accessed via localhost (iptables mode, IPv4 only).' },

@@ -20,7 +20,8 @@ import {
   type ProxyMode,
 } from './types.ts';
 
-export const DEFAULT_MODE: ProxyMode = 'nftables';
+/** A blank mode means iptables, as upstream on Linux (the packaged config file names nftables). */
+export const DEFAULT_MODE: ProxyMode = 'iptables';
 export const HEALTHZ_PORT = 10256;
 export const METRICS_PORT = 10249;
 export const DEFAULT_OOM_SCORE_ADJ = -999;

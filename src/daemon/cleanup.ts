@@ -11,12 +11,18 @@
 //                  be no virtual servers, so only the rules, the ipsets and the link are
 //                  looked for.
 //
+//   iptables mode: (after the IPVS mode's) per family, the jumps to our KUBE-* chains in the built-in chains of
+//                  `ip|ip6 nat/filter/mangle`, then those chains (tables and built-in chains
+//                  stay: others share them).
+//
 // nftables go first: a rule that references an ipset keeps the set busy.
 //
 // Before ours, upstream kube-proxy's leftovers (leftovers.ts, mode 'cleanup'): its nftables
 // tables `ip|ip6 kube-proxy`, its iptables-mode and IPVS-mode KUBE-* chains and the jumps to
 // them, and the legacy-iptables check; its virtual servers, ipsets and kube-ipvs0 carry the
 // names of ours and go with them.
+// Starting a mode removes what the other modes left (removeOtherModesLeftovers), guarded by
+// evidence of each mode, since the IPVS mode's companion chains share names with ours.
 
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
@@ -32,7 +38,9 @@ import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import type { Proxier } from '../proxier/types.ts';
 import { leftoverSteps, openLeftoverClients } from './leftovers.ts';
-import { companionWriter } from './proxiers.ts';
+import { iptablesNftCodec, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
+import { isServicePortChain } from '../proxier/iptables/names.ts';
+import { companionWriter, iptablesClients } from './proxiers.ts';
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 
@@ -96,6 +104,10 @@ export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock })
     const p = new IpvsProxier({ family }, { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger, companion });
     steps.push(proxierStep(`ipvs mode objects (${family}: companion rules, virtual servers, ipsets, kube-ipvs0)`, p));
   }
+  // After the IPVS mode's: its chains share names with ours, and those it does not share
+  // (KUBE-NODE-PORT, KUBE-LOAD-BALANCER, ...) jump to shared ones (KUBE-MARK-MASQ), which
+  // could not be deleted while they remain.
+  steps.push(...iptablesModeSteps(open));
   return {
     steps,
     close: () => {
@@ -118,5 +130,68 @@ export async function cleanupEverything(deps: { logger: Logger; clock: Clock }):
     return 0;
   } finally {
     close();
+  }
+}
+
+/** iptables mode's chains and jumps, per family. */
+export function iptablesModeSteps(open: (protocol: number) => NetlinkConnection): CleanupStep[] {
+  return FAMILIES.map((family) => ({
+    what: `iptables mode chains (${family === 'IPv4' ? 'ip' : 'ip6'} nat/filter/mangle KUBE-*)`,
+    run: async () => {
+      const conn = open(Protocol.NETFILTER);
+      const clients = iptablesClients(family, conn);
+      await removeIptablesObjects(clients, clients.get('nat')!, iptablesNftCodec(family), isOurs, { bytes: Math.floor(conn.maxBatchBytes / 2), echoBytes: Math.floor(conn.maxBatchBytes / 4) });
+    },
+  }));
+}
+
+/** Whether the iptables mode (ours or upstream's, in iptables-nft form) left chains in this namespace. */
+async function iptablesModeEvidence(open: (protocol: number) => NetlinkConnection): Promise<boolean> {
+  for (const family of FAMILIES) {
+    for (const client of iptablesClients(family, open(Protocol.NETFILTER)).values()) {
+      const names = (await client.listChains().catch(() => [])).map((c) => c.name);
+      if (names.some((n) => n === 'KUBE-PROXY-CANARY' || isServicePortChain(n))) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * At start in `mode`: removes what kube-proxy-ts's other modes left (as upstream's start-up
+ * cleanup). The IPVS mode's leftovers only where its dummy link shows it ran, and the iptables
+ * mode's only where its canary or service chains show it ran (the two share chain names, so
+ * a restart of either must not remove its own rules).
+ */
+export async function removeOtherModesLeftovers(mode: string, deps: { logger: Logger; clock: Clock }): Promise<void> {
+  const conns: NetlinkConnection[] = [];
+  const open = (protocol: number): NetlinkConnection => {
+    const c = connect(protocol, { timeoutMs: 30_000 });
+    conns.push(c);
+    return c;
+  };
+  try {
+    const steps: CleanupStep[] = [];
+    if (mode !== 'nftables') {
+      for (const family of FAMILIES) {
+        const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: open(Protocol.NETFILTER) });
+        steps.push({ what: `nftables mode table ${nft.scope.family} ${TABLE}`, run: () => new NftablesProxier({ nft, logger: deps.logger }).cleanup() });
+      }
+    }
+    if (mode !== 'iptables' && (await iptablesModeEvidence(open))) steps.push(...iptablesModeSteps(open));
+    const route = new RouteClient(open(Protocol.ROUTE));
+    if (mode !== 'ipvs' && (await route.getLink('kube-ipvs0').catch(() => undefined))) {
+      const genl = open(Protocol.GENERIC);
+      let ipvs = new IpvsClient(genl);
+      if (!(await ipvs.familyId().then(() => true, () => false))) ipvs = new AbsentIpvs(genl);
+      const ipset = new IpsetClient(open(Protocol.NETFILTER));
+      for (const family of FAMILIES) {
+        const p = new IpvsProxier({ family }, { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger, companion: companionWriter(family, ipset, open) });
+        steps.push({ what: `ipvs mode objects (${family})`, run: () => p.cleanup() });
+      }
+    }
+    const failures = await runCleanupSteps(steps, deps.logger);
+    if (failures.length > 0) deps.logger.warn('Some leftovers of other modes remain', { failures: failures.join('; ') });
+  } finally {
+    for (const c of conns.splice(0)) c.close();
   }
 }

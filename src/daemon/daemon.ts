@@ -130,6 +130,8 @@ export class Daemon {
         ...(parts.staleFlows ? { staleFlows: parts.staleFlows } : {}),
       }),
     });
+    // Kernel drift a mode notices between syncs (iptables: a canary chain gone) asks for a sync.
+    parts.proxiers.watch?.(() => this.loop.changed());
   }
 
   /** With bindAddressHardFail, a server that cannot start is a Warning on the Node (upstream's reasons), posted before the exit. */

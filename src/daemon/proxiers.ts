@@ -15,6 +15,10 @@ import { CompanionWriter, IpvsProxier } from '../proxier/ipvs/index.ts';
 import type { SysctlWriter } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import { NftDriftWatch } from '../proxier/nftables/drift-watch.ts';
+import { iptablesNftCodec, IptablesProxier } from '../proxier/iptables/index.ts';
+import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
+import { checkLegacyIptables } from './legacy-iptables.ts';
+import { removeOtherModesLeftovers } from './cleanup.ts';
 import type { Proxier } from '../proxier/types.ts';
 
 export interface ProxierSet {
@@ -26,6 +30,8 @@ export interface ProxierSet {
   close(): void;
   /** nftables mode: calls `onDrift` when someone else changes our tables (drift-watch.ts). */
   watchDrift?(onDrift: (why: string) => void, syncing: () => boolean): { close(): void };
+  /** Modes that notice kernel drift between syncs (iptables: the canary chains) call `kick` to ask for a sync. */
+  watch?(kick: () => void): void;
 }
 
 export interface ProxierDeps {
@@ -37,7 +43,7 @@ export interface ProxierDeps {
 }
 
 /** Modes this build can run; the others are a start-up error naming the mode. */
-export const AVAILABLE_MODES: readonly string[] = ['nftables', 'ipvs'];
+export const AVAILABLE_MODES: readonly string[] = ['nftables', 'ipvs', 'iptables'];
 
 export class ModeUnavailableError extends Error {
   constructor(mode: string) {
@@ -104,8 +110,10 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
           return { close: () => {} };
         }
       };
-      return { mode: config.mode, proxiers, init: () => Promise.resolve(), close, watchDrift };
+      const init = (): Promise<void> => removeOtherModesLeftovers('nftables', { logger: deps.logger, clock: deps.clock });
+      return { mode: config.mode, proxiers, init, close, watchDrift };
     }
+    if (config.mode === 'iptables') return iptablesSet(config, families, deps, open, close);
     if (config.mode === 'ipvs') {
       const route = new RouteClient(open(Protocol.ROUTE));
       const ipvsList: IpvsProxier[] = [];
@@ -147,6 +155,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
           } catch (e) {
             throw new Error(`IPVS mode is unavailable: ${e instanceof Error ? e.message : String(e)} (is module ip_vs loadable?)`, { cause: e });
           }
+          await removeOtherModesLeftovers('ipvs', { logger: deps.logger, clock: deps.clock });
           for (const p of ipvsList) await p.init(signal);
         },
         close,
@@ -157,4 +166,55 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
     throw e;
   }
   throw new ModeUnavailableError(config.mode);
+}
+
+/** The iptables-nft clients of one family: nat, filter, mangle on one socket (the nat one also sends). */
+export function iptablesClients(family: IPFamily, conn: NetlinkConnection): Map<IptTable, NftClient> {
+  const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
+  const tables: IptTable[] = ['nat', 'filter', 'mangle'];
+  return new Map(tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn })]));
+}
+
+function iptablesSet(config: ProxyConfig, families: readonly IPFamily[], deps: ProxierDeps, open: (protocol: number) => NetlinkConnection, close: () => void): ProxierSet {
+  const route = new RouteClient(open(Protocol.ROUTE));
+  const proxiers = new Map<IPFamily, IptablesProxier>();
+  for (const family of families) {
+    const conn = open(Protocol.NETFILTER);
+    const clients = iptablesClients(family, conn);
+    proxiers.set(
+      family,
+      new IptablesProxier({
+        family,
+        clients,
+        sender: clients.get('nat')!,
+        codec: iptablesNftCodec(family),
+        logger: deps.logger,
+        masqueradeBit: config.masqueradeBit,
+        localhostNodePorts: config.localhostNodePorts,
+        localAddresses: () => route.nodeAddresses(family),
+        sysctl: deps.sysctl,
+        maxBatchBytes: conn.maxBatchBytes,
+        clock: deps.clock,
+      }),
+    );
+  }
+  return {
+    mode: 'iptables',
+    proxiers,
+    init: async () => {
+      deps.logger.info('iptables mode (upstream\'s default); nftables mode (--proxy-mode=nftables) is also available and syncs faster');
+      const findings = await checkLegacyIptables();
+      for (const f of findings) if (!f.fatal) deps.logger.warn(f.message);
+      const fatal = findings.filter((f) => f.fatal);
+      if (fatal.length > 0) throw new Error(fatal.map((f) => f.message).join('; '));
+      await removeOtherModesLeftovers('iptables', { logger: deps.logger, clock: deps.clock });
+    },
+    close: () => {
+      for (const p of proxiers.values()) p.stop();
+      close();
+    },
+    watch: (kick) => {
+      for (const p of proxiers.values()) p.watch(kick);
+    },
+  };
 }

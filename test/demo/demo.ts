@@ -85,7 +85,7 @@ async function main(): Promise<void> {
   console.log(indent(`${dir}/web.yaml: Service default/web, type NodePort, ${VIP}:80 and node port ${NODE_PORT} -> 3 endpoints on :8080`));
 
   step(3, 'Start kube-proxy-ts in the node namespace');
-  const args = ['--manifest-dir', dir, '--hostname-override', 'demo-node', '--cluster-cidr', '10.244.0.0/16', '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--min-sync-period', '100ms'];
+  const args = ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--hostname-override', 'demo-node', '--cluster-cidr', '10.244.0.0/16', '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--min-sync-period', '100ms'];
   console.log(indent(dim(`ip netns exec ${c.node.name} node bin/kube-proxy-ts.js ${args.join(' ')}`)));
   const d: DaemonProcess = spawnDaemon(c.node, args);
   teardowns.push(async () => {

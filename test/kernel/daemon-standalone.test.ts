@@ -30,6 +30,7 @@ test.serial('standalone daemon: traffic, healthz, metrics, manifest changes, SIG
   const before = normaliseNftJson(await c.node.nftJson());
 
   const d = spawnDaemon(c.node, [
+    '--proxy-mode', 'nftables',
     '--manifest-dir', dir,
     '--hostname-override', 'node-a',
     '--cluster-cidr', '10.244.0.0/16',
@@ -121,7 +122,7 @@ test.serial('sd-notify: READY=1 after the first full sync, STATUS lines, STOPPIN
   );
   await readyToListen;
 
-  const d = spawnDaemon(c.node, ['--manifest-dir', dir, '--hostname-override', 'node-a', '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249'], {
+  const d = spawnDaemon(c.node, ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--hostname-override', 'node-a', '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249'], {
     env: { NOTIFY_SOCKET: sock, WATCHDOG_USEC: '2000000' },
   });
   t.teardown(() => d.kill());

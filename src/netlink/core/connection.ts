@@ -36,6 +36,12 @@ export interface RequestOptions {
 export interface BatchOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
+  /**
+   * Receives every reply of the batch that is not an ACK or error (the kernel's echo of a
+   * message sent with NLM_F_ECHO, e.g. a new rule with its handle), with the index of the
+   * message it answers.
+   */
+  onReply?: (msg: InMessage, index: number) => void;
 }
 
 /** What every protocol client talks to; the real socket and the fake kernel both sit below it. */
@@ -190,7 +196,11 @@ export class NetlinkConnection implements NetlinkTransport {
       const ex: Exchange = {
         accepts: (s) => s >= beginSeq && s <= lastSeq + 1,
         onMessage: (m) => {
-          if (m.type !== NLMSG_ERROR) return { done: false };
+          if (m.type !== NLMSG_ERROR) {
+            const which = m.seq - first - 1;
+            if (opts.onReply && which >= 0 && which < msgs.length) opts.onReply(m, which);
+            return { done: false };
+          }
           const e = parseErrorPayload(m);
           if (e.errno !== 0 && !firstError) {
             const which = m.seq - first - 1;

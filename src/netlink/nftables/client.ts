@@ -5,11 +5,11 @@
 // operations on them in later transactions can be encoded (an element's bytes depend on
 // its set's key types). Reading them back costs one GETSET dump (listSets()).
 
-import type { NetlinkTransport } from '../core/index.ts';
-import { errnoNumber, NetlinkError, NfnlSubsys, nfMessage, nfnlBatchBytes, splitNfPayload } from '../core/index.ts';
+import type { BatchOptions, NetlinkTransport, OutMessage } from '../core/index.ts';
+import { errnoNumber, isNotFound, NetlinkError, NfnlSubsys, NLM_F_ECHO, nfMessage, nfnlBatchBytes, splitNfPayload } from '../core/index.ts';
 import { AF_UNSPEC, AttrSet } from '../core/index.ts';
 import type { Family } from './constants.ts';
-import { NFTA_CHAIN_TABLE, NFTA_GEN_ID, NFTA_RULE_CHAIN, NFTA_RULE_TABLE, NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_TABLE, NftMsg } from './constants.ts';
+import { NFTA_CHAIN_NAME, NFTA_CHAIN_TABLE, NFTA_GEN_ID, NFTA_RULE_CHAIN, NFTA_RULE_TABLE, NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_TABLE, NftMsg } from './constants.ts';
 import { decodeChain } from './chain.ts';
 import type { RawElement } from './element.ts';
 import { decodeRawElements, toElements } from './element.ts';
@@ -107,7 +107,7 @@ export class NftClient implements NftInterface {
         errnoNumber('EMSGSIZE'),
       );
     }
-    const opts: { signal?: AbortSignal; timeoutMs?: number } = {};
+    const opts: BatchOptions = {};
     if (signal) opts.signal = signal;
     if (this.timeoutMs !== undefined) opts.timeoutMs = this.timeoutMs;
     await this.transport.batch(NfnlSubsys.NFTABLES, msgs, opts);
@@ -121,6 +121,45 @@ export class NftClient implements NftInterface {
       else if (verb === 'delete' || verb === 'destroy') this.known.delete(obj.name);
     }
     return { messages: msgs.length, bytes };
+  }
+
+  /**
+   * Encodes a transaction without sending it, for callers that pack the messages of many
+   * transactions (of any table of this family) into batches of their own (runMessages).
+   */
+  encode(tx: NftTransaction): OutMessage[] {
+    if (tx.scope.family !== this.scope.family) {
+      throw new NftValidationError(`transaction for ${tx.scope.family} ${tx.scope.table} encoded by a client for ${this.scope.family}`);
+    }
+    return tx.messages((n) => this.known.get(n), { emulateDestroy: this.emulateDestroy });
+  }
+
+  /**
+   * Sends encoded messages as one batch. With `echo`, every new rule is echoed back by the
+   * kernel (NLM_F_ECHO) and the result maps the index of each NEWRULE message to the handle
+   * the kernel gave it. The echoes arrive in the receive buffer at commit: keep such batches
+   * well under maxBatchBytes.
+   */
+  async runMessages(msgs: readonly OutMessage[], signal?: AbortSignal, opts: { echo?: boolean } = {}): Promise<Map<number, bigint>> {
+    const handles = new Map<number, bigint>();
+    if (msgs.length === 0) return handles;
+    const send = opts.echo ? msgs.map((m) => ((m.type & 0xff) === NftMsg.NEWRULE ? { ...m, flags: m.flags | NLM_F_ECHO } : m)) : msgs;
+    const bytes = nfnlBatchBytes(send);
+    if (bytes > this.transport.maxBatchBytes) {
+      throw new NetlinkError(`batch of ${msgs.length} messages (${bytes} bytes) exceeds the socket's ${this.transport.maxBatchBytes}-byte batch limit; split it`, errnoNumber('EMSGSIZE'));
+    }
+    const bo: BatchOptions = {};
+    if (signal) bo.signal = signal;
+    if (this.timeoutMs !== undefined) bo.timeoutMs = this.timeoutMs;
+    if (opts.echo) {
+      bo.onReply = (m, i) => {
+        if ((m.type & 0xff) !== NftMsg.NEWRULE) return;
+        const h = decodeRule(m).rule.handle;
+        if (h !== undefined) handles.set(i, h);
+      };
+    }
+    await this.transport.batch(NfnlSubsys.NFTABLES, send, bo);
+    return handles;
   }
 
   private dump(cmd: number, label: string, fill: Parameters<typeof nftMessage>[4], family: Family | 'unspec' = this.scope.family) {
@@ -142,6 +181,23 @@ export class NftClient implements NftInterface {
   async listChains(): Promise<NftChain[]> {
     const replies = await this.dump(NftMsg.GETCHAIN, `list chains ${this.scope.family} ${this.scope.table}`, (w) => w.str(NFTA_CHAIN_TABLE, this.scope.table));
     return replies.map((m) => decodeChain(m)).filter((c) => c.table === this.scope.table && c.family === this.scope.family).map((c) => c.chain);
+  }
+
+  /** One chain by name (a GETCHAIN, not a dump: cheap on a table of many chains); undefined when absent. */
+  async getChain(name: string): Promise<NftChain | undefined> {
+    const opts: { timeoutMs?: number } = {};
+    if (this.timeoutMs !== undefined) opts.timeoutMs = this.timeoutMs;
+    const label = `get chain ${this.scope.family} ${this.scope.table} ${name}`;
+    try {
+      const replies = await this.transport.request(
+        nftMessage(NftMsg.GETCHAIN, this.scope.family, 0, label, (w) => w.str(NFTA_CHAIN_TABLE, this.scope.table).str(NFTA_CHAIN_NAME, name)),
+        opts,
+      );
+      return replies.map((m) => decodeChain(m).chain).find((c) => c.name === name);
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
   }
 
   /** Sets and maps with their metadata; also teaches the client their definitions. */

@@ -7,3 +7,8 @@ export { globalContext, portContext, endpointCount, masqueradeMark, LARGE_CLUSTE
 export { Chain, PORT_CHAIN_PREFIXES, isServicePortChain, portChainNames, endpointChainName, servicePortName, hash16, type PortChainNames } from './names.ts';
 export { probability } from './probability.ts';
 export { ifLocal, ifNotLocal } from './detect-local.ts';
+// The proxier and its writer.
+export { IptablesProxier, isOurs, ROUTE_LOCALNET } from './proxier.ts';
+export type { IptablesProxierOptions, SysctlWriter as IptablesSysctl } from './proxier.ts';
+export { iptablesNftCodec } from './codec.ts';
+export { removeAll as removeIptablesObjects } from './remove.ts';

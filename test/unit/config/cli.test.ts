@@ -35,10 +35,10 @@ function exit(argv: string[], files: Record<string, string> = {}): { code: numbe
 // ---------------------------------------------------------------------------------------
 // Defaults
 
-test('no flags: upstream defaults, nftables mode', (t) => {
+test('no flags: upstream defaults, iptables mode (as upstream on Linux)', (t) => {
   const { config: c, warnings } = config([]);
   t.deepEqual(warnings, []);
-  t.is(c.mode, 'nftables');
+  t.is(c.mode, 'iptables');
   t.is(c.syncPeriodMs, 30_000);
   t.is(c.minSyncPeriodMs, 1_000);
   t.is(c.configSyncPeriodMs, 15 * 60_000);
@@ -50,7 +50,7 @@ test('no flags: upstream defaults, nftables mode', (t) => {
   t.is(c.oomScoreAdj, -999);
   t.is(c.ipvs.scheduler, 'rr');
   t.is(c.detectLocalMode, 'ClusterCIDR');
-  t.deepEqual(c.nodePortAddresses, ['primary']);
+  t.deepEqual(c.nodePortAddresses, ['all']);
   t.deepEqual(c.conntrack, {
     maxPerCore: 32_768,
     min: 131_072,
@@ -131,7 +131,7 @@ test('--iptables-sync-period is ignored in ipvs mode, with a warning (upstream a
 });
 
 test('--iptables-masquerade-bit does not change nftables mode (as upstream), and says so', (t) => {
-  const { config: c, warnings } = config(['--iptables-masquerade-bit=15']);
+  const { config: c, warnings } = config(['--proxy-mode=nftables', '--iptables-masquerade-bit=15']);
   t.is(c.masqueradeBit, 14);
   t.true(warnings.some((w) => w.includes('nftables.masqueradeBit')));
 });
@@ -151,8 +151,8 @@ const usageTable: [string[], RegExp][] = [
   [['--proxy-mode=kernelspace'], /mode \(from --proxy-mode\): "kernelspace" must be one of nftables, ipvs, iptables, userspace/],
   [['--proxy-mode=ipvs', '--ipvs-scheduler=rrr'], /ipvs\.scheduler \(from --ipvs-scheduler\): "rrr" is not a known scheduler/],
   [['--iptables-masquerade-bit=32', '--proxy-mode=iptables'], /iptables\.masqueradeBit \(from --iptables-masquerade-bit\): 32 must be within the range \[0, 31\]/],
-  [['--sync-period=1s', '--min-sync-period=5s'], /nftables\.syncPeriod.*"1s" must be greater than or equal to nftables\.minSyncPeriod \("5s"\)/],
-  [['--sync-period=-1s'], /nftables\.syncPeriod \(from --sync-period\): "-1s" must be greater than 0/],
+  [['--sync-period=1s', '--min-sync-period=5s'], /iptables\.syncPeriod.*"1s" must be greater than or equal to iptables\.minSyncPeriod \("5s"\)/],
+  [['--sync-period=-1s'], /iptables\.syncPeriod \(from --sync-period\): "-1s" must be greater than 0/],
   [['--healthz-bind-address=nonsense:80'], /healthzBindAddress.*"nonsense" is not a valid IP/],
   [['--cluster-cidr=10.0.0.0/8,10.1.0.0/16'], /clusterCIDR.*dual-stack pair/],
   [['--cluster-cidr=banana'], /clusterCIDR.*"banana" must be a valid CIDR/],
@@ -278,7 +278,7 @@ const fileErrors: [string, RegExp][] = [
   ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  scheduler: rrr\n', /ipvs\.scheduler: "rrr" is not a known scheduler/],
   ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnftables:\n  syncPeriod: 30\n', /nftables\.syncPeriod: 30 must be a duration string/],
   ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnftables:\n  syncPeriod: soon\n', /nftables\.syncPeriod: "soon" is not a duration/],
-  ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnftables:\n  masqueradeBit: 40\n', /nftables\.masqueradeBit: 40 must be within the range \[0, 31\]/],
+  ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\nnftables:\n  masqueradeBit: 40\n', /nftables\.masqueradeBit: 40 must be within the range \[0, 31\]/],
   ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmasqueradeAll: yes\nconntrack:\n  min: "many"\n', /conntrack\.min: "many" must be an integer/],
   ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack: 5\n', /conntrack: 5 must be an object/],
   ['{ not yaml', /not valid YAML or JSON/],
@@ -325,7 +325,7 @@ test('the written config is upstream-shaped YAML', (t) => {
   const yaml = renderConfigYAML(config([]).config);
   t.regex(yaml, /^apiVersion: kubeproxy\.config\.k8s\.io\/v1alpha1$/m);
   t.regex(yaml, /^kind: KubeProxyConfiguration$/m);
-  t.regex(yaml, /^mode: nftables$/m);
+  t.regex(yaml, /^mode: iptables$/m);
   t.regex(yaml, /^ {2}syncPeriod: 30s$/m);
   t.regex(yaml, /^configSyncPeriod: 15m0s$/m);
   t.regex(yaml, /^ {2}tcpEstablishedTimeout: 24h0m0s$/m);

@@ -18,7 +18,7 @@ test('--master: Services, EndpointSlices and the Node come from the API server a
   api.create({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', ...slice('web-1', 'web', [ep('10.244.1.2')]) });
   api.create({ apiVersion: 'v1', kind: 'Node', ...node('node-a', { internal: ['192.168.1.10'] }) });
 
-  const parsed = config(['--master', api.url, '--hostname-override', 'node-a', '--min-sync-period', '10ms', '--cluster-cidr', '10.244.0.0/16']);
+  const parsed = config(['--proxy-mode', 'nftables', '--master', api.url, '--hostname-override', 'node-a', '--min-sync-period', '10ms', '--cluster-cidr', '10.244.0.0/16']);
   const cfg = { ...parsed, healthzBindAddress: '', metricsBindAddress: '' };
   const logger = memoryLogger();
   const metrics = createMetrics({ processMetrics: false });

@@ -40,7 +40,8 @@ test('model options carry the flags that are about semantics', (t) => {
   t.like(o, { nodeName: 'node-a', family: 'IPv4', masqueradeAll: true, detectLocalMode: 'ClusterCIDR', preferSameNodeHints: true });
   t.deepEqual(o.clusterCIDRs, ['10.244.0.0/16']);
   t.deepEqual(o.nodePortAddresses, ['192.168.0.0/16']);
-  t.deepEqual(modelOptionsFor(config(), 'IPv4', 'n').nodePortAddresses, ['primary'], 'nftables mode defaults to the primary IP');
+  t.deepEqual(modelOptionsFor(config(['--proxy-mode', 'nftables']), 'IPv4', 'n').nodePortAddresses, ['primary'], 'nftables mode defaults to the primary IP');
+  t.deepEqual(modelOptionsFor(config(), 'IPv4', 'n').nodePortAddresses, ['0.0.0.0/0', '::/0'], 'a blank mode (iptables) means every address, as upstream');
 });
 
 

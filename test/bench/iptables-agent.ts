@@ -1,0 +1,137 @@
+// Runs inside a throwaway node namespace (netns agent) for the iptables benchmark: the model
+// and the iptables proxier against the real kernel, as a daemon would hold them (this process
+// holds nothing else, so its RSS is daemon-like). Same workload as the nftables benchmark
+// (nftables-workload.ts: N ClusterIP Services × 10 endpoints, one-endpoint changes).
+import { performance } from 'node:perf_hooks';
+import { FakeClock } from '../../src/base/clock.ts';
+import { nullLogger } from '../../src/base/logger.ts';
+import type { EndpointSlice, Service } from '../../src/model/k8s.ts';
+import { ChangeTracker } from '../../src/model/index.ts';
+import { connect, Protocol } from '../../src/netlink/core/index.ts';
+import { NftClient } from '../../src/netlink/nftables/index.ts';
+import type { IptTable } from '../../src/netlink/nftables/iptables/rule.ts';
+import { rulesetToSave } from '../../src/netlink/nftables/iptables/save.ts';
+import { assembleRuleset, globalContext, globalRules, IptablesProxier, iptablesNftCodec, servicePortRules } from '../../src/proxier/iptables/index.ts';
+import { Chain } from '../../src/proxier/iptables/names.ts';
+import { CLUSTER_CIDR, changedService, endpointSlice, extraIP, NODE_NAME, SERVICE_CIDR, service } from './nftables-workload.ts';
+
+export interface SyncTiming {
+  totalMs: number;
+  modelMs: number;
+  planMs: number;
+  kernelMs: number;
+  batches: number;
+  longestBatchMs: number;
+  full: boolean;
+}
+
+let conn: ReturnType<typeof connect> | undefined;
+let tracker: ChangeTracker | undefined;
+let proxier: IptablesProxier | undefined;
+let services: Service[] = [];
+let slices: EndpointSlice[] = [];
+const extra = new Map<number, string[]>();
+let rv = 1;
+let n = 0;
+
+function newTracker(): ChangeTracker {
+  return new ChangeTracker({ nodeName: NODE_NAME, family: 'IPv4', clusterCIDRs: [CLUSTER_CIDR], serviceCIDRs: [SERVICE_CIDR] }, { logger: nullLogger, clock: new FakeClock() });
+}
+
+export function start(size: number): void {
+  conn?.close();
+  conn = connect(Protocol.NETFILTER, { timeoutMs: 600_000 });
+  const tables: IptTable[] = ['nat', 'filter', 'mangle'];
+  const clients = new Map(tables.map((table) => [table, new NftClient({ family: 'ip', table, transport: conn! })]));
+  proxier = new IptablesProxier({ family: 'IPv4', clients, sender: clients.get('nat')!, codec: iptablesNftCodec('IPv4'), logger: nullLogger, maxBatchBytes: conn.maxBatchBytes });
+  tracker = newTracker();
+  n = size;
+  services = Array.from({ length: n }, (_, i) => service(i));
+  slices = Array.from({ length: n }, (_, i) => endpointSlice(i, [], 1));
+  extra.clear();
+  rv = 1;
+}
+
+export async function fullSync(): Promise<SyncTiming> {
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    tracker!.onService(undefined, services[i]!);
+    tracker!.onEndpointSlice(slices[i]!, false);
+  }
+  const { desired, change } = tracker!.checkout();
+  const t1 = performance.now();
+  const r = await proxier!.sync(desired, change, new AbortController().signal);
+  if (r.errors.length) throw new Error(r.errors.join('; '));
+  return { totalMs: performance.now() - t0, modelMs: t1 - t0, planMs: r.planMs, kernelMs: r.kernelMs, batches: r.batches ?? 0, longestBatchMs: r.longestBatchMs ?? 0, full: r.full };
+}
+
+/** A full sync with nothing changed (the periodic resync): reads the kernel, writes nothing. */
+export async function resync(): Promise<SyncTiming> {
+  tracker!.requestFullSync();
+  const t0 = performance.now();
+  const { desired, change } = tracker!.checkout();
+  const r = await proxier!.sync(desired, change, new AbortController().signal);
+  return { totalMs: performance.now() - t0, modelMs: 0, planMs: r.planMs, kernelMs: r.kernelMs, batches: r.batches ?? 0, longestBatchMs: r.longestBatchMs ?? 0, full: r.full };
+}
+
+export async function change(r: number): Promise<SyncTiming> {
+  const i = changedService(r, n);
+  const added = [...(extra.get(i) ?? []), extraIP(r)];
+  extra.set(i, added);
+  const t0 = performance.now();
+  tracker!.onEndpointSlice(endpointSlice(i, added, ++rv), false);
+  const { desired, change: cs } = tracker!.checkout();
+  const t1 = performance.now();
+  const rep = await proxier!.sync(desired, cs, new AbortController().signal);
+  if (rep.full) throw new Error('a one-endpoint change ran a full sync');
+  return { totalMs: performance.now() - t0, modelMs: t1 - t0, planMs: rep.planMs, kernelMs: rep.kernelMs, batches: rep.batches ?? 0, longestBatchMs: rep.longestBatchMs ?? 0, full: false };
+}
+
+export async function stop(): Promise<void> {
+  await proxier?.cleanup();
+  conn?.close();
+  conn = undefined;
+}
+
+export function memory(): { rssBytes: number; maxRssBytes: number } {
+  return { rssBytes: process.memoryUsage().rss, maxRssBytes: process.resourceUsage().maxRSS * 1024 };
+}
+
+/**
+ * The same cluster's ruleset as iptables-save text (save.ts, the generator's rules): what
+ * upstream feeds iptables-restore at a full sync; and for the r-th one-endpoint change, what
+ * its partial sync feeds `iptables-restore --noflush` (KUBE-SERVICES rewritten whole, the
+ * changed Service's chain and its new endpoint chain).
+ */
+export function restoreTexts(size: number, changes: number): { full: string; changes: string[] } {
+  const tr = newTracker();
+  const objs = Array.from({ length: size }, (_, i) => [service(i), endpointSlice(i, [], 1)] as const);
+  for (const [s, sl] of objs) {
+    tr.onService(undefined, s);
+    tr.onEndpointSlice(sl, false);
+  }
+  const render = (): ReturnType<typeof assembleRuleset> => {
+    const { desired } = tr.checkout();
+    const g = globalContext(desired, []);
+    return assembleRuleset(globalRules(g), [...desired.services].map(([id, info]) => servicePortRules(info, desired.selections.get(id), g)));
+  };
+  const full = rulesetToSave(render());
+  const out: string[] = [];
+  const added = new Map<number, string[]>();
+  for (let r = 0; r < changes; r++) {
+    const i = changedService(r, size);
+    const list = [...(added.get(i) ?? []), extraIP(r)];
+    added.set(i, list);
+    tr.onEndpointSlice(endpointSlice(i, list, 2 + r), false);
+    const rs = render();
+    const nat = rs.tables.find((t) => t.table === 'nat')!;
+    const services = nat.chains.find((c) => c.name === Chain.SERVICES)!;
+    const ns = `ns${i % 100}/svc${i}`;
+    const svcChain = nat.chains.find((c) => c.name.startsWith('KUBE-SVC-') && c.rules.some((x) => x.matches.some((m) => m.m === 'comment' && m.text.startsWith(ns + ':'))))!;
+    const targets = new Set(svcChain.rules.map((x) => (x.target.t === 'jump' ? x.target.chain : '')));
+    const seps = nat.chains.filter((c) => targets.has(c.name) && c.name.startsWith('KUBE-SEP-'));
+    const part = { family: rs.family, tables: [{ table: 'nat' as const, chains: [services, svcChain, ...seps] }] };
+    out.push(rulesetToSave(part));
+  }
+  return { full, changes: out };
+}
