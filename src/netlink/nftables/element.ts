@@ -20,7 +20,7 @@
 
 import { v4Number } from '../../base/ip.ts';
 import type { InMessage, OutMessage } from '../core/index.ts';
-import { align4, AttrSet, AttrWriter, ByteWriter, NetlinkDecodeError, NLA_F_NESTED } from '../core/index.ts';
+import { align4, AttrCursor, AttrWriter, ByteWriter, NetlinkDecodeError, NLA_F_NESTED } from '../core/index.ts';
 import {
   NFT_SET_ELEM_INTERVAL_END, NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_LIST_ELEM, NFTA_SET_ELEM_DATA,
   NFTA_SET_ELEM_EXPIRATION, NFTA_SET_ELEM_FLAGS, NFTA_SET_ELEM_KEY, NFTA_SET_ELEM_KEY_END, NFTA_SET_ELEM_LIST_ELEMENTS,
@@ -35,7 +35,7 @@ import type { KeyField, NftElement, NftSetLike, Scope } from './types.ts';
 import type { UdataTlv } from './udata.ts';
 import { decodeUdata, encodeUdata, SET_ELEM_F_INTERVAL_OPEN, udGet, udReadStr, udReadU32, udStr, udU32, UD_SET_ELEM_COMMENT, UD_SET_ELEM_FLAGS } from './udata.ts';
 import type { Verdict } from './verdict.ts';
-import { isVerdict, readVerdict, renderVerdict } from './verdict.ts';
+import { isVerdict, renderVerdict, verdictAt } from './verdict.ts';
 
 /** Room for elements in one message: the ELEMENTS attribute must stay below 64 KiB. */
 export const MAX_ELEMENTS_BYTES = 60_000;
@@ -525,39 +525,85 @@ export function decodeRawElements(msg: Pick<InMessage, 'payload'>): { table: str
   const table = a.require(NFTA_SET_ELEM_LIST_TABLE, a.str(NFTA_SET_ELEM_LIST_TABLE));
   const set = a.require(NFTA_SET_ELEM_LIST_SET, a.str(NFTA_SET_ELEM_LIST_SET));
   const elements: RawElement[] = [];
-  const list = a.nested(NFTA_SET_ELEM_LIST_ELEMENTS);
-  for (const item of list?.all ?? []) {
+  const list = a.get(NFTA_SET_ELEM_LIST_ELEMENTS);
+  if (list) {
+    const c = cursor.reset(list.data, 'setelem/elem', list.offset + 4);
     // nft numbers the entries 1, 2, 3 ...; the kernel (and we) take any type.
-    const e = new AttrSet(item.data, 'setelem/elem', item.offset + 4);
-    const key = e.nested(NFTA_SET_ELEM_KEY)?.bytes(NFTA_DATA_VALUE);
-    if (!key) throw new NetlinkDecodeError(e.where, 0, 'element without a key');
-    const r: RawElement = { key: Uint8Array.from(key), flags: e.u32(NFTA_SET_ELEM_FLAGS, 'net') ?? 0 };
-    const keyEnd = e.nested(NFTA_SET_ELEM_KEY_END)?.bytes(NFTA_DATA_VALUE);
-    if (keyEnd) r.keyEnd = Uint8Array.from(keyEnd);
-    const data = e.nested(NFTA_SET_ELEM_DATA);
-    if (data) {
-      if (data.has(NFTA_DATA_VERDICT)) r.data = readVerdict(data);
-      else {
-        const v = data.bytes(NFTA_DATA_VALUE);
-        if (!v) throw new NetlinkDecodeError(data.where, 0, 'element data without a value');
-        r.data = Uint8Array.from(v);
-      }
+    while (c.next()) {
+      const r = elementAt(c);
+      if (r) elements.push(r);
     }
-    const t = e.u64(NFTA_SET_ELEM_TIMEOUT, 'net');
-    if (t !== undefined) r.timeoutMs = t;
-    const x = e.u64(NFTA_SET_ELEM_EXPIRATION, 'net');
-    if (x !== undefined) r.expirationMs = x;
-    const ud = e.bytes(NFTA_SET_ELEM_USERDATA);
-    if (ud) {
-      const tlvs = decodeUdata(ud, 'element userdata');
-      const c = udGet(tlvs, UD_SET_ELEM_COMMENT);
-      if (c) r.comment = udReadStr(c);
-      const f = udGet(tlvs, UD_SET_ELEM_FLAGS);
-      if (f && udReadU32(f) & SET_ELEM_F_INTERVAL_OPEN) r.open = true;
-    }
-    elements.push(r);
+    c.check();
   }
   return { table, set, elements };
+}
+
+/** One cursor for every element list decoded (decoding is synchronous: never two at once). */
+const cursor = new AttrCursor(new Uint8Array(0), '', 0, 'net');
+
+/** The NFTA_LIST_ELEM the cursor is on; undefined once the cursor latched an error. */
+function elementAt(c: AttrCursor): RawElement | undefined {
+  const at = c.offset;
+  let key: Uint8Array | undefined;
+  let keyEnd: Uint8Array | undefined;
+  let flags: number | undefined;
+  let data: Uint8Array | Verdict | undefined;
+  let timeout: bigint | undefined;
+  let expiration: bigint | undefined;
+  let userdata: Uint8Array | undefined;
+  const outer = c.enter();
+  while (c.next()) {
+    const type = c.type;
+    if (type === NFTA_SET_ELEM_KEY) key ??= dataValueAt(c);
+    else if (type === NFTA_SET_ELEM_KEY_END) keyEnd ??= dataValueAt(c);
+    else if (type === NFTA_SET_ELEM_FLAGS) flags ??= c.u32();
+    else if (type === NFTA_SET_ELEM_DATA) data ??= elementDataAt(c);
+    else if (type === NFTA_SET_ELEM_TIMEOUT) timeout ??= c.u64();
+    else if (type === NFTA_SET_ELEM_EXPIRATION) expiration ??= c.u64();
+    else if (type === NFTA_SET_ELEM_USERDATA) userdata ??= c.bytes();
+  }
+  c.exit(outer);
+  if (c.err()) return undefined;
+  if (!key) throw new NetlinkDecodeError(c.where, at, 'element without a key');
+  const r: RawElement = { key, flags: flags ?? 0 };
+  if (keyEnd) r.keyEnd = keyEnd;
+  if (data) r.data = data;
+  if (timeout !== undefined) r.timeoutMs = timeout;
+  if (expiration !== undefined) r.expirationMs = expiration;
+  if (userdata) {
+    const tlvs = decodeUdata(userdata, 'element userdata');
+    const comment = udGet(tlvs, UD_SET_ELEM_COMMENT);
+    if (comment) r.comment = udReadStr(comment);
+    const f = udGet(tlvs, UD_SET_ELEM_FLAGS);
+    if (f && udReadU32(f) & SET_ELEM_F_INTERVAL_OPEN) r.open = true;
+  }
+  return r;
+}
+
+/** A copy of the NFTA_DATA_VALUE inside the NFTA_DATA_* nest the cursor is on. */
+function dataValueAt(c: AttrCursor): Uint8Array | undefined {
+  let value: Uint8Array | undefined;
+  const outer = c.enter();
+  while (c.next()) if (c.type === NFTA_DATA_VALUE) value ??= Uint8Array.from(c.bytes());
+  c.exit(outer);
+  return value;
+}
+
+/** NFTA_SET_ELEM_DATA: a verdict, or the value's bytes (copied). */
+function elementDataAt(c: AttrCursor): Uint8Array | Verdict | undefined {
+  const at = c.offset;
+  let value: Uint8Array | undefined;
+  let verdict: Verdict | undefined;
+  const outer = c.enter();
+  while (c.next()) {
+    if (c.type === NFTA_DATA_VERDICT) verdict ??= verdictAt(c);
+    else if (c.type === NFTA_DATA_VALUE) value ??= Uint8Array.from(c.bytes());
+  }
+  c.exit(outer);
+  if (c.err()) return undefined;
+  if (verdict) return verdict;
+  if (!value) throw new NetlinkDecodeError(c.where, at, 'element data without a value');
+  return value;
 }
 
 function isPrefixRange(low: Uint8Array, high: Uint8Array): number | undefined {
