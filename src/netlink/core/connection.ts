@@ -5,7 +5,7 @@
 // never see each other's replies. A reply whose seq belongs to no live exchange (for
 // instance the late answer to a request that timed out) is dropped.
 
-import { ByteWriter } from './bytes.ts';
+import { align4, ByteWriter } from './bytes.ts';
 import {
   NFNETLINK_V0,
   NFNL_MSG_BATCH_BEGIN,
@@ -244,7 +244,7 @@ export class NetlinkConnection implements NetlinkTransport {
         let lastOff = 0;
         for (let off = 0, i = 0; i < count; i++) {
           lastOff = off;
-          off += (new DataView(bytes.buffer, bytes.byteOffset + off, 4).getUint32(0, true) + 3) & ~3;
+          off += align4(new DataView(bytes.buffer, bytes.byteOffset + off, 4).getUint32(0, true));
         }
         const dv = new DataView(bytes.buffer, bytes.byteOffset + lastOff + 6, 2);
         dv.setUint16(0, dv.getUint16(0, true) | NLM_F_ACK, true);

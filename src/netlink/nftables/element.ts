@@ -20,7 +20,7 @@
 
 import { v4Number } from '../../base/ip.ts';
 import type { InMessage, OutMessage } from '../core/index.ts';
-import { align4, AttrCursor, AttrWriter, ByteWriter, NetlinkDecodeError, NLA_F_NESTED } from '../core/index.ts';
+import { align4, AttrCursor, AttrWriter, ByteWriter, NetlinkDecodeError, NLA_F_NESTED, putAttrHeader } from '../core/index.ts';
 import {
   NFT_SET_ELEM_INTERVAL_END, NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_LIST_ELEM, NFTA_SET_ELEM_DATA,
   NFTA_SET_ELEM_EXPIRATION, NFTA_SET_ELEM_FLAGS, NFTA_SET_ELEM_KEY, NFTA_SET_ELEM_KEY_END, NFTA_SET_ELEM_LIST_ELEMENTS,
@@ -107,8 +107,7 @@ function writeValue(w: AttrWriter, types: readonly DataType[], values: readonly 
     if (concat) out.align4();
   }
   // The header carries the unpadded length: a single field may be 1 or 2 bytes long.
-  out.patchU16le(at, out.length - at);
-  out.patchU16le(at + 2, NFTA_DATA_VALUE);
+  putAttrHeader(out.buffer, at, out.length - at, NFTA_DATA_VALUE);
   out.align4();
 }
 
@@ -125,22 +124,20 @@ function writeData(w: AttrWriter, set: NftSetLike, value: NftElement['value']): 
     return;
   }
   if (value === undefined) throw new TypeError(`map ${set.name}: element without a value`);
-  const out = w.out;
   if (set.data === 'verdict') {
     if (!isVerdict(value)) throw new TypeError(`map ${set.name} maps to verdicts`);
-    // Nests closed by patching their headers: no closure per element.
-    const dataAt = out.reserve(4);
-    const verdictAt = out.reserve(4);
+    // Nests opened and closed without a closure per element.
+    const dataAt = w.open(NFTA_SET_ELEM_DATA);
+    const verdictAt = w.open(NFTA_DATA_VERDICT);
     w.u32(NFTA_VERDICT_CODE, VerdictCode[value.verdict] >>> 0, 'net');
     if ('chain' in value) w.bytes(NFTA_VERDICT_CHAIN, cstr(value.chain));
-    closeNest(out, verdictAt, NFTA_DATA_VERDICT);
-    closeNest(out, dataAt, NFTA_SET_ELEM_DATA);
+    w.close(verdictAt).close(dataAt);
     return;
   }
   if (isVerdict(value)) throw new TypeError(`map ${set.name} maps to ${set.data.join(' . ')}, not a verdict`);
-  const dataAt = out.reserve(4);
+  const dataAt = w.open(NFTA_SET_ELEM_DATA);
   writeValue(w, set.data, value, set, 'data');
-  closeNest(out, dataAt, NFTA_SET_ELEM_DATA);
+  w.close(dataAt);
 }
 
 export interface ChunkOptions {
@@ -187,22 +184,21 @@ export function encodeElementInto(buf: ElementBuffer, set: NftSetLike, el: NftEl
     return;
   }
   if (encodePlainElement(buf.w.out, buf.attrStarts, set, el, opts.withData)) return;
-  // Everything else about plain sets and maps: explicit header patches rather than nested()
-  // closures, and no text built per element.
+  // Everything else about plain sets and maps: open()/close() rather than nested() closures,
+  // and no text built per element.
   if (el.key.length !== set.key.length) throw new TypeError(`set ${set.name} has ${set.key.length} key fields, element has ${el.key.length}`);
   const w = buf.w;
-  const out = w.out;
-  buf.attrStarts.push(out.length);
-  const elemAt = out.reserve(4);
+  buf.attrStarts.push(w.out.length);
+  const elemAt = w.open(NFTA_LIST_ELEM);
   if (opts.withData && el.timeoutMs !== undefined) w.u64(NFTA_SET_ELEM_TIMEOUT, BigInt(el.timeoutMs), 'net');
-  const keyAt = out.reserve(4);
+  const keyAt = w.open(NFTA_SET_ELEM_KEY);
   writeValue(w, set.key, el.key as readonly FieldValue[], set, 'key');
-  closeNest(out, keyAt, NFTA_SET_ELEM_KEY);
+  w.close(keyAt);
   if (opts.withData) {
     writeData(w, set, el.value);
     if (el.comment !== undefined) w.bytes(NFTA_SET_ELEM_USERDATA, encodeUdata([udStr(UD_SET_ELEM_COMMENT, el.comment)]));
   }
-  closeNest(out, elemAt, NFTA_LIST_ELEM);
+  w.close(elemAt);
 }
 
 // The hot path of a sync: hundreds of thousands of elements of plain sets and maps whose
@@ -272,7 +268,7 @@ function fastFields(types: readonly DataType[], values: readonly unknown[]): boo
 
 /** A DATA_VALUE attribute with the fields at `at`; returns where it ends (padded), or -1 for an invalid IPv4 address. */
 function putValue(b: Buffer, at: number, types: readonly DataType[], values: readonly unknown[], len: number): number {
-  putHeader(b, at, 4 + len, NFTA_DATA_VALUE);
+  putAttrHeader(b, at, 4 + len, NFTA_DATA_VALUE);
   let o = at + 4;
   const concat = types.length > 1;
   for (let i = 0; i < types.length; i++) {
@@ -302,13 +298,6 @@ function putValue(b: Buffer, at: number, types: readonly DataType[], values: rea
   }
   while ((o - at) & 3) b[o++] = 0;
   return o;
-}
-
-function putHeader(b: Buffer, at: number, len: number, type: number): void {
-  b[at] = len & 255;
-  b[at + 1] = len >>> 8;
-  b[at + 2] = type & 255;
-  b[at + 3] = type >>> 8;
 }
 
 /**
@@ -342,19 +331,19 @@ function encodePlainElement(out: ByteWriter, attrStarts: number[], set: NftSetLi
   const total = 4 + keyAttr + dataAttr;
   const start = out.reserve(total);
   const b = out.buffer;
-  putHeader(b, start, total, NESTED_LIST_ELEM);
-  putHeader(b, start + 4, keyAttr, NESTED_KEY);
+  putAttrHeader(b, start, total, NESTED_LIST_ELEM);
+  putAttrHeader(b, start + 4, keyAttr, NESTED_KEY);
   let o = putValue(b, start + 8, set.key, el.key, keyLen);
   if (o >= 0 && dataAttr > 0) {
-    putHeader(b, o, dataAttr, NESTED_DATA);
+    putAttrHeader(b, o, dataAttr, NESTED_DATA);
     if (set.kind === 'map' && set.data !== 'verdict') o = putValue(b, o + 4, set.data, v as readonly unknown[], dataLen);
     else {
-      putHeader(b, o + 4, dataAttr - 4, NESTED_VERDICT);
-      putHeader(b, o + 8, 8, NFTA_VERDICT_CODE);
+      putAttrHeader(b, o + 4, dataAttr - 4, NESTED_VERDICT);
+      putAttrHeader(b, o + 8, 8, NFTA_VERDICT_CODE);
       b.writeUInt32BE(code, o + 12);
       o += 16;
       if (chain) {
-        putHeader(b, o, 4 + chain.length, NFTA_VERDICT_CHAIN);
+        putAttrHeader(b, o, 4 + chain.length, NFTA_VERDICT_CHAIN);
         b.set(chain, o + 4);
         o += 4 + chain.length;
         while ((o - start) & 3) b[o++] = 0;
@@ -404,13 +393,6 @@ function encodeIntervalElement(buf: ElementBuffer, set: NftSetLike, el: NftEleme
   const end = increment(high);
   open(0, (e) => writeBytesValue(e, NFTA_SET_ELEM_KEY, low), end === undefined);
   if (end) open(NFT_SET_ELEM_INTERVAL_END, (e) => writeBytesValue(e, NFTA_SET_ELEM_KEY, end));
-}
-
-function closeNest(out: ByteWriter, at: number, type: number): void {
-  const len = out.length - at;
-  if (len > 0xffff) throw new RangeError(`nested attribute ${type} too long: ${len} bytes`);
-  out.patchU16le(at, len);
-  out.patchU16le(at + 2, type | NLA_F_NESTED);
 }
 
 /** One element's NFTA_LIST_ELEM attribute(s), as separate byte arrays (tests, FakeNft). */
