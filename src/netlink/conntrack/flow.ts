@@ -395,7 +395,7 @@ export function decodeFlowAt(family: number, b: Uint8Array, start: number, end: 
       case CTA.COUNTERS_REPLY:
         countersReply = countersAt(c);
         break;
-      case CTA.TIMESTAMP:
+      case CTA.TIMESTAMP: {
         const outer = c.enter();
         while (c.next()) {
           if (c.type === CTA_TIMESTAMP.START) startNs = c.u64();
@@ -403,6 +403,7 @@ export function decodeFlowAt(family: number, b: Uint8Array, start: number, end: 
         }
         c.exit(outer);
         break;
+      }
       default:
         // A view, not a copy: copying 10,000 small buffers per dump dominated its cost (GC).
         unknown.push({ type, nested: c.nested, data: c.bytes() });
