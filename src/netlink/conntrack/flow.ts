@@ -182,7 +182,7 @@ const cursor = new AttrCursor(Buffer.alloc(0), '', 0, 'net');
 /** The current attribute's address as text; latches an error when its size is not `size`. */
 function addrText(c: AttrCursor, size: number): string | undefined {
   if (c.len !== size) {
-    c.fail(`address attribute ${c.type} has ${c.len} bytes, expected ${size}`);
+    c.fail(`address attribute ${c.type()} has ${c.len} bytes, expected ${size}`);
     return undefined;
   }
   const b = c.buf;
@@ -215,12 +215,12 @@ function tupleLevel(c: AttrCursor, start: number): Tuple | undefined {
   let hasIp = false;
   let hasProto = false;
   while (c.next()) {
-    const type = c.type;
+    const type = c.type();
     if (type === CTA_TUPLE.IP) {
       hasIp = true;
       const outer = c.enter();
       while (c.next()) {
-        const ty = c.type;
+        const ty = c.type();
         if (ty === CTA_IP.V4_SRC) src ??= addrText(c, 4);
         else if (ty === CTA_IP.V4_DST) dst ??= addrText(c, 4);
         else if (ty === CTA_IP.V6_SRC) v6src ??= addrText(c, 16);
@@ -231,7 +231,7 @@ function tupleLevel(c: AttrCursor, start: number): Tuple | undefined {
       hasProto = true;
       const outer = c.enter();
       while (c.next()) {
-        switch (c.type) {
+        switch (c.type()) {
           case CTA_PROTO.NUM:
             proto ??= c.u8();
             break;
@@ -293,7 +293,7 @@ function countersAt(c: AttrCursor): Counters {
   let bytes = 0n;
   const outer = c.enter();
   while (c.next()) {
-    const type = c.type;
+    const type = c.type();
     if (type === CTA_COUNTERS.PACKETS) packets = c.u64();
     else if (type === CTA_COUNTERS.BYTES) bytes = c.u64();
     else if (type === CTA_COUNTERS.PACKETS32) packets = BigInt(c.u32());
@@ -312,13 +312,13 @@ function protoStatesAt(c: AttrCursor): number {
   let states = 0;
   const outer = c.enter();
   while (c.next()) {
-    const info = c.type;
+    const info = c.type();
     if (info !== CTA_PROTOINFO.TCP && info !== CTA_PROTOINFO.SCTP) continue;
     const tcp = info === CTA_PROTOINFO.TCP;
     const want = tcp ? CTA_PROTOINFO_TCP.STATE : CTA_PROTOINFO_SCTP.STATE;
     const protoOuter = c.enter();
     while (c.next()) {
-      if (c.type !== want) continue;
+      if (c.type() !== want) continue;
       const v = c.u8() + 1;
       states = tcp ? (states & 0xff00) | v : (states & 0xff) | (v << 8);
     }
@@ -360,7 +360,7 @@ export function decodeFlowAt(family: number, b: Uint8Array, start: number, end: 
   const unknown: RawAttr[] = [];
   const c = cursor.reset(b, where, base, start, end);
   while (c.next()) {
-    const type = c.type;
+    const type = c.type();
     switch (type) {
       case CTA.TUPLE_ORIG:
         orig ??= tupleAt(c);
@@ -398,8 +398,8 @@ export function decodeFlowAt(family: number, b: Uint8Array, start: number, end: 
       case CTA.TIMESTAMP: {
         const outer = c.enter();
         while (c.next()) {
-          if (c.type === CTA_TIMESTAMP.START) startNs = c.u64();
-          else if (c.type === CTA_TIMESTAMP.STOP) stopNs = c.u64();
+          if (c.type() === CTA_TIMESTAMP.START) startNs = c.u64();
+          else if (c.type() === CTA_TIMESTAMP.STOP) stopNs = c.u64();
         }
         c.exit(outer);
         break;

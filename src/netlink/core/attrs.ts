@@ -135,7 +135,7 @@ export interface Attr {
 export function* readAttrs(buf: Uint8Array, where: string, base = 0): Generator<Attr> {
   const c = new AttrCursor(buf, where, base);
   while (c.next()) {
-    yield { type: c.type, nested: c.nested, netOrder: c.netOrder, data: buf.subarray(c.at, c.at + c.len), offset: c.offset };
+    yield { type: c.type(), nested: c.nested, netOrder: c.netOrder, data: buf.subarray(c.at, c.at + c.len), offset: c.offset };
   }
   c.check();
 }
@@ -150,12 +150,16 @@ export function* readAttrs(buf: Uint8Array, where: string, base = 0): Generator<
  *
  *   const c = new AttrCursor(buf, 'conntrack entry', 0, 'net');
  *   while (c.next()) {
- *     if (c.type === CTA.MARK) mark = c.u32();
- *     else if (c.type === CTA.TUPLE_ORIG) { c.enter(); while (c.next()) { ... } c.exit(); }
+ *     if (c.type() === CTA.MARK) mark = c.u32();
+ *     else if (c.type() === CTA.TUPLE_ORIG) {
+ *       const outer = c.enter();
+ *       while (c.next()) { ... }
+ *       c.exit(outer);
+ *     }
  *   }
  *   c.check();
  *
- * No allocation per attribute (numbers and views of the caller's buffer only), so the hot
+ * Walking allocates nothing (bytes() and str() make what they return), so the hot
  * decoders (conntrack dumps, set elements) walk their bytes with it directly; reset() lets a
  * decoder reuse one cursor for every message. Offsets in errors are `base` plus the offset in `buf`.
  */
@@ -228,8 +232,11 @@ export class AttrCursor {
     return this.failAt(off, `attribute type ${type} claims ${len} bytes, only ${rest} left`);
   }
 
-  /** The current attribute's type, without the NESTED and NET_BYTEORDER flags. */
-  get type(): number {
+  /**
+   * The current attribute's type, without the NESTED and NET_BYTEORDER flags. A method, not
+   * a field: TypeScript would keep a comparison's narrowing of a field across next().
+   */
+  type(): number {
     return this.raw & NLA_TYPE_MASK;
   }
 
@@ -271,7 +278,7 @@ export class AttrCursor {
   /** True when the payload holds at least `size` bytes; else latches an error and returns false. */
   has(size: number): boolean {
     if (this.len >= size) return true;
-    this.failAt(this.at - NLA_HDRLEN, `attribute ${this.type} has ${this.len} bytes, expected ${size}`);
+    this.failAt(this.at - NLA_HDRLEN, `attribute ${this.type()} has ${this.len} bytes, expected ${size}`);
     return false;
   }
 

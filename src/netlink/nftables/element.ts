@@ -84,7 +84,7 @@ function elementAt(c: AttrCursor): RawElement | undefined {
   let userdata: Uint8Array | undefined;
   const outer = c.enter();
   while (c.next()) {
-    const type = c.type;
+    const type = c.type();
     if (type === NFTA_SET_ELEM_KEY) key ??= dataValueAt(c);
     else if (type === NFTA_SET_ELEM_KEY_END) keyEnd ??= dataValueAt(c);
     else if (type === NFTA_SET_ELEM_FLAGS) flags ??= c.u32();
@@ -115,7 +115,7 @@ function elementAt(c: AttrCursor): RawElement | undefined {
 function dataValueAt(c: AttrCursor): Uint8Array | undefined {
   let value: Uint8Array | undefined;
   const outer = c.enter();
-  while (c.next()) if (c.type === NFTA_DATA_VALUE) value ??= Uint8Array.from(c.bytes());
+  while (c.next()) if (c.type() === NFTA_DATA_VALUE) value ??= Uint8Array.from(c.bytes());
   c.exit(outer);
   return value;
 }
@@ -127,8 +127,8 @@ function elementDataAt(c: AttrCursor): Uint8Array | Verdict | undefined {
   let verdict: Verdict | undefined;
   const outer = c.enter();
   while (c.next()) {
-    if (c.type === NFTA_DATA_VERDICT) verdict ??= verdictAt(c);
-    else if (c.type === NFTA_DATA_VALUE) value ??= Uint8Array.from(c.bytes());
+    if (c.type() === NFTA_DATA_VERDICT) verdict ??= verdictAt(c);
+    else if (c.type() === NFTA_DATA_VALUE) value ??= Uint8Array.from(c.bytes());
   }
   c.exit(outer);
   if (c.err()) return undefined;

@@ -46,8 +46,8 @@ export function verdictAt(c: AttrCursor): Verdict {
   let chain: string | undefined;
   const outer = c.enter();
   while (c.next()) {
-    if (c.type === NFTA_VERDICT_CODE) code ??= c.u32();
-    else if (c.type === NFTA_VERDICT_CHAIN) chain ??= c.str();
+    if (c.type() === NFTA_VERDICT_CODE) code ??= c.u32();
+    else if (c.type() === NFTA_VERDICT_CHAIN) chain ??= c.str();
   }
   c.exit(outer);
   c.check();
