@@ -265,9 +265,13 @@ function tupleLevel(c: AttrCursor, start: number): Tuple | undefined {
     src = v6src;
     dst = v6dst;
   }
-  if (src === undefined || dst === undefined) throw new NetlinkDecodeError(c.where, at, 'tuple without both source and destination address');
+  if (src === undefined || dst === undefined) {
+    throw new NetlinkDecodeError(c.where, at, 'tuple without both source and destination address');
+  }
   if (!hasProto) throw new NetlinkDecodeError(c.where, at, 'tuple without CTA_TUPLE_PROTO');
-  if (proto === undefined) throw new NetlinkDecodeError(c.where, at, `required attribute ${CTA_PROTO.NUM} (CTA_PROTO_NUM) is missing`);
+  if (proto === undefined) {
+    throw new NetlinkDecodeError(c.where, at, `required attribute ${CTA_PROTO.NUM} (CTA_PROTO_NUM) is missing`);
+  }
   // Fixed key order, so that decoded tuples compare equal to hand-written ones.
   const out: Tuple = { src, dst, proto };
   if (srcPort !== undefined) out.srcPort = srcPort;

@@ -97,7 +97,10 @@ export class AttrWriter {
   /** Closes the nest open() started at `at`: its length becomes everything written since. */
   close(at: number): this {
     const len = this.out.length - at;
-    if (len > 0xffff) throw new RangeError(`nested attribute ${this.out.buffer.readUInt16LE(at + 2) & NLA_TYPE_MASK} too long: ${len} bytes`);
+    if (len > 0xffff) {
+      const type = this.out.buffer.readUInt16LE(at + 2) & NLA_TYPE_MASK;
+      throw new RangeError(`nested attribute ${type} too long: ${len} bytes`);
+    }
     this.out.patchU16le(at, len);
     return this;
   }
@@ -135,7 +138,8 @@ export interface Attr {
 export function* readAttrs(buf: Uint8Array, where: string, base = 0): Generator<Attr> {
   const c = new AttrCursor(buf, where, base);
   while (c.next()) {
-    yield { type: c.type(), nested: c.nested, netOrder: c.netOrder, data: buf.subarray(c.at, c.at + c.len), offset: c.offset };
+    const data = buf.subarray(c.at, c.at + c.len);
+    yield { type: c.type(), nested: c.nested, netOrder: c.netOrder, data, offset: c.offset };
   }
   c.check();
 }

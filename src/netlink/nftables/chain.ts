@@ -104,14 +104,16 @@ export const chainCodec: ObjectCodec<NftChain, ListedChain> = {
   encode(st, verb, c) {
     const label = opLabel(st, verb, c);
     if (verb === 'flush') emit(st, flushRulesMessage(st.scope, c.name, label));
-    else if (isRemoval(verb)) emit(st, chainMessage(st.scope, removalCmd(verb, NftMsg.DELCHAIN, NftMsg.DESTROYCHAIN), 0, c, label, false));
-    else emit(st, chainMessage(st.scope, NftMsg.NEWCHAIN, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), c, label, true));
+    else if (isRemoval(verb)) {
+      emit(st, chainMessage(st.scope, removalCmd(verb, NftMsg.DELCHAIN, NftMsg.DESTROYCHAIN), 0, c, label, false));
+    } else emit(st, chainMessage(st.scope, NftMsg.NEWCHAIN, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), c, label, true));
   },
 
   render(scope, verb, c) {
     const del = isRemoval(verb);
     if (del && c.handle !== undefined) return `${verb} chain ${scopeText(scope)} handle ${c.handle}`;
-    return `${verb} chain ${scopeText(scope)} ${ident(c.name)}${del || verb === 'flush' ? '' : braces(renderChainBody(c))}`;
+    const body = del || verb === 'flush' ? '' : braces(renderChainBody(c));
+    return `${verb} chain ${scopeText(scope)} ${ident(c.name)}${body}`;
   },
 
   decode: decodeChain,
@@ -138,7 +140,8 @@ export const chainCodec: ObjectCodec<NftChain, ListedChain> = {
     }
     if (cur) {
       if (verb === 'create') fail(op, 'EEXIST');
-      if (JSON.stringify(cur.chain.base) !== JSON.stringify(obj.base) && obj.base !== undefined) fail(op, 'EOPNOTSUPP', 'base chain spec differs');
+      const otherBase = obj.base !== undefined && JSON.stringify(cur.chain.base) !== JSON.stringify(obj.base);
+      if (otherBase) fail(op, 'EOPNOTSUPP', 'base chain spec differs');
       return;
     }
     s.chains.set(obj.name, { chain: { ...obj, handle: newHandle(s) }, rules: [] });
