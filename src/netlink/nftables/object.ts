@@ -43,9 +43,8 @@ export interface EncodeState {
   pending: ElementRun | undefined;
 }
 
-/** Appends a message, after the pending elements (which it packs first). */
+/** Appends a message (NftTransaction has packed the pending elements before this operation). */
 export function emit(st: EncodeState, msg: OutMessage): void {
-  if (st.pending) st.pending.flush(st);
   st.out.push(msg);
 }
 

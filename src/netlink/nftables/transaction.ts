@@ -96,6 +96,9 @@ export class NftTransaction {
     };
     for (let i = 0; i < ops.length; i++) {
       const { verb, obj } = ops[i]!;
+      // Pending elements become messages before anything else is encoded, so that set ids
+      // are numbered in the order of the messages.
+      if (st.pending !== undefined && obj.kind !== 'element') st.pending.flush(st);
       codecOf(obj).encode(st, verb, obj, i);
     }
     st.pending?.flush(st);
