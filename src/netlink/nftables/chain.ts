@@ -12,7 +12,7 @@ import { chainInUse, fail, missing, newHandle } from './fake-state.ts';
 import { cstr, ident, nftMessage, quote, received } from './message.ts';
 import type { ObjectCodec } from './object.ts';
 import {
-  addThenDelete, braces, commentPart, createFlags, emit, isRemoval, needsDestroy, opLabel, removalCmd, scopeText, validName,
+  addThenDelete, braces, commentPart, createFlags, isRemoval, needsDestroy, opLabel, removalCmd, scopeText, validName,
 } from './object.ts';
 import { flushRulesMessage } from './rule.ts';
 import type { BaseChainSpec, NftChain, Scope } from './types.ts';
@@ -103,10 +103,10 @@ export const chainCodec: ObjectCodec<NftChain, ListedChain> = {
 
   encode(st, verb, c) {
     const label = opLabel(st, verb, c);
-    if (verb === 'flush') emit(st, flushRulesMessage(st.scope, c.name, label));
+    if (verb === 'flush') st.out.push(flushRulesMessage(st.scope, c.name, label));
     else if (isRemoval(verb)) {
-      emit(st, chainMessage(st.scope, removalCmd(verb, NftMsg.DELCHAIN, NftMsg.DESTROYCHAIN), 0, c, label, false));
-    } else emit(st, chainMessage(st.scope, NftMsg.NEWCHAIN, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), c, label, true));
+      st.out.push(chainMessage(st.scope, removalCmd(verb, NftMsg.DELCHAIN, NftMsg.DESTROYCHAIN), 0, c, label, false));
+    } else st.out.push(chainMessage(st.scope, NftMsg.NEWCHAIN, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), c, label, true));
   },
 
   render(scope, verb, c) {

@@ -34,6 +34,7 @@ export interface EncodeState {
   readonly ctx: EncodeContext;
   readonly schema: SetSchema;
   readonly ops: readonly Operation[];
+  /** The messages so far; NftTransaction packs pending elements before each other operation. */
   readonly out: OutMessage[];
   /** Sets defined by the operations encoded so far (their elements are encoded against them). */
   readonly defs: Map<string, NftSetLike>;
@@ -41,11 +42,6 @@ export interface EncodeState {
   readonly fresh: Set<string>;
   /** Elements encoded but not packed into messages yet: a run of one verb on one set. */
   pending: ElementRun | undefined;
-}
-
-/** Appends a message (NftTransaction has packed the pending elements before this operation). */
-export function emit(st: EncodeState, msg: OutMessage): void {
-  st.out.push(msg);
 }
 
 export interface ObjectCodec<O extends NftObject, Listed = unknown> {

@@ -11,7 +11,7 @@ import { readExprs, renderExpr, writeExprs } from './expr/index.ts';
 import { fail, missing, newHandle, setRefs, verdictTargets } from './fake-state.ts';
 import { cstr, ident, nftMessage, received } from './message.ts';
 import type { ObjectCodec } from './object.ts';
-import { emit, isRemoval, needsDestroy, opLabel, removalCmd, scopeText } from './object.ts';
+import { isRemoval, needsDestroy, opLabel, removalCmd, scopeText } from './object.ts';
 import type { NftRule, Scope } from './types.ts';
 import { commentOf, commentUdata } from './udata.ts';
 
@@ -86,10 +86,10 @@ export const ruleCodec: ObjectCodec<NftRule, ListedRule> = {
     const { scope, ctx } = st;
     const label = opLabel(st, verb, r);
     const byHandle = `${label} handle ${r.handle}`;
-    if (verb === 'add') emit(st, ruleMessage(scope, NftMsg.NEWRULE, NLM_F_CREATE | NLM_F_APPEND, r, label, BODY, ctx));
-    else if (verb === 'insert') emit(st, ruleMessage(scope, NftMsg.NEWRULE, NLM_F_CREATE, r, label, BODY, ctx));
-    else if (verb === 'replace') emit(st, ruleMessage(scope, NftMsg.NEWRULE, NLM_F_REPLACE, r, byHandle, HANDLE_AND_BODY, ctx));
-    else emit(st, ruleMessage(scope, removalCmd(verb, NftMsg.DELRULE, NftMsg.DESTROYRULE), 0, r, byHandle, HANDLE, ctx));
+    if (verb === 'add') st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_CREATE | NLM_F_APPEND, r, label, BODY, ctx));
+    else if (verb === 'insert') st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_CREATE, r, label, BODY, ctx));
+    else if (verb === 'replace') st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_REPLACE, r, byHandle, HANDLE_AND_BODY, ctx));
+    else st.out.push(ruleMessage(scope, removalCmd(verb, NftMsg.DELRULE, NftMsg.DESTROYRULE), 0, r, byHandle, HANDLE, ctx));
   },
 
   render(scope, verb, r) {

@@ -28,7 +28,7 @@ import { fail, missing, newHandle, setInUse } from './fake-state.ts';
 import { cstr, ident, nftMessage, received, renderDuration } from './message.ts';
 import type { ObjectCodec } from './object.ts';
 import {
-  addThenDelete, braces, commentPart, createFlags, emit, isRemoval, needsDestroy, opLabel, removalCmd, scopeText, validName,
+  addThenDelete, braces, commentPart, createFlags, isRemoval, needsDestroy, opLabel, removalCmd, scopeText, validName,
 } from './object.ts';
 import type { NftMap, NftSet, NftSetLike, PayloadField, Scope, SetFlag, TypeofExpr } from './types.ts';
 import type { UdataTlv } from './udata.ts';
@@ -320,12 +320,12 @@ export const setCodec: ObjectCodec<NftSetLike, ListedSet> = {
 
   encode(st, verb, o) {
     const label = opLabel(st, verb, o);
-    if (verb === 'flush') emit(st, flushSetMessage(st.scope, NftMsg.DELSETELEM, o.name, label));
+    if (verb === 'flush') st.out.push(flushSetMessage(st.scope, NftMsg.DELSETELEM, o.name, label));
     else if (isRemoval(verb)) {
-      emit(st, setMessage(st.scope, removalCmd(verb, NftMsg.DELSET, NftMsg.DESTROYSET), 0, o, label, false, undefined));
+      st.out.push(setMessage(st.scope, removalCmd(verb, NftMsg.DELSET, NftMsg.DESTROYSET), 0, o, label, false, undefined));
       st.defs.delete(o.name);
     } else {
-      emit(st, setMessage(st.scope, NftMsg.NEWSET, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), o, label, true, st.ctx.setId(o.name)));
+      st.out.push(setMessage(st.scope, NftMsg.NEWSET, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), o, label, true, st.ctx.setId(o.name)));
       st.defs.set(o.name, o);
       if (isInterval(o) && !isConcatInterval(o)) st.fresh.add(o.name);
     }

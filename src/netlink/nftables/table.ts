@@ -8,7 +8,7 @@ import { NFTA_TABLE_FLAGS, NFTA_TABLE_HANDLE, NFTA_TABLE_NAME, NFTA_TABLE_USE, N
 import { fail, missing, newHandle } from './fake-state.ts';
 import { nftMessage, received } from './message.ts';
 import type { ObjectCodec } from './object.ts';
-import { addThenDelete, braces, commentPart, emit, isRemoval, opLabel, removalCmd, scopeText } from './object.ts';
+import { addThenDelete, braces, commentPart, isRemoval, opLabel, removalCmd, scopeText } from './object.ts';
 import { flushRulesMessage } from './rule.ts';
 import type { NftTable, Scope } from './types.ts';
 import { commentOf, commentUdata } from './udata.ts';
@@ -58,9 +58,9 @@ export const tableCodec: ObjectCodec<NftTable, ListedTable> = {
 
   encode(st, verb, t) {
     const label = opLabel(st, verb, t);
-    if (verb === 'flush') emit(st, flushRulesMessage(st.scope, undefined, label));
-    else if (isRemoval(verb)) emit(st, tableMessage(st.scope, removalCmd(verb, NftMsg.DELTABLE, NftMsg.DESTROYTABLE), 0, t, label, false));
-    else emit(st, tableMessage(st.scope, NftMsg.NEWTABLE, verb === 'create' ? NLM_F_EXCL : 0, t, label, true));
+    if (verb === 'flush') st.out.push(flushRulesMessage(st.scope, undefined, label));
+    else if (isRemoval(verb)) st.out.push(tableMessage(st.scope, removalCmd(verb, NftMsg.DELTABLE, NftMsg.DESTROYTABLE), 0, t, label, false));
+    else st.out.push(tableMessage(st.scope, NftMsg.NEWTABLE, verb === 'create' ? NLM_F_EXCL : 0, t, label, true));
   },
 
   render(scope, verb, t) {
