@@ -22,7 +22,9 @@
 
 import type { IPFamily } from '../../base/ip.ts';
 import type { InMessage, NetlinkError, OutMessage, RequestOptions } from '../core/index.ts';
-import { AttrSet, errnoNumber, NetlinkDecodeError, NetlinkError as NetlinkErrorClass, NfnlSubsys, splitNfPayload } from '../core/index.ts';
+import {
+  AttrSet, errnoNumber, isNotFound, NetlinkDecodeError, NetlinkError as NetlinkErrorClass, NfnlSubsys, splitNfPayload,
+} from '../core/index.ts';
 import { CTA_STATS, CTA_STATS_GLOBAL, CtMsg } from './constants.ts';
 import type { FlowFilter } from './filter.ts';
 import { compileFilter, exactInKernel, filterFamily, filterText, hasKernelTupleFilter } from './filter.ts';
@@ -258,7 +260,7 @@ export class ConntrackClient {
       const [m] = await this.transport.request(msg, sig(opts));
       return m ? decodeReply(m, msg.label) : undefined;
     } catch (e) {
-      if (e instanceof NetlinkErrorClass && e.code === 'ENOENT') return undefined;
+      if (isNotFound(e)) return undefined;
       throw e;
     }
   }
@@ -290,7 +292,7 @@ export class ConntrackClient {
     });
     for (const r of results) {
       if (!r) report.deleted++;
-      else if (r.code === 'ENOENT') report.notFound++;
+      else if (isNotFound(r)) report.notFound++;
       else report.errors.push(r);
     }
     return report;

@@ -10,7 +10,7 @@
 // nfnetlink families (nf_tables, ipset, ctnetlink) put integers in network byte order;
 // generic netlink (IPVS) and rtnetlink use host order. The writer takes the order per call.
 
-import { ByteWriter } from './bytes.ts';
+import { align4, ByteWriter } from './bytes.ts';
 import { NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLA_HDRLEN, NLA_TYPE_MASK } from './constants.ts';
 import { NetlinkDecodeError } from './errors.ts';
 
@@ -79,11 +79,28 @@ export class AttrWriter {
   }
 
   nested(type: number, fill: (w: AttrWriter) => void): this {
+    const at = this.open(type);
+    fill(this);
+    return this.close(at);
+  }
+
+  /**
+   * Opens a nested attribute without a callback, for bulk encoders that write many small
+   * nests: returns where its header is, which close() takes once its children are written.
+   */
+  open(type: number): number {
     const at = this.out.reserve(NLA_HDRLEN);
     this.out.patchU16le(at + 2, type | NLA_F_NESTED);
-    fill(this);
+    return at;
+  }
+
+  /** Closes the nest open() started at `at`: its length becomes everything written since. */
+  close(at: number): this {
     const len = this.out.length - at;
-    if (len > 0xffff) throw new RangeError(`nested attribute ${type} too long: ${len} bytes`);
+    if (len > 0xffff) {
+      const type = this.out.buffer.readUInt16LE(at + 2) & NLA_TYPE_MASK;
+      throw new RangeError(`nested attribute ${type} too long: ${len} bytes`);
+    }
     this.out.patchU16le(at, len);
     return this;
   }
@@ -91,6 +108,17 @@ export class AttrWriter {
   finish(): Uint8Array {
     return this.out.toBytes();
   }
+}
+
+/**
+ * Stores an attribute header (length including the header, type with any flag bits) at `at`,
+ * for encoders that reserve a run of bytes and fill it with direct stores.
+ */
+export function putAttrHeader(b: Uint8Array, at: number, len: number, type: number): void {
+  b[at] = len & 255;
+  b[at + 1] = len >>> 8;
+  b[at + 2] = type & 255;
+  b[at + 3] = type >>> 8;
 }
 
 /** One decoded attribute. `data` is a view into the buffer it came from (no copy). */
@@ -108,27 +136,218 @@ export interface Attr {
  * is taken, so hostile input ends in a NetlinkDecodeError naming `where`, never a crash.
  */
 export function* readAttrs(buf: Uint8Array, where: string, base = 0): Generator<Attr> {
-  let off = 0;
-  while (off < buf.length) {
-    if (buf.length - off < NLA_HDRLEN) {
-      throw new NetlinkDecodeError(where, base + off, `${buf.length - off} trailing bytes, too short for an attribute header`);
-    }
-    const len = buf[off]! | (buf[off + 1]! << 8);
-    const rawType = buf[off + 2]! | (buf[off + 3]! << 8);
-    if (len < NLA_HDRLEN) throw new NetlinkDecodeError(where, base + off, `attribute length ${len} is below the header size`);
-    if (off + len > buf.length) {
-      throw new NetlinkDecodeError(where, base + off, `attribute type ${rawType & NLA_TYPE_MASK} claims ${len} bytes, only ${buf.length - off} left`);
-    }
-    yield {
-      type: rawType & NLA_TYPE_MASK,
-      nested: (rawType & NLA_F_NESTED) !== 0,
-      netOrder: (rawType & NLA_F_NET_BYTEORDER) !== 0,
-      data: buf.subarray(off + NLA_HDRLEN, off + len),
-      offset: base + off,
-    };
-    off += (len + 3) & ~3;
+  const c = new AttrCursor(buf, where, base);
+  while (c.next()) {
+    const data = buf.subarray(c.at, c.at + c.len);
+    yield { type: c.type(), nested: c.nested, netOrder: c.netOrder, data, offset: c.offset };
+  }
+  c.check();
+}
+
+/**
+ * A cursor over the attributes of a buffer, as mdlayher/netlink's AttributeDecoder: next()
+ * steps to the following attribute (false at the end of the level or after an error), the
+ * accessors read the current one, enter()/exit() walk into a nested attribute and back out.
+ * Errors are latched, not thrown: the first one (a short or overlong header, a payload too
+ * small for the value asked for, or one the caller reports with fail()) stops the walk, the
+ * accessors then return 0, and err()/check() report it once at the end:
+ *
+ *   const c = new AttrCursor(buf, 'conntrack entry', 0, 'net');
+ *   while (c.next()) {
+ *     if (c.type() === CTA.MARK) mark = c.u32();
+ *     else if (c.type() === CTA.TUPLE_ORIG) {
+ *       const outer = c.enter();
+ *       while (c.next()) { ... }
+ *       c.exit(outer);
+ *     }
+ *   }
+ *   c.check();
+ *
+ * Walking allocates nothing (bytes() and str() make what they return), so the hot
+ * decoders (conntrack dumps, set elements) walk their bytes with it directly; reset() lets a
+ * decoder reuse one cursor for every message. Offsets in errors are `base` plus the offset in `buf`.
+ */
+export class AttrCursor {
+  buf: Uint8Array;
+  where: string;
+  base: number;
+  /** Byte order of u16/u32/u64 (nfnetlink: 'net'; genetlink, rtnetlink: 'host'). */
+  readonly order: ByteOrder;
+  private readonly net: boolean;
+  /** The current attribute's payload: offset in `buf` and length. */
+  at = 0;
+  len = 0;
+  /** The current attribute's type field, flag bits included. */
+  private raw = 0;
+  private pos: number;
+  private end: number;
+  private error: NetlinkDecodeError | undefined;
+  /** Where the first level starts: headers sit at multiples of 4 from here. */
+  private origin: number;
+
+  constructor(buf: Uint8Array, where: string, base = 0, order: ByteOrder = 'host', start = 0, end = buf.length) {
+    this.buf = buf;
+    this.where = where;
+    this.base = base;
+    this.order = order;
+    this.net = order === 'net';
+    this.pos = start;
+    this.end = end;
+    this.origin = start;
+  }
+
+  /** Points the cursor at buf[start, end) and clears its state and error. */
+  reset(buf: Uint8Array, where: string, base = 0, start = 0, end = buf.length): this {
+    this.buf = buf;
+    this.where = where;
+    this.base = base;
+    this.pos = start;
+    this.end = end;
+    this.at = this.len = this.raw = 0;
+    this.error = undefined;
+    this.origin = start;
+    return this;
+  }
+
+  /** Steps to the next attribute of the current level; false at its end or after an error. */
+  next(): boolean {
+    const off = this.pos;
+    const rest = this.end - off;
+    if (rest <= 0) return false;
+    const b = this.buf;
+    if (rest < NLA_HDRLEN) return this.badHeader(off);
+    const len = b[off]! | (b[off + 1]! << 8);
+    if (len < NLA_HDRLEN || len > rest) return this.badHeader(off);
+    this.raw = b[off + 2]! | (b[off + 3]! << 8);
+    this.at = off + NLA_HDRLEN;
+    this.len = len - NLA_HDRLEN;
+    this.pos = off + align4(len);
+    return true;
+  }
+
+  /** Latches why the header at `off` does not fit (next() checked it fails); cold, out of next(). */
+  private badHeader(off: number): false {
+    const b = this.buf;
+    const rest = this.end - off;
+    if (rest < NLA_HDRLEN) return this.failAt(off, `${rest} trailing bytes, too short for an attribute header`);
+    const len = b[off]! | (b[off + 1]! << 8);
+    if (len < NLA_HDRLEN) return this.failAt(off, `attribute length ${len} is below the header size`);
+    const type = (b[off + 2]! | (b[off + 3]! << 8)) & NLA_TYPE_MASK;
+    return this.failAt(off, `attribute type ${type} claims ${len} bytes, only ${rest} left`);
+  }
+
+  /**
+   * The current attribute's type, without the NESTED and NET_BYTEORDER flags. A method, not
+   * a field: TypeScript would keep a comparison's narrowing of a field across next().
+   */
+  type(): number {
+    return this.raw & NLA_TYPE_MASK;
+  }
+
+  /** NLA_F_NESTED is set on the current attribute. */
+  get nested(): boolean {
+    return (this.raw & NLA_F_NESTED) !== 0;
+  }
+
+  get netOrder(): boolean {
+    return (this.raw & NLA_F_NET_BYTEORDER) !== 0;
+  }
+
+  /** Offset of the current attribute's header, as errors name it (base included). */
+  get offset(): number {
+    return this.base + this.at - NLA_HDRLEN;
+  }
+
+  /**
+   * Walks into the current attribute: next() then iterates its children. Returns what exit()
+   * needs to come back out after it (a number, so that walking allocates nothing).
+   */
+  enter(): number {
+    const outerEnd = this.end;
+    this.pos = this.at;
+    this.end = this.at + this.len;
+    return outerEnd;
+  }
+
+  /** Back to the level enter() left, after the attribute it entered (`outerEnd`: enter()'s result). */
+  exit(outerEnd: number): void {
+    if (this.error !== undefined) return;
+    // The entered attribute ended at this.end; the next one starts at the following 4-byte
+    // boundary, counted from the first level's start as every attribute header is.
+    const end = this.end;
+    this.pos = end + ((4 - ((end - this.origin) & 3)) & 3);
+    this.end = outerEnd;
+  }
+
+  /** True when the payload holds at least `size` bytes; else latches an error and returns false. */
+  has(size: number): boolean {
+    if (this.len >= size) return true;
+    this.failAt(this.at - NLA_HDRLEN, `attribute ${this.type()} has ${this.len} bytes, expected ${size}`);
+    return false;
+  }
+
+  u8(): number {
+    return this.has(1) ? this.buf[this.at]! : 0;
+  }
+
+  u16(): number {
+    if (!this.has(2)) return 0;
+    const b = this.buf;
+    const o = this.at;
+    return this.net ? (b[o]! << 8) | b[o + 1]! : b[o]! | (b[o + 1]! << 8);
+  }
+
+  u32(): number {
+    if (!this.has(4)) return 0;
+    return u32At(this.buf, this.at, this.net);
+  }
+
+  u64(): bigint {
+    if (!this.has(8)) return 0n;
+    const hi = u32At(this.buf, this.net ? this.at : this.at + 4, this.net);
+    const lo = u32At(this.buf, this.net ? this.at + 4 : this.at, this.net);
+    return (BigInt(hi) << 32n) | BigInt(lo);
+  }
+
+  /** The payload as a view of the buffer (no copy: copy it to keep it past the buffer's life). */
+  bytes(): Uint8Array {
+    const b = this.buf;
+    return new Uint8Array(b.buffer, b.byteOffset + this.at, this.len);
+  }
+
+  /** A string payload without its trailing NUL (and anything after it). */
+  str(): string {
+    return attrString(this.bytes());
+  }
+
+  /** Latches `reason` as an error at the current attribute (a value the caller cannot accept); returns false. */
+  fail(reason: string): false {
+    return this.failAt(this.at - NLA_HDRLEN, reason);
+  }
+
+  private failAt(off: number, reason: string): false {
+    this.error ??= new NetlinkDecodeError(this.where, this.base + off, reason);
+    // Every level ends here: next() returns false from now on, exit() keeps it so.
+    this.pos = 0;
+    this.end = -1;
+    return false;
+  }
+
+  /** The first error met, if any. */
+  err(): NetlinkDecodeError | undefined {
+    return this.error;
+  }
+
+  /** Throws the first error met, if any. */
+  check(): void {
+    if (this.error !== undefined) throw this.error;
   }
 }
+
+const u32At = (b: Uint8Array, o: number, net: boolean): number =>
+  net
+    ? ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0
+    : (b[o]! | (b[o + 1]! << 8) | (b[o + 2]! << 16) | (b[o + 3]! << 24)) >>> 0;
 
 /**
  * The attributes of one level, indexed by type, with typed accessors that check sizes.

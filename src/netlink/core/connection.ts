@@ -5,7 +5,7 @@
 // never see each other's replies. A reply whose seq belongs to no live exchange (for
 // instance the late answer to a request that timed out) is dropped.
 
-import { ByteWriter } from './bytes.ts';
+import { align4, ByteWriter } from './bytes.ts';
 import {
   NFNETLINK_V0,
   NFNL_MSG_BATCH_BEGIN,
@@ -148,13 +148,13 @@ export class NetlinkConnection implements NetlinkTransport {
         if (m.type === NLMSG_ERROR) {
           const e = parseErrorPayload(m);
           if (e.errno === 0) return { done: true };
-          return { done: true, error: new NetlinkError(msg.label, e.errno, e.extack, e.echo ? { echo: e.echo.slice() } : undefined) };
+          return { done: true, error: new NetlinkError(msg.label, e.errno, e.extack, { seq: m.seq, ...(e.echo ? { echo: e.echo.slice() } : {}) }) };
         }
         if (m.type === NLMSG_DONE) {
           // NLMSG_DONE carries an int: a negative errno when the dump itself failed.
           if (m.payload.length >= 4) {
             const status = new DataView(m.payload.buffer, m.payload.byteOffset, 4).getInt32(0, true);
-            if (status < 0) return { done: true, error: new NetlinkError(msg.label, -status) };
+            if (status < 0) return { done: true, error: new NetlinkError(msg.label, -status, undefined, { seq: m.seq }) };
           }
           if (interrupted) return { done: true, error: new DumpInterrupted() };
           return { done: true };
@@ -190,7 +190,8 @@ export class NetlinkConnection implements NetlinkTransport {
       const bytes = out.view();
       const label = msgs.length === 1 ? msgs[0]!.label : `batch of ${msgs.length} messages (first: ${msgs[0]!.label})`;
       if (bytes.length > this.sock.maxSendBytes()) {
-        throw new NetlinkError(`${label}: ${bytes.length} bytes exceed the socket's ${this.sock.maxSendBytes()}`, errnoNumber('EMSGSIZE'));
+        const detail = `${bytes.length} bytes exceed the socket's ${this.sock.maxSendBytes()}`;
+        throw new NetlinkError(label, errnoNumber('EMSGSIZE'), undefined, { detail });
       }
       let firstError: NetlinkError | undefined;
       const ex: Exchange = {
@@ -206,7 +207,7 @@ export class NetlinkConnection implements NetlinkTransport {
             const which = m.seq - first - 1;
             const culprit = msgs[which];
             const op = culprit ? culprit.label : `${label} (batch control message)`;
-            firstError = new NetlinkError(op, e.errno, e.extack);
+            firstError = new NetlinkError(op, e.errno, e.extack, { seq: m.seq });
           }
           // The kernel answers the ACK-flagged last message unless the whole batch was
           // refused, in which case a single error names the batch's begin message.
@@ -254,7 +255,7 @@ export class NetlinkConnection implements NetlinkTransport {
         let lastOff = 0;
         for (let off = 0, i = 0; i < count; i++) {
           lastOff = off;
-          off += (new DataView(bytes.buffer, bytes.byteOffset + off, 4).getUint32(0, true) + 3) & ~3;
+          off += align4(new DataView(bytes.buffer, bytes.byteOffset + off, 4).getUint32(0, true));
         }
         const dv = new DataView(bytes.buffer, bytes.byteOffset + lastOff + 6, 2);
         dv.setUint16(0, dv.getUint16(0, true) | NLM_F_ACK, true);
@@ -267,7 +268,7 @@ export class NetlinkConnection implements NetlinkTransport {
             if (m.type !== NLMSG_ERROR) return { done: false };
             const e = parseErrorPayload(m);
             const i = base + (m.seq - first);
-            if (e.errno !== 0) results[i] = new NetlinkError(msgs[i]!.label, e.errno, e.extack);
+            if (e.errno !== 0) results[i] = new NetlinkError(msgs[i]!.label, e.errno, e.extack, { seq: m.seq });
             return { done: m.seq === lastSeq };
           },
         };
@@ -279,11 +280,12 @@ export class NetlinkConnection implements NetlinkTransport {
   }
 
   private exchange(label: string, chunks: Uint8Array[], ex: Exchange, timeoutMs: number | undefined, signal: AbortSignal | undefined): Promise<void> {
-    if (this.closed) return Promise.reject(new NetlinkError(`${label}: connection closed`, errnoNumber('EBADF')));
+    if (this.closed) return Promise.reject(new NetlinkError(label, errnoNumber('EBADF'), undefined, { detail: 'connection closed' }));
     if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
     return new Promise<void>((resolve, reject) => {
       const ms = timeoutMs ?? this.timeoutMs;
-      const timer = setTimeout(() => finish(new NetlinkError(`${label}: no reply within ${ms} ms`, errnoNumber('ETIMEDOUT'))), ms);
+      const timedOut = (): NetlinkError => new NetlinkError(label, errnoNumber('ETIMEDOUT'), undefined, { detail: `no reply within ${ms} ms` });
+      const timer = setTimeout(() => finish(timedOut()), ms);
       const onAbort = (): void => finish(signal?.reason instanceof Error ? signal.reason : new Error(`${label}: aborted`));
       signal?.addEventListener('abort', onAbort, { once: true });
       const finish = (err?: Error): void => {

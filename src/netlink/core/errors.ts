@@ -33,11 +33,17 @@ export interface NetlinkErrorOptions extends ErrorOptions {
    * when the reply was not capped. ipset patches the failing line number into it.
    */
   echo?: Uint8Array;
+  /** What went wrong beyond the errno ("no reply within 5000 ms"), kept out of the op label. */
+  detail?: string;
+  /** The sequence number of the request the kernel refused, when one was sent. */
+  seq?: number;
 }
 
 /**
  * A request the kernel (or the transport, for time-outs) refused. `op` names the operation
- * and its object ("add chain ip kube-proxy services"), `code` the errno name.
+ * and its object ("add chain ip kube-proxy services"), `code` the errno name, `detail` what
+ * else is known ("no reply within 5000 ms"), `seq` the refused request's sequence number.
+ * Callers branch on isNotFound/isExists (the errno), never on the text.
  */
 export class NetlinkError extends Error {
   override readonly name = 'NetlinkError';
@@ -46,15 +52,20 @@ export class NetlinkError extends Error {
   readonly code: string;
   readonly extack: ExtAck | undefined;
   readonly echo: Uint8Array | undefined;
+  readonly detail: string | undefined;
+  readonly seq: number | undefined;
 
   constructor(op: string, errno: number, extack?: ExtAck, options?: NetlinkErrorOptions) {
     const code = options?.code ?? errnoName(errno);
-    super(`${op}: ${code}${extack?.msg ? ` (${extack.msg})` : ''}`, options);
+    const detail = options?.detail;
+    super(`${op}${detail !== undefined ? `: ${detail}` : ''}: ${code}${extack?.msg ? ` (${extack.msg})` : ''}`, options);
     this.op = op;
     this.errno = errno;
     this.code = code;
     this.extack = extack;
     this.echo = options?.echo;
+    this.detail = detail;
+    this.seq = options?.seq;
   }
 }
 

@@ -81,7 +81,7 @@ export function parseMessages(buf: Uint8Array): InMessage[] {
       pid: dv.getUint32(off + 12, true),
       payload: buf.subarray(off + NLMSG_HDRLEN, off + len),
     });
-    off += (len + 3) & ~3;
+    off += align4(len);
   }
   return out;
 }
@@ -118,7 +118,7 @@ export function parseErrorPayload(msg: InMessage): ErrorPayload {
   if (msg.flags & NLM_F_ACK_TLVS) {
     // Without NLM_F_CAPPED the kernel echoes the whole request before the TLVs.
     let tlvStart = 4 + NLMSG_HDRLEN;
-    if (!(msg.flags & NLM_F_CAPPED)) tlvStart = 4 + ((request.len + 3) & ~3);
+    if (!(msg.flags & NLM_F_CAPPED)) tlvStart = 4 + align4(request.len);
     if (tlvStart <= p.length) {
       const attrs = new AttrSet(p.subarray(tlvStart), 'nlmsgerr extended ack', tlvStart);
       const extack: ExtAck = {};

@@ -5,7 +5,7 @@
 // sends them: thousands of entries per message, applied in order until the first failure,
 // which the kernel reports with the failing entry's line number.
 
-import { NetlinkError } from '../core/index.ts';
+import { errnoNumber, NetlinkError } from '../core/index.ts';
 import type { NetlinkTransport } from '../core/index.ts';
 import { IPSET_FLAG_LIST_HEADER, IPSET_FLAG_LIST_SETNAME } from './constants.ts';
 import {
@@ -70,7 +70,7 @@ export class IpsetClient {
     if (cached !== undefined) return cached;
     const replies = await this.call(typeMessage(type, family), type, opts);
     const first = replies[0];
-    if (!first) throw new NetlinkError(`get ipset type ${type}: no reply`, 5 /* EIO */);
+    if (!first) throw new NetlinkError(`get ipset type ${type}`, errnoNumber('EIO'), undefined, { detail: 'no reply' });
     const { revision } = parseTypeReply(first);
     this.revisions.set(key, revision);
     return revision;
@@ -160,7 +160,7 @@ export class IpsetClient {
   /** One set with its members; ENOENT when it does not exist. */
   async get(name: string, opts: IpsetCallOptions = {}): Promise<IpsetInfo> {
     const [info] = await this.list(name, opts);
-    if (!info) throw new NetlinkError(`list ipset ${name}`, 2 /* ENOENT */);
+    if (!info) throw new NetlinkError(`list ipset ${name}`, errnoNumber('ENOENT'));
     return info;
   }
 
@@ -179,7 +179,7 @@ export class IpsetClient {
   async getByName(name: string, opts: IpsetCallOptions = {}): Promise<{ index: number; family: IpsetFamily | 'unspec' }> {
     const replies = await this.call(getByNameMessage(name), undefined, opts);
     const first = replies[0];
-    if (!first) throw new NetlinkError(`get index of ipset ${name}: no reply`, 5 /* EIO */);
+    if (!first) throw new NetlinkError(`get index of ipset ${name}`, errnoNumber('EIO'), undefined, { detail: 'no reply' });
     return parseByNameReply(first);
   }
 }

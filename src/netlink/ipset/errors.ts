@@ -20,7 +20,8 @@ export function ipsetError(e: unknown, setType?: string, op?: string): unknown {
   if (!(e instanceof NetlinkError)) return e;
   const code = ipsetErrorName(e.errno, setType);
   if (code === e.code && op === undefined) return e;
-  return new NetlinkError(op ?? e.op, e.errno, e.extack, { cause: e, code, ...(e.echo ? { echo: e.echo } : {}) });
+  const kept = { ...(e.echo ? { echo: e.echo } : {}), ...(e.detail !== undefined ? { detail: e.detail } : {}), ...(e.seq !== undefined ? { seq: e.seq } : {}) };
+  return new NetlinkError(op ?? e.op, e.errno, e.extack, { cause: e, code, ...kept });
 }
 
 const hasCode = (e: unknown, ...codes: string[]): boolean => e instanceof NetlinkError && codes.includes(e.code);

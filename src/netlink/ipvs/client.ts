@@ -14,7 +14,7 @@
 //   add destination: EEXIST; edit/delete destination: ENOENT when it does not exist
 //   bad values: EINVAL (weight < 0, thresholds, unknown protocol or family)
 
-import { errnoNumber, GenlFamilies, NetlinkError } from '../core/index.ts';
+import { errnoNumber, GenlFamilies, isNotFound, NetlinkError } from '../core/index.ts';
 import type { NetlinkTransport, OutMessage } from '../core/index.ts';
 import { IPVS_GENL_NAME } from './constants.ts';
 import { opLabel, opMessage } from './ops.ts';
@@ -98,7 +98,7 @@ export class IpvsSchedulerError extends NetlinkError {
 
 /** ENOENT from NEW/SET_SERVICE is a missing scheduler (the family itself is resolved before). */
 function schedulerError<E>(e: E, s: IpvsServiceSpec): E | IpvsSchedulerError {
-  if (e instanceof NetlinkError && e.code === 'ENOENT') return new IpvsSchedulerError(e.op, s.scheduler, s.peName, e);
+  if (e instanceof NetlinkError && isNotFound(e)) return new IpvsSchedulerError(e.op, s.scheduler, s.peName, e);
   return e;
 }
 
@@ -142,7 +142,7 @@ export class IpvsClient {
   /** IPVS version and connection table size: also a cheap "is IPVS there" probe. */
   async info(opts: IpvsCallOptions = {}): Promise<IpvsInfo> {
     const [reply] = await this.send(getInfoMessage, opts);
-    if (!reply) throw new NetlinkError('get ipvs info: no reply', errnoNumber('EIO'));
+    if (!reply) throw new NetlinkError('get ipvs info', errnoNumber('EIO'), undefined, { detail: 'no reply' });
     return parseInfoReply(reply);
   }
 
@@ -261,7 +261,7 @@ export class IpvsClient {
 
   async getTimeouts(opts: IpvsCallOptions = {}): Promise<IpvsTimeouts> {
     const [reply] = await this.send(getConfigMessage, opts);
-    if (!reply) throw new NetlinkError('get ipvs timeouts: no reply', errnoNumber('EIO'));
+    if (!reply) throw new NetlinkError('get ipvs timeouts', errnoNumber('EIO'), undefined, { detail: 'no reply' });
     return parseConfigReply(reply);
   }
 

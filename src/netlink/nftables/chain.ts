@@ -2,13 +2,19 @@
 //   NFTA_CHAIN_TYPE "filter"|"nat"|"route", [NFTA_CHAIN_POLICY be32],
 //   NFTA_CHAIN_HOOK { NFTA_HOOK_HOOKNUM be32, NFTA_HOOK_PRIORITY be32 (signed), [NFTA_HOOK_DEV] }
 import type { InMessage, OutMessage } from '../core/index.ts';
-import { NetlinkDecodeError } from '../core/index.ts';
+import { NetlinkDecodeError, NLM_F_CREATE, NLM_F_EXCL } from '../core/index.ts';
 import type { Family, Hook } from './constants.ts';
 import {
   HOOKS, NFTA_CHAIN_HANDLE, NFTA_CHAIN_HOOK, NFTA_CHAIN_NAME, NFTA_CHAIN_POLICY, NFTA_CHAIN_TABLE, NFTA_CHAIN_TYPE,
-  NFTA_CHAIN_USE, NFTA_CHAIN_USERDATA, NFTA_HOOK_DEV, NFTA_HOOK_HOOKNUM, NFTA_HOOK_PRIORITY,
+  NFTA_CHAIN_USE, NFTA_CHAIN_USERDATA, NFTA_HOOK_DEV, NFTA_HOOK_HOOKNUM, NFTA_HOOK_PRIORITY, NftMsg,
 } from './constants.ts';
-import { cstr, nftMessage, received } from './message.ts';
+import { chainInUse, fail, missing, newHandle } from './fake-state.ts';
+import { cstr, ident, nftMessage, quote, received } from './message.ts';
+import type { ObjectCodec } from './object.ts';
+import {
+  addThenDelete, braces, commentPart, createFlags, isRemoval, needsDestroy, opLabel, removalCmd, scopeText, validName,
+} from './object.ts';
+import { flushRulesMessage } from './rule.ts';
 import type { BaseChainSpec, NftChain, Scope } from './types.ts';
 import { commentOf, commentUdata } from './udata.ts';
 
@@ -75,3 +81,69 @@ export function decodeChain(msg: Pick<InMessage, 'payload'>): ListedChain {
   if (use !== undefined) out.use = use;
   return out;
 }
+
+/** The body nft prints for a chain: its base chain spec and comment. */
+export function renderChainBody(o: NftChain): string[] {
+  const parts: string[] = [];
+  if (o.base) {
+    const dev = o.base.device !== undefined ? ` device ${quote(o.base.device)}` : '';
+    parts.push(`type ${o.base.type} hook ${o.base.hook}${dev} priority ${o.base.priority}`);
+    if (o.base.policy) parts.push(`policy ${o.base.policy}`);
+  }
+  return [...parts, ...commentPart(o.comment)];
+}
+
+/** Chains: NEWCHAIN/DELCHAIN; flush removes the chain's rules (DELRULE with table and chain). */
+export const chainCodec: ObjectCodec<NftChain, ListedChain> = {
+  validate(verb, c) {
+    if (verb === 'insert' || verb === 'replace') return `cannot ${verb} a chain`;
+    if (isRemoval(verb) && c.handle !== undefined) return undefined;
+    return validName('chain', c.name);
+  },
+
+  encode(st, verb, c) {
+    const label = opLabel(st, verb, c);
+    if (verb === 'flush') st.out.push(flushRulesMessage(st.scope, c.name, label));
+    else if (isRemoval(verb)) {
+      st.out.push(chainMessage(st.scope, removalCmd(verb, NftMsg.DELCHAIN, NftMsg.DESTROYCHAIN), 0, c, label, false));
+    } else st.out.push(chainMessage(st.scope, NftMsg.NEWCHAIN, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), c, label, true));
+  },
+
+  render(scope, verb, c) {
+    const del = isRemoval(verb);
+    if (del && c.handle !== undefined) return `${verb} chain ${scopeText(scope)} handle ${c.handle}`;
+    const body = del || verb === 'flush' ? '' : braces(renderChainBody(c));
+    return `${verb} chain ${scopeText(scope)} ${ident(c.name)}${body}`;
+  },
+
+  decode: decodeChain,
+
+  emulateDestroy(c) {
+    if (c.name === undefined) needsDestroy('chain by handle');
+    return addThenDelete({ kind: 'chain', name: c.name }, c);
+  },
+
+  apply(s, op) {
+    const { verb, obj } = op;
+    const name = obj.name ?? [...s.chains.values()].find((c) => c.chain.handle === obj.handle)?.chain.name;
+    const cur = name !== undefined ? s.chains.get(name) : undefined;
+    if (isRemoval(verb)) {
+      if (!cur) return missing(op);
+      if (chainInUse(s, cur.chain.name)) fail(op, 'EBUSY', 'chain is the target of a jump, goto or verdict map element');
+      s.chains.delete(cur.chain.name);
+      return;
+    }
+    if (verb === 'flush') {
+      if (!cur) return missing(op);
+      cur.rules = [];
+      return;
+    }
+    if (cur) {
+      if (verb === 'create') fail(op, 'EEXIST');
+      const otherBase = obj.base !== undefined && JSON.stringify(cur.chain.base) !== JSON.stringify(obj.base);
+      if (otherBase) fail(op, 'EOPNOTSUPP', 'base chain spec differs');
+      return;
+    }
+    s.chains.set(obj.name, { chain: { ...obj, handle: newHandle(s) }, rules: [] });
+  },
+};

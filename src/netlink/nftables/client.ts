@@ -102,10 +102,8 @@ export class NftClient implements NftInterface {
     const bytes = nfnlBatchBytes(msgs);
     const max = this.transport.maxBatchBytes;
     if (bytes > max) {
-      throw new NetlinkError(
-        `transaction of ${tx.size} operations (${msgs.length} messages, ${bytes} bytes) exceeds the socket's ${max}-byte batch limit; split it`,
-        errnoNumber('EMSGSIZE'),
-      );
+      const detail = `transaction of ${tx.size} operations (${msgs.length} messages, ${bytes} bytes) exceeds the socket's ${max}-byte batch limit; split it`;
+      throw new NetlinkError(`run transaction ${this.scope.family} ${this.scope.table}`, errnoNumber('EMSGSIZE'), undefined, { detail });
     }
     const opts: BatchOptions = {};
     if (signal) opts.signal = signal;
@@ -231,7 +229,8 @@ export class NftClient implements NftInterface {
       await this.listSetsDetailed();
       def = this.known.get(set);
     }
-    if (!def) throw new NetlinkError(`list elements ${this.scope.family} ${this.scope.table} ${set}: set of unknown type`, errnoNumber('ENOENT'));
+    const op = `list elements ${this.scope.family} ${this.scope.table} ${set}`;
+    if (!def) throw new NetlinkError(op, errnoNumber('ENOENT'), undefined, { detail: 'set of unknown type' });
     return toElements(def, await this.listRawElements(set));
   }
 
@@ -254,6 +253,6 @@ export class NftClient implements NftInterface {
       const id = new AttrSet(nf.attrs, 'gen').u32(NFTA_GEN_ID, 'net');
       if (id !== undefined) return id;
     }
-    throw new NetlinkError('get generation: no NFTA_GEN_ID in the reply', errnoNumber('EPROTO'));
+    throw new NetlinkError('get generation', errnoNumber('EPROTO'), undefined, { detail: 'no NFTA_GEN_ID in the reply' });
   }
 }

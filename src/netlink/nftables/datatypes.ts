@@ -7,6 +7,7 @@
 
 import { ipFromBytes, parseIP, v4Number } from '../../base/ip.ts';
 import type { ByteWriter } from '../core/index.ts';
+import { align4 } from '../core/index.ts';
 
 /** nft's enum byteorder: stored in NFTNL_UDATA_SET_{KEY,DATA}BYTEORDER. */
 export const BYTEORDER_INVALID = 0;
@@ -56,10 +57,12 @@ export function typesOfId(id: number, keyLen: number): DataType[] | undefined {
   return out;
 }
 
-export const pad4 = (n: number): number => (n + 3) & ~3;
+/** A length padded to 4 bytes, as fields are in a concatenation (core's align4). */
+export const pad4 = align4;
+
 /** NFTA_SET_KEY_LEN: a single field's length, or the sum of the padded field lengths. */
 export const keyLength = (fields: readonly DataType[]): number =>
-  fields.length === 1 ? DATATYPES[fields[0]!].len : fields.reduce((s, f) => s + pad4(DATATYPES[f].len), 0);
+  fields.length === 1 ? DATATYPES[fields[0]!].len : fields.reduce((s, f) => s + align4(DATATYPES[f].len), 0);
 
 export const PROTOCOLS = { icmp: 1, tcp: 6, udp: 17, icmpv6: 58, sctp: 132 } as const;
 
@@ -199,11 +202,11 @@ export function decodeField(t: DataType, b: Uint8Array): string | number {
 /** Concatenates field encodings, each padded to 4 bytes when there are several fields. */
 export function concatFields(parts: readonly Uint8Array[]): Uint8Array {
   if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(parts.reduce((s, p) => s + pad4(p.length), 0));
+  const out = new Uint8Array(parts.reduce((s, p) => s + align4(p.length), 0));
   let off = 0;
   for (const p of parts) {
     out.set(p, off);
-    off += pad4(p.length);
+    off += align4(p.length);
   }
   return out;
 }
@@ -215,7 +218,7 @@ export function splitFields(types: readonly DataType[], b: Uint8Array): Uint8Arr
   let off = 0;
   for (const t of types) {
     out.push(b.subarray(off, off + DATATYPES[t].len));
-    off += pad4(DATATYPES[t].len);
+    off += align4(DATATYPES[t].len);
   }
   return out;
 }

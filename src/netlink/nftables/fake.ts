@@ -4,49 +4,19 @@
 // label) the kernel would return. Pure: no sockets, no timers.
 
 import { errnoNumber, NetlinkError } from '../core/index.ts';
-import { encodeElement, renderElement } from './element.ts';
-import type { NftExpr } from './expr/index.ts';
-import { ident } from './message.ts';
-import { renderRuleBody } from './rule.ts';
 import type { NftInterface, RunStats } from './client.ts';
-import type { Operation } from './transaction.ts';
-import { NftTransaction, NftValidationError, renderChainBody, renderSetBody } from './transaction.ts';
-import type { NftChain, NftElement, NftRule, NftSetLike, NftTable, Scope } from './types.ts';
+import type { FakeState } from './fake-state.ts';
+import { cloneState, emptyState, missing } from './fake-state.ts';
+import type { Operation } from './object.ts';
+import { codecOf } from './objects.ts';
+import { NftTransaction, renderOp } from './transaction.ts';
+import type { NftChain, NftElement, NftObject, NftRule, NftSetLike, Scope } from './types.ts';
 import type { Verdict } from './verdict.ts';
 import { isVerdict } from './verdict.ts';
 
-interface FakeChain {
-  chain: NftChain;
-  rules: NftRule[];
-}
-
-interface FakeSet {
-  def: NftSetLike;
-  /** Keyed by the encoded key bytes (hex), so equal keys written differently collide as in the kernel. */
-  elements: Map<string, NftElement>;
-}
-
-interface State {
-  table: NftTable | undefined;
-  chains: Map<string, FakeChain>;
-  sets: Map<string, FakeSet>;
-  nextHandle: bigint;
-}
-
-const clone = (s: State): State => ({
-  table: s.table ? { ...s.table } : undefined,
-  chains: new Map([...s.chains].map(([k, v]) => [k, { chain: { ...v.chain }, rules: [...v.rules] }])),
-  sets: new Map([...s.sets].map(([k, v]) => [k, { def: v.def, elements: new Map(v.elements) }])),
-  nextHandle: s.nextHandle,
-});
-
-const verdictTargets = (exprs: readonly NftExpr[]): string[] =>
-  exprs.flatMap((e) => (e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict ? [e.verdict.chain] : []));
-const setRefs = (exprs: readonly NftExpr[]): string[] => exprs.flatMap((e) => (e.type === 'lookup' || e.type === 'dynset' ? [e.set] : []));
-
 export class FakeNft implements NftInterface {
   readonly scope: Scope;
-  private state: State;
+  private state: FakeState;
   /** The last transaction run (successful or not), for assertions. */
   lastTransaction: NftTransaction | undefined;
   /** How many transactions were committed. */
@@ -54,7 +24,7 @@ export class FakeNft implements NftInterface {
 
   constructor(scope: Scope) {
     this.scope = scope;
-    this.state = { table: undefined, chains: new Map(), sets: new Map(), nextHandle: 1n };
+    this.state = emptyState();
   }
 
   newTransaction(): NftTransaction {
@@ -65,174 +35,18 @@ export class FakeNft implements NftInterface {
     this.lastTransaction = tx;
     if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new Error('aborted');
     if (tx.error) throw tx.error;
-    const next = clone(this.state);
+    const next = cloneState(this.state);
     for (const op of tx.operations) this.apply(next, op);
     this.state = next;
     this.generationId++;
     return { messages: tx.size, bytes: 0 };
   }
 
-  private fail(op: Operation, code: string, why?: string): never {
-    const o = op.obj;
-    const name = 'name' in o ? ` ${o.name}` : o.kind === 'rule' ? ` ${o.chain}` : o.kind === 'element' ? ` ${o.set}` : '';
-    throw new NetlinkError(`${op.verb} ${o.kind} ${this.scope.family} ${this.scope.table}${name}${why ? ` (${why})` : ''}`, errnoNumber(code));
-  }
-
-  private handle(s: State): bigint {
-    return s.nextHandle++;
-  }
-
-  private chainRefs(s: State, name: string): boolean {
-    for (const c of s.chains.values()) for (const r of c.rules) if (verdictTargets(r.exprs).includes(name)) return true;
-    for (const set of s.sets.values()) {
-      for (const e of set.elements.values()) if (e.value && isVerdict(e.value) && 'chain' in e.value && e.value.chain === name) return true;
-    }
-    return false;
-  }
-
-  private apply(s: State, op: Operation): void {
-    const { verb, obj } = op;
-    const del = verb === 'delete' || verb === 'destroy';
-    if (obj.kind === 'table') {
-      if (del) {
-        if (!s.table) {
-          if (verb === 'destroy') return;
-          this.fail(op, 'ENOENT');
-        }
-        s.table = undefined;
-        s.chains.clear();
-        s.sets.clear();
-        return;
-      }
-      if (verb === 'flush') {
-        if (!s.table) this.fail(op, 'ENOENT');
-        for (const c of s.chains.values()) c.rules = [];
-        return;
-      }
-      if (s.table && verb === 'create') this.fail(op, 'EEXIST');
-      s.table = { ...obj, handle: s.table?.handle ?? this.handle(s) };
-      return;
-    }
-    if (!s.table) {
-      if (verb === 'destroy') return;
-      this.fail(op, 'ENOENT', 'no such table');
-    }
-    switch (obj.kind) {
-      case 'chain': {
-        const name = obj.name ?? [...s.chains.values()].find((c) => c.chain.handle === obj.handle)?.chain.name;
-        const cur = name !== undefined ? s.chains.get(name) : undefined;
-        if (del) {
-          if (!cur) {
-            if (verb === 'destroy') return;
-            this.fail(op, 'ENOENT');
-          }
-          if (this.chainRefs(s, cur.chain.name)) this.fail(op, 'EBUSY', 'chain is the target of a jump, goto or verdict map element');
-          s.chains.delete(cur.chain.name);
-          return;
-        }
-        if (verb === 'flush') {
-          if (!cur) this.fail(op, 'ENOENT');
-          cur.rules = [];
-          return;
-        }
-        if (cur) {
-          if (verb === 'create') this.fail(op, 'EEXIST');
-          if (JSON.stringify(cur.chain.base) !== JSON.stringify(obj.base) && obj.base !== undefined) this.fail(op, 'EOPNOTSUPP', 'base chain spec differs');
-          return;
-        }
-        s.chains.set(obj.name, { chain: { ...obj, handle: this.handle(s) }, rules: [] });
-        return;
-      }
-      case 'set':
-      case 'map': {
-        const name = obj.name ?? [...s.sets.values()].find((x) => x.def.handle === obj.handle)?.def.name;
-        const cur = name !== undefined ? s.sets.get(name) : undefined;
-        if (del) {
-          if (!cur) {
-            if (verb === 'destroy') return;
-            this.fail(op, 'ENOENT');
-          }
-          for (const c of s.chains.values()) for (const r of c.rules) if (setRefs(r.exprs).includes(cur.def.name)) this.fail(op, 'EBUSY', 'set is used by a rule');
-          s.sets.delete(cur.def.name);
-          return;
-        }
-        if (verb === 'flush') {
-          if (!cur) this.fail(op, 'ENOENT');
-          cur.elements = new Map();
-          return;
-        }
-        if (cur) {
-          if (verb === 'create') this.fail(op, 'EEXIST');
-          const same = (a: NftSetLike, b: NftSetLike): boolean =>
-            a.kind === b.kind && JSON.stringify(a.key) === JSON.stringify(b.key) && (a.kind !== 'map' || b.kind !== 'map' || JSON.stringify(a.data) === JSON.stringify(b.data));
-          if (!same(cur.def, obj)) this.fail(op, 'EEXIST', 'exists with another type');
-          return;
-        }
-        s.sets.set(obj.name, { def: { ...obj, handle: this.handle(s) }, elements: new Map() });
-        return;
-      }
-      case 'element': {
-        const set = s.sets.get(obj.set);
-        if (!set) {
-          if (verb === 'destroy') return;
-          this.fail(op, 'ENOENT', 'no such set');
-        }
-        let key: string;
-        try {
-          key = encodeElement(set.def, { kind: 'element', set: obj.set, key: obj.key }, { withData: false }).map((b) => Buffer.from(b).toString('hex')).join('');
-          if (!del) encodeElement(set.def, obj, { withData: true });
-        } catch (e) {
-          throw new NftValidationError(`${verb} element ${obj.set}: ${(e as Error).message}`, { cause: e });
-        }
-        const cur = set.elements.get(key);
-        if (del) {
-          if (!cur) {
-            if (verb === 'destroy') return;
-            this.fail(op, 'ENOENT', 'no such element');
-          }
-          set.elements.delete(key);
-          return;
-        }
-        const v = obj.value;
-        if (v && isVerdict(v) && 'chain' in v && !s.chains.has(v.chain)) this.fail(op, 'ENOENT', `no chain ${v.chain}`);
-        if (cur) {
-          if (verb === 'create') this.fail(op, 'EEXIST');
-          if (JSON.stringify(cur.value) !== JSON.stringify(obj.value)) this.fail(op, 'EEXIST', 'element exists with other data');
-        }
-        set.elements.set(key, obj);
-        return;
-      }
-      case 'rule': {
-        const c = s.chains.get(obj.chain);
-        if (!c) {
-          if (verb === 'destroy') return;
-          this.fail(op, 'ENOENT', 'no such chain');
-        }
-        const at = obj.handle !== undefined ? c.rules.findIndex((r) => r.handle === obj.handle) : -1;
-        if (del) {
-          if (at < 0) {
-            if (verb === 'destroy') return;
-            this.fail(op, 'ENOENT', 'no such rule');
-          }
-          c.rules.splice(at, 1);
-          return;
-        }
-        for (const t of verdictTargets(obj.exprs)) if (!s.chains.has(t)) this.fail(op, 'ENOENT', `no chain ${t}`);
-        for (const n of setRefs(obj.exprs)) if (!s.sets.has(n)) this.fail(op, 'ENOENT', `no set ${n}`);
-        if (verb === 'replace') {
-          if (at < 0) this.fail(op, 'ENOENT', 'no such rule');
-          c.rules[at] = { ...obj };
-          return;
-        }
-        const r: NftRule = { ...obj, handle: this.handle(s) };
-        delete r.position;
-        const pos = obj.position !== undefined ? c.rules.findIndex((x) => x.handle === obj.position) : -1;
-        if (obj.position !== undefined && pos < 0) this.fail(op, 'ENOENT', 'no rule at position');
-        if (verb === 'add') c.rules.splice(pos < 0 ? c.rules.length : pos + 1, 0, r);
-        else c.rules.splice(pos < 0 ? 0 : pos, 0, r);
-        return;
-      }
-    }
+  /** Each kind applies its own operations (ObjectCodec.apply); everything but the table needs the table. */
+  private apply(s: FakeState, { verb, obj }: Operation): void {
+    const op = { scope: this.scope, verb, obj };
+    if (obj.kind !== 'table' && !s.table) return missing(op, 'no such table');
+    codecOf(obj).apply(s, op);
   }
 
   // ---- reads (NftInterface) ----
@@ -298,20 +112,14 @@ export class FakeNft implements NftInterface {
   dump(): string {
     const s = this.state;
     if (!s.table) return '';
-    const fam = `${this.scope.family} ${ident(this.scope.table)}`;
-    const lines: string[] = [`add table ${fam}${s.table.comment !== undefined ? ` { comment "${s.table.comment}" ; }` : ''}`];
+    const add = (obj: NftObject): string => renderOp(this.scope, { verb: 'add', obj });
     const chains = [...s.chains.values()].sort((a, b) => a.chain.name.localeCompare(b.chain.name));
     const sets = [...s.sets.values()].sort((a, b) => a.def.name.localeCompare(b.def.name));
-    for (const c of chains) {
-      const body = renderChainBody(c.chain);
-      lines.push(`add chain ${fam} ${ident(c.chain.name)}${body.length > 0 ? ` { ${body.map((p) => `${p} ;`).join(' ')} }` : ''}`);
-    }
-    for (const set of sets) lines.push(`add ${set.def.kind} ${fam} ${ident(set.def.name)} { ${renderSetBody(set.def).map((p) => `${p} ;`).join(' ')} }`);
-    for (const c of chains) for (const r of c.rules) lines.push(`add rule ${fam} ${ident(c.chain.name)} ${renderRuleBody(r)}`);
-    for (const set of sets) {
-      const els = [...set.elements.values()].map((e) => renderElement(e)).sort();
-      for (const e of els) lines.push(`add element ${fam} ${ident(set.def.name)} { ${e} }`);
-    }
+    const lines = [add(s.table)];
+    for (const c of chains) lines.push(add(c.chain));
+    for (const set of sets) lines.push(add(set.def));
+    for (const c of chains) for (const r of c.rules) lines.push(add(r));
+    for (const set of sets) lines.push(...[...set.elements.values()].map(add).sort());
     return lines.map((l) => `${l}\n`).join('');
   }
 }

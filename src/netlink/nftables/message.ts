@@ -46,3 +46,19 @@ export function cstr(s: string): Uint8Array {
   }
   return b;
 }
+
+/** A duration as nft prints it: 1d2h3m4s5ms, 0s for zero. */
+export function renderDuration(ms: number): string {
+  const units: [string, number][] = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
+  if (ms === 0) return '0s';
+  let rest = ms;
+  let out = '';
+  for (const [u, n] of units) {
+    if (rest >= n) {
+      out += `${Math.floor(rest / n)}${u}`;
+      rest %= n;
+    }
+  }
+  if (rest > 0) out += `${rest}ms`;
+  return out;
+}

@@ -1,11 +1,17 @@
 // Rules: NFTA_RULE_TABLE, CHAIN, [HANDLE be64 (replace/delete)], EXPRESSIONS { ... },
 // [USERDATA: comment TLV, as nft stores `comment "..."`], [POSITION be64 (add after / insert before)].
 import type { InMessage, OutMessage } from '../core/index.ts';
+import { NLM_F_APPEND, NLM_F_CREATE, NLM_F_REPLACE } from '../core/index.ts';
 import type { Family } from './constants.ts';
-import { NFTA_RULE_CHAIN, NFTA_RULE_EXPRESSIONS, NFTA_RULE_HANDLE, NFTA_RULE_POSITION, NFTA_RULE_TABLE, NFTA_RULE_USERDATA } from './constants.ts';
+import {
+  NFTA_RULE_CHAIN, NFTA_RULE_EXPRESSIONS, NFTA_RULE_HANDLE, NFTA_RULE_POSITION, NFTA_RULE_TABLE, NFTA_RULE_USERDATA, NftMsg,
+} from './constants.ts';
 import type { EncodeContext } from './expr/index.ts';
 import { readExprs, renderExpr, writeExprs } from './expr/index.ts';
-import { cstr, nftMessage, received } from './message.ts';
+import { fail, missing, newHandle, setRefs, verdictTargets } from './fake-state.ts';
+import { cstr, ident, nftMessage, received } from './message.ts';
+import type { ObjectCodec } from './object.ts';
+import { isRemoval, needsDestroy, opLabel, removalCmd, scopeText } from './object.ts';
 import type { NftRule, Scope } from './types.ts';
 import { commentOf, commentUdata } from './udata.ts';
 
@@ -59,3 +65,73 @@ export function renderRuleBody(r: NftRule): string {
   if (r.comment !== undefined && r.text !== undefined) s += ` comment "${r.comment.replace(/"/g, '\\"')}"`;
   return s;
 }
+
+/** DELRULE naming only the table (every rule of it) or the table and a chain: nft's `flush table/chain`. */
+export function flushRulesMessage(scope: Scope, chain: string | undefined, label: string): OutMessage {
+  return nftMessage(NftMsg.DELRULE, scope.family, 0, label, (w) => {
+    w.str(NFTA_RULE_TABLE, scope.table);
+    if (chain !== undefined) w.str(NFTA_RULE_CHAIN, chain);
+  });
+}
+
+const BODY = { handle: false, body: true };
+const HANDLE_AND_BODY = { handle: true, body: true };
+const HANDLE = { handle: true, body: false };
+
+/** Rules: NEWRULE (append, insert, replace by handle) and DELRULE by handle. */
+export const ruleCodec: ObjectCodec<NftRule, ListedRule> = {
+  validate(verb, r) {
+    if (verb === 'flush') return 'cannot flush a rule';
+    if (verb === 'create') return 'cannot create a rule (use add)';
+    if (!r.chain) return 'rule needs a chain';
+    if ((verb === 'replace' || isRemoval(verb)) && r.handle === undefined) return `${verb} rule in ${r.chain} needs a handle`;
+    if ((verb === 'add' || verb === 'insert' || verb === 'replace') && !Array.isArray(r.exprs)) return `rule in ${r.chain} needs expressions`;
+    return undefined;
+  },
+
+  encode(st, verb, r) {
+    const { scope, ctx } = st;
+    const label = opLabel(st, verb, r);
+    const byHandle = `${label} handle ${r.handle}`;
+    if (verb === 'add') st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_CREATE | NLM_F_APPEND, r, label, BODY, ctx));
+    else if (verb === 'insert') st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_CREATE, r, label, BODY, ctx));
+    else if (verb === 'replace') st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_REPLACE, r, byHandle, HANDLE_AND_BODY, ctx));
+    else st.out.push(ruleMessage(scope, removalCmd(verb, NftMsg.DELRULE, NftMsg.DESTROYRULE), 0, r, byHandle, HANDLE, ctx));
+  },
+
+  render(scope, verb, r) {
+    const where = `${scopeText(scope)} ${ident(r.chain)}`;
+    if (isRemoval(verb)) return `${verb} rule ${where} handle ${r.handle}`;
+    if (verb === 'replace') return `replace rule ${where} handle ${r.handle} ${renderRuleBody(r)}`;
+    return `${verb} rule ${where}${r.position !== undefined ? ` position ${r.position}` : ''} ${renderRuleBody(r)}`;
+  },
+
+  decode: decodeRule,
+
+  emulateDestroy: (r) => needsDestroy(`rule ${r.chain} handle ${r.handle}`),
+
+  apply(s, op) {
+    const { verb, obj } = op;
+    const c = s.chains.get(obj.chain);
+    if (!c) return missing(op, 'no such chain');
+    const at = obj.handle !== undefined ? c.rules.findIndex((r) => r.handle === obj.handle) : -1;
+    if (isRemoval(verb)) {
+      if (at < 0) return missing(op, 'no such rule');
+      c.rules.splice(at, 1);
+      return;
+    }
+    for (const t of verdictTargets(obj.exprs)) if (!s.chains.has(t)) fail(op, 'ENOENT', `no chain ${t}`);
+    for (const n of setRefs(obj.exprs)) if (!s.sets.has(n)) fail(op, 'ENOENT', `no set ${n}`);
+    if (verb === 'replace') {
+      if (at < 0) fail(op, 'ENOENT', 'no such rule');
+      c.rules[at] = { ...obj };
+      return;
+    }
+    const added: NftRule = { ...obj, handle: newHandle(s) };
+    delete added.position;
+    const pos = obj.position !== undefined ? c.rules.findIndex((x) => x.handle === obj.position) : -1;
+    if (obj.position !== undefined && pos < 0) fail(op, 'ENOENT', 'no rule at position');
+    if (verb === 'add') c.rules.splice(pos < 0 ? c.rules.length : pos + 1, 0, added);
+    else c.rules.splice(pos < 0 ? 0 : pos, 0, added);
+  },
+};

@@ -12,18 +12,24 @@
 // for a `type a . b` key a KEY_TYPEOF holding an empty concat (etype 13, no fields).
 
 import type { InMessage, OutMessage } from '../core/index.ts';
-import { NetlinkDecodeError } from '../core/index.ts';
+import { NetlinkDecodeError, NLM_F_CREATE, NLM_F_EXCL } from '../core/index.ts';
 import type { Family } from './constants.ts';
 import {
   NFT_DATA_VERDICT, NFT_SET_CONCAT, NFT_SET_CONSTANT, NFT_SET_EVAL, NFT_SET_INTERVAL, NFT_SET_MAP, NFT_SET_TIMEOUT,
   NFTA_LIST_ELEM, NFTA_SET_DATA_LEN, NFTA_SET_DATA_TYPE, NFTA_SET_DESC, NFTA_SET_DESC_CONCAT, NFTA_SET_DESC_SIZE,
   NFTA_SET_FIELD_LEN, NFTA_SET_FLAGS, NFTA_SET_GC_INTERVAL, NFTA_SET_HANDLE, NFTA_SET_ID, NFTA_SET_KEY_LEN,
-  NFTA_SET_KEY_TYPE, NFTA_SET_NAME, NFTA_SET_TABLE, NFTA_SET_TIMEOUT, NFTA_SET_USERDATA,
+  NFTA_SET_KEY_TYPE, NFTA_SET_NAME, NFTA_SET_TABLE, NFTA_SET_TIMEOUT, NFTA_SET_USERDATA, NftMsg,
 } from './constants.ts';
 import type { DataType } from './datatypes.ts';
-import { BYTEORDER_INVALID, DATATYPES, keyLength, typeId, typesOfId } from './datatypes.ts';
+import { BYTEORDER_INVALID, DATATYPES, isDataType, keyLength, typeId, typesOfId } from './datatypes.ts';
+import { flushSetMessage } from './element-encode.ts';
 import { MetaKey } from './expr/meta.ts';
-import { cstr, nftMessage, received } from './message.ts';
+import { fail, missing, newHandle, setInUse } from './fake-state.ts';
+import { cstr, ident, nftMessage, received, renderDuration } from './message.ts';
+import type { ObjectCodec } from './object.ts';
+import {
+  addThenDelete, braces, commentPart, createFlags, isRemoval, needsDestroy, opLabel, removalCmd, scopeText, validName,
+} from './object.ts';
 import type { NftMap, NftSet, NftSetLike, PayloadField, Scope, SetFlag, TypeofExpr } from './types.ts';
 import type { UdataTlv } from './udata.ts';
 import {
@@ -270,3 +276,94 @@ export function renderSetType(s: NftSetLike): string {
   if (s.data === 'verdict') return `${key} : verdict`;
   return `${key} : ${s.typeof && s.dataTypeof ? s.dataTypeof.map(renderTypeof).join(' . ') : s.data.join(' . ')}`;
 }
+
+/** The body nft prints for a set or map: type, flags, timeout, size, comment. */
+export function renderSetBody(o: NftSetLike): string[] {
+  const parts = [renderSetType(o)];
+  const flags = [...(o.flags ?? [])];
+  if (o.timeoutMs !== undefined && !flags.includes('timeout')) flags.push('timeout');
+  if (flags.length > 0) parts.push(`flags ${flags.join(',')}`);
+  if (o.timeoutMs !== undefined) parts.push(`timeout ${renderDuration(o.timeoutMs)}`);
+  if (o.size !== undefined) parts.push(`size ${o.size}`);
+  return [...parts, ...commentPart(o.comment)];
+}
+
+/** Why a set or map definition cannot be added, or undefined. */
+function invalidDefinition(o: NftSetLike): string | undefined {
+  if (!Array.isArray(o.key) || o.key.length === 0) return `${o.kind} ${o.name} needs a key type`;
+  const unknown = o.key.find((t) => !isDataType(t));
+  if (unknown !== undefined) return `${o.kind} ${o.name}: unknown key type ${String(unknown)}`;
+  if (o.typeof && o.typeof.length !== o.key.length) return `${o.kind} ${o.name}: typeof has ${o.typeof.length} fields, key has ${o.key.length}`;
+  if (o.kind === 'map' && o.data !== 'verdict') {
+    if (!Array.isArray(o.data) || o.data.length === 0) return `map ${o.name} needs a data type`;
+    const bad = o.data.find((t) => !isDataType(t));
+    if (bad !== undefined) return `map ${o.name}: unknown data type ${String(bad)}`;
+  }
+  return undefined;
+}
+
+/** Same kind and types: what the kernel compares when a set is added again. */
+const sameType = (a: NftSetLike, b: NftSetLike): boolean =>
+  a.kind === b.kind &&
+  JSON.stringify(a.key) === JSON.stringify(b.key) &&
+  (a.kind !== 'map' || b.kind !== 'map' || JSON.stringify(a.data) === JSON.stringify(b.data));
+
+/** Sets and maps: NEWSET/DELSET; flush removes the elements (DELSETELEM without elements). */
+export const setCodec: ObjectCodec<NftSetLike, ListedSet> = {
+  validate(verb, o) {
+    if (verb === 'insert' || verb === 'replace') return `cannot ${verb} a ${o.kind}`;
+    if (isRemoval(verb) && o.handle !== undefined) return undefined;
+    const bad = validName(o.kind, o.name);
+    if (bad) return bad;
+    return verb === 'add' || verb === 'create' ? invalidDefinition(o) : undefined;
+  },
+
+  encode(st, verb, o) {
+    const label = opLabel(st, verb, o);
+    if (verb === 'flush') st.out.push(flushSetMessage(st.scope, NftMsg.DELSETELEM, o.name, label));
+    else if (isRemoval(verb)) {
+      st.out.push(setMessage(st.scope, removalCmd(verb, NftMsg.DELSET, NftMsg.DESTROYSET), 0, o, label, false, undefined));
+      st.defs.delete(o.name);
+    } else {
+      st.out.push(setMessage(st.scope, NftMsg.NEWSET, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), o, label, true, st.ctx.setId(o.name)));
+      st.defs.set(o.name, o);
+      if (isInterval(o) && !isConcatInterval(o)) st.fresh.add(o.name);
+    }
+  },
+
+  render(scope, verb, o) {
+    const del = isRemoval(verb);
+    if (del && o.handle !== undefined) return `${verb} ${o.kind} ${scopeText(scope)} handle ${o.handle}`;
+    return `${verb} ${o.kind} ${scopeText(scope)} ${ident(o.name)}${del || verb === 'flush' ? '' : braces(renderSetBody(o))}`;
+  },
+
+  decode: decodeSet,
+
+  emulateDestroy(o) {
+    if (o.name === undefined) needsDestroy(`${o.kind} by handle`);
+    return addThenDelete(o, o);
+  },
+
+  apply(s, op) {
+    const { verb, obj } = op;
+    const name = obj.name ?? [...s.sets.values()].find((x) => x.def.handle === obj.handle)?.def.name;
+    const cur = name !== undefined ? s.sets.get(name) : undefined;
+    if (isRemoval(verb)) {
+      if (!cur) return missing(op);
+      if (setInUse(s, cur.def.name)) fail(op, 'EBUSY', 'set is used by a rule');
+      s.sets.delete(cur.def.name);
+      return;
+    }
+    if (verb === 'flush') {
+      if (!cur) return missing(op);
+      cur.elements = new Map();
+      return;
+    }
+    if (cur) {
+      if (verb === 'create') fail(op, 'EEXIST');
+      if (!sameType(cur.def, obj)) fail(op, 'EEXIST', 'exists with another type');
+      return;
+    }
+    s.sets.set(obj.name, { def: { ...obj, handle: newHandle(s) }, elements: new Map() });
+  },
+};

@@ -1,9 +1,15 @@
 // Tables: NFTA_TABLE_NAME, NFTA_TABLE_FLAGS (nft always sends it, 0 by default),
-// [NFTA_TABLE_USERDATA: comment TLV]. Deletes name the table, or its handle.
+// [NFTA_TABLE_USERDATA: comment TLV]. Deletes name the table, or its handle. tableCodec is
+// the table's part of every transaction, dump and FakeNft operation.
 import type { InMessage, OutMessage } from '../core/index.ts';
+import { NLM_F_EXCL } from '../core/index.ts';
 import type { Family } from './constants.ts';
-import { NFTA_TABLE_FLAGS, NFTA_TABLE_HANDLE, NFTA_TABLE_NAME, NFTA_TABLE_USE, NFTA_TABLE_USERDATA } from './constants.ts';
+import { NFTA_TABLE_FLAGS, NFTA_TABLE_HANDLE, NFTA_TABLE_NAME, NFTA_TABLE_USE, NFTA_TABLE_USERDATA, NftMsg } from './constants.ts';
+import { fail, missing, newHandle } from './fake-state.ts';
 import { nftMessage, received } from './message.ts';
+import type { ObjectCodec } from './object.ts';
+import { addThenDelete, braces, commentPart, isRemoval, opLabel, removalCmd, scopeText } from './object.ts';
+import { flushRulesMessage } from './rule.ts';
 import type { NftTable, Scope } from './types.ts';
 import { commentOf, commentUdata } from './udata.ts';
 
@@ -43,3 +49,45 @@ export function decodeTable(msg: Pick<InMessage, 'payload'>): ListedTable {
   if (use !== undefined) out.use = use;
   return out;
 }
+
+/** The table: NEWTABLE/DELTABLE; flush removes every rule of every chain (DELRULE with only the table). */
+export const tableCodec: ObjectCodec<NftTable, ListedTable> = {
+  validate(verb) {
+    return verb === 'insert' || verb === 'replace' ? `cannot ${verb} a table` : undefined;
+  },
+
+  encode(st, verb, t) {
+    const label = opLabel(st, verb, t);
+    if (verb === 'flush') st.out.push(flushRulesMessage(st.scope, undefined, label));
+    else if (isRemoval(verb)) st.out.push(tableMessage(st.scope, removalCmd(verb, NftMsg.DELTABLE, NftMsg.DESTROYTABLE), 0, t, label, false));
+    else st.out.push(tableMessage(st.scope, NftMsg.NEWTABLE, verb === 'create' ? NLM_F_EXCL : 0, t, label, true));
+  },
+
+  render(scope, verb, t) {
+    const del = isRemoval(verb);
+    if (del && t.handle !== undefined) return `${verb} table ${scope.family} handle ${t.handle}`;
+    return `${verb} table ${scopeText(scope)}${del || verb === 'flush' ? '' : braces(commentPart(t.comment))}`;
+  },
+
+  decode: decodeTable,
+
+  emulateDestroy: (t) => addThenDelete(t, t),
+
+  apply(s, op) {
+    const { verb, obj } = op;
+    if (isRemoval(verb)) {
+      if (!s.table) return missing(op);
+      s.table = undefined;
+      s.chains.clear();
+      s.sets.clear();
+      return;
+    }
+    if (verb === 'flush') {
+      if (!s.table) return missing(op);
+      for (const c of s.chains.values()) c.rules = [];
+      return;
+    }
+    if (s.table && verb === 'create') fail(op, 'EEXIST');
+    s.table = { ...obj, handle: s.table?.handle ?? newHandle(s) };
+  },
+};

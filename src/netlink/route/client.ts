@@ -115,7 +115,7 @@ export class RouteClient {
   async createLink(name: string, kind = 'dummy', opts: RouteCallOptions = {}): Promise<Link> {
     await this.req(newLinkMessage(name, kind), opts);
     const link = await this.getLink(name, opts);
-    if (!link) throw new NetlinkError(`create link ${name}: gone right after creation`, errnoNumber('ENODEV'));
+    if (!link) throw new NetlinkError(`create link ${name}`, errnoNumber('ENODEV'), undefined, { detail: 'gone right after creation' });
     return link;
   }
 
