@@ -19,6 +19,7 @@ test.serial('drift repair: our table deleted, the ruleset flushed, a map flushed
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }));
   const d = spawnDaemon(c.node, [
+    '--proxy-mode', 'nftables',
     '--manifest-dir', dir,
     '--hostname-override', 'node-a',
     '--cluster-cidr', '10.244.0.0/16',

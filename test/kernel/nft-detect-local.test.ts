@@ -20,7 +20,7 @@ async function start(t: ExecutionContext, c: Cluster, flags: string[]) {
   const dir = await mkdtemp(join(tmpdir(), 'kpts-detect-local-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(1)] }));
-  const d = spawnDaemon(c.node, ['--manifest-dir', dir, '--hostname-override', 'node-a', '--healthz-bind-address', '', '--metrics-bind-address', '',
+  const d = spawnDaemon(c.node, ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--hostname-override', 'node-a', '--healthz-bind-address', '', '--metrics-bind-address', '',
     '--min-sync-period', '100ms', ...flags]);
   t.teardown(() => d.kill());
   await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod2 ') ? true : undefined), 20_000)

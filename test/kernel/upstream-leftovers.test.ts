@@ -52,6 +52,7 @@ async function saved(c: Cluster, tool = 'iptables-nft-save'): Promise<{ chains: 
 /** Starts kube-proxy-ts in nftables mode on the node; resolves once the ClusterIP reaches pod1. */
 async function startServing(t: ExecutionContext, c: Cluster, dir: string): Promise<DaemonProcess> {
   const d = spawnDaemon(c.node, [
+    '--proxy-mode', 'nftables',
     '--manifest-dir', dir,
     '--hostname-override', 'node-a',
     '--cluster-cidr', '10.244.0.0/16',

@@ -172,6 +172,7 @@ export const cases: VmCase[] = [
       const t0 = Date.now();
       const fd = openSync(DAEMON_LOG, 'a');
       const args = [
+        '--proxy-mode', 'nftables',
         '--manifest-dir', join(WORK, 'manifests'),
         '--hostname-override', 'node-a',
         '--cluster-cidr', '10.244.0.0/16',
