@@ -19,7 +19,6 @@ import { Daemon } from './daemon.ts';
 import { badConfigWarnings, detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
 import type { HostFacts } from './families.ts';
 import { applyOomScoreAdj } from './oom-score.ts';
-import { cleanUpstreamLeftovers } from './leftovers.ts';
 import { buildProxiers } from './proxiers.ts';
 import { createNotifier } from './sd-notify.ts';
 import { ProcSysctl } from './sysctl.ts';
@@ -88,8 +87,6 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   const notifier = createNotifier({ clock, logger, ...(deps.env ? { env: deps.env } : {}) });
   const prepare = async (): Promise<void> => {
     await applyOomScoreAdj(config.oomScoreAdj, logger);
-    // Other proxies' rules (upstream kube-proxy in any mode) go before our first sync.
-    await cleanUpstreamLeftovers(config.mode, { logger, excludeCIDRs: config.ipvs.excludeCIDRs });
     await applyConntrackSettings(config.conntrack, cpus().length, procConntrackIO(), logger);
   };
   // Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync (issue 6).

@@ -21,8 +21,7 @@
 // tables `ip|ip6 kube-proxy`, its iptables-mode and IPVS-mode KUBE-* chains and the jumps to
 // them, and the legacy-iptables check; its virtual servers, ipsets and kube-ipvs0 carry the
 // names of ours and go with them.
-// Starting a mode removes what the other modes left (removeOtherModesLeftovers), guarded by
-// evidence of each mode, since the IPVS mode's companion chains share names with ours.
+// Starting a mode removes what the other modes and upstream left (removeOtherModesLeftovers).
 
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
@@ -37,9 +36,8 @@ import { RouteClient } from '../netlink/route/index.ts';
 import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import type { Proxier } from '../proxier/types.ts';
-import { leftoverSteps, openLeftoverClients } from './leftovers.ts';
+import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from './leftovers.ts';
 import { iptablesNftCodec, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
-import { isServicePortChain } from '../proxier/iptables/names.ts';
 import { companionWriter, iptablesClients } from './proxiers.ts';
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
@@ -145,53 +143,30 @@ export function iptablesModeSteps(open: (protocol: number) => NetlinkConnection)
   }));
 }
 
-/** Whether the iptables mode (ours or upstream's, in iptables-nft form) left chains in this namespace. */
-async function iptablesModeEvidence(open: (protocol: number) => NetlinkConnection): Promise<boolean> {
-  for (const family of FAMILIES) {
-    for (const client of iptablesClients(family, open(Protocol.NETFILTER)).values()) {
-      const names = (await client.listChains().catch(() => [])).map((c) => c.name);
-      if (names.some((n) => n === 'KUBE-PROXY-CANARY' || isServicePortChain(n))) return true;
-    }
-  }
-  return false;
-}
-
 /**
- * At start in `mode`: removes what kube-proxy-ts's other modes left (as upstream's start-up
- * cleanup). The IPVS mode's leftovers only where its dummy link shows it ran, and the iptables
- * mode's only where its canary or service chains show it ran (the two share chain names, so
- * a restart of either must not remove its own rules).
+ * At start in `mode`: removes what kube-proxy-ts's other modes and upstream kube-proxy left.
+ * Our iptables and IPVS modes use upstream's names, so leftovers.ts (mode-aware: it keeps what
+ * `mode` itself owns, and looks for IPVS state only where kube-ipvs0 shows it ran) removes both;
+ * only the nftables mode's table is ours alone.
  */
-export async function removeOtherModesLeftovers(mode: string, deps: { logger: Logger; clock: Clock }): Promise<void> {
-  const conns: NetlinkConnection[] = [];
-  const open = (protocol: number): NetlinkConnection => {
-    const c = connect(protocol, { timeoutMs: 30_000 });
-    conns.push(c);
-    return c;
-  };
-  try {
-    const steps: CleanupStep[] = [];
-    if (mode !== 'nftables') {
-      for (const family of FAMILIES) {
-        const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: open(Protocol.NETFILTER) });
-        steps.push({ what: `nftables mode table ${nft.scope.family} ${TABLE}`, run: () => new NftablesProxier({ nft, logger: deps.logger }).cleanup() });
-      }
+export async function removeOtherModesLeftovers(
+  mode: string,
+  deps: { logger: Logger; clock: Clock; excludeCIDRs?: readonly string[] },
+): Promise<void> {
+  if (mode !== 'nftables') {
+    const conns: NetlinkConnection[] = [];
+    try {
+      const steps = FAMILIES.map((family): CleanupStep => {
+        const transport = connect(Protocol.NETFILTER, { timeoutMs: 30_000 });
+        conns.push(transport);
+        const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport });
+        return { what: `nftables mode table ${nft.scope.family} ${TABLE}`, run: () => new NftablesProxier({ nft, logger: deps.logger }).cleanup() };
+      });
+      const failures = await runCleanupSteps(steps, deps.logger);
+      if (failures.length > 0) deps.logger.warn('Some leftovers of other modes remain', { failures: failures.join('; ') });
+    } finally {
+      for (const c of conns.splice(0)) c.close();
     }
-    if (mode !== 'iptables' && (await iptablesModeEvidence(open))) steps.push(...iptablesModeSteps(open));
-    const route = new RouteClient(open(Protocol.ROUTE));
-    if (mode !== 'ipvs' && (await route.getLink('kube-ipvs0').catch(() => undefined))) {
-      const genl = open(Protocol.GENERIC);
-      let ipvs = new IpvsClient(genl);
-      if (!(await ipvs.familyId().then(() => true, () => false))) ipvs = new AbsentIpvs(genl);
-      const ipset = new IpsetClient(open(Protocol.NETFILTER));
-      for (const family of FAMILIES) {
-        const p = new IpvsProxier({ family }, { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger, companion: companionWriter(family, ipset, open) });
-        steps.push({ what: `ipvs mode objects (${family})`, run: () => p.cleanup() });
-      }
-    }
-    const failures = await runCleanupSteps(steps, deps.logger);
-    if (failures.length > 0) deps.logger.warn('Some leftovers of other modes remain', { failures: failures.join('; ') });
-  } finally {
-    for (const c of conns.splice(0)) c.close();
   }
+  await cleanUpstreamLeftovers(mode, { logger: deps.logger, excludeCIDRs: deps.excludeCIDRs ?? [] });
 }

@@ -69,6 +69,7 @@ export function companionWriter(family: IPFamily, ipset: IpsetClient, open: (pro
 }
 
 export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[], deps: ProxierDeps): ProxierSet {
+  const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const timeoutMs = deps.timeoutMs ?? 30_000;
   const conns: { close(): void }[] = [];
   const open = (protocol: number) => {
@@ -110,7 +111,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
           return { close: () => {} };
         }
       };
-      const init = (): Promise<void> => removeOtherModesLeftovers('nftables', { logger: deps.logger, clock: deps.clock });
+      const init = (): Promise<void> => removeOtherModesLeftovers('nftables', leftoverDeps);
       return { mode: config.mode, proxiers, init, close, watchDrift };
     }
     if (config.mode === 'iptables') return iptablesSet(config, families, deps, open, close);
@@ -155,7 +156,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
           } catch (e) {
             throw new Error(`IPVS mode is unavailable: ${e instanceof Error ? e.message : String(e)} (is module ip_vs loadable?)`, { cause: e });
           }
-          await removeOtherModesLeftovers('ipvs', { logger: deps.logger, clock: deps.clock });
+          await removeOtherModesLeftovers('ipvs', leftoverDeps);
           for (const p of ipvsList) await p.init(signal);
         },
         close,
@@ -176,6 +177,7 @@ export function iptablesClients(family: IPFamily, conn: NetlinkConnection): Map<
 }
 
 function iptablesSet(config: ProxyConfig, families: readonly IPFamily[], deps: ProxierDeps, open: (protocol: number) => NetlinkConnection, close: () => void): ProxierSet {
+  const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const route = new RouteClient(open(Protocol.ROUTE));
   const proxiers = new Map<IPFamily, IptablesProxier>();
   for (const family of families) {
@@ -207,7 +209,7 @@ function iptablesSet(config: ProxyConfig, families: readonly IPFamily[], deps: P
       for (const f of findings) if (!f.fatal) deps.logger.warn(f.message);
       const fatal = findings.filter((f) => f.fatal);
       if (fatal.length > 0) throw new Error(fatal.map((f) => f.message).join('; '));
-      await removeOtherModesLeftovers('iptables', { logger: deps.logger, clock: deps.clock });
+      await removeOtherModesLeftovers('iptables', leftoverDeps);
     },
     close: () => {
       for (const p of proxiers.values()) p.stop();

@@ -35,7 +35,7 @@ import { servicePortRules } from './rules.ts';
 import { globalRules } from './global.ts';
 import type { WriterState } from './state.ts';
 import type { Unit, UnitSource } from './units.ts';
-import { isServicePortChain } from './names.ts';
+import { Chain, isServicePortChain } from './names.ts';
 import type { BatchSender, TableClient } from './writer-types.ts';
 
 /** The sysctl writer the daemon passes (route_localnet); same shape as the IPVS mode's. */
@@ -292,8 +292,13 @@ function handlesPresent(state: WriterState, kernel: KernelState): boolean {
   return true;
 }
 
-/** Chains this mode owns: upstream's fixed names and the service-port chains. */
+/**
+ * Chains this mode owns: upstream's fixed names and the service-port chains. Not kubelet's
+ * KUBE-FIREWALL: we fill it while running (as upstream, with the same martian drop kubelet
+ * writes), but like upstream's cleanup we never delete it or the jumps to it.
+ */
 export function isOurs(_table: IptTable, chain: string): boolean {
+  if (chain === Chain.FIREWALL) return false;
   return FIXED_NAMES.has(chain) || isServicePortChain(chain);
 }
 
