@@ -74,6 +74,7 @@ export const FIELDS: ReadonlyMap<string, FieldKind> = new Map<string, FieldKind>
   ['portRange', 'string'],
   ['windowsRunAsService', 'ignored'],
   ['kubeProxyTS.manifestDir', 'string'],
+  ['kubeProxyTS.controlSocket', 'string'],
 ]);
 
 /** Objects that hold fields (anything that is a prefix of a field path). */

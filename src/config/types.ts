@@ -92,6 +92,11 @@ export interface ProxyConfig {
      * YAML/JSON manifests in this directory instead of the Kubernetes API. '' = API mode.
      */
     manifestDir: string;
+    /**
+     * The local control socket (unix, mode 0600) that `kube-proxy-ts explain` and `trace`
+     * ask; '' = none. Default /run/kube-proxy-ts/control.sock (systemd's RuntimeDirectory).
+     */
+    controlSocket: string;
   };
 }
 
