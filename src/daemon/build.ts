@@ -122,5 +122,5 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
       { logger, clock, hostname: hostname() },
     );
   }
-  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows, localAddresses, ...(events ? { events } : {}) });
+  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows, localAddresses, controlSocket: config.kubeProxyTS.controlSocket, ...(events ? { events } : {}) });
 }
