@@ -186,7 +186,11 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
     },
     featureGates: { ...((values.get('featureGates') as Record<string, boolean> | undefined) ?? {}) },
     logging: { verbosity: num('logging.verbosity') ?? 0, format },
-    kubeProxyTS: { manifestDir: str('kubeProxyTS.manifestDir'), controlSocket: str('kubeProxyTS.controlSocket', DEFAULT_CONTROL_SOCKET) },
+    kubeProxyTS: {
+      manifestDir: str('kubeProxyTS.manifestDir'),
+      controlSocket: str('kubeProxyTS.controlSocket', DEFAULT_CONTROL_SOCKET),
+      serviceTrafficMetrics: bool('kubeProxyTS.serviceTrafficMetrics', false),
+    },
   };
 
   validate(config, { section, masqSection, err, warnings, values });

@@ -97,6 +97,11 @@ export interface ProxyConfig {
      * ask; '' = none. Default /run/kube-proxy-ts/control.sock (systemd's RuntimeDirectory).
      */
     controlSocket: string;
+    /**
+     * Export per-Service traffic counters (kubeproxyts_service_*), read from the kernel at
+     * scrape time. Opt-in: their number grows with the Services. IPVS mode only for now.
+     */
+    serviceTrafficMetrics: boolean;
   };
 }
 
