@@ -114,6 +114,8 @@ export function endpointVerdicts(p: ServicePortInfo, sel: EndpointSelection | un
   });
 }
 
+const byPlace = (a: ProgrammedEntry, b: ProgrammedEntry): number => a.where.localeCompare(b.where) || a.key.localeCompare(b.key, 'en', { numeric: true });
+
 const entryId = (e: ProgrammedEntry): string => `${e.where}\u0000${e.key}\u0000${e.value}`;
 
 /** Drift: what the last sync wrote against what the kernel holds now. */
@@ -147,7 +149,8 @@ export function explainPort(state: DesiredState, p: ServicePortInfo, description
   };
   if (!description) return out;
   const drift = compareEntries(description.expected, description.kernel);
-  return { ...out, kernel: { ...description, drift, agrees: drift.missing.length === 0 && drift.unexpected.length === 0 } };
+  const sorted = { ...description, kernel: [...description.kernel].sort(byPlace), expected: [...description.expected].sort(byPlace) };
+  return { ...out, kernel: { ...sorted, drift, agrees: drift.missing.length === 0 && drift.unexpected.length === 0 } };
 }
 
 /** The service ports a NAMESPACE/NAME[:PORT] names (PORT: the port's name or number); all when undefined. */

@@ -129,7 +129,7 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
   if (info.sessionAffinity === 'ClientIP') {
     notes.push(`sessionAffinity ClientIP: a client seen within ${info.stickyMaxAgeSeconds}s goes back to its endpoint; a new one gets each with the probability shown`);
   }
-  const why = `${kind} ${q.to}:${q.port}/${q.protocol} of ${info.id}: DNAT to one of ${eps.length} ${route.endpoints} endpoint(s)`;
+  const why = `${kind} ${q.to}:${q.port}/${q.protocol} of ${info.id}: to one of ${eps.length} ${route.endpoints} endpoint(s)`;
   return { query: q, family, frontend, verdict: 'dnat', reason: why, masquerade, endpoints, notes };
 }
 
