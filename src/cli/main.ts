@@ -6,7 +6,8 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONTROL_SOCKET } from '../config/index.ts';
 import { askDaemon, NoDaemonError } from '../control/client.ts';
-import { formatExplain, formatTrace } from '../explain/format.ts';
+import { formatExplain, formatLive, formatTrace } from '../explain/format.ts';
+import type { LiveAnswer } from '../explain/format.ts';
 import type { ExplainAnswer } from '../explain/format.ts';
 import type { TraceResult } from '../explain/trace.ts';
 import { AddressError, parseFrom, parseTo } from './endpoints.ts';
@@ -24,8 +25,11 @@ const USAGE = `Usage:
       chose and why the others were not, what the kernel holds for it and whether that is
       what the last sync wrote (drift), and the last sync and change times.
   kube-proxy-ts trace --from IP[:PORT] --to IP:PORT[/PROTO] [--in-interface IF] [--output table|json]
+                      [--live [--live-timeout SECONDS]]
       What a packet would meet: the frontend it hits, masqueraded or not and why, the
       endpoints it may reach and with which probability, or why it is dropped or rejected.
+      --live also arms nf_tables tracing for such packets (sending nothing) and prints the
+      real path of the next one, waiting at most --live-timeout seconds (default 10, max 60).
 The daemon answers on its control socket (default ${DEFAULT_CONTROL_SOCKET}, root only).
 `;
 
@@ -37,6 +41,8 @@ const OPTIONS = {
   from: { type: 'string' },
   to: { type: 'string' },
   'in-interface': { type: 'string' },
+  live: { type: 'boolean' },
+  'live-timeout': { type: 'string', default: '10' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -74,9 +80,12 @@ export async function runCli(argv: readonly string[], deps: CliDeps = {}): Promi
     const from = parseFrom(values.from);
     const to = parseTo(values.to);
     const iface = values['in-interface'];
-    const query = { op: 'trace', from: from.ip, ...(from.port !== undefined ? { fromPort: from.port } : {}), to: to.ip, port: to.port, protocol: to.protocol, ...(iface !== undefined ? { inInterface: iface } : {}) };
-    const result = (await askDaemon(socket, query)) as TraceResult;
-    out(output === 'json' ? `${JSON.stringify(result, null, 2)}\n` : formatTrace(result));
+    const liveSeconds = Number(values['live-timeout']);
+    if (!(liveSeconds > 0 && liveSeconds <= 60)) throw new UsageError(`--live-timeout must be 1-60 seconds, not ${values['live-timeout']}`);
+    const live = values.live === true ? { live: { timeoutMs: Math.round(liveSeconds * 1000) } } : {};
+    const query = { op: 'trace', ...live, from: from.ip, ...(from.port !== undefined ? { fromPort: from.port } : {}), to: to.ip, port: to.port, protocol: to.protocol, ...(iface !== undefined ? { inInterface: iface } : {}) };
+    const result = (await askDaemon(socket, query, values.live === true ? liveSeconds * 1000 + 15_000 : undefined)) as TraceResult & { live?: LiveAnswer };
+    out(output === 'json' ? `${JSON.stringify(result, null, 2)}\n` : formatTrace(result) + (result.live ? formatLive(result.live) : ''));
     return 0;
   } catch (e) {
     if (e instanceof UsageError || e instanceof AddressError) {

@@ -24,7 +24,8 @@ export class ControlError extends Error {
 
 const MAX_ANSWER = 64 * 1024 * 1024;
 
-export function askDaemon(path: string, request: Record<string, unknown>, timeoutMs = 30_000): Promise<unknown> {
+export function askDaemon(path: string, request: Record<string, unknown>, timeoutMs: number | undefined = 30_000): Promise<unknown> {
+  timeoutMs ??= 30_000;
   return new Promise((resolve, reject) => {
     let connected = false;
     let buf = '';

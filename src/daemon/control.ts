@@ -13,6 +13,7 @@ import { trace } from '../explain/trace.ts';
 import type { TraceQuery, TraceResult } from '../explain/trace.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import type { ChangeTracker, DesiredState, Protocol } from '../model/index.ts';
+import { liveTrace } from './live-trace.ts';
 import type { ProxierSet } from './proxiers.ts';
 
 export interface ControlParts {
@@ -22,6 +23,8 @@ export interface ControlParts {
   readonly metrics: ProxyMetrics;
   readonly localAddresses: () => readonly string[];
   readonly logger: Logger;
+  /** How `trace --live` watches the kernel; default live-trace.ts (tests replace it). */
+  readonly liveTrace?: typeof liveTrace;
 }
 
 async function gaugeTimes(g: ProxyMetrics['syncProxyRulesLastTimestamp']): Promise<Record<string, string>> {
@@ -94,6 +97,14 @@ function traceIt(p: ControlParts, r: Record<string, unknown>): TraceResult & { s
   return trace({ states, localAddresses: p.localAddresses(), mode: p.proxiers.mode }, traceQuery(r));
 }
 
+/** `live: {timeoutMs}` of a trace query: how long to wait for a matching packet (at most a minute). */
+function liveTimeout(v: unknown): number | undefined {
+  if (v === undefined || v === false) return undefined;
+  const ms = (v as { timeoutMs?: unknown }).timeoutMs;
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 100 || ms > 60_000) throw new Error('trace: live.timeoutMs must be 100-60000');
+  return ms;
+}
+
 export function controlHandler(p: ControlParts) {
   return async (r: Record<string, unknown>, signal: AbortSignal): Promise<unknown> => {
     switch (r['op']) {
@@ -104,8 +115,12 @@ export function controlHandler(p: ControlParts) {
         if (target !== undefined && typeof target !== 'string') throw new Error('explain: target must be NAMESPACE/NAME[:PORT]');
         return explain(p, target, signal);
       }
-      case 'trace':
-        return { ...traceIt(p, r), sync: await syncTimes(p) };
+      case 'trace': {
+        const predicted = { ...traceIt(p, r), sync: await syncTimes(p) };
+        const live = liveTimeout(r['live']);
+        if (live === undefined) return predicted;
+        return { ...predicted, live: await (p.liveTrace ?? liveTrace)(predicted.query, { timeoutMs: live, signal }) };
+      }
       default:
         throw new Error(`unknown query ${JSON.stringify(r['op'])} (ping, explain, trace)`);
     }

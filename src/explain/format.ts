@@ -99,3 +99,21 @@ export function formatTrace(r: TraceResult): string {
   for (const n of r.notes) out.push(`note: ${n}`);
   return out.join('\n') + '\n';
 }
+
+/** What `trace --live` saw: the path of the first matching packet (daemon/live-trace.ts). */
+export interface LiveAnswer {
+  readonly seen: boolean;
+  readonly waitedMs: number;
+  readonly path: readonly { family: string; table: string; chain: string; type: string; ruleHandle?: number; verdict?: string }[];
+}
+
+export function formatLive(l: LiveAnswer): string {
+  if (!l.seen) return `live: no matching packet within ${(l.waitedMs / 1000).toFixed(1)} s\n`;
+  const rows = l.path.map((e) => [
+    `${e.family} ${e.table}`,
+    e.chain,
+    e.type === 'rule' ? `rule ${e.ruleHandle ?? '?'}` : e.type,
+    e.verdict ?? '',
+  ]);
+  return `live: the path of the next matching packet (nf_tables trace):\n${indent(table(['TABLE', 'CHAIN', 'BY', 'VERDICT'], rows))}\n`;
+}

@@ -120,3 +120,41 @@ test.serial('explain and trace through the control socket match the kernel and r
     t.regex(r.stderr, /cannot reach the kube-proxy-ts daemon on .*control\.sock: no such socket; is the daemon running/);
   }
 });
+
+test.serial('trace --live: the real path of the next matching packet, and the arming table removed after', async (t) => {
+  const c = await makeCluster(t, 'xlv', 2);
+  const dir = await mkdtemp(join(tmpdir(), 'kpts-live-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const sock = join(dir, 'control.sock');
+  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, nodeName: 'node-a', endpoints: [podIP(0), podIP(1)] }));
+  const d = spawnDaemon(c.node, ['--manifest-dir', dir, '--hostname-override', 'node-a', '--cluster-cidr', '10.244.0.0/16', '--control-socket', sock,
+    '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--min-sync-period', '100ms']);
+  t.teardown(() => d.kill());
+  await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined), 20_000);
+
+  // Nothing matches within the time-out: said so, and nothing is left armed.
+  const idle = await runDaemon(c.node, ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80`, '--live', '--live-timeout', '1', '--control-socket', sock]);
+  t.is(idle.code, 0, idle.stderr);
+  t.regex(idle.stdout, /live: no matching packet within 1\.\d s/);
+  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, 'the arming table is gone');
+
+  // A packet while it waits: the CLI runs until it has seen one; the client connects until then (bounded).
+  let done = false;
+  const live = runDaemon(c.node, ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80/tcp`, '--live', '--live-timeout', '30', '-o', 'json', '--control-socket', sock], 60_000)
+    .finally(() => (done = true));
+  for (let i = 0; i < 100 && !done; i++) {
+    // Once armed, the next connection is traced; earlier ones are not (the arming is not visible to the test).
+    if ((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code === 0) await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80);
+    else await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const r = await live;
+  t.is(r.code, 0, r.stderr);
+  const answer = JSON.parse(r.stdout) as TraceResult & { live: { seen: boolean; path: { table: string; chain: string; type: string; verdict?: string }[] } };
+  t.true(answer.live.seen);
+  const path = answer.live.path.map((e) => `${e.table} ${e.chain} ${e.type} ${e.verdict ?? ''}`.trim());
+  t.log(path.join('\n'));
+  t.true(path.includes('kube-proxy-ts nat-prerouting rule jump services'), path.join('\n'));
+  t.true(path.some((p) => p === 'kube-proxy-ts services rule goto pick-internal-2'), path.join('\n'));
+  t.true(path.some((p) => p.startsWith('kube-proxy-ts pick-internal-2 rule')), path.join('\n'));
+  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, 'the arming table is gone');
+});
