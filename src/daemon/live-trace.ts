@@ -8,7 +8,7 @@
 // It sends nothing itself.
 
 import type { TraceQuery } from '../explain/trace.ts';
-import { connect, Protocol } from '../netlink/core/index.ts';
+import { connect, isNotFound, Protocol } from '../netlink/core/index.ts';
 import { NftClient, rule } from '../netlink/nftables/index.ts';
 import type { Field, RuleBuilder } from '../netlink/nftables/index.ts';
 import { openTraceMonitor } from '../netlink/nftables/trace.ts';
@@ -93,4 +93,15 @@ export async function liveTrace(q: TraceQuery, opts: { timeoutMs: number; signal
   if (failure) throw failure;
   const path = events.map(({ ruleHandle, ...e }) => ({ ...e, ...(ruleHandle !== undefined ? { ruleHandle: Number(ruleHandle) } : {}) }));
   return { seen: first !== undefined, waitedMs: Math.round(performance.now() - started), path };
+}
+
+/** --cleanup: the arming table a daemon killed mid-trace left behind. */
+export async function removeTraceTable(nft: NftClient): Promise<void> {
+  const tx = nft.newTransaction();
+  tx.delete({ kind: 'table' });
+  try {
+    await nft.run(tx);
+  } catch (e) {
+    if (!isNotFound(e)) throw e;
+  }
 }

@@ -157,4 +157,11 @@ test.serial('trace --live: the real path of the next matching packet, and the ar
   t.true(path.some((p) => p === 'kube-proxy-ts services rule goto pick-internal-2'), path.join('\n'));
   t.true(path.some((p) => p.startsWith('kube-proxy-ts pick-internal-2 rule')), path.join('\n'));
   t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, 'the arming table is gone');
+
+  // A daemon killed mid-trace leaves its arming table: --cleanup removes it with the rest.
+  await c.node.run('nft', 'add', 'table', 'ip', 'kube-proxy-ts-trace');
+  await d.kill();
+  const cl = await runDaemon(c.node, ['--cleanup']);
+  t.is(cl.code, 0, cl.stderr);
+  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, '--cleanup removed the arming table');
 });
