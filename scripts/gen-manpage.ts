@@ -151,6 +151,14 @@ What such a packet would meet: the frontend it hits, whether it is masqueraded a
 the endpoints it may reach with their probabilities, or exactly why it is dropped or
 rejected (no endpoints, a source range, an unallocated service IP, a Local policy with
 no local endpoint).
+With
+.BR \\-\\-live ,
+it also arms nf_tables tracing for the first packet of the next matching connection (it
+sends nothing), waits at most
+.B \\-\\-live\\-timeout
+seconds (default 10), prints the chains and rules that packet really met, and removes
+what it armed (table
+.IR "kube\\-proxy\\-ts\\-trace" ).
 .PP
 Exit status of the commands: 0 answered, 1 the daemon refused the query, 2 usage error,
 3 no daemon answers on the socket.
