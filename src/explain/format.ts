@@ -112,7 +112,8 @@ export function formatLive(l: LiveAnswer): string {
   const rows = l.path.map((e) => [
     `${e.family} ${e.table}`,
     e.chain,
-    e.type === 'rule' ? `rule ${e.ruleHandle ?? '?'}` : e.type,
+    // A rule event without a handle is the end of a chain the packet fell through.
+    e.type === 'rule' ? (e.ruleHandle !== undefined ? `rule ${e.ruleHandle}` : 'end of chain') : e.type,
     e.verdict ?? '',
   ]);
   return `live: the path of the next matching packet (nf_tables trace):\n${indent(table(['TABLE', 'CHAIN', 'BY', 'VERDICT'], rows))}\n`;
