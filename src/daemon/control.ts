@@ -46,12 +46,14 @@ async function syncTimes(p: ControlParts): Promise<SyncTimes> {
 
 async function explain(p: ControlParts, target: string | undefined, signal: AbortSignal): Promise<ExplainAnswer> {
   const ports: PortExplanation[] = [];
+  // What the proxiers read from the kernel is shared by the ports of this query.
+  const session = new Map<string, unknown>();
   for (const [family, tracker] of p.trackers) {
     const state = tracker.desired;
     const proxier = p.proxiers.proxiers.get(family);
     for (const info of matchPorts(state, target)) {
       signal.throwIfAborted();
-      const description = await proxier?.describe?.(info, signal);
+      const description = await proxier?.describe?.(info, { signal, session });
       ports.push(explainPort(state, info, description));
     }
   }

@@ -39,9 +39,18 @@ export interface Proxier {
    * For `kube-proxy-ts explain`: what the kernel holds for one service port, read back now
    * (never from the proxier's mirror), beside what the last successful sync wrote for it.
    */
-  describe?(info: ServicePortInfo, signal?: AbortSignal): Promise<PortDescription>;
+  describe?(info: ServicePortInfo, opts?: DescribeOptions): Promise<PortDescription>;
   /** Per-service-port traffic counters, read from the kernel at scrape time (opt-in metrics). */
   trafficCounters?(signal?: AbortSignal): Promise<readonly TrafficSample[]>;
+}
+
+export interface DescribeOptions {
+  signal?: AbortSignal;
+  /**
+   * Shared by the describe calls of one query (explain of every Service): a proxier may keep
+   * what it read from the kernel there, so that a query reads each table once, not per port.
+   */
+  session?: Map<string, unknown>;
 }
 
 /** One kernel object (or part of one) that a service port owns. */

@@ -100,3 +100,23 @@ test('matchPorts: by name, namespace default, port name or number; unknown gives
   t.deepEqual(matchPorts(state, 'other/two'), []);
   t.is(matchPorts(state, undefined).length, 2);
 });
+
+test('explaining every port reads each map once per query (a shared session), not once per port', async (t) => {
+  const { state, nft, proxier } = await synced((tr) => {
+    for (let i = 0; i < 40; i++) {
+      tr.onService(undefined, svc(`s${i}`, { clusterIP: `10.96.1.${i}` }));
+      tr.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.1.${i + 1}`)]), false);
+    }
+  });
+  const reads: string[] = [];
+  const listElements = nft.listElements.bind(nft);
+  nft.listElements = (set: string) => {
+    reads.push(set);
+    return listElements(set);
+  };
+  const session = new Map<string, unknown>();
+  const all = await Promise.all(matchPorts(state, undefined).map(async (p) => explainPort(state, p, await proxier.describe(p, { session }))));
+  t.is(all.length, 40);
+  t.true(all.every((x) => x.kernel!.agrees));
+  t.is(reads.length, new Set(reads).size, `each set read once: ${reads.join(', ')}`);
+});
