@@ -65,6 +65,17 @@ kube\\-proxy\\-ts \\- Kubernetes network proxy that programs the kernel over net
 .B kube\\-proxy\\-ts \\-\\-init\\-only
 .RI [ flags ...]
 .br
+.B kube\\-proxy\\-ts explain
+.RI [ namespace / name [: port ]]
+.RB [ \\-o " table|json]"
+.br
+.B kube\\-proxy\\-ts trace \\-\\-from
+.IR ip [: port ]
+.B \\-\\-to
+.IR ip : port [/ proto ]
+.RB [ \\-\\-in\\-interface
+.IR if ]
+.br
 .B kube\\-proxy\\-ts
 .RB [ \\-h | \\-\\-help | \\-\\-version ]
 .SH DESCRIPTION
@@ -115,6 +126,42 @@ Foreign rules and kubelet's chains stay.
 Rules written with iptables\\-legacy cannot be removed over netlink: when legacy tables are in
 use, a warning names the commands that remove upstream's.
 See docs/migrating.md in the sources for moving a node from upstream kube\\-proxy.
+.SH COMMANDS
+The running daemon answers questions on its control socket, a unix socket only root can
+open (default
+.IR /run/kube\\-proxy\\-ts/control.sock ,
+see
+.BR \\-\\-control\\-socket ;
+nothing listens on the network).
+Both commands take
+.B \\-\\-control\\-socket
+and
+.BR "\\-o table" " (default) or " "\\-o json" .
+.TP
+.B explain \\fR[\\fInamespace\\fB/\\fIname\\fR[\\fB:\\fIport\\fR]]
+For one Service (a port name or number picks one port), or every Service as a table:
+its frontends (cluster IP, node port, external and load\\-balancer IPs, source ranges),
+its policies (traffic policies, session affinity, topology), each endpoint with whether
+this node uses it and, if not, why (not ready, terminating, another zone, not on this
+node), what the kernel holds for it read back from the kernel, whether that is what the
+last sync wrote (drift), and the last sync and change times.
+.TP
+.B trace \\-\\-from \\fIip\\fR[\\fB:\\fIport\\fR] \\fB\\-\\-to \\fIip\\fB:\\fIport\\fR[\\fB/\\fIproto\\fR] [\\fB\\-\\-in\\-interface \\fIif\\fR]
+What such a packet would meet: the frontend it hits, whether it is masqueraded and why,
+the endpoints it may reach with their probabilities, or exactly why it is dropped or
+rejected (no endpoints, a source range, an unallocated service IP, a Local policy with
+no local endpoint).
+With
+.BR \\-\\-live ,
+it also arms nf_tables tracing for the first packet of the next matching connection (it
+sends nothing), waits at most
+.B \\-\\-live\\-timeout
+seconds (default 10), prints the chains and rules that packet really met, and removes
+what it armed (table
+.IR "kube\\-proxy\\-ts\\-trace" ).
+.PP
+Exit status of the commands: 0 answered, 1 the daemon refused the query, 2 usage error,
+3 no daemon answers on the socket.
 .SH OPTIONS
 .TP
 \\fB\\-h\\fR, \\fB\\-\\-help\\fR

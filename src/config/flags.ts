@@ -96,6 +96,8 @@ export const FLAGS: readonly FlagSpec[] = [
   { name: 'boot-id-file', kind: 'string', noEffect: true, help: 'Comma-separated list of files to check for boot-id (accepted for compatibility; no effect).' },
   { name: 'machine-id-file', kind: 'string', noEffect: true, help: 'Comma-separated list of files to check for machine-id (accepted for compatibility; no effect).' },
   { name: 'manifest-dir', kind: 'string', target: 'kubeProxyTS.manifestDir', overridesFile: true, ours: true, help: '[kube-proxy-ts] Standalone mode: read Services and EndpointSlices from YAML/JSON manifests in this directory instead of the Kubernetes API (config file: kubeProxyTS.manifestDir).' },
+  { name: 'control-socket', kind: 'string', target: 'kubeProxyTS.controlSocket', overridesFile: true, ours: true, help: '[kube-proxy-ts] The local control socket (unix, root only) that `kube-proxy-ts explain` and `trace` ask; empty to serve none (config file: kubeProxyTS.controlSocket). Default /run/kube-proxy-ts/control.sock.' },
+  { name: 'service-traffic-metrics', kind: 'bool', target: 'kubeProxyTS.serviceTrafficMetrics', overridesFile: true, ours: true, help: '[kube-proxy-ts] Export packets, bytes and connections per Service port (kubeproxyts_service_*), read from the kernel at scrape time; IPVS mode only for now (config file: kubeProxyTS.serviceTrafficMetrics).' },
 ];
 
 /** One flag as given on the command line, parsed. */

@@ -20,6 +20,9 @@ import {
   type ProxyMode,
 } from './types.ts';
 
+/** Where the daemon listens for `explain`/`trace` (systemd's RuntimeDirectory=kube-proxy-ts). */
+export const DEFAULT_CONTROL_SOCKET = '/run/kube-proxy-ts/control.sock';
+
 /** A blank mode means iptables, as upstream on Linux (the packaged config file names nftables). */
 export const DEFAULT_MODE: ProxyMode = 'iptables';
 export const HEALTHZ_PORT = 10256;
@@ -184,7 +187,11 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
     },
     featureGates: { ...((values.get('featureGates') as Record<string, boolean> | undefined) ?? {}) },
     logging: { verbosity: num('logging.verbosity') ?? 0, format },
-    kubeProxyTS: { manifestDir: str('kubeProxyTS.manifestDir') },
+    kubeProxyTS: {
+      manifestDir: str('kubeProxyTS.manifestDir'),
+      controlSocket: str('kubeProxyTS.controlSocket', DEFAULT_CONTROL_SOCKET),
+      serviceTrafficMetrics: bool('kubeProxyTS.serviceTrafficMetrics', false),
+    },
   };
 
   validate(config, { section, masqSection, err, warnings, values });

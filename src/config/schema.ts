@@ -74,6 +74,8 @@ export const FIELDS: ReadonlyMap<string, FieldKind> = new Map<string, FieldKind>
   ['portRange', 'string'],
   ['windowsRunAsService', 'ignored'],
   ['kubeProxyTS.manifestDir', 'string'],
+  ['kubeProxyTS.controlSocket', 'string'],
+  ['kubeProxyTS.serviceTrafficMetrics', 'bool'],
 ]);
 
 /** Objects that hold fields (anything that is a prefix of a field path). */

@@ -92,6 +92,16 @@ export interface ProxyConfig {
      * YAML/JSON manifests in this directory instead of the Kubernetes API. '' = API mode.
      */
     manifestDir: string;
+    /**
+     * The local control socket (unix, mode 0600) that `kube-proxy-ts explain` and `trace`
+     * ask; '' = none. Default /run/kube-proxy-ts/control.sock (systemd's RuntimeDirectory).
+     */
+    controlSocket: string;
+    /**
+     * Export per-Service traffic counters (kubeproxyts_service_*), read from the kernel at
+     * scrape time. Opt-in: their number grows with the Services. IPVS mode only for now.
+     */
+    serviceTrafficMetrics: boolean;
   };
 }
 

@@ -21,6 +21,7 @@ import type { HostFacts } from './families.ts';
 import { applyOomScoreAdj } from './oom-score.ts';
 import { buildProxiers } from './proxiers.ts';
 import { createNotifier } from './sd-notify.ts';
+import { wireServiceTraffic } from './service-traffic.ts';
 import { ProcSysctl } from './sysctl.ts';
 
 export interface BuildDeps {
@@ -119,5 +120,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
       { logger, clock, hostname: hostname() },
     );
   }
-  return new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows, localAddresses, ...(events ? { events } : {}) });
+  const daemon = new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows, localAddresses, controlSocket: config.kubeProxyTS.controlSocket, ...(events ? { events } : {}) });
+  if (config.kubeProxyTS.serviceTrafficMetrics) wireServiceTraffic({ metrics, trackers: daemon.trackers, proxiers, logger });
+  return daemon;
 }

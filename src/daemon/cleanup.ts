@@ -35,6 +35,7 @@ import { NftClient } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
 import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
+import { removeTraceTable, TRACE_TABLE } from './live-trace.ts';
 import type { Proxier } from '../proxier/types.ts';
 import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from './leftovers.ts';
 import { iptablesNftCodec, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
@@ -86,6 +87,10 @@ export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock })
   for (const family of FAMILIES) {
     const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: open(Protocol.NETFILTER) });
     steps.push(proxierStep(`nftables table ${nft.scope.family} ${TABLE}`, new NftablesProxier({ nft, logger: deps.logger })));
+  }
+  for (const family of FAMILIES) {
+    const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TRACE_TABLE, transport: open(Protocol.NETFILTER) });
+    steps.push({ what: `trace --live table ${nft.scope.family} ${TRACE_TABLE}`, run: () => removeTraceTable(nft) });
   }
   const genl = open(Protocol.GENERIC);
   let ipvs = new IpvsClient(genl);

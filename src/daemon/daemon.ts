@@ -25,6 +25,8 @@ import type { DesiredState } from '../model/index.ts';
 import { nodeRef } from '../sources/events.ts';
 import type { EventSink } from '../sources/events.ts';
 import type { Source } from '../sources/index.ts';
+import { startControl } from './control.ts';
+import type { ControlServer } from '../control/server.ts';
 import { modelOptionsFor } from './families.ts';
 import { healthCheckAddresses } from './health-addresses.ts';
 import { trackerFeed } from './feed.ts';
@@ -56,6 +58,8 @@ export interface DaemonParts {
   localAddresses?: () => readonly string[];
   /** The conntrack flusher (issue 6, not wired by build.ts yet); unset: stale targets are only logged. */
   staleFlows?: StaleFlowSink;
+  /** The control socket's path (explain, trace); unset: none (tests). */
+  controlSocket?: string;
 }
 
 export class Daemon {
@@ -68,6 +72,7 @@ export class Daemon {
   private readonly abort = new AbortController();
   private healthz: Served<Closable> | undefined;
   private metricsServer: Served<Closable> | undefined;
+  private control: ControlServer | undefined;
   private healthFallback: string | undefined;
   private started = false;
   private running = false;
@@ -192,11 +197,13 @@ export class Daemon {
           start: () => startMetricsServer({ address, metrics, proxyMode: proxiers.mode, configz: () => config, logger: this.log }),
         }));
       }
+      await this.startControl();
       const feed = trackerFeed({ trackers: [...this.trackers.values()], changed: () => this.loop.changed(), health: this.health, metrics, logger: this.log });
       if (this.abort.signal.aborted) {
         // stop() ran while the servers were starting: close what it could not see yet.
         await this.healthz?.close();
         await this.metricsServer?.close();
+        await this.control?.close();
         return;
       }
       await source.start(feed);
@@ -209,6 +216,18 @@ export class Daemon {
     } catch (e) {
       await this.stop().catch(() => undefined);
       throw e;
+    }
+  }
+
+  /** The control socket is a diagnostic: a daemon that cannot open it still proxies (said once). */
+  private async startControl(): Promise<void> {
+    const path = this.p.controlSocket;
+    if (path === undefined || path === '') return;
+    const { trackers, p } = this;
+    try {
+      this.control = await startControl({ path, trackers, proxiers: p.proxiers, metrics: p.metrics, localAddresses: p.localAddresses ?? (() => []), logger: this.log });
+    } catch (err) {
+      this.log.warn('Cannot open the control socket; explain and trace will not reach this daemon', { op: 'control', path, err });
     }
   }
 
@@ -243,6 +262,7 @@ export class Daemon {
     await step('service health checks', () => this.healthChecks.close());
     await step('healthz server', async () => this.healthz?.close());
     await step('metrics server', async () => this.metricsServer?.close());
+    await step('control socket', async () => this.control?.close());
     this.p.proxiers.close();
     if (this.running) this.log.info('Stopped; the programmed rules stay in place');
   }

@@ -68,6 +68,8 @@ async function closeLogger(logger: ClosableLogger): Promise<void> {
 export async function main(argv: readonly string[], deps: MainDeps = {}): Promise<number> {
   const out = deps.stdout ?? ((s: string) => void process.stdout.write(s));
   const err = deps.stderr ?? ((s: string) => void process.stderr.write(s));
+  // `explain` and `trace` ask the running daemon; they load none of its parts.
+  if (argv[0] === 'explain' || argv[0] === 'trace') return (await import('../cli/main.ts')).runCli(argv, { stdout: out, stderr: err });
   const version = packageVersion();
   // The --config text as read, for the watcher (a change after this read must still count).
   const configTexts = new Map<string, string>();

@@ -2,7 +2,7 @@
 // its name, is idempotent (the same desired state twice changes nothing), and reports what
 // a sync cost so the daemon can fill metrics and logs.
 
-import type { ChangeSet, DesiredState } from '../model/index.ts';
+import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../model/index.ts';
 
 export type ProxyMode = 'nftables' | 'ipvs' | 'iptables' | 'userspace';
 
@@ -37,4 +37,48 @@ export interface Proxier {
   sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport>;
   /** Removes every kernel object this mode created, and nothing else. Safe to run twice. */
   cleanup(): Promise<void>;
+  /**
+   * For `kube-proxy-ts explain`: what the kernel holds for one service port, read back now
+   * (never from the proxier's mirror), beside what the last successful sync wrote for it.
+   */
+  describe?(info: ServicePortInfo, opts?: DescribeOptions): Promise<PortDescription>;
+  /** Per-service-port traffic counters, read from the kernel at scrape time (opt-in metrics). */
+  trafficCounters?(signal?: AbortSignal): Promise<readonly TrafficSample[]>;
+}
+
+export interface DescribeOptions {
+  signal?: AbortSignal;
+  /**
+   * Shared by the describe calls of one query (explain of every Service): a proxier may keep
+   * what it read from the kernel there, so that a query reads each table once, not per port.
+   */
+  session?: Map<string, unknown>;
+}
+
+/** One kernel object (or part of one) that a service port owns. */
+export interface ProgrammedEntry {
+  /** Where it lives: a set or map name, "chain", "ipvs". */
+  readonly where: string;
+  /** What names it there: the element key as nft prints it, a chain name, "TCP 10.96.0.10:80". */
+  readonly key: string;
+  /** Its data: a verdict, an endpoint, a real server's settings; '' when none. */
+  readonly value: string;
+}
+
+export interface PortDescription {
+  readonly mode: ProxyMode;
+  /** Read back from the kernel by this call. */
+  readonly kernel: readonly ProgrammedEntry[];
+  /** What the last successful sync wrote for the port (empty: never programmed). */
+  readonly expected: readonly ProgrammedEntry[];
+}
+
+export interface TrafficSample {
+  readonly id: ServicePortId;
+  /** cluster-ip, external, node-port (IPVS: the virtual server's kind). */
+  readonly frontend: string;
+  readonly packets: number;
+  readonly bytes: number;
+  /** New connections, where the kernel counts them (IPVS). */
+  readonly connections?: number;
 }

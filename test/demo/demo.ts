@@ -85,7 +85,8 @@ async function main(): Promise<void> {
   console.log(indent(`${dir}/web.yaml: Service default/web, type NodePort, ${VIP}:80 and node port ${NODE_PORT} -> 3 endpoints on :8080`));
 
   step(3, 'Start kube-proxy-ts in the node namespace');
-  const args = ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--hostname-override', 'demo-node', '--cluster-cidr', '10.244.0.0/16', '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--min-sync-period', '100ms'];
+  const sock = join(dir, 'control.sock');
+  const args = ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--control-socket', sock, '--hostname-override', 'demo-node', '--cluster-cidr', '10.244.0.0/16', '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--min-sync-period', '100ms'];
   console.log(indent(dim(`ip netns exec ${c.node.name} node bin/kube-proxy-ts.js ${args.join(' ')}`)));
   const d: DaemonProcess = spawnDaemon(c.node, args);
   teardowns.push(async () => {
@@ -117,7 +118,7 @@ async function main(): Promise<void> {
   console.log(spread(np));
   console.log(indent(dim(`the pods saw the source ${[...new Set(np.map((a) => a.split(' ')[1]))].join(', ')}: masqueraded to the node's address on the pod link`)));
 
-  step(6, 'What kube-proxy-ts programmed (nft list, table ip kube-proxy-ts)');
+  step(6, 'What kube-proxy-ts programmed (nft list, table ip kube-proxy-ts; kube-proxy-ts explain and trace)');
   console.log(indent(dim('The `services` chain: one verdict-map lookup per packet, whatever the number of Services;')));
   console.log(indent(dim('the `service-ips` map sends each service IP . protocol . port to a picker chain (one per')));
   console.log(indent(dim('number of endpoints, shared by the Services that have as many), which picks one at random.')));
@@ -135,6 +136,13 @@ async function main(): Promise<void> {
     const chain = await c.node.exec('nft', ['list', 'chain', 'ip', 'kube-proxy-ts', svcChain]);
     console.log(indent(dim('The Service\'s own chain: masquerade if needed, then a random pick of an endpoint:')));
     console.log(indent(chain.code === 0 ? chain.stdout : chain.stderr));
+  }
+  console.log(indent(dim('The same in Kubernetes\' terms, read back from the kernel: kube-proxy-ts explain (the daemon answers on')));
+  console.log(indent(dim('its control socket), then what a packet from the client to the ClusterIP would meet: kube-proxy-ts trace')));
+  for (const cmd of [['explain'], ['explain', 'default/web'], ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80/tcp`]]) {
+    const r = await runDaemon(c.node, [...cmd, '--control-socket', sock]);
+    console.log(indent(`$ kube-proxy-ts ${cmd.join(' ')}`));
+    console.log(indent(r.code === 0 ? r.stdout : r.stderr));
   }
   const health = await c.nodeAgent.call<{ status: number; body: string }>(new URL('../kernel/daemon-agent.ts', import.meta.url).href, 'httpGet', 'http://127.0.0.1:10256/healthz');
   console.log(indent(`GET /healthz on the node: ${health.status} ${health.body}`));

@@ -3,6 +3,8 @@
 // child's pid is the daemon's own and signals reach it directly. Never the root namespace.
 
 import { spawn } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ExecResult, Netns } from './netns.ts';
 import { systemTool } from './netns.ts';
@@ -20,6 +22,8 @@ export interface DaemonProcess {
   kill(): Promise<void>;
 }
 
+let sockets = 0;
+
 /** `command`: what runs the daemon instead of this Node on bin/kube-proxy-ts.js (the image's root). */
 export function spawnDaemon(
   ns: Netns,
@@ -27,7 +31,9 @@ export function spawnDaemon(
   opts: { onLog?: (line: string) => void; env?: NodeJS.ProcessEnv; command?: readonly string[] } = {},
 ): DaemonProcess {
   const command = opts.command ?? [process.execPath, BIN];
-  const child = spawn(systemTool('ip'), ['netns', 'exec', ns.name, ...command, ...args], {
+  // The control socket is a file (not of the namespace): each test daemon gets its own, never the host's /run one.
+  const control = args.includes('--control-socket') ? [] : ['--control-socket', join(tmpdir(), `kpts-control-${process.pid}-${++sockets}.sock`)];
+  const child = spawn(systemTool('ip'), ['netns', 'exec', ns.name, ...command, ...args, ...control], {
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
   });

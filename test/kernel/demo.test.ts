@@ -55,6 +55,8 @@ test.serial('npm run demo: both Service addresses spread over the three pods; th
     const spread = spreadOf(r.output, title);
     t.deepEqual([...spread.keys()].sort(), ['pod1', 'pod2', 'pod3'], `${String(title)}: every pod answered\n${r.output}`);
   }
+  t.regex(r.output, /\$ kube-proxy-ts explain\n\s+SERVICE PORT[^\n]*\n\s+default\/web:http\/TCP .* 3\/3\s+in sync/, 'the demo shows explain');
+  t.regex(r.output, /verdict: DNAT: cluster-ip 10\.96\.0\.10:80\/TCP of default\/web:http\/TCP/, 'the demo shows trace');
   const afterEdit = spreadOf(r.output, /\n7\. Edit the manifest: pod2 goes away/);
   t.deepEqual([...afterEdit.keys()].sort(), ['pod1', 'pod3'], 'pod2 no longer answers after the edit');
   t.regex(r.output, /SIGTERM: exit code 0; rules left in place/);

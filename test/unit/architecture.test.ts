@@ -141,3 +141,22 @@ test('conntrack/ uses model/ and netlink; health/ and metrics/ see model/ types 
 test('nothing imports daemon/, the only composition root', (t) => {
   t.deepEqual(violations((e) => (!isPackage(e.to) && area(e.to) === 'daemon' && area(e.from) !== 'daemon' ? 'daemon/ is imported by none' : undefined)), []);
 });
+
+test('explain/ is pure; control/ is the socket only; cli/ talks to the daemon through control/', (t) => {
+  t.deepEqual(
+    violations((e) => {
+      const a = area(e.from);
+      const to = isPackage(e.to) ? e.to : area(e.to);
+      if (a === 'explain') {
+        if (IO_MODULES.includes(e.to)) return 'explain/ does no I/O';
+        if (isPackage(e.to)) return undefined;
+        if (e.to === 'proxier/types.ts') return e.typeOnly ? undefined : 'explain/ may import proxier/types.ts types only';
+        return ['explain', 'model', 'base'].includes(to) ? undefined : 'explain/ imports model/, base/ and proxier/types.ts types only';
+      }
+      if (a === 'control' && !isPackage(e.to) && !['control', 'base'].includes(to)) return 'control/ imports base/ only';
+      if (a === 'cli' && !isPackage(e.to) && !['cli', 'control', 'explain', 'config', 'base'].includes(to)) return 'cli/ imports control/, explain/, config/ and base/ only';
+      return undefined;
+    }),
+    [],
+  );
+});

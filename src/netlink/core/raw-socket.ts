@@ -35,6 +35,8 @@ export interface SocketOptions {
    * sockets whose replies never exceed it (a larger datagram arrives truncated: ENOBUFS).
    */
   recvMessageBytes?: number;
+  /** Multicast groups to join (NETLINK_ADD_MEMBERSHIP), for sockets that listen to kernel events. */
+  groups?: readonly number[];
 }
 
 const DEFAULT_RCVBUF = 8 << 20;
@@ -57,6 +59,7 @@ export function openRawSocket(protocol: number, opts: SocketOptions = {}): RawSo
     sendBufferSize: opts.sendBufferBytes ?? DEFAULT_SNDBUF,
     ...(opts.recvMessageBytes ? { messagePeeking: false, msgBufferSize: opts.recvMessageBytes } : {}),
   });
+  for (const g of opts.groups ?? []) sock.addMembership(g);
   // A netlink socket must not keep the process alive on its own: owners close it.
   sock.unref();
   return {

@@ -20,14 +20,15 @@ import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
 import type { CIDR, IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
 import { nodePortAddressMatches } from '../../model/index.ts';
-import type { ChangeSet, DesiredState, ServicePortId } from '../../model/index.ts';
+import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import { formatEntry, isSetBusy, isSetNotFound } from '../../netlink/ipset/index.ts';
 import type { IpsetClient } from '../../netlink/ipset/index.ts';
 import { IP_VS_SVC_F_PERSISTENT, isDestinationNotFound, isFwmarkKey, isServiceNotFound } from '../../netlink/ipvs/index.ts';
 import type { IpvsAddrKey, IpvsClient, IpvsOp } from '../../netlink/ipvs/index.ts';
 import { isNoSuchLink } from '../../netlink/route/index.ts';
 import type { RouteClient } from '../../netlink/route/index.ts';
-import type { Proxier, SyncReport } from '../types.ts';
+import type { PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
+import { describeIpvsPort, ipvsTrafficCounters } from './describe.ts';
 import { applyTouched } from './apply.ts';
 import type { ApplyContext } from './apply.ts';
 import { GracefulQueue, gracefulVerdict } from './graceful.ts';
@@ -520,6 +521,16 @@ export class IpvsProxier implements Proxier {
   }
 
   /** Removes our virtual servers, ipsets and kube-ipvs0; leaves every other object alone. */
+  /** explain: the port's virtual and real servers read back from the kernel, beside the last plan. */
+  describe(info: ServicePortInfo): Promise<PortDescription> {
+    return describeIpvsPort(this.deps.ipvs, info, this.index.ports.get(info.id), this.ctx);
+  }
+
+  /** The kernel's stats of every planned virtual server (opt-in per-Service metrics). */
+  trafficCounters(): Promise<readonly TrafficSample[]> {
+    return ipvsTrafficCounters(this.deps.ipvs, this.index.ports, this.ctx);
+  }
+
   cleanup(): Promise<void> {
     return this.exclusive(async () => {
       this.timer?.cancel();

@@ -11,7 +11,8 @@ import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
-import type { Proxier, SyncReport } from '../types.ts';
+import type { DescribeOptions, PortDescription, Proxier, SyncReport } from '../types.ts';
+import { describeNftPort } from './describe.ts';
 import { ElementIndex, emptyDelta, keyText, NO_ELEMENTS } from './elements.ts';
 import type { ElementDelta } from './elements.ts';
 import type { FamilyTraits } from './family.ts';
@@ -95,6 +96,11 @@ export class NftablesProxier implements Proxier {
     const report = full ? await this.fullSync(desired, signal) : await this.partialSync(desired, change, signal);
     this.needFull = false;
     return report;
+  }
+
+  /** explain: the port's objects read back from the kernel, and what the last sync planned for it. */
+  describe(info: ServicePortInfo, opts?: DescribeOptions): Promise<PortDescription> {
+    return describeNftPort(this.nft, info, this.ctx && this.plan(this.ports.get(info.id)), opts);
   }
 
   private planContext(desired: DesiredState): PlanContext {

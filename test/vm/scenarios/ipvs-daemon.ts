@@ -71,6 +71,8 @@ const DAEMON_ARGS = [
   // Both families: the cluster CIDRs say which ones the node serves (src/daemon/families.ts).
   '--cluster-cidr', `${CLUSTER_CIDR4},${CLUSTER_CIDR6}`,
   '--v', '2',
+  // Per-Service traffic counters (issue 19), read from IPVS stats at scrape time.
+  '--service-traffic-metrics',
 ];
 
 interface Run {
@@ -681,6 +683,46 @@ export const cases: VmCase[] = [
       const other = await client.ask({ op: 'tcp', host: '10.96.0.10', port: 22, n: 1 });
       assert.equal(other.code, 'ECONNREFUSED', `a non-service port of the VIP is rejected: ${JSON.stringify(other)}`);
       assert.match(await metrics(), /^kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds\{ip_family="IPv4"\} /m);
+    },
+  },
+  {
+    name: 'explain through the control socket reads the VSes back (in sync); kubeproxyts_service_connections_total counts exactly the connections made (issue 19)',
+    timeoutMs: 120_000,
+    async run(note) {
+      const cli = async (...args: string[]): Promise<Run> => run('/usr/sbin/ip', daemonCommand(args), 60_000);
+      const one = await cli('explain', 'default/web', '-o', 'json');
+      assert.equal(one.code, 0, one.stderr);
+      const web = (JSON.parse(one.stdout) as { ports: { family: string; kernel: { mode: string; agrees: boolean; kernel: { where: string; key: string }[] } }[] }).ports;
+      const v4 = web.find((p) => p.family === 'IPv4')!;
+      assert.equal(v4.kernel.mode, 'ipvs');
+      assert.ok(v4.kernel.agrees, JSON.stringify(v4.kernel));
+      assert.ok(v4.kernel.kernel.some((e) => e.where === 'ipvs' && e.key === 'TCP 10.96.0.10:80'), JSON.stringify(v4.kernel.kernel));
+      const all = await cli('explain');
+      assert.equal(all.code, 0, all.stderr);
+      assert.match(all.stdout, /default\/web:p\/TCP\s+IPv4\s+ClusterIP .* in sync/);
+      const trace = await cli('trace', '--from', '192.168.7.2', '--to', '10.96.0.10:80');
+      assert.match(trace.stdout, /verdict: DNAT: cluster-ip 10\.96\.0\.10:80\/TCP of default\/web:p\/TCP/);
+      const unknown = await cli('explain', 'default/nope');
+      assert.equal(unknown.code, 1);
+
+      const series = (name: string): string => `kubeproxyts_service_${name}_total{namespace="default",service="web",port="p",protocol="TCP",frontend="cluster-ip"}`;
+      // IPVS folds its per-CPU counters into what it reports every 2 s: a value counts once unchanged for longer.
+      const settled = async (what: string): Promise<{ conns: number; packets: number }> => {
+        let last = { conns: -1, packets: -1 };
+        let since = Date.now();
+        return until(what, async () => {
+          const text = await metrics();
+          const now = { conns: metric(text, series('connections')), packets: metric(text, series('packets')) };
+          if (now.conns !== last.conns || now.packets !== last.packets) [last, since] = [now, Date.now()];
+          return Date.now() - since > 3000 ? last : undefined;
+        }, 60_000, 500);
+      };
+      const before = await settled('the counters to settle');
+      await client.many('tcp', '10.96.0.10', 80, 6);
+      const after = await settled('the counters to count the connections');
+      note({ before, after });
+      assert.equal(after.conns - before.conns, 6, 'one IPVS connection per TCP connection');
+      assert.ok(after.packets - before.packets >= 6 * 3, 'at least SYN, ACK and FIN of each');
     },
   },
   {

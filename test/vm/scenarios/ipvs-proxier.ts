@@ -292,6 +292,43 @@ export const cases: VmCase[] = [
     },
   },
   {
+    name: 'traffic counters (per-Service metrics) rise by exactly the datagrams sent; describe reads the VS back (explain)',
+    timeoutMs: 60_000,
+    async run(note) {
+      const id = 'default/dns:p/UDP';
+      const counted = async (): Promise<{ packets: number; connections: number; bytes: number }> => {
+        const s = (await proxier.trafficCounters()).find((x) => x.id === id && x.frontend === 'cluster-ip');
+        return { packets: s?.packets ?? 0, connections: s?.connections ?? 0, bytes: s?.bytes ?? 0 };
+      };
+      // The kernel folds its per-CPU counters into what it reports every 2 s (ip_vs_est.c):
+      // a value counts once it has stayed the same for longer than that.
+      const settled = async (what: string): Promise<{ packets: number; connections: number; bytes: number }> => {
+        let last = await counted();
+        let since = Date.now();
+        await until(what, async () => {
+          const now = await counted();
+          if (now.packets !== last.packets || now.connections !== last.connections) [last, since] = [now, Date.now()];
+          return Date.now() - since > 3000;
+        });
+        return last;
+      };
+      const base = await settled('the counters to settle');
+      await udp('10.96.0.53', 53, 5);
+      const after = await settled('the counters to count the datagrams');
+      note({ base, after });
+      assert.equal(after.packets - base.packets, 5, 'one packet per datagram');
+      assert.equal(after.connections - base.connections, 5, 'a new source port is a new IPVS connection');
+      assert.ok(after.bytes - base.bytes >= 5 * 28, 'at least the IP and UDP headers of each');
+      const info = tracker.desired.services.get(id as never)!;
+      const d = await proxier.describe(info);
+      const text = (list: typeof d.kernel): string[] => list.map((e) => `${e.where} ${e.key} ${e.value}`).sort();
+      assert.deepEqual(text(d.kernel), [
+        'UDP 10.96.0.53:53 10.0.0.2:5353 masq weight 1', 'UDP 10.96.0.53:53 10.0.0.3:5353 masq weight 1', 'ipvs UDP 10.96.0.53:53 rr',
+      ]);
+      assert.deepEqual(text(d.kernel), text(d.expected), 'no drift');
+    },
+  },
+  {
     name: 'ClientIP affinity: one client sticks to one backend; ipvsadm shows the persistence timeout',
     timeoutMs: 60_000,
     async run(note) {

@@ -1,0 +1,169 @@
+// `kube-proxy-ts explain` and `trace` against the real daemon (bin/kube-proxy-ts.js in the
+// node namespace of a namespace cluster, fed from a manifest directory), through its control
+// socket: what trace predicts is what real packets meet (endpoints, masquerade, reject);
+// explain reads the kernel back and shows drift after an element is deleted behind the
+// daemon's back; with the daemon stopped both say so and exit non-zero.
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import type { PortExplanation } from '../../src/explain/explain.ts';
+import type { TraceResult } from '../../src/explain/trace.ts';
+import { CLIENT_IP, ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
+import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
+import { serviceYAML } from '../helpers/manifests.ts';
+
+const VIP = '10.96.0.10';
+const EMPTY_VIP = '10.96.0.20';
+
+test.serial('explain and trace through the control socket match the kernel and real packets', async (t) => {
+  const c = await makeCluster(t, 'xpl', 3);
+  const dir = await mkdtemp(join(tmpdir(), 'kpts-explain-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const sock = join(dir, 'run', 'control.sock');
+  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, nodeName: 'node-a', endpoints: [podIP(0), podIP(1), podIP(2)] }));
+  await writeFile(join(dir, 'empty.yaml'), serviceYAML({ name: 'empty', clusterIP: EMPTY_VIP, port: 80, targetPort: 8080, endpoints: [] }));
+  const d = spawnDaemon(c.node, [
+    '--proxy-mode', 'nftables',
+    '--manifest-dir', dir,
+    '--hostname-override', 'node-a',
+    '--cluster-cidr', '10.244.0.0/16',
+    '--control-socket', sock,
+    '--healthz-bind-address', '127.0.0.1:10256',
+    '--metrics-bind-address', '127.0.0.1:10249',
+    // No sync after the first one: the drift made below must still be there when asked (a
+    // periodic resync or an event-driven repair would fix it first).
+    '--min-sync-period', '1h',
+    '--sync-period', '1h',
+  ]);
+  t.teardown(() => d.kill());
+  const cli = async (...args: string[]) => runDaemon(c.node, [...args, '--control-socket', sock]);
+  const json = async <T>(...args: string[]): Promise<T> => {
+    const r = await cli(...args, '-o', 'json');
+    if (r.code !== 0) throw new Error(`${args.join(' ')}: exit ${r.code}: ${r.stderr}`);
+    return JSON.parse(r.stdout) as T;
+  };
+  try {
+    await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined), 20_000);
+  } catch (e) {
+    t.log(d.log());
+    throw e;
+  }
+  t.is((await stat(sock)).mode & 0o777, 0o600, 'the socket is root only');
+
+  // explain, all Services: a table, both in sync with the kernel.
+  const table = await cli('explain');
+  t.is(table.code, 0, table.stderr);
+  t.regex(table.stdout, /default\/web:http\/TCP\s+IPv4\s+NodePort\s+10\.96\.0\.10:80,node:30080\s+iTP=Cluster eTP=Cluster\s+3\/3\s+in sync/);
+  t.regex(table.stdout, /default\/empty:http\/TCP .* 0\/0\s+in sync/);
+  t.regex(table.stdout, /mode nftables; last sync: IPv4 \d{4}-/);
+
+  const web = (await json<{ ports: PortExplanation[] }>('explain', 'default/web')).ports;
+  t.is(web.length, 1);
+  t.true(web[0]!.kernel!.agrees);
+  t.true(web[0]!.kernel!.kernel.some((e) => e.where === 'service-ips' && e.key === `${VIP} . tcp . 80` && e.value === 'goto pick-internal-3'));
+
+  // trace from the client: three endpoints at 1/3, masqueraded (not from the pod network); real packets agree.
+  const fromClient = await json<TraceResult>('trace', '--from', CLIENT_IP, '--to', `${VIP}:80/tcp`);
+  t.is(fromClient.verdict, 'dnat');
+  t.deepEqual(fromClient.endpoints.map((e) => e.endpoint).sort(), [podIP(0), podIP(1), podIP(2)].map((ip) => `${ip}:8080`));
+  t.true(fromClient.endpoints.every((e) => Math.abs(e.probability - 1 / 3) < 1e-9));
+  t.true(fromClient.masquerade!.yes, fromClient.masquerade!.why);
+  const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 12);
+  for (const a of answers) {
+    const [pod, peer] = a.split(' ');
+    t.true(fromClient.endpoints.some((e) => e.endpoint === `${podIP(Number(pod!.slice(3)) - 1)}:8080`), `${a} is an endpoint trace listed`);
+    t.not(peer, CLIENT_IP, `${a}: masqueraded as trace said`);
+  }
+
+  // trace from a pod: not masqueraded (pod network), except to itself (hairpin).
+  const fromPod = await json<TraceResult>('trace', '--from', podIP(0), '--to', `${VIP}:80`);
+  t.false(fromPod.masquerade!.yes, fromPod.masquerade!.why);
+  t.deepEqual(fromPod.endpoints.filter((e) => e.hairpin).map((e) => e.endpoint), [`${podIP(0)}:8080`]);
+  for (const a of await c.podAgents[0]!.call<string[]>(ECHO, 'tcpMany', VIP, 80, 9)) {
+    const [pod, peer] = a.split(' ');
+    if (pod === 'pod1') t.not(peer, podIP(0), `${a}: hairpin is masqueraded`);
+    else t.is(peer, podIP(0), `${a}: the pod's own address is kept`);
+  }
+
+  // A node port from the client: the same endpoints.
+  const np = await json<TraceResult>('trace', '--from', `${CLIENT_IP}:40000`, '--to', `${NODE_IP}:30080`);
+  t.is(np.frontend?.kind, 'node-port');
+  t.is(np.endpoints.length, 3);
+  t.true((await c.clientAgent.call<string>(ECHO, 'tcp', NODE_IP, 30080)).startsWith('pod'));
+
+  // No endpoints: trace says reject, and the connection is refused.
+  const empty = await json<TraceResult>('trace', '--from', CLIENT_IP, '--to', `${EMPTY_VIP}:80`);
+  t.is(empty.verdict, 'reject');
+  t.is(await c.clientAgent.call<string>(ECHO, 'tcp', EMPTY_VIP, 80), 'ECONNREFUSED');
+  const text = await cli('trace', '--from', CLIENT_IP, '--to', `${EMPTY_VIP}:80`);
+  t.regex(text.stdout, /verdict: REJECT: default\/empty has no ready/);
+
+  // Drift: an endpoint slot deleted behind the daemon's back.
+  await c.node.run('nft', 'delete', 'element', 'ip', 'kube-proxy-ts', 'endpoints-3', `{ ${VIP} . tcp . 80 . 0 }`);
+  const drifted = (await json<{ ports: PortExplanation[] }>('explain', 'default/web:http')).ports[0]!;
+  t.false(drifted.kernel!.agrees);
+  t.deepEqual(drifted.kernel!.drift.missing.map((e) => `${e.where} ${e.key}`), [`endpoints-3 ${VIP} . tcp . 80 . 0`]);
+  const report = await cli('explain', 'default/web');
+  t.regex(report.stdout, /Kernel \(nftables\): DRIFT \(1 missing, 0 unexpected\)/);
+  t.regex(report.stdout, /MISSING endpoints-3: 10\.96\.0\.10 \. tcp \. 80 \. 0/);
+
+  const unknown = await cli('explain', 'default/nope');
+  t.is(unknown.code, 1);
+  t.regex(unknown.stderr, /no Service port default\/nope/);
+
+  // Stopped: the socket is gone, and the CLI says there is no daemon.
+  d.signal('SIGTERM');
+  t.is((await d.exited).code, 0);
+  await t.throwsAsync(stat(sock));
+  for (const args of [['explain'], ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80`]]) {
+    const r = await cli(...args);
+    t.is(r.code, 3, r.stderr);
+    t.regex(r.stderr, /cannot reach the kube-proxy-ts daemon on .*control\.sock: no such socket; is the daemon running/);
+  }
+});
+
+test.serial('trace --live: the real path of the next matching packet, and the arming table removed after', async (t) => {
+  const c = await makeCluster(t, 'xlv', 2);
+  const dir = await mkdtemp(join(tmpdir(), 'kpts-live-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const sock = join(dir, 'control.sock');
+  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, nodeName: 'node-a', endpoints: [podIP(0), podIP(1)] }));
+  const d = spawnDaemon(c.node, ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--hostname-override', 'node-a', '--cluster-cidr', '10.244.0.0/16', '--control-socket', sock,
+    '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--min-sync-period', '100ms']);
+  t.teardown(() => d.kill());
+  await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined), 20_000);
+
+  // Nothing matches within the time-out: said so, and nothing is left armed.
+  const idle = await runDaemon(c.node, ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80`, '--live', '--live-timeout', '1', '--control-socket', sock]);
+  t.is(idle.code, 0, idle.stderr);
+  t.regex(idle.stdout, /live: no matching packet within 1\.\d s/);
+  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, 'the arming table is gone');
+
+  // A packet while it waits: the CLI runs until it has seen one; the client connects until then (bounded).
+  let done = false;
+  const live = runDaemon(c.node, ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80/tcp`, '--live', '--live-timeout', '30', '-o', 'json', '--control-socket', sock], 60_000)
+    .finally(() => (done = true));
+  for (let i = 0; i < 100 && !done; i++) {
+    // Once armed, the next connection is traced; earlier ones are not (the arming is not visible to the test).
+    if ((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code === 0) await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80);
+    else await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const r = await live;
+  t.is(r.code, 0, r.stderr);
+  const answer = JSON.parse(r.stdout) as TraceResult & { live: { seen: boolean; path: { table: string; chain: string; type: string; verdict?: string }[] } };
+  t.true(answer.live.seen);
+  const path = answer.live.path.map((e) => `${e.table} ${e.chain} ${e.type} ${e.verdict ?? ''}`.trim());
+  t.log(path.join('\n'));
+  t.true(path.includes('kube-proxy-ts nat-prerouting rule jump services'), path.join('\n'));
+  t.true(path.some((p) => p === 'kube-proxy-ts services rule goto pick-internal-2'), path.join('\n'));
+  t.true(path.some((p) => p.startsWith('kube-proxy-ts pick-internal-2 rule')), path.join('\n'));
+  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, 'the arming table is gone');
+
+  // A daemon killed mid-trace leaves its arming table: --cleanup removes it with the rest.
+  await c.node.run('nft', 'add', 'table', 'ip', 'kube-proxy-ts-trace');
+  await d.kill();
+  const cl = await runDaemon(c.node, ['--cleanup']);
+  t.is(cl.code, 0, cl.stderr);
+  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, '--cleanup removed the arming table');
+});
