@@ -20,7 +20,7 @@ import type { Clock, TimerHandle } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
 import type { Converted } from './convert.ts';
 import type { KubeApi, Query, WatchEvent } from './kube-api.ts';
-import { isGone, isNotFound, isTooLargeResourceVersion, statusError } from './kube-api.ts';
+import { DeadlineError, isGone, isNotFound, isTooLargeResourceVersion, statusError } from './kube-api.ts';
 import type { RejectCounter } from './types.ts';
 
 export interface BackoffOptions {
@@ -211,7 +211,10 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
             await sleep(this.o.clock, this.backoff.maxMs, signal);
             continue;
           }
-          const delay = backoffDelay(attempt++, this.backoff, this.o.random);
+          // A request that hit its deadline already waited it out: the server sees one request
+          // per deadline, and retrying soon keeps convergence within seconds of its recovery.
+          const hung = err instanceof DeadlineError || err instanceof TimeoutError;
+          const delay = backoffDelay(hung ? 0 : attempt++, this.backoff, this.o.random);
           this.log.warn('list/watch failed; retrying', {
             error: describe(err),
             attempt,

@@ -21,7 +21,8 @@
 // What tests control: mutations (create/update/upsert/remove, each taking the next global
 // resourceVersion), compact(), bookmark(), dropWatches() (cut every open watch mid-stream,
 // no terminating chunk), closeWatches() (clean end), down (every request's connection is
-// reset), responseDelayMs (slow answers), failNext(), disableResource(), and a request log.
+// reset), hung (accepts, never answers), responseDelayMs (slow answers), failNext(),
+// disableResource(), and a request log.
 
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -167,6 +168,7 @@ export class FakeApiServer {
   down = false;
   /** Delay before answering any request (headers included), in ms. */
   responseDelayMs = 0;
+  private isHung = false;
 
   private readonly server: Server;
   private readonly opts: FakeApiServerOptions;
@@ -329,6 +331,20 @@ export class FakeApiServer {
     for (const w of [...this.watchers]) this.endWatcher(w, false);
   }
 
+  /**
+   * A hung server: it still accepts connections and reads requests but never answers them
+   * (a request that arrived while hung stays unanswered for good, as one a wedged server
+   * lost). Hanging cuts the open watches, as a restart that came back wedged would.
+   */
+  get hung(): boolean {
+    return this.isHung;
+  }
+
+  set hung(on: boolean) {
+    if (on && !this.isHung) this.dropWatches();
+    this.isHung = on;
+  }
+
   /** Ends every open watch cleanly, as the server does at timeoutSeconds. */
   closeWatches(): void {
     for (const w of [...this.watchers]) this.endWatcher(w, true);
@@ -357,6 +373,7 @@ export class FakeApiServer {
     const query = Object.fromEntries(url.searchParams);
     const watch = query['watch'] === 'true' || query['watch'] === '1';
     this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query, watch, at: Date.now() });
+    if (this.isHung) return; // never answered; close() destroys the socket
     const go = () => {
       if (this.down) {
         req.socket.destroy();

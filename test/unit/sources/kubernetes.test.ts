@@ -408,3 +408,25 @@ test('"Too large resource version" on a watch: back off, then relist', async (t)
   await waitFor(() => h.rec.services.has('default/after'), 'after');
   t.is(listCount(h.server, '/api/v1/services'), lists + 1, 'relisted');
 });
+
+test('a hung server (accepts, never answers) is detected by the headers deadline; convergence follows its recovery', async (t) => {
+  const server = await FakeApiServer.start();
+  server.create(svc('default', 'web'));
+  // client-go's backoff (800 ms doubling to 30 s): a deadline does not make it grow.
+  const h = await harness(t, () => {}, {
+    api: new ClientNodeApi(loadKubeConfig({ master: server.url }), { headersTimeoutMs: 300 }),
+    backoff: { initialMs: 800, maxMs: 30_000, factor: 2, jitter: 0.5 },
+    random: () => 0.5,
+  }, server);
+  await h.source.waitForSync(AbortSignal.timeout(10_000));
+  server.hung = true;
+  server.create(svc('default', 'during'));
+  const deadlines = () =>
+    h.logger.records.filter((r) => r.msg === 'list/watch failed; retrying' && r.fields['kind'] === 'Service' && String(r.fields['error']).includes('no response within 300 ms'));
+  await waitFor(() => deadlines().length >= 4, 'four requests hit their deadline', 20_000);
+  t.false(h.rec.services.has('default/during'));
+  server.hung = false;
+  await waitFor(() => h.rec.services.has('default/during'), 'converged after the server answers again');
+  t.true(deadlines().every((r) => (r.fields['retryInMs'] as number) === 1000), 'retried at the first backoff step, not 30 s later');
+  t.deepEqual(h.rec.violations, []);
+});
