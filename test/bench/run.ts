@@ -39,6 +39,7 @@ export const REGISTRY: readonly Entry[] = [
   { name: 'nftables', summary: 'nftables proxier vs `nft -f` of our ruleset and of an upstream-shaped one (issue 4)', load: async () => (await import('./nftables.ts')).bench },
   { name: 'ipvs', summary: 'IPVS proxier vs ipvsadm/ipset/iptables restore, under QEMU (issue 5)', load: async () => (await import('./ipvs.ts')).bench },
   { name: 'ipset', summary: 'ipset bulk adds vs `ipset restore` (issue 5’s sets)', load: async () => (await import('./ipset.ts')).bench },
+  { name: 'e2e', summary: 'the daemon process against a test API server, timed with packets: cold start, changes, RSS (issue 17)', load: async () => (await import('./e2e.ts')).bench },
   { name: 'conntrack', summary: 'stale UDP entries deleted vs `conntrack -D` (issue 6)', load: async () => (await import('./conntrack-suite.ts')).bench },
 ];
 
