@@ -11,7 +11,7 @@
 // into JSON or a stream of events, and every error into an ApiError with the HTTP status
 // (or the transport's error).
 
-import { HttpMethod, IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { HttpMethod, IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from './client-node.ts';
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
 
