@@ -205,7 +205,7 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
             absent = true;
             needList = true;
             // Whatever it held before (a server downgraded under us) is gone with it.
-            if (this.store.size > 0) this.reconcile([]);
+            if (this.store.size > 0) this.replaceStore(new Map());
             this.lastRv = '';
             this.markSynced();
             await sleep(this.o.clock, this.backoff.maxMs, signal);
@@ -266,7 +266,9 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
    * older than what we already had, and a node's few lists are cheap.
    */
   private async list(signal: AbortSignal): Promise<void> {
-    const items: unknown[] = [];
+    // Each page is converted as it arrives and then dropped: only the compact objects of the
+    // whole list are held until it is complete, never the pages' JSON.
+    const next = new Map<string, T>();
     let cont = '';
     let rv = '';
     const limit = String(this.o.listPageSize ?? 500);
@@ -288,36 +290,38 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
       if (p.items !== undefined && p.items !== null && !Array.isArray(p.items)) {
         throw new Error(`list ${this.o.path}: items is not a list`);
       }
-      for (const item of (p.items as unknown[] | null | undefined) ?? []) items.push(item);
+      for (const item of (p.items as unknown[] | null | undefined) ?? []) this.take(item, next);
       rv = typeof p.metadata?.resourceVersion === 'string' ? p.metadata.resourceVersion : '';
       cont = typeof p.metadata?.continue === 'string' ? p.metadata.continue : '';
     } while (cont !== '' && !signal.aborted);
     signal.throwIfAborted();
-    this.reconcile(items);
+    this.replaceStore(next);
     this.lastRv = rv;
     this.log.debug('listed', { count: this.store.size, resourceVersion: rv });
     this.markSynced();
   }
 
-  private reconcile(items: unknown[]): void {
-    const events = this.events!;
-    const next = new Map<string, T>();
-    for (const item of items) {
-      const c = this.o.convert(item);
-      if (!c.ok) {
-        this.reject(c.key, c.reason);
-        // Keep what we had for it: a bad update never takes away a good object.
-        const had = c.key !== undefined ? this.store.get(c.key) : undefined;
-        if (c.key !== undefined && had !== undefined) next.set(c.key, had);
-        continue;
-      }
-      if (this.o.accept && !this.o.accept(c.obj)) continue;
-      if (next.has(c.key)) {
-        this.reject(c.key, 'listed twice');
-        continue;
-      }
-      next.set(c.key, c.obj);
+  /** One listed object into the next store. */
+  private take(item: unknown, next: Map<string, T>): void {
+    const c = this.o.convert(item);
+    if (!c.ok) {
+      this.reject(c.key, c.reason);
+      // Keep what we had for it: a bad update never takes away a good object.
+      const had = c.key !== undefined ? this.store.get(c.key) : undefined;
+      if (c.key !== undefined && had !== undefined) next.set(c.key, had);
+      return;
     }
+    if (this.o.accept && !this.o.accept(c.obj)) return;
+    if (next.has(c.key)) {
+      this.reject(c.key, 'listed twice');
+      return;
+    }
+    next.set(c.key, c.obj);
+  }
+
+  /** A relist's result becomes the store; the handler hears the difference. */
+  private replaceStore(next: Map<string, T>): void {
+    const events = this.events!;
     const prev = this.store;
     this.store = next;
     for (const [key, old] of prev) if (!next.has(key)) events.delete(key, old);
