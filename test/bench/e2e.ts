@@ -10,6 +10,7 @@
 //                   updates, and the peak (VmHWM), read from /proc/<pid>/status
 //
 // N = 0 gives the idle daemon's RSS. --quick: 0 and 1,000 only, a short churn.
+// E2E_SIZES=0,10000 chooses the sizes; E2E_50K=1 adds 50,000 to a full run.
 
 import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
@@ -31,6 +32,8 @@ interface SizeResult {
   n: number;
   coldFirstMs?: number;
   coldLastMs?: number;
+  /** The daemon's CPU time (user + system) from its start to the first and last Service answering. */
+  coldCpuMs?: number;
   servingMs?: number;
   newServiceMs: number[];
   moveMs: number[];
@@ -41,6 +44,13 @@ interface SizeResult {
 }
 
 const wallNow = (): number => performance.timeOrigin + performance.now();
+
+/** utime + stime of a process, ms (/proc/<pid>/stat fields 14 and 15, in clock ticks of 10 ms). */
+async function cpuMsOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
 
 async function memoryOf(pid: number): Promise<{ rss: number; hwm: number }> {
   const text = await readFile(`/proc/${pid}/status`, 'utf8');
@@ -102,6 +112,7 @@ async function measureSize(n: number, opts: BenchOptions): Promise<SizeResult> {
       if (first === undefined || last === undefined) throw new Error(`the daemon did not program ${n} Services within 120 s:\n${d.log().slice(-3000)}`);
       out.coldFirstMs = first - started;
       out.coldLastMs = last - started;
+      out.coldCpuMs = await cpuMsOf(d.pid);
     }
     await sleep(n > 0 ? 3000 : 5000);
     out.rssSyncMiB = (await memoryOf(d.pid)).rss;
@@ -143,7 +154,9 @@ const med = (xs: number[]): string => (xs.length === 0 ? '-' : `${formatMs(media
 export const bench: Bench = {
   needsRoot: true,
   async run(opts: BenchOptions): Promise<Section[]> {
-    const sizes = opts.quick ? [0, 1000] : [0, 1000, 5000, 10_000, ...(process.env['E2E_50K'] ? [50_000] : [])];
+    // E2E_SIZES=0,10000 picks sizes (a comparison run); E2E_50K=1 adds 50,000 to the full run.
+    const chosen = process.env['E2E_SIZES']?.split(',').map(Number).filter((x) => Number.isInteger(x) && x >= 0);
+    const sizes = chosen?.length ? chosen : opts.quick ? [0, 1000] : [0, 1000, 5000, 10_000, ...(process.env['E2E_50K'] ? [50_000] : [])];
     const results: SizeResult[] = [];
     for (const n of sizes) {
       opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}`);
@@ -164,15 +177,17 @@ export const bench: Bench = {
     ];
     return [{
       title: 'End to end: the daemon process against a test API server (issue 17)',
-      description: `The real daemon (bin/kube-proxy-ts.js, NODE_OPTIONS=${DAEMON_NODE_FLAGS.join(' ')}, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at 50/s.`,
+      description: `The real daemon (bin/kube-proxy-ts.js, NODE_OPTIONS=${DAEMON_NODE_FLAGS.join(' ')}, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at 50/s.`,
       columns: [
-        { title: 'N × 10' }, { title: 'cold start: first / last Service answers', align: 'right' }, { title: 'server list serving', align: 'right' },
+        { title: 'N × 10' }, { title: 'cold start: first / last Service answers', align: 'right' }, { title: 'daemon CPU to then', align: 'right' },
+        { title: 'server list serving', align: 'right' },
         { title: 'new Service', align: 'right' }, { title: 'endpoint move', align: 'right' }, { title: 'RSS after first sync', align: 'right' },
         { title: 'RSS after churn (updates)', align: 'right' }, { title: 'peak RSS', align: 'right' },
       ],
       rows: results.map((r) => [
         r.n === 0 ? '0 (idle)' : formatCount(r.n),
         r.coldFirstMs === undefined ? '-' : `${formatMs(r.coldFirstMs)} / ${ms(r.coldLastMs)}`,
+        ms(r.coldCpuMs),
         ms(r.servingMs),
         med(r.newServiceMs),
         med(r.moveMs),

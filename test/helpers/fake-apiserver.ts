@@ -179,6 +179,7 @@ export class FakeApiServer {
   private compactedRv = 0;
   private readonly watchers = new Set<Watcher>();
   private readonly disabled = new Set<string>();
+  private readonly listCache = new Map<string, { rv: number; sorted: KObject[] }>();
   private failures: { status: number; count: number; pathPrefix: string; causes: string[] }[] = [];
 
   private constructor(server: Server, url: string, opts: FakeApiServerOptions) {
@@ -479,6 +480,18 @@ export class FakeApiServer {
     return snap;
   }
 
+  /** The objects as of rv in key order; the last one per kind is kept, so pages of one list cost O(page). */
+  private sortedAt(plural: string, rv: number): KObject[] | undefined {
+    if (rv < this.compactedRv) return undefined;
+    const hit = this.listCache.get(plural);
+    if (hit?.rv === rv) return hit.sorted;
+    const snap = this.snapshotAt(plural, rv);
+    if (!snap) return undefined;
+    const sorted = [...snap.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, o]) => o);
+    this.listCache.set(plural, { rv, sorted });
+    return sorted;
+  }
+
   private serveList(def: ResourceDef, match: (o: KObject) => boolean, query: Record<string, string>, res: ServerResponse): void {
     let rv = this.rv;
     let offset = 0;
@@ -491,11 +504,11 @@ export class FakeApiServer {
         return this.status(res, 400, 'BadRequest', 'invalid continue token');
       }
     }
-    const snap = this.snapshotAt(def.plural, rv);
-    if (!snap) {
+    const sorted = this.sortedAt(def.plural, rv);
+    if (!sorted) {
       return this.status(res, 410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.');
     }
-    const all = [...snap.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, o]) => o).filter(match);
+    const all = sorted.filter(match);
     const limit = Number(query['limit'] ?? 0);
     const page = limit > 0 ? all.slice(offset, offset + limit) : all.slice(offset);
     const metadata: KObject = { resourceVersion: String(rv) };
