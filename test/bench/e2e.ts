@@ -12,7 +12,9 @@
 // N = 0 gives the idle daemon's RSS. --quick: 0 and 1,000 only, a short churn.
 // E2E_SIZES=0,10000 chooses the sizes; E2E_50K=1 adds 50,000 to a full run.
 
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DAEMON_NODE_FLAGS } from '../../src/daemon/node-flags.ts';
 import type { Cluster } from '../helpers/cluster.ts';
@@ -20,6 +22,8 @@ import { makeCluster } from '../helpers/cluster.ts';
 import type { DaemonProcess } from '../helpers/daemon-process.ts';
 import { spawnDaemon } from '../helpers/daemon-process.ts';
 import { clusterIP } from './e2e-agent.ts';
+import type { HeapBreakdown } from './heap-summary.ts';
+import { heapBreakdown, smapsByMapping, takeSnapshot } from './heap-summary.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, formatMs, median } from './stats.ts';
 
@@ -41,6 +45,8 @@ interface SizeResult {
   rssChurnMiB: number;
   peakMiB: number;
   churned: number;
+  /** Where the memory is at the end of the run (the largest size only). */
+  breakdown?: { rssMiB: number; mappings: [string, number][]; heap: HeapBreakdown };
 }
 
 const wallNow = (): number => performance.timeOrigin + performance.now();
@@ -93,8 +99,9 @@ export function spawnMeasured(c: Cluster, url: string, extraNodeOptions: readonl
   return spawnDaemon(c.node, daemonArgs(url), { env: { NODE_OPTIONS: [...DAEMON_NODE_FLAGS, ...extraNodeOptions].join(' ') } });
 }
 
-async function measureSize(n: number, opts: BenchOptions): Promise<SizeResult> {
+async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): Promise<SizeResult> {
   const c = await cluster();
+  const snapshots = await mkdtemp(join(tmpdir(), 'kpts-e2e-'));
   let d: DaemonProcess | undefined;
   try {
     const api = c.nodeAgent;
@@ -104,7 +111,7 @@ async function measureSize(n: number, opts: BenchOptions): Promise<SizeResult> {
     const answer = (ip: string, prefix: string, limitMs: number) =>
       c.clientAgent.call<number | undefined>(AGENT, 'firstAnswer', ip, 80, prefix, limitMs);
     const started = wallNow();
-    d = spawnMeasured(c, url);
+    d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`]);
     const out: SizeResult = { n, newServiceMs: [], moveMs: [], rssSyncMiB: NaN, rssChurnMiB: NaN, peakMiB: NaN, churned: 0 };
     if (servingMs !== undefined) out.servingMs = servingMs;
     if (n > 0) {
@@ -140,10 +147,18 @@ async function measureSize(n: number, opts: BenchOptions): Promise<SizeResult> {
     out.rssChurnMiB = m.rss;
     out.peakMiB = m.hwm;
     await api.call(AGENT, 'stopApi');
+    if (breakdown) {
+      // Last: a snapshot costs the daemon memory of its own (the peak above is read before).
+      opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: heap snapshot`);
+      const mappings = smapsByMapping(await readFile(`/proc/${d.pid}/smaps`, 'utf8'));
+      const daemon = d;
+      out.breakdown = { rssMiB: m.rss, mappings, heap: heapBreakdown(await takeSnapshot(() => daemon.signal('SIGUSR2'), snapshots)) };
+    }
     return out;
   } finally {
     await d?.kill();
     await c.destroy();
+    await rm(snapshots, { recursive: true, force: true });
   }
 }
 
@@ -158,9 +173,10 @@ export const bench: Bench = {
     const chosen = process.env['E2E_SIZES']?.split(',').map(Number).filter((x) => Number.isInteger(x) && x >= 0);
     const sizes = chosen?.length ? chosen : opts.quick ? [0, 1000] : [0, 1000, 5000, 10_000, ...(process.env['E2E_50K'] ? [50_000] : [])];
     const results: SizeResult[] = [];
+    const largest = Math.max(...sizes);
     for (const n of sizes) {
       opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}`);
-      results.push(await measureSize(n, opts));
+      results.push(await measureSize(n, opts, n === largest || n === 0));
     }
     const at10k = results.find((r) => r.n === 10_000);
     const idle = results.find((r) => r.n === 0);
@@ -196,6 +212,38 @@ export const bench: Bench = {
         mib(r.peakMiB),
       ]),
       targets,
-    }];
+    }, ...results.filter((r) => r.breakdown).map((r) => breakdownSection(r.n, r.breakdown!))];
   },
 };
+
+/** Where the daemon's RSS goes: mappings from /proc/<pid>/smaps, the live JS heap by kind from a snapshot. */
+function breakdownSection(n: number, b: NonNullable<SizeResult['breakdown']>): Section {
+  const kib = (name: string): number => b.mappings.filter(([m]) => m === name).reduce((a, [, k]) => a + k, 0);
+  const nodeBinary = b.mappings.filter(([m]) => m.endsWith('/bin/node')).reduce((a, [, k]) => a + k, 0);
+  const libs = b.mappings.filter(([m]) => m.startsWith('/') && !m.endsWith('/bin/node')).reduce((a, [, k]) => a + k, 0);
+  const anon = kib('[anon]');
+  const live = b.heap.total / 2 ** 20;
+  const type = (t: string): number => (b.heap.byType.find(([x]) => x === t)?.[1] ?? 0) / 2 ** 20;
+  const strings = type('string') + type('concatenated string') + type('sliced string');
+  const rows: string[][] = [
+    ['node binary (file-backed text, shared between processes)', mib(nodeBinary / 1024)],
+    ['shared libraries, netlink addon', mib(libs / 1024)],
+    ['malloc heap ([heap]: Buffers, undici, addon)', mib(kib('[heap]') / 1024)],
+    ['anonymous mappings (V8 heap spaces, code, stacks)', mib(anon / 1024)],
+    ['  of which the live JS heap (snapshot, self sizes)', mib(live)],
+    ['    strings', mib(strings)],
+    ['    objects', mib(type('object'))],
+    ['    arrays (element and property stores)', mib(type('array'))],
+    ['    code (compiled functions)', mib(type('code'))],
+    ['    other (hidden, shapes, closures, native)', mib(live - strings - type('object') - type('array') - type('code'))],
+    ['  of which not live (V8 free pages and reserve, young generation)', mib(anon / 1024 - live)],
+  ];
+  const top = b.heap.byName.filter(([k]) => k.startsWith('object:')).slice(0, 4).map(([k, e]) => `${k.slice(7) || '(anonymous)'} ${(e.size / 2 ** 20).toFixed(1)} MiB (${formatCount(e.count)})`);
+  return {
+    title: `Where the memory goes: the daemon at ${n === 0 ? 'idle' : `${formatCount(n)} × ${ENDPOINTS}`} (issue 17)`,
+    description: `The same daemon at the end of its run above (RSS ${mib(b.rssMiB)}): its RSS by mapping (/proc/<pid>/smaps), and its live JS heap from a heap snapshot (--heapsnapshot-signal), by kind.`,
+    columns: [{ title: 'part' }, { title: 'RSS / size', align: 'right' }],
+    rows,
+    notes: [`Largest object kinds: ${top.join(', ')}.`],
+  };
+}
