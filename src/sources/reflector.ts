@@ -125,6 +125,12 @@ interface ListMetaLike {
   continue?: unknown;
 }
 
+interface ListPage {
+  items: unknown[];
+  resourceVersion: string;
+  continue: string;
+}
+
 function resourceVersionOf(obj: unknown): string | undefined {
   if (typeof obj !== 'object' || obj === null) return undefined;
   const meta = (obj as { metadata?: ListMetaLike }).metadata;
@@ -267,38 +273,50 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
    */
   private async list(signal: AbortSignal): Promise<void> {
     // Each page is converted as it arrives and then dropped: only the compact objects of the
-    // whole list are held until it is complete, never the pages' JSON.
+    // whole list are held until it is complete, never the pages' JSON. The next page is asked
+    // for before this one is converted, so that the server builds it meanwhile.
     const next = new Map<string, T>();
-    let cont = '';
     let rv = '';
-    const limit = String(this.o.listPageSize ?? 500);
-    do {
-      const timeout = clockTimeout(this.o.clock, this.o.listTimeoutMs ?? 60_000, `list ${this.o.path} timed out`);
-      let page: unknown;
-      try {
-        const q: Query = { ...this.baseQuery(), limit };
-        if (cont) q['continue'] = cont;
-        page = await this.o.api.get(this.o.path, q, AbortSignal.any([signal, timeout.signal]));
-      } catch (err) {
-        if (timeout.signal.aborted && !signal.aborted) throw timeout.signal.reason;
-        throw err;
-      } finally {
-        timeout.cancel();
-      }
-      if (typeof page !== 'object' || page === null) throw new Error(`list ${this.o.path}: answer is not an object`);
-      const p = page as { items?: unknown; metadata?: ListMetaLike };
-      if (p.items !== undefined && p.items !== null && !Array.isArray(p.items)) {
-        throw new Error(`list ${this.o.path}: items is not a list`);
-      }
-      for (const item of (p.items as unknown[] | null | undefined) ?? []) this.take(item, next);
-      rv = typeof p.metadata?.resourceVersion === 'string' ? p.metadata.resourceVersion : '';
-      cont = typeof p.metadata?.continue === 'string' ? p.metadata.continue : '';
-    } while (cont !== '' && !signal.aborted);
+    let pending: Promise<ListPage> | undefined = this.fetchPage('', signal);
+    while (pending !== undefined) {
+      const page: ListPage = await pending;
+      rv = page.resourceVersion;
+      pending = page.continue !== '' && !signal.aborted ? this.fetchPage(page.continue, signal) : undefined;
+      // Awaited on the next turn; a failure while this page is converted is not unhandled.
+      pending?.catch(() => {});
+      for (const item of page.items) this.take(item, next);
+    }
     signal.throwIfAborted();
     this.replaceStore(next);
     this.lastRv = rv;
     this.log.debug('listed', { count: this.store.size, resourceVersion: rv });
     this.markSynced();
+  }
+
+  /** One page of a list, within listTimeoutMs. */
+  private async fetchPage(cont: string, signal: AbortSignal): Promise<ListPage> {
+    const timeout = clockTimeout(this.o.clock, this.o.listTimeoutMs ?? 60_000, `list ${this.o.path} timed out`);
+    let page: unknown;
+    try {
+      const q: Query = { ...this.baseQuery(), limit: String(this.o.listPageSize ?? 500) };
+      if (cont) q['continue'] = cont;
+      page = await this.o.api.get(this.o.path, q, AbortSignal.any([signal, timeout.signal]));
+    } catch (err) {
+      if (timeout.signal.aborted && !signal.aborted) throw timeout.signal.reason;
+      throw err;
+    } finally {
+      timeout.cancel();
+    }
+    if (typeof page !== 'object' || page === null) throw new Error(`list ${this.o.path}: answer is not an object`);
+    const p = page as { items?: unknown; metadata?: ListMetaLike };
+    if (p.items !== undefined && p.items !== null && !Array.isArray(p.items)) {
+      throw new Error(`list ${this.o.path}: items is not a list`);
+    }
+    return {
+      items: (p.items as unknown[] | null | undefined) ?? [],
+      resourceVersion: typeof p.metadata?.resourceVersion === 'string' ? p.metadata.resourceVersion : '',
+      continue: typeof p.metadata?.continue === 'string' ? p.metadata.continue : '',
+    };
   }
 
   /** One listed object into the next store. */

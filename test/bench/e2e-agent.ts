@@ -189,3 +189,8 @@ function tcpOnce(host: string, port: number, timeoutMs: number): Promise<string>
     });
   });
 }
+
+/** The server's request log (path, list or watch, wall time), for a look at what a cold start waited for. */
+export function requestLog(): { path: string; watch: boolean; at: number; cont: boolean }[] {
+  return (server?.requests ?? []).map((r) => ({ path: r.path, watch: r.watch, at: r.at, cont: r.query['continue'] !== undefined }));
+}
