@@ -157,17 +157,26 @@ export async function stopApi(): Promise<void> {
 }
 
 /**
- * Connects to host:port every `everyMs` until the answer starts with `prefix` (the echo
- * backend's pod name); returns the wall time of that answer, or undefined after `limitMs`.
+ * Opens a new connection to host:port every `everyMs` (each may wait up to 300 ms: a SYN sent
+ * before the rules exist is lost, and waiting for it would hide when they arrived) until an
+ * answer starts with `prefix` (the echo backend's pod name); returns the wall time of that
+ * answer, or undefined after `limitMs`. At most 200 attempts are in flight.
  */
 export async function firstAnswer(host: string, port: number, prefix: string, limitMs: number, everyMs = 2): Promise<number | undefined> {
   const end = performance.now() + limitMs;
-  while (performance.now() < end) {
-    const answer = await tcpOnce(host, port, 50);
-    if (answer.startsWith(prefix)) return wallNow();
+  let answeredAt: number | undefined;
+  let inFlight = 0;
+  while (answeredAt === undefined && performance.now() < end) {
+    if (inFlight < 200) {
+      inFlight++;
+      void tcpOnce(host, port, 300).then((answer) => {
+        inFlight--;
+        if (answeredAt === undefined && answer.startsWith(prefix)) answeredAt = wallNow();
+      });
+    }
     await new Promise((r) => setTimeout(r, everyMs));
   }
-  return undefined;
+  return answeredAt;
 }
 
 function tcpOnce(host: string, port: number, timeoutMs: number): Promise<string> {
