@@ -5,11 +5,15 @@
 // Only structure is checked here: an object, of the expected kind, with metadata.name (and
 // metadata.namespace for namespaced kinds), and containers (spec, status, endpoints, ports,
 // labels) of the right JSON type. Whether an IP parses or a port is in range is the model's
-// job. Only the parts the model reads are kept: a Service's managedFields or a Node's image
-// list would otherwise double the memory of a large cluster for nothing.
+// job. Only the parts the model reads are kept (the shapes below, which follow model/k8s.ts;
+// compact.ts copies them): a Service's managedFields, an endpoint's targetRef or a Node's image
+// list would otherwise stay in memory for nothing, thousands of times over.
 
 import type { EndpointSlice, Node, ObjectMeta, Service, ServiceCIDR } from '../model/k8s.ts';
-import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../model/k8s.ts';
+import { LABEL_HEADLESS, LABEL_HOSTNAME, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME, LABEL_TOPOLOGY_ZONE } from '../model/k8s.ts';
+import { TRIGGER_TIME_ANNOTATION } from '../model/slice.ts';
+import type { Shape } from './compact.ts';
+import { compact, intern, isRecord, toPlain } from './compact.ts';
 import type { SourceKind } from './types.ts';
 import { objectKey } from './types.ts';
 
@@ -28,73 +32,69 @@ export function selectedByProxy(labels: Record<string, string> | undefined): boo
 
 export type Converted<T> = { ok: true; key: string; obj: T } | { ok: false; key: string | undefined; reason: string };
 
-const MAX_DEPTH = 32;
-
-/** RFC 3339 at second precision, as metav1.Time marshals (2006-01-02T15:04:05Z). */
-export function rfc3339(d: Date): string | undefined {
-  if (Number.isNaN(d.getTime())) return undefined;
-  const iso = d.toISOString();
-  return iso.endsWith('.000Z') ? `${iso.slice(0, -5)}Z` : iso;
-}
-
-/**
- * A JSON-shaped deep copy: Dates become RFC 3339 strings; undefined, functions and symbols
- * are dropped (exactOptionalPropertyTypes: absent, never present-and-undefined); class
- * instances become plain objects. Depth is bounded against hostile input.
- */
-export function toPlain(v: unknown, depth = 0): unknown {
-  if (depth > MAX_DEPTH) return undefined;
-  if (v === null || typeof v === 'string' || typeof v === 'boolean') return v;
-  if (typeof v === 'number') return Number.isFinite(v) ? v : undefined;
-  if (typeof v === 'bigint') return Number(v);
-  if (v instanceof Date) return rfc3339(v);
-  if (Array.isArray(v)) {
-    const out: unknown[] = [];
-    for (const item of v) {
-      const p = toPlain(item, depth + 1);
-      if (p !== undefined) out.push(p);
-    }
-    return out;
-  }
-  if (typeof v === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, val] of Object.entries(v)) {
-      const p = toPlain(val, depth + 1);
-      if (p !== undefined) out[k] = p;
-    }
-    return out;
-  }
-  return undefined;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
-}
+export { rfc3339, toPlain } from './compact.ts';
 
 class StructureError extends Error {}
 
-function stringMap(v: unknown, field: string): Record<string, string> | undefined {
+/** The labels and annotations the model and the selectors read; the rest is dropped. */
+const KEPT_LABELS = [LABEL_SERVICE_PROXY_NAME, LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_TOPOLOGY_ZONE, LABEL_HOSTNAME];
+const KEPT_ANNOTATIONS = [TRIGGER_TIME_ANNOTATION];
+
+/** Checks that every value is a string (as the API guarantees); returns the kept ones. */
+function stringMap(v: unknown, field: string, keep: readonly string[]): Record<string, string> | undefined {
   if (v === undefined || v === null) return undefined;
   if (!isRecord(v)) throw new StructureError(`${field} is not a map`);
-  const out: Record<string, string> = {};
   for (const [k, val] of Object.entries(v)) {
     if (typeof val !== 'string') throw new StructureError(`${field}.${k} is not a string`);
-    out[k] = val;
   }
+  let out: Record<string, string> | undefined;
+  for (const k of keep) if (Object.hasOwn(v, k)) (out ??= {})[k] = intern(v[k] as string);
   return out;
 }
 
-function optionalRecord(v: unknown, field: string): Record<string, unknown> | undefined {
+function optionalRecord(v: unknown, field: string, shape: Shape = 'keep'): Record<string, unknown> | undefined {
   if (v === undefined || v === null) return undefined;
   if (!isRecord(v)) throw new StructureError(`${field} is not an object`);
-  return toPlain(v) as Record<string, unknown>;
+  return compact(v, shape) as Record<string, unknown>;
 }
 
-function optionalArray(v: unknown, field: string): unknown[] | undefined {
+function optionalArray(v: unknown, field: string, shape: Shape = 'keep'): unknown[] | undefined {
   if (v === undefined || v === null) return undefined;
   if (!Array.isArray(v)) throw new StructureError(`${field} is not a list`);
-  return toPlain(v) as unknown[];
+  return compact(v, [shape]) as unknown[];
 }
+
+// The shapes of model/k8s.ts: what is kept of each object.
+const SERVICE_SPEC: Shape = {
+  type: 'shared',
+  clusterIP: 'keep',
+  clusterIPs: ['keep'],
+  ipFamilies: ['shared'],
+  ipFamilyPolicy: 'shared',
+  ports: [{ name: 'shared', protocol: 'shared', port: 'keep', targetPort: 'shared', nodePort: 'keep', appProtocol: 'shared' }],
+  externalIPs: ['keep'],
+  loadBalancerIP: 'keep',
+  loadBalancerSourceRanges: ['keep'],
+  externalTrafficPolicy: 'shared',
+  internalTrafficPolicy: 'shared',
+  healthCheckNodePort: 'keep',
+  sessionAffinity: 'shared',
+  sessionAffinityConfig: { clientIP: { timeoutSeconds: 'keep' } },
+  trafficDistribution: 'shared',
+  externalName: 'keep',
+};
+const LOAD_BALANCER: Shape = { ingress: [{ ip: 'keep', hostname: 'keep', ipMode: 'shared' }] };
+const ENDPOINT: Shape = {
+  addresses: ['keep'],
+  conditions: 'conditions',
+  hostname: 'keep',
+  nodeName: 'shared',
+  zone: 'shared',
+  hints: { forZones: [{ name: 'shared' }], forNodes: [{ name: 'shared' }] },
+};
+const ENDPOINT_PORT: Shape = { name: 'shared', protocol: 'shared', port: 'keep', appProtocol: 'shared' };
+const NODE_SPEC: Shape = { podCIDR: 'keep', podCIDRs: ['keep'], unschedulable: 'keep', taints: 'keep' };
+const NODE_ADDRESS: Shape = { type: 'shared', address: 'keep' };
 
 function pickMeta(raw: unknown, namespaced: boolean): ObjectMeta {
   if (!isRecord(raw)) throw new StructureError('metadata is missing');
@@ -104,14 +104,14 @@ function pickMeta(raw: unknown, namespaced: boolean): ObjectMeta {
   const ns = raw['namespace'];
   if (namespaced) {
     if (typeof ns !== 'string' || ns === '') throw new StructureError('metadata.namespace is missing');
-    meta.namespace = ns;
+    meta.namespace = intern(ns);
   }
   if (typeof raw['uid'] === 'string') meta.uid = raw['uid'];
   if (typeof raw['resourceVersion'] === 'string') meta.resourceVersion = raw['resourceVersion'];
   if (typeof raw['generation'] === 'number') meta.generation = raw['generation'];
-  const labels = stringMap(raw['labels'], 'metadata.labels');
+  const labels = stringMap(raw['labels'], 'metadata.labels', KEPT_LABELS);
   if (labels) meta.labels = labels;
-  const annotations = stringMap(raw['annotations'], 'metadata.annotations');
+  const annotations = stringMap(raw['annotations'], 'metadata.annotations', KEPT_ANNOTATIONS);
   if (annotations) meta.annotations = annotations;
   const dt = toPlain(raw['deletionTimestamp']);
   if (typeof dt === 'string') meta.deletionTimestamp = dt;
@@ -143,13 +143,12 @@ export function convertService(raw: unknown): Converted<Service> {
   return guarded(raw, () => {
     const { src, meta } = header(raw, 'Service', true);
     const out: Service = { kind: 'Service', apiVersion: 'v1', metadata: meta };
-    const spec = optionalRecord(src['spec'], 'spec');
-    if (spec) {
-      if (spec['ports'] !== undefined && !Array.isArray(spec['ports'])) throw new StructureError('spec.ports is not a list');
-      out.spec = spec as NonNullable<Service['spec']>;
-    }
-    const status = optionalRecord(src['status'], 'status');
-    const lb = status ? optionalRecord(status['loadBalancer'], 'status.loadBalancer') : undefined;
+    const rawSpec = src['spec'];
+    if (isRecord(rawSpec) && rawSpec['ports'] !== undefined && !Array.isArray(rawSpec['ports'])) throw new StructureError('spec.ports is not a list');
+    const spec = optionalRecord(rawSpec, 'spec', SERVICE_SPEC);
+    if (spec) out.spec = spec as NonNullable<Service['spec']>;
+    const status = optionalRecord(src['status'], 'status', { loadBalancer: 'keep' });
+    const lb = status ? optionalRecord(status['loadBalancer'], 'status.loadBalancer', LOAD_BALANCER) : undefined;
     if (lb) out.status = { loadBalancer: lb as NonNullable<NonNullable<Service['status']>['loadBalancer']> };
     return out;
   });
@@ -159,11 +158,11 @@ export function convertEndpointSlice(raw: unknown): Converted<EndpointSlice> {
   return guarded(raw, () => {
     const { src, meta } = header(raw, 'EndpointSlice', true);
     const out: EndpointSlice = { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: meta };
-    if (typeof src['addressType'] === 'string') out.addressType = src['addressType'];
+    if (typeof src['addressType'] === 'string') out.addressType = intern(src['addressType']);
     else if (src['addressType'] !== undefined) throw new StructureError('addressType is not a string');
-    const endpoints = optionalArray(src['endpoints'], 'endpoints');
+    const endpoints = optionalArray(src['endpoints'], 'endpoints', ENDPOINT);
     if (endpoints) out.endpoints = endpoints as NonNullable<EndpointSlice['endpoints']>;
-    const ports = optionalArray(src['ports'], 'ports');
+    const ports = optionalArray(src['ports'], 'ports', ENDPOINT_PORT);
     if (ports) out.ports = ports as NonNullable<EndpointSlice['ports']>;
     return out;
   });
@@ -173,18 +172,11 @@ export function convertNode(raw: unknown): Converted<Node> {
   return guarded(raw, () => {
     const { src, meta } = header(raw, 'Node', false);
     const out: Node = { kind: 'Node', apiVersion: 'v1', metadata: meta };
-    const spec = optionalRecord(src['spec'], 'spec');
-    if (spec) {
-      const keep: NonNullable<Node['spec']> = {};
-      if (spec['podCIDR'] !== undefined) keep.podCIDR = spec['podCIDR'] as string;
-      if (spec['podCIDRs'] !== undefined) keep.podCIDRs = spec['podCIDRs'] as string[];
-      if (spec['unschedulable'] !== undefined) keep.unschedulable = spec['unschedulable'] as boolean;
-      if (spec['taints'] !== undefined) keep.taints = spec['taints'] as NonNullable<NonNullable<Node['spec']>['taints']>;
-      out.spec = keep;
-    }
-    const status = optionalRecord(src['status'], 'status');
+    const spec = optionalRecord(src['spec'], 'spec', NODE_SPEC);
+    if (spec) out.spec = spec as NonNullable<Node['spec']>;
+    const status = optionalRecord(src['status'], 'status', { addresses: 'keep' });
     if (status) {
-      const addresses = optionalArray(status['addresses'], 'status.addresses');
+      const addresses = optionalArray(status['addresses'], 'status.addresses', NODE_ADDRESS);
       out.status = addresses ? { addresses: addresses as NonNullable<NonNullable<Node['status']>['addresses']> } : {};
     }
     return out;

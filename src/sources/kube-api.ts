@@ -11,7 +11,7 @@
 // into JSON or a stream of events, and every error into an ApiError with the HTTP status
 // (or the transport's error).
 
-import { HttpMethod, IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { HttpMethod, IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from './client-node.ts';
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
 
@@ -58,6 +58,24 @@ export class WatchDecodeError extends Error {
     this.name = 'WatchDecodeError';
   }
 }
+
+/**
+ * The server accepted a request but sent no response headers within the deadline: a hung
+ * server (or a black-holed connection). Without it, undici waits its own 300 s.
+ */
+export class DeadlineError extends Error {
+  constructor(path: string, ms: number) {
+    super(`${path}: no response within ${ms} ms`);
+    this.name = 'DeadlineError';
+  }
+}
+
+/**
+ * How long a request may wait for its response headers: lists and watch starts alike. The
+ * API server sends a watch's headers at once and a page of 500 objects in milliseconds, so a
+ * few seconds of silence means a hung server (detected in seconds, not after undici's 300 s).
+ */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 5_000;
 
 export const isGone = (e: unknown): boolean => e instanceof ApiError && e.status === 410;
 export const isNotFound = (e: unknown): boolean => e instanceof ApiError && e.status === 404;
@@ -111,9 +129,11 @@ export function parseWatchLine(path: string, line: string): WatchEvent {
 export class ClientNodeApi implements KubeApi {
   private readonly kc: KubeConfig;
   private readonly http = new IsomorphicFetchHttpLibrary();
+  private readonly headersTimeoutMs: number;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: KubeConfig, opts: { headersTimeoutMs?: number } = {}) {
     this.kc = kc;
+    this.headersTimeoutMs = opts.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
   }
 
   get server(): string {
@@ -129,9 +149,27 @@ export class ClientNodeApi implements KubeApi {
     ctx.setHeaderParam('Accept', accept);
     ctx.setHeaderParam('User-Agent', 'kube-proxy-ts');
     await this.kc.applySecurityAuthentication(ctx);
+    return this.withDeadline(path, ctx, signal);
+  }
+
+  /**
+   * Sends with a deadline on the response headers: the request is aborted (DeadlineError)
+   * if none arrive in time. The body (a list page, a watch stream) is bounded by the caller.
+   */
+  private async withDeadline(path: string, ctx: RequestContext, signal: AbortSignal) {
     signal.throwIfAborted();
-    ctx.setSignal(signal);
-    return this.http.send(ctx).toPromise();
+    const deadline = new AbortController();
+    const ms = this.headersTimeoutMs;
+    const timer = setTimeout(() => deadline.abort(new DeadlineError(path, ms)), ms);
+    ctx.setSignal(AbortSignal.any([signal, deadline.signal]));
+    try {
+      return await this.http.send(ctx).toPromise();
+    } catch (err) {
+      if (deadline.signal.aborted && !signal.aborted) throw deadline.signal.reason;
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async get(path: string, query: Query, signal: AbortSignal): Promise<unknown> {
@@ -159,9 +197,7 @@ export class ClientNodeApi implements KubeApi {
     ctx.setHeaderParam('User-Agent', 'kube-proxy-ts');
     ctx.setBody(JSON.stringify(body));
     await this.kc.applySecurityAuthentication(ctx);
-    signal.throwIfAborted();
-    ctx.setSignal(signal);
-    const res = await this.http.send(ctx).toPromise();
+    const res = await this.withDeadline(path, ctx, signal);
     const text = await res.body.text();
     let answer: unknown;
     try {

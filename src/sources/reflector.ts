@@ -20,7 +20,7 @@ import type { Clock, TimerHandle } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
 import type { Converted } from './convert.ts';
 import type { KubeApi, Query, WatchEvent } from './kube-api.ts';
-import { isGone, isNotFound, isTooLargeResourceVersion, statusError } from './kube-api.ts';
+import { DeadlineError, isGone, isNotFound, isTooLargeResourceVersion, statusError } from './kube-api.ts';
 import type { RejectCounter } from './types.ts';
 
 export interface BackoffOptions {
@@ -125,6 +125,12 @@ interface ListMetaLike {
   continue?: unknown;
 }
 
+interface ListPage {
+  items: unknown[];
+  resourceVersion: string;
+  continue: string;
+}
+
 function resourceVersionOf(obj: unknown): string | undefined {
   if (typeof obj !== 'object' || obj === null) return undefined;
   const meta = (obj as { metadata?: ListMetaLike }).metadata;
@@ -205,13 +211,16 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
             absent = true;
             needList = true;
             // Whatever it held before (a server downgraded under us) is gone with it.
-            if (this.store.size > 0) this.reconcile([]);
+            if (this.store.size > 0) this.replaceStore(new Map());
             this.lastRv = '';
             this.markSynced();
             await sleep(this.o.clock, this.backoff.maxMs, signal);
             continue;
           }
-          const delay = backoffDelay(attempt++, this.backoff, this.o.random);
+          // A request that hit its deadline already waited it out: the server sees one request
+          // per deadline, and retrying soon keeps convergence within seconds of its recovery.
+          const hung = err instanceof DeadlineError || err instanceof TimeoutError;
+          const delay = backoffDelay(hung ? 0 : attempt++, this.backoff, this.o.random);
           this.log.warn('list/watch failed; retrying', {
             error: describe(err),
             attempt,
@@ -263,58 +272,74 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
    * older than what we already had, and a node's few lists are cheap.
    */
   private async list(signal: AbortSignal): Promise<void> {
-    const items: unknown[] = [];
-    let cont = '';
+    // Each page is converted as it arrives and then dropped: only the compact objects of the
+    // whole list are held until it is complete, never the pages' JSON. The next page is asked
+    // for before this one is converted, so that the server builds it meanwhile.
+    const next = new Map<string, T>();
     let rv = '';
-    const limit = String(this.o.listPageSize ?? 500);
-    do {
-      const timeout = clockTimeout(this.o.clock, this.o.listTimeoutMs ?? 60_000, `list ${this.o.path} timed out`);
-      let page: unknown;
-      try {
-        const q: Query = { ...this.baseQuery(), limit };
-        if (cont) q['continue'] = cont;
-        page = await this.o.api.get(this.o.path, q, AbortSignal.any([signal, timeout.signal]));
-      } catch (err) {
-        if (timeout.signal.aborted && !signal.aborted) throw timeout.signal.reason;
-        throw err;
-      } finally {
-        timeout.cancel();
-      }
-      if (typeof page !== 'object' || page === null) throw new Error(`list ${this.o.path}: answer is not an object`);
-      const p = page as { items?: unknown; metadata?: ListMetaLike };
-      if (p.items !== undefined && p.items !== null && !Array.isArray(p.items)) {
-        throw new Error(`list ${this.o.path}: items is not a list`);
-      }
-      for (const item of (p.items as unknown[] | null | undefined) ?? []) items.push(item);
-      rv = typeof p.metadata?.resourceVersion === 'string' ? p.metadata.resourceVersion : '';
-      cont = typeof p.metadata?.continue === 'string' ? p.metadata.continue : '';
-    } while (cont !== '' && !signal.aborted);
+    let pending: Promise<ListPage> | undefined = this.fetchPage('', signal);
+    while (pending !== undefined) {
+      const page: ListPage = await pending;
+      rv = page.resourceVersion;
+      pending = page.continue !== '' && !signal.aborted ? this.fetchPage(page.continue, signal) : undefined;
+      // Awaited on the next turn; a failure while this page is converted is not unhandled.
+      pending?.catch(() => {});
+      for (const item of page.items) this.take(item, next);
+    }
     signal.throwIfAborted();
-    this.reconcile(items);
+    this.replaceStore(next);
     this.lastRv = rv;
     this.log.debug('listed', { count: this.store.size, resourceVersion: rv });
     this.markSynced();
   }
 
-  private reconcile(items: unknown[]): void {
-    const events = this.events!;
-    const next = new Map<string, T>();
-    for (const item of items) {
-      const c = this.o.convert(item);
-      if (!c.ok) {
-        this.reject(c.key, c.reason);
-        // Keep what we had for it: a bad update never takes away a good object.
-        const had = c.key !== undefined ? this.store.get(c.key) : undefined;
-        if (c.key !== undefined && had !== undefined) next.set(c.key, had);
-        continue;
-      }
-      if (this.o.accept && !this.o.accept(c.obj)) continue;
-      if (next.has(c.key)) {
-        this.reject(c.key, 'listed twice');
-        continue;
-      }
-      next.set(c.key, c.obj);
+  /** One page of a list, within listTimeoutMs. */
+  private async fetchPage(cont: string, signal: AbortSignal): Promise<ListPage> {
+    const timeout = clockTimeout(this.o.clock, this.o.listTimeoutMs ?? 60_000, `list ${this.o.path} timed out`);
+    let page: unknown;
+    try {
+      const q: Query = { ...this.baseQuery(), limit: String(this.o.listPageSize ?? 500) };
+      if (cont) q['continue'] = cont;
+      page = await this.o.api.get(this.o.path, q, AbortSignal.any([signal, timeout.signal]));
+    } catch (err) {
+      if (timeout.signal.aborted && !signal.aborted) throw timeout.signal.reason;
+      throw err;
+    } finally {
+      timeout.cancel();
     }
+    if (typeof page !== 'object' || page === null) throw new Error(`list ${this.o.path}: answer is not an object`);
+    const p = page as { items?: unknown; metadata?: ListMetaLike };
+    if (p.items !== undefined && p.items !== null && !Array.isArray(p.items)) {
+      throw new Error(`list ${this.o.path}: items is not a list`);
+    }
+    return {
+      items: (p.items as unknown[] | null | undefined) ?? [],
+      resourceVersion: typeof p.metadata?.resourceVersion === 'string' ? p.metadata.resourceVersion : '',
+      continue: typeof p.metadata?.continue === 'string' ? p.metadata.continue : '',
+    };
+  }
+
+  /** One listed object into the next store. */
+  private take(item: unknown, next: Map<string, T>): void {
+    const c = this.o.convert(item);
+    if (!c.ok) {
+      this.reject(c.key, c.reason);
+      // Keep what we had for it: a bad update never takes away a good object.
+      const had = c.key !== undefined ? this.store.get(c.key) : undefined;
+      if (c.key !== undefined && had !== undefined) next.set(c.key, had);
+      return;
+    }
+    if (this.o.accept && !this.o.accept(c.obj)) return;
+    if (next.has(c.key)) {
+      this.reject(c.key, 'listed twice');
+      return;
+    }
+    next.set(c.key, c.obj);
+  }
+
+  /** A relist's result becomes the store; the handler hears the difference. */
+  private replaceStore(next: Map<string, T>): void {
+    const events = this.events!;
     const prev = this.store;
     this.store = next;
     for (const [key, old] of prev) if (!next.has(key)) events.delete(key, old);

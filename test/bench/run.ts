@@ -40,6 +40,7 @@ export const REGISTRY: readonly Entry[] = [
   { name: 'ipvs', summary: 'IPVS proxier vs ipvsadm/ipset/iptables restore, under QEMU (issue 5)', load: async () => (await import('./ipvs.ts')).bench },
   { name: 'ipset', summary: 'ipset bulk adds vs `ipset restore` (issue 5’s sets)', load: async () => (await import('./ipset.ts')).bench },
   { name: 'iptables', summary: 'iptables proxier vs iptables-nft-restore / iptables-legacy-restore of the same ruleset (issue 14)', load: async () => (await import('./iptables.ts')).bench },
+  { name: 'e2e', summary: 'the daemon process against a test API server, timed with packets: cold start, changes, RSS (issue 17)', load: async () => (await import('./e2e.ts')).bench },
   { name: 'conntrack', summary: 'stale UDP entries deleted vs `conntrack -D` (issue 6)', load: async () => (await import('./conntrack-suite.ts')).bench },
 ];
 

@@ -21,7 +21,8 @@
 // What tests control: mutations (create/update/upsert/remove, each taking the next global
 // resourceVersion), compact(), bookmark(), dropWatches() (cut every open watch mid-stream,
 // no terminating chunk), closeWatches() (clean end), down (every request's connection is
-// reset), responseDelayMs (slow answers), failNext(), disableResource(), and a request log.
+// reset), hung (accepts, never answers), responseDelayMs (slow answers), failNext(),
+// disableResource(), and a request log.
 
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -167,6 +168,7 @@ export class FakeApiServer {
   down = false;
   /** Delay before answering any request (headers included), in ms. */
   responseDelayMs = 0;
+  private isHung = false;
 
   private readonly server: Server;
   private readonly opts: FakeApiServerOptions;
@@ -177,6 +179,7 @@ export class FakeApiServer {
   private compactedRv = 0;
   private readonly watchers = new Set<Watcher>();
   private readonly disabled = new Set<string>();
+  private readonly listCache = new Map<string, { rv: number; sorted: KObject[] }>();
   private failures: { status: number; count: number; pathPrefix: string; causes: string[] }[] = [];
 
   private constructor(server: Server, url: string, opts: FakeApiServerOptions) {
@@ -329,6 +332,20 @@ export class FakeApiServer {
     for (const w of [...this.watchers]) this.endWatcher(w, false);
   }
 
+  /**
+   * A hung server: it still accepts connections and reads requests but never answers them
+   * (a request that arrived while hung stays unanswered for good, as one a wedged server
+   * lost). Hanging cuts the open watches, as a restart that came back wedged would.
+   */
+  get hung(): boolean {
+    return this.isHung;
+  }
+
+  set hung(on: boolean) {
+    if (on && !this.isHung) this.dropWatches();
+    this.isHung = on;
+  }
+
   /** Ends every open watch cleanly, as the server does at timeoutSeconds. */
   closeWatches(): void {
     for (const w of [...this.watchers]) this.endWatcher(w, true);
@@ -357,6 +374,7 @@ export class FakeApiServer {
     const query = Object.fromEntries(url.searchParams);
     const watch = query['watch'] === 'true' || query['watch'] === '1';
     this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query, watch, at: Date.now() });
+    if (this.isHung) return; // never answered; close() destroys the socket
     const go = () => {
       if (this.down) {
         req.socket.destroy();
@@ -462,6 +480,18 @@ export class FakeApiServer {
     return snap;
   }
 
+  /** The objects as of rv in key order; the last one per kind is kept, so pages of one list cost O(page). */
+  private sortedAt(plural: string, rv: number): KObject[] | undefined {
+    if (rv < this.compactedRv) return undefined;
+    const hit = this.listCache.get(plural);
+    if (hit?.rv === rv) return hit.sorted;
+    const snap = this.snapshotAt(plural, rv);
+    if (!snap) return undefined;
+    const sorted = [...snap.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, o]) => o);
+    this.listCache.set(plural, { rv, sorted });
+    return sorted;
+  }
+
   private serveList(def: ResourceDef, match: (o: KObject) => boolean, query: Record<string, string>, res: ServerResponse): void {
     let rv = this.rv;
     let offset = 0;
@@ -474,11 +504,11 @@ export class FakeApiServer {
         return this.status(res, 400, 'BadRequest', 'invalid continue token');
       }
     }
-    const snap = this.snapshotAt(def.plural, rv);
-    if (!snap) {
+    const sorted = this.sortedAt(def.plural, rv);
+    if (!sorted) {
       return this.status(res, 410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.');
     }
-    const all = [...snap.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, o]) => o).filter(match);
+    const all = sorted.filter(match);
     const limit = Number(query['limit'] ?? 0);
     const page = limit > 0 ? all.slice(offset, offset + limit) : all.slice(offset);
     const metadata: KObject = { resourceVersion: String(rv) };

@@ -19,7 +19,8 @@ test('client-node class instances become plain JSON-shaped objects; Dates become
     creationTimestamp: new Date('2024-05-06T07:08:09Z'),
     deletionTimestamp: new Date('2024-05-06T07:08:10Z'),
     managedFields: [{ manager: 'kubectl', operation: 'Apply' }],
-    labels: { app: 'web' },
+    labels: { app: 'web', 'service.kubernetes.io/service-proxy-name': 'other' },
+    annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{}' },
   };
   s.spec = { clusterIP: '10.96.0.1', ports: [{ port: 80, protocol: 'TCP', targetPort: 'http' as unknown as never }] };
   s.status = { loadBalancer: { ingress: [{ ip: '1.2.3.4' }] }, conditions: [] };
@@ -30,7 +31,7 @@ test('client-node class instances become plain JSON-shaped objects; Dates become
   t.deepEqual(c.obj, {
     kind: 'Service',
     apiVersion: 'v1',
-    metadata: { name: 'web', namespace: 'default', resourceVersion: '42', labels: { app: 'web' }, deletionTimestamp: '2024-05-06T07:08:10Z' },
+    metadata: { name: 'web', namespace: 'default', resourceVersion: '42', labels: { 'service.kubernetes.io/service-proxy-name': 'other' }, deletionTimestamp: '2024-05-06T07:08:10Z' },
     spec: { clusterIP: '10.96.0.1', ports: [{ port: 80, protocol: 'TCP', targetPort: 'http' }] },
     status: { loadBalancer: { ingress: [{ ip: '1.2.3.4' }] } },
   });
@@ -40,11 +41,21 @@ test('client-node class instances become plain JSON-shaped objects; Dates become
   const slice = new V1EndpointSlice();
   slice.metadata = { name: 's', namespace: 'default' };
   slice.addressType = 'IPv6';
-  slice.endpoints = [{ addresses: ['fd00::1'], conditions: { ready: true, serving: true, terminating: false }, zone: 'z' }];
+  slice.endpoints = [
+    { addresses: ['fd00::1'], conditions: { ready: true, serving: true, terminating: false }, zone: 'z', targetRef: { kind: 'Pod', name: 'p', uid: 'u' } },
+    { addresses: ['fd00::2'], conditions: { ready: true, serving: true, terminating: false }, zone: 'z' },
+  ];
   slice.ports = [{ port: 8080 }];
   const cs = convertEndpointSlice(slice);
   t.true(cs.ok);
-  if (cs.ok) t.deepEqual(cs.obj.endpoints, [{ addresses: ['fd00::1'], conditions: { ready: true, serving: true, terminating: false }, zone: 'z' }]);
+  if (cs.ok) {
+    t.deepEqual(cs.obj.endpoints, [
+      { addresses: ['fd00::1'], conditions: { ready: true, serving: true, terminating: false }, zone: 'z' },
+      { addresses: ['fd00::2'], conditions: { ready: true, serving: true, terminating: false }, zone: 'z' },
+    ], 'only what the model reads: no targetRef');
+    t.is(cs.obj.endpoints![0]!.conditions, cs.obj.endpoints![1]!.conditions, 'equal conditions are one shared object');
+    t.true(Object.isFrozen(cs.obj.endpoints![0]!.conditions));
+  }
 
   const n = new V1Node();
   n.metadata = { name: 'n1', labels: { 'topology.kubernetes.io/zone': 'a' } };

@@ -408,3 +408,32 @@ test('"Too large resource version" on a watch: back off, then relist', async (t)
   await waitFor(() => h.rec.services.has('default/after'), 'after');
   t.is(listCount(h.server, '/api/v1/services'), lists + 1, 'relisted');
 });
+
+test('a hung server (accepts, never answers) is detected by the headers deadline; convergence follows its recovery', async (t) => {
+  const server = await FakeApiServer.start();
+  server.create(svc('default', 'web'));
+  server.hung = true;
+  // client-go's backoff (800 ms doubling to 30 s): a deadline does not make it grow.
+  const h = await harness(t, () => {}, {
+    api: new ClientNodeApi(loadKubeConfig({ master: server.url }), { headersTimeoutMs: 300 }),
+    backoff: { initialMs: 800, maxMs: 30_000, factor: 2, jitter: 0.5 },
+    random: () => 0.5,
+  }, server);
+  const deadlines = () =>
+    h.logger.records.filter((r) => r.msg === 'list/watch failed; retrying' && r.fields['kind'] === 'Service' && String(r.fields['error']).includes('no response within 300 ms'));
+  // Hung from the start: every list hits its deadline.
+  await waitFor(() => deadlines().length >= 4, 'four lists hit their deadline', 20_000);
+  t.false(h.source.hasSynced());
+  server.hung = false;
+  await h.source.waitForSync(AbortSignal.timeout(10_000));
+  t.true(h.rec.services.has('default/web'));
+  // Hung in the middle (its watches cut): the watches that follow hit their deadline too.
+  server.hung = true;
+  server.create(svc('default', 'during'));
+  await waitFor(() => deadlines().length >= 6, 'watches hit their deadline', 20_000);
+  t.false(h.rec.services.has('default/during'));
+  server.hung = false;
+  await waitFor(() => h.rec.services.has('default/during'), 'converged after the server answers again');
+  t.deepEqual(deadlines().map((r) => r.fields['retryInMs']), deadlines().map(() => 1000), 'retried at the first backoff step, not 30 s later');
+  t.deepEqual(h.rec.violations, []);
+});

@@ -1,0 +1,205 @@
+// Runs inside throwaway namespaces (netns agents) for the end-to-end benchmark:
+//   - in the node namespace: the test API server (test/helpers/fake-apiserver.ts) holding N
+//     Services × 10 endpoints, and the writes the benchmark times (new Service, endpoint move,
+//     churn); the daemon under test is a separate process in the same namespace;
+//   - in the client namespace: TCP connects repeated until a Service answers as expected.
+// Times are wall-clock milliseconds with sub-millisecond precision (timeOrigin + now), so that
+// a write in one process and an answer in another compare.
+import { connect } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import type { KObject } from '../helpers/fake-apiserver.ts';
+import { FakeApiServer } from '../helpers/fake-apiserver.ts';
+
+export const NODE_NAME = 'node-a';
+export const SERVICE_PORT = 80;
+
+let server: FakeApiServer | undefined;
+let size = 0;
+let podAddrs: string[][] = [];
+let churnRng = 1;
+
+const wallNow = (): number => performance.timeOrigin + performance.now();
+
+/** 10.96.0.0/12: enough ClusterIPs for 50,000 Services and more. */
+export function clusterIP(i: number): string {
+  const n = (10 << 24) + (96 << 16) + 10 + i;
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+/** Endpoints of Services nobody probes: unique addresses in 10.128.0.0/9 (not routed; never contacted). */
+function farAddrs(i: number, per: number, salt = 0): string[] {
+  const out: string[] = [];
+  for (let j = 0; j < per; j++) {
+    const n = (10 << 24) + (128 << 16) + ((i * per + j + salt * 7919) % (1 << 23));
+    out.push([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.'));
+  }
+  return out;
+}
+
+function service(i: number): KObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: `svc-${i}`, namespace: `ns-${i % 50}`, labels: { app: `app-${i}`, tier: 'bench' } },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP: clusterIP(i),
+      clusterIPs: [clusterIP(i)],
+      ipFamilies: ['IPv4'],
+      ipFamilyPolicy: 'SingleStack',
+      selector: { app: `app-${i}` },
+      sessionAffinity: 'None',
+      internalTrafficPolicy: 'Cluster',
+      ports: [{ name: 'http', protocol: 'TCP', port: SERVICE_PORT, targetPort: 8080 }],
+    },
+    status: { loadBalancer: {} },
+  };
+}
+
+function slice(i: number, addrs: readonly string[]): KObject {
+  return {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      name: `svc-${i}-abcde`,
+      namespace: `ns-${i % 50}`,
+      labels: { 'kubernetes.io/service-name': `svc-${i}`, 'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io' },
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name: `svc-${i}`, uid: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`, controller: true, blockOwnerDeletion: true }],
+    },
+    addressType: 'IPv4',
+    endpoints: addrs.map((a, j) => ({
+      addresses: [a],
+      conditions: { ready: true, serving: true, terminating: false },
+      nodeName: NODE_NAME,
+      targetRef: { kind: 'Pod', namespace: `ns-${i % 50}`, name: `app-${i}-pod-${j}`, uid: `pod-uid-${i}-${j}` },
+    })),
+    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+  };
+}
+
+/**
+ * Starts the test API server with `n` Services × `per` endpoints and this node. Services 0
+ * and n-1 (the ones probed) have their endpoints on pod 0 (`pods[0]`, one address each); the
+ * rest point at unique unrouted addresses.
+ */
+export async function startApi(n: number, per: number, pods: string[][]): Promise<{ url: string; seedMs: number }> {
+  const t0 = performance.now();
+  server = await FakeApiServer.start({ host: '127.0.0.1' });
+  size = n;
+  podAddrs = pods;
+  server.create({
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: NODE_NAME, labels: { 'kubernetes.io/hostname': NODE_NAME } },
+    spec: { podCIDR: '10.244.0.0/24', podCIDRs: ['10.244.0.0/24'] },
+    status: { addresses: [{ type: 'InternalIP', address: '10.1.0.1' }, { type: 'Hostname', address: NODE_NAME }] },
+  });
+  for (let i = 0; i < n; i++) {
+    server.create(service(i));
+    server.create(slice(i, i === 0 || i === n - 1 ? pods[0]!.slice(0, per) : farAddrs(i, per)));
+  }
+  return { url: server.url, seedMs: performance.now() - t0 };
+}
+
+/**
+ * The server's own share of a cold start: every page of Services and EndpointSlices fetched
+ * here as the daemon fetches them (500 per page), bodies read, not decoded.
+ */
+export async function listServingMs(): Promise<number> {
+  const t0 = performance.now();
+  for (const path of ['/api/v1/services', '/apis/discovery.k8s.io/v1/endpointslices']) {
+    let cont = '';
+    for (let page = 0; page < 100_000; page++) {
+      const url = `${server!.url}${path}?limit=500${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`;
+      const text = await (await fetch(url)).text();
+      const m = /"continue":"([^"]*)"/.exec(text.slice(0, 2000));
+      cont = m ? m[1]! : '';
+      if (cont === '') break;
+    }
+  }
+  return performance.now() - t0;
+}
+
+/** A new Service (index `size + k`) with its endpoints on pod 0; returns the write's wall time. */
+export function addService(k: number): { at: number; ip: string } {
+  const i = size + k;
+  const at = wallNow();
+  server!.create(service(i));
+  server!.create(slice(i, podAddrs[0]!.slice(0, 10)));
+  return { at, ip: clusterIP(i) };
+}
+
+/** Moves Service 0's endpoints to pod `to`; returns the write's wall time. */
+export function moveEndpoints(to: number): number {
+  const at = wallNow();
+  server!.update(slice(0, podAddrs[to]!.slice(0, 10)));
+  return at;
+}
+
+/** `count` endpoint updates of unprobed Services, `perSecond` at most; returns how many were written. */
+export async function churn(count: number, perSecond: number): Promise<number> {
+  let done = 0;
+  const gap = 1000 / perSecond;
+  const t0 = performance.now();
+  for (; done < count; done++) {
+    churnRng = (churnRng * 1103515245 + 12345) % 2 ** 31;
+    const i = 1 + (churnRng % Math.max(1, size - 2));
+    server!.update(slice(i, farAddrs(i, 10, done + 1)));
+    const ahead = t0 + (done + 1) * gap - performance.now();
+    if (ahead > 0) await new Promise((r) => setTimeout(r, ahead));
+  }
+  return done;
+}
+
+export async function stopApi(): Promise<void> {
+  await server?.close();
+  server = undefined;
+}
+
+/**
+ * Opens a new connection to host:port every `everyMs` (each may wait up to 300 ms: a SYN sent
+ * before the rules exist is lost, and waiting for it would hide when they arrived) until an
+ * answer starts with `prefix` (the echo backend's pod name); returns the wall time of that
+ * answer, or undefined after `limitMs`. At most 200 attempts are in flight.
+ */
+export async function firstAnswer(host: string, port: number, prefix: string, limitMs: number, everyMs = 2): Promise<number | undefined> {
+  const end = performance.now() + limitMs;
+  let answeredAt: number | undefined;
+  let inFlight = 0;
+  while (answeredAt === undefined && performance.now() < end) {
+    if (inFlight < 200) {
+      inFlight++;
+      void tcpOnce(host, port, 300).then((answer) => {
+        inFlight--;
+        if (answeredAt === undefined && answer.startsWith(prefix)) answeredAt = wallNow();
+      });
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  return answeredAt;
+}
+
+function tcpOnce(host: string, port: number, timeoutMs: number): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port });
+    let data = '';
+    const timer = setTimeout(() => {
+      s.destroy();
+      resolve('ETIMEDOUT');
+    }, timeoutMs);
+    s.on('data', (d) => (data += d.toString()));
+    s.on('end', () => {
+      clearTimeout(timer);
+      resolve(data);
+    });
+    s.on('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      resolve(e.code ?? 'ERROR');
+    });
+  });
+}
+
+/** The server's request log (path, list or watch, wall time), for a look at what a cold start waited for. */
+export function requestLog(): { path: string; watch: boolean; at: number; cont: boolean }[] {
+  return (server?.requests ?? []).map((r) => ({ path: r.path, watch: r.watch, at: r.at, cont: r.query['continue'] !== undefined }));
+}

@@ -1,0 +1,249 @@
+// End to end, as a new user meets it (issue 17): the real daemon process (bin/kube-proxy-ts.js
+// with the package's V8 flags, nftables mode) against the project's test API server holding
+// N Services × 10 endpoints, timed from outside with packets from a client namespace.
+//
+//   cold start      process spawned → the first and the last Service answer a TCP connect
+//   list serving    the test server's own time to serve every list page (reported apart)
+//   new Service     API write → the new ClusterIP answers (median of a few, spaced > min sync)
+//   endpoint move   API write → Service 0 answers from the other pod
+//   RSS             after the first sync (settled), after a bounded churn loop of endpoint
+//                   updates, and the peak (VmHWM), read from /proc/<pid>/status
+//
+// N = 0 gives the idle daemon's RSS. --quick: 0 and 1,000 only, a short churn.
+// E2E_SIZES=0,10000 chooses the sizes; E2E_50K=1 adds 50,000 to a full run.
+
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { DAEMON_NODE_FLAGS } from '../../src/daemon/node-flags.ts';
+import type { Cluster } from '../helpers/cluster.ts';
+import { makeCluster } from '../helpers/cluster.ts';
+import type { DaemonProcess } from '../helpers/daemon-process.ts';
+import { spawnDaemon } from '../helpers/daemon-process.ts';
+import { clusterIP } from './e2e-agent.ts';
+import type { HeapBreakdown } from './heap-summary.ts';
+import { heapBreakdown, smapsByMapping, takeSnapshot } from './heap-summary.ts';
+import type { Bench, BenchOptions, Section, Target } from './section.ts';
+import { formatCount, formatMs, median } from './stats.ts';
+
+const AGENT = new URL('./e2e-agent.ts', import.meta.url).href;
+const ENDPOINTS = 10;
+const PODS = 2;
+const MIN_SYNC = '1s';
+
+interface SizeResult {
+  n: number;
+  coldFirstMs?: number;
+  coldLastMs?: number;
+  /** The daemon's CPU time (user + system) from its start to the first and last Service answering. */
+  coldCpuMs?: number;
+  servingMs?: number;
+  newServiceMs: number[];
+  moveMs: number[];
+  rssSyncMiB: number;
+  rssChurnMiB: number;
+  peakMiB: number;
+  churned: number;
+  /** Where the memory is at the end of the run (the largest size only). */
+  breakdown?: { rssMiB: number; mappings: [string, number][]; heap: HeapBreakdown };
+}
+
+const wallNow = (): number => performance.timeOrigin + performance.now();
+
+/** utime + stime of a process, ms (/proc/<pid>/stat fields 14 and 15, in clock ticks of 10 ms). */
+async function cpuMsOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+async function memoryOf(pid: number): Promise<{ rss: number; hwm: number }> {
+  const text = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kib = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
+  return { rss: kib('VmRSS') / 1024, hwm: kib('VmHWM') / 1024 };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** pod p's 10 addresses: 10.244.(p+1).2 … .11 (the first is the cluster helper's own). */
+const podAddrs = (p: number): string[] => Array.from({ length: ENDPOINTS }, (_, j) => `10.244.${p + 1}.${j + 2}`);
+
+async function cluster(): Promise<Cluster> {
+  let destroy: (() => Promise<void>) | undefined;
+  try {
+    const c = await makeCluster({ teardown: (fn) => void (destroy = fn) }, 'e2e', PODS);
+    for (let p = 0; p < PODS; p++) {
+      for (const a of podAddrs(p).slice(1)) await c.pods[p]!.run('ip', 'addr', 'add', `${a}/24`, 'dev', 'eth0');
+    }
+    return c;
+  } catch (e) {
+    await destroy?.();
+    throw e;
+  }
+}
+
+export function daemonArgs(url: string): string[] {
+  return [
+    '--master', url,
+    '--proxy-mode', 'nftables',
+    '--hostname-override', 'node-a',
+    '--cluster-cidr', '10.244.0.0/16',
+    '--healthz-bind-address', '127.0.0.1:10256',
+    '--metrics-bind-address', '127.0.0.1:10249',
+    '--min-sync-period', MIN_SYNC,
+  ];
+}
+
+export function spawnMeasured(c: Cluster, url: string, extraNodeOptions: readonly string[] = []): DaemonProcess {
+  return spawnDaemon(c.node, daemonArgs(url), { env: { NODE_OPTIONS: [...DAEMON_NODE_FLAGS, ...extraNodeOptions].join(' ') } });
+}
+
+async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): Promise<SizeResult> {
+  const c = await cluster();
+  const snapshots = await mkdtemp(join(tmpdir(), 'kpts-e2e-'));
+  let d: DaemonProcess | undefined;
+  try {
+    const api = c.nodeAgent;
+    const { url, seedMs } = await api.call<{ url: string; seedMs: number }>(AGENT, 'startApi', n, ENDPOINTS, [podAddrs(0), podAddrs(1)]);
+    const servingMs = n > 0 ? await api.call<number>(AGENT, 'listServingMs') : undefined;
+    opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: server seeded in ${formatMs(seedMs)}, lists served in ${servingMs === undefined ? '-' : formatMs(servingMs)}`);
+    const answer = (ip: string, prefix: string, limitMs: number) =>
+      c.clientAgent.call<number | undefined>(AGENT, 'firstAnswer', ip, 80, prefix, limitMs);
+    const started = wallNow();
+    d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`]);
+    const out: SizeResult = { n, newServiceMs: [], moveMs: [], rssSyncMiB: NaN, rssChurnMiB: NaN, peakMiB: NaN, churned: 0 };
+    if (servingMs !== undefined) out.servingMs = servingMs;
+    if (n > 0) {
+      const [first, last] = await Promise.all([answer(clusterIP(0), 'pod1', 120_000), answer(clusterIP(n - 1), 'pod1', 120_000)]);
+      if (first === undefined || last === undefined) throw new Error(`the daemon did not program ${n} Services within 120 s:\n${d.log().slice(-3000)}`);
+      out.coldFirstMs = first - started;
+      out.coldLastMs = last - started;
+      out.coldCpuMs = await cpuMsOf(d.pid);
+    }
+    await sleep(n > 0 ? 3000 : 5000);
+    out.rssSyncMiB = (await memoryOf(d.pid)).rss;
+    const repeats = opts.quick ? 2 : 4;
+    for (let k = 0; k < repeats; k++) {
+      await sleep(1500);
+      const w = await api.call<{ at: number; ip: string }>(AGENT, 'addService', k);
+      const at = await answer(w.ip, 'pod1', 30_000);
+      if (at !== undefined) out.newServiceMs.push(at - w.at);
+    }
+    if (n > 0) {
+      for (let k = 0; k < repeats; k++) {
+        await sleep(1500);
+        const to = (k + 1) % PODS;
+        const wrote = await api.call<number>(AGENT, 'moveEndpoints', to);
+        const at = await answer(clusterIP(0), `pod${to + 1}`, 30_000);
+        if (at !== undefined) out.moveMs.push(at - wrote);
+      }
+      const [count, perSecond] = opts.quick ? [200, 50] : [3000, 50];
+      opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: churn, ${count} endpoint updates at ${perSecond}/s`);
+      out.churned = await api.call<number>(AGENT, 'churn', count, perSecond);
+      await sleep(3000);
+    }
+    const m = await memoryOf(d.pid);
+    out.rssChurnMiB = m.rss;
+    out.peakMiB = m.hwm;
+    await api.call(AGENT, 'stopApi');
+    if (breakdown) {
+      // Last: a snapshot costs the daemon memory of its own (the peak above is read before).
+      opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: heap snapshot`);
+      const mappings = smapsByMapping(await readFile(`/proc/${d.pid}/smaps`, 'utf8'));
+      const daemon = d;
+      out.breakdown = { rssMiB: m.rss, mappings, heap: heapBreakdown(await takeSnapshot(() => daemon.signal('SIGUSR2'), snapshots)) };
+    }
+    return out;
+  } finally {
+    await d?.kill();
+    await c.destroy();
+    await rm(snapshots, { recursive: true, force: true });
+  }
+}
+
+const mib = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(0)} MiB` : '-');
+const ms = (x: number | undefined): string => (x === undefined ? '-' : formatMs(x));
+const med = (xs: number[]): string => (xs.length === 0 ? '-' : `${formatMs(median(xs))} (${xs.length})`);
+
+export const bench: Bench = {
+  needsRoot: true,
+  async run(opts: BenchOptions): Promise<Section[]> {
+    // E2E_SIZES=0,10000 picks sizes (a comparison run); E2E_50K=1 adds 50,000 to the full run.
+    const chosen = process.env['E2E_SIZES']?.split(',').map(Number).filter((x) => Number.isInteger(x) && x >= 0);
+    const sizes = chosen?.length ? chosen : opts.quick ? [0, 1000] : [0, 1000, 5000, 10_000, ...(process.env['E2E_50K'] ? [50_000] : [])];
+    const results: SizeResult[] = [];
+    const largest = Math.max(...sizes);
+    for (const n of sizes) {
+      opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}`);
+      results.push(await measureSize(n, opts, n === largest || n === 0));
+    }
+    const at10k = results.find((r) => r.n === 10_000);
+    const idle = results.find((r) => r.n === 0);
+    const targets: Target[] = [
+      idle
+        ? { what: '#17 idle RSS', target: '≤ 60 MiB', status: idle.rssSyncMiB <= 60 ? 'met' : 'missed', detail: mib(idle.rssSyncMiB) }
+        : { what: '#17 idle RSS', target: '≤ 60 MiB', status: 'not measured', detail: 'no idle run' },
+      at10k
+        ? { what: '#17 10,000 × 10 cold start', target: '≤ 1 s', status: (at10k.coldLastMs ?? Infinity) <= 1000 ? 'met' : 'missed', detail: ms(at10k.coldLastMs) }
+        : { what: '#17 10,000 × 10 cold start', target: '≤ 1 s', status: 'not measured', detail: 'not in this run' },
+      at10k
+        ? { what: '#17 10,000 × 10 steady RSS / peak', target: '≤ 160 MiB / ≤ 256 MiB', status: at10k.rssChurnMiB <= 160 && at10k.peakMiB <= 256 ? 'met' : 'missed', detail: `${mib(at10k.rssChurnMiB)} / ${mib(at10k.peakMiB)}` }
+        : { what: '#17 10,000 × 10 steady RSS / peak', target: '≤ 160 MiB / ≤ 256 MiB', status: 'not measured', detail: 'not in this run' },
+    ];
+    return [{
+      title: 'End to end: the daemon process against a test API server (issue 17)',
+      description: `The real daemon (bin/kube-proxy-ts.js, NODE_OPTIONS=${DAEMON_NODE_FLAGS.join(' ')}, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at 50/s.`,
+      columns: [
+        { title: 'N × 10' }, { title: 'cold start: first / last Service answers', align: 'right' }, { title: 'daemon CPU to then', align: 'right' },
+        { title: 'server list serving', align: 'right' },
+        { title: 'new Service', align: 'right' }, { title: 'endpoint move', align: 'right' }, { title: 'RSS after first sync', align: 'right' },
+        { title: 'RSS after churn (updates)', align: 'right' }, { title: 'peak RSS', align: 'right' },
+      ],
+      rows: results.map((r) => [
+        r.n === 0 ? '0 (idle)' : formatCount(r.n),
+        r.coldFirstMs === undefined ? '-' : `${formatMs(r.coldFirstMs)} / ${ms(r.coldLastMs)}`,
+        ms(r.coldCpuMs),
+        ms(r.servingMs),
+        med(r.newServiceMs),
+        med(r.moveMs),
+        mib(r.rssSyncMiB),
+        `${mib(r.rssChurnMiB)} (${formatCount(r.churned)})`,
+        mib(r.peakMiB),
+      ]),
+      targets,
+    }, ...results.filter((r) => r.breakdown).map((r) => breakdownSection(r.n, r.breakdown!))];
+  },
+};
+
+/** Where the daemon's RSS goes: mappings from /proc/<pid>/smaps, the live JS heap by kind from a snapshot. */
+function breakdownSection(n: number, b: NonNullable<SizeResult['breakdown']>): Section {
+  const kib = (name: string): number => b.mappings.filter(([m]) => m === name).reduce((a, [, k]) => a + k, 0);
+  const nodeBinary = b.mappings.filter(([m]) => m.endsWith('/bin/node')).reduce((a, [, k]) => a + k, 0);
+  const libs = b.mappings.filter(([m]) => m.startsWith('/') && !m.endsWith('/bin/node')).reduce((a, [, k]) => a + k, 0);
+  const anon = kib('[anon]');
+  const live = b.heap.total / 2 ** 20;
+  const type = (t: string): number => (b.heap.byType.find(([x]) => x === t)?.[1] ?? 0) / 2 ** 20;
+  const strings = type('string') + type('concatenated string') + type('sliced string');
+  const rows: string[][] = [
+    ['node binary (file-backed text, shared between processes)', mib(nodeBinary / 1024)],
+    ['shared libraries, netlink addon', mib(libs / 1024)],
+    ['malloc heap ([heap]: Buffers, undici, addon)', mib(kib('[heap]') / 1024)],
+    ['anonymous mappings (V8 heap spaces, code, stacks)', mib(anon / 1024)],
+    ['  of which the live JS heap (snapshot, self sizes)', mib(live)],
+    ['    strings', mib(strings)],
+    ['    objects', mib(type('object'))],
+    ['    arrays (element and property stores)', mib(type('array'))],
+    ['    code (compiled functions)', mib(type('code'))],
+    ['    other (hidden, shapes, closures, native)', mib(live - strings - type('object') - type('array') - type('code'))],
+    ['  of which not live (V8 free pages and reserve, young generation)', mib(anon / 1024 - live)],
+  ];
+  const top = b.heap.byName.filter(([k]) => k.startsWith('object:')).slice(0, 4).map(([k, e]) => `${k.slice(7) || '(anonymous)'} ${(e.size / 2 ** 20).toFixed(1)} MiB (${formatCount(e.count)})`);
+  return {
+    title: `Where the memory goes: the daemon at ${n === 0 ? 'idle' : `${formatCount(n)} × ${ENDPOINTS}`} (issue 17)`,
+    description: `The same daemon at the end of its run above (RSS ${mib(b.rssMiB)}): its RSS by mapping (/proc/<pid>/smaps), and its live JS heap from a heap snapshot (--heapsnapshot-signal), by kind.`,
+    columns: [{ title: 'part' }, { title: 'RSS / size', align: 'right' }],
+    rows,
+    notes: [`Largest object kinds: ${top.join(', ')}.`],
+  };
+}
