@@ -15,6 +15,7 @@ import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { Proxier, SyncReport } from '../types.ts';
+import { SyncFailedError } from '../types.ts';
 import type { CanaryProbe } from './canary.ts';
 import { canaryPresent } from './canary.ts';
 import type { RuleCodec } from './codec.ts';
@@ -35,6 +36,7 @@ import { servicePortRules } from './rules.ts';
 import { globalRules } from './global.ts';
 import type { WriterState } from './state.ts';
 import type { Unit, UnitSource } from './units.ts';
+import { SyncTally } from './sync-tally.ts';
 import { Chain, isServicePortChain } from './names.ts';
 import type { BatchSender, TableClient } from './writer-types.ts';
 
@@ -88,12 +90,16 @@ export class IptablesProxier implements Proxier {
   private timer: TimerHandle | undefined;
   private onDrift: (() => void) | undefined;
   private polling = false;
+  /** The numbers of upstream's iptables metrics (sync-tally.ts). */
+  private readonly tally = new SyncTally();
+  private readonly sender: BatchSender;
 
   constructor(o: IptablesProxierOptions) {
     this.o = o;
     this.log = o.logger.child({ proxier: 'iptables', family: o.family });
     this.enc = new Encoder(o.codec);
     this.now = o.now ?? (() => performance.now());
+    this.sender = this.tally.watch(o.sender);
     // Half the socket's limit per batch (keeps each commit, which holds the kernel's lock,
     // bounded), and a quarter for messages whose echo comes back in the receive buffer.
     const max = o.maxBatchBytes ?? 4 << 20;
@@ -112,7 +118,15 @@ export class IptablesProxier implements Proxier {
     this.needFull = true; // until this sync succeeds
     const wasTrusted = this.trusted;
     this.trusted = false;
-    const report = full ? await this.fullSync(desired, signal, wasTrusted) : await this.partialSync(desired, change, signal);
+    this.tally.begin(full);
+    let report: SyncReport;
+    try {
+      report = full ? await this.fullSync(desired, signal, wasTrusted) : await this.partialSync(desired, change, signal);
+    } catch (e) {
+      this.tally.fail();
+      throw new SyncFailedError(e, !full, this.tally.commitFailed);
+    }
+    report = { ...report, iptables: this.tally.commit() };
     this.ctxKey = key;
     this.needFull = false;
     this.trusted = true;
@@ -124,17 +138,19 @@ export class IptablesProxier implements Proxier {
     const ips = desired.nodePortAddresses.matchAll ? [] : await nodePortIPs(desired, this.o.localAddresses);
     const gctx = globalContext(desired, ips, this.o);
     if (gctx.localhostNodePorts && this.o.sysctl) await this.o.sysctl.set(ROUTE_LOCALNET, 1);
-    const skeleton = skeletonOf(globalRules(gctx));
+    const skeleton = this.tally.skeleton(skeletonOf(globalRules(gctx)));
     const inputs = new Map<string, PortInputs>();
     const last = this.inputs;
     const sameContext = this.ctxKey === JSON.stringify(portContext(desired, this.o));
+    const tally = this.tally;
     const units = (function* (): Generator<UnitSource> {
       for (const [id, info] of desired.services) {
         const sel = desired.selections.get(id);
         inputs.set(id, { info, sel });
         const was = last.get(id);
         const unchanged = sameContext && was !== undefined && was.info === info && was.sel === sel;
-        yield { id, unchanged, unit: () => unitOf(servicePortRules(info, sel, gctx)) };
+        tally.keep(id);
+        yield { id, unchanged, unit: () => tally.unit(id, unitOf(servicePortRules(info, sel, gctx))) };
       }
     })();
     const tr = this.now();
@@ -157,13 +173,16 @@ export class IptablesProxier implements Proxier {
     const kernel = light ?? (await readKernel(this.o.clients, this.o.codec, (t, c) => listedChains.has(`${t}/${c}`)));
     if (!trusted) this.rewrittenAt = this.now();
     let kernelMs = this.now() - tr;
-    const sink = new BatchSink(this.o.clients, this.o.sender, { ...this.budget, echo: false }, signal, () => this.now());
+    const sink = new BatchSink(this.o.clients, this.sender, { ...this.budget, echo: false }, signal, () => this.now());
     const timed = async (f: () => Promise<unknown>): Promise<void> => {
       const ts = this.now();
       await f();
       kernelMs += this.now() - ts;
     };
-    const drain = (p: Plan): Promise<void> => timed(() => sink.add(p.groups));
+    const drain = (p: Plan): Promise<void> => {
+      this.tally.plan(p.groups);
+      return timed(() => sink.add(p.groups));
+    };
     const made = light && trusted ? new Set([...trusted.units.values()].flatMap((u) => u.chains.map((c) => `${c.table}/${c.name}`))) : undefined;
     const assumePresent = made ? (t: IptTable, c: string): boolean => made.has(`${t}/${c}`) : undefined;
     const { plan, state } = await planFull({
@@ -210,12 +229,13 @@ export class IptablesProxier implements Proxier {
     const ctx = portContext(desired, this.o);
     for (const id of change.services) {
       const info = desired.services.get(id);
-      changed.set(id, info ? unitOf(servicePortRules(info, desired.selections.get(id), ctx)) : undefined);
+      changed.set(id, info ? this.tally.unit(id, unitOf(servicePortRules(info, desired.selections.get(id), ctx))) : this.tally.drop(id));
     }
     const state = this.state!;
     const { plan, commit } = planPartial({ state, changed, enc: this.enc });
     const tk = this.now();
-    const r = await sendGroups(plan.groups, this.o.clients, this.o.sender, this.budget, signal, this.now);
+    this.tally.plan(plan.groups);
+    const r = await sendGroups(plan.groups, this.o.clients, this.sender, this.budget, signal, this.now);
     const kernelMs = this.now() - tk;
     commit();
     for (const id of change.services) {
