@@ -14,9 +14,11 @@ import type { IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
-import type { Proxier, SyncReport } from '../types.ts';
+import type { DescribeOptions, PortDescription, Proxier, SyncReport } from '../types.ts';
 import { SyncFailedError } from '../types.ts';
 import type { CanaryProbe } from './canary.ts';
+import { describeIptPort } from './describe.ts';
+import type { IptContext } from './types.ts';
 import { canaryPresent } from './canary.ts';
 import type { RuleCodec } from './codec.ts';
 import { FIXED_NAMES, skeletonOf, unitOf } from './desired.ts';
@@ -93,6 +95,8 @@ export class IptablesProxier implements Proxier {
   /** The numbers of upstream's iptables metrics (sync-tally.ts). */
   private readonly tally = new SyncTally();
   private readonly sender: BatchSender;
+  /** The port context of the last successful sync (describe() makes its units again). */
+  private lastCtx: IptContext | undefined;
 
   constructor(o: IptablesProxierOptions) {
     this.o = o;
@@ -108,7 +112,8 @@ export class IptablesProxier implements Proxier {
 
   async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
     if (desired.family !== this.o.family) throw new Error(`an ${this.o.family} proxier was given ${desired.family} state`);
-    const key = JSON.stringify(portContext(desired, this.o));
+    const ctx = portContext(desired, this.o);
+    const key = JSON.stringify(ctx);
     let full = this.needFull || change.full || !this.state || key !== this.ctxKey;
     if (this.trusted && !(await canaryPresent(this.o.clients))) {
       this.log.info('Canary chain gone (someone flushed our tables); full resync');
@@ -128,6 +133,7 @@ export class IptablesProxier implements Proxier {
     }
     report = { ...report, iptables: this.tally.commit() };
     this.ctxKey = key;
+    this.lastCtx = ctx;
     this.needFull = false;
     this.trusted = true;
     return report;
@@ -251,6 +257,13 @@ export class IptablesProxier implements Proxier {
     }
     const total = this.now() - t0;
     return { full: false, servicesChanged: changed.size, kernelMs, planMs: Math.max(0, total - kernelMs), errors: [], batches: r.batches, longestBatchMs: r.longestBatchMs };
+  }
+
+  /** For explain: the port's rules in the kernel beside those the last sync wrote (describe.ts). */
+  describe(info: ServicePortInfo, opts?: DescribeOptions): Promise<PortDescription> {
+    const last = this.inputs.get(info.id);
+    const unit = last && this.lastCtx ? unitOf(servicePortRules(last.info, last.sel, this.lastCtx)) : undefined;
+    return describeIptPort(info, { clients: this.o.clients, family: this.o.family, unit }, opts);
   }
 
   /** Asks for a full resync through `kick` when the canary chains disappear. */
