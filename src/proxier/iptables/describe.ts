@@ -5,8 +5,8 @@
 // KUBE-SERVICES, KUBE-NODEPORTS, filter KUBE-SERVICES, ...) that carry its name in their
 // comment, as upstream writes them ("ns/name:port cluster IP", "ns/name:port", ...).
 //
-// The shared chains are read once per query (kept in the describe session), so explaining every
-// Service lists them once; a port's own chains are listed per port. Entries: one per rule,
+// The chains present and the shared chains' rules are read once per query (kept in the describe
+// session), so explaining every Service lists them once; a port's own chains are listed per port. Entries: one per rule,
 // where = "TABLE CHAIN", key = the rule as iptables-save prints it; one per owned chain
 // (where = "chain") so that an empty chain missing is seen too.
 
@@ -20,6 +20,7 @@ import type { DescribeOptions, PortDescription, ProgrammedEntry } from '../types
 import { SHARED_CHAINS } from './desired.ts';
 import { portChainNames, servicePortName } from './names.ts';
 import type { ServicePortInfo } from '../../model/index.ts';
+import { chainId } from './units.ts';
 import type { ChainRef, Unit } from './units.ts';
 import type { TableClient } from './writer-types.ts';
 
@@ -50,17 +51,32 @@ interface SharedRule {
   readonly comment: string | undefined;
 }
 
-/** The shared chains' rules, decoded. */
-async function readShared(clients: ReadonlyMap<IptTable, TableClient>, family: IPFamily): Promise<SharedRule[]> {
+interface Snapshot {
+  /** table/chain of every chain present (listing a chain that is not there answers nothing, not an error). */
+  readonly chains: ReadonlySet<string>;
+  readonly shared: readonly SharedRule[];
+}
+
+/** The chains present and the shared chains' rules, decoded. */
+async function readSnapshot(clients: ReadonlyMap<IptTable, TableClient>, family: IPFamily): Promise<Snapshot> {
+  const chains = new Set<string>();
+  for (const [table, client] of clients) {
+    try {
+      for (const c of await client.listChains()) chains.add(chainId(table, c.name));
+    } catch (e) {
+      if (!isNotFound(e)) throw e; // no such table: no chains
+    }
+  }
   const out: SharedRule[] = [];
   for (const c of SHARED_CHAINS) {
+    if (!chains.has(chainId(c.table, c.name))) continue;
     for (const r of (await listChain(clients.get(c.table), c.name)) ?? []) {
       const { rule, line } = lineOf(r, c.table, family);
       const m = rule?.matches.find((x) => x.m === 'comment');
       out.push({ table: c.table, chain: c.name, line, comment: m?.m === 'comment' ? m.text : undefined });
     }
   }
-  return out;
+  return { chains, shared: out };
 }
 
 /** Upstream's comments on a port's shared rules: its name alone, or followed by what the rule is for. */
@@ -93,19 +109,21 @@ function ownChains(info: ServicePortInfo, unit: Unit | undefined): ChainRef[] {
 
 export async function describeIptPort(info: ServicePortInfo, i: IptDescribeInputs, opts: DescribeOptions = {}): Promise<PortDescription> {
   const key = `iptables-shared ${i.family}`;
-  let shared = opts.session?.get(key) as Promise<SharedRule[]> | undefined;
-  if (!shared) {
-    shared = readShared(i.clients, i.family);
-    opts.session?.set(key, shared);
+  let pending = opts.session?.get(key) as Promise<Snapshot> | undefined;
+  if (!pending) {
+    pending = readSnapshot(i.clients, i.family);
+    opts.session?.set(key, pending);
   }
+  const snapshot = await pending;
   const kernel: ProgrammedEntry[] = [];
   for (const c of ownChains(info, i.unit)) {
+    if (!snapshot.chains.has(chainId(c.table, c.name))) continue;
     const rules = await listChain(i.clients.get(c.table), c.name);
     if (!rules) continue;
     kernel.push(chainEntry(c.table, c.name));
     for (const r of rules) kernel.push(ruleEntry(c.table, c.name, lineOf(r, c.table, i.family).line));
   }
   const portName = servicePortName(info);
-  for (const r of await shared) if (commentOfPort(r.comment, portName)) kernel.push(ruleEntry(r.table, r.chain, r.line));
+  for (const r of snapshot.shared) if (commentOfPort(r.comment, portName)) kernel.push(ruleEntry(r.table, r.chain, r.line));
   return { mode: 'iptables', kernel, expected: expectedEntries(i.unit, i.family) };
 }
