@@ -15,7 +15,8 @@ import type { ServiceHealthEntry } from '../health/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import type { ChangeTracker, DesiredState, StaleTarget } from '../model/index.ts';
 import { NetlinkError } from '../netlink/core/index.ts';
-import type { Proxier } from '../proxier/types.ts';
+import { SyncFailedError } from '../proxier/types.ts';
+import type { Proxier, SyncReport } from '../proxier/types.ts';
 import type { SyncOutcome, SyncRequest } from './sync-loop.ts';
 
 export interface FamilyPipeline {
@@ -49,9 +50,27 @@ export interface SyncerOptions {
  * object kind only ("add element"), so that object names do not explode the label set.
  */
 function countNetlinkError(metrics: ProxyMetrics | undefined, subsystem: string, e: unknown): void {
+  if (e instanceof SyncFailedError) e = e.cause;
   if (!metrics || !(e instanceof NetlinkError)) return;
   const op = e.op.split(' ').slice(0, 2).join(' ') || 'unknown';
   metrics.netlinkErrorsTotal.inc({ subsystem, op });
+}
+
+/**
+ * Upstream's iptables-mode sync metrics: the rule gauges after a sync, and for a failed one the
+ * restore failures (the kernel refused a transaction) and partial-restore failures (a partial
+ * sync failed; the next is full).
+ */
+export function countIptablesSync(metrics: ProxyMetrics | undefined, family: IPFamily, report: SyncReport | undefined, e?: unknown): void {
+  if (!metrics) return;
+  if (report?.iptables) {
+    for (const [table, n] of Object.entries(report.iptables.total)) metrics.iptablesRulesTotal.set({ ip_family: family, table }, n);
+    for (const [table, n] of Object.entries(report.iptables.written)) metrics.iptablesRulesLast.set({ ip_family: family, table }, n);
+  }
+  if (e instanceof SyncFailedError) {
+    if (e.commitFailed) metrics.iptablesRestoreFailuresTotal.inc({ ip_family: family });
+    if (e.partial) metrics.iptablesPartialRestoreFailuresTotal.inc({ ip_family: family });
+  }
 }
 
 /**
@@ -99,11 +118,13 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
         report = await p.proxier.sync(desired, change, req.signal);
       } catch (e) {
         countNetlinkError(o.metrics, p.proxier.mode, e);
+        if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, undefined, e);
         if (change.stale.length > 0) o.staleFlows?.hold(change.stale);
         throw e;
       }
       for (const e of report.errors) o.logger.warn('Sync problem', { family: p.family, mode: p.proxier.mode, problem: e });
       if (report.cleanupFailed === true && p.proxier.mode === 'nftables') o.metrics?.nftablesCleanupFailuresTotal.inc({ ip_family: p.family });
+      if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, report);
       if (report.refused) o.metrics?.servicePortsRefusedTotal.inc({ ip_family: p.family }, report.refused);
       const now = o.now();
       for (const times of change.triggerTimes.values()) {

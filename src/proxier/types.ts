@@ -25,6 +25,34 @@ export interface SyncReport {
   cleanupFailed?: boolean;
   /** Service ports the kernel refused in this sync (each is in `errors`), skipped until they change. */
   refused?: number;
+  /** iptables mode: its rules after the sync and those it wrote (upstream's iptables rule gauges). */
+  iptables?: IptablesSyncCounts;
+}
+
+/** Rules per table ("nat", "filter"), as upstream's kubeproxy_sync_proxy_rules_iptables_* gauges count them. */
+export interface IptablesSyncCounts {
+  /** Rules in our chains after the sync. */
+  readonly total: Readonly<Record<string, number>>;
+  /** Rules this sync wrote to the kernel (added or re-added). */
+  readonly written: Readonly<Record<string, number>>;
+}
+
+/**
+ * A failed sync, with what the metrics need to know of it (upstream's iptables restore and
+ * partial-restore failure counters). `cause` is the original error.
+ */
+export class SyncFailedError extends Error {
+  /** The sync was a partial one (only the changed service ports). */
+  readonly partial: boolean;
+  /** The kernel refused a transaction of the sync (upstream: iptables-restore failed). */
+  readonly commitFailed: boolean;
+
+  constructor(cause: unknown, partial: boolean, commitFailed: boolean) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = 'SyncFailedError';
+    this.partial = partial;
+    this.commitFailed = commitFailed;
+  }
 }
 
 export interface Proxier {

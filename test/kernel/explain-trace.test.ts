@@ -167,3 +167,54 @@ test.serial('trace --live: the real path of the next matching packet, and the ar
   t.is(cl.code, 0, cl.stderr);
   t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, '--cleanup removed the arming table');
 });
+
+test.serial('explain in iptables mode: the port\'s chains and shared rules read back, then drift after a rule is deleted behind the daemon', async (t) => {
+  const c = await makeCluster(t, 'xip', 2);
+  const dir = await mkdtemp(join(tmpdir(), 'kpts-explain-ipt-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const sock = join(dir, 'control.sock');
+  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, nodeName: 'node-a', endpoints: [podIP(0), podIP(1)] }));
+  // No resync after the first: the rule deleted below must still be missing when asked.
+  const d = spawnDaemon(c.node, ['--proxy-mode', 'iptables', '--manifest-dir', dir, '--hostname-override', 'node-a', '--cluster-cidr', '10.244.0.0/16', '--control-socket', sock,
+    '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--iptables-min-sync-period', '1h', '--iptables-sync-period', '1h']);
+  t.teardown(() => d.kill());
+  try {
+    await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined), 20_000);
+  } catch (e) {
+    t.log(d.log());
+    throw e;
+  }
+  const explain = async () => {
+    const r = await runDaemon(c.node, ['explain', 'default/web:http', '-o', 'json', '--control-socket', sock]);
+    if (r.code !== 0) throw new Error(`explain: exit ${r.code}: ${r.stderr}`);
+    return (JSON.parse(r.stdout) as { ports: PortExplanation[] }).ports[0]!;
+  };
+  const port = await explain();
+  t.is(port.kernel!.mode, 'iptables');
+  t.true(port.kernel!.agrees, JSON.stringify(port.kernel!.drift));
+  const where = (w: string) => port.kernel!.kernel.filter((e) => e.where === w).map((e) => e.key);
+  const portal = where('nat KUBE-SERVICES');
+  t.is(portal.length, 1, portal.join('\n'));
+  t.regex(portal[0]!, /^-A KUBE-SERVICES -d 10\.96\.0\.10\/32 -p tcp -m comment --comment "default\/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-/);
+  t.is(where('nat KUBE-NODEPORTS').length, 1);
+  t.is(port.kernel!.kernel.filter((e) => e.where === 'chain' && / KUBE-SEP-/.test(e.key)).length, 2);
+  const text = await runDaemon(c.node, ['explain', 'default/web', '--control-socket', sock]);
+  t.regex(text.stdout, /Kernel \(iptables\): in sync/);
+
+  // The portal rule deleted as an operator would: explain shows it missing.
+  const lines = (await c.node.run('iptables-nft', '-t', 'nat', '-S', 'KUBE-SERVICES')).split('\n').filter((l) => l.startsWith('-A '));
+  const index = lines.findIndex((l) => l.includes('default/web:http cluster IP'));
+  t.true(index >= 0, lines.join('\n'));
+  await c.node.run('iptables-nft', '-t', 'nat', '-D', 'KUBE-SERVICES', String(index + 1));
+  const drifted = await explain();
+  t.false(drifted.kernel!.agrees);
+  t.deepEqual(drifted.kernel!.drift.missing.map((e) => e.key), [portal[0]]);
+  t.deepEqual(drifted.kernel!.drift.unexpected, []);
+  const report = await runDaemon(c.node, ['explain', 'default/web', '--control-socket', sock]);
+  t.regex(report.stdout, /Kernel \(iptables\): DRIFT \(1 missing, 0 unexpected\)/);
+  t.regex(report.stdout, /MISSING nat KUBE-SERVICES: -A KUBE-SERVICES -d 10\.96\.0\.10\/32/);
+  d.signal('SIGTERM');
+  t.is((await d.exited).code, 0);
+  const cl = await runDaemon(c.node, ['--cleanup']);
+  t.is(cl.code, 0, cl.stderr);
+});

@@ -12,6 +12,7 @@ import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts'
 import { serviceYAML } from '../helpers/manifests.ts';
 
 const VIP = '10.96.0.10';
+const AGENT = new URL('./daemon-agent.ts', import.meta.url).href;
 
 async function save(c: Cluster): Promise<string> {
   return (await c.node.run('iptables-nft-save'))
@@ -67,6 +68,21 @@ test.serial('iptables mode daemon: traffic, manifest change, SIGTERM keeps rules
   let text = await save(c);
   t.regex(text, /-A KUBE-MARK-MASQ -j MARK --set-xmark 0x2000\/0x2000/, '--iptables-masquerade-bit 13');
   t.deepEqual(foreign(text), theirs);
+
+  // Upstream's iptables metrics: our rules per table as iptables-nft-save lists them (less the
+  // jumps in the built-in chains, as upstream counts them), and no failures.
+  const metrics = (await c.nodeAgent.call<{ status: number; body: string }>(AGENT, 'httpGet', 'http://127.0.0.1:10249/metrics')).body;
+  const metric = (name: string, labels: string) => Number(new RegExp(`^${name}\\{${labels}\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+  const ours = (table: string) => {
+    const body = text.split('*' + table)[1]!.split('COMMIT')[0]!;
+    return body.split('\n').filter((l) => /^-A KUBE-/.test(l)).length;
+  };
+  for (const table of ['nat', 'filter']) {
+    t.is(metric('kubeproxy_sync_proxy_rules_iptables_total', `ip_family="IPv4",table="${table}"`), ours(table), `${table} total`);
+  }
+  t.true(metric('kubeproxy_sync_proxy_rules_iptables_last', 'ip_family="IPv4",table="nat"') >= 0);
+  t.is(metric('kubeproxy_sync_proxy_rules_iptables_restore_failures_total', 'ip_family="IPv4"') || 0, 0);
+  t.regex(metrics, /kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total/);
 
   await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(2)] }));
   await pollUntil('the new endpoint set', async () => ((await tcpMany(VIP, 80, 8)).every((a) => a.startsWith('pod3 ')) ? true : undefined), 10_000, 200);

@@ -14,8 +14,11 @@ import type { IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
-import type { Proxier, SyncReport } from '../types.ts';
+import type { DescribeOptions, PortDescription, Proxier, SyncReport } from '../types.ts';
+import { SyncFailedError } from '../types.ts';
 import type { CanaryProbe } from './canary.ts';
+import { describeIptPort } from './describe.ts';
+import type { IptContext } from './types.ts';
 import { canaryPresent } from './canary.ts';
 import type { RuleCodec } from './codec.ts';
 import { FIXED_NAMES, skeletonOf, unitOf } from './desired.ts';
@@ -35,6 +38,7 @@ import { servicePortRules } from './rules.ts';
 import { globalRules } from './global.ts';
 import type { WriterState } from './state.ts';
 import type { Unit, UnitSource } from './units.ts';
+import { SyncTally } from './sync-tally.ts';
 import { Chain, isServicePortChain } from './names.ts';
 import type { BatchSender, TableClient } from './writer-types.ts';
 
@@ -88,12 +92,18 @@ export class IptablesProxier implements Proxier {
   private timer: TimerHandle | undefined;
   private onDrift: (() => void) | undefined;
   private polling = false;
+  /** The numbers of upstream's iptables metrics (sync-tally.ts). */
+  private readonly tally = new SyncTally();
+  private readonly sender: BatchSender;
+  /** The port context of the last successful sync (describe() makes its units again). */
+  private lastCtx: IptContext | undefined;
 
   constructor(o: IptablesProxierOptions) {
     this.o = o;
     this.log = o.logger.child({ proxier: 'iptables', family: o.family });
     this.enc = new Encoder(o.codec);
     this.now = o.now ?? (() => performance.now());
+    this.sender = this.tally.watch(o.sender);
     // Half the socket's limit per batch (keeps each commit, which holds the kernel's lock,
     // bounded), and a quarter for messages whose echo comes back in the receive buffer.
     const max = o.maxBatchBytes ?? 4 << 20;
@@ -102,7 +112,8 @@ export class IptablesProxier implements Proxier {
 
   async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
     if (desired.family !== this.o.family) throw new Error(`an ${this.o.family} proxier was given ${desired.family} state`);
-    const key = JSON.stringify(portContext(desired, this.o));
+    const ctx = portContext(desired, this.o);
+    const key = JSON.stringify(ctx);
     let full = this.needFull || change.full || !this.state || key !== this.ctxKey;
     if (this.trusted && !(await canaryPresent(this.o.clients))) {
       this.log.info('Canary chain gone (someone flushed our tables); full resync');
@@ -112,8 +123,17 @@ export class IptablesProxier implements Proxier {
     this.needFull = true; // until this sync succeeds
     const wasTrusted = this.trusted;
     this.trusted = false;
-    const report = full ? await this.fullSync(desired, signal, wasTrusted) : await this.partialSync(desired, change, signal);
+    this.tally.begin(full);
+    let report: SyncReport;
+    try {
+      report = full ? await this.fullSync(desired, signal, wasTrusted) : await this.partialSync(desired, change, signal);
+    } catch (e) {
+      this.tally.fail();
+      throw new SyncFailedError(e, !full, this.tally.commitFailed);
+    }
+    report = { ...report, iptables: this.tally.commit() };
     this.ctxKey = key;
+    this.lastCtx = ctx;
     this.needFull = false;
     this.trusted = true;
     return report;
@@ -124,17 +144,19 @@ export class IptablesProxier implements Proxier {
     const ips = desired.nodePortAddresses.matchAll ? [] : await nodePortIPs(desired, this.o.localAddresses);
     const gctx = globalContext(desired, ips, this.o);
     if (gctx.localhostNodePorts && this.o.sysctl) await this.o.sysctl.set(ROUTE_LOCALNET, 1);
-    const skeleton = skeletonOf(globalRules(gctx));
+    const skeleton = this.tally.skeleton(skeletonOf(globalRules(gctx)));
     const inputs = new Map<string, PortInputs>();
     const last = this.inputs;
     const sameContext = this.ctxKey === JSON.stringify(portContext(desired, this.o));
+    const tally = this.tally;
     const units = (function* (): Generator<UnitSource> {
       for (const [id, info] of desired.services) {
         const sel = desired.selections.get(id);
         inputs.set(id, { info, sel });
         const was = last.get(id);
         const unchanged = sameContext && was !== undefined && was.info === info && was.sel === sel;
-        yield { id, unchanged, unit: () => unitOf(servicePortRules(info, sel, gctx)) };
+        tally.keep(id);
+        yield { id, unchanged, unit: () => tally.unit(id, unitOf(servicePortRules(info, sel, gctx))) };
       }
     })();
     const tr = this.now();
@@ -157,13 +179,16 @@ export class IptablesProxier implements Proxier {
     const kernel = light ?? (await readKernel(this.o.clients, this.o.codec, (t, c) => listedChains.has(`${t}/${c}`)));
     if (!trusted) this.rewrittenAt = this.now();
     let kernelMs = this.now() - tr;
-    const sink = new BatchSink(this.o.clients, this.o.sender, { ...this.budget, echo: false }, signal, () => this.now());
+    const sink = new BatchSink(this.o.clients, this.sender, { ...this.budget, echo: false }, signal, () => this.now());
     const timed = async (f: () => Promise<unknown>): Promise<void> => {
       const ts = this.now();
       await f();
       kernelMs += this.now() - ts;
     };
-    const drain = (p: Plan): Promise<void> => timed(() => sink.add(p.groups));
+    const drain = (p: Plan): Promise<void> => {
+      this.tally.plan(p.groups);
+      return timed(() => sink.add(p.groups));
+    };
     const made = light && trusted ? new Set([...trusted.units.values()].flatMap((u) => u.chains.map((c) => `${c.table}/${c.name}`))) : undefined;
     const assumePresent = made ? (t: IptTable, c: string): boolean => made.has(`${t}/${c}`) : undefined;
     const { plan, state } = await planFull({
@@ -210,12 +235,13 @@ export class IptablesProxier implements Proxier {
     const ctx = portContext(desired, this.o);
     for (const id of change.services) {
       const info = desired.services.get(id);
-      changed.set(id, info ? unitOf(servicePortRules(info, desired.selections.get(id), ctx)) : undefined);
+      changed.set(id, info ? this.tally.unit(id, unitOf(servicePortRules(info, desired.selections.get(id), ctx))) : this.tally.drop(id));
     }
     const state = this.state!;
     const { plan, commit } = planPartial({ state, changed, enc: this.enc });
     const tk = this.now();
-    const r = await sendGroups(plan.groups, this.o.clients, this.o.sender, this.budget, signal, this.now);
+    this.tally.plan(plan.groups);
+    const r = await sendGroups(plan.groups, this.o.clients, this.sender, this.budget, signal, this.now);
     const kernelMs = this.now() - tk;
     commit();
     for (const id of change.services) {
@@ -231,6 +257,13 @@ export class IptablesProxier implements Proxier {
     }
     const total = this.now() - t0;
     return { full: false, servicesChanged: changed.size, kernelMs, planMs: Math.max(0, total - kernelMs), errors: [], batches: r.batches, longestBatchMs: r.longestBatchMs };
+  }
+
+  /** For explain: the port's rules in the kernel beside those the last sync wrote (describe.ts). */
+  describe(info: ServicePortInfo, opts?: DescribeOptions): Promise<PortDescription> {
+    const last = this.inputs.get(info.id);
+    const unit = last && this.lastCtx ? unitOf(servicePortRules(last.info, last.sel, this.lastCtx)) : undefined;
+    return describeIptPort(info, { clients: this.o.clients, family: this.o.family, unit }, opts);
   }
 
   /** Asks for a full resync through `kick` when the canary chains disappear. */
