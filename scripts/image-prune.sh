@@ -11,7 +11,9 @@ root=$1 staged=$2 list=$3
 # name. The extract variant ran no dpkg, so it is made from the .debs' control files.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for f in "$root"/var/cache/apt/archives/*.deb "$root$staged"; do
+# The staged .deb is read outside the root: mmdebstrap empties the root's /tmp, which holds the
+# copy when the repository itself lives under /tmp.
+for f in "$root"/var/cache/apt/archives/*.deb "$staged"; do
   pkg=$(/usr/bin/dpkg-deb -f "$f" Package)
   /usr/bin/dpkg-deb -f "$f" | awk 'NR == 1 { print; print "Status: install ok installed"; next } { print }' >"$tmp/$pkg"
   echo "$pkg=$(/usr/bin/dpkg-deb -f "$f" Version)" >>"$tmp/list"
@@ -26,7 +28,9 @@ done >"$root/var/lib/dpkg/status"
 
 # The staged .deb and the directories made for it.
 rm -f "$root$staged"
-(cd "$root" && rmdir -p --ignore-fail-on-non-empty "$(dirname "${staged#/}")")
+if [ -d "$root$(dirname "$staged")" ]; then
+  (cd "$root" && rmdir -p --ignore-fail-on-non-empty "$(dirname "${staged#/}")")
+fi
 
 # The runtime provides /dev, /etc/hostname, /etc/resolv.conf, /etc/hosts; no fstab in a container.
 find "$root/dev" -mindepth 1 -delete
