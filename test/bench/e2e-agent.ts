@@ -5,10 +5,10 @@
 //   - in the client namespace: TCP connects repeated until a Service answers as expected.
 // Times are wall-clock milliseconds with sub-millisecond precision (timeOrigin + now), so that
 // a write in one process and an answer in another compare.
-import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { KObject } from '../helpers/fake-apiserver.ts';
 import { FakeApiServer } from '../helpers/fake-apiserver.ts';
+import { tcp } from '../kernel/scenarios/echo.ts';
 
 export const NODE_NAME = 'node-a';
 export const SERVICE_PORT = 80;
@@ -169,7 +169,7 @@ export async function firstAnswer(host: string, port: number, prefix: string, li
   while (answeredAt === undefined && performance.now() < end) {
     if (inFlight < 200) {
       inFlight++;
-      void tcpOnce(host, port, 300).then((answer) => {
+      void tcp(host, port, 300).then((answer) => {
         inFlight--;
         if (answeredAt === undefined && answer.startsWith(prefix)) answeredAt = wallNow();
       });
@@ -177,26 +177,6 @@ export async function firstAnswer(host: string, port: number, prefix: string, li
     await new Promise((r) => setTimeout(r, everyMs));
   }
   return answeredAt;
-}
-
-function tcpOnce(host: string, port: number, timeoutMs: number): Promise<string> {
-  return new Promise((resolve) => {
-    const s = connect({ host, port });
-    let data = '';
-    const timer = setTimeout(() => {
-      s.destroy();
-      resolve('ETIMEDOUT');
-    }, timeoutMs);
-    s.on('data', (d) => (data += d.toString()));
-    s.on('end', () => {
-      clearTimeout(timer);
-      resolve(data);
-    });
-    s.on('error', (e: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      resolve(e.code ?? 'ERROR');
-    });
-  });
 }
 
 /** The server's request log (path, list or watch, wall time), for a look at what a cold start waited for. */
