@@ -77,6 +77,7 @@ export class IptablesProxier implements Proxier {
   private readonly enc: Encoder;
   private readonly now: () => number;
   private readonly budget: Budget;
+  private readonly fullBudget: Budget;
   private state: WriterState | undefined;
   private ctxKey = '';
   private needFull = true;
@@ -98,6 +99,12 @@ export class IptablesProxier implements Proxier {
     // bounded), and a quarter for messages whose echo comes back in the receive buffer.
     const max = o.maxBatchBytes ?? 4 << 20;
     this.budget = { bytes: Math.max(16384, Math.floor(max / 2)), echoBytes: Math.max(8192, Math.floor(max / 4)) };
+    // A full sync asks for no echo and may fill the socket: every commit that adds a jump makes
+    // the kernel validate the whole table again (nf_tables_validate, measured: most of a
+    // commit's cost at 5,000 Services), so a cold start's cost grows with its batch count.
+    // iptables-nft-restore sends the whole ruleset in one batch (SO_SNDBUFFORCE, which the
+    // netlink package does not expose), holding the lock longer than one of ours.
+    this.fullBudget = { bytes: Math.max(16384, max), echoBytes: this.budget.echoBytes, echo: false };
   }
 
   async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
@@ -157,7 +164,7 @@ export class IptablesProxier implements Proxier {
     const kernel = light ?? (await readKernel(this.o.clients, this.o.codec, (t, c) => listedChains.has(`${t}/${c}`)));
     if (!trusted) this.rewrittenAt = this.now();
     let kernelMs = this.now() - tr;
-    const sink = new BatchSink(this.o.clients, this.o.sender, { ...this.budget, echo: false }, signal, () => this.now());
+    const sink = new BatchSink(this.o.clients, this.o.sender, this.fullBudget, signal, () => this.now());
     const timed = async (f: () => Promise<unknown>): Promise<void> => {
       const ts = this.now();
       await f();
