@@ -15,7 +15,7 @@ import { CompanionWriter, IpvsProxier } from '../proxier/ipvs/index.ts';
 import type { SysctlWriter } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import { NftDriftWatch } from '../proxier/nftables/drift-watch.ts';
-import { iptablesNftCodec, IptablesProxier } from '../proxier/iptables/index.ts';
+import { iptablesNftCodec, IPTABLES_RECV_BYTES, IptablesProxier } from '../proxier/iptables/index.ts';
 import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import { checkLegacyIptables } from './legacy-iptables.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
@@ -72,8 +72,8 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
   const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const timeoutMs = deps.timeoutMs ?? 30_000;
   const conns: { close(): void }[] = [];
-  const open = (protocol: number) => {
-    const c = connect(protocol, { timeoutMs });
+  const open = (protocol: number, opts: { recvMessageBytes?: number } = {}) => {
+    const c = connect(protocol, { timeoutMs, ...opts });
     conns.push(c);
     return c;
   };
@@ -176,12 +176,13 @@ export function iptablesClients(family: IPFamily, conn: NetlinkConnection): Map<
   return new Map(tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn })]));
 }
 
-function iptablesSet(config: ProxyConfig, families: readonly IPFamily[], deps: ProxierDeps, open: (protocol: number) => NetlinkConnection, close: () => void): ProxierSet {
+function iptablesSet(config: ProxyConfig, families: readonly IPFamily[], deps: ProxierDeps, open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection, close: () => void): ProxierSet {
   const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const route = new RouteClient(open(Protocol.ROUTE));
   const proxiers = new Map<IPFamily, IptablesProxier>();
   for (const family of families) {
-    const conn = open(Protocol.NETFILTER);
+    // A fixed receive buffer: the kernel then sends dumps in 32 KiB datagrams (IPTABLES_RECV_BYTES).
+    const conn = open(Protocol.NETFILTER, { recvMessageBytes: IPTABLES_RECV_BYTES });
     const clients = iptablesClients(family, conn);
     proxiers.set(
       family,

@@ -11,7 +11,7 @@ import { connect, Protocol } from '../../src/netlink/core/index.ts';
 import { NftClient } from '../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../src/netlink/nftables/iptables/rule.ts';
 import { rulesetToSave } from '../../src/netlink/nftables/iptables/save.ts';
-import { assembleRuleset, globalContext, globalRules, IptablesProxier, iptablesNftCodec, servicePortRules } from '../../src/proxier/iptables/index.ts';
+import { assembleRuleset, globalContext, globalRules, IptablesProxier, iptablesNftCodec, IPTABLES_RECV_BYTES, servicePortRules } from '../../src/proxier/iptables/index.ts';
 import { Chain } from '../../src/proxier/iptables/names.ts';
 import { CLUSTER_CIDR, changedService, endpointSlice, extraIP, NODE_NAME, SERVICE_CIDR, service } from './nftables-workload.ts';
 
@@ -40,7 +40,7 @@ function newTracker(): ChangeTracker {
 
 export function start(size: number): void {
   conn?.close();
-  conn = connect(Protocol.NETFILTER, { timeoutMs: 600_000 });
+  conn = connect(Protocol.NETFILTER, { timeoutMs: 600_000, recvMessageBytes: IPTABLES_RECV_BYTES });
   const tables: IptTable[] = ['nat', 'filter', 'mangle'];
   const clients = new Map(tables.map((table) => [table, new NftClient({ family: 'ip', table, transport: conn! })]));
   proxier = new IptablesProxier({ family: 'IPv4', clients, sender: clients.get('nat')!, codec: iptablesNftCodec('IPv4'), logger: nullLogger, maxBatchBytes: conn.maxBatchBytes });

@@ -4,7 +4,7 @@
 // the kernel's normal form (counter values, the order iptables-nft puts matches in, a bare
 // address for a /32) never makes two equal rules differ.
 
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { IPFamily } from '../../base/ip.ts';
 import { decodeIptRule } from '../../netlink/nftables/iptables/decode.ts';
 import { iptNftRule } from '../../netlink/nftables/iptables/encode.ts';
@@ -33,7 +33,7 @@ const NO_SETS = { setId: (): number => 0 };
 export function exprsKey(exprs: readonly NftExpr[]): string {
   const w = new AttrWriter();
   writeExprs(w, exprs, NO_SETS);
-  return createHash('sha1').update(w.out.view()).digest('base64url');
+  return hash('sha1', w.out.view(), 'base64url');
 }
 
 export function listedJumpTarget(listed: NftRule): string | undefined {

@@ -25,6 +25,8 @@ export class Plan {
   readonly groups: Op[][] = [];
   readonly late: Op[][] = [];
   private open: Op[] | undefined;
+  /** Operations pushed so far (planFull asks after every service port: no walk over the groups). */
+  private count = 0;
 
   /** Starts a new group (an atomic unit). */
   group(): this {
@@ -42,6 +44,7 @@ export class Plan {
   push(op: Op): void {
     if (!this.open) this.group();
     this.open!.push(op);
+    this.count++;
   }
 
   table(table: IptTable): void {
@@ -57,10 +60,7 @@ export class Plan {
   }
 
   get size(): number {
-    let n = 0;
-    for (const g of this.groups) n += g.length;
-    for (const g of this.late) n += g.length;
-    return n;
+    return this.count;
   }
 }
 

@@ -8,7 +8,7 @@ export { Chain, PORT_CHAIN_PREFIXES, isServicePortChain, portChainNames, endpoin
 export { probability } from './probability.ts';
 export { ifLocal, ifNotLocal } from './detect-local.ts';
 // The proxier and its writer.
-export { IptablesProxier, isOurs, ROUTE_LOCALNET } from './proxier.ts';
+export { IptablesProxier, IPTABLES_RECV_BYTES, isOurs, ROUTE_LOCALNET } from './proxier.ts';
 export type { IptablesProxierOptions, SysctlWriter as IptablesSysctl } from './proxier.ts';
 export { iptablesNftCodec } from './codec.ts';
 export { removeAll as removeIptablesObjects } from './remove.ts';

@@ -1,7 +1,7 @@
 // Pieces both plans use: a rule encoded once with its key, owned chains refilled, and rules
 // added to a shared chain right above its tail (the skeleton's last rules).
 
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { NftRule } from '../../netlink/nftables/index.ts';
 import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { RuleCodec } from './codec.ts';
@@ -9,7 +9,7 @@ import { exprsKey } from './codec.ts';
 import type { Plan } from './groups.ts';
 import type { SharedEntry } from './state.ts';
 import { contentDigest } from './state.ts';
-import type { ChainRef } from './units.ts';
+import type { ChainRef, Unit } from './units.ts';
 import { chainId } from './units.ts';
 
 export interface Encoded {
@@ -61,7 +61,20 @@ export function digestOf(rules: readonly Encoded[]): string {
  * second serialisation of every rule.
  */
 export function unitDigest(rules: readonly Encoded[]): string {
-  return createHash('sha1').update(JSON.stringify(rules.map((r) => r.rule))).digest('base64url');
+  return rulesDigest(rules.map((r) => r.rule));
+}
+
+function rulesDigest(rules: readonly IptRule[]): string {
+  return hash('sha1', JSON.stringify(rules), 'base64url');
+}
+
+/** unitDigest of each of a unit's chains, straight from its rules (nothing encoded). */
+export function unitDigests(unit: Unit): Map<string, string> {
+  const byChain = new Map<string, IptRule[]>(unit.chains.map((c) => [chainId(c.table, c.name), []]));
+  for (const r of unit.rules) byChain.get(chainId(r.table, r.chain))?.push(r);
+  const out = new Map<string, string>();
+  for (const [id, rules] of byChain) out.set(id, rulesDigest(rules));
+  return out;
 }
 
 /** Flushes (when it has rules) and refills an owned chain, as one group. */

@@ -11,9 +11,9 @@ import { builtinChain } from '../../netlink/nftables/iptables/tables.ts';
 import { Plan } from './groups.ts';
 import type { KernelState, ListedEntry } from './kernel-state.ts';
 import type { Encoded, Encoder } from './plan-common.ts';
-import { addShared, deleteRule, digestOf, unitDigest, refill, rulesByChain, SHARED_PER_GROUP } from './plan-common.ts';
+import { addShared, deleteRule, digestOf, unitDigest, unitDigests, refill, rulesByChain, SHARED_PER_GROUP } from './plan-common.ts';
 import type { SharedEntry, UnitState, WriterState } from './state.ts';
-import { contentDigest } from './state.ts';
+import { contentDigest, lazyDigests } from './state.ts';
 import type { ChainRef, DesiredRuleset, Unit } from './units.ts';
 import { BUILTIN_CHAINS, chainId, leavesFirst } from './units.ts';
 
@@ -142,7 +142,7 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
     }
     const unit = src.unit();
     for (const c of unit.chains) want.add(chainId(c.table, c.name));
-    units.set(id, writeUnit(plan, unit, enc, { present, listed, pools, tailBefore, sharedIds, before }));
+    units.set(id, writeUnit(plan, unit, src.unit, enc, { present, listed, pools, tailBefore, sharedIds, before }));
     if (plan.size > DRAIN_OPS) {
       await inp.drain(plan);
       plan = new Plan();
@@ -203,7 +203,8 @@ interface UnitCtx {
   sharedIds: Set<string>;
 }
 
-function writeUnit(plan: Plan, unit: Unit, enc: Encoder, ctx: UnitCtx): UnitState {
+/** `remake`: makes the same unit again (for its digests, computed only when a later sync asks). */
+function writeUnit(plan: Plan, unit: Unit, remake: () => Unit, enc: Encoder, ctx: UnitCtx): UnitState {
   const rules = enc.all(unit.rules);
   const owned = rulesByChain(unit.chains, rules);
   const missing = unit.chains.filter((c) => !ctx.present(c.table, c.name));
@@ -211,18 +212,16 @@ function writeUnit(plan: Plan, unit: Unit, enc: Encoder, ctx: UnitCtx): UnitStat
     plan.group();
     for (const c of missing) plan.chain(c.table, 'add', { kind: 'chain', name: c.name });
   }
-  const content = new Map<string, string>();
   for (const c of leavesFirst(unit.chains, (x) => (owned.get(chainId(x.table, x.name)) ?? []).map((e) => e.rule))) {
     const id = chainId(c.table, c.name);
     const want = owned.get(id) ?? [];
-    const digest = unitDigest(want);
-    content.set(id, digest);
     if (!ctx.present(c.table, c.name)) {
       if (want.length > 0) refill(plan, c, want, false);
-    } else if (ctx.before?.content.get(id) !== digest) {
+    } else if (ctx.before === undefined || ctx.before.content.get(id) !== unitDigest(want)) {
       refill(plan, c, want, true);
     }
   }
+  const content = lazyDigests(() => unitDigests(remake()));
   const shared: SharedEntry[] = [];
   let inGroup = SHARED_PER_GROUP;
   for (const r of rules) {

@@ -159,9 +159,16 @@ function ownChains(w: Writer, p: ServicePortInfo, s: EndpointSelection | undefin
   }
   if (pl.usesExternalChain) externalChain(w, p, pl, ctx);
   if (pl.usesFWChain) firewallChain(w, p, pl, ctx);
-  if (pl.usesClusterChain) endpointRules(w, p, pl.n, n.svc, pl.cluster, ctx);
-  if (pl.usesLocalChain) endpointRules(w, p, pl.n, n.svl, pl.local, ctx);
-  for (const ep of s?.allReachable ?? []) endpointChain(w, p, pl.n, ep, ctx);
+  // Each endpoint's chain name once (a sha256 each; the service chains and the endpoint's own chain all need it).
+  const seps = new Map<string, string>();
+  const sepOf = (ep: EndpointInfo): string => {
+    let name = seps.get(ep.key);
+    if (name === undefined) seps.set(ep.key, (name = endpointChainName(n, ep)));
+    return name;
+  };
+  if (pl.usesClusterChain) endpointRules(w, p, pl.n, n.svc, pl.cluster, sepOf, ctx);
+  if (pl.usesLocalChain) endpointRules(w, p, pl.n, n.svl, pl.local, sepOf, ctx);
+  for (const ep of s?.allReachable ?? []) endpointChain(w, p, pl.n, ep, sepOf(ep), ctx);
 }
 
 function externalChain(w: Writer, p: ServicePortInfo, pl: Plan, ctx: IptContext): void {
@@ -202,25 +209,24 @@ function firewallChain(w: Writer, p: ServicePortInfo, pl: Plan, ctx: IptContext)
 }
 
 /** upstream writeServiceToEndpointRules: affinity checks first, then the random pick. */
-function endpointRules(w: Writer, p: ServicePortInfo, n: PortChainNames, chain: string, eps: readonly EndpointInfo[], ctx: IptContext): void {
+function endpointRules(w: Writer, p: ServicePortInfo, n: PortChainNames, chain: string, eps: readonly EndpointInfo[], sepOf: (ep: EndpointInfo) => string, ctx: IptContext): void {
   w.chain(chain);
   const epComment = (ep: EndpointInfo): Match[] => (ctx.largeClusterMode ? [] : [comment(`${n.portName} -> ${ep.key}`)]);
   if (p.sessionAffinity === 'ClientIP') {
     for (const ep of eps) {
-      const sep = endpointChainName(n, ep);
+      const sep = sepOf(ep);
       const recent: Match = { m: 'recent', name: sep, mode: 'rcheck', seconds: p.stickyMaxAgeSeconds, reap: true };
       w.rule(chain, [...epComment(ep), recent], jump(sep));
     }
   }
   eps.forEach((ep, i) => {
     const pick: Match[] = i < eps.length - 1 ? [{ m: 'statistic', probability: probability(eps.length - i) }] : [];
-    w.rule(chain, [...epComment(ep), ...pick], jump(endpointChainName(n, ep)));
+    w.rule(chain, [...epComment(ep), ...pick], jump(sepOf(ep)));
   });
 }
 
 /** KUBE-SEP-…: masquerade hairpin traffic (an endpoint reaching itself), remember affinity, DNAT. */
-function endpointChain(w: Writer, p: ServicePortInfo, n: PortChainNames, ep: EndpointInfo, ctx: IptContext): void {
-  const sep = endpointChainName(n, ep);
+function endpointChain(w: Writer, p: ServicePortInfo, n: PortChainNames, ep: EndpointInfo, sep: string, ctx: IptContext): void {
   const base: Match[] = ctx.largeClusterMode ? [] : [comment(n.portName)];
   w.rule(sep, [...base, { m: 'src', cidr: ep.ip }], MARK_MASQ);
   const affinity: Match[] = p.sessionAffinity === 'ClientIP' ? [{ m: 'recent', name: sep, mode: 'set' }] : [];

@@ -3,7 +3,7 @@
 // diffs a changed service port against this instead of reading the kernel, and deletes
 // single rules of the long shared chains by handle.
 
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { ChainRef } from './units.ts';
 
@@ -15,10 +15,25 @@ export interface SharedEntry {
   handle: bigint | undefined;
 }
 
+/** chainId → digest of a chain's content (a Map, or lazyDigests). */
+export interface ChainDigests {
+  get(chainId: string): string | undefined;
+}
+
+/**
+ * Digests made the first time one is asked for. A full sync commits thousands of service ports
+ * and a later sync compares the digests of a few: `make` regenerates them from the inputs the
+ * unit was made from (the generator is pure) rather than every port paying for them up front.
+ */
+export function lazyDigests(make: () => ReadonlyMap<string, string>): ChainDigests {
+  let made: ReadonlyMap<string, string> | undefined;
+  return { get: (id) => (made ??= make()).get(id) };
+}
+
 export interface UnitState {
   readonly chains: readonly ChainRef[];
-  /** chainId → digest of the keys of its rules, in order. */
-  readonly content: ReadonlyMap<string, string>;
+  /** chainId → digest of its rules, in order (skeleton: of their keys; service ports: of the rules as data). */
+  readonly content: ChainDigests;
   /** Its rules in shared chains (the skeleton: its tail rules and its jumps in built-in chains). */
   readonly shared: readonly SharedEntry[];
 }
@@ -30,7 +45,7 @@ export interface WriterState {
 
 export function contentDigest(keys: readonly (string | undefined)[]): string {
   if (keys.some((k) => k === undefined)) return '!';
-  return createHash('sha1').update(keys.join(' ')).digest('base64url');
+  return hash('sha1', keys.join(' '), 'base64url');
 }
 
 /** The handle of the first skeleton rule in a shared chain (new unit rules go right above it). */

@@ -26,12 +26,23 @@ const target = (name: string, rev: number, info: Uint8Array): XtTargetExpr => ({
 
 // ---- matches ----
 
+// Comment matches, cached by text: every rule of a service port's endpoint chains carries the
+// same comment, and a 256-byte struct per rule showed in full-sync profiles. The expressions
+// are only read (encoded, compared), never changed.
+const COMMENT_CACHE_MAX = 4096;
+const commentCache = new Map<string, XtMatchExpr>();
+
 /** `-m comment --comment TEXT` (xt_comment_info: char comment[256], NUL-terminated). */
 export function commentMatch(text: string): XtMatchExpr {
-  const bytes = new TextEncoder().encode(text);
+  const hit = commentCache.get(text);
+  if (hit) return hit;
+  const bytes = Buffer.from(text, 'utf8');
   if (bytes.length > 255) throw new RangeError(`comment longer than 255 bytes: ${JSON.stringify(text)}`);
   if (bytes.includes(0)) throw new RangeError(`comment with a NUL byte: ${JSON.stringify(text)}`);
-  return match('comment', 0, struct(256, (_v, b) => b.set(bytes, 0)));
+  const m = match('comment', 0, struct(256, (_v, b) => b.set(bytes, 0)));
+  if (commentCache.size >= COMMENT_CACHE_MAX) commentCache.clear();
+  commentCache.set(text, m);
+  return m;
 }
 export const readComment = (info: Uint8Array): string => cString(info, 0, 256);
 
