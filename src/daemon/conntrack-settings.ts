@@ -4,9 +4,10 @@
 // pkg/proxy/conntrack/sysctls.go:
 //
 //   max = maxPerCore x CPUs, capped at 1048576 (2^20), else min when that is larger; 0
-//         per core leaves the limit alone. nf_conntrack_max is only ever raised (a larger
-//         value an operator set stays), then the hash table is grown to max/4 buckets
-//         (/sys/module/nf_conntrack/parameters/hashsize) when it is smaller.
+//         per core leaves the limit alone. nf_conntrack_max is written when it differs
+//         (lowered too, as upstream's setIntSysCtl), then the hash table is grown to max/4
+//         buckets (/sys/module/nf_conntrack/parameters/hashsize) when it is smaller; a
+//         larger hash table stays.
 //   timeouts and be_liberal: written when they differ; 0 leaves the kernel's value.
 //
 // Upstream's log lines ("Setting nf_conntrack_max", "Set sysctl", "Setting conntrack
@@ -75,11 +76,9 @@ function failed(logger: Logger, what: string, value: number, err: unknown): void
 async function setMax(max: number, io: ConntrackIO, logger: Logger): Promise<void> {
   logger.info('Setting nf_conntrack_max', { nfConntrackMax: max });
   const cur = await io.getSysctl(MAX);
-  if (cur === undefined || cur < max) {
+  if (cur !== max) {
     logger.info('Set sysctl', { entry: MAX, value: max });
     await io.setSysctl(MAX, max);
-  } else if (cur > max) {
-    logger.debug('nf_conntrack_max is already larger; left as it is', { current: cur, wanted: max });
   }
   const hashsize = Number((await io.readFile(HASHSIZE_PATH)).trim());
   if (Number.isInteger(hashsize) && hashsize >= Math.floor(max / 4)) return;

@@ -58,14 +58,23 @@ test('nf_conntrack_max is raised and the hash table grown to max/4, with upstrea
   t.true(lines.includes('Setting conntrack hashsize {"conntrackHashsize":65536}'), lines.join('\n'));
 });
 
-test('a larger nf_conntrack_max or hash table is left alone; equal timeouts are not rewritten', async (t) => {
+test('nf_conntrack_max is written when it differs, lowered too (as upstream); a larger hash table stays; equal values are not rewritten', async (t) => {
   const io = new FakeIO();
   io.sysctls.set(MAX, 4_000_000);
   io.files.set(HASHSIZE_PATH, '1000000');
   io.sysctls.set('net/netfilter/nf_conntrack_tcp_timeout_established', 86400);
   io.sysctls.set('net/netfilter/nf_conntrack_tcp_timeout_close_wait', 60);
   await applyConntrackSettings(config().conntrack, 8, io, memoryLogger());
-  t.deepEqual(io.writes, ['net/netfilter/nf_conntrack_tcp_timeout_close_wait=3600'], 'only the differing timeout (lowered too, as upstream)');
+  t.deepEqual(io.writes, ['net/netfilter/nf_conntrack_max=262144', 'net/netfilter/nf_conntrack_tcp_timeout_close_wait=3600']);
+  t.is(io.files.get(HASHSIZE_PATH), '1000000', 'the hash table is only ever grown');
+
+  const again = new FakeIO();
+  again.sysctls.set(MAX, 262144);
+  again.files.set(HASHSIZE_PATH, '65536');
+  again.sysctls.set('net/netfilter/nf_conntrack_tcp_timeout_established', 86400);
+  again.sysctls.set('net/netfilter/nf_conntrack_tcp_timeout_close_wait', 3600);
+  await applyConntrackSettings(config().conntrack, 8, again, memoryLogger());
+  t.deepEqual(again.writes, [], 'nothing differs: nothing written');
 });
 
 test('the other tunables, 0 leaving each alone', (t) => {
