@@ -5,7 +5,8 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const problems: string[] = [];
 const major = Number(process.versions.node.split('.')[0]);
-if (major !== 24) problems.push(`running on Node ${process.version}, expected the pinned Node 24 (node_modules/.bin/node)`);
+if (major !== 24)
+  problems.push(`running on Node ${process.version}, expected the pinned Node 24 (node_modules/.bin/node)`);
 for (const addon of ['netlink', 'sd-notify']) {
   try {
     require(addon);

@@ -37,7 +37,10 @@ function flagItem(f: FlagSpec): string {
   const arg = f.kind === 'bool' ? `[=\\fItrue|false\\fR]` : ` \\fI${roffText(ARG[f.kind])}\\fR`;
   const notes: string[] = [];
   if (f.deprecated !== undefined) notes.push(`Deprecated: ${f.deprecated}.`);
-  if (f.noEffect && !/no effect/i.test(f.help)) notes.push('Accepted for compatibility with upstream kube-proxy; it has no effect here (one log line at start says so).');
+  if (f.noEffect && !/no effect/i.test(f.help))
+    notes.push(
+      'Accepted for compatibility with upstream kube-proxy; it has no effect here (one log line at start says so).',
+    );
   if (f.control) notes.push('Not part of the configuration: an action or where to read it.');
   else if (f.overridesFile) notes.push('Still applies when --config is given.');
   return [

@@ -17,7 +17,16 @@
 // Offline and deterministic: it copies from the repository's installed node_modules (made by
 // scripts/setup.sh), choosing packages by package-lock.json, never by asking a registry.
 
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { FLAGS } from '../src/config/flags.ts';
 import { DAEMON_NODE_FLAGS } from '../src/daemon/node-flags.ts';
@@ -45,7 +54,18 @@ export function productionPackages(lock: { packages: Record<string, LockPackage>
 const NODE_ARCH: Readonly<Record<string, string>> = { x64: 'x64', arm64: 'arm64' };
 
 /** Top-level entries of a package that are never needed at run time. */
-const DROP_TOP = new Set(['test', 'tests', '__tests__', 'example', 'examples', 'docs', 'doc', 'benchmark', '.github', 'coverage']);
+const DROP_TOP = new Set([
+  'test',
+  'tests',
+  '__tests__',
+  'example',
+  'examples',
+  'docs',
+  'doc',
+  'benchmark',
+  '.github',
+  'coverage',
+]);
 
 /**
  * Whether a file inside a package (path relative to the package) is kept. `gyp`: the package
@@ -108,7 +128,9 @@ export function stage(destRoot: string, opts: { repo?: string; modules?: string;
   const modulesRoot = opts.modules ?? repo; // the directory holding node_modules/
   const lib = join(destRoot, LIBDIR);
   let files = 0;
-  const pkg = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as Record<string, unknown> & { version: string };
+  const pkg = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as Record<string, unknown> & {
+    version: string;
+  };
 
   // package.json, trimmed to what running needs ("type": "module" makes bin/*.js ESM).
   const trimmed: Record<string, unknown> = {};
@@ -127,7 +149,9 @@ export function stage(destRoot: string, opts: { repo?: string; modules?: string;
     files++;
   }
 
-  const lock = JSON.parse(readFileSync(join(repo, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockPackage> };
+  const lock = JSON.parse(readFileSync(join(repo, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, LockPackage>;
+  };
   const prod = productionPackages(lock);
   for (const p of prod) {
     const src = join(modulesRoot, p);
@@ -160,7 +184,11 @@ export function stage(destRoot: string, opts: { repo?: string; modules?: string;
 
   const man = join(destRoot, 'usr/share/man/man8/kube-proxy-ts.8');
   mkdirSync(dirname(man), { recursive: true, mode: 0o755 });
-  writeFileSync(man, renderManPage(FLAGS, { version: pkg.version, ...(opts.date !== undefined ? { date: opts.date } : {}) }), { mode: 0o644 });
+  writeFileSync(
+    man,
+    renderManPage(FLAGS, { version: pkg.version, ...(opts.date !== undefined ? { date: opts.date } : {}) }),
+    { mode: 0o644 },
+  );
   files++;
   return { files, packages: prod.length };
 }
@@ -172,7 +200,11 @@ if (import.meta.main) {
     process.exit(2);
   }
   const epoch = process.env.SOURCE_DATE_EPOCH;
-  const date = epoch !== undefined && /^\d+$/.test(epoch) ? new Date(Number(epoch) * 1000).toISOString().slice(0, 10) : undefined;
-  const r = stage(resolve(dest), { ...(process.env.KPTS_MODULES_ROOT ? { modules: process.env.KPTS_MODULES_ROOT } : {}), ...(date !== undefined ? { date } : {}) });
+  const date =
+    epoch !== undefined && /^\d+$/.test(epoch) ? new Date(Number(epoch) * 1000).toISOString().slice(0, 10) : undefined;
+  const r = stage(resolve(dest), {
+    ...(process.env.KPTS_MODULES_ROOT ? { modules: process.env.KPTS_MODULES_ROOT } : {}),
+    ...(date !== undefined ? { date } : {}),
+  });
   process.stderr.write(`package-stage: ${r.files} files from ${r.packages} packages into ${dest}\n`);
 }

@@ -105,7 +105,7 @@ function formatV6(b: Uint8Array): string {
   // RFC 5952: compress the longest run of two or more zero groups, the first on a tie.
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;
@@ -134,7 +134,8 @@ export function parseIP(text: string): IPAddr | undefined {
   if (typeof text !== 'string') return undefined;
   const n = v4Number(text);
   // A valid dotted quad is already in canonical form: keep the caller's string.
-  if (n >= 0) return { family: 'IPv4', bytes: Uint8Array.of(n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255), text };
+  if (n >= 0)
+    return { family: 'IPv4', bytes: Uint8Array.of(n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255), text };
   if (isIPv6(text) && !text.includes('%')) return makeAddr('IPv6', parseV6(text));
   return undefined;
 }

@@ -21,9 +21,11 @@ export interface LogRecord {
 
 /** Collects records in memory, for tests. */
 export function memoryLogger(records: LogRecord[] = [], base: LogFields = {}): Logger & { records: LogRecord[] } {
-  const put = (level: LogRecord['level']) => (msg: string, fields: LogFields = {}) => {
-    records.push({ level, msg, fields: { ...base, ...fields } });
-  };
+  const put =
+    (level: LogRecord['level']) =>
+    (msg: string, fields: LogFields = {}) => {
+      records.push({ level, msg, fields: { ...base, ...fields } });
+    };
   return {
     records,
     error: put('error'),

@@ -40,7 +40,8 @@ export function parseFrom(text: string): { ip: string; port?: number } {
 export function parseTo(text: string): { ip: string; port: number; protocol: 'TCP' | 'UDP' | 'SCTP' } {
   const slash = text.lastIndexOf('/');
   const proto = slash < 0 ? 'TCP' : text.slice(slash + 1).toUpperCase();
-  if (proto !== 'TCP' && proto !== 'UDP' && proto !== 'SCTP') throw new AddressError(`--to: protocol ${proto} is not tcp, udp or sctp`);
+  if (proto !== 'TCP' && proto !== 'UDP' && proto !== 'SCTP')
+    throw new AddressError(`--to: protocol ${proto} is not tcp, udp or sctp`);
   const s = split(slash < 0 ? text : text.slice(0, slash), '--to');
   if (s.port === undefined) throw new AddressError(`--to ${text}: needs IP:PORT`);
   return { ip: ip(s.ip, '--to'), port: port(s.port, '--to'), protocol: proto };

@@ -68,24 +68,48 @@ export async function runCli(argv: readonly string[], deps: CliDeps = {}): Promi
     if (output !== 'table' && output !== 'json') throw new UsageError(`--output must be table or json, not ${output}`);
     const socket = values['control-socket'];
     if (command === 'explain') {
-      if (positionals.length > 1) throw new UsageError(`explain takes one NAMESPACE/NAME[:PORT], not ${positionals.join(' ')}`);
-      if (values.from !== undefined || values.to !== undefined || values['in-interface'] !== undefined) throw new UsageError('--from, --to and --in-interface belong to trace');
+      if (positionals.length > 1)
+        throw new UsageError(`explain takes one NAMESPACE/NAME[:PORT], not ${positionals.join(' ')}`);
+      if (values.from !== undefined || values.to !== undefined || values['in-interface'] !== undefined)
+        throw new UsageError('--from, --to and --in-interface belong to trace');
       const target = positionals[0];
-      const answer = (await askDaemon(socket, { op: 'explain', ...(target !== undefined ? { target } : {}) })) as ExplainAnswer;
+      const answer = (await askDaemon(socket, {
+        op: 'explain',
+        ...(target !== undefined ? { target } : {}),
+      })) as ExplainAnswer;
       out(output === 'json' ? `${JSON.stringify(answer, null, 2)}\n` : formatExplain(answer, target !== undefined));
       return 0;
     }
     if (positionals.length > 0) throw new UsageError(`trace takes flags only, not ${positionals.join(' ')}`);
-    if (values.from === undefined || values.to === undefined) throw new UsageError('trace needs --from IP[:PORT] and --to IP:PORT[/PROTO]');
+    if (values.from === undefined || values.to === undefined)
+      throw new UsageError('trace needs --from IP[:PORT] and --to IP:PORT[/PROTO]');
     const from = parseFrom(values.from);
     const to = parseTo(values.to);
     const iface = values['in-interface'];
     const liveSeconds = Number(values['live-timeout']);
-    if (!(liveSeconds > 0 && liveSeconds <= 60)) throw new UsageError(`--live-timeout must be 1-60 seconds, not ${values['live-timeout']}`);
+    if (!(liveSeconds > 0 && liveSeconds <= 60))
+      throw new UsageError(`--live-timeout must be 1-60 seconds, not ${values['live-timeout']}`);
     const live = values.live === true ? { live: { timeoutMs: Math.round(liveSeconds * 1000) } } : {};
-    const query = { op: 'trace', ...live, from: from.ip, ...(from.port !== undefined ? { fromPort: from.port } : {}), to: to.ip, port: to.port, protocol: to.protocol, ...(iface !== undefined ? { inInterface: iface } : {}) };
-    const result = (await askDaemon(socket, query, values.live === true ? liveSeconds * 1000 + 15_000 : undefined)) as TraceResult & { live?: LiveAnswer };
-    out(output === 'json' ? `${JSON.stringify(result, null, 2)}\n` : formatTrace(result) + (result.live ? formatLive(result.live) : ''));
+    const query = {
+      op: 'trace',
+      ...live,
+      from: from.ip,
+      ...(from.port !== undefined ? { fromPort: from.port } : {}),
+      to: to.ip,
+      port: to.port,
+      protocol: to.protocol,
+      ...(iface !== undefined ? { inInterface: iface } : {}),
+    };
+    const result = (await askDaemon(
+      socket,
+      query,
+      values.live === true ? liveSeconds * 1000 + 15_000 : undefined,
+    )) as TraceResult & { live?: LiveAnswer };
+    out(
+      output === 'json'
+        ? `${JSON.stringify(result, null, 2)}\n`
+        : formatTrace(result) + (result.live ? formatLive(result.live) : ''),
+    );
     return 0;
   } catch (e) {
     if (e instanceof UsageError || e instanceof AddressError) {

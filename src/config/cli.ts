@@ -14,9 +14,24 @@
 import { readFileSync } from 'node:fs';
 import { parseConfigFile } from './file.ts';
 import { FLAGS, parseFlags, type GivenFlag } from './flags.ts';
-import { DEFAULT_MODE, HEALTHZ_PORT, METRICS_PORT, appendPortIfNeeded, resolveConfig, splitHostPort, syncSection } from './resolve.ts';
+import {
+  DEFAULT_MODE,
+  HEALTHZ_PORT,
+  METRICS_PORT,
+  appendPortIfNeeded,
+  resolveConfig,
+  splitHostPort,
+  syncSection,
+} from './resolve.ts';
 import type { FlatValues } from './schema.ts';
-import { PROXY_MODES, formatConfigError, type ConfigAction, type ConfigError, type ProxyConfig, type ProxyMode } from './types.ts';
+import {
+  PROXY_MODES,
+  formatConfigError,
+  type ConfigAction,
+  type ConfigError,
+  type ProxyConfig,
+  type ProxyMode,
+} from './types.ts';
 import { renderConfigYAML } from './write.ts';
 import { writeNewFile } from './write-new-file.ts';
 
@@ -61,7 +76,8 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
 
   for (const g of flags.given) {
     if (g.spec.deprecated !== undefined) warnings.push(`--${g.spec.name} is deprecated: ${g.spec.deprecated}`);
-    if (g.spec.noEffect) warnings.push(`--${g.spec.name} is accepted for compatibility and has no effect in kube-proxy-ts`);
+    if (g.spec.noEffect)
+      warnings.push(`--${g.spec.name} is accepted for compatibility and has no effect in kube-proxy-ts`);
   }
 
   let values: FlatValues = new Map();
@@ -73,7 +89,12 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
     try {
       text = (deps.readFile ?? ((p: string) => readFileSync(p, 'utf8')))(configFile);
     } catch (e) {
-      return { kind: 'exit', code: 1, stdout: '', stderr: `${PROGRAM}: cannot read --config ${configFile}: ${(e as Error).message}\n` };
+      return {
+        kind: 'exit',
+        code: 1,
+        stdout: '',
+        stderr: `${PROGRAM}: cannot read --config ${configFile}: ${(e as Error).message}\n`,
+      };
     }
     const parsed = parseConfigFile(text, configFile);
     values = parsed.values;
@@ -89,18 +110,25 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
     origins.set('mode', '--proxy-mode');
   }
   const modeText = values.get('mode');
-  const mode: ProxyMode = typeof modeText === 'string' && (PROXY_MODES as readonly string[]).includes(modeText) ? (modeText as ProxyMode) : DEFAULT_MODE;
+  const mode: ProxyMode =
+    typeof modeText === 'string' && (PROXY_MODES as readonly string[]).includes(modeText)
+      ? (modeText as ProxyMode)
+      : DEFAULT_MODE;
 
   for (const g of flags.given) {
     const { spec } = g;
     if (spec.control || spec.noEffect) continue;
     if (withFile && !spec.overridesFile) {
-      warnings.push(`--${spec.name} is ignored because --config is given (as upstream kube-proxy does); set it in the file`);
+      warnings.push(
+        `--${spec.name} is ignored because --config is given (as upstream kube-proxy does); set it in the file`,
+      );
       continue;
     }
     // Upstream applies --iptables-* periods in every mode but ipvs, and --ipvs-* only in ipvs.
-    if ((spec.name.startsWith('iptables-') && spec.name.endsWith('sync-period') && mode === 'ipvs') ||
-        (spec.name.startsWith('ipvs-') && spec.name.endsWith('sync-period') && mode !== 'ipvs')) {
+    if (
+      (spec.name.startsWith('iptables-') && spec.name.endsWith('sync-period') && mode === 'ipvs') ||
+      (spec.name.startsWith('ipvs-') && spec.name.endsWith('sync-period') && mode !== 'ipvs')
+    ) {
       warnings.push(`--${spec.name} has no effect in ${mode} mode`);
       continue;
     }
@@ -129,7 +157,8 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
         values.set(field, '');
         continue;
       }
-      const base = typeof cur === 'string' && cur !== '' ? cur : field === 'healthzBindAddress' ? '0.0.0.0' : '127.0.0.1';
+      const base =
+        typeof cur === 'string' && cur !== '' ? cur : field === 'healthzBindAddress' ? '0.0.0.0' : '127.0.0.1';
       const hp = splitHostPort(appendPortIfNeeded(base, port));
       const host = hp?.host ?? base;
       values.set(field, host.includes(':') ? `[${host}]:${p}` : `${host}:${p}`);
@@ -143,12 +172,24 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
     const fromFlags = errors.some((e) => e.flag !== undefined);
     const where = withFile ? `--config ${configFile}` : 'the command line';
     const lines = errors.map((e) => `  ${formatConfigError(e)}`).join('\n');
-    return { kind: 'exit', code: fromFlags ? 2 : 1, stdout: '', stderr: `${PROGRAM}: invalid configuration from ${where}:\n${lines}\n` };
+    return {
+      kind: 'exit',
+      code: fromFlags ? 2 : 1,
+      stdout: '',
+      stderr: `${PROGRAM}: invalid configuration from ${where}:\n${lines}\n`,
+    };
   }
 
-  // Upstream's order in Options.Run: write the config, else clean up, else initialise (and stop there with --init-only).
+  // Upstream's order in Options.Run: write the config, else clean up, else initialise (and stop there with --init-
+  // only).
   const action: ConfigAction =
-    writeConfigTo !== undefined && writeConfigTo !== '' ? 'write-config' : cleanup ? 'cleanup' : initOnly ? 'init-only' : 'serve';
+    writeConfigTo !== undefined && writeConfigTo !== ''
+      ? 'write-config'
+      : cleanup
+        ? 'cleanup'
+        : initOnly
+          ? 'init-only'
+          : 'serve';
   return {
     kind: 'run',
     action,

@@ -20,7 +20,8 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
 
   const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
   if (doc.errors.length > 0) {
-    for (const e of doc.errors) errors.push({ field: source, message: `not valid YAML or JSON: ${e.message.split('\n')[0]}` });
+    for (const e of doc.errors)
+      errors.push({ field: source, message: `not valid YAML or JSON: ${e.message.split('\n')[0]}` });
     return { values, errors, warnings };
   }
   const root: unknown = doc.toJS();
@@ -59,7 +60,10 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
   const apiVersion = values.get('apiVersion');
   const kind = values.get('kind');
   if (apiVersion !== API_VERSION) {
-    errors.unshift({ field: 'apiVersion', message: `${show(apiVersion ?? '')} is not supported (want "${API_VERSION}")` });
+    errors.unshift({
+      field: 'apiVersion',
+      message: `${show(apiVersion ?? '')} is not supported (want "${API_VERSION}")`,
+    });
   }
   if (kind !== KIND) {
     errors.unshift({ field: 'kind', message: `${show(kind ?? '')} is not supported (want "${KIND}")` });
@@ -96,7 +100,12 @@ function convert(kind: Exclude<FieldKind, 'ignored'>, raw: unknown): Converted {
       if (Array.isArray(raw) && raw.every((s) => typeof s === 'string')) return ok(raw as string[]);
       return bad(`${show(raw)} must be a list of strings`);
     case 'boolMap':
-      if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && Object.values(raw).every((b) => typeof b === 'boolean')) {
+      if (
+        typeof raw === 'object' &&
+        raw !== null &&
+        !Array.isArray(raw) &&
+        Object.values(raw).every((b) => typeof b === 'boolean')
+      ) {
         return ok({ ...(raw as Record<string, boolean>) });
       }
       return bad(`${show(raw)} must be a map of names to true/false`);

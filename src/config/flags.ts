@@ -34,70 +34,407 @@ export interface FlagSpec {
 const IGNORED_WITH_CONFIG = ' Ignored when --config is given (as upstream).';
 
 export const FLAGS: readonly FlagSpec[] = [
-  { name: 'config', kind: 'string', control: true, help: 'The path to the configuration file (KubeProxyConfiguration, YAML or JSON).' },
-  { name: 'write-config-to', kind: 'string', control: true, help: 'If set, write the effective configuration to this file and exit.' },
-  { name: 'cleanup', kind: 'bool', control: true, help: "If true, remove every kernel object kube-proxy-ts created (any mode) and what upstream kube-proxy left (its nftables tables, iptables-nft chains, IPVS state), then exit." },
-  { name: 'kubeconfig', kind: 'string', target: 'clientConnection.kubeconfig', help: 'Path to kubeconfig file with authorization information (the master location can be overridden by the master flag).' },
-  { name: 'master', kind: 'string', target: 'clientConnection.master', overridesFile: true, help: 'The address of the Kubernetes API server (overrides any value in kubeconfig).' },
-  { name: 'kube-api-content-type', kind: 'string', target: 'clientConnection.contentType', help: 'Content type of requests sent to apiserver.' },
-  { name: 'kube-api-burst', kind: 'int', target: 'clientConnection.burst', help: 'Burst to use while talking with kubernetes apiserver.' },
-  { name: 'kube-api-qps', kind: 'float', target: 'clientConnection.qps', help: 'QPS to use while talking with kubernetes apiserver.' },
-  { name: 'hostname-override', kind: 'string', target: 'hostnameOverride', overridesFile: true, help: "If non-empty, will be used as the name of the Node that kube-proxy is running on. If unset, the node name is assumed to be the same as the node's hostname." },
-  { name: 'bind-address', kind: 'string', target: 'bindAddress', help: "Overrides kube-proxy's idea of what its node's primary IP is." + IGNORED_WITH_CONFIG },
-  { name: 'healthz-bind-address', kind: 'string', target: 'healthzBindAddress', help: 'The IP address and port for the health check server to serve on, defaulting to "0.0.0.0:10256". Set empty to disable.' + IGNORED_WITH_CONFIG },
-  { name: 'metrics-bind-address', kind: 'string', target: 'metricsBindAddress', help: 'The IP address and port for the metrics server to serve on, defaulting to "127.0.0.1:10249". Set empty to disable.' + IGNORED_WITH_CONFIG },
-  { name: 'bind-address-hard-fail', kind: 'bool', target: 'bindAddressHardFail', help: 'If true kube-proxy will treat failure to bind to a port as fatal and exit.' },
-  { name: 'healthz-port', kind: 'int', help: 'The port to bind the health check server. Use 0 to disable.', deprecated: 'use --healthz-bind-address instead' },
-  { name: 'metrics-port', kind: 'int', help: 'The port to bind the metrics server. Use 0 to disable.', deprecated: 'use --metrics-bind-address instead' },
-  { name: 'proxy-mode', kind: 'string', target: 'mode', help: "Which proxy mode to use: 'iptables' (default, as upstream on Linux), 'nftables', 'ipvs' or 'userspace'." + IGNORED_WITH_CONFIG },
-  { name: 'iptables-masquerade-bit', kind: 'int', target: 'iptables.masqueradeBit', help: 'If using the iptables or ipvs proxy mode, the bit of the fwmark space to mark packets requiring SNAT with. Must be within the range [0, 31].' },
-  { name: 'masquerade-all', kind: 'bool', target: '@masqueradeAll', help: 'SNAT all traffic sent via Service cluster IPs. This may be required with some CNI plugins.' },
-  { name: 'iptables-localhost-nodeports', kind: 'bool', target: 'iptables.localhostNodePorts', help: 'If false, disable the legacy behavior of allowing NodePort services to be accessed via localhost (iptables mode, IPv4 only).' },
-  { name: 'iptables-sync-period', kind: 'duration', target: '@syncPeriod', help: "An interval (e.g. '5s', '1m', '2h22m') indicating how frequently various re-synchronizing and cleanup operations are performed. Must be greater than 0. Applies to every mode but ipvs." },
-  { name: 'iptables-min-sync-period', kind: 'duration', target: '@minSyncPeriod', help: "The minimum period between rule resyncs (e.g. '5s', '1m', '2h22m'). 0 means every change syncs at once. Applies to every mode but ipvs." },
-  { name: 'ipvs-sync-period', kind: 'duration', target: '@syncPeriod', help: "ipvs mode: how frequently rules are fully re-synchronized (e.g. '5s', '1m'). Must be greater than 0." },
-  { name: 'ipvs-min-sync-period', kind: 'duration', target: '@minSyncPeriod', help: 'ipvs mode: the minimum period between IPVS rule resyncs. 0 means every change syncs at once.' },
-  { name: 'sync-period', kind: 'duration', target: '@syncPeriod', help: 'The full resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period).' },
-  { name: 'min-sync-period', kind: 'duration', target: '@minSyncPeriod', help: 'The minimum period between syncs of the selected mode.' },
-  { name: 'ipvs-scheduler', kind: 'string', target: 'ipvs.scheduler', help: 'The ipvs scheduler type when proxy mode is ipvs (rr, wrr, lc, wlc, lblc, lblcr, sh, dh, sed, nq, mh, ...).' },
-  { name: 'ipvs-exclude-cidrs', kind: 'strings', target: 'ipvs.excludeCIDRs', help: 'A comma-separated list of CIDRs which the ipvs proxier should not touch when cleaning up IPVS rules.' },
-  { name: 'ipvs-strict-arp', kind: 'bool', target: 'ipvs.strictARP', help: 'Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2.' },
-  { name: 'ipvs-tcp-timeout', kind: 'duration', target: 'ipvs.tcpTimeout', help: 'The timeout for idle IPVS TCP connections, 0 to leave as-is.' },
-  { name: 'ipvs-tcpfin-timeout', kind: 'duration', target: 'ipvs.tcpFinTimeout', help: 'The timeout for IPVS TCP connections after receiving a FIN packet, 0 to leave as-is.' },
-  { name: 'ipvs-udp-timeout', kind: 'duration', target: 'ipvs.udpTimeout', help: 'The timeout for IPVS UDP packets, 0 to leave as-is.' },
-  { name: 'detect-local-mode', kind: 'string', target: 'detectLocalMode', help: 'Mode to use to detect local traffic: ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix.' + IGNORED_WITH_CONFIG },
-  { name: 'pod-bridge-interface', kind: 'string', target: 'detectLocal.bridgeInterface', help: 'A bridge interface name, for --detect-local-mode=BridgeInterface.' },
-  { name: 'pod-interface-name-prefix', kind: 'string', target: 'detectLocal.interfaceNamePrefix', help: 'An interface name prefix, for --detect-local-mode=InterfaceNamePrefix.' },
-  { name: 'cluster-cidr', kind: 'string', target: 'clusterCIDR', help: 'The CIDR range of the pods in the cluster (or a comma-separated dual-stack pair).' + IGNORED_WITH_CONFIG },
-  { name: 'nodeport-addresses', kind: 'strings', target: 'nodePortAddresses', help: "CIDRs of the node IPs that accept NodePort connections, or 'primary' / 'localhost' / 'all'. Default: 'primary' in nftables mode, all local IPs otherwise." + IGNORED_WITH_CONFIG },
-  { name: 'oom-score-adj', kind: 'int', target: 'oomScoreAdj', help: 'The oom-score-adj value for the kube-proxy process, in [-1000, 1000].' + IGNORED_WITH_CONFIG },
-  { name: 'conntrack-max-per-core', kind: 'int', target: 'conntrack.maxPerCore', help: 'Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min).' },
-  { name: 'conntrack-min', kind: 'int', target: 'conntrack.min', help: 'Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core.' },
-  { name: 'conntrack-tcp-timeout-established', kind: 'duration', target: 'conntrack.tcpEstablishedTimeout', help: 'Idle timeout for established TCP connections (0 to leave as-is).' },
-  { name: 'conntrack-tcp-timeout-close-wait', kind: 'duration', target: 'conntrack.tcpCloseWaitTimeout', help: 'NAT timeout for TCP connections in the CLOSE_WAIT state.' },
-  { name: 'conntrack-tcp-be-liberal', kind: 'bool', target: 'conntrack.tcpBeLiberal', help: 'Enable liberal mode for tracking TCP packets by setting nf_conntrack_tcp_be_liberal to 1.' },
-  { name: 'conntrack-udp-timeout', kind: 'duration', target: 'conntrack.udpTimeout', help: 'Idle timeout for UNREPLIED UDP connections (0 to leave as-is).' },
-  { name: 'conntrack-udp-timeout-stream', kind: 'duration', target: 'conntrack.udpStreamTimeout', help: 'Idle timeout for ASSURED UDP connections (0 to leave as-is).' },
-  { name: 'config-sync-period', kind: 'duration', target: 'configSyncPeriod', help: 'How often configuration from the apiserver is refreshed. Must be greater than 0.' },
-  { name: 'feature-gates', kind: 'boolMap', target: 'featureGates', help: 'A set of key=value pairs for alpha/experimental features (kube-proxy-ts has none; accepted and ignored).' },
-  { name: 'profiling', kind: 'bool', target: 'enableProfiling', noEffect: true, help: 'Accepted for compatibility; profiling is not supported.' },
-  { name: 'show-hidden-metrics-for-version', kind: 'string', noEffect: true, help: 'Accepted for compatibility; no effect.' },
-  { name: 'v', kind: 'int', target: 'logging.verbosity', overridesFile: true, help: 'Log verbosity: 0-1 info, 2 and above debug.' },
-  { name: 'logging-format', kind: 'string', target: 'logging.format', overridesFile: true, help: "Log format: 'text' (default) or 'json' (one JSON object a line)." },
-  { name: 'init-only', kind: 'bool', control: true, help: 'If true, perform the one-time initialization that needs full root privileges (conntrack and OOM score settings, the mode\'s kernel checks), then exit.' },
+  {
+    name: 'config',
+    kind: 'string',
+    control: true,
+    help: 'The path to the configuration file (KubeProxyConfiguration, YAML or JSON).',
+  },
+  {
+    name: 'write-config-to',
+    kind: 'string',
+    control: true,
+    help: 'If set, write the effective configuration to this file and exit.',
+  },
+  {
+    name: 'cleanup',
+    kind: 'bool',
+    control: true,
+    help: 'If true, remove every kernel object kube-proxy-ts created (any mode) and what upstream kube-proxy left (its nftables tables, iptables-nft chains, IPVS state), then exit.',
+  },
+  {
+    name: 'kubeconfig',
+    kind: 'string',
+    target: 'clientConnection.kubeconfig',
+    help: 'Path to kubeconfig file with authorization information (the master location can be overridden by the master flag).',
+  },
+  {
+    name: 'master',
+    kind: 'string',
+    target: 'clientConnection.master',
+    overridesFile: true,
+    help: 'The address of the Kubernetes API server (overrides any value in kubeconfig).',
+  },
+  {
+    name: 'kube-api-content-type',
+    kind: 'string',
+    target: 'clientConnection.contentType',
+    help: 'Content type of requests sent to apiserver.',
+  },
+  {
+    name: 'kube-api-burst',
+    kind: 'int',
+    target: 'clientConnection.burst',
+    help: 'Burst to use while talking with kubernetes apiserver.',
+  },
+  {
+    name: 'kube-api-qps',
+    kind: 'float',
+    target: 'clientConnection.qps',
+    help: 'QPS to use while talking with kubernetes apiserver.',
+  },
+  {
+    name: 'hostname-override',
+    kind: 'string',
+    target: 'hostnameOverride',
+    overridesFile: true,
+    help: "If non-empty, will be used as the name of the Node that kube-proxy is running on. If unset, the node name is assumed to be the same as the node's hostname.",
+  },
+  {
+    name: 'bind-address',
+    kind: 'string',
+    target: 'bindAddress',
+    help: "Overrides kube-proxy's idea of what its node's primary IP is." + IGNORED_WITH_CONFIG,
+  },
+  {
+    name: 'healthz-bind-address',
+    kind: 'string',
+    target: 'healthzBindAddress',
+    help:
+      'The IP address and port for the health check server to serve on, defaulting to "0.0.0.0:10256". Set empty to disable.' +
+      IGNORED_WITH_CONFIG,
+  },
+  {
+    name: 'metrics-bind-address',
+    kind: 'string',
+    target: 'metricsBindAddress',
+    help:
+      'The IP address and port for the metrics server to serve on, defaulting to "127.0.0.1:10249". Set empty to disable.' +
+      IGNORED_WITH_CONFIG,
+  },
+  {
+    name: 'bind-address-hard-fail',
+    kind: 'bool',
+    target: 'bindAddressHardFail',
+    help: 'If true kube-proxy will treat failure to bind to a port as fatal and exit.',
+  },
+  {
+    name: 'healthz-port',
+    kind: 'int',
+    help: 'The port to bind the health check server. Use 0 to disable.',
+    deprecated: 'use --healthz-bind-address instead',
+  },
+  {
+    name: 'metrics-port',
+    kind: 'int',
+    help: 'The port to bind the metrics server. Use 0 to disable.',
+    deprecated: 'use --metrics-bind-address instead',
+  },
+  {
+    name: 'proxy-mode',
+    kind: 'string',
+    target: 'mode',
+    help:
+      "Which proxy mode to use: 'iptables' (default, as upstream on Linux), 'nftables', 'ipvs' or 'userspace'." +
+      IGNORED_WITH_CONFIG,
+  },
+  {
+    name: 'iptables-masquerade-bit',
+    kind: 'int',
+    target: 'iptables.masqueradeBit',
+    help: 'If using the iptables or ipvs proxy mode, the bit of the fwmark space to mark packets requiring SNAT with. Must be within the range [0, 31].',
+  },
+  {
+    name: 'masquerade-all',
+    kind: 'bool',
+    target: '@masqueradeAll',
+    help: 'SNAT all traffic sent via Service cluster IPs. This may be required with some CNI plugins.',
+  },
+  {
+    name: 'iptables-localhost-nodeports',
+    kind: 'bool',
+    target: 'iptables.localhostNodePorts',
+    help: 'If false, disable the legacy behavior of allowing NodePort services to be accessed via localhost (iptables mode, IPv4 only).',
+  },
+  {
+    name: 'iptables-sync-period',
+    kind: 'duration',
+    target: '@syncPeriod',
+    help: "An interval (e.g. '5s', '1m', '2h22m') indicating how frequently various re-synchronizing and cleanup operations are performed. Must be greater than 0. Applies to every mode but ipvs.",
+  },
+  {
+    name: 'iptables-min-sync-period',
+    kind: 'duration',
+    target: '@minSyncPeriod',
+    help: "The minimum period between rule resyncs (e.g. '5s', '1m', '2h22m'). 0 means every change syncs at once. Applies to every mode but ipvs.",
+  },
+  {
+    name: 'ipvs-sync-period',
+    kind: 'duration',
+    target: '@syncPeriod',
+    help: "ipvs mode: how frequently rules are fully re-synchronized (e.g. '5s', '1m'). Must be greater than 0.",
+  },
+  {
+    name: 'ipvs-min-sync-period',
+    kind: 'duration',
+    target: '@minSyncPeriod',
+    help: 'ipvs mode: the minimum period between IPVS rule resyncs. 0 means every change syncs at once.',
+  },
+  {
+    name: 'sync-period',
+    kind: 'duration',
+    target: '@syncPeriod',
+    help: 'The full resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period).',
+  },
+  {
+    name: 'min-sync-period',
+    kind: 'duration',
+    target: '@minSyncPeriod',
+    help: 'The minimum period between syncs of the selected mode.',
+  },
+  {
+    name: 'ipvs-scheduler',
+    kind: 'string',
+    target: 'ipvs.scheduler',
+    help: 'The ipvs scheduler type when proxy mode is ipvs (rr, wrr, lc, wlc, lblc, lblcr, sh, dh, sed, nq, mh, ...).',
+  },
+  {
+    name: 'ipvs-exclude-cidrs',
+    kind: 'strings',
+    target: 'ipvs.excludeCIDRs',
+    help: 'A comma-separated list of CIDRs which the ipvs proxier should not touch when cleaning up IPVS rules.',
+  },
+  {
+    name: 'ipvs-strict-arp',
+    kind: 'bool',
+    target: 'ipvs.strictARP',
+    help: 'Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2.',
+  },
+  {
+    name: 'ipvs-tcp-timeout',
+    kind: 'duration',
+    target: 'ipvs.tcpTimeout',
+    help: 'The timeout for idle IPVS TCP connections, 0 to leave as-is.',
+  },
+  {
+    name: 'ipvs-tcpfin-timeout',
+    kind: 'duration',
+    target: 'ipvs.tcpFinTimeout',
+    help: 'The timeout for IPVS TCP connections after receiving a FIN packet, 0 to leave as-is.',
+  },
+  {
+    name: 'ipvs-udp-timeout',
+    kind: 'duration',
+    target: 'ipvs.udpTimeout',
+    help: 'The timeout for IPVS UDP packets, 0 to leave as-is.',
+  },
+  {
+    name: 'detect-local-mode',
+    kind: 'string',
+    target: 'detectLocalMode',
+    help:
+      'Mode to use to detect local traffic: ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix.' +
+      IGNORED_WITH_CONFIG,
+  },
+  {
+    name: 'pod-bridge-interface',
+    kind: 'string',
+    target: 'detectLocal.bridgeInterface',
+    help: 'A bridge interface name, for --detect-local-mode=BridgeInterface.',
+  },
+  {
+    name: 'pod-interface-name-prefix',
+    kind: 'string',
+    target: 'detectLocal.interfaceNamePrefix',
+    help: 'An interface name prefix, for --detect-local-mode=InterfaceNamePrefix.',
+  },
+  {
+    name: 'cluster-cidr',
+    kind: 'string',
+    target: 'clusterCIDR',
+    help: 'The CIDR range of the pods in the cluster (or a comma-separated dual-stack pair).' + IGNORED_WITH_CONFIG,
+  },
+  {
+    name: 'nodeport-addresses',
+    kind: 'strings',
+    target: 'nodePortAddresses',
+    help:
+      "CIDRs of the node IPs that accept NodePort connections, or 'primary' / 'localhost' / 'all'. Default: 'primary' in nftables mode, all local IPs otherwise." +
+      IGNORED_WITH_CONFIG,
+  },
+  {
+    name: 'oom-score-adj',
+    kind: 'int',
+    target: 'oomScoreAdj',
+    help: 'The oom-score-adj value for the kube-proxy process, in [-1000, 1000].' + IGNORED_WITH_CONFIG,
+  },
+  {
+    name: 'conntrack-max-per-core',
+    kind: 'int',
+    target: 'conntrack.maxPerCore',
+    help: 'Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min).',
+  },
+  {
+    name: 'conntrack-min',
+    kind: 'int',
+    target: 'conntrack.min',
+    help: 'Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core.',
+  },
+  {
+    name: 'conntrack-tcp-timeout-established',
+    kind: 'duration',
+    target: 'conntrack.tcpEstablishedTimeout',
+    help: 'Idle timeout for established TCP connections (0 to leave as-is).',
+  },
+  {
+    name: 'conntrack-tcp-timeout-close-wait',
+    kind: 'duration',
+    target: 'conntrack.tcpCloseWaitTimeout',
+    help: 'NAT timeout for TCP connections in the CLOSE_WAIT state.',
+  },
+  {
+    name: 'conntrack-tcp-be-liberal',
+    kind: 'bool',
+    target: 'conntrack.tcpBeLiberal',
+    help: 'Enable liberal mode for tracking TCP packets by setting nf_conntrack_tcp_be_liberal to 1.',
+  },
+  {
+    name: 'conntrack-udp-timeout',
+    kind: 'duration',
+    target: 'conntrack.udpTimeout',
+    help: 'Idle timeout for UNREPLIED UDP connections (0 to leave as-is).',
+  },
+  {
+    name: 'conntrack-udp-timeout-stream',
+    kind: 'duration',
+    target: 'conntrack.udpStreamTimeout',
+    help: 'Idle timeout for ASSURED UDP connections (0 to leave as-is).',
+  },
+  {
+    name: 'config-sync-period',
+    kind: 'duration',
+    target: 'configSyncPeriod',
+    help: 'How often configuration from the apiserver is refreshed. Must be greater than 0.',
+  },
+  {
+    name: 'feature-gates',
+    kind: 'boolMap',
+    target: 'featureGates',
+    help: 'A set of key=value pairs for alpha/experimental features (kube-proxy-ts has none; accepted and ignored).',
+  },
+  {
+    name: 'profiling',
+    kind: 'bool',
+    target: 'enableProfiling',
+    noEffect: true,
+    help: 'Accepted for compatibility; profiling is not supported.',
+  },
+  {
+    name: 'show-hidden-metrics-for-version',
+    kind: 'string',
+    noEffect: true,
+    help: 'Accepted for compatibility; no effect.',
+  },
+  {
+    name: 'v',
+    kind: 'int',
+    target: 'logging.verbosity',
+    overridesFile: true,
+    help: 'Log verbosity: 0-1 info, 2 and above debug.',
+  },
+  {
+    name: 'logging-format',
+    kind: 'string',
+    target: 'logging.format',
+    overridesFile: true,
+    help: "Log format: 'text' (default) or 'json' (one JSON object a line).",
+  },
+  {
+    name: 'init-only',
+    kind: 'bool',
+    control: true,
+    help: "If true, perform the one-time initialization that needs full root privileges (conntrack and OOM score settings, the mode's kernel checks), then exit.",
+  },
   // Logging flags of upstream's component-base (logsapi.AddFlags) that have no counterpart here.
-  { name: 'vmodule', kind: 'string', overridesFile: true, noEffect: true, help: 'Comma-separated list of pattern=N settings for file-filtered logging (accepted for compatibility; no effect).' },
-  { name: 'log-flush-frequency', kind: 'duration', overridesFile: true, noEffect: true, help: 'Maximum number of seconds between log flushes (accepted for compatibility; logs are written at once).' },
-  { name: 'log-text-split-stream', kind: 'bool', overridesFile: true, noEffect: true, help: '[Alpha] In text format, write error messages to stderr and info messages to stdout (accepted for compatibility; no effect).' },
-  { name: 'log-text-info-buffer-size', kind: 'string', overridesFile: true, noEffect: true, help: '[Alpha] In text format with split output streams, the size of the info buffer (accepted for compatibility; no effect).' },
-  { name: 'log-json-split-stream', kind: 'bool', overridesFile: true, noEffect: true, help: '[Alpha] In JSON format, write error messages to stderr and info messages to stdout (accepted for compatibility; no effect).' },
-  { name: 'log-json-info-buffer-size', kind: 'string', overridesFile: true, noEffect: true, help: '[Alpha] In JSON format with split output streams, the size of the info buffer (accepted for compatibility; no effect).' },
+  {
+    name: 'vmodule',
+    kind: 'string',
+    overridesFile: true,
+    noEffect: true,
+    help: 'Comma-separated list of pattern=N settings for file-filtered logging (accepted for compatibility; no effect).',
+  },
+  {
+    name: 'log-flush-frequency',
+    kind: 'duration',
+    overridesFile: true,
+    noEffect: true,
+    help: 'Maximum number of seconds between log flushes (accepted for compatibility; logs are written at once).',
+  },
+  {
+    name: 'log-text-split-stream',
+    kind: 'bool',
+    overridesFile: true,
+    noEffect: true,
+    help: '[Alpha] In text format, write error messages to stderr and info messages to stdout (accepted for compatibility; no effect).',
+  },
+  {
+    name: 'log-text-info-buffer-size',
+    kind: 'string',
+    overridesFile: true,
+    noEffect: true,
+    help: '[Alpha] In text format with split output streams, the size of the info buffer (accepted for compatibility; no effect).',
+  },
+  {
+    name: 'log-json-split-stream',
+    kind: 'bool',
+    overridesFile: true,
+    noEffect: true,
+    help: '[Alpha] In JSON format, write error messages to stderr and info messages to stdout (accepted for compatibility; no effect).',
+  },
+  {
+    name: 'log-json-info-buffer-size',
+    kind: 'string',
+    overridesFile: true,
+    noEffect: true,
+    help: '[Alpha] In JSON format with split output streams, the size of the info buffer (accepted for compatibility; no effect).',
+  },
   // Registered globally by cAdvisor, which upstream links in: part of its --help.
-  { name: 'boot-id-file', kind: 'string', noEffect: true, help: 'Comma-separated list of files to check for boot-id (accepted for compatibility; no effect).' },
-  { name: 'machine-id-file', kind: 'string', noEffect: true, help: 'Comma-separated list of files to check for machine-id (accepted for compatibility; no effect).' },
-  { name: 'manifest-dir', kind: 'string', target: 'kubeProxyTS.manifestDir', overridesFile: true, ours: true, help: '[kube-proxy-ts] Standalone mode: read Services and EndpointSlices from YAML/JSON manifests in this directory instead of the Kubernetes API (config file: kubeProxyTS.manifestDir).' },
-  { name: 'control-socket', kind: 'string', target: 'kubeProxyTS.controlSocket', overridesFile: true, ours: true, help: '[kube-proxy-ts] The local control socket (unix, root only) that `kube-proxy-ts explain` and `trace` ask; empty to serve none (config file: kubeProxyTS.controlSocket). Default /run/kube-proxy-ts/control.sock.' },
-  { name: 'service-traffic-metrics', kind: 'bool', target: 'kubeProxyTS.serviceTrafficMetrics', overridesFile: true, ours: true, help: '[kube-proxy-ts] Export packets, bytes and connections per Service port (kubeproxyts_service_*), read from the kernel at scrape time; IPVS mode only for now (config file: kubeProxyTS.serviceTrafficMetrics).' },
+  {
+    name: 'boot-id-file',
+    kind: 'string',
+    noEffect: true,
+    help: 'Comma-separated list of files to check for boot-id (accepted for compatibility; no effect).',
+  },
+  {
+    name: 'machine-id-file',
+    kind: 'string',
+    noEffect: true,
+    help: 'Comma-separated list of files to check for machine-id (accepted for compatibility; no effect).',
+  },
+  {
+    name: 'manifest-dir',
+    kind: 'string',
+    target: 'kubeProxyTS.manifestDir',
+    overridesFile: true,
+    ours: true,
+    help: '[kube-proxy-ts] Standalone mode: read Services and EndpointSlices from YAML/JSON manifests in this directory instead of the Kubernetes API (config file: kubeProxyTS.manifestDir).',
+  },
+  {
+    name: 'control-socket',
+    kind: 'string',
+    target: 'kubeProxyTS.controlSocket',
+    overridesFile: true,
+    ours: true,
+    help: '[kube-proxy-ts] The local control socket (unix, root only) that `kube-proxy-ts explain` and `trace` ask; empty to serve none (config file: kubeProxyTS.controlSocket). Default /run/kube-proxy-ts/control.sock.',
+  },
+  {
+    name: 'service-traffic-metrics',
+    kind: 'bool',
+    target: 'kubeProxyTS.serviceTrafficMetrics',
+    overridesFile: true,
+    ours: true,
+    help: '[kube-proxy-ts] Export packets, bytes and connections per Service port (kubeproxyts_service_*), read from the kernel at scrape time; IPVS mode only for now (config file: kubeProxyTS.serviceTrafficMetrics).',
+  },
 ];
 
 /** One flag as given on the command line, parsed. */
@@ -207,7 +544,10 @@ export function buildCommand(version: string): Command {
         // pflag StringSlice: comma-separated; repeating the flag appends.
         opt = new Option(`--${f.name} <list>`, desc).argParser((v: string, prev: unknown) => [
           ...((prev as string[] | undefined) ?? []),
-          ...v.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+          ...v
+            .split(',')
+            .map((s) => s.trim())
+            .filter((s) => s !== ''),
         ]);
         break;
       case 'boolMap':
@@ -239,7 +579,8 @@ export function parseFlags(argv: readonly string[], version: string): FlagParseR
     cmd.parse(normalizeArgv(argv), { from: 'user' });
   } catch (e) {
     const code = (e as { code?: string }).code;
-    if (code === 'commander.helpDisplayed' || code === 'commander.help') return { ok: false, kind: 'help', output: out };
+    if (code === 'commander.helpDisplayed' || code === 'commander.help')
+      return { ok: false, kind: 'help', output: out };
     if (code === 'commander.version') return { ok: false, kind: 'version', output: out };
     let msg = errText !== '' ? errText : `${(e as Error).message}\n`;
     // Commander suggests only for "--name"; do it for "--name=value" too.
@@ -248,7 +589,11 @@ export function parseFlags(argv: readonly string[], version: string): FlagParseR
       const near = closestFlag(unknown[1]!);
       if (near !== undefined) msg = `${msg.trimEnd()}\n(Did you mean --${near}?)\n`;
     }
-    return { ok: false, kind: 'usage', output: `kube-proxy-ts: ${msg.trimEnd()}\nRun 'kube-proxy-ts --help' for the list of flags.\n` };
+    return {
+      ok: false,
+      kind: 'usage',
+      output: `kube-proxy-ts: ${msg.trimEnd()}\nRun 'kube-proxy-ts --help' for the list of flags.\n`,
+    };
   }
   const opts = cmd.opts();
   const given: GivenFlag[] = [];

@@ -106,7 +106,8 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
   const syncPeriodMs = orDefault(`${section}.syncPeriod`, 30 * SECOND);
   // Upstream defaults ipvs.minSyncPeriod to 0 (every change syncs at once); the others to 1s.
   const minSyncRaw = num(`${section}.minSyncPeriod`);
-  const minSyncPeriodMs = section === 'ipvs' ? (minSyncRaw ?? 0) : minSyncRaw === undefined || minSyncRaw === 0 ? SECOND : minSyncRaw;
+  const minSyncPeriodMs =
+    section === 'ipvs' ? (minSyncRaw ?? 0) : minSyncRaw === undefined || minSyncRaw === 0 ? SECOND : minSyncRaw;
 
   const masqSection = mode === 'nftables' ? 'nftables' : 'iptables';
   const masqueradeBit = num(`${masqSection}.masqueradeBit`) ?? 14;
@@ -116,7 +117,8 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
   const schedText = str('ipvs.scheduler');
   if (schedText !== '') {
     if ((IPVS_SCHEDULERS as readonly string[]).includes(schedText)) scheduler = schedText as IpvsScheduler;
-    else if (mode === 'ipvs') err('ipvs.scheduler', `${show(schedText)} is not a known scheduler (one of ${IPVS_SCHEDULERS.join(', ')})`);
+    else if (mode === 'ipvs')
+      err('ipvs.scheduler', `${show(schedText)} is not a known scheduler (one of ${IPVS_SCHEDULERS.join(', ')})`);
     else warnings.push(`ipvs.scheduler: ${show(schedText)} is not a known scheduler; ignored outside ipvs mode`);
   }
 
@@ -124,7 +126,11 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
   const dlmText = str('detectLocalMode');
   if (dlmText !== '') {
     if ((DETECT_LOCAL_MODES as readonly string[]).includes(dlmText)) detectLocalMode = dlmText as DetectLocalMode;
-    else err('detectLocalMode', `${show(dlmText)} must be one of ${DETECT_LOCAL_MODES.join(', ')} (or blank for ClusterCIDR)`);
+    else
+      err(
+        'detectLocalMode',
+        `${show(dlmText)} must be one of ${DETECT_LOCAL_MODES.join(', ')} (or blank for ClusterCIDR)`,
+      );
   }
 
   let format: LogFormat = 'text';
@@ -210,9 +216,13 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
   const d = (ms: number): string => show(formatDuration(ms));
 
   if (c.syncPeriodMs <= 0) err(`${section}.syncPeriod`, `${d(c.syncPeriodMs)} must be greater than 0`);
-  if (c.minSyncPeriodMs < 0) err(`${section}.minSyncPeriod`, `${d(c.minSyncPeriodMs)} must be greater than or equal to 0`);
+  if (c.minSyncPeriodMs < 0)
+    err(`${section}.minSyncPeriod`, `${d(c.minSyncPeriodMs)} must be greater than or equal to 0`);
   else if (c.syncPeriodMs > 0 && c.minSyncPeriodMs > c.syncPeriodMs) {
-    err(`${section}.syncPeriod`, `${d(c.syncPeriodMs)} must be greater than or equal to ${section}.minSyncPeriod (${d(c.minSyncPeriodMs)})`);
+    err(
+      `${section}.syncPeriod`,
+      `${d(c.syncPeriodMs)} must be greater than or equal to ${section}.minSyncPeriod (${d(c.minSyncPeriodMs)})`,
+    );
   }
   if (c.configSyncPeriodMs <= 0) err('configSyncPeriod', `${d(c.configSyncPeriodMs)} must be greater than 0`);
 
@@ -222,7 +232,10 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
 
   const clusterCIDR = values.get('clusterCIDR');
   if (c.clusterCIDRs.length > 2) {
-    err('clusterCIDR', `${show(clusterCIDR)} must be one CIDR or a dual-stack pair (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)`);
+    err(
+      'clusterCIDR',
+      `${show(clusterCIDR)} must be one CIDR or a dual-stack pair (e.g. 10.100.0.0/16,fde4:8dba:82e1::/48)`,
+    );
   } else if (c.clusterCIDRs.length > 0) {
     const parsed = c.clusterCIDRs.map((s) => (s.includes('/') ? parseCIDR(s) : undefined));
     if (parsed.some((p) => p === undefined)) {
@@ -234,11 +247,14 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
 
   for (const sec of new Set(['iptables', masqSection])) {
     const bit = values.get(`${sec}.masqueradeBit`);
-    if (typeof bit === 'number' && (bit < 0 || bit > 31)) err(`${sec}.masqueradeBit`, `${bit} must be within the range [0, 31]`);
+    if (typeof bit === 'number' && (bit < 0 || bit > 31))
+      err(`${sec}.masqueradeBit`, `${bit} must be within the range [0, 31]`);
   }
-  if (c.oomScoreAdj < -1000 || c.oomScoreAdj > 1000) err('oomScoreAdj', `${c.oomScoreAdj} must be within the range [-1000, 1000]`);
+  if (c.oomScoreAdj < -1000 || c.oomScoreAdj > 1000)
+    err('oomScoreAdj', `${c.oomScoreAdj} must be within the range [-1000, 1000]`);
 
-  if (c.conntrack.maxPerCore < 0) err('conntrack.maxPerCore', `${c.conntrack.maxPerCore} must be greater than or equal to 0`);
+  if (c.conntrack.maxPerCore < 0)
+    err('conntrack.maxPerCore', `${c.conntrack.maxPerCore} must be greater than or equal to 0`);
   if (c.conntrack.min < 0) err('conntrack.min', `${c.conntrack.min} must be greater than or equal to 0`);
   const ctDurations: [string, number][] = [
     ['conntrack.tcpEstablishedTimeout', c.conntrack.tcpEstablishedTimeoutMs],
@@ -247,9 +263,14 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
     ['conntrack.udpStreamTimeout', c.conntrack.udpStreamTimeoutMs],
   ];
   if (c.mode === 'ipvs') {
-    ctDurations.push(['ipvs.tcpTimeout', c.ipvs.tcpTimeoutMs], ['ipvs.tcpFinTimeout', c.ipvs.tcpFinTimeoutMs], ['ipvs.udpTimeout', c.ipvs.udpTimeoutMs]);
+    ctDurations.push(
+      ['ipvs.tcpTimeout', c.ipvs.tcpTimeoutMs],
+      ['ipvs.tcpFinTimeout', c.ipvs.tcpFinTimeoutMs],
+      ['ipvs.udpTimeout', c.ipvs.udpTimeoutMs],
+    );
     c.ipvs.excludeCIDRs.forEach((s, i) => {
-      if (!s.includes('/') || parseCIDR(s) === undefined) err(`ipvs.excludeCIDRs[${i}]`, `${show(s)} must be a valid CIDR`);
+      if (!s.includes('/') || parseCIDR(s) === undefined)
+        err(`ipvs.excludeCIDRs[${i}]`, `${show(s)} must be a valid CIDR`);
     });
   }
   for (const [field, ms] of ctDurations) if (ms < 0) err(field, `${d(ms)} must be greater than or equal to 0`);
@@ -262,19 +283,37 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
   });
 
   if (c.detectLocalMode === 'BridgeInterface' && c.detectLocal.bridgeInterface === '') {
-    err('detectLocal.bridgeInterface', `"" must not be empty when detectLocalMode is BridgeInterface`, 'detectLocalMode');
+    err(
+      'detectLocal.bridgeInterface',
+      `"" must not be empty when detectLocalMode is BridgeInterface`,
+      'detectLocalMode',
+    );
   }
   if (c.detectLocalMode === 'InterfaceNamePrefix' && c.detectLocal.interfaceNamePrefix === '') {
-    err('detectLocal.interfaceNamePrefix', `"" must not be empty when detectLocalMode is InterfaceNamePrefix`, 'detectLocalMode');
+    err(
+      'detectLocal.interfaceNamePrefix',
+      `"" must not be empty when detectLocalMode is InterfaceNamePrefix`,
+      'detectLocalMode',
+    );
   }
-  if (c.clientConnection.burst < 0) err('clientConnection.burst', `${c.clientConnection.burst} must be greater than or equal to 0`);
-  if (c.clientConnection.qps < 0) err('clientConnection.qps', `${c.clientConnection.qps} must be greater than or equal to 0`);
+  if (c.clientConnection.burst < 0)
+    err('clientConnection.burst', `${c.clientConnection.burst} must be greater than or equal to 0`);
+  if (c.clientConnection.qps < 0)
+    err('clientConnection.qps', `${c.clientConnection.qps} must be greater than or equal to 0`);
   if (c.logging.verbosity < 0) err('logging.verbosity', `${c.logging.verbosity} must be greater than or equal to 0`);
 
-  if (c.mode === 'nftables' && values.has('iptables.masqueradeBit') && !values.has('nftables.masqueradeBit') && values.get('iptables.masqueradeBit') !== 14) {
-    warnings.push('iptables.masqueradeBit applies to iptables and ipvs modes only; nftables mode uses nftables.masqueradeBit (as upstream)');
+  if (
+    c.mode === 'nftables' &&
+    values.has('iptables.masqueradeBit') &&
+    !values.has('nftables.masqueradeBit') &&
+    values.get('iptables.masqueradeBit') !== 14
+  ) {
+    warnings.push(
+      'iptables.masqueradeBit applies to iptables and ipvs modes only; nftables mode uses nftables.masqueradeBit (as upstream)',
+    );
   }
-  if (values.get('enableProfiling') === true) warnings.push('enableProfiling: profiling is not supported by kube-proxy-ts; ignored');
+  if (values.get('enableProfiling') === true)
+    warnings.push('enableProfiling: profiling is not supported by kube-proxy-ts; ignored');
   const gates = Object.keys(c.featureGates);
   if (gates.length > 0) warnings.push(`featureGates: kube-proxy-ts has no feature gates; ignored: ${gates.join(', ')}`);
 }

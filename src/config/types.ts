@@ -10,7 +10,22 @@ export const DETECT_LOCAL_MODES = ['ClusterCIDR', 'NodeCIDR', 'BridgeInterface',
 export type DetectLocalMode = (typeof DETECT_LOCAL_MODES)[number];
 
 /** IPVS schedulers the kernel ships (net/netfilter/ipvs/ip_vs_*.c); '' in a file means rr. */
-export const IPVS_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'fo', 'ovf', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'mh', 'twos'] as const;
+export const IPVS_SCHEDULERS = [
+  'rr',
+  'wrr',
+  'lc',
+  'wlc',
+  'fo',
+  'ovf',
+  'lblc',
+  'lblcr',
+  'dh',
+  'sh',
+  'sed',
+  'nq',
+  'mh',
+  'twos',
+] as const;
 export type IpvsScheduler = (typeof IPVS_SCHEDULERS)[number];
 
 export const LOG_FORMATS = ['text', 'json'] as const;
@@ -118,5 +133,7 @@ export interface ConfigError {
 }
 
 export function formatConfigError(e: ConfigError): string {
-  return e.flag !== undefined && e.flag !== e.field ? `${e.field} (from ${e.flag}): ${e.message}` : `${e.field}: ${e.message}`;
+  return e.flag !== undefined && e.flag !== e.field
+    ? `${e.field} (from ${e.flag}): ${e.message}`
+    : `${e.field}: ${e.message}`;
 }

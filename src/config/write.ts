@@ -70,7 +70,11 @@ export function toKubeProxyConfiguration(c: ProxyConfig): Record<string, unknown
     portRange: '',
     showHiddenMetricsForVersion: '',
     // kube-proxy-ts's own settings; upstream kube-proxy ignores this key (lenient decoding).
-    kubeProxyTS: { manifestDir: c.kubeProxyTS.manifestDir, controlSocket: c.kubeProxyTS.controlSocket, serviceTrafficMetrics: c.kubeProxyTS.serviceTrafficMetrics },
+    kubeProxyTS: {
+      manifestDir: c.kubeProxyTS.manifestDir,
+      controlSocket: c.kubeProxyTS.controlSocket,
+      serviceTrafficMetrics: c.kubeProxyTS.serviceTrafficMetrics,
+    },
   };
 }
 

@@ -42,7 +42,17 @@ import { filterText, openConntrack, tupleText } from '../netlink/conntrack/index
 import type { DeleteOptions, DeleteReport, Flow, FlowFilter, FlushResult } from '../netlink/conntrack/index.ts';
 import type { ConnectionOptions, SocketOptions } from '../netlink/core/index.ts';
 import type { DumpGroup, IndexOptions, PendingTarget, PlannedFilter, ServingIndex } from './plan.ts';
-import { kernelFlushable, mergeTargets, planFlush, reconcileDumps, retainFailed, selectReconcile, selectStale, servingIndex, withoutFilters } from './plan.ts';
+import {
+  kernelFlushable,
+  mergeTargets,
+  planFlush,
+  reconcileDumps,
+  retainFailed,
+  selectReconcile,
+  selectStale,
+  servingIndex,
+  withoutFilters,
+} from './plan.ts';
 
 /** What the flusher needs of a ConntrackClient (which provides it). */
 export interface FlusherClient {
@@ -173,7 +183,9 @@ export class ConntrackFlusher {
    * A flusher over its own ctnetlink socket in this process's namespace; close() closes it.
    * (Options of openConntrack: timeoutMs per exchange and so on.)
    */
-  static open(o: Omit<ConntrackFlusherOptions, 'client' | 'onClose'> & { netlink?: ConnectionOptions & SocketOptions }): ConntrackFlusher {
+  static open(
+    o: Omit<ConntrackFlusherOptions, 'client' | 'onClose'> & { netlink?: ConnectionOptions & SocketOptions },
+  ): ConntrackFlusher {
     const { netlink, ...rest } = o;
     const { client, conn } = openConntrack(netlink ?? {});
     return new ConntrackFlusher({ ...rest, client, onClose: () => conn.close() });
@@ -300,7 +312,11 @@ export class ConntrackFlusher {
   }
 
   /** Deletes in batches; returns the [start, end) index ranges of batches that failed or were not reached. */
-  private async deleteBatches(flows: readonly Flow[], signal: AbortSignal, totals: { deleted: number; notFound: number; errors: number }): Promise<{ failed: [number, number][]; aborted: boolean }> {
+  private async deleteBatches(
+    flows: readonly Flow[],
+    signal: AbortSignal,
+    totals: { deleted: number; notFound: number; errors: number },
+  ): Promise<{ failed: [number, number][]; aborted: boolean }> {
     const failed: [number, number][] = [];
     let aborted = false;
     const size = Math.max(1, Math.floor(this.batchSize));
@@ -318,13 +334,20 @@ export class ConntrackFlusher {
         if (r.errors.length > 0) {
           totals.errors += r.errors.length;
           failed.push([start, end]);
-          this.log.warn('Some conntrack entries could not be deleted', { errors: r.errors.length, first: r.errors[0]!.message, batch: end - start });
+          this.log.warn('Some conntrack entries could not be deleted', {
+            errors: r.errors.length,
+            first: r.errors[0]!.message,
+            batch: end - start,
+          });
         }
       } catch (e) {
         if (signal.aborted) aborted = true;
         else {
           totals.errors++;
-          this.log.warn('Deleting conntrack entries failed', { error: String((e as Error)?.message ?? e), batch: end - start });
+          this.log.warn('Deleting conntrack entries failed', {
+            error: String((e as Error)?.message ?? e),
+            batch: end - start,
+          });
         }
         failed.push([start, end]);
       }
@@ -336,7 +359,13 @@ export class ConntrackFlusher {
    * The kernel-side flushes of one group. Returns the filters done with (flushed, or failed
    * and left for the next run); the rest of the group goes through the dump.
    */
-  private async flushGroup(group: DumpGroup, index: ServingIndex | undefined, budget: { left: number }, signal: AbortSignal, run: RunTotals): Promise<Set<PlannedFilter>> {
+  private async flushGroup(
+    group: DumpGroup,
+    index: ServingIndex | undefined,
+    budget: { left: number },
+    signal: AbortSignal,
+    run: RunTotals,
+  ): Promise<Set<PlannedFilter>> {
     const done = new Set<PlannedFilter>();
     const client = this.client;
     if (!this.kernelFlush || !client.flushMatching || !client.canFlush) return done;
@@ -357,7 +386,10 @@ export class ConntrackFlusher {
         if (signal.aborted) run.aborted = true;
         else {
           run.errors++;
-          this.log.warn('Flushing conntrack entries by filter failed', { filter: filterText(pf.filter), error: String((e as Error)?.message ?? e) });
+          this.log.warn('Flushing conntrack entries by filter failed', {
+            filter: filterText(pf.filter),
+            error: String((e as Error)?.message ?? e),
+          });
         }
         continue;
       }
@@ -373,7 +405,15 @@ export class ConntrackFlusher {
   private async runFlush(batch: Map<string, PendingTarget>): Promise<void> {
     const t0 = this.clock.now();
     const { signal, done } = this.runSignal();
-    const run: RunTotals = { failedKeys: new Set<string>(), deleted: 0, notFound: 0, errors: 0, matched: 0, kernelFlushes: 0, aborted: false };
+    const run: RunTotals = {
+      failedKeys: new Set<string>(),
+      deleted: 0,
+      notFound: 0,
+      errors: 0,
+      matched: 0,
+      kernelFlushes: 0,
+      aborted: false,
+    };
     const failedKeys = run.failedKeys;
     let kept = 0;
     try {
@@ -388,7 +428,9 @@ export class ConntrackFlusher {
       /** The targets that chose each entry of toDelete (same index). */
       const owners: (readonly string[])[] = [];
       for (const whole of plan.groups) {
-        const flushed = signal.aborted ? new Set<PlannedFilter>() : await this.flushGroup(whole, indexOf(whole.family), budget, signal, run);
+        const flushed = signal.aborted
+          ? new Set<PlannedFilter>()
+          : await this.flushGroup(whole, indexOf(whole.family), budget, signal, run);
         const group = withoutFilters(whole, flushed);
         if (!group) continue;
         if (signal.aborted) {
@@ -403,7 +445,10 @@ export class ConntrackFlusher {
           if (signal.aborted) run.aborted = true;
           else {
             run.errors++;
-            this.log.warn('Dumping conntrack entries failed', { filter: filterText(group.dump), error: String((e as Error)?.message ?? e) });
+            this.log.warn('Dumping conntrack entries failed', {
+              filter: filterText(group.dump),
+              error: String((e as Error)?.message ?? e),
+            });
           }
           for (const k of group.targets) failedKeys.add(k);
           continue;
@@ -418,11 +463,15 @@ export class ConntrackFlusher {
       run.matched += toDelete.length;
       const del = await this.deleteBatches(toDelete, signal, run);
       run.aborted ||= del.aborted;
-      for (const [start, end] of del.failed) for (let i = start; i < end; i++) for (const k of owners[i]!) failedKeys.add(k);
+      for (const [start, end] of del.failed)
+        for (let i = start; i < end; i++) for (const k of owners[i]!) failedKeys.add(k);
     } catch (e) {
       // A bad target (an address the filter refuses): it would fail again, so it is dropped.
       run.errors++;
-      this.log.error('Conntrack flush could not be planned', { error: String((e as Error)?.message ?? e), targets: batch.size });
+      this.log.error('Conntrack flush could not be planned', {
+        error: String((e as Error)?.message ?? e),
+        targets: batch.size,
+      });
     } finally {
       done();
     }
@@ -430,11 +479,31 @@ export class ConntrackFlusher {
     if (aborted) run.errors++;
     const { keep, dropped } = retainFailed([...failedKeys].map((k) => batch.get(k)!).filter(Boolean), this.maxAttempts);
     if (!this.closing.signal.aborted) mergeTargets(this.failed, keep);
-    for (const d of dropped) this.log.error('Gave up deleting stale conntrack entries', { reason: d.target.reason, service: d.target.service, attempts: d.attempts });
+    for (const d of dropped)
+      this.log.error('Gave up deleting stale conntrack entries', {
+        reason: d.target.reason,
+        service: d.target.service,
+        attempts: d.attempts,
+      });
     const durationMs = this.clock.now() - t0;
-    const fields = { targets: batch.size, matched: run.matched, deleted: run.deleted, notFound: run.notFound, kept, errors: run.errors, kernelFlushes: run.kernelFlushes, durationMs, retained: keep.length };
-    if (aborted) this.log.warn('Conntrack flush stopped before it was done', { ...fields, reason: String(signal.reason?.message ?? signal.reason) });
-    else if (run.errors > 0) this.log.warn('Conntrack flush had errors; its targets are retried at the next sync', fields);
+    const fields = {
+      targets: batch.size,
+      matched: run.matched,
+      deleted: run.deleted,
+      notFound: run.notFound,
+      kept,
+      errors: run.errors,
+      kernelFlushes: run.kernelFlushes,
+      durationMs,
+      retained: keep.length,
+    };
+    if (aborted)
+      this.log.warn('Conntrack flush stopped before it was done', {
+        ...fields,
+        reason: String(signal.reason?.message ?? signal.reason),
+      });
+    else if (run.errors > 0)
+      this.log.warn('Conntrack flush had errors; its targets are retried at the next sync', fields);
     else this.log.debug('Flushed stale conntrack entries', fields);
     this.report({
       mode: 'flush',
@@ -477,13 +546,17 @@ export class ConntrackFlusher {
             if (signal.aborted) aborted = true;
             else {
               totals.errors++;
-              this.log.warn('Dumping conntrack entries failed', { filter: filterText(filter), error: String((e as Error)?.message ?? e) });
+              this.log.warn('Dumping conntrack entries failed', {
+                filter: filterText(filter),
+                error: String((e as Error)?.message ?? e),
+              });
             }
             retry.add(family);
           }
         }
         matched += stale.length;
-        for (const f of stale.slice(0, 5)) this.log.debug('Stale conntrack entry', { family, flow: tupleText(f.orig), reply: tupleText(f.reply) });
+        for (const f of stale.slice(0, 5))
+          this.log.debug('Stale conntrack entry', { family, flow: tupleText(f.orig), reply: tupleText(f.reply) });
         const del = await this.deleteBatches(stale, signal, totals);
         aborted ||= del.aborted;
         if (del.failed.length > 0) retry.add(family);
@@ -495,9 +568,31 @@ export class ConntrackFlusher {
     // A reconcile that failed runs again with the next schedule() (with the state then).
     if (!this.closing.signal.aborted) for (const f of retry) this.pendingReconcileLater.add(f);
     const durationMs = this.clock.now() - t0;
-    const fields = { families: families.join(','), matched, deleted: totals.deleted, notFound: totals.notFound, errors: totals.errors, durationMs };
-    if (aborted || totals.errors > 0) this.log.warn('Conntrack reconcile did not finish; it is retried at the next sync', fields);
+    const fields = {
+      families: families.join(','),
+      matched,
+      deleted: totals.deleted,
+      notFound: totals.notFound,
+      errors: totals.errors,
+      durationMs,
+    };
+    if (aborted || totals.errors > 0)
+      this.log.warn('Conntrack reconcile did not finish; it is retried at the next sync', fields);
     else this.log.info('Reconciled conntrack entries with the programmed Services', fields);
-    this.report({ mode: 'reconcile', families, targets: 0, matched, deleted: totals.deleted, notFound: totals.notFound, kept: 0, errors: totals.errors, kernelFlushes: 0, durationMs, timedOut: aborted, retained: retry.size, dropped: 0 });
+    this.report({
+      mode: 'reconcile',
+      families,
+      targets: 0,
+      matched,
+      deleted: totals.deleted,
+      notFound: totals.notFound,
+      kept: 0,
+      errors: totals.errors,
+      kernelFlushes: 0,
+      durationMs,
+      timedOut: aborted,
+      retained: retry.size,
+      dropped: 0,
+    });
   }
 }

@@ -44,7 +44,17 @@ export const FLUSH_PROTOS: ReadonlySet<number> = new Set([IPPROTO.UDP, IPPROTO.S
 
 /** A stable identity for a target: equal targets coalesce into one. */
 export function targetKey(t: StaleTarget): string {
-  return [t.reason, t.family, t.protocol, t.service, [...t.serviceIPs].sort().join(','), t.port, t.nodePort, t.endpointIP ?? '', t.endpointPort ?? ''].join('|');
+  return [
+    t.reason,
+    t.family,
+    t.protocol,
+    t.service,
+    [...t.serviceIPs].sort().join(','),
+    t.port,
+    t.nodePort,
+    t.endpointIP ?? '',
+    t.endpointPort ?? '',
+  ].join('|');
 }
 
 /** A target waiting to be flushed, and how many runs already failed it. */
@@ -67,7 +77,10 @@ export function mergeTargets(into: Map<string, PendingTarget>, targets: Iterable
  * The targets of a run that failed, to keep for the next one (attempts counted), and those
  * given up after maxAttempts.
  */
-export function retainFailed(failed: Iterable<PendingTarget>, maxAttempts: number): { keep: PendingTarget[]; dropped: PendingTarget[] } {
+export function retainFailed(
+  failed: Iterable<PendingTarget>,
+  maxAttempts: number,
+): { keep: PendingTarget[]; dropped: PendingTarget[] } {
   const keep: PendingTarget[] = [];
   const dropped: PendingTarget[] = [];
   for (const p of failed) {
@@ -223,7 +236,12 @@ function commonFilter(filters: readonly FlowFilter[]): FlowFilter {
   };
   const orig = common((f) => f.orig);
   const reply = common((f) => f.reply);
-  return { ...(first.family ? { family: first.family } : {}), ...(first.proto !== undefined ? { proto: first.proto } : {}), ...(orig ? { orig } : {}), ...(reply ? { reply } : {}) };
+  return {
+    ...(first.family ? { family: first.family } : {}),
+    ...(first.proto !== undefined ? { proto: first.proto } : {}),
+    ...(orig ? { orig } : {}),
+    ...(reply ? { reply } : {}),
+  };
 }
 
 /** Groups the filters of the pending targets into one dump per family and protocol. */
@@ -231,7 +249,9 @@ export function planFlush(pending: ReadonlyMap<string, PendingTarget>): FlushPla
   const byFilter = new Map<string, { filter: FlowFilter; targets: string[] }>();
   const empty: string[] = [];
   for (const [key, p] of pending) {
-    const filters = staleFlowFilters(p.target).filter((f) => f.proto !== undefined && FLUSH_PROTOS.has(f.proto) && f.orig?.dstPort !== undefined);
+    const filters = staleFlowFilters(p.target).filter(
+      (f) => f.proto !== undefined && FLUSH_PROTOS.has(f.proto) && f.orig?.dstPort !== undefined,
+    );
     if (filters.length === 0) empty.push(key);
     for (const f of filters) {
       const fk = JSON.stringify(f);
@@ -284,7 +304,8 @@ export function guardMayKeep(pf: PlannedFilter, index: ServingIndex | undefined)
   const proto = f.proto!;
   const port = f.orig!.dstPort!;
   // allowedFor(): the frontend's endpoints, else (conditionally) a node port's of that number.
-  const allowed = index.frontends.get(frontendKey(proto, f.orig!.dst!, port)) ?? index.nodePorts.get(nodePortKey(proto, port));
+  const allowed =
+    index.frontends.get(frontendKey(proto, f.orig!.dst!, port)) ?? index.nodePorts.get(nodePortKey(proto, port));
   if (!allowed || allowed.size === 0) return false;
   const src = f.reply?.src;
   if (src === undefined) return true; // any reply source, some of them serving
@@ -299,7 +320,11 @@ export function guardMayKeep(pf: PlannedFilter, index: ServingIndex | undefined)
  * The filters of a group to delete by kernel-side flush: those the kernel matches exactly
  * (`exact`, the client's canFlush) and the guard keeps nothing of.
  */
-export function kernelFlushable(group: DumpGroup, index: ServingIndex | undefined, exact: (f: FlowFilter) => boolean): PlannedFilter[] {
+export function kernelFlushable(
+  group: DumpGroup,
+  index: ServingIndex | undefined,
+  exact: (f: FlowFilter) => boolean,
+): PlannedFilter[] {
   return group.filters.filter((pf) => !guardMayKeep(pf, index) && exact(pf.filter));
 }
 
@@ -324,7 +349,13 @@ export function selectStale(group: DumpGroup, flows: Iterable<Flow>, index?: Ser
   let kept = 0;
   const g = index ? guardLookups(index) : undefined;
   for (const f of flows) {
-    if (f.family !== group.family || f.orig.proto !== group.proto || !FLUSH_PROTOS.has(f.orig.proto) || f.orig.dstPort === undefined) continue;
+    if (
+      f.family !== group.family ||
+      f.orig.proto !== group.proto ||
+      !FLUSH_PROTOS.has(f.orig.proto) ||
+      f.orig.dstPort === undefined
+    )
+      continue;
     const candidates = group.byPort.get(f.orig.dstPort);
     if (!candidates) continue;
     // Usually one filter matches: its target list is shared, not copied.
@@ -355,7 +386,10 @@ export function selectStale(group: DumpGroup, flows: Iterable<Flow>, index?: Ser
  * both (10,000 entries to one Service and one endpoint), so this builds one string key per
  * change instead of two per entry.
  */
-function guardLookups(index: ServingIndex): { frontend(f: Flow): ReadonlySet<string> | undefined; serves(f: Flow): boolean } {
+function guardLookups(index: ServingIndex): {
+  frontend(f: Flow): ReadonlySet<string> | undefined;
+  serves(f: Flow): boolean;
+} {
   let proto = -1;
   let dst: string | undefined;
   let port: number | undefined;

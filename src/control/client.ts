@@ -8,8 +8,16 @@ export class NoDaemonError extends Error {
   readonly path: string;
   constructor(path: string, cause: unknown) {
     const code = (cause as { code?: string }).code;
-    const why = code === 'EACCES' ? 'permission denied (it is root only)' : code === 'ENOENT' ? 'no such socket' : code ?? String(cause);
-    super(`cannot reach the kube-proxy-ts daemon on ${path}: ${why}; is the daemon running (and was it started with this --control-socket)?`, { cause });
+    const why =
+      code === 'EACCES'
+        ? 'permission denied (it is root only)'
+        : code === 'ENOENT'
+          ? 'no such socket'
+          : (code ?? String(cause));
+    super(
+      `cannot reach the kube-proxy-ts daemon on ${path}: ${why}; is the daemon running (and was it started with this --control-socket)?`,
+      { cause },
+    );
     this.name = 'NoDaemonError';
     this.path = path;
   }
@@ -24,7 +32,11 @@ export class ControlError extends Error {
 
 const MAX_ANSWER = 64 * 1024 * 1024;
 
-export function askDaemon(path: string, request: Record<string, unknown>, timeoutMs: number | undefined = 30_000): Promise<unknown> {
+export function askDaemon(
+  path: string,
+  request: Record<string, unknown>,
+  timeoutMs: number | undefined = 30_000,
+): Promise<unknown> {
   timeoutMs ??= 30_000;
   return new Promise((resolve, reject) => {
     let connected = false;
@@ -50,7 +62,9 @@ export function askDaemon(path: string, request: Record<string, unknown>, timeou
         done(() => reject(new ControlError('the answer is too large')));
       }
     });
-    c.once('error', (e) => done(() => reject(connected ? new ControlError(`control socket: ${e.message}`) : new NoDaemonError(path, e))));
+    c.once('error', (e) =>
+      done(() => reject(connected ? new ControlError(`control socket: ${e.message}`) : new NoDaemonError(path, e))),
+    );
     c.once('end', () => {
       done(() => {
         let a: { ok?: boolean; result?: unknown; error?: string };

@@ -46,7 +46,8 @@ function serve(socket: Socket, handler: ControlHandler, log: Logger, closing: Ab
     abort.abort();
     closing.removeEventListener('abort', onClose);
   });
-  const answer = (v: unknown): void => void socket.end(`${JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? Number(x) : x))}\n`);
+  const answer = (v: unknown): void =>
+    void socket.end(`${JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? Number(x) : x))}\n`);
   socket.on('data', (chunk: string) => {
     buf += chunk;
     const nl = buf.indexOf('\n');
@@ -76,7 +77,11 @@ function serve(socket: Socket, handler: ControlHandler, log: Logger, closing: Ab
   });
 }
 
-export async function startControlServer(opts: { path: string; handler: ControlHandler; logger: Logger }): Promise<ControlServer> {
+export async function startControlServer(opts: {
+  path: string;
+  handler: ControlHandler;
+  logger: Logger;
+}): Promise<ControlServer> {
   const { path, handler, logger } = opts;
   mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
   if (await answers(path)) throw new Error(`another kube-proxy-ts answers on ${path}`);

@@ -31,9 +31,14 @@ export interface BuildDeps {
   env?: NodeJS.ProcessEnv;
 }
 
-export async function buildSource(config: ProxyConfig, nodeName: string, deps: { logger: Logger; clock: Clock; metrics: ProxyMetrics }): Promise<Source> {
+export async function buildSource(
+  config: ProxyConfig,
+  nodeName: string,
+  deps: { logger: Logger; clock: Clock; metrics: ProxyMetrics },
+): Promise<Source> {
   // Source rejects carry free text; the metric gets a bounded label.
-  const onReject = (r: Reject): void => deps.metrics.objectsRejectedTotal.inc({ kind: String(r.kind), reason: 'invalid-object' });
+  const onReject = (r: Reject): void =>
+    deps.metrics.objectsRejectedTotal.inc({ kind: String(r.kind), reason: 'invalid-object' });
   const dir = config.kubeProxyTS.manifestDir;
   if (dir !== '') return new ManifestDirSource({ dir, nodeName, logger: deps.logger, clock: deps.clock, onReject });
   const { kubeconfig, master } = config.clientConnection;
@@ -60,7 +65,9 @@ export async function buildSource(config: ProxyConfig, nodeName: string, deps: {
 
 /** The host facts the families depend on, read from this process's network namespace. */
 export function hostFacts(): HostFacts {
-  const addresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => ({ address: a.address, internal: a.internal })));
+  const addresses = Object.values(networkInterfaces()).flatMap((list) =>
+    (list ?? []).map((a) => ({ address: a.address, internal: a.internal })),
+  );
   return { ipv6Kernel: existsSync('/proc/sys/net/ipv6'), addresses };
 }
 
@@ -72,7 +79,8 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   const { families } = served;
   const line = familiesLogLine(served);
   logger.info(line.msg, { ...line.fields, ...(served.nodeIP !== '' ? { nodeIP: served.nodeIP } : {}) });
-  for (const err of badConfigWarnings(config, served)) logger.error('Kube-proxy configuration may be incomplete or incorrect', { err });
+  for (const err of badConfigWarnings(config, served))
+    logger.error('Kube-proxy configuration may be incomplete or incorrect', { err });
   const dlw = detectLocalWarning(config, served.primary);
   if (dlw !== undefined) logger.info(dlw, { clusterCIDRs: config.clusterCIDRs.join(',') });
   const metrics = createMetrics({ version: deps.version, mode: config.mode });
@@ -106,7 +114,10 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
       }
       if (r.errors > 0) {
         metrics.netlinkErrorsTotal.labels('conntrack', r.mode).inc(r.errors);
-        logger.warn('conntrack flush had errors; failed targets are retried at the next sync', { errors: r.errors, retained: r.retained });
+        logger.warn('conntrack flush had errors; failed targets are retried at the next sync', {
+          errors: r.errors,
+          retained: r.retained,
+        });
       }
     },
   });
@@ -120,7 +131,23 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
       { logger, clock, hostname: hostname() },
     );
   }
-  const daemon = new Daemon({ config, nodeName, families, logger, clock, notifier, metrics, source, proxiers, prepare, staleFlows, localAddresses, controlSocket: config.kubeProxyTS.controlSocket, ...(events ? { events } : {}) });
-  if (config.kubeProxyTS.serviceTrafficMetrics) wireServiceTraffic({ metrics, trackers: daemon.trackers, proxiers, logger });
+  const daemon = new Daemon({
+    config,
+    nodeName,
+    families,
+    logger,
+    clock,
+    notifier,
+    metrics,
+    source,
+    proxiers,
+    prepare,
+    staleFlows,
+    localAddresses,
+    controlSocket: config.kubeProxyTS.controlSocket,
+    ...(events ? { events } : {}),
+  });
+  if (config.kubeProxyTS.serviceTrafficMetrics)
+    wireServiceTraffic({ metrics, trackers: daemon.trackers, proxiers, logger });
   return daemon;
 }

@@ -74,7 +74,10 @@ export async function runCleanupSteps(steps: readonly CleanupStep[], logger: Log
 }
 
 /** The real steps, on netlink sockets in this process's network namespace. */
-export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock }): Promise<{ steps: CleanupStep[]; close(): void }> {
+export async function kernelCleanupSteps(deps: {
+  logger: Logger;
+  clock: Clock;
+}): Promise<{ steps: CleanupStep[]; close(): void }> {
   const conns: NetlinkConnection[] = [];
   const open = (protocol: number): NetlinkConnection => {
     const c = connect(protocol, { timeoutMs: 30_000 });
@@ -85,11 +88,21 @@ export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock })
   const steps: CleanupStep[] = leftoverSteps('cleanup', upstream.clients, { logger: deps.logger });
   const proxierStep = (what: string, p: Proxier): CleanupStep => ({ what, run: () => p.cleanup() });
   for (const family of FAMILIES) {
-    const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: open(Protocol.NETFILTER) });
-    steps.push(proxierStep(`nftables table ${nft.scope.family} ${TABLE}`, new NftablesProxier({ nft, logger: deps.logger })));
+    const nft = new NftClient({
+      family: family === 'IPv4' ? 'ip' : 'ip6',
+      table: TABLE,
+      transport: open(Protocol.NETFILTER),
+    });
+    steps.push(
+      proxierStep(`nftables table ${nft.scope.family} ${TABLE}`, new NftablesProxier({ nft, logger: deps.logger })),
+    );
   }
   for (const family of FAMILIES) {
-    const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TRACE_TABLE, transport: open(Protocol.NETFILTER) });
+    const nft = new NftClient({
+      family: family === 'IPv4' ? 'ip' : 'ip6',
+      table: TRACE_TABLE,
+      transport: open(Protocol.NETFILTER),
+    });
     steps.push({ what: `trace --live table ${nft.scope.family} ${TRACE_TABLE}`, run: () => removeTraceTable(nft) });
   }
   const genl = open(Protocol.GENERIC);
@@ -104,7 +117,10 @@ export async function kernelCleanupSteps(deps: { logger: Logger; clock: Clock })
   const ipset = new IpsetClient(open(Protocol.NETFILTER));
   for (const family of FAMILIES) {
     const companion = companionWriter(family, ipset, open);
-    const p = new IpvsProxier({ family }, { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger, companion });
+    const p = new IpvsProxier(
+      { family },
+      { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger, companion },
+    );
     steps.push(proxierStep(`ipvs mode objects (${family}: companion rules, virtual servers, ipsets, kube-ipvs0)`, p));
   }
   // After the IPVS mode's: its chains share names with ours, and those it does not share
@@ -143,7 +159,10 @@ export function iptablesModeSteps(open: (protocol: number) => NetlinkConnection)
     run: async () => {
       const conn = open(Protocol.NETFILTER);
       const clients = iptablesClients(family, conn);
-      await removeIptablesObjects(clients, clients.get('nat')!, iptablesNftCodec(family), isOurs, { bytes: Math.floor(conn.maxBatchBytes / 2), echoBytes: Math.floor(conn.maxBatchBytes / 4) });
+      await removeIptablesObjects(clients, clients.get('nat')!, iptablesNftCodec(family), isOurs, {
+        bytes: Math.floor(conn.maxBatchBytes / 2),
+        echoBytes: Math.floor(conn.maxBatchBytes / 4),
+      });
     },
   }));
 }
@@ -165,10 +184,14 @@ export async function removeOtherModesLeftovers(
         const transport = connect(Protocol.NETFILTER, { timeoutMs: 30_000 });
         conns.push(transport);
         const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport });
-        return { what: `nftables mode table ${nft.scope.family} ${TABLE}`, run: () => new NftablesProxier({ nft, logger: deps.logger }).cleanup() };
+        return {
+          what: `nftables mode table ${nft.scope.family} ${TABLE}`,
+          run: () => new NftablesProxier({ nft, logger: deps.logger }).cleanup(),
+        };
       });
       const failures = await runCleanupSteps(steps, deps.logger);
-      if (failures.length > 0) deps.logger.warn('Some leftovers of other modes remain', { failures: failures.join('; ') });
+      if (failures.length > 0)
+        deps.logger.warn('Some leftovers of other modes remain', { failures: failures.join('; ') });
     } finally {
       for (const c of conns.splice(0)) c.close();
     }

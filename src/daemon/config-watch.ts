@@ -53,7 +53,10 @@ export function watchConfigFile(opts: ConfigWatchOptions): Watcher {
     if (text === opts.initialText) return;
     done = true;
     const reason = text === undefined ? 'the file was removed' : 'its content was updated';
-    opts.logger.error('The configuration file changed; exiting so that kube-proxy-ts restarts with it', { path: opts.path, reason });
+    opts.logger.error('The configuration file changed; exiting so that kube-proxy-ts restarts with it', {
+      path: opts.path,
+      reason,
+    });
     w.close();
     opts.onChanged(reason);
   });

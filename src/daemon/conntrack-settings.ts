@@ -55,21 +55,25 @@ const sec = (ms: number): number => Math.floor(ms / 1000);
 /** The tunables other than nf_conntrack_max, in upstream's order; pure. */
 export function conntrackSysctls(c: ProxyConfig['conntrack']): [string, number][] {
   const out: [string, number][] = [];
-  if (c.tcpEstablishedTimeoutMs > 0) out.push(['net/netfilter/nf_conntrack_tcp_timeout_established', sec(c.tcpEstablishedTimeoutMs)]);
-  if (c.tcpCloseWaitTimeoutMs > 0) out.push(['net/netfilter/nf_conntrack_tcp_timeout_close_wait', sec(c.tcpCloseWaitTimeoutMs)]);
+  if (c.tcpEstablishedTimeoutMs > 0)
+    out.push(['net/netfilter/nf_conntrack_tcp_timeout_established', sec(c.tcpEstablishedTimeoutMs)]);
+  if (c.tcpCloseWaitTimeoutMs > 0)
+    out.push(['net/netfilter/nf_conntrack_tcp_timeout_close_wait', sec(c.tcpCloseWaitTimeoutMs)]);
   if (c.tcpBeLiberal) out.push(['net/netfilter/nf_conntrack_tcp_be_liberal', 1]);
   if (c.udpTimeoutMs > 0) out.push(['net/netfilter/nf_conntrack_udp_timeout', sec(c.udpTimeoutMs)]);
   if (c.udpStreamTimeoutMs > 0) out.push(['net/netfilter/nf_conntrack_udp_timeout_stream', sec(c.udpStreamTimeoutMs)]);
   return out;
 }
 
-const errText = (e: unknown): string => (e as NodeJS.ErrnoException).code ?? (e instanceof Error ? e.message : String(e));
+const errText = (e: unknown): string =>
+  (e as NodeJS.ErrnoException).code ?? (e instanceof Error ? e.message : String(e));
 
 function failed(logger: Logger, what: string, value: number, err: unknown): void {
   const text = errText(err);
   const fields = { op: 'set conntrack tunable', what, value, err: text };
   // Read-only: a container, or outside the host's network namespace (as upstream tolerates).
-  if (/\b(EACCES|EROFS|EPERM)\b/.test(text)) logger.info('Conntrack tunable is read-only here; leaving the kernel value', fields);
+  if (/\b(EACCES|EROFS|EPERM)\b/.test(text))
+    logger.info('Conntrack tunable is read-only here; leaving the kernel value', fields);
   else logger.warn('Cannot set conntrack tunable; leaving the kernel value', fields);
 }
 
@@ -86,7 +90,12 @@ async function setMax(max: number, io: ConntrackIO, logger: Logger): Promise<voi
   await io.writeFile(HASHSIZE_PATH, String(Math.floor(max / 4)));
 }
 
-export async function applyConntrackSettings(c: ProxyConfig['conntrack'], cpus: number, io: ConntrackIO, logger: Logger): Promise<void> {
+export async function applyConntrackSettings(
+  c: ProxyConfig['conntrack'],
+  cpus: number,
+  io: ConntrackIO,
+  logger: Logger,
+): Promise<void> {
   const max = conntrackMax(c, cpus);
   if (max > 0) await setMax(max, io, logger).catch((err: unknown) => failed(logger, 'nf_conntrack_max', max, err));
   for (const [path, value] of conntrackSysctls(c)) {

@@ -57,11 +57,13 @@ async function explain(p: ControlParts, target: string | undefined, signal: Abor
       ports.push(explainPort(state, info, description));
     }
   }
-  if (target !== undefined && ports.length === 0) throw new Error(`no Service port ${target} (the model has ${countPorts(p)} service ports)`);
+  if (target !== undefined && ports.length === 0)
+    throw new Error(`no Service port ${target} (the model has ${countPorts(p)} service ports)`);
   return { sync: await syncTimes(p), ports };
 }
 
-const countPorts = (p: ControlParts): number => [...p.trackers.values()].reduce((n, t) => n + t.desired.services.size, 0);
+const countPorts = (p: ControlParts): number =>
+  [...p.trackers.values()].reduce((n, t) => n + t.desired.services.size, 0);
 
 const PROTOCOLS = new Set(['TCP', 'UDP', 'SCTP']);
 
@@ -75,14 +77,16 @@ export function traceQuery(r: Record<string, unknown>): TraceQuery {
   const port = (k: string, optional: boolean): number | undefined => {
     const v = r[k];
     if (v === undefined && optional) return undefined;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 65535) throw new Error(`trace: ${k} must be a port number 1-65535`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 65535)
+      throw new Error(`trace: ${k} must be a port number 1-65535`);
     return v;
   };
   const protocol = (typeof r['protocol'] === 'string' ? r['protocol'] : 'TCP').toUpperCase();
   if (!PROTOCOLS.has(protocol)) throw new Error(`trace: protocol ${protocol} is not TCP, UDP or SCTP`);
   const fromPort = port('fromPort', true);
   const inInterface = r['inInterface'];
-  if (inInterface !== undefined && typeof inInterface !== 'string') throw new Error('trace: inInterface must be a string');
+  if (inInterface !== undefined && typeof inInterface !== 'string')
+    throw new Error('trace: inInterface must be a string');
   return {
     from: str('from'),
     to: str('to'),
@@ -103,7 +107,8 @@ function traceIt(p: ControlParts, r: Record<string, unknown>): TraceResult & { s
 function liveTimeout(v: unknown): number | undefined {
   if (v === undefined || v === false) return undefined;
   const ms = (v as { timeoutMs?: unknown }).timeoutMs;
-  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 100 || ms > 60_000) throw new Error('trace: live.timeoutMs must be 100-60000');
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 100 || ms > 60_000)
+    throw new Error('trace: live.timeoutMs must be 100-60000');
   return ms;
 }
 
@@ -114,7 +119,8 @@ export function controlHandler(p: ControlParts) {
         return { mode: p.proxiers.mode, families: [...p.trackers.keys()] };
       case 'explain': {
         const target = r['target'];
-        if (target !== undefined && typeof target !== 'string') throw new Error('explain: target must be NAMESPACE/NAME[:PORT]');
+        if (target !== undefined && typeof target !== 'string')
+          throw new Error('explain: target must be NAMESPACE/NAME[:PORT]');
         return explain(p, target, signal);
       }
       case 'trace': {

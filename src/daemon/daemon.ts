@@ -99,19 +99,30 @@ export class Daemon {
       ...(parts.listen ? { listen: parts.listen } : {}),
       // Upstream's service health server posts this Warning on the Service.
       onListenError: (service, port, err) => {
-        const [namespace, name] = service.includes('/') ? service.split('/', 2) as [string, string] : ['', service];
-        parts.events?.eventf({ kind: 'Service', namespace, name }, 'Warning', 'FailedToStartServiceHealthcheck', 'Listen',
-          `node ${parts.nodeName} failed to start healthcheck "${service}" on port ${port}: ${err.message}`);
+        const [namespace, name] = service.includes('/') ? (service.split('/', 2) as [string, string]) : ['', service];
+        parts.events?.eventf(
+          { kind: 'Service', namespace, name },
+          'Warning',
+          'FailedToStartServiceHealthcheck',
+          'Listen',
+          `node ${parts.nodeName} failed to start healthcheck "${service}" on port ${port}: ${err.message}`,
+        );
       },
     });
     // One reject log for every family: a bad object is warned about and counted once.
-    const rejectLog = new RejectLog(this.log.child({ component: 'model' }), (kind, reason) => metrics.objectsRejectedTotal.inc({ kind, reason }));
+    const rejectLog = new RejectLog(this.log.child({ component: 'model' }), (kind, reason) =>
+      metrics.objectsRejectedTotal.inc({ kind, reason }),
+    );
     const trackers = new Map<IPFamily, ChangeTracker>();
     const pipelines: FamilyPipeline[] = [];
     for (const family of parts.families) {
       const proxier = parts.proxiers.proxiers.get(family);
       if (!proxier) throw new Error(`no ${parts.proxiers.mode} proxier for ${family}`);
-      const tracker = new ChangeTracker(modelOptionsFor(config, family, parts.nodeName), { logger: this.log.child({ component: 'model', family }), clock, rejectLog });
+      const tracker = new ChangeTracker(modelOptionsFor(config, family, parts.nodeName), {
+        logger: this.log.child({ component: 'model', family }),
+        clock,
+        rejectLog,
+      });
       trackers.set(family, tracker);
       pipelines.push({ family, tracker, proxier });
     }
@@ -139,12 +150,21 @@ export class Daemon {
     parts.proxiers.watch?.(() => this.loop.changed());
   }
 
-  /** With bindAddressHardFail, a server that cannot start is a Warning on the Node (upstream's reasons), posted before the exit. */
+  /**
+   * With bindAddressHardFail, a server that cannot start is a Warning on the Node (upstream's reasons), posted before
+   * the exit.
+   */
   private async hardFailEvent<T>(reason: string, serving: Promise<T>): Promise<T> {
     try {
       return await serving;
     } catch (err) {
-      this.p.events?.eventf(nodeRef(this.p.nodeName), 'Warning', reason, 'StartKubeProxy', err instanceof Error ? err.message : String(err));
+      this.p.events?.eventf(
+        nodeRef(this.p.nodeName),
+        'Warning',
+        reason,
+        'StartKubeProxy',
+        err instanceof Error ? err.message : String(err),
+      );
       await this.p.events?.flush?.();
       throw err;
     }
@@ -177,28 +197,53 @@ export class Daemon {
       const hardFail = config.bindAddressHardFail;
       if (config.healthzBindAddress !== '') {
         const address = config.healthzBindAddress;
-        this.healthz = await this.hardFailEvent('FailedToStartProxierHealthcheck', serveWithRetry({
-          what: 'healthz',
-          address,
-          clock,
-          logger: this.log,
-          hardFail,
-          start: () => startProxyHealthServer({ address, health: this.health, logger: this.log, ...(this.p.listen ? { listen: this.p.listen } : {}) }),
-        }));
+        this.healthz = await this.hardFailEvent(
+          'FailedToStartProxierHealthcheck',
+          serveWithRetry({
+            what: 'healthz',
+            address,
+            clock,
+            logger: this.log,
+            hardFail,
+            start: () =>
+              startProxyHealthServer({
+                address,
+                health: this.health,
+                logger: this.log,
+                ...(this.p.listen ? { listen: this.p.listen } : {}),
+              }),
+          }),
+        );
       }
       if (config.metricsBindAddress !== '') {
         const address = config.metricsBindAddress;
-        this.metricsServer = await this.hardFailEvent('FailedToStartMetricServer', serveWithRetry({
-          what: 'metrics',
-          address,
-          clock,
-          logger: this.log,
-          hardFail,
-          start: () => startMetricsServer({ address, metrics, proxyMode: proxiers.mode, configz: () => config, logger: this.log }),
-        }));
+        this.metricsServer = await this.hardFailEvent(
+          'FailedToStartMetricServer',
+          serveWithRetry({
+            what: 'metrics',
+            address,
+            clock,
+            logger: this.log,
+            hardFail,
+            start: () =>
+              startMetricsServer({
+                address,
+                metrics,
+                proxyMode: proxiers.mode,
+                configz: () => config,
+                logger: this.log,
+              }),
+          }),
+        );
       }
       await this.startControl();
-      const feed = trackerFeed({ trackers: [...this.trackers.values()], changed: () => this.loop.changed(), health: this.health, metrics, logger: this.log });
+      const feed = trackerFeed({
+        trackers: [...this.trackers.values()],
+        changed: () => this.loop.changed(),
+        health: this.health,
+        metrics,
+        logger: this.log,
+      });
       if (this.abort.signal.aborted) {
         // stop() ran while the servers were starting: close what it could not see yet.
         await this.healthz?.close();
@@ -210,9 +255,16 @@ export class Daemon {
       // Upstream's birth cry, once the informers run.
       this.p.events?.eventf(nodeRef(this.p.nodeName), 'Normal', 'Starting', 'StartKubeProxy', '');
       this.loop.start(source.waitForSync(this.abort.signal));
-      this.drift = proxiers.watchDrift?.((why) => this.loop.repair(why), () => this.loop.isSyncing());
+      this.drift = proxiers.watchDrift?.(
+        (why) => this.loop.repair(why),
+        () => this.loop.isSyncing(),
+      );
       this.running = true;
-      this.log.info('kube-proxy-ts started', { mode: proxiers.mode, families: this.p.families.join(','), node: this.p.nodeName });
+      this.log.info('kube-proxy-ts started', {
+        mode: proxiers.mode,
+        families: this.p.families.join(','),
+        node: this.p.nodeName,
+      });
     } catch (e) {
       await this.stop().catch(() => undefined);
       throw e;
@@ -225,9 +277,20 @@ export class Daemon {
     if (path === undefined || path === '') return;
     const { trackers, p } = this;
     try {
-      this.control = await startControl({ path, trackers, proxiers: p.proxiers, metrics: p.metrics, localAddresses: p.localAddresses ?? (() => []), logger: this.log });
+      this.control = await startControl({
+        path,
+        trackers,
+        proxiers: p.proxiers,
+        metrics: p.metrics,
+        localAddresses: p.localAddresses ?? (() => []),
+        logger: this.log,
+      });
     } catch (err) {
-      this.log.warn('Cannot open the control socket; explain and trace will not reach this daemon', { op: 'control', path, err });
+      this.log.warn('Cannot open the control socket; explain and trace will not reach this daemon', {
+        op: 'control',
+        path,
+        err,
+      });
     }
   }
 

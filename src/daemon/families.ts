@@ -42,7 +42,10 @@ export function servedFamilies(config: Pick<ProxyConfig, 'bindAddress'>, host: H
     primary = bind.family;
     nodeIP = bind.text;
   } else {
-    const addrs = host.addresses.filter(usable).map((a) => parseIP(a.address)).filter((a) => a !== undefined);
+    const addrs = host.addresses
+      .filter(usable)
+      .map((a) => parseIP(a.address))
+      .filter((a) => a !== undefined);
     const first = addrs.find((a) => a.family === 'IPv4') ?? addrs[0];
     if (first !== undefined) {
       primary = first.family;
@@ -59,10 +62,15 @@ export function servedFamilies(config: Pick<ProxyConfig, 'bindAddress'>, host: H
  * Upstream's getLocalDetectors warning: ClusterCIDR detect-local with no cluster CIDR of the
  * primary family (that family's traffic is then never treated as local). Undefined: fine.
  */
-export function detectLocalWarning(config: Pick<ProxyConfig, 'detectLocalMode' | 'clusterCIDRs'>, primary: IPFamily): string | undefined {
+export function detectLocalWarning(
+  config: Pick<ProxyConfig, 'detectLocalMode' | 'clusterCIDRs'>,
+  primary: IPFamily,
+): string | undefined {
   if (config.detectLocalMode !== 'ClusterCIDR') return undefined;
   const has = config.clusterCIDRs.some((c) => parseIP(c.split('/')[0] ?? '')?.family === primary);
-  return has ? undefined : `Detect-local-mode set to ClusterCIDR, but no cluster CIDR specified for primary IP family ${primary}`;
+  return has
+    ? undefined
+    : `Detect-local-mode set to ClusterCIDR, but no cluster CIDR specified for primary IP family ${primary}`;
 }
 
 const familyOfCIDR = (c: string): IPFamily | undefined => parseIP(c.split('/')[0] ?? '')?.family;
@@ -73,20 +81,31 @@ const other = (f: IPFamily): IPFamily => (f === 'IPv4' ? 'IPv6' : 'IPv4');
  * "Kube-proxy configuration may be incomplete or incorrect": nodePortAddresses that leave
  * node ports open on every address of a family, and cluster CIDRs of the wrong family only.
  */
-export function badConfigWarnings(config: Pick<ProxyConfig, 'nodePortAddresses' | 'clusterCIDRs' | 'ipvs'>, served: ServedFamilies): string[] {
+export function badConfigWarnings(
+  config: Pick<ProxyConfig, 'nodePortAddresses' | 'clusterCIDRs' | 'ipvs'>,
+  served: ServedFamilies,
+): string[] {
   const out: string[] = [];
   const primary = served.primary;
   const npa = config.nodePortAddresses;
   const cidrs = npa.filter((s) => s.includes('/'));
-  const dualConfig = [config.clusterCIDRs, cidrs, config.ipvs.excludeCIDRs].some((l) => new Set(l.map(familyOfCIDR)).size === 2);
+  const dualConfig = [config.clusterCIDRs, cidrs, config.ipvs.excludeCIDRs].some(
+    (l) => new Set(l.map(familyOfCIDR)).size === 2,
+  );
   if (npa.length === 0 || (npa.length === 1 && npa[0] === 'all')) {
-    out.push('nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`');
+    out.push(
+      'nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`',
+    );
   } else if (cidrs.length === npa.length) {
     const ofPrimary = cidrs.filter((c) => familyOfCIDR(c) === primary).length;
     if (dualConfig && ofPrimary === cidrs.length) {
-      out.push(`cluster appears to be dual-stack but nodePortAddresses contains only ${primary} addresses; NodePort connections will be accepted on all local ${other(primary)} IPs`);
+      out.push(
+        `cluster appears to be dual-stack but nodePortAddresses contains only ${primary} addresses; NodePort connections will be accepted on all local ${other(primary)} IPs`,
+      );
     } else if (ofPrimary === 0) {
-      out.push(`cluster appears to be ${primary}-primary but nodePortAddresses contains only ${other(primary)} addresses; NodePort connections will be accepted on all local ${primary} IPs`);
+      out.push(
+        `cluster appears to be ${primary}-primary but nodePortAddresses contains only ${other(primary)} addresses; NodePort connections will be accepted on all local ${primary} IPs`,
+      );
     }
   }
   if (config.clusterCIDRs.length > 0 && config.clusterCIDRs.every((c) => familyOfCIDR(c) === other(primary))) {
@@ -99,7 +118,10 @@ export function badConfigWarnings(config: Pick<ProxyConfig, 'nodePortAddresses' 
 /** Upstream's start-up line for the families served. */
 export function familiesLogLine(s: ServedFamilies): { msg: string; fields: Record<string, string> } {
   return s.families.length > 1
-    ? { msg: 'kube-proxy running in dual-stack mode', fields: { primaryIPFamily: s.primary, families: s.families.join(',') } }
+    ? {
+        msg: 'kube-proxy running in dual-stack mode',
+        fields: { primaryIPFamily: s.primary, families: s.families.join(',') },
+      }
     : { msg: 'kube-proxy running in single-stack mode', fields: { ipFamily: s.primary } };
 }
 

@@ -19,16 +19,20 @@ export function healthCheckAddresses(
   localAddresses: readonly string[],
 ): HealthAddressChoice {
   if (nodePortAddresses.length === 0 || nodePortAddresses.includes('all')) return { addresses: [''] };
-  const cidrs = nodePortAddresses.flatMap((s) => (s === 'localhost' ? ['127.0.0.0/8', '::1/128'] : s === 'primary' ? [] : [s]));
+  const cidrs = nodePortAddresses.flatMap((s) =>
+    s === 'localhost' ? ['127.0.0.0/8', '::1/128'] : s === 'primary' ? [] : [s],
+  );
   // Both families' zero CIDRs: every address (one family's alone matches each of its IPs below).
   if (cidrs.includes('0.0.0.0/0') && cidrs.includes('::/0')) return { addresses: [''] };
   const out = new Set<string>();
-  if (nodePortAddresses.includes('primary')) for (const s of states) if (s.node.primaryIP !== '') out.add(s.node.primaryIP);
+  if (nodePortAddresses.includes('primary'))
+    for (const s of states) if (s.node.primaryIP !== '') out.add(s.node.primaryIP);
   const parsed = cidrs.map((c) => parseCIDR(c)).filter((c) => c !== undefined);
   for (const a of localAddresses) {
     const ip = parseIP(a);
     if (ip !== undefined && parsed.some((c) => cidrContains(c, ip))) out.add(ip.text);
   }
-  if (out.size === 0) return { addresses: [''], fallback: `no node IP matches nodePortAddresses ${nodePortAddresses.join(',')}` };
+  if (out.size === 0)
+    return { addresses: [''], fallback: `no node IP matches nodePortAddresses ${nodePortAddresses.join(',')}` };
   return { addresses: [...out].sort() };
 }

@@ -19,14 +19,24 @@ export const IPTABLES_TABLES: readonly IptablesTable[] = ['nat', 'filter', 'mang
 const UPSTREAM_IPTABLES_CHAINS: Record<IptablesTable, readonly string[]> = {
   nat: ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ', 'KUBE-PROXY-CANARY'],
   filter: [
-    'KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-NODEPORTS', 'KUBE-PROXY-FIREWALL', 'KUBE-PROXY-CANARY',
+    'KUBE-SERVICES',
+    'KUBE-EXTERNAL-SERVICES',
+    'KUBE-FORWARD',
+    'KUBE-NODEPORTS',
+    'KUBE-PROXY-FIREWALL',
+    'KUBE-PROXY-CANARY',
   ],
   mangle: ['KUBE-PROXY-CANARY'],
 };
 
 /** Per-Service and per-endpoint chains of upstream's iptables mode (nat only; KUBE-XLB- before 1.24). */
 export const SERVICE_CHAIN_PREFIXES: readonly string[] = [
-  'KUBE-SVC-', 'KUBE-SVL-', 'KUBE-SEP-', 'KUBE-FW-', 'KUBE-EXT-', 'KUBE-XLB-',
+  'KUBE-SVC-',
+  'KUBE-SVL-',
+  'KUBE-SEP-',
+  'KUBE-FW-',
+  'KUBE-EXT-',
+  'KUBE-XLB-',
 ];
 
 export function isUpstreamIptablesChain(table: IptablesTable, name: string): boolean {
@@ -86,7 +96,8 @@ export interface SweepPlan {
 
 function ruleTargets(exprs: readonly NftExpr[]): string[] {
   const out: string[] = [];
-  for (const e of exprs) if (e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict) out.push(e.verdict.chain);
+  for (const e of exprs)
+    if (e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict) out.push(e.verdict.chain);
   return out;
 }
 
@@ -126,7 +137,9 @@ export function planSweep(
   }
   const leadsAway = (r: SweepRule): boolean => r.targets.some((t) => removed.has(t));
   const ipvsSetRule = (r: SweepRule): boolean => policy.dropSetRules && !base.has(r.chain) && r.usesSet;
-  const deleteRules = rules.filter((r) => !removed.has(r.chain) && editable(r.chain) && (leadsAway(r) || ipvsSetRule(r)));
+  const deleteRules = rules.filter(
+    (r) => !removed.has(r.chain) && editable(r.chain) && (leadsAway(r) || ipvsSetRule(r)),
+  );
   return { deleteRules, chains: chains.map((c) => c.name).filter((n) => removed.has(n)), kept };
 }
 
@@ -146,7 +159,11 @@ export interface SweepResult {
  * the chains flushed and deleted, in bounded batches (a large cluster leaves tens of thousands
  * of KUBE-SEP- chains). A missing table is nothing to do.
  */
-export async function sweepTable(client: NftInterface, policy: SweepPolicy, signal?: AbortSignal): Promise<SweepResult> {
+export async function sweepTable(
+  client: NftInterface,
+  policy: SweepPolicy,
+  signal?: AbortSignal,
+): Promise<SweepResult> {
   const table = `${client.scope.family} ${client.scope.table}`;
   const listed = await client.listChains();
   const chains = listed.map((c) => ({ name: c.name, base: c.base !== undefined }));

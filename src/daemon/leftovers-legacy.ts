@@ -97,7 +97,10 @@ export function warnAboutLegacyIptables(logger: Logger, probe: LegacyProbe = pro
     found.ipv6.length > 0 ? `ip6tables: ${found.ipv6.join(', ')}` : '',
   ].filter(Boolean);
   const alt = found.alternative ? `; /etc/alternatives/iptables -> ${found.alternative}` : '';
-  const check = [found.ipv4.length > 0 ? 'iptables-legacy-save' : '', found.ipv6.length > 0 ? 'ip6tables-legacy-save' : '']
+  const check = [
+    found.ipv4.length > 0 ? 'iptables-legacy-save' : '',
+    found.ipv6.length > 0 ? 'ip6tables-legacy-save' : '',
+  ]
     .filter(Boolean)
     .map((s) => `${s} | grep -E '^(:|-A .*)KUBE-'`);
   // One log line each, so every command stays a line of its own (copyable) in any log format.
@@ -106,7 +109,7 @@ export function warnAboutLegacyIptables(logger: Logger, probe: LegacyProbe = pro
       'legacy rules. If upstream kube-proxy ran here with iptables-legacy, its KUBE-* rules still catch Service ' +
       'traffic. Check with the next command(s):',
     ...check,
-    'Remove them (as upstream kube-proxy --cleanup would; kubelet\'s KUBE-FIREWALL, KUBE-MARK-DROP and ' +
+    "Remove them (as upstream kube-proxy --cleanup would; kubelet's KUBE-FIREWALL, KUBE-MARK-DROP and " +
       'KUBE-KUBELET-CANARY stay) with the next commands, then restart kube-proxy-ts, so that upstream ipsets those ' +
       'rules still referenced are destroyed too:',
     ...legacyCleanupCommands(found),

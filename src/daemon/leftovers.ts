@@ -120,7 +120,13 @@ export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: Leftove
     steps.push({
       what: 'upstream kube-proxy IPVS virtual servers, ipsets and kube-ipvs0',
       run: () =>
-        removeIpvsLeftovers({ ipvs: c.ipvs, ipset: c.ipset, route: c.route, excludeCIDRs: o.excludeCIDRs ?? [], logger: log }),
+        removeIpvsLeftovers({
+          ipvs: c.ipvs,
+          ipset: c.ipset,
+          route: c.route,
+          excludeCIDRs: o.excludeCIDRs ?? [],
+          logger: log,
+        }),
     });
   }
   steps.push({

@@ -38,12 +38,18 @@ export async function checkLegacyIptables(probe: LegacyProbe = fsProbe): Promise
   for (const tool of ['iptables', 'ip6tables']) {
     const target = await probe.readlink(`/etc/alternatives/${tool}`);
     if (target !== undefined && /legacy/.test(target)) {
-      out.push({ fatal: true, message: `/etc/alternatives/${tool} points to ${target}: this host's ${tool} writes the legacy tables. ${FIX}` });
+      out.push({
+        fatal: true,
+        message: `/etc/alternatives/${tool} points to ${target}: this host's ${tool} writes the legacy tables. ${FIX}`,
+      });
     }
   }
   for (const file of ['/proc/net/ip_tables_names', '/proc/net/ip6_tables_names']) {
     const text = await probe.readFile(file);
-    const names = (text ?? '').split('\n').map((s) => s.trim()).filter((s) => s !== '');
+    const names = (text ?? '')
+      .split('\n')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
     if (names.length > 0) {
       out.push({
         fatal: false,

@@ -28,12 +28,22 @@ export interface LiveTrace {
 
 function matchRule(family: 'ip' | 'ip6', chain: string, q: TraceQuery, inInterface: boolean): RuleBuilder {
   const a = family === 'ip' ? 'ip' : 'ip6';
-  let b = rule(family, chain).ctState(['new']).match(`${a} saddr` as Field, q.from).match(`${a} daddr` as Field, q.to).match('meta l4proto', q.protocol.toLowerCase());
+  let b = rule(family, chain)
+    .ctState(['new'])
+    .match(`${a} saddr` as Field, q.from)
+    .match(`${a} daddr` as Field, q.to)
+    .match('meta l4proto', q.protocol.toLowerCase());
   if (q.fromPort !== undefined) b = b.match('th sport', q.fromPort);
   b = b.match('th dport', q.port);
   if (inInterface && q.inInterface !== undefined) b = b.match('iifname', q.inInterface);
   // meta nftrace set 1, as nft encodes it: the constant in reg 1, then meta set.
-  return b.raw([{ type: 'immediate', dreg: 1, data: Uint8Array.of(1) }, { type: 'meta', key: 'nftrace', sreg: 1 }], 'meta nftrace set 1');
+  return b.raw(
+    [
+      { type: 'immediate', dreg: 1, data: Uint8Array.of(1) },
+      { type: 'meta', key: 'nftrace', sreg: 1 },
+    ],
+    'meta nftrace set 1',
+  );
 }
 
 export async function liveTrace(q: TraceQuery, opts: { timeoutMs: number; signal: AbortSignal }): Promise<LiveTrace> {
@@ -64,8 +74,16 @@ export async function liveTrace(q: TraceQuery, opts: { timeoutMs: number; signal
   try {
     const tx = nft.newTransaction();
     tx.add({ kind: 'table', comment: 'kube-proxy-ts trace --live: removed when the trace ends' });
-    tx.add({ kind: 'chain', name: 'prerouting', base: { type: 'filter', hook: 'prerouting', priority: -150, policy: 'accept' } });
-    tx.add({ kind: 'chain', name: 'output', base: { type: 'filter', hook: 'output', priority: -150, policy: 'accept' } });
+    tx.add({
+      kind: 'chain',
+      name: 'prerouting',
+      base: { type: 'filter', hook: 'prerouting', priority: -150, policy: 'accept' },
+    });
+    tx.add({
+      kind: 'chain',
+      name: 'output',
+      base: { type: 'filter', hook: 'output', priority: -150, policy: 'accept' },
+    });
     tx.add(matchRule(family, 'prerouting', q, true).build());
     tx.add(matchRule(family, 'output', q, false).build());
     armed = true;
@@ -91,7 +109,10 @@ export async function liveTrace(q: TraceQuery, opts: { timeoutMs: number; signal
     conn.close();
   }
   if (failure) throw failure;
-  const path = events.map(({ ruleHandle, ...e }) => ({ ...e, ...(ruleHandle !== undefined ? { ruleHandle: Number(ruleHandle) } : {}) }));
+  const path = events.map(({ ruleHandle, ...e }) => ({
+    ...e,
+    ...(ruleHandle !== undefined ? { ruleHandle: Number(ruleHandle) } : {}),
+  }));
   return { seen: first !== undefined, waitedMs: Math.round(performance.now() - started), path };
 }
 

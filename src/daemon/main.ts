@@ -32,7 +32,10 @@ export interface MainDeps {
   clock?: Clock;
   logger?: (config: ProxyConfig) => ClosableLogger;
   /** Makes the daemon for `serve`; default build.ts. */
-  buildDaemon?: (config: ProxyConfig, deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv }) => Startable | Promise<Startable>;
+  buildDaemon?: (
+    config: ProxyConfig,
+    deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv },
+  ) => Startable | Promise<Startable>;
   /** How the --config file's directory is watched; default node:fs watch. */
   watchConfig?: WatchFn;
   /** --init-only; default init-only.ts. */
@@ -43,7 +46,9 @@ export interface MainDeps {
 
 function packageVersion(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version?: string;
+    };
     return `v${pkg.version ?? '0.0.0'}`;
   } catch {
     return 'v0.0.0-unknown';
@@ -69,7 +74,8 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
   const out = deps.stdout ?? ((s: string) => void process.stdout.write(s));
   const err = deps.stderr ?? ((s: string) => void process.stderr.write(s));
   // `explain` and `trace` ask the running daemon; they load none of its parts.
-  if (argv[0] === 'explain' || argv[0] === 'trace') return (await import('../cli/main.ts')).runCli(argv, { stdout: out, stderr: err });
+  if (argv[0] === 'explain' || argv[0] === 'trace')
+    return (await import('../cli/main.ts')).runCli(argv, { stdout: out, stderr: err });
   const version = packageVersion();
   // The --config text as read, for the watcher (a change after this read must still count).
   const configTexts = new Map<string, string>();
@@ -87,7 +93,8 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
     return r.code;
   }
   const { config } = r;
-  const logger = deps.logger?.(config) ?? createLogger({ verbosity: config.logging.verbosity, format: config.logging.format });
+  const logger =
+    deps.logger?.(config) ?? createLogger({ verbosity: config.logging.verbosity, format: config.logging.format });
   const clock = deps.clock ?? systemClock;
   for (const w of r.warnings) logger.warn(w);
 
@@ -131,7 +138,8 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
     return code;
   }
 
-  const watched = r.configFile !== undefined ? { path: r.configFile, text: configTexts.get(r.configFile) ?? '' } : undefined;
+  const watched =
+    r.configFile !== undefined ? { path: r.configFile, text: configTexts.get(r.configFile) ?? '' } : undefined;
   return serve(config, version, logger, clock, deps, watched);
 }
 
@@ -156,7 +164,12 @@ async function serve(
   }
   let finish!: (code: number) => void;
   const done = new Promise<number>((resolve) => (finish = resolve));
-  const uninstall = installProcessHandlers({ proc: deps.proc ?? process, logger, shutdown: () => daemon.stop(), exit: (code) => finish(code) });
+  const uninstall = installProcessHandlers({
+    proc: deps.proc ?? process,
+    logger,
+    shutdown: () => daemon.stop(),
+    exit: (code) => finish(code),
+  });
   // A changed --config file: stop (rules stay) and exit 1, as upstream's watcher does.
   const watcher =
     configFile === undefined
@@ -166,7 +179,11 @@ async function serve(
           initialText: configFile.text,
           logger,
           ...(deps.watchConfig ? { watch: deps.watchConfig } : {}),
-          onChanged: () => void daemon.stop().then(() => finish(1), () => finish(1)),
+          onChanged: () =>
+            void daemon.stop().then(
+              () => finish(1),
+              () => finish(1),
+            ),
         });
   try {
     await daemon.start();

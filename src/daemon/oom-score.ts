@@ -10,7 +10,12 @@ export type WriteText = (path: string, text: string) => Promise<void>;
 
 export const OOM_SCORE_ADJ_PATH = '/proc/self/oom_score_adj';
 
-export async function applyOomScoreAdj(value: number, logger: Logger, write: WriteText = (p, t) => writeFile(p, t), path = OOM_SCORE_ADJ_PATH): Promise<void> {
+export async function applyOomScoreAdj(
+  value: number,
+  logger: Logger,
+  write: WriteText = (p, t) => writeFile(p, t),
+  path = OOM_SCORE_ADJ_PATH,
+): Promise<void> {
   try {
     await write(path, `${value}\n`);
     logger.debug('Applied oom_score_adj', { value });

@@ -59,7 +59,11 @@ const sec = (ms: number): number => Math.round(ms / 1000);
  * tables iptables-nft uses, so iptables-nft-save shows them as upstream's. The daemon writes
  * them; --cleanup removes them before the ipsets they reference (else IPSET_ERR_BUSY).
  */
-export function companionWriter(family: IPFamily, ipset: IpsetClient, open: (protocol: number) => NetlinkConnection): CompanionWriter {
+export function companionWriter(
+  family: IPFamily,
+  ipset: IpsetClient,
+  open: (protocol: number) => NetlinkConnection,
+): CompanionWriter {
   const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
   return new CompanionWriter(family, {
     nat: new NftClient({ family: nftFamily, table: 'nat', transport: open(Protocol.NETFILTER) }),
@@ -154,7 +158,10 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
           try {
             await ipvs.familyId();
           } catch (e) {
-            throw new Error(`IPVS mode is unavailable: ${e instanceof Error ? e.message : String(e)} (is module ip_vs loadable?)`, { cause: e });
+            throw new Error(
+              `IPVS mode is unavailable: ${e instanceof Error ? e.message : String(e)} (is module ip_vs loadable?)`,
+              { cause: e },
+            );
           }
           await removeOtherModesLeftovers('ipvs', leftoverDeps);
           for (const p of ipvsList) await p.init(signal);
@@ -176,7 +183,13 @@ export function iptablesClients(family: IPFamily, conn: NetlinkConnection): Map<
   return new Map(tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn })]));
 }
 
-function iptablesSet(config: ProxyConfig, families: readonly IPFamily[], deps: ProxierDeps, open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection, close: () => void): ProxierSet {
+function iptablesSet(
+  config: ProxyConfig,
+  families: readonly IPFamily[],
+  deps: ProxierDeps,
+  open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection,
+  close: () => void,
+): ProxierSet {
   const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const route = new RouteClient(open(Protocol.ROUTE));
   const proxiers = new Map<IPFamily, IptablesProxier>();
@@ -205,7 +218,9 @@ function iptablesSet(config: ProxyConfig, families: readonly IPFamily[], deps: P
     mode: 'iptables',
     proxiers,
     init: async () => {
-      deps.logger.info('iptables mode (upstream\'s default); nftables mode (--proxy-mode=nftables) is also available and syncs faster');
+      deps.logger.info(
+        "iptables mode (upstream's default); nftables mode (--proxy-mode=nftables) is also available and syncs faster",
+      );
       const findings = await checkLegacyIptables();
       for (const f of findings) if (!f.fatal) deps.logger.warn(f.message);
       const fatal = findings.filter((f) => f.fatal);

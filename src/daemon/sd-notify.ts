@@ -77,7 +77,11 @@ abstract class WatchdogLoop {
       if (ok) this.watchdog();
       if (ok !== this.wasHealthy) {
         if (ok) this.log.info('Healthy again; resuming systemd watchdog pings');
-        else this.log.error('Unhealthy; withholding systemd watchdog pings (systemd will restart the service if this lasts)', { watchdogMs: period });
+        else
+          this.log.error(
+            'Unhealthy; withholding systemd watchdog pings (systemd will restart the service if this lasts)',
+            { watchdogMs: period },
+          );
         this.wasHealthy = ok;
       }
       this.timer = this.clock.setTimer(period / 2, tick);
@@ -119,7 +123,10 @@ class SdNotifier extends WatchdogLoop implements Notifier {
         this.binding = require('sd-notify') as SdNotifyBinding;
       } catch (err) {
         this.loadFailed = true;
-        this.log.error('Cannot load the sd-notify package; systemd notifications are off', { op: 'load sd-notify', err });
+        this.log.error('Cannot load the sd-notify package; systemd notifications are off', {
+          op: 'load sd-notify',
+          err,
+        });
         return undefined;
       }
     }

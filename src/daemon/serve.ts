@@ -50,11 +50,13 @@ export async function serveWithRetry<T extends Closable>(opts: ServeOptions<T>):
         return;
       }
       server = s;
-      if (failures > 0) log.info(`Serving ${opts.what} after retrying`, { address: opts.address, attempts: failures + 1 });
+      if (failures > 0)
+        log.info(`Serving ${opts.what} after retrying`, { address: opts.address, attempts: failures + 1 });
       resolveStarted(s);
     } catch (err) {
       failures++;
-      if (opts.hardFail && failures === 1) throw new Error(`failed to start ${opts.what} server on ${opts.address}`, { cause: err });
+      if (opts.hardFail && failures === 1)
+        throw new Error(`failed to start ${opts.what} server on ${opts.address}`, { cause: err });
       const fields = { op: `listen ${opts.what}`, address: opts.address, err, retryInMs: retryMs };
       if (failures === 1) log.error(`Failed to start ${opts.what} server; will retry`, fields);
       else log.debug(`Still cannot start ${opts.what} server`, fields);

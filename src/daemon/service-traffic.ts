@@ -10,7 +10,10 @@ import type { ProxyMetrics } from '../metrics/index.ts';
 import type { ChangeTracker } from '../model/index.ts';
 import type { ProxierSet } from './proxiers.ts';
 
-export async function readServiceTraffic(trackers: ReadonlyMap<IPFamily, ChangeTracker>, proxiers: ProxierSet): Promise<ServiceTrafficSample[]> {
+export async function readServiceTraffic(
+  trackers: ReadonlyMap<IPFamily, ChangeTracker>,
+  proxiers: ProxierSet,
+): Promise<ServiceTrafficSample[]> {
   const out: ServiceTrafficSample[] = [];
   for (const [family, proxier] of proxiers.proxiers) {
     if (!proxier.trafficCounters) continue;
@@ -33,12 +36,20 @@ export async function readServiceTraffic(trackers: ReadonlyMap<IPFamily, ChangeT
   return out;
 }
 
-export function wireServiceTraffic(o: { metrics: ProxyMetrics; trackers: ReadonlyMap<IPFamily, ChangeTracker>; proxiers: ProxierSet; logger: Logger }): void {
+export function wireServiceTraffic(o: {
+  metrics: ProxyMetrics;
+  trackers: ReadonlyMap<IPFamily, ChangeTracker>;
+  proxiers: ProxierSet;
+  logger: Logger;
+}): void {
   if (![...o.proxiers.proxiers.values()].some((p) => p.trafficCounters)) {
-    o.logger.warn('Per-Service traffic metrics are not available in this mode yet; none are exported', { mode: o.proxiers.mode });
+    o.logger.warn('Per-Service traffic metrics are not available in this mode yet; none are exported', {
+      mode: o.proxiers.mode,
+    });
     return;
   }
   registerServiceTraffic(o.metrics.registry, () => readServiceTraffic(o.trackers, o.proxiers), {
-    onError: (err) => o.logger.warn('Reading the per-Service traffic counters failed', { op: 'service traffic metrics', err }),
+    onError: (err) =>
+      o.logger.warn('Reading the per-Service traffic counters failed', { op: 'service traffic metrics', err }),
   });
 }

@@ -89,7 +89,8 @@ export class SyncLoop {
         this.runner.run();
       },
       (err: unknown) => {
-        if (!this.abort.signal.aborted) this.log.error('Sources never synced; not syncing', { op: 'wait for sources', err });
+        if (!this.abort.signal.aborted)
+          this.log.error('Sources never synced; not syncing', { op: 'wait for sources', err });
       },
     );
   }
@@ -160,12 +161,24 @@ export class SyncLoop {
     this.lastOk = true;
     for (const family of families) {
       metrics?.syncProxyRulesDuration.observe({ ip_family: family }, seconds);
-      (full ? metrics?.syncFullProxyRulesDuration : metrics?.syncPartialProxyRulesDuration)?.observe({ ip_family: family }, seconds);
+      (full ? metrics?.syncFullProxyRulesDuration : metrics?.syncPartialProxyRulesDuration)?.observe(
+        { ip_family: family },
+        seconds,
+      );
       metrics?.syncProxyRulesLastTimestamp.set({ ip_family: family }, end / 1000);
       health.updated(family);
     }
-    this.log.debug('Synced proxy rules', { mode, full, reason: info.reason, services: outcome.services, endpoints: outcome.endpoints, ms: end - start });
-    notifier.status(`${mode}: ${outcome.services} services, ${outcome.endpoints} endpoints, last sync ${new Date(end).toISOString()} (${full ? 'full' : 'partial'})`);
+    this.log.debug('Synced proxy rules', {
+      mode,
+      full,
+      reason: info.reason,
+      services: outcome.services,
+      endpoints: outcome.endpoints,
+      ms: end - start,
+    });
+    notifier.status(
+      `${mode}: ${outcome.services} services, ${outcome.endpoints} endpoints, last sync ${new Date(end).toISOString()} (${full ? 'full' : 'partial'})`,
+    );
     if (!this.readyDone && full) {
       this.readyDone = true;
       notifier.ready();

@@ -61,11 +61,18 @@ function countNetlinkError(metrics: ProxyMetrics | undefined, subsystem: string,
  * restore failures (the kernel refused a transaction) and partial-restore failures (a partial
  * sync failed; the next is full).
  */
-export function countIptablesSync(metrics: ProxyMetrics | undefined, family: IPFamily, report: SyncReport | undefined, e?: unknown): void {
+export function countIptablesSync(
+  metrics: ProxyMetrics | undefined,
+  family: IPFamily,
+  report: SyncReport | undefined,
+  e?: unknown,
+): void {
   if (!metrics) return;
   if (report?.iptables) {
-    for (const [table, n] of Object.entries(report.iptables.total)) metrics.iptablesRulesTotal.set({ ip_family: family, table }, n);
-    for (const [table, n] of Object.entries(report.iptables.written)) metrics.iptablesRulesLast.set({ ip_family: family, table }, n);
+    for (const [table, n] of Object.entries(report.iptables.total))
+      metrics.iptablesRulesTotal.set({ ip_family: family, table }, n);
+    for (const [table, n] of Object.entries(report.iptables.written))
+      metrics.iptablesRulesLast.set({ ip_family: family, table }, n);
   }
   if (e instanceof SyncFailedError) {
     if (e.commitFailed) metrics.iptablesRestoreFailuresTotal.inc({ ip_family: family });
@@ -122,13 +129,16 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
         if (change.stale.length > 0) o.staleFlows?.hold(change.stale);
         throw e;
       }
-      for (const e of report.errors) o.logger.warn('Sync problem', { family: p.family, mode: p.proxier.mode, problem: e });
-      if (report.cleanupFailed === true && p.proxier.mode === 'nftables') o.metrics?.nftablesCleanupFailuresTotal.inc({ ip_family: p.family });
+      for (const e of report.errors)
+        o.logger.warn('Sync problem', { family: p.family, mode: p.proxier.mode, problem: e });
+      if (report.cleanupFailed === true && p.proxier.mode === 'nftables')
+        o.metrics?.nftablesCleanupFailuresTotal.inc({ ip_family: p.family });
       if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, report);
       if (report.refused) o.metrics?.servicePortsRefusedTotal.inc({ ip_family: p.family }, report.refused);
       const now = o.now();
       for (const times of change.triggerTimes.values()) {
-        for (const t of times) o.metrics?.networkProgrammingDuration.observe({ ip_family: p.family }, Math.max(0, now - t) / 1000);
+        for (const t of times)
+          o.metrics?.networkProgrammingDuration.observe({ ip_family: p.family }, Math.max(0, now - t) / 1000);
       }
       const nle = noLocalEndpoints(desired, p.proxier.mode !== 'ipvs');
       o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'internal' }, nle.internal);
@@ -137,7 +147,10 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
         if (!committed.has(p.family)) o.staleFlows.reconcile(desired);
         o.staleFlows.schedule(change.stale, desired);
       } else if (change.stale.length > 0) {
-        o.logger.debug('Stale conntrack targets (no conntrack flusher wired yet)', { family: p.family, targets: change.stale.length });
+        o.logger.debug('Stale conntrack targets (no conntrack flusher wired yet)', {
+          family: p.family,
+          targets: change.stale.length,
+        });
       }
       committed.add(p.family);
       states.push(desired);

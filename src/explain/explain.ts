@@ -69,7 +69,12 @@ export function frontendsOf(p: ServicePortInfo): Frontend[] {
 }
 
 /** Why the model left an endpoint out of both sets (upstream CategorizeEndpoints' rules, said aloud). */
-export function whyNotUsed(p: ServicePortInfo, sel: EndpointSelection | undefined, ep: EndpointInfo, nodeName: string): string {
+export function whyNotUsed(
+  p: ServicePortInfo,
+  sel: EndpointSelection | undefined,
+  ep: EndpointInfo,
+  nodeName: string,
+): string {
   const fallback = ep.serving && ep.terminating;
   if (!ep.ready && !fallback) {
     if (ep.terminating) return 'terminating and not serving';
@@ -79,9 +84,11 @@ export function whyNotUsed(p: ServicePortInfo, sel: EndpointSelection | undefine
     // Serving and terminating: used only when the set it would be in has no ready endpoint.
     return 'terminating (ready endpoints exist, so it only drains)';
   }
-  if (!p.usesClusterEndpoints) return ep.isLocal ? 'local, but not chosen' : `not on this node (${policyNames(p)}=Local)`;
+  if (!p.usesClusterEndpoints)
+    return ep.isLocal ? 'local, but not chosen' : `not on this node (${policyNames(p)}=Local)`;
   const mode = sel?.topologyMode ?? '';
-  if (mode === 'PreferSameZone') return `in another zone (zone hints ${ep.zoneHints.join(',') || 'none'}; topology PreferSameZone)`;
+  if (mode === 'PreferSameZone')
+    return `in another zone (zone hints ${ep.zoneHints.join(',') || 'none'}; topology PreferSameZone)`;
   if (mode === 'PreferSameNode') return `hinted for other nodes (${ep.nodeHints.join(',') || 'none'}, not ${nodeName})`;
   return 'not chosen';
 }
@@ -93,7 +100,12 @@ function policyNames(p: ServicePortInfo): string {
   return names.join(' and ') || 'trafficPolicy';
 }
 
-export function endpointVerdicts(p: ServicePortInfo, sel: EndpointSelection | undefined, eps: readonly EndpointInfo[], nodeName: string): EndpointVerdict[] {
+export function endpointVerdicts(
+  p: ServicePortInfo,
+  sel: EndpointSelection | undefined,
+  eps: readonly EndpointInfo[],
+  nodeName: string,
+): EndpointVerdict[] {
   const inCluster = new Set((sel?.cluster ?? []).map((e) => e.key));
   const inLocal = new Set((sel?.local ?? []).map((e) => e.key));
   return eps.map((ep) => {
@@ -114,7 +126,8 @@ export function endpointVerdicts(p: ServicePortInfo, sel: EndpointSelection | un
   });
 }
 
-const byPlace = (a: ProgrammedEntry, b: ProgrammedEntry): number => a.where.localeCompare(b.where) || a.key.localeCompare(b.key, 'en', { numeric: true });
+const byPlace = (a: ProgrammedEntry, b: ProgrammedEntry): number =>
+  a.where.localeCompare(b.where) || a.key.localeCompare(b.key, 'en', { numeric: true });
 
 const entryId = (e: ProgrammedEntry): string => `${e.where}\u0000${e.key}\u0000${e.value}`;
 
@@ -122,7 +135,10 @@ const entryId = (e: ProgrammedEntry): string => `${e.where}\u0000${e.key}\u0000$
 export function compareEntries(expected: readonly ProgrammedEntry[], kernel: readonly ProgrammedEntry[]): Drift {
   const have = new Set(kernel.map(entryId));
   const want = new Set(expected.map(entryId));
-  return { missing: expected.filter((e) => !have.has(entryId(e))), unexpected: kernel.filter((e) => !want.has(entryId(e))) };
+  return {
+    missing: expected.filter((e) => !have.has(entryId(e))),
+    unexpected: kernel.filter((e) => !want.has(entryId(e))),
+  };
 }
 
 export function explainPort(state: DesiredState, p: ServicePortInfo, description?: PortDescription): PortExplanation {
@@ -149,7 +165,11 @@ export function explainPort(state: DesiredState, p: ServicePortInfo, description
   };
   if (!description) return out;
   const drift = compareEntries(description.expected, description.kernel);
-  const sorted = { ...description, kernel: [...description.kernel].sort(byPlace), expected: [...description.expected].sort(byPlace) };
+  const sorted = {
+    ...description,
+    kernel: [...description.kernel].sort(byPlace),
+    expected: [...description.expected].sort(byPlace),
+  };
   return { ...out, kernel: { ...sorted, drift, agrees: drift.missing.length === 0 && drift.unexpected.length === 0 } };
 }
 

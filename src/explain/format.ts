@@ -23,11 +23,16 @@ export interface ExplainAnswer {
 /** Columns padded to their widest cell. */
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }
 
-const frontendText = (p: PortExplanation): string => p.frontends.map((f) => `${f.kind === 'node-port' ? 'node' : f.address}:${f.port}`).join(',');
+const frontendText = (p: PortExplanation): string =>
+  p.frontends.map((f) => `${f.kind === 'node-port' ? 'node' : f.address}:${f.port}`).join(',');
 
 function kernelState(p: PortExplanation): string {
   if (!p.kernel) return 'n/a';
@@ -41,32 +46,47 @@ export function formatExplainTable(a: ExplainAnswer): string {
     const policy = `iTP=${p.policies.internalTrafficPolicy}${p.policies.externalTrafficPolicy ? ` eTP=${p.policies.externalTrafficPolicy}` : ''}`;
     return [p.id, p.family, p.type, frontendText(p), policy, `${used}/${p.endpoints.length}`, kernelState(p)];
   });
-  return table(['SERVICE PORT', 'FAMILY', 'TYPE', 'FRONTENDS', 'POLICY', 'ENDPOINTS', 'KERNEL'], rows) + syncLine(a.sync);
+  return (
+    table(['SERVICE PORT', 'FAMILY', 'TYPE', 'FRONTENDS', 'POLICY', 'ENDPOINTS', 'KERNEL'], rows) + syncLine(a.sync)
+  );
 }
 
 function syncLine(s: SyncTimes): string {
   const fam = Object.keys(s.lastSync).sort();
   const last = fam.length > 0 ? fam.map((f) => `${f} ${s.lastSync[f]}`).join(', ') : 'never';
-  const change = Object.keys(s.lastChange).sort().map((f) => `${f} ${s.lastChange[f]}`).join(', ') || 'none';
+  const change =
+    Object.keys(s.lastChange)
+      .sort()
+      .map((f) => `${f} ${s.lastChange[f]}`)
+      .join(', ') || 'none';
   return `mode ${s.mode}; last sync: ${last}; last change: ${change}${s.pending ? '; changes pending (not synced yet)' : ''}\n`;
 }
 
 export function formatExplainPort(p: PortExplanation): string {
   const out: string[] = [`${p.id} (${p.family}, ${p.type})`, 'Frontends:'];
-  for (const f of p.frontends) out.push(`  ${f.kind.padEnd(14)} ${f.kind === 'node-port' ? '<node address>' : f.address}:${f.port}/${p.protocol}`);
+  for (const f of p.frontends)
+    out.push(`  ${f.kind.padEnd(14)} ${f.kind === 'node-port' ? '<node address>' : f.address}:${f.port}/${p.protocol}`);
   if (p.sourceRanges.length > 0) out.push(`  source ranges  ${p.sourceRanges.join(', ')}`);
   const pol = p.policies;
   out.push('Policies:');
-  out.push(`  internalTrafficPolicy ${pol.internalTrafficPolicy}${pol.externalTrafficPolicy ? `, externalTrafficPolicy ${pol.externalTrafficPolicy}` : ''}`);
-  out.push(`  sessionAffinity ${pol.sessionAffinity}${pol.sessionAffinity === 'ClientIP' ? ` (${pol.stickySeconds}s)` : ''}`);
-  out.push(`  topology ${pol.topology || 'none (all ready endpoints)'}${pol.healthCheckNodePort ? `, healthCheckNodePort ${pol.healthCheckNodePort}` : ''}`);
+  out.push(
+    `  internalTrafficPolicy ${pol.internalTrafficPolicy}${pol.externalTrafficPolicy ? `, externalTrafficPolicy ${pol.externalTrafficPolicy}` : ''}`,
+  );
+  out.push(
+    `  sessionAffinity ${pol.sessionAffinity}${pol.sessionAffinity === 'ClientIP' ? ` (${pol.stickySeconds}s)` : ''}`,
+  );
+  out.push(
+    `  topology ${pol.topology || 'none (all ready endpoints)'}${pol.healthCheckNodePort ? `, healthCheckNodePort ${pol.healthCheckNodePort}` : ''}`,
+  );
   out.push('Endpoints:');
   if (p.endpoints.length === 0) out.push('  (none)');
   const rows = p.endpoints.map((e) => [
     e.endpoint,
     e.nodeName || '-',
     e.zone || '-',
-    [e.ready ? 'ready' : 'not-ready', e.serving ? 'serving' : '', e.terminating ? 'terminating' : ''].filter(Boolean).join(','),
+    [e.ready ? 'ready' : 'not-ready', e.serving ? 'serving' : '', e.terminating ? 'terminating' : '']
+      .filter(Boolean)
+      .join(','),
     e.usedFor.length > 0 ? `used (${e.usedFor.join(', ')})` : `not used: ${e.notUsedBecause}`,
   ]);
   if (rows.length > 0) out.push(indent(table(['ENDPOINT', 'NODE', 'ZONE', 'CONDITIONS', 'CHOICE'], rows)));
@@ -74,12 +94,18 @@ export function formatExplainPort(p: PortExplanation): string {
   if (p.kernel) {
     for (const e of p.kernel.kernel) out.push(`  ${e.where}: ${e.key}${e.value ? ` : ${e.value}` : ''}`);
     for (const e of p.kernel.drift.missing) out.push(`  MISSING ${e.where}: ${e.key}${e.value ? ` : ${e.value}` : ''}`);
-    for (const e of p.kernel.drift.unexpected) out.push(`  UNEXPECTED ${e.where}: ${e.key}${e.value ? ` : ${e.value}` : ''}`);
+    for (const e of p.kernel.drift.unexpected)
+      out.push(`  UNEXPECTED ${e.where}: ${e.key}${e.value ? ` : ${e.value}` : ''}`);
   }
   return out.join('\n') + '\n';
 }
 
-const indent = (s: string): string => s.trimEnd().split('\n').map((l) => `  ${l}`).join('\n');
+const indent = (s: string): string =>
+  s
+    .trimEnd()
+    .split('\n')
+    .map((l) => `  ${l}`)
+    .join('\n');
 
 export function formatExplain(a: ExplainAnswer, one: boolean): string {
   if (!one) return formatExplainTable(a);
@@ -88,13 +114,18 @@ export function formatExplain(a: ExplainAnswer, one: boolean): string {
 
 export function formatTrace(r: TraceResult): string {
   const q = r.query;
-  const out = [`packet ${q.from}${q.fromPort ? `:${q.fromPort}` : ''} -> ${q.to}:${q.port}/${q.protocol}${q.inInterface ? ` in ${q.inInterface}` : ''}`];
+  const out = [
+    `packet ${q.from}${q.fromPort ? `:${q.fromPort}` : ''} -> ${q.to}:${q.port}/${q.protocol}${q.inInterface ? ` in ${q.inInterface}` : ''}`,
+  ];
   if (r.frontend) out.push(`frontend: ${r.frontend.kind} of ${r.frontend.id}`);
   out.push(`verdict: ${r.verdict.toUpperCase()}: ${r.reason}`);
   if (r.masquerade) out.push(`masquerade: ${r.masquerade.yes ? 'yes' : 'no'} (${r.masquerade.why})`);
   if (r.endpoints.length > 0) {
     out.push('endpoints:');
-    for (const e of r.endpoints) out.push(`  ${e.endpoint.padEnd(22)} ${(e.probability * 100).toFixed(1).padStart(5)}%  ${e.nodeName || '-'}${e.hairpin ? '  (hairpin: masqueraded)' : ''}`);
+    for (const e of r.endpoints)
+      out.push(
+        `  ${e.endpoint.padEnd(22)} ${(e.probability * 100).toFixed(1).padStart(5)}%  ${e.nodeName || '-'}${e.hairpin ? '  (hairpin: masqueraded)' : ''}`,
+      );
   }
   for (const n of r.notes) out.push(`note: ${n}`);
   return out.join('\n') + '\n';
@@ -104,7 +135,14 @@ export function formatTrace(r: TraceResult): string {
 export interface LiveAnswer {
   readonly seen: boolean;
   readonly waitedMs: number;
-  readonly path: readonly { family: string; table: string; chain: string; type: string; ruleHandle?: number; verdict?: string }[];
+  readonly path: readonly {
+    family: string;
+    table: string;
+    chain: string;
+    type: string;
+    ruleHandle?: number;
+    verdict?: string;
+  }[];
 }
 
 export function formatLive(l: LiveAnswer): string {

@@ -43,7 +43,13 @@ export function parseHostPort(addr: string): { host: string; port: number } {
   return { host: m[1]!, port: Number(m[2]) };
 }
 
-export function sendJSON(req: IncomingMessage, res: ServerResponse, code: number, body: string, headers: Record<string, string> = {}): void {
+export function sendJSON(
+  req: IncomingMessage,
+  res: ServerResponse,
+  code: number,
+  body: string,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(code, { 'Content-Type': 'application/json', 'X-Content-Type-Options': 'nosniff', ...headers });
   res.end(req.method === 'HEAD' ? undefined : body);
 }

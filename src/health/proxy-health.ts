@@ -127,7 +127,10 @@ export class ProxyHealth {
     const code = healthy ? 200 : 503;
     this.counters?.livez(code);
     const shown = healthy ? now : lastUpdated;
-    return { code, body: `{"lastUpdated": ${JSON.stringify(formatGoTime(shown))},"currentTime": ${JSON.stringify(formatGoTime(now))}}` };
+    return {
+      code,
+      body: `{"lastUpdated": ${JSON.stringify(formatGoTime(shown))},"currentTime": ${JSON.stringify(formatGoTime(now))}}`,
+    };
   }
 }
 

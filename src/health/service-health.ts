@@ -101,7 +101,9 @@ export class ServiceHealthServers {
 
   /** New addresses (the node's IPs changed): every listener reopens on them. */
   private async moveTo(addresses: string[]): Promise<void> {
-    this.log.info('Service health checks listen on new addresses', { addresses: addresses.map((a) => (a === '' ? '*' : a)).join(',') });
+    this.log.info('Service health checks listen on new addresses', {
+      addresses: addresses.map((a) => (a === '' ? '*' : a)).join(','),
+    });
     this.addresses = addresses;
     for (const inst of this.services.values()) {
       await this.closeInstance(inst);
@@ -150,7 +152,11 @@ export class ServiceHealthServers {
     for (const [key, inst] of [...this.services]) {
       const w = wanted.get(key);
       if (w === undefined || w.port !== inst.port) {
-        this.log.debug('Closing service health check', { service: key, port: inst.port, reason: w === undefined ? 'gone' : `moved to ${w.port}` });
+        this.log.debug('Closing service health check', {
+          service: key,
+          port: inst.port,
+          reason: w === undefined ? 'gone' : `moved to ${w.port}`,
+        });
         await this.closeInstance(inst);
         this.services.delete(key);
       } else {
@@ -181,7 +187,8 @@ export class ServiceHealthServers {
       const first = previous.message === 'not opened yet';
       if (first) this.log.debug('Opening service health check', { service: key, port: inst.port });
       try {
-        for (const addr of this.addresses) inst.listeners.push(await this.listen(addr, inst.port, (req, res) => this.answer(key, req, res)));
+        for (const addr of this.addresses)
+          inst.listeners.push(await this.listen(addr, inst.port, (req, res) => this.answer(key, req, res)));
         inst.lastError = undefined;
         if (!first) this.log.info('Service health check listening after retry', { service: key, port: inst.port });
       } catch (e) {
@@ -218,7 +225,13 @@ export class ServiceHealthServers {
     inst.listeners = [];
     await Promise.all(
       ls.map((l) =>
-        l.close().catch((err: unknown) => this.log.warn('Closing service health check failed', { service: `${inst.namespace}/${inst.name}`, port: inst.port, err })),
+        l.close().catch((err: unknown) =>
+          this.log.warn('Closing service health check failed', {
+            service: `${inst.namespace}/${inst.name}`,
+            port: inst.port,
+            err,
+          }),
+        ),
       ),
     );
   }

@@ -1,1 +1,9 @@
-export { createLogger, detectJournal, levelForVerbosity, SYSLOG_PRIORITY, type ClosableLogger, type LoggerOptions, type LogLevel } from './logger.ts';
+export {
+  createLogger,
+  detectJournal,
+  levelForVerbosity,
+  SYSLOG_PRIORITY,
+  type ClosableLogger,
+  type LoggerOptions,
+  type LogLevel,
+} from './logger.ts';

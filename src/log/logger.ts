@@ -79,7 +79,10 @@ export function createLogger(opts: LoggerOptions = {}): ClosableLogger {
     const e = info as unknown as Entry;
     const level = e.level as LogLevel;
     const fields = e[FIELDS] ?? {};
-    const text = format === 'json' ? renderJSON(now(), level, e.message, fields) : renderText(now(), level, e.message, fields, journal);
+    const text =
+      format === 'json'
+        ? renderJSON(now(), level, e.message, fields)
+        : renderText(now(), level, e.message, fields, journal);
     e[MESSAGE] = journal ? prefixLines(text, SYSLOG_PRIORITY[level]) : text;
     return info;
   });
@@ -92,10 +95,12 @@ export function createLogger(opts: LoggerOptions = {}): ClosableLogger {
   });
 
   const make = (base: LogFields): Logger => {
-    const put = (level: LogLevel) => (msg: string, fields: LogFields = {}) => {
-      if (!w.isLevelEnabled(level)) return;
-      w.log({ level, message: msg, [FIELDS]: { ...base, ...fields } } as unknown as winston.LogEntry);
-    };
+    const put =
+      (level: LogLevel) =>
+      (msg: string, fields: LogFields = {}) => {
+        if (!w.isLevelEnabled(level)) return;
+        w.log({ level, message: msg, [FIELDS]: { ...base, ...fields } } as unknown as winston.LogEntry);
+      };
     return {
       error: put('error'),
       warn: put('warn'),
@@ -146,7 +151,8 @@ function renderJSON(ts: number, level: LogLevel, msg: string, fields: LogFields)
   const out: Record<string, unknown> = { ts: ts / 1000, level, msg };
   for (const [k, v] of Object.entries(fields)) {
     if (v === undefined || k === 'ts' || k === 'level' || k === 'msg') continue;
-    out[k] = v instanceof Error ? { message: errorText(v), ...(level === 'error' && v.stack ? { stack: v.stack } : {}) } : v;
+    out[k] =
+      v instanceof Error ? { message: errorText(v), ...(level === 'error' && v.stack ? { stack: v.stack } : {}) } : v;
   }
   return JSON.stringify(out, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
 }
@@ -193,7 +199,9 @@ function quote(s: string): string {
   return s === '' || /[\s"=\\]/.test(s) || CONTROL.test(s) ? escapeControls(JSON.stringify(s)) : s;
 }
 
-/** A stack whose first line (the message, which may hold logged values) is escaped; the frames follow on their lines. */
+/**
+ * A stack whose first line (the message, which may hold logged values) is escaped; the frames follow on their lines.
+ */
 function stackText(e: Error): string {
   const stack = e.stack!;
   const head = `${e.name}: ${e.message}`;

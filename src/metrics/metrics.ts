@@ -3,7 +3,15 @@
 // (pkg/proxy/metrics/metrics.go, with the ip_family labels upstream added in 1.33), so
 // existing dashboards and alerts keep working; our own carry the kubeproxyts_ prefix.
 
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from 'prom-client';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  exponentialBuckets,
+  linearBuckets,
+} from 'prom-client';
 
 export type IPFamilyLabel = 'IPv4' | 'IPv6';
 
@@ -52,7 +60,17 @@ export interface ProxyMetrics {
   iptablesLocalhostNodePortsAcceptedPacketsTotal: Gauge;
 
   // --- component-base: the build and our API client (client-go's rest_client_*) ----------
-  kubernetesBuildInfo: Gauge<'major' | 'minor' | 'git_version' | 'git_commit' | 'git_tree_state' | 'build_date' | 'go_version' | 'compiler' | 'platform'>;
+  kubernetesBuildInfo: Gauge<
+    | 'major'
+    | 'minor'
+    | 'git_version'
+    | 'git_commit'
+    | 'git_tree_state'
+    | 'build_date'
+    | 'go_version'
+    | 'compiler'
+    | 'platform'
+  >;
   restClientRequestsTotal: Counter<'code' | 'method' | 'host'>;
   restClientRequestDuration: Histogram<'verb' | 'host'>;
   restClientRateLimiterDuration: Histogram<'verb' | 'host'>;
@@ -66,7 +84,9 @@ export interface ProxyMetrics {
   conntrackEntriesDeletedTotal: Counter<'ip_family' | 'protocol'>;
   /** Failed syncs of the selected mode. */
   syncFailuresTotal: Counter<'mode'>;
-  /** Service ports the kernel refused (found by narrowing a refused batch down), skipped while the rest is programmed. */
+  /**
+   * Service ports the kernel refused (found by narrowing a refused batch down), skipped while the rest is programmed.
+   */
   servicePortsRefusedTotal: Counter<'ip_family'>;
   /** 1, labelled with version and mode. */
   buildInfo: Gauge<'version' | 'mode' | 'node_version'>;
@@ -77,17 +97,48 @@ export const REST_CLIENT_BUCKETS: readonly number[] = [0.005, 0.025, 0.1, 0.25, 
 
 /** The iptables-mode metrics, in `registers` (none outside iptables mode, so they are not exported). */
 function modeMetrics(registers: Registry[]) {
-  const opts = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => ({ name, help, labelNames, registers });
+  const opts = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => ({
+    name,
+    help,
+    labelNames,
+    registers,
+  });
   return {
-    iptablesRulesTotal: new Gauge(opts('kubeproxy_sync_proxy_rules_iptables_total', 'Total number of iptables rules owned by kube-proxy', ['ip_family', 'table'] as const)),
-    iptablesRulesLast: new Gauge(opts('kubeproxy_sync_proxy_rules_iptables_last', 'Number of iptables rules written by kube-proxy in last sync', ['ip_family', 'table'] as const)),
-    iptablesRestoreFailuresTotal: new Counter(opts('kubeproxy_sync_proxy_rules_iptables_restore_failures_total', 'Cumulative proxy iptables restore failures', ['ip_family'] as const)),
-    iptablesPartialRestoreFailuresTotal: new Counter(
-      opts('kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total', 'Cumulative proxy iptables partial restore failures', ['ip_family'] as const),
+    iptablesRulesTotal: new Gauge(
+      opts('kubeproxy_sync_proxy_rules_iptables_total', 'Total number of iptables rules owned by kube-proxy', [
+        'ip_family',
+        'table',
+      ] as const),
     ),
-    iptablesCtStateInvalidDroppedPacketsTotal: new Gauge(opts('kubeproxy_iptables_ct_state_invalid_dropped_packets_total', 'packets dropped by iptables to work around conntrack problems')),
+    iptablesRulesLast: new Gauge(
+      opts('kubeproxy_sync_proxy_rules_iptables_last', 'Number of iptables rules written by kube-proxy in last sync', [
+        'ip_family',
+        'table',
+      ] as const),
+    ),
+    iptablesRestoreFailuresTotal: new Counter(
+      opts('kubeproxy_sync_proxy_rules_iptables_restore_failures_total', 'Cumulative proxy iptables restore failures', [
+        'ip_family',
+      ] as const),
+    ),
+    iptablesPartialRestoreFailuresTotal: new Counter(
+      opts(
+        'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total',
+        'Cumulative proxy iptables partial restore failures',
+        ['ip_family'] as const,
+      ),
+    ),
+    iptablesCtStateInvalidDroppedPacketsTotal: new Gauge(
+      opts(
+        'kubeproxy_iptables_ct_state_invalid_dropped_packets_total',
+        'packets dropped by iptables to work around conntrack problems',
+      ),
+    ),
     iptablesLocalhostNodePortsAcceptedPacketsTotal: new Gauge(
-      opts('kubeproxy_iptables_localhost_nodeports_accepted_packets_total', 'Number of packets accepted on nodeports of loopback interface'),
+      opts(
+        'kubeproxy_iptables_localhost_nodeports_accepted_packets_total',
+        'Number of packets accepted on nodeports of loopback interface',
+      ),
     ),
   };
 }
@@ -123,12 +174,19 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
 
   const hist = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: readonly number[]) =>
     new Histogram<L>({ name, help, labelNames, buckets: [...buckets], registers });
-  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Gauge<L>({ name, help, labelNames, registers });
-  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Counter<L>({ name, help, labelNames, registers });
+  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) =>
+    new Gauge<L>({ name, help, labelNames, registers });
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) =>
+    new Counter<L>({ name, help, labelNames, registers });
 
   const m: ProxyMetrics = {
     registry,
-    syncProxyRulesDuration: hist('kubeproxy_sync_proxy_rules_duration_seconds', 'SyncProxyRules latency in seconds', ['ip_family'], SYNC_DURATION_BUCKETS),
+    syncProxyRulesDuration: hist(
+      'kubeproxy_sync_proxy_rules_duration_seconds',
+      'SyncProxyRules latency in seconds',
+      ['ip_family'],
+      SYNC_DURATION_BUCKETS,
+    ),
     syncFullProxyRulesDuration: hist(
       'kubeproxy_sync_full_proxy_rules_duration_seconds',
       'SyncProxyRules latency in seconds for full resyncs',
@@ -141,7 +199,11 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       ['ip_family'],
       SYNC_DURATION_BUCKETS,
     ),
-    syncProxyRulesLastTimestamp: gauge('kubeproxy_sync_proxy_rules_last_timestamp_seconds', 'The last time proxy rules were successfully synced', ['ip_family']),
+    syncProxyRulesLastTimestamp: gauge(
+      'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
+      'The last time proxy rules were successfully synced',
+      ['ip_family'],
+    ),
     syncProxyRulesLastQueuedTimestamp: gauge(
       'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
       'The last time a sync of proxy rules was queued',
@@ -153,10 +215,22 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       ['ip_family'],
       NETWORK_PROGRAMMING_BUCKETS,
     ),
-    endpointChangesPending: gauge('kubeproxy_sync_proxy_rules_endpoint_changes_pending', 'Pending proxy rules Endpoint changes'),
-    endpointChangesTotal: counter('kubeproxy_sync_proxy_rules_endpoint_changes_total', 'Cumulative proxy rules Endpoint changes'),
-    serviceChangesPending: gauge('kubeproxy_sync_proxy_rules_service_changes_pending', 'Pending proxy rules Service changes'),
-    serviceChangesTotal: counter('kubeproxy_sync_proxy_rules_service_changes_total', 'Cumulative proxy rules Service changes'),
+    endpointChangesPending: gauge(
+      'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
+      'Pending proxy rules Endpoint changes',
+    ),
+    endpointChangesTotal: counter(
+      'kubeproxy_sync_proxy_rules_endpoint_changes_total',
+      'Cumulative proxy rules Endpoint changes',
+    ),
+    serviceChangesPending: gauge(
+      'kubeproxy_sync_proxy_rules_service_changes_pending',
+      'Pending proxy rules Service changes',
+    ),
+    serviceChangesTotal: counter(
+      'kubeproxy_sync_proxy_rules_service_changes_total',
+      'Cumulative proxy rules Service changes',
+    ),
     proxyHealthzTotal: counter('kubeproxy_proxy_healthz_total', 'Cumulative proxy healthz HTTP status', ['code']),
     proxyLivezTotal: counter('kubeproxy_proxy_livez_total', 'Cumulative proxy livez HTTP status', ['code']),
     noLocalEndpointsTotal: gauge(
@@ -164,7 +238,11 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       'Number of services with a Local traffic policy and no endpoints',
       ['ip_family', 'traffic_policy'],
     ),
-    nftablesSyncFailuresTotal: counter('kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'Cumulative proxy nftables sync failures', ['ip_family']),
+    nftablesSyncFailuresTotal: counter(
+      'kubeproxy_sync_proxy_rules_nftables_sync_failures_total',
+      'Cumulative proxy nftables sync failures',
+      ['ip_family'],
+    ),
     nftablesCleanupFailuresTotal: counter(
       'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total',
       'Cumulative proxy nftables cleanup failures',
@@ -186,10 +264,29 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
     kubernetesBuildInfo: gauge(
       'kubernetes_build_info',
       "A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running.",
-      ['major', 'minor', 'git_version', 'git_commit', 'git_tree_state', 'build_date', 'go_version', 'compiler', 'platform'],
+      [
+        'major',
+        'minor',
+        'git_version',
+        'git_commit',
+        'git_tree_state',
+        'build_date',
+        'go_version',
+        'compiler',
+        'platform',
+      ],
     ),
-    restClientRequestsTotal: counter('rest_client_requests_total', 'Number of HTTP requests, partitioned by status code, method, and host.', ['code', 'method', 'host']),
-    restClientRequestDuration: hist('rest_client_request_duration_seconds', 'Request latency in seconds. Broken down by verb, and host.', ['verb', 'host'], REST_CLIENT_BUCKETS),
+    restClientRequestsTotal: counter(
+      'rest_client_requests_total',
+      'Number of HTTP requests, partitioned by status code, method, and host.',
+      ['code', 'method', 'host'],
+    ),
+    restClientRequestDuration: hist(
+      'rest_client_request_duration_seconds',
+      'Request latency in seconds. Broken down by verb, and host.',
+      ['verb', 'host'],
+      REST_CLIENT_BUCKETS,
+    ),
     restClientRateLimiterDuration: hist(
       'rest_client_rate_limiter_duration_seconds',
       'Client side rate limiter latency in seconds. Broken down by verb, and host.',
@@ -197,8 +294,16 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       REST_CLIENT_BUCKETS,
     ),
 
-    netlinkErrorsTotal: counter('kubeproxyts_netlink_errors_total', 'Netlink requests that failed, by subsystem and operation', ['subsystem', 'op']),
-    objectsRejectedTotal: counter('kubeproxyts_objects_rejected_total', 'Kubernetes objects skipped as invalid, by kind and reason', ['kind', 'reason']),
+    netlinkErrorsTotal: counter(
+      'kubeproxyts_netlink_errors_total',
+      'Netlink requests that failed, by subsystem and operation',
+      ['subsystem', 'op'],
+    ),
+    objectsRejectedTotal: counter(
+      'kubeproxyts_objects_rejected_total',
+      'Kubernetes objects skipped as invalid, by kind and reason',
+      ['kind', 'reason'],
+    ),
     conntrackEntriesDeletedTotal: counter(
       'kubeproxyts_conntrack_entries_deleted_total',
       'Conntrack entries deleted (stale UDP flows), by IP family and protocol',
@@ -210,14 +315,17 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       'Service ports the kernel refused, skipped while everything else was programmed',
       ['ip_family'],
     ),
-    buildInfo: gauge('kubeproxyts_build_info', 'A metric with a constant 1 value labelled with the version, proxy mode and Node.js version', [
-      'version',
-      'mode',
-      'node_version',
-    ]),
+    buildInfo: gauge(
+      'kubeproxyts_build_info',
+      'A metric with a constant 1 value labelled with the version, proxy mode and Node.js version',
+      ['version', 'mode', 'node_version'],
+    ),
   };
   m.kubernetesBuildInfo.set(kubernetesBuildLabels(opts.version ?? 'v0.0.0-unknown'), 1);
-  m.buildInfo.set({ version: opts.version ?? 'unknown', mode: opts.mode ?? 'unknown', node_version: process.version }, 1);
+  m.buildInfo.set(
+    { version: opts.version ?? 'unknown', mode: opts.mode ?? 'unknown', node_version: process.version },
+    1,
+  );
   if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry });
   return m;
 }

@@ -24,7 +24,10 @@ const LABELS = ['namespace', 'service', 'port', 'protocol', 'frontend'] as const
 type Label = (typeof LABELS)[number];
 
 /** One read serves every metric of a scrape: reads are shared while one is in flight or just done. */
-function sharedReader(read: () => Promise<readonly ServiceTrafficSample[]>, now: () => number): () => Promise<readonly ServiceTrafficSample[]> {
+function sharedReader(
+  read: () => Promise<readonly ServiceTrafficSample[]>,
+  now: () => number,
+): () => Promise<readonly ServiceTrafficSample[]> {
   let last: { at: number; p: Promise<readonly ServiceTrafficSample[]> } | undefined;
   return () => {
     const t = now();
@@ -58,12 +61,27 @@ export function registerServiceTraffic(
         for (const s of samples) {
           const v = value(s);
           if (v === undefined) continue;
-          this.inc({ namespace: s.namespace, service: s.service, port: s.port, protocol: s.protocol, frontend: s.frontend }, v);
+          this.inc(
+            { namespace: s.namespace, service: s.service, port: s.port, protocol: s.protocol, frontend: s.frontend },
+            v,
+          );
         }
       },
     });
   };
-  counter('kubeproxyts_service_packets_total', 'Packets sent to a Service port (client to Service direction), as the kernel counts them', (s) => s.packets);
-  counter('kubeproxyts_service_bytes_total', 'Bytes sent to a Service port (client to Service direction), as the kernel counts them', (s) => s.bytes);
-  counter('kubeproxyts_service_connections_total', 'Connections to a Service port, as the kernel counts them', (s) => s.connections);
+  counter(
+    'kubeproxyts_service_packets_total',
+    'Packets sent to a Service port (client to Service direction), as the kernel counts them',
+    (s) => s.packets,
+  );
+  counter(
+    'kubeproxyts_service_bytes_total',
+    'Bytes sent to a Service port (client to Service direction), as the kernel counts them',
+    (s) => s.bytes,
+  );
+  counter(
+    'kubeproxyts_service_connections_total',
+    'Connections to a Service port, as the kernel counts them',
+    (s) => s.connections,
+  );
 }

@@ -74,7 +74,7 @@ function withoutDuplicates(sorted: readonly EndpointInfo[]): readonly EndpointIn
   while (i < sorted.length && sorted[i]!.key !== sorted[i - 1]!.key) i++;
   if (i >= sorted.length) return sorted;
   const out: EndpointInfo[] = [];
-  for (let start = 0; start < sorted.length; ) {
+  for (let start = 0; start < sorted.length;) {
     let end = start + 1;
     let pick = sorted[start]!;
     for (; end < sorted.length && sorted[end]!.key === pick.key; end++) if (sorted[end]!.isLocal) pick = sorted[end]!;

@@ -12,7 +12,8 @@ export const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 const NONE: readonly unknown[] = Object.freeze([]);
 export const arr = (v: unknown): readonly unknown[] => (Array.isArray(v) ? v : NONE);
 
-export const isPortNumber = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
+export const isPortNumber = (v: unknown): v is number =>
+  Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
 
 /** Labels as a string map; anything else is no labels. */
 export function labelsOf(meta: unknown): Record<string, unknown> {

@@ -24,4 +24,5 @@ export function serviceKeyOf(id: ServicePortId): ServiceKey {
 // Built with join, which makes one flat string: `${ip}:${port}` makes a concatenation object
 // and its left half, two objects per endpoint that a large cluster keeps, and that V8 copies
 // into a flat string anyway the first time the key is compared.
-export const endpointKey = (ip: string, port: number): string => (ip.includes(':') ? ['[', ip, ']:', port].join('') : [ip, port].join(':'));
+export const endpointKey = (ip: string, port: number): string =>
+  ip.includes(':') ? ['[', ip, ']:', port].join('') : [ip, port].join(':');

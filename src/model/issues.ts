@@ -68,7 +68,13 @@ export class RejectLog {
   }
 
   /** Reports the issues of one object (key "ns/name"); no issues clears its memory. */
-  report(kind: RejectKind, key: string, issues: readonly Issue[], version = '', level: 'warn' | 'error' = 'warn'): void {
+  report(
+    kind: RejectKind,
+    key: string,
+    issues: readonly Issue[],
+    version = '',
+    level: 'warn' | 'error' = 'warn',
+  ): void {
     if (issues.length === 0) {
       // The common case, once per event: no key text is built unless something is remembered.
       if (this.last.size > 0) this.last.delete(`${kind}/${key}`);

@@ -9,7 +9,14 @@
 
 import { cidrContains, parseCIDR, parseIP, type IPFamily } from '../base/ip.ts';
 import { Issues } from './issues.ts';
-import type { DetectLocalMode, LocalDetector, MasqueradePolicy, ModelOptions, NodeInfo, ServicePortInfo } from './types.ts';
+import type {
+  DetectLocalMode,
+  LocalDetector,
+  MasqueradePolicy,
+  ModelOptions,
+  NodeInfo,
+  ServicePortInfo,
+} from './types.ts';
 
 export function buildLocalDetector(opts: ModelOptions, node: NodeInfo, issues: Issues = new Issues()): LocalDetector {
   const mode: DetectLocalMode = opts.detectLocalMode ?? 'ClusterCIDR';

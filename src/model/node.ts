@@ -18,7 +18,16 @@ export function normalizeNode(input: unknown, nodeName: string, family: IPFamily
   const zone = str(labelsOf(input['metadata'])[LABEL_TOPOLOGY_ZONE]);
   const status = isObject(input['status']) ? input['status'] : {};
   const spec = isObject(input['spec']) ? input['spec'] : {};
-  return { info: { name: nodeName, known: true, zone, primaryIP: primaryIP(status, family, issues), podCIDRs: podCIDRs(spec, family, issues) }, issues };
+  return {
+    info: {
+      name: nodeName,
+      known: true,
+      zone,
+      primaryIP: primaryIP(status, family, issues),
+      podCIDRs: podCIDRs(spec, family, issues),
+    },
+    issues,
+  };
 }
 
 export const nodeNameOf = (input: unknown): string => (isObject(input) ? nameOf(input['metadata']).name : '');

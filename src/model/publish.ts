@@ -31,7 +31,12 @@ export interface Collected {
   readonly stale: StaleTarget[];
 }
 
-export const newCollected = (): Collected => ({ services: new Set(), previous: new Map(), serviceKeys: new Set(), stale: [] });
+export const newCollected = (): Collected => ({
+  services: new Set(),
+  previous: new Map(),
+  serviceKeys: new Set(),
+  stale: [],
+});
 
 export class Publisher {
   readonly state: PublishedState;
@@ -58,12 +63,17 @@ export class Publisher {
     const wasPublished = oldIds.length > FEW ? new Set(oldIds) : undefined;
     let changed = false;
     // The ports published before (in their order), then the new ones.
-    for (const id of oldIds) changed = this.publishPort(id, byId ? byId.get(id) : portById(ports, id), eps, ctx, c) || changed;
+    for (const id of oldIds)
+      changed = this.publishPort(id, byId ? byId.get(id) : portById(ports, id), eps, ctx, c) || changed;
     for (const p of ports) {
       if (wasPublished ? wasPublished.has(p.id) : oldIds.includes(p.id)) continue;
       changed = this.publishPort(p.id, p, eps, ctx, c) || changed;
     }
-    if (ports.length > 0) this.idsByService.set(key, ports.map((p) => p.id));
+    if (ports.length > 0)
+      this.idsByService.set(
+        key,
+        ports.map((p) => p.id),
+      );
     else this.idsByService.delete(key);
     if (changed) {
       c.serviceKeys.add(key);
@@ -72,7 +82,13 @@ export class Publisher {
   }
 
   /** Publishes one port's info, endpoints and selection if they differ; true when they did. */
-  private publishPort(id: ServicePortId, newInfo: ServicePortInfo | undefined, eps: ReadonlyMap<ServicePortId, readonly EndpointInfo[]> | undefined, ctx: TopologyContext, c: Collected): boolean {
+  private publishPort(
+    id: ServicePortId,
+    newInfo: ServicePortInfo | undefined,
+    eps: ReadonlyMap<ServicePortId, readonly EndpointInfo[]> | undefined,
+    ctx: TopologyContext,
+    c: Collected,
+  ): boolean {
     const st = this.state;
     const oldInfo = st.services.get(id);
     const oldEps = st.endpoints.get(id) ?? NO_ENDPOINTS;
@@ -127,7 +143,8 @@ export class Publisher {
     }
     // Count IPs, not ip:port pairs: a pod serving two ports is one endpoint (upstream).
     const ips = new Set<string>();
-    for (const p of ports) for (const ep of st.endpoints.get(p.id) ?? NO_ENDPOINTS) if (ep.isLocal && ep.ready) ips.add(ep.ip);
+    for (const p of ports)
+      for (const ep of st.endpoints.get(p.id) ?? NO_ENDPOINTS) if (ep.isLocal && ep.ready) ips.add(ep.ip);
     st.healthChecks.set(key, {
       service: key,
       namespace: first.namespace,

@@ -69,7 +69,8 @@ export function normalizeService(input: unknown, family: IPFamily, limits: Limit
   if (clusterIP === null) return rejected();
   if (clusterIP === undefined) return none();
 
-  if (spec['ports'] !== undefined && !Array.isArray(spec['ports'])) issues.add('invalid-port', 'spec.ports is not a list');
+  if (spec['ports'] !== undefined && !Array.isArray(spec['ports']))
+    issues.add('invalid-port', 'spec.ports is not a list');
   const rawPorts = arr(spec['ports']);
   if (rawPorts.length > limits.maxPorts) {
     issues.add('too-many-ports', `${rawPorts.length} ports, limit ${limits.maxPorts}`);
@@ -189,7 +190,12 @@ function clusterIPFor(spec: Record<string, unknown>, family: IPFamily, issues: I
   return found;
 }
 
-function ipsOfFamily(raw: readonly unknown[], family: IPFamily, reason: 'invalid-external-ip', issues: Issues): string[] {
+function ipsOfFamily(
+  raw: readonly unknown[],
+  family: IPFamily,
+  reason: 'invalid-external-ip',
+  issues: Issues,
+): string[] {
   const out: string[] = [];
   for (const r of raw) {
     const ip = parseIPText(str(r).trim());
@@ -246,7 +252,10 @@ function affinity(
   const t = clientIP['timeoutSeconds'];
   if (t === undefined) return { sessionAffinity: 'ClientIP', stickyMaxAgeSeconds: DEFAULT_AFFINITY_TIMEOUT_SECONDS };
   if (!Number.isInteger(t) || (t as number) < 1 || (t as number) > MAX_AFFINITY_TIMEOUT_SECONDS) {
-    issues.add('invalid-session-affinity', `timeoutSeconds ${String(t)} (default ${DEFAULT_AFFINITY_TIMEOUT_SECONDS} used)`);
+    issues.add(
+      'invalid-session-affinity',
+      `timeoutSeconds ${String(t)} (default ${DEFAULT_AFFINITY_TIMEOUT_SECONDS} used)`,
+    );
     return { sessionAffinity: 'ClientIP', stickyMaxAgeSeconds: DEFAULT_AFFINITY_TIMEOUT_SECONDS };
   }
   return { sessionAffinity: 'ClientIP', stickyMaxAgeSeconds: t as number };

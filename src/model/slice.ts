@@ -64,7 +64,18 @@ export function endpointInfo(
 
 /** The same endpoint for another port of its slice. */
 export const forPort = (ep: EndpointInfo, port: number, thisNode: string): EndpointInfo =>
-  endpointInfo(ep.ip, port, ep.ready, ep.serving, ep.terminating, ep.nodeName, ep.zone, ep.zoneHints, ep.nodeHints, thisNode);
+  endpointInfo(
+    ep.ip,
+    port,
+    ep.ready,
+    ep.serving,
+    ep.terminating,
+    ep.nodeName,
+    ep.zone,
+    ep.zoneHints,
+    ep.nodeHints,
+    thisNode,
+  );
 
 export interface SliceResult {
   /** The Service the slice belongs to (its namespace + kubernetes.io/service-name). */
@@ -122,7 +133,8 @@ export function normalizeSlice(input: unknown, family: IPFamily, limits: Limits,
   if (addressType !== family) return skip(); // the other family's tracker takes it
 
   if (input['ports'] !== undefined && !Array.isArray(input['ports'])) issues.add('invalid-port', 'ports is not a list');
-  if (input['endpoints'] !== undefined && !Array.isArray(input['endpoints'])) issues.add('endpoint-without-address', 'endpoints is not a list');
+  if (input['endpoints'] !== undefined && !Array.isArray(input['endpoints']))
+    issues.add('endpoint-without-address', 'endpoints is not a list');
   const rawPorts = arr(input['ports']);
   if (rawPorts.length > limits.maxPorts) {
     issues.add('too-many-ports', `${rawPorts.length} ports, limit ${limits.maxPorts}`);
@@ -184,11 +196,20 @@ function slicePorts(raw: readonly unknown[], issues: Issues): SlicePort[] {
     seen.add(id);
     ports.push({ name, protocol: protocol as Protocol, port: p['port'] });
   }
-  ports.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : 0));
+  ports.sort((a, b) =>
+    a.name < b.name ? -1 : a.name > b.name ? 1 : a.protocol < b.protocol ? -1 : a.protocol > b.protocol ? 1 : 0,
+  );
   return ports;
 }
 
-function sliceEndpoint(raw: unknown, i: number, family: IPFamily, port: number, nodeName: string, issues: Issues): SliceEndpoint | undefined {
+function sliceEndpoint(
+  raw: unknown,
+  i: number,
+  family: IPFamily,
+  port: number,
+  nodeName: string,
+  issues: Issues,
+): SliceEndpoint | undefined {
   if (!isObject(raw)) {
     issues.add('endpoint-without-address', `endpoints[${i}] is not an object`);
     return undefined;
@@ -209,7 +230,10 @@ function sliceEndpoint(raw: unknown, i: number, family: IPFamily, port: number, 
   }
   const special = specialEndpointIP(ip.text, family);
   if (special !== undefined) {
-    issues.add('invalid-endpoint-ip', `address ${ip.text} is ${special} (the API server refuses it; not a DNAT target)`);
+    issues.add(
+      'invalid-endpoint-ip',
+      `address ${ip.text} is ${special} (the API server refuses it; not a DNAT target)`,
+    );
     return undefined;
   }
   const c = isObject(raw['conditions']) ? raw['conditions'] : NOTHING;
@@ -220,7 +244,18 @@ function sliceEndpoint(raw: unknown, i: number, family: IPFamily, port: number, 
   const serving = c['serving'] !== false;
   const terminating = c['terminating'] === true;
   const hints = isObject(raw['hints']) ? raw['hints'] : NOTHING;
-  return endpointInfo(ip.text, port, ready, serving, terminating, str(raw['nodeName']), str(raw['zone']), hintNames(hints['forZones']), hintNames(hints['forNodes']), nodeName);
+  return endpointInfo(
+    ip.text,
+    port,
+    ready,
+    serving,
+    terminating,
+    str(raw['nodeName']),
+    str(raw['zone']),
+    hintNames(hints['forZones']),
+    hintNames(hints['forNodes']),
+    nodeName,
+  );
 }
 
 /** An absent conditions or hints object, shared rather than allocated per endpoint. */

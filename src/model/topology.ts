@@ -15,7 +15,13 @@ export interface TopologyContext {
   readonly nodeHints: boolean;
 }
 
-const NOTHING: EndpointSelection = { cluster: [], local: [], allReachable: [], hasAnyEndpoints: false, topologyMode: '' };
+const NOTHING: EndpointSelection = {
+  cluster: [],
+  local: [],
+  allReachable: [],
+  hasAnyEndpoints: false,
+  topologyMode: '',
+};
 
 const usableFallback = (ep: EndpointInfo): boolean => ep.serving && ep.terminating;
 
@@ -65,7 +71,8 @@ export function categorizeEndpoints(
 
   if (!info.usesClusterEndpoints) return { cluster, local, allReachable: local, hasAnyEndpoints, topologyMode };
   // Without topology and with ready local endpoints, cluster already holds every local one.
-  if (topologyMode === '' && !localFallback) return { cluster, local, allReachable: cluster, hasAnyEndpoints, topologyMode };
+  if (topologyMode === '' && !localFallback)
+    return { cluster, local, allReachable: cluster, hasAnyEndpoints, topologyMode };
   const union = new Map<string, EndpointInfo>();
   for (const ep of cluster) union.set(ep.key, ep);
   for (const ep of local) union.set(ep.key, ep);

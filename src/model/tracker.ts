@@ -28,7 +28,14 @@ import { serviceCIDRsOf } from './servicecidr.ts';
 import { normalizeSlice, triggerTimeOf } from './slice.ts';
 import { PublishedState } from './state.ts';
 import type { TopologyContext } from './topology.ts';
-import { DEFAULT_LIMITS, type ChangeSet, type DesiredState, type Limits, type ModelOptions, type NodeInfo } from './types.ts';
+import {
+  DEFAULT_LIMITS,
+  type ChangeSet,
+  type DesiredState,
+  type Limits,
+  type ModelOptions,
+  type NodeInfo,
+} from './types.ts';
 
 export interface TrackerDeps {
   readonly logger: Logger;
@@ -245,12 +252,24 @@ export class ChangeTracker {
     this.triggerTimes = new Map();
     return {
       desired: st,
-      change: { full, services: c.services, previous: c.previous, serviceKeys: c.serviceKeys, stale, triggerTimes, nodeChanged },
+      change: {
+        full,
+        services: c.services,
+        previous: c.previous,
+        serviceKeys: c.serviceKeys,
+        stale,
+        triggerTimes,
+        nodeChanged,
+      },
     };
   }
 
   private topology(): TopologyContext {
-    return { nodeName: this.opts.nodeName, zone: this.desired.node.zone, nodeHints: this.opts.preferSameNodeHints !== false };
+    return {
+      nodeName: this.opts.nodeName,
+      zone: this.desired.node.zone,
+      nodeHints: this.opts.preferSameNodeHints !== false,
+    };
   }
 
   private guard(kind: RejectKind, obj: unknown, fn: () => void): void {

@@ -87,7 +87,14 @@ export function limitedApi(api: KubeApi, limits: ClientLimits): KubeApi {
     const waitedMs = limits.limiter ? await limits.limiter.acquire(signal) : 0;
     const t0 = clock.now();
     const done = (code: string): void =>
-      limits.observe?.({ method: 'GET', host: hostOf(api.server), code, durationMs: clock.now() - t0, waitedMs, watch });
+      limits.observe?.({
+        method: 'GET',
+        host: hostOf(api.server),
+        code,
+        durationMs: clock.now() - t0,
+        waitedMs,
+        watch,
+      });
     try {
       const out = await f();
       done('200');
@@ -102,6 +109,7 @@ export function limitedApi(api: KubeApi, limits: ClientLimits): KubeApi {
       return api.server;
     },
     get: (path: string, query: Query, signal: AbortSignal) => around(false, signal, () => api.get(path, query, signal)),
-    watch: (path: string, query: Query, signal: AbortSignal, onEvent: (e: WatchEvent) => void) => around(true, signal, () => api.watch(path, query, signal, onEvent)),
+    watch: (path: string, query: Query, signal: AbortSignal, onEvent: (e: WatchEvent) => void) =>
+      around(true, signal, () => api.watch(path, query, signal, onEvent)),
   };
 }

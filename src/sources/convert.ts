@@ -10,7 +10,13 @@
 // list would otherwise stay in memory for nothing, thousands of times over.
 
 import type { EndpointSlice, Node, ObjectMeta, Service, ServiceCIDR } from '../model/k8s.ts';
-import { LABEL_HEADLESS, LABEL_HOSTNAME, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME, LABEL_TOPOLOGY_ZONE } from '../model/k8s.ts';
+import {
+  LABEL_HEADLESS,
+  LABEL_HOSTNAME,
+  LABEL_SERVICE_NAME,
+  LABEL_SERVICE_PROXY_NAME,
+  LABEL_TOPOLOGY_ZONE,
+} from '../model/k8s.ts';
 import { TRIGGER_TIME_ANNOTATION } from '../model/slice.ts';
 import type { Shape } from './compact.ts';
 import { compact, intern, isRecord, toPlain } from './compact.ts';
@@ -71,7 +77,9 @@ const SERVICE_SPEC: Shape = {
   clusterIPs: ['keep'],
   ipFamilies: ['shared'],
   ipFamilyPolicy: 'shared',
-  ports: [{ name: 'shared', protocol: 'shared', port: 'keep', targetPort: 'shared', nodePort: 'keep', appProtocol: 'shared' }],
+  ports: [
+    { name: 'shared', protocol: 'shared', port: 'keep', targetPort: 'shared', nodePort: 'keep', appProtocol: 'shared' },
+  ],
   externalIPs: ['keep'],
   loadBalancerIP: 'keep',
   loadBalancerSourceRanges: ['keep'],
@@ -118,9 +126,14 @@ function pickMeta(raw: unknown, namespaced: boolean): ObjectMeta {
   return meta;
 }
 
-function header(raw: unknown, kind: SourceKind, namespaced: boolean): { src: Record<string, unknown>; meta: ObjectMeta } {
+function header(
+  raw: unknown,
+  kind: SourceKind,
+  namespaced: boolean,
+): { src: Record<string, unknown>; meta: ObjectMeta } {
   if (!isRecord(raw)) throw new StructureError('not an object');
-  if (raw['kind'] !== undefined && raw['kind'] !== kind) throw new StructureError(`kind is ${String(raw['kind'])}, expected ${kind}`);
+  if (raw['kind'] !== undefined && raw['kind'] !== kind)
+    throw new StructureError(`kind is ${String(raw['kind'])}, expected ${kind}`);
   return { src: raw, meta: pickMeta(raw['metadata'], namespaced) };
 }
 
@@ -133,7 +146,10 @@ function guarded<T>(raw: unknown, build: () => T & { metadata?: ObjectMeta }): C
     const meta = isRecord(raw) && isRecord(raw['metadata']) ? raw['metadata'] : undefined;
     const key =
       meta && typeof meta['name'] === 'string'
-        ? objectKey({ name: meta['name'], ...(typeof meta['namespace'] === 'string' ? { namespace: meta['namespace'] } : {}) })
+        ? objectKey({
+            name: meta['name'],
+            ...(typeof meta['namespace'] === 'string' ? { namespace: meta['namespace'] } : {}),
+          })
         : undefined;
     return { ok: false, key, reason: err.message };
   }
@@ -144,7 +160,8 @@ export function convertService(raw: unknown): Converted<Service> {
     const { src, meta } = header(raw, 'Service', true);
     const out: Service = { kind: 'Service', apiVersion: 'v1', metadata: meta };
     const rawSpec = src['spec'];
-    if (isRecord(rawSpec) && rawSpec['ports'] !== undefined && !Array.isArray(rawSpec['ports'])) throw new StructureError('spec.ports is not a list');
+    if (isRecord(rawSpec) && rawSpec['ports'] !== undefined && !Array.isArray(rawSpec['ports']))
+      throw new StructureError('spec.ports is not a list');
     const spec = optionalRecord(rawSpec, 'spec', SERVICE_SPEC);
     if (spec) out.spec = spec as NonNullable<Service['spec']>;
     const status = optionalRecord(src['status'], 'status', { loadBalancer: 'keep' });

@@ -65,15 +65,25 @@ export class EventRecorder implements EventSink {
       reportingInstance: `kube-proxy-${this.o.hostname}`,
       action,
       reason,
-      regarding: { kind: regarding.kind, name: regarding.name, ...(regarding.namespace ? { namespace: regarding.namespace } : {}), ...(regarding.uid ? { uid: regarding.uid } : {}) },
+      regarding: {
+        kind: regarding.kind,
+        name: regarding.name,
+        ...(regarding.namespace ? { namespace: regarding.namespace } : {}),
+        ...(regarding.uid ? { uid: regarding.uid } : {}),
+      },
       note,
       type,
     };
     const p = this.o.writer
-      .post(`/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`, event, AbortSignal.timeout(this.o.timeoutMs ?? 10_000))
+      .post(
+        `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
+        event,
+        AbortSignal.timeout(this.o.timeoutMs ?? 10_000),
+      )
       .then(
         () => this.o.logger.debug('Posted event', { reason, regarding: `${regarding.kind}/${regarding.name}` }),
-        (err: unknown) => this.o.logger.debug('Cannot post event', { reason, regarding: `${regarding.kind}/${regarding.name}`, err }),
+        (err: unknown) =>
+          this.o.logger.debug('Cannot post event', { reason, regarding: `${regarding.kind}/${regarding.name}`, err }),
       )
       .finally(() => this.pending.delete(p));
     this.pending.add(p);

@@ -73,7 +73,9 @@ export function kubernetesSourceFromFlags(
   let api: KubeApi = new ClientNodeApi(loadKubeConfig(conn));
   if (client !== undefined) {
     if (client.contentType !== '' && client.contentType !== 'application/json') {
-      opts.logger.info('kube-api-content-type is not supported by kube-proxy-ts; using application/json', { contentType: client.contentType });
+      opts.logger.info('kube-api-content-type is not supported by kube-proxy-ts; using application/json', {
+        contentType: client.contentType,
+      });
     }
     const clock = opts.clock ?? systemClock;
     api = limitedApi(api, {
@@ -86,6 +88,9 @@ export function kubernetesSourceFromFlags(
 }
 
 /** The Event recorder for the same API server as the source (--kubeconfig, --master, in-cluster). */
-export function eventRecorderFromFlags(conn: ConnectionOptions, deps: { logger: Logger; clock: Clock; hostname: string }): EventRecorder {
+export function eventRecorderFromFlags(
+  conn: ConnectionOptions,
+  deps: { logger: Logger; clock: Clock; hostname: string },
+): EventRecorder {
   return new EventRecorder({ writer: new ClientNodeApi(loadKubeConfig(conn)), ...deps });
 }

@@ -42,7 +42,14 @@ export class ApiError extends Error {
   readonly path: string;
   /** details.causes[].reason of the Status, e.g. ResourceVersionTooLarge. */
   readonly causes: readonly string[];
-  constructor(path: string, status: number, reason: string | undefined, message: string, causes: readonly string[] = [], options?: ErrorOptions) {
+  constructor(
+    path: string,
+    status: number,
+    reason: string | undefined,
+    message: string,
+    causes: readonly string[] = [],
+    options?: ErrorOptions,
+  ) {
     super(`GET ${path}: ${status}${reason ? ` ${reason}` : ''}: ${message}`, options);
     this.name = 'ApiError';
     this.status = status;
@@ -295,7 +302,10 @@ export function loadKubeConfig(opts: ConnectionOptions, env: NodeJS.ProcessEnv =
         caFile: `${root}${SERVICE_ACCOUNT}/ca.crt`,
         skipTLSVerify: false,
       },
-      { name: 'inClusterUser', authProvider: { name: 'tokenFile', config: { tokenFile: `${root}${SERVICE_ACCOUNT}/token` } } },
+      {
+        name: 'inClusterUser',
+        authProvider: { name: 'tokenFile', config: { tokenFile: `${root}${SERVICE_ACCOUNT}/token` } },
+      },
     );
     return kc;
   }

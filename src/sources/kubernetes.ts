@@ -13,7 +13,14 @@ import type { Clock } from '../base/clock.ts';
 import { systemClock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../model/k8s.ts';
-import { convertEndpointSlice, convertNode, convertService, convertServiceCIDR, PROXY_LABEL_SELECTOR, selectedByProxy } from './convert.ts';
+import {
+  convertEndpointSlice,
+  convertNode,
+  convertService,
+  convertServiceCIDR,
+  PROXY_LABEL_SELECTOR,
+  selectedByProxy,
+} from './convert.ts';
 import type { KubeApi } from './kube-api.ts';
 import type { BackoffOptions } from './reflector.ts';
 import { Reflector } from './reflector.ts';

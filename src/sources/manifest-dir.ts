@@ -106,7 +106,11 @@ export function parseManifest(text: string, previous?: ReadonlyMap<string, Parse
     if (err) {
       const pos = err.linePos?.[0];
       const first = err.message.split('\n')[0] ?? err.message;
-      result.error = { line: pos?.line ?? 1, column: pos?.col ?? 1, message: first.replace(/ at line \d+, column \d+:?$/, '') };
+      result.error = {
+        line: pos?.line ?? 1,
+        column: pos?.col ?? 1,
+        message: first.replace(/ at line \d+, column \d+:?$/, ''),
+      };
       return result;
     }
   }
@@ -151,7 +155,8 @@ export function parseManifest(text: string, previous?: ReadonlyMap<string, Parse
     const meta = input['metadata'];
     if (NAMESPACED[k] && typeof meta === 'object' && meta !== null && !Array.isArray(meta)) {
       const m = meta as Record<string, unknown>;
-      if (m['namespace'] === undefined || m['namespace'] === null) input = { ...input, metadata: { ...m, namespace: 'default' } };
+      if (m['namespace'] === undefined || m['namespace'] === null)
+        input = { ...input, metadata: { ...m, namespace: 'default' } };
     }
     const c = CONVERTERS[k](input);
     if (!c.ok) {
@@ -292,20 +297,29 @@ export class ManifestDirSource implements Source {
   }
 
   private reject(file: string, line: number, kind: string, key: string | undefined, reason: string): void {
-    this.log.warn(`${file}:${line}: skipping ${kind}${key ? ` ${key}` : ''}: ${reason}`, { file, line, kind, object: key, reason });
+    this.log.warn(`${file}:${line}: skipping ${kind}${key ? ` ${key}` : ''}: ${reason}`, {
+      file,
+      line,
+      kind,
+      object: key,
+      reason,
+    });
     this.o.onReject?.({ kind, key, reason, origin: `${file}:${line}` });
   }
 
   private async scanOnce(): Promise<void> {
     let names: string[];
     try {
-      names = (await readdir(this.o.dir)).filter((n) => !n.startsWith('.') && EXTENSIONS.some((e) => n.endsWith(e))).sort();
+      names = (await readdir(this.o.dir))
+        .filter((n) => !n.startsWith('.') && EXTENSIONS.some((e) => n.endsWith(e)))
+        .sort();
       if (this.dirError) this.log.info('manifest directory readable again');
       this.dirError = undefined;
     } catch (err) {
       // A directory that cannot be read is a transient problem, not "everything deleted".
       const msg = String(err);
-      if (msg !== this.dirError) this.log.warn('cannot read the manifest directory; keeping what was loaded', { error: msg });
+      if (msg !== this.dirError)
+        this.log.warn('cannot read the manifest directory; keeping what was loaded', { error: msg });
       this.dirError = msg;
       // A watch on a directory that was removed watches nothing: make a new one when it is back.
       this.watcher?.close();
@@ -402,19 +416,24 @@ export class ManifestDirSource implements Source {
         const s = slot(o.kind, o.key);
         const first = merged.get(s);
         if (first) {
-          this.log.warn(`${file}:${o.line}: ${o.kind} ${o.key} is already defined in ${first.file}:${first.line}; ignoring this one`, {
-            file,
-            line: o.line,
-            kind: o.kind,
-            object: o.key,
-          });
+          this.log.warn(
+            `${file}:${o.line}: ${o.kind} ${o.key} is already defined in ${first.file}:${first.line}; ignoring this one`,
+            {
+              file,
+              line: o.line,
+              kind: o.kind,
+              object: o.key,
+            },
+          );
           continue;
         }
         merged.set(s, { ...o, file });
       }
     }
     if (nodes.length > 1) {
-      this.log.warn(`${nodes.length} Node objects match; using ${nodes[0]!.key} from ${nodes[0]!.file}`, { nodeName: this.o.nodeName });
+      this.log.warn(`${nodes.length} Node objects match; using ${nodes[0]!.key} from ${nodes[0]!.file}`, {
+        nodeName: this.o.nodeName,
+      });
     }
     let cidrsChanged = false;
     const prev = this.delivered;
@@ -431,7 +450,8 @@ export class ManifestDirSource implements Source {
       next.set(s, keep);
       if (old && old.json === o.json) continue;
       if (o.kind === 'Service') handler.onService(old?.obj as Service | undefined, o.obj as Service);
-      else if (o.kind === 'EndpointSlice') handler.onEndpointSlice(old?.obj as EndpointSlice | undefined, o.obj as EndpointSlice);
+      else if (o.kind === 'EndpointSlice')
+        handler.onEndpointSlice(old?.obj as EndpointSlice | undefined, o.obj as EndpointSlice);
       else cidrsChanged = true;
     }
     this.delivered = next;
@@ -442,7 +462,9 @@ export class ManifestDirSource implements Source {
     }
     if (cidrsChanged || !this.deliveredCidrsOnce) {
       this.deliveredCidrsOnce = true;
-      handler.onServiceCIDRs?.([...next.values()].filter((o) => o.kind === 'ServiceCIDR').map((o) => o.obj as ServiceCIDR));
+      handler.onServiceCIDRs?.(
+        [...next.values()].filter((o) => o.kind === 'ServiceCIDR').map((o) => o.obj as ServiceCIDR),
+      );
     }
   }
 }

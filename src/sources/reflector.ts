@@ -58,7 +58,11 @@ export function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<vo
 }
 
 /** An AbortSignal that aborts after ms on the clock (AbortSignal.timeout ignores our Clock). */
-function clockTimeout(clock: Clock, ms: number, reason: string): { signal: AbortSignal; cancel(): void; reset(): void } {
+function clockTimeout(
+  clock: Clock,
+  ms: number,
+  reason: string,
+): { signal: AbortSignal; cancel(): void; reset(): void } {
   const ctrl = new AbortController();
   let timer: TimerHandle | undefined;
   const arm = () => {
@@ -461,7 +465,10 @@ function guarded<T>(events: ReflectorEvents<T>, log: Logger): ReflectorEvents<T>
   };
 }
 
-function sameVersion(a: { metadata?: { resourceVersion?: string } }, b: { metadata?: { resourceVersion?: string } }): boolean {
+function sameVersion(
+  a: { metadata?: { resourceVersion?: string } },
+  b: { metadata?: { resourceVersion?: string } },
+): boolean {
   const ra = a.metadata?.resourceVersion;
   return ra !== undefined && ra !== '' && ra === b.metadata?.resourceVersion;
 }

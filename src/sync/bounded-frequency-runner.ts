@@ -64,7 +64,10 @@ export class BoundedFrequencyRunner {
 
   constructor(fn: (info: RunInfo) => Promise<void> | void, opts: RunnerOptions) {
     const { name, minIntervalMs, maxIntervalMs } = opts;
-    for (const [k, v] of [['minIntervalMs', minIntervalMs], ['maxIntervalMs', maxIntervalMs]] as const) {
+    for (const [k, v] of [
+      ['minIntervalMs', minIntervalMs],
+      ['maxIntervalMs', maxIntervalMs],
+    ] as const) {
       if (!Number.isFinite(v) || v < 0) throw new RangeError(`${name}: ${k} (${v}) must be a finite number >= 0`);
     }
     // Upstream panics here: a misconfiguration should fail at start, not at 3 a.m.
@@ -176,7 +179,13 @@ export class BoundedFrequencyRunner {
     } else {
       this.failures++;
       const delay = Math.min(this.maxRetryMs, this.retryMs * 2 ** Math.min(30, this.failures - 1));
-      this.log.error('Sync failed; will retry', { runner: this.name, reason: info.reason, failures: this.failures, retryInMs: delay, err });
+      this.log.error('Sync failed; will retry', {
+        runner: this.name,
+        reason: info.reason,
+        failures: this.failures,
+        retryInMs: delay,
+        err,
+      });
       this.retryDue = true;
       this.retryAt = this.clock.now() + delay;
     }

@@ -1,1 +1,6 @@
-export { BoundedFrequencyRunner, type RunInfo, type RunReason, type RunnerOptions } from './bounded-frequency-runner.ts';
+export {
+  BoundedFrequencyRunner,
+  type RunInfo,
+  type RunReason,
+  type RunnerOptions,
+} from './bounded-frequency-runner.ts';

@@ -56,11 +56,22 @@ async function timed<T>(fn: () => Promise<T>): Promise<Timed & { value: T }> {
 
 /** The desired state after the endpoint was removed: the Service answered by LIVE_EP alone. */
 function desiredAfterRemoval(): DesiredState {
-  const t = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4' }, { logger: memoryLogger(), clock: new FakeClock() });
-  t.onService(undefined, { metadata: { namespace: 'bench', name: 'dns', resourceVersion: '1' }, spec: { type: 'ClusterIP', clusterIP: VIP, ports: [{ name: 'p', protocol: 'UDP', port: 53 }] } });
+  const t = new ChangeTracker(
+    { nodeName: 'node-a', family: 'IPv4' },
+    { logger: memoryLogger(), clock: new FakeClock() },
+  );
+  t.onService(undefined, {
+    metadata: { namespace: 'bench', name: 'dns', resourceVersion: '1' },
+    spec: { type: 'ClusterIP', clusterIP: VIP, ports: [{ name: 'p', protocol: 'UDP', port: 53 }] },
+  });
   t.onEndpointSlice(
     {
-      metadata: { namespace: 'bench', name: 'dns-1', resourceVersion: '1', labels: { 'kubernetes.io/service-name': 'dns' } },
+      metadata: {
+        namespace: 'bench',
+        name: 'dns-1',
+        resourceVersion: '1',
+        labels: { 'kubernetes.io/service-name': 'dns' },
+      },
       addressType: 'IPv4',
       endpoints: [{ addresses: [LIVE_EP], conditions: { ready: true } }],
       ports: [{ name: 'p', protocol: 'UDP', port: 53 }],
@@ -82,16 +93,33 @@ const target = (vip: string, ep: string): StaleTarget => ({
   endpointPort: 53,
 });
 
-const staleFilter = (vip: string, ep: string): FlowFilter => ({ family: 'IPv4', proto: 17, orig: { dst: vip, dstPort: 53 }, reply: { src: ep, srcPort: 53 } });
+const staleFilter = (vip: string, ep: string): FlowFilter => ({
+  family: 'IPv4',
+  proto: 17,
+  orig: { dst: vip, dstPort: 53 },
+  reply: { src: ep, srcPort: 53 },
+});
 
 async function insert(client: ConntrackClient, n: number, vip: string, ep: string, firstPort?: number): Promise<void> {
   const failed = (await client.createMany(udpFlows(n, vip, ep, firstPort))).filter(Boolean);
   if (failed.length) throw new Error(`${failed.length} inserts failed, first: ${failed[0]!.message}`);
 }
 
-async function runFlusher(client: ConntrackClient, kernelFlush: boolean, desired: DesiredState, vip: string, ep: string): Promise<Timed & { report: FlushRunReport }> {
+async function runFlusher(
+  client: ConntrackClient,
+  kernelFlush: boolean,
+  desired: DesiredState,
+  vip: string,
+  ep: string,
+): Promise<Timed & { report: FlushRunReport }> {
   const reports: FlushRunReport[] = [];
-  const f = new ConntrackFlusher({ client, logger: memoryLogger(), counters: (r) => reports.push(r), timeoutMs: 60_000, kernelFlush });
+  const f = new ConntrackFlusher({
+    client,
+    logger: memoryLogger(),
+    counters: (r) => reports.push(r),
+    timeoutMs: 60_000,
+    kernelFlush,
+  });
   try {
     const r = await timed(async () => {
       f.schedule([target(vip, ep)], desired);
@@ -154,10 +182,30 @@ export async function benchWays(n: number, perDatagram = DEFAULT_PER_DATAGRAM, w
       perDatagram,
       kernelFlush: flush.value !== undefined,
       flush: { ms: flush.ms, cpuMs: flush.cpuMs, deleted: flush.value?.deleted ?? 0, left: afterFlush },
-      flusher: { ms: flusher.ms, cpuMs: flusher.cpuMs, durationMs: flusher.report.durationMs, deleted: flusher.report.deleted, kernelFlushes: flusher.report.kernelFlushes, left: afterFlusher },
+      flusher: {
+        ms: flusher.ms,
+        cpuMs: flusher.cpuMs,
+        durationMs: flusher.report.durationMs,
+        deleted: flusher.report.deleted,
+        kernelFlushes: flusher.report.kernelFlushes,
+        left: afterFlusher,
+      },
       dump: { ms: dump.ms, cpuMs: dump.cpuMs, found: dump.value.length },
-      delete: { ms: del.ms, cpuMs: del.cpuMs, deleted: del.value.deleted, errors: del.value.errors.length, left: afterDelete },
-      fallbackFlusher: { ms: fb.ms, cpuMs: fb.cpuMs, durationMs: fb.report.durationMs, deleted: fb.report.deleted, kernelFlushes: fb.report.kernelFlushes, left: afterFallback },
+      delete: {
+        ms: del.ms,
+        cpuMs: del.cpuMs,
+        deleted: del.value.deleted,
+        errors: del.value.errors.length,
+        left: afterDelete,
+      },
+      fallbackFlusher: {
+        ms: fb.ms,
+        cpuMs: fb.cpuMs,
+        durationMs: fb.report.durationMs,
+        deleted: fb.report.deleted,
+        kernelFlushes: fb.report.kernelFlushes,
+        left: afterFallback,
+      },
     };
   } finally {
     conn.close();

@@ -24,10 +24,15 @@ async function execCpuMs(entries: number): Promise<number> {
   const ns = await Netns.create('ct-bench-cpu');
   try {
     const a = await ns.agent();
-    const flows = [...udpFlows(1000, '10.96.0.10', '10.244.1.6', 40000), ...udpFlows(entries, '10.96.0.10', '10.244.1.5')];
+    const flows = [
+      ...udpFlows(1000, '10.96.0.10', '10.244.1.6', 40000),
+      ...udpFlows(entries, '10.96.0.10', '10.244.1.5'),
+    ];
     const failed = (await a.call<(unknown | null)[]>(SCENARIO, 'create', flows)).filter(Boolean);
     if (failed.length) throw new Error(`${failed.length} inserts failed`);
-    const r = await ns.exec('/bin/bash', ['-c', `/usr/sbin/conntrack ${CLI_ARGS.join(' ')} 2>/dev/null; times`], { timeoutMs: 300_000 });
+    const r = await ns.exec('/bin/bash', ['-c', `/usr/sbin/conntrack ${CLI_ARGS.join(' ')} 2>/dev/null; times`], {
+      timeoutMs: 300_000,
+    });
     // conntrack prints each deleted entry on stdout (kept, as in the timed run: it is part of
     // the exec's work); then `times` prints the shell's user/sys and its children's, last.
     const lines = r.stdout.trim().split('\n');
@@ -57,7 +62,15 @@ async function conntrackSections(opts: BenchOptions): Promise<Section[]> {
   const exec = summarize(pick((r) => r.cliDeleteMs));
   const row = (way: string, wall: number[], cpu: number[], baseline = false): string[] => {
     const s = summarize(wall);
-    return [way, formatCount(entries), formatMs(s.median), formatSpread(s), formatMs(summarize(cpu).median), baseline ? 'baseline' : formatRatio(exec.median, s.median), formatCount(s.runs)];
+    return [
+      way,
+      formatCount(entries),
+      formatMs(s.median),
+      formatSpread(s),
+      formatMs(summarize(cpu).median),
+      baseline ? 'baseline' : formatRatio(exec.median, s.median),
+      formatCount(s.runs),
+    ];
   };
   const flusher = summarize(pick((r) => r.flusher.ms));
   const flusherCpu = summarize(pick((r) => r.flusher.cpuMs));
@@ -70,7 +83,12 @@ async function conntrackSections(opts: BenchOptions): Promise<Section[]> {
     {
       what: `#6 ${formatCount(entries)} stale UDP entries deleted (the flusher, end to end, on this machine's kernel)`,
       target: `< ${TARGET_MS} ms for ${formatCount(TARGET_ENTRIES)}`,
-      status: entries !== TARGET_ENTRIES ? 'not measured' : flusher.median < TARGET_MS && problems.length === 0 ? 'met' : 'missed',
+      status:
+        entries !== TARGET_ENTRIES
+          ? 'not measured'
+          : flusher.median < TARGET_MS && problems.length === 0
+            ? 'met'
+            : 'missed',
       detail:
         entries !== TARGET_ENTRIES
           ? `quick mode ran ${formatCount(entries)} entries`
@@ -91,22 +109,61 @@ async function conntrackSections(opts: BenchOptions): Promise<Section[]> {
         'timed through the client (dump and delete apart) and through the flusher (the same path, forced on this kernel with `kernelFlush: false`). ' +
         `Then the same stale entries are inserted again and deleted by one \`conntrack ${CLI_ARGS.join(' ')}\` process (what upstream exec’d before it moved to netlink), timed from outside with process start-up included (through \`ip netns exec\`, whose own start-up counts against the exec side). ` +
         `Each round runs in a fresh namespace after ${formatCount(warmup)} entries of warm-up through every way.`,
-      columns: [{ title: 'way' }, { title: 'entries', align: 'right' }, { title: 'median (wall)', align: 'right' }, { title: 'spread (wall)', align: 'right' }, { title: 'median CPU', align: 'right' }, { title: 'vs exec', align: 'right' }, { title: 'runs', align: 'right' }],
+      columns: [
+        { title: 'way' },
+        { title: 'entries', align: 'right' },
+        { title: 'median (wall)', align: 'right' },
+        { title: 'spread (wall)', align: 'right' },
+        { title: 'median CPU', align: 'right' },
+        { title: 'vs exec', align: 'right' },
+        { title: 'runs', align: 'right' },
+      ],
       rows: [
-        row('ours, 6.12+: one filtered flush request (+ 2 stats requests)', pick((r) => r.flush.ms), pick((r) => r.flush.cpuMs)),
-        row('ours, 6.12+: the flusher end to end (what the daemon runs)', pick((r) => r.flusher.ms), pick((r) => r.flusher.cpuMs)),
-        row('ours, before 6.12: dump with kernel-side filter', pick((r) => r.dump.ms), pick((r) => r.dump.cpuMs)),
-        row(`ours, before 6.12: delete, ${perDatagram} per datagram`, pick((r) => r.delete.ms), pick((r) => r.delete.cpuMs)),
-        row('ours, before 6.12: dump + delete', pick((r) => r.dump.ms + r.delete.ms), pick((r) => r.dump.cpuMs + r.delete.cpuMs)),
-        row('ours, before 6.12: the flusher end to end', pick((r) => r.fallbackFlusher.ms), pick((r) => r.fallbackFlusher.cpuMs)),
-        row('exec: one `conntrack -D` process (dump + delete, start-up included)', pick((r) => r.cliDeleteMs), execCpu, true),
+        row(
+          'ours, 6.12+: one filtered flush request (+ 2 stats requests)',
+          pick((r) => r.flush.ms),
+          pick((r) => r.flush.cpuMs),
+        ),
+        row(
+          'ours, 6.12+: the flusher end to end (what the daemon runs)',
+          pick((r) => r.flusher.ms),
+          pick((r) => r.flusher.cpuMs),
+        ),
+        row(
+          'ours, before 6.12: dump with kernel-side filter',
+          pick((r) => r.dump.ms),
+          pick((r) => r.dump.cpuMs),
+        ),
+        row(
+          `ours, before 6.12: delete, ${perDatagram} per datagram`,
+          pick((r) => r.delete.ms),
+          pick((r) => r.delete.cpuMs),
+        ),
+        row(
+          'ours, before 6.12: dump + delete',
+          pick((r) => r.dump.ms + r.delete.ms),
+          pick((r) => r.dump.cpuMs + r.delete.cpuMs),
+        ),
+        row(
+          'ours, before 6.12: the flusher end to end',
+          pick((r) => r.fallbackFlusher.ms),
+          pick((r) => r.fallbackFlusher.cpuMs),
+        ),
+        row(
+          'exec: one `conntrack -D` process (dump + delete, start-up included)',
+          pick((r) => r.cliDeleteMs),
+          execCpu,
+          true,
+        ),
       ],
       notes: [
         'CPU is user + system time of the process doing the work; the kernel’s side of the requests runs inside its sendmsg/recvmsg calls and is counted there. ' +
           'For the exec row it is the `conntrack` process’s own, read by bash’s `times` in a separate namespace holding the same entries (one per round).',
         '“vs exec” is how many times faster than the `conntrack -D` process (below 1×: slower).',
         'The filtered flush walks the whole table once per request (about 1.5 ms at 16,000 entries here), whatever it deletes; the flusher sends at most 16 per run and dumps instead beyond that.',
-        kernelFlush ? 'This kernel carried out the filtered flush in every round.' : '**This kernel refused the filtered flush**: the 6.12+ rows took the dump way.',
+        kernelFlush
+          ? 'This kernel carried out the filtered flush in every round.'
+          : '**This kernel refused the filtered flush**: the 6.12+ rows took the dump way.',
         loadText + '.',
         problems.length === 0
           ? `Every round: every way deleted exactly the ${formatCount(entries)} stale entries and none of the 1,000 healthy ones; \`conntrack -D\` reported ${formatCount(entries)} deleted.`

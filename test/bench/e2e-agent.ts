@@ -63,8 +63,20 @@ function slice(i: number, addrs: readonly string[]): KObject {
     metadata: {
       name: `svc-${i}-abcde`,
       namespace: `ns-${i % 50}`,
-      labels: { 'kubernetes.io/service-name': `svc-${i}`, 'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io' },
-      ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name: `svc-${i}`, uid: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`, controller: true, blockOwnerDeletion: true }],
+      labels: {
+        'kubernetes.io/service-name': `svc-${i}`,
+        'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io',
+      },
+      ownerReferences: [
+        {
+          apiVersion: 'v1',
+          kind: 'Service',
+          name: `svc-${i}`,
+          uid: `00000000-0000-0000-0000-${String(i).padStart(12, '0')}`,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     addressType: 'IPv4',
     endpoints: addrs.map((a, j) => ({
@@ -92,7 +104,12 @@ export async function startApi(n: number, per: number, pods: string[][]): Promis
     kind: 'Node',
     metadata: { name: NODE_NAME, labels: { 'kubernetes.io/hostname': NODE_NAME } },
     spec: { podCIDR: '10.244.0.0/24', podCIDRs: ['10.244.0.0/24'] },
-    status: { addresses: [{ type: 'InternalIP', address: '10.1.0.1' }, { type: 'Hostname', address: NODE_NAME }] },
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: '10.1.0.1' },
+        { type: 'Hostname', address: NODE_NAME },
+      ],
+    },
   });
   for (let i = 0; i < n; i++) {
     server.create(service(i));
@@ -162,7 +179,13 @@ export async function stopApi(): Promise<void> {
  * answer starts with `prefix` (the echo backend's pod name); returns the wall time of that
  * answer, or undefined after `limitMs`. At most 200 attempts are in flight.
  */
-export async function firstAnswer(host: string, port: number, prefix: string, limitMs: number, everyMs = 2): Promise<number | undefined> {
+export async function firstAnswer(
+  host: string,
+  port: number,
+  prefix: string,
+  limitMs: number,
+  everyMs = 2,
+): Promise<number | undefined> {
   const end = performance.now() + limitMs;
   let answeredAt: number | undefined;
   let inFlight = 0;
@@ -181,5 +204,10 @@ export async function firstAnswer(host: string, port: number, prefix: string, li
 
 /** The server's request log (path, list or watch, wall time), for a look at what a cold start waited for. */
 export function requestLog(): { path: string; watch: boolean; at: number; cont: boolean }[] {
-  return (server?.requests ?? []).map((r) => ({ path: r.path, watch: r.watch, at: r.at, cont: r.query['continue'] !== undefined }));
+  return (server?.requests ?? []).map((r) => ({
+    path: r.path,
+    watch: r.watch,
+    at: r.at,
+    cont: r.query['continue'] !== undefined,
+  }));
 }

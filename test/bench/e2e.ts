@@ -85,18 +85,27 @@ async function cluster(): Promise<Cluster> {
 
 export function daemonArgs(url: string): string[] {
   return [
-    '--master', url,
-    '--proxy-mode', 'nftables',
-    '--hostname-override', 'node-a',
-    '--cluster-cidr', '10.244.0.0/16',
-    '--healthz-bind-address', '127.0.0.1:10256',
-    '--metrics-bind-address', '127.0.0.1:10249',
-    '--min-sync-period', MIN_SYNC,
+    '--master',
+    url,
+    '--proxy-mode',
+    'nftables',
+    '--hostname-override',
+    'node-a',
+    '--cluster-cidr',
+    '10.244.0.0/16',
+    '--healthz-bind-address',
+    '127.0.0.1:10256',
+    '--metrics-bind-address',
+    '127.0.0.1:10249',
+    '--min-sync-period',
+    MIN_SYNC,
   ];
 }
 
 export function spawnMeasured(c: Cluster, url: string, extraNodeOptions: readonly string[] = []): DaemonProcess {
-  return spawnDaemon(c.node, daemonArgs(url), { env: { NODE_OPTIONS: [...DAEMON_NODE_FLAGS, ...extraNodeOptions].join(' ') } });
+  return spawnDaemon(c.node, daemonArgs(url), {
+    env: { NODE_OPTIONS: [...DAEMON_NODE_FLAGS, ...extraNodeOptions].join(' ') },
+  });
 }
 
 async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): Promise<SizeResult> {
@@ -105,18 +114,35 @@ async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): P
   let d: DaemonProcess | undefined;
   try {
     const api = c.nodeAgent;
-    const { url, seedMs } = await api.call<{ url: string; seedMs: number }>(AGENT, 'startApi', n, ENDPOINTS, [podAddrs(0), podAddrs(1)]);
+    const { url, seedMs } = await api.call<{ url: string; seedMs: number }>(AGENT, 'startApi', n, ENDPOINTS, [
+      podAddrs(0),
+      podAddrs(1),
+    ]);
     const servingMs = n > 0 ? await api.call<number>(AGENT, 'listServingMs') : undefined;
-    opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: server seeded in ${formatMs(seedMs)}, lists served in ${servingMs === undefined ? '-' : formatMs(servingMs)}`);
+    opts.log(
+      `e2e: ${formatCount(n)} × ${ENDPOINTS}: server seeded in ${formatMs(seedMs)}, lists served in ${servingMs === undefined ? '-' : formatMs(servingMs)}`,
+    );
     const answer = (ip: string, prefix: string, limitMs: number) =>
       c.clientAgent.call<number | undefined>(AGENT, 'firstAnswer', ip, 80, prefix, limitMs);
     const started = wallNow();
     d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`]);
-    const out: SizeResult = { n, newServiceMs: [], moveMs: [], rssSyncMiB: NaN, rssChurnMiB: NaN, peakMiB: NaN, churned: 0 };
+    const out: SizeResult = {
+      n,
+      newServiceMs: [],
+      moveMs: [],
+      rssSyncMiB: NaN,
+      rssChurnMiB: NaN,
+      peakMiB: NaN,
+      churned: 0,
+    };
     if (servingMs !== undefined) out.servingMs = servingMs;
     if (n > 0) {
-      const [first, last] = await Promise.all([answer(clusterIP(0), 'pod1', 120_000), answer(clusterIP(n - 1), 'pod1', 120_000)]);
-      if (first === undefined || last === undefined) throw new Error(`the daemon did not program ${n} Services within 120 s:\n${d.log().slice(-3000)}`);
+      const [first, last] = await Promise.all([
+        answer(clusterIP(0), 'pod1', 120_000),
+        answer(clusterIP(n - 1), 'pod1', 120_000),
+      ]);
+      if (first === undefined || last === undefined)
+        throw new Error(`the daemon did not program ${n} Services within 120 s:\n${d.log().slice(-3000)}`);
       out.coldFirstMs = first - started;
       out.coldLastMs = last - started;
       out.coldCpuMs = await cpuMsOf(d.pid);
@@ -152,7 +178,11 @@ async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): P
       opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: heap snapshot`);
       const mappings = smapsByMapping(await readFile(`/proc/${d.pid}/smaps`, 'utf8'));
       const daemon = d;
-      out.breakdown = { rssMiB: m.rss, mappings, heap: heapBreakdown(await takeSnapshot(() => daemon.signal('SIGUSR2'), snapshots)) };
+      out.breakdown = {
+        rssMiB: m.rss,
+        mappings,
+        heap: heapBreakdown(await takeSnapshot(() => daemon.signal('SIGUSR2'), snapshots)),
+      };
     }
     return out;
   } finally {
@@ -170,8 +200,15 @@ export const bench: Bench = {
   needsRoot: true,
   async run(opts: BenchOptions): Promise<Section[]> {
     // E2E_SIZES=0,10000 picks sizes (a comparison run); E2E_50K=1 adds 50,000 to the full run.
-    const chosen = process.env['E2E_SIZES']?.split(',').map(Number).filter((x) => Number.isInteger(x) && x >= 0);
-    const sizes = chosen?.length ? chosen : opts.quick ? [0, 1000] : [0, 1000, 5000, 10_000, ...(process.env['E2E_50K'] ? [50_000] : [])];
+    const chosen = process.env['E2E_SIZES']
+      ?.split(',')
+      .map(Number)
+      .filter((x) => Number.isInteger(x) && x >= 0);
+    const sizes = chosen?.length
+      ? chosen
+      : opts.quick
+        ? [0, 1000]
+        : [0, 1000, 5000, 10_000, ...(process.env['E2E_50K'] ? [50_000] : [])];
     const results: SizeResult[] = [];
     const largest = Math.max(...sizes);
     for (const n of sizes) {
@@ -182,37 +219,65 @@ export const bench: Bench = {
     const idle = results.find((r) => r.n === 0);
     const targets: Target[] = [
       idle
-        ? { what: '#17 idle RSS', target: '≤ 60 MiB', status: idle.rssSyncMiB <= 60 ? 'met' : 'missed', detail: mib(idle.rssSyncMiB) }
+        ? {
+            what: '#17 idle RSS',
+            target: '≤ 60 MiB',
+            status: idle.rssSyncMiB <= 60 ? 'met' : 'missed',
+            detail: mib(idle.rssSyncMiB),
+          }
         : { what: '#17 idle RSS', target: '≤ 60 MiB', status: 'not measured', detail: 'no idle run' },
       at10k
-        ? { what: '#17 10,000 × 10 cold start', target: '≤ 1 s', status: (at10k.coldLastMs ?? Infinity) <= 1000 ? 'met' : 'missed', detail: ms(at10k.coldLastMs) }
+        ? {
+            what: '#17 10,000 × 10 cold start',
+            target: '≤ 1 s',
+            status: (at10k.coldLastMs ?? Infinity) <= 1000 ? 'met' : 'missed',
+            detail: ms(at10k.coldLastMs),
+          }
         : { what: '#17 10,000 × 10 cold start', target: '≤ 1 s', status: 'not measured', detail: 'not in this run' },
       at10k
-        ? { what: '#17 10,000 × 10 steady RSS / peak', target: '≤ 160 MiB / ≤ 256 MiB', status: at10k.rssChurnMiB <= 160 && at10k.peakMiB <= 256 ? 'met' : 'missed', detail: `${mib(at10k.rssChurnMiB)} / ${mib(at10k.peakMiB)}` }
-        : { what: '#17 10,000 × 10 steady RSS / peak', target: '≤ 160 MiB / ≤ 256 MiB', status: 'not measured', detail: 'not in this run' },
+        ? {
+            what: '#17 10,000 × 10 steady RSS / peak',
+            target: '≤ 160 MiB / ≤ 256 MiB',
+            status: at10k.rssChurnMiB <= 160 && at10k.peakMiB <= 256 ? 'met' : 'missed',
+            detail: `${mib(at10k.rssChurnMiB)} / ${mib(at10k.peakMiB)}`,
+          }
+        : {
+            what: '#17 10,000 × 10 steady RSS / peak',
+            target: '≤ 160 MiB / ≤ 256 MiB',
+            status: 'not measured',
+            detail: 'not in this run',
+          },
     ];
-    return [{
-      title: 'End to end: the daemon process against a test API server (issue 17)',
-      description: `The real daemon (bin/kube-proxy-ts.js, NODE_OPTIONS=${DAEMON_NODE_FLAGS.join(' ')}, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at 50/s.`,
-      columns: [
-        { title: 'N × 10' }, { title: 'cold start: first / last Service answers', align: 'right' }, { title: 'daemon CPU to then', align: 'right' },
-        { title: 'server list serving', align: 'right' },
-        { title: 'new Service', align: 'right' }, { title: 'endpoint move', align: 'right' }, { title: 'RSS after first sync', align: 'right' },
-        { title: 'RSS after churn (updates)', align: 'right' }, { title: 'peak RSS', align: 'right' },
-      ],
-      rows: results.map((r) => [
-        r.n === 0 ? '0 (idle)' : formatCount(r.n),
-        r.coldFirstMs === undefined ? '-' : `${formatMs(r.coldFirstMs)} / ${ms(r.coldLastMs)}`,
-        ms(r.coldCpuMs),
-        ms(r.servingMs),
-        med(r.newServiceMs),
-        med(r.moveMs),
-        mib(r.rssSyncMiB),
-        `${mib(r.rssChurnMiB)} (${formatCount(r.churned)})`,
-        mib(r.peakMiB),
-      ]),
-      targets,
-    }, ...results.filter((r) => r.breakdown).map((r) => breakdownSection(r.n, r.breakdown!))];
+    return [
+      {
+        title: 'End to end: the daemon process against a test API server (issue 17)',
+        description: `The real daemon (bin/kube-proxy-ts.js, NODE_OPTIONS=${DAEMON_NODE_FLAGS.join(' ')}, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at 50/s.`,
+        columns: [
+          { title: 'N × 10' },
+          { title: 'cold start: first / last Service answers', align: 'right' },
+          { title: 'daemon CPU to then', align: 'right' },
+          { title: 'server list serving', align: 'right' },
+          { title: 'new Service', align: 'right' },
+          { title: 'endpoint move', align: 'right' },
+          { title: 'RSS after first sync', align: 'right' },
+          { title: 'RSS after churn (updates)', align: 'right' },
+          { title: 'peak RSS', align: 'right' },
+        ],
+        rows: results.map((r) => [
+          r.n === 0 ? '0 (idle)' : formatCount(r.n),
+          r.coldFirstMs === undefined ? '-' : `${formatMs(r.coldFirstMs)} / ${ms(r.coldLastMs)}`,
+          ms(r.coldCpuMs),
+          ms(r.servingMs),
+          med(r.newServiceMs),
+          med(r.moveMs),
+          mib(r.rssSyncMiB),
+          `${mib(r.rssChurnMiB)} (${formatCount(r.churned)})`,
+          mib(r.peakMiB),
+        ]),
+        targets,
+      },
+      ...results.filter((r) => r.breakdown).map((r) => breakdownSection(r.n, r.breakdown!)),
+    ];
   },
 };
 
@@ -235,10 +300,16 @@ function breakdownSection(n: number, b: NonNullable<SizeResult['breakdown']>): S
     ['    objects', mib(type('object'))],
     ['    arrays (element and property stores)', mib(type('array'))],
     ['    code (compiled functions)', mib(type('code'))],
-    ['    other (hidden, shapes, closures, native)', mib(live - strings - type('object') - type('array') - type('code'))],
+    [
+      '    other (hidden, shapes, closures, native)',
+      mib(live - strings - type('object') - type('array') - type('code')),
+    ],
     ['  of which not live (V8 free pages and reserve, young generation)', mib(anon / 1024 - live)],
   ];
-  const top = b.heap.byName.filter(([k]) => k.startsWith('object:')).slice(0, 4).map(([k, e]) => `${k.slice(7) || '(anonymous)'} ${(e.size / 2 ** 20).toFixed(1)} MiB (${formatCount(e.count)})`);
+  const top = b.heap.byName
+    .filter(([k]) => k.startsWith('object:'))
+    .slice(0, 4)
+    .map(([k, e]) => `${k.slice(7) || '(anonymous)'} ${(e.size / 2 ** 20).toFixed(1)} MiB (${formatCount(e.count)})`);
   return {
     title: `Where the memory goes: the daemon at ${n === 0 ? 'idle' : `${formatCount(n)} × ${ENDPOINTS}`} (issue 17)`,
     description: `The same daemon at the end of its run above (RSS ${mib(b.rssMiB)}): its RSS by mapping (/proc/<pid>/smaps), and its live JS heap from a heap snapshot (--heapsnapshot-signal), by kind.`,

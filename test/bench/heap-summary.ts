@@ -52,7 +52,11 @@ export function heapBreakdown(s: Snapshot): HeapBreakdown {
     e.count++;
     byName.set(name, e);
   }
-  return { total, byType: [...byType].sort((a, b) => b[1] - a[1]), byName: [...byName].sort((a, b) => b[1].size - a[1].size) };
+  return {
+    total,
+    byType: [...byType].sort((a, b) => b[1] - a[1]),
+    byName: [...byName].sort((a, b) => b[1].size - a[1].size),
+  };
 }
 
 export function summarize(s: Snapshot, top = 25): string {
@@ -61,7 +65,8 @@ export function summarize(s: Snapshot, top = 25): string {
   const lines = [`heap (self sizes): ${mb(h.total)} MiB`, 'by type:'];
   for (const [t, size] of h.byType) lines.push(`  ${mb(size)} MiB  ${t}`);
   lines.push('by constructor:');
-  for (const [n, e] of h.byName.slice(0, top)) lines.push(`  ${mb(e.size)} MiB  ${String(e.count).padStart(8)}  ${n.slice(0, 80)}`);
+  for (const [n, e] of h.byName.slice(0, top))
+    lines.push(`  ${mb(e.size)} MiB  ${String(e.count).padStart(8)}  ${n.slice(0, 80)}`);
   return lines.join('\n');
 }
 
@@ -73,10 +78,14 @@ export function topStrings(s: Snapshot, top: number): string {
   const [iType, iName, iSize] = [fields.indexOf('type'), fields.indexOf('name'), fields.indexOf('self_size')];
   const found: [number, string][] = [];
   for (let i = 0; i < s.nodes.length; i += nf) {
-    if (types[s.nodes[i + iType]!] === 'string') found.push([s.nodes[i + iSize]!, s.strings[s.nodes[i + iName]!] ?? '']);
+    if (types[s.nodes[i + iType]!] === 'string')
+      found.push([s.nodes[i + iSize]!, s.strings[s.nodes[i + iName]!] ?? '']);
   }
   found.sort((a, b) => b[0] - a[0]);
-  return found.slice(0, top).map(([size, text]) => `${String(size).padStart(9)}  ${JSON.stringify(text.slice(0, 100))}`).join('\n');
+  return found
+    .slice(0, top)
+    .map(([size, text]) => `${String(size).padStart(9)}  ${JSON.stringify(text.slice(0, 100))}`)
+    .join('\n');
 }
 
 /** RSS by mapping (file path, or [anon], [heap], [stack]), kB, largest first. */
@@ -123,7 +132,14 @@ async function main(): Promise<void> {
     const { url } = await c.nodeAgent.call<{ url: string }>(AGENT, 'startApi', n, 10, pods);
     const d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`]);
     try {
-      const last = await c.clientAgent.call<number | undefined>(AGENT, 'firstAnswer', clusterIP(Math.max(0, n - 1)), 80, 'pod1', 120_000);
+      const last = await c.clientAgent.call<number | undefined>(
+        AGENT,
+        'firstAnswer',
+        clusterIP(Math.max(0, n - 1)),
+        80,
+        'pod1',
+        120_000,
+      );
       if (last === undefined) throw new Error(`not programmed:\n${d.log().slice(-2000)}`);
       await new Promise((r) => setTimeout(r, 3000));
       const status = await readFile(`/proc/${d.pid}/status`, 'utf8');

@@ -64,14 +64,23 @@ export async function benchIpsetAdd(n = 20_000, runs = 3): Promise<IpsetBenchRes
       await ns.run('ipset', 'destroy', `KPTS-ONE-${r}`);
       await ns.run('ipset', 'destroy', `KPTS-EXEC-${r}`);
     }
-    return { entries: n, runs, bulkMs: median(bulk), oneByOneMs: median(one), restoreExecMs: median(exec), bulkMessages, samples: { bulk, oneByOne: one, restoreExec: exec } };
+    return {
+      entries: n,
+      runs,
+      bulkMs: median(bulk),
+      oneByOneMs: median(one),
+      restoreExecMs: median(exec),
+      bulkMessages,
+      samples: { bulk, oneByOne: one, restoreExec: exec },
+    };
   } finally {
     await ns.destroy();
   }
 }
 
 export function formatIpsetBench(r: IpsetBenchResult): string {
-  const row = (way: string, ms: number): string => `| ${way} | ${ms.toFixed(1)} | ${((r.entries / ms) * 1000).toFixed(0)} |`;
+  const row = (way: string, ms: number): string =>
+    `| ${way} | ${ms.toFixed(1)} | ${((r.entries / ms) * 1000).toFixed(0)} |`;
   return [
     `ipset: ${r.entries} hash:ip,port entries with comments into a fresh set (median of ${r.runs})`,
     '',
@@ -90,11 +99,27 @@ export function formatIpsetBench(r: IpsetBenchResult): string {
 export async function benchIpsetAddExecPerEntry(n: number): Promise<number> {
   const ns = await Netns.create('bench-ipset-exec');
   try {
-    await ns.run('ipset', 'create', 'KPTS-PER-ENTRY', 'hash:ip,port', 'family', 'inet', 'maxelem', String(Math.max(65536, n * 2)), 'comment');
+    await ns.run(
+      'ipset',
+      'create',
+      'KPTS-PER-ENTRY',
+      'hash:ip,port',
+      'family',
+      'inet',
+      'maxelem',
+      String(Math.max(65536, n * 2)),
+      'comment',
+    );
     const list = entries(n, true);
     const t0 = performance.now();
     for (const e of list) {
-      const r = await ns.exec('ipset', ['add', 'KPTS-PER-ENTRY', `${e.ip},${e.proto}:${e.port}`, 'comment', e.comment ?? '']);
+      const r = await ns.exec('ipset', [
+        'add',
+        'KPTS-PER-ENTRY',
+        `${e.ip},${e.proto}:${e.port}`,
+        'comment',
+        e.comment ?? '',
+      ]);
       if (r.code !== 0) throw new Error(`ipset add failed: ${r.stderr}`);
     }
     const ms = performance.now() - t0;
@@ -117,7 +142,15 @@ async function ipsetSections(opts: BenchOptions): Promise<Section[]> {
   const exec = summarize(r.samples.restoreExec);
   const row = (way: string, samples: number[]): string[] => {
     const s = summarize(samples);
-    return [way, formatCount(n), formatMs(s.median), formatSpread(s), formatCount((n / s.median) * 1000), samples === r.samples.restoreExec ? 'baseline' : formatRatio(exec.median, s.median), formatCount(s.runs)];
+    return [
+      way,
+      formatCount(n),
+      formatMs(s.median),
+      formatSpread(s),
+      formatCount((n / s.median) * 1000),
+      samples === r.samples.restoreExec ? 'baseline' : formatRatio(exec.median, s.median),
+      formatCount(s.runs),
+    ];
   };
   return [
     {
@@ -127,12 +160,28 @@ async function ipsetSections(opts: BenchOptions): Promise<Section[]> {
         'by our nfnetlink client in bulk (ADT lists, many entries per message), by the same client one request per entry, ' +
         'and by exec of `ipset restore` with the same entries, timed from outside with process start-up included (upstream IPVS mode’s way; through `ip netns exec`, whose own start-up counts against the exec side). ' +
         'The last row is the pattern upstream issue 133773 describes: one `ipset add` process per entry, on fewer entries.',
-      columns: [{ title: 'way' }, { title: 'entries', align: 'right' }, { title: 'median', align: 'right' }, { title: 'spread', align: 'right' }, { title: 'entries/s', align: 'right' }, { title: 'vs exec `ipset restore`', align: 'right' }, { title: 'runs', align: 'right' }],
+      columns: [
+        { title: 'way' },
+        { title: 'entries', align: 'right' },
+        { title: 'median', align: 'right' },
+        { title: 'spread', align: 'right' },
+        { title: 'entries/s', align: 'right' },
+        { title: 'vs exec `ipset restore`', align: 'right' },
+        { title: 'runs', align: 'right' },
+      ],
       rows: [
         row(`ours: IpsetClient.addMany (${r.bulkMessages} message${r.bulkMessages === 1 ? '' : 's'})`, r.samples.bulk),
         row('ours: IpsetClient.add, one request each', r.samples.oneByOne),
         row('exec: `ipset restore` (process start included)', r.samples.restoreExec),
-        [`exec: one \`ipset add\` process per entry (${formatMs(perEntryMs / perEntryN)} each)`, formatCount(perEntryN), formatMs(perEntryMs), 'one run', formatCount((perEntryN / perEntryMs) * 1000), '—', '1'],
+        [
+          `exec: one \`ipset add\` process per entry (${formatMs(perEntryMs / perEntryN)} each)`,
+          formatCount(perEntryN),
+          formatMs(perEntryMs),
+          'one run',
+          formatCount((perEntryN / perEntryMs) * 1000),
+          '—',
+          '1',
+        ],
       ],
       notes: ['“vs exec” is how many times faster than `ipset restore` of the same entries (below 1×: slower).'],
     },

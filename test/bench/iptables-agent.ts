@@ -11,9 +11,25 @@ import { connect, Protocol } from '../../src/netlink/core/index.ts';
 import { NftClient } from '../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../src/netlink/nftables/iptables/rule.ts';
 import { rulesetToSave } from '../../src/netlink/nftables/iptables/save.ts';
-import { assembleRuleset, globalContext, globalRules, IptablesProxier, iptablesNftCodec, IPTABLES_RECV_BYTES, servicePortRules } from '../../src/proxier/iptables/index.ts';
+import {
+  assembleRuleset,
+  globalContext,
+  globalRules,
+  IptablesProxier,
+  iptablesNftCodec,
+  IPTABLES_RECV_BYTES,
+  servicePortRules,
+} from '../../src/proxier/iptables/index.ts';
 import { Chain } from '../../src/proxier/iptables/names.ts';
-import { CLUSTER_CIDR, changedService, endpointSlice, extraIP, NODE_NAME, SERVICE_CIDR, service } from './nftables-workload.ts';
+import {
+  CLUSTER_CIDR,
+  changedService,
+  endpointSlice,
+  extraIP,
+  NODE_NAME,
+  SERVICE_CIDR,
+  service,
+} from './nftables-workload.ts';
 
 export interface SyncTiming {
   totalMs: number;
@@ -35,7 +51,10 @@ let rv = 1;
 let n = 0;
 
 function newTracker(): ChangeTracker {
-  return new ChangeTracker({ nodeName: NODE_NAME, family: 'IPv4', clusterCIDRs: [CLUSTER_CIDR], serviceCIDRs: [SERVICE_CIDR] }, { logger: nullLogger, clock: new FakeClock() });
+  return new ChangeTracker(
+    { nodeName: NODE_NAME, family: 'IPv4', clusterCIDRs: [CLUSTER_CIDR], serviceCIDRs: [SERVICE_CIDR] },
+    { logger: nullLogger, clock: new FakeClock() },
+  );
 }
 
 export function start(size: number): void {
@@ -43,7 +62,14 @@ export function start(size: number): void {
   conn = connect(Protocol.NETFILTER, { timeoutMs: 600_000, recvMessageBytes: IPTABLES_RECV_BYTES });
   const tables: IptTable[] = ['nat', 'filter', 'mangle'];
   const clients = new Map(tables.map((table) => [table, new NftClient({ family: 'ip', table, transport: conn! })]));
-  proxier = new IptablesProxier({ family: 'IPv4', clients, sender: clients.get('nat')!, codec: iptablesNftCodec('IPv4'), logger: nullLogger, maxBatchBytes: conn.maxBatchBytes });
+  proxier = new IptablesProxier({
+    family: 'IPv4',
+    clients,
+    sender: clients.get('nat')!,
+    codec: iptablesNftCodec('IPv4'),
+    logger: nullLogger,
+    maxBatchBytes: conn.maxBatchBytes,
+  });
   tracker = newTracker();
   n = size;
   services = Array.from({ length: n }, (_, i) => service(i));
@@ -62,7 +88,15 @@ export async function fullSync(): Promise<SyncTiming> {
   const t1 = performance.now();
   const r = await proxier!.sync(desired, change, new AbortController().signal);
   if (r.errors.length) throw new Error(r.errors.join('; '));
-  return { totalMs: performance.now() - t0, modelMs: t1 - t0, planMs: r.planMs, kernelMs: r.kernelMs, batches: r.batches ?? 0, longestBatchMs: r.longestBatchMs ?? 0, full: r.full };
+  return {
+    totalMs: performance.now() - t0,
+    modelMs: t1 - t0,
+    planMs: r.planMs,
+    kernelMs: r.kernelMs,
+    batches: r.batches ?? 0,
+    longestBatchMs: r.longestBatchMs ?? 0,
+    full: r.full,
+  };
 }
 
 /** A full sync with nothing changed (the periodic resync): reads the kernel, writes nothing. */
@@ -71,7 +105,15 @@ export async function resync(): Promise<SyncTiming> {
   const t0 = performance.now();
   const { desired, change } = tracker!.checkout();
   const r = await proxier!.sync(desired, change, new AbortController().signal);
-  return { totalMs: performance.now() - t0, modelMs: 0, planMs: r.planMs, kernelMs: r.kernelMs, batches: r.batches ?? 0, longestBatchMs: r.longestBatchMs ?? 0, full: r.full };
+  return {
+    totalMs: performance.now() - t0,
+    modelMs: 0,
+    planMs: r.planMs,
+    kernelMs: r.kernelMs,
+    batches: r.batches ?? 0,
+    longestBatchMs: r.longestBatchMs ?? 0,
+    full: r.full,
+  };
 }
 
 export async function change(r: number): Promise<SyncTiming> {
@@ -84,7 +126,15 @@ export async function change(r: number): Promise<SyncTiming> {
   const t1 = performance.now();
   const rep = await proxier!.sync(desired, cs, new AbortController().signal);
   if (rep.full) throw new Error('a one-endpoint change ran a full sync');
-  return { totalMs: performance.now() - t0, modelMs: t1 - t0, planMs: rep.planMs, kernelMs: rep.kernelMs, batches: rep.batches ?? 0, longestBatchMs: rep.longestBatchMs ?? 0, full: false };
+  return {
+    totalMs: performance.now() - t0,
+    modelMs: t1 - t0,
+    planMs: rep.planMs,
+    kernelMs: rep.kernelMs,
+    batches: rep.batches ?? 0,
+    longestBatchMs: rep.longestBatchMs ?? 0,
+    full: false,
+  };
 }
 
 export async function stop(): Promise<void> {
@@ -113,7 +163,10 @@ export function restoreTexts(size: number, changes: number): { full: string; cha
   const render = (): ReturnType<typeof assembleRuleset> => {
     const { desired } = tr.checkout();
     const g = globalContext(desired, []);
-    return assembleRuleset(globalRules(g), [...desired.services].map(([id, info]) => servicePortRules(info, desired.selections.get(id), g)));
+    return assembleRuleset(
+      globalRules(g),
+      [...desired.services].map(([id, info]) => servicePortRules(info, desired.selections.get(id), g)),
+    );
   };
   const full = rulesetToSave(render());
   const out: string[] = [];
@@ -127,7 +180,11 @@ export function restoreTexts(size: number, changes: number): { full: string; cha
     const nat = rs.tables.find((t) => t.table === 'nat')!;
     const services = nat.chains.find((c) => c.name === Chain.SERVICES)!;
     const ns = `ns${i % 100}/svc${i}`;
-    const svcChain = nat.chains.find((c) => c.name.startsWith('KUBE-SVC-') && c.rules.some((x) => x.matches.some((m) => m.m === 'comment' && m.text.startsWith(ns + ':'))))!;
+    const svcChain = nat.chains.find(
+      (c) =>
+        c.name.startsWith('KUBE-SVC-') &&
+        c.rules.some((x) => x.matches.some((m) => m.m === 'comment' && m.text.startsWith(ns + ':'))),
+    )!;
     const targets = new Set(svcChain.rules.map((x) => (x.target.t === 'jump' ? x.target.chain : '')));
     const seps = nat.chains.filter((c) => targets.has(c.name) && c.name.startsWith('KUBE-SEP-'));
     const part = { family: rs.family, tables: [{ table: 'nat' as const, chains: [services, svcChain, ...seps] }] };

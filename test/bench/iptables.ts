@@ -54,7 +54,8 @@ async function restore(ns: Netns, tool: string, text: string, noflush: boolean):
   const t0 = performance.now();
   const r = await ns.exec(tool, noflush ? ['--noflush'] : [], { input: text, timeoutMs: RESTORE_TIMEOUT_MS });
   const ms = performance.now() - t0;
-  if (r.code !== 0) throw new Error(`${tool} exited ${r.code}: ${r.stderr.trim().split('\n').slice(0, 3).join(' / ').slice(0, 300)}`);
+  if (r.code !== 0)
+    throw new Error(`${tool} exited ${r.code}: ${r.stderr.trim().split('\n').slice(0, 3).join(' / ').slice(0, 300)}`);
   return ms;
 }
 
@@ -98,26 +99,64 @@ async function measureSize(n: number, cfg: Config, log: (s: string) => void): Pr
   } finally {
     await legNs.destroy();
   }
-  return { n, ...ours, textBytes: Buffer.byteLength(texts.full), nftFull, nftChanges, legacyFull, legacyChanges, legacyError };
+  return {
+    n,
+    ...ours,
+    textBytes: Buffer.byteLength(texts.full),
+    nftFull,
+    nftChanges,
+    legacyFull,
+    legacyChanges,
+    legacyError,
+  };
 }
 
 function sections(results: SizeResult[]): Section[] {
   const rows: string[][] = [];
   for (const r of results) {
     const ch = median(r.changes.map((c) => c.totalMs));
-    rows.push([formatCount(r.n), 'full sync (cold)', formatMs(r.cold.totalMs), formatMs(r.nftFull), r.legacyFull === undefined ? '—' : formatMs(r.legacyFull), formatRatio(r.nftFull, r.cold.totalMs)]);
+    rows.push([
+      formatCount(r.n),
+      'full sync (cold)',
+      formatMs(r.cold.totalMs),
+      formatMs(r.nftFull),
+      r.legacyFull === undefined ? '—' : formatMs(r.legacyFull),
+      formatRatio(r.nftFull, r.cold.totalMs),
+    ]);
     rows.push([formatCount(r.n), 'full resync, nothing changed', formatMs(r.resync.totalMs), '—', '—', '']);
-    rows.push([formatCount(r.n), 'one endpoint added (median)', formatMs(ch), formatMs(median(r.nftChanges)), r.legacyChanges.length ? formatMs(median(r.legacyChanges)) : '—', formatRatio(median(r.nftChanges), ch)]);
+    rows.push([
+      formatCount(r.n),
+      'one endpoint added (median)',
+      formatMs(ch),
+      formatMs(median(r.nftChanges)),
+      r.legacyChanges.length ? formatMs(median(r.legacyChanges)) : '—',
+      formatRatio(median(r.nftChanges), ch),
+    ]);
   }
   const targets: Target[] = [];
   const big = results[results.length - 1]!;
   const small = results[0]!;
   const ratio = big.nftFull / big.cold.totalMs;
-  targets.push({ what: `#14 full sync at ${formatCount(big.n)} vs iptables-nft-restore`, target: '≥ 5× faster', status: ratio >= 5 ? 'met' : 'missed', detail: `${ratio.toFixed(1)}×` });
+  targets.push({
+    what: `#14 full sync at ${formatCount(big.n)} vs iptables-nft-restore`,
+    target: '≥ 5× faster',
+    status: ratio >= 5 ? 'met' : 'missed',
+    detail: `${ratio.toFixed(1)}×`,
+  });
   const worst = Math.max(...results.map((r) => median(r.changes.map((c) => c.totalMs))));
-  targets.push({ what: '#14 one endpoint change', target: '< 10 ms at every size', status: worst < 10 ? 'met' : 'missed', detail: `worst median ${formatMs(worst)}` });
+  targets.push({
+    what: '#14 one endpoint change',
+    target: '< 10 ms at every size',
+    status: worst < 10 ? 'met' : 'missed',
+    detail: `worst median ${formatMs(worst)}`,
+  });
   const flat = median(big.changes.map((c) => c.totalMs)) / median(small.changes.map((c) => c.totalMs));
-  targets.push({ what: `#14 one endpoint change, ${formatCount(big.n)} vs ${formatCount(small.n)}`, target: 'within 1.5×', status: flat <= 1.5 ? 'met' : 'missed', detail: `${flat.toFixed(2)}×` });
+  targets.push({
+    what: `#14 one endpoint change, ${formatCount(big.n)} vs ${formatCount(small.n)}`,
+    target: 'within 1.5×',
+    status: flat <= 1.5 ? 'met' : 'missed',
+    detail: `${flat.toFixed(2)}×`,
+  });
   return [
     {
       title: 'iptables mode: sync vs iptables-restore',
@@ -125,11 +164,23 @@ function sections(results: SizeResult[]): Section[] {
         'N ClusterIP Services × 10 endpoints. Ours: IptablesProxier over nf_tables netlink (rules in iptables-nft form) in a node namespace, model included. ' +
         'exec: the same ruleset as iptables-save text (save.ts) loaded by iptables-nft-restore / iptables-legacy-restore into an empty namespace; ' +
         'a change there is upstream’s partial restore (--noflush, KUBE-SERVICES rewritten whole).',
-      columns: [{ title: 'Services' }, { title: 'measurement' }, { title: 'ours', align: 'right' }, { title: 'iptables-nft-restore', align: 'right' }, { title: 'iptables-legacy-restore', align: 'right' }, { title: 'nft-restore / ours', align: 'right' }],
+      columns: [
+        { title: 'Services' },
+        { title: 'measurement' },
+        { title: 'ours', align: 'right' },
+        { title: 'iptables-nft-restore', align: 'right' },
+        { title: 'iptables-legacy-restore', align: 'right' },
+        { title: 'nft-restore / ours', align: 'right' },
+      ],
       rows,
       notes: [
-        ...results.map((r) => `${formatCount(r.n)}: ours ${r.cold.batches} batches (longest ${formatMs(r.cold.longestBatchMs)}), plan ${formatMs(r.cold.planMs)}, kernel ${formatMs(r.cold.kernelMs)}; agent RSS ${r.rssMiB.toFixed(0)} MiB (peak ${r.maxRssMiB.toFixed(0)} MiB); ruleset text ${(r.textBytes / MiB).toFixed(1)} MiB`),
-        ...results.filter((r) => r.legacyError).map((r) => `${formatCount(r.n)}: iptables-legacy-restore failed: ${r.legacyError}`),
+        ...results.map(
+          (r) =>
+            `${formatCount(r.n)}: ours ${r.cold.batches} batches (longest ${formatMs(r.cold.longestBatchMs)}), plan ${formatMs(r.cold.planMs)}, kernel ${formatMs(r.cold.kernelMs)}; agent RSS ${r.rssMiB.toFixed(0)} MiB (peak ${r.maxRssMiB.toFixed(0)} MiB); ruleset text ${(r.textBytes / MiB).toFixed(1)} MiB`,
+        ),
+        ...results
+          .filter((r) => r.legacyError)
+          .map((r) => `${formatCount(r.n)}: iptables-legacy-restore failed: ${r.legacyError}`),
       ],
       targets,
     },

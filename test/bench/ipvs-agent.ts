@@ -27,7 +27,18 @@ import { ProcSysctl } from '../../src/daemon/sysctl.ts';
 import { ChangeTracker } from '../../src/model/index.ts';
 import type { EndpointSlice, Service } from '../../src/model/k8s.ts';
 import type { IpvsProxier } from '../../src/proxier/ipvs/index.ts';
-import { CLUSTER_CIDR, NODE_NAME, SERVICE_CIDR, SERVICE_PORT, TARGET_PORT, changedService, clusterIP, endpointSlice, extraIP, service } from './nftables-workload.ts';
+import {
+  CLUSTER_CIDR,
+  NODE_NAME,
+  SERVICE_CIDR,
+  SERVICE_PORT,
+  TARGET_PORT,
+  changedService,
+  clusterIP,
+  endpointSlice,
+  extraIP,
+  service,
+} from './nftables-workload.ts';
 
 export interface Spawned {
   code: number | null;
@@ -37,7 +48,11 @@ export interface Spawned {
 }
 
 /** Runs one command, stdin from a file (or nothing), timed from spawn to exit; killed after timeoutMs. */
-export function timedSpawn(cmd: string, args: readonly string[], opts: { stdinFile?: string; timeoutMs?: number } = {}): Promise<Spawned> {
+export function timedSpawn(
+  cmd: string,
+  args: readonly string[],
+  opts: { stdinFile?: string; timeoutMs?: number } = {},
+): Promise<Spawned> {
   return new Promise((resolve) => {
     const fd = opts.stdinFile !== undefined ? openSync(opts.stdinFile, 'r') : 'ignore';
     const t0 = performance.now();
@@ -65,7 +80,11 @@ export function timedSpawn(cmd: string, args: readonly string[], opts: { stdinFi
   });
 }
 
-async function must(cmd: string, args: readonly string[], opts: { stdinFile?: string; timeoutMs?: number } = {}): Promise<Spawned> {
+async function must(
+  cmd: string,
+  args: readonly string[],
+  opts: { stdinFile?: string; timeoutMs?: number } = {},
+): Promise<Spawned> {
   const r = await timedSpawn(cmd, args, opts);
   if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.code}: ${r.stderr.trim().slice(0, 500)}`);
   return r;
@@ -75,8 +94,25 @@ export interface OursResult {
   side: 'ours';
   n: number;
   initMs: number;
-  full: { modelMs: number; planMs: number; kernelMs: number; syncMs: number; totalMs: number; ops: number; requests: number; servicePorts: number };
-  changes: { modelMs: number; planMs: number; kernelMs: number; syncMs: number; totalMs: number; ops: number; requests: number }[];
+  full: {
+    modelMs: number;
+    planMs: number;
+    kernelMs: number;
+    syncMs: number;
+    totalMs: number;
+    ops: number;
+    requests: number;
+    servicePorts: number;
+  };
+  changes: {
+    modelMs: number;
+    planMs: number;
+    kernelMs: number;
+    syncMs: number;
+    totalMs: number;
+    ops: number;
+    requests: number;
+  }[];
   /** What the tools read back after the full sync: virtual servers, real servers, set entries, VIPs. */
   counts?: Counts;
 }
@@ -100,7 +136,9 @@ export interface Counts {
 async function counts(): Promise<Counts> {
   const ipvs = (await must('/usr/sbin/ipvsadm', ['-Sn'])).stdout.split('\n');
   const set = (await must('/usr/sbin/ipset', ['list', '-t', 'KUBE-CLUSTER-IP'])).stdout;
-  const addrs = (await must('/usr/sbin/ip', ['-4', '-o', 'addr', 'show', 'dev', 'kube-ipvs0'])).stdout.split('\n').filter((l) => l.includes(' inet '));
+  const addrs = (await must('/usr/sbin/ip', ['-4', '-o', 'addr', 'show', 'dev', 'kube-ipvs0'])).stdout
+    .split('\n')
+    .filter((l) => l.includes(' inet '));
   const rules = (await must('/usr/sbin/iptables-nft-save', [])).stdout.split('\n').filter((l) => l.startsWith('-A '));
   return {
     virtualServers: ipvs.filter((l) => l.startsWith('-A ')).length,
@@ -126,7 +164,10 @@ async function dump(dir: string): Promise<void> {
     .split('\n')
     .map((l) => / inet (\S+)/.exec(l)?.[1])
     .filter((a): a is string => a !== undefined);
-  writeFileSync(join(dir, 'ip.batch'), ['link add kube-ipvs0 type dummy', ...addrs.map((a) => `addr add ${a} dev kube-ipvs0`)].join('\n') + '\n');
+  writeFileSync(
+    join(dir, 'ip.batch'),
+    ['link add kube-ipvs0 type dummy', ...addrs.map((a) => `addr add ${a} dev kube-ipvs0`)].join('\n') + '\n',
+  );
   writeFileSync(join(dir, 'ipset.save'), (await must('/usr/sbin/ipset', ['save'])).stdout);
   writeFileSync(join(dir, 'ipvsadm.rules'), (await must('/usr/sbin/ipvsadm', ['-Sn'])).stdout);
   const save = (await must('/usr/sbin/iptables-nft-save', [])).stdout;
@@ -137,7 +178,11 @@ async function dump(dir: string): Promise<void> {
 async function ours(n: number, k: number, dumpDir: string | undefined): Promise<OursResult> {
   const parsed = parseCommandLine(['--proxy-mode', 'ipvs']);
   if (parsed.kind !== 'run') throw new Error(`config: ${parsed.stderr}`);
-  const set = buildProxiers(parsed.config, ['IPv4'], { logger: nullLogger, clock: systemClock, sysctl: new ProcSysctl() });
+  const set = buildProxiers(parsed.config, ['IPv4'], {
+    logger: nullLogger,
+    clock: systemClock,
+    sysctl: new ProcSysctl(),
+  });
   try {
     const proxier = set.proxiers.get('IPv4') as IpvsProxier;
     const signal = (): AbortSignal => AbortSignal.timeout(600_000);
@@ -164,7 +209,16 @@ async function ours(n: number, k: number, dumpDir: string | undefined): Promise<
     const t2 = performance.now();
     if (!r.full) throw new Error('the first sync was not full');
     if (r.errors.length) throw new Error(`full sync errors: ${r.errors.slice(0, 3).join('; ')}`);
-    const full = { modelMs: t1 - t, planMs: r.planMs, kernelMs: r.kernelMs, syncMs: t2 - t1, totalMs: t2 - t, ops: proxier.lastOps, requests: proxier.lastRequests, servicePorts: first.desired.services.size };
+    const full = {
+      modelMs: t1 - t,
+      planMs: r.planMs,
+      kernelMs: r.kernelMs,
+      syncMs: t2 - t1,
+      totalMs: t2 - t,
+      ops: proxier.lastOps,
+      requests: proxier.lastRequests,
+      servicePorts: first.desired.services.size,
+    };
     let c: Counts | undefined;
     if (dumpDir) {
       c = await counts();
@@ -186,13 +240,22 @@ async function ours(n: number, k: number, dumpDir: string | undefined): Promise<
       const s2 = performance.now();
       if (rep.full) throw new Error('a one-endpoint change ran a full sync');
       if (rep.errors.length) throw new Error(`change errors: ${rep.errors.slice(0, 3).join('; ')}`);
-      changes.push({ modelMs: s1 - s0, planMs: rep.planMs, kernelMs: rep.kernelMs, syncMs: s2 - s1, totalMs: s2 - s0, ops: proxier.lastOps, requests: proxier.lastRequests });
+      changes.push({
+        modelMs: s1 - s0,
+        planMs: rep.planMs,
+        kernelMs: rep.kernelMs,
+        syncMs: s2 - s1,
+        totalMs: s2 - s0,
+        ops: proxier.lastOps,
+        requests: proxier.lastRequests,
+      });
     }
     // Check the last change reached the kernel, through an independent reader.
     if (k > 0) {
       const i = changedService(k - 1, n);
       const lines = (await must('/usr/sbin/ipvsadm', ['-Ln', '-t', `${clusterIP(i)}:${SERVICE_PORT}`])).stdout;
-      if (!lines.includes(`${extraIP(k - 1)}:${TARGET_PORT}`)) throw new Error(`ipvsadm does not show ${extraIP(k - 1)} in ${clusterIP(i)}:${SERVICE_PORT}`);
+      if (!lines.includes(`${extraIP(k - 1)}:${TARGET_PORT}`))
+        throw new Error(`ipvsadm does not show ${extraIP(k - 1)} in ${clusterIP(i)}:${SERVICE_PORT}`);
     }
     return { side: 'ours', n, initMs, full, changes, ...(c ? { counts: c } : {}) };
   } finally {
@@ -205,20 +268,37 @@ async function exec(n: number, k: number, dir: string): Promise<ExecResult> {
   const ipR = await must('/usr/sbin/ip', ['-batch', join(dir, 'ip.batch')], { timeoutMs: T });
   const ipsetR = await must('/usr/sbin/ipset', ['restore'], { stdinFile: join(dir, 'ipset.save'), timeoutMs: T });
   const ipvsR = await must('/usr/sbin/ipvsadm', ['--restore'], { stdinFile: join(dir, 'ipvsadm.rules'), timeoutMs: T });
-  const iptR = await must('/usr/sbin/iptables-nft-restore', [], { stdinFile: join(dir, 'iptables.save'), timeoutMs: T });
-  const full = { ipMs: ipR.ms, ipsetMs: ipsetR.ms, ipvsadmMs: ipvsR.ms, iptablesMs: iptR.ms, totalMs: ipR.ms + ipsetR.ms + ipvsR.ms + iptR.ms };
+  const iptR = await must('/usr/sbin/iptables-nft-restore', [], {
+    stdinFile: join(dir, 'iptables.save'),
+    timeoutMs: T,
+  });
+  const full = {
+    ipMs: ipR.ms,
+    ipsetMs: ipsetR.ms,
+    ipvsadmMs: ipvsR.ms,
+    iptablesMs: iptR.ms,
+    totalMs: ipR.ms + ipsetR.ms + ipvsR.ms + iptR.ms,
+  };
   const c = await counts();
   const changes: ExecResult['changes'] = [];
   for (let j = 0; j < k; j++) {
     const i = changedService(j, n);
-    const a = await must('/usr/sbin/ipvsadm', ['-a', '-t', `${clusterIP(i)}:${SERVICE_PORT}`, '-r', `${extraIP(j)}:${TARGET_PORT}`, '-m', '-w', '1'], { timeoutMs: 60_000 });
-    const b = await must('/usr/sbin/iptables-nft-restore', ['--noflush'], { stdinFile: join(dir, 'iptables-kube.rules'), timeoutMs: 60_000 });
+    const a = await must(
+      '/usr/sbin/ipvsadm',
+      ['-a', '-t', `${clusterIP(i)}:${SERVICE_PORT}`, '-r', `${extraIP(j)}:${TARGET_PORT}`, '-m', '-w', '1'],
+      { timeoutMs: 60_000 },
+    );
+    const b = await must('/usr/sbin/iptables-nft-restore', ['--noflush'], {
+      stdinFile: join(dir, 'iptables-kube.rules'),
+      timeoutMs: 60_000,
+    });
     changes.push({ ipvsadmMs: a.ms, iptablesMs: b.ms, totalMs: a.ms + b.ms });
   }
   if (k > 0) {
     // The restores replaced the KUBE-* chains' rules rather than appending to them.
     const after = await counts();
-    if (after.ruleLines !== c.ruleLines || after.realServers !== c.realServers + k) throw new Error(`after the changes: ${JSON.stringify(after)}, before: ${JSON.stringify(c)}`);
+    if (after.ruleLines !== c.ruleLines || after.realServers !== c.realServers + k)
+      throw new Error(`after the changes: ${JSON.stringify(after)}, before: ${JSON.stringify(c)}`);
   }
   return { side: 'exec', n, full, changes, counts: c };
 }
@@ -227,7 +307,8 @@ async function main(argv: readonly string[]): Promise<void> {
   const [side, nText, kText, dir] = argv;
   const n = Number(nText);
   const k = Number(kText);
-  if (!Number.isInteger(n) || n < 3 || !Number.isInteger(k) || k < 0) throw new Error('usage: ipvs-agent.ts ours|exec N K DIR|-');
+  if (!Number.isInteger(n) || n < 3 || !Number.isInteger(k) || k < 0)
+    throw new Error('usage: ipvs-agent.ts ours|exec N K DIR|-');
   let out: OursResult | ExecResult;
   if (side === 'ours') out = await ours(n, k, dir && dir !== '-' ? dir : undefined);
   else if (side === 'exec' && dir) out = await exec(n, k, dir);

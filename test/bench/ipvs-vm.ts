@@ -51,7 +51,8 @@ async function inFreshNs<T>(tag: string, args: string[], timeoutMs: number, clea
   try {
     await timedSpawn('/usr/sbin/ip', ['-n', ns, 'link', 'set', 'lo', 'up'], { timeoutMs: 20_000 });
     const r = await timedSpawn('/usr/sbin/ip', ['netns', 'exec', ns, NODE, AGENT, ...args], { timeoutMs });
-    if (r.code !== 0) throw new Error(`agent ${args.join(' ')} in ${ns} exited ${r.code}: ${r.stderr.trim().slice(-2000)}`);
+    if (r.code !== 0)
+      throw new Error(`agent ${args.join(' ')} in ${ns} exited ${r.code}: ${r.stderr.trim().slice(-2000)}`);
     const line = r.stdout.trim().split('\n').at(-1) ?? '';
     return JSON.parse(line) as T;
   } finally {
@@ -59,7 +60,14 @@ async function inFreshNs<T>(tag: string, args: string[], timeoutMs: number, clea
     // kernel worker in the background, during the next measurement.
     const c = await timedSpawn(
       '/usr/sbin/ip',
-      ['netns', 'exec', ns, '/bin/sh', '-c', 'nft flush ruleset; ipset destroy; ipvsadm -C; ip link del kube-ipvs0 2>/dev/null; true'],
+      [
+        'netns',
+        'exec',
+        ns,
+        '/bin/sh',
+        '-c',
+        'nft flush ruleset; ipset destroy; ipvsadm -C; ip link del kube-ipvs0 2>/dev/null; true',
+      ],
       { timeoutMs: 900_000 },
     );
     cleanupMs.push(c.ms);
@@ -152,10 +160,19 @@ async function main(): Promise<void> {
     const timeoutMs = 120_000 + n * 200;
     try {
       for (let r = 0; r < rounds; r++) {
-        s.ours.push(await inFreshNs<OursResult>('o', ['ours', String(n), String(changes), r === 0 ? dir : '-'], timeoutMs, s.cleanupMs));
+        s.ours.push(
+          await inFreshNs<OursResult>(
+            'o',
+            ['ours', String(n), String(changes), r === 0 ? dir : '-'],
+            timeoutMs,
+            s.cleanupMs,
+          ),
+        );
         log(`n=${n} round ${r + 1}/${rounds}: ours full ${s.ours.at(-1)!.full.totalMs.toFixed(0)} ms`);
         save();
-        s.exec.push(await inFreshNs<ExecResult>('e', ['exec', String(n), String(changes), dir], timeoutMs, s.cleanupMs));
+        s.exec.push(
+          await inFreshNs<ExecResult>('e', ['exec', String(n), String(changes), dir], timeoutMs, s.cleanupMs),
+        );
         log(`n=${n} round ${r + 1}/${rounds}: exec full ${s.exec.at(-1)!.full.totalMs.toFixed(0)} ms`);
         save();
       }

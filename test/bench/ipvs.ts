@@ -46,17 +46,33 @@ function failed(why: string, p: Plan): Section[] {
   const rows = p.sizes.map((n) => [`${formatCount(n)} × ${ENDPOINTS}`, '—', '—', `**not measured**: ${why}`]);
   const columns = [{ title: 'size' }, { title: 'ours' }, { title: 'exec' }, { title: 'status' }];
   return [
-    { title: TITLE_FULL, description: 'See below.', columns, rows, targets: [{ what: '#5 IPVS full sync and one-endpoint update vs exec', target: 'figures side by side (no threshold set)', status: 'not measured', detail: why }] },
+    {
+      title: TITLE_FULL,
+      description: 'See below.',
+      columns,
+      rows,
+      targets: [
+        {
+          what: '#5 IPVS full sync and one-endpoint update vs exec',
+          target: 'figures side by side (no threshold set)',
+          status: 'not measured',
+          detail: why,
+        },
+      ],
+    },
     { title: TITLE_CHANGE, description: 'See above.', columns, rows },
   ];
 }
 
 async function ipvsSections(opts: BenchOptions): Promise<Section[]> {
   const p = plan(opts.quick);
-  opts.log(`ipvs: booting QEMU (Debian 6.1 kernel), sizes ${p.sizes.map(formatCount).join(', ')} × ${ENDPOINTS}, ${p.runs.join('/')} rounds, ${p.changes} changes per round`);
+  opts.log(
+    `ipvs: booting QEMU (Debian 6.1 kernel), sizes ${p.sizes.map(formatCount).join(', ')} × ${ENDPOINTS}, ${p.runs.join('/')} rounds, ${p.changes} changes per round`,
+  );
   // Results and state dumps go outside the harness's run directories, which other VM runs prune.
   const base = join(VM_CACHE, 'bench-ipvs');
-  if (existsSync(base)) for (const d of readdirSync(base).sort().slice(0, -2)) rmSync(join(base, d), { recursive: true, force: true });
+  if (existsSync(base))
+    for (const d of readdirSync(base).sort().slice(0, -2)) rmSync(join(base, d), { recursive: true, force: true });
   const outDir = join(base, `${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}`);
   mkdirSync(outDir, { recursive: true });
   const out = join(outDir, 'ipvs-bench.json');
@@ -67,7 +83,9 @@ async function ipvsSections(opts: BenchOptions): Promise<Section[]> {
     // QEMU's multi-threaded TCG crashed V8 under load (once in 8 runs of this benchmark); see harness.ts.
     tcgThread: 'single',
   });
-  opts.log(`ipvs: VM ${vm.timedOut ? 'TIMED OUT' : `status ${vm.status}`} after ${formatMs(vm.totalMs)} (boot ${vm.bootMs === null ? '?' : formatMs(vm.bootMs)}), ${vm.runDir}, results in ${outDir}`);
+  opts.log(
+    `ipvs: VM ${vm.timedOut ? 'TIMED OUT' : `status ${vm.status}`} after ${formatMs(vm.totalMs)} (boot ${vm.bootMs === null ? '?' : formatMs(vm.bootMs)}), ${vm.runDir}, results in ${outDir}`,
+  );
   const text = existsSync(out) ? readFileSync(out, 'utf8') : undefined;
   if (!text) {
     const why = `the VM left no results (${vm.timedOut ? 'timed out' : `status ${vm.status}`}; ${vm.runDir})`;
@@ -87,7 +105,8 @@ const S = (xs: number[]): ReturnType<typeof summarize> | undefined => (xs.length
 function cells(xs: number[], kind: 'way' | 'part' | 'baseline', baseline: number | undefined): string[] {
   const s = S(xs);
   if (!s) return ['—', '—', '—', '0'];
-  const ratio = kind === 'baseline' ? 'baseline' : kind === 'part' || baseline === undefined ? '' : formatRatio(baseline, s.median);
+  const ratio =
+    kind === 'baseline' ? 'baseline' : kind === 'part' || baseline === undefined ? '' : formatRatio(baseline, s.median);
   return [formatMs(s.median), formatSpread(s), ratio, formatCount(s.runs)];
 }
 
@@ -96,11 +115,17 @@ function etcNote(r: VmBenchResult): string {
   const why =
     '`ipset restore` opens /etc/protocols once per entry (getprotobyname("tcp"), seen with strace: 1,000 opens for 1,000 entries) and `ipvsadm` looks each port up in /etc/services before parsing it as a number; ' +
     'inside this VM /etc is the host’s, over 9p without a page cache';
-  if (r.localEtc && !r.localEtc.startsWith('not done')) return `${why}, so the driver bound tmpfs copies over ${r.localEtc} in the guest’s mount table (as on a node, where they are page-cache hits).`;
+  if (r.localEtc && !r.localEtc.startsWith('not done'))
+    return `${why}, so the driver bound tmpfs copies over ${r.localEtc} in the guest’s mount table (as on a node, where they are page-cache hits).`;
   return `**The exec side is inflated by the VM here:** ${why}, and these copies were not moved to tmpfs in this run (${r.localEtc ?? 'the driver predates that step'}): every such open is several round trips to the host, which a real node does not pay. \`ipset restore\` and \`ipvsadm --restore\` figures are therefore upper bounds.`;
 }
 
-export function render(r: VmBenchResult, p: Plan, vm: { totalMs: number; bootMs: number | null; payloadMs: number | null; status: number | null; timedOut: boolean }, quick: boolean): Section[] {
+export function render(
+  r: VmBenchResult,
+  p: Plan,
+  vm: { totalMs: number; bootMs: number | null; payloadMs: number | null; status: number | null; timedOut: boolean },
+  quick: boolean,
+): Section[] {
   const columns = [
     { title: 'way' },
     { title: 'Services × endpoints' },
@@ -119,27 +144,89 @@ export function render(r: VmBenchResult, p: Plan, vm: { totalMs: number; bootMs:
     const e: ExecResult[] = s.exec;
     if (s.error) problems.push(`${formatCount(s.n)} Services: ${s.error.slice(0, 400)}`);
     const execFull = S(e.map((x) => x.full.totalMs))?.median;
-    const f = (label: string, xs: number[], kind: 'way' | 'part' | 'baseline'): void => void fullRows.push([label, size(s), ...cells(xs, kind, execFull)]);
-    f('**ours: model + proxier full sync**', o.map((x) => x.full.totalMs), 'way');
-    f('ours, of which the model (feed + checkout)', o.map((x) => x.full.modelMs), 'part');
-    f('ours, of which the proxier’s sync', o.map((x) => x.full.syncMs), 'part');
-    f('ours, of which in kernel calls (the proxier’s kernelMs)', o.map((x) => x.full.kernelMs), 'part');
-    f('**exec: the four tools, total**', e.map((x) => x.full.totalMs), 'baseline');
-    f('exec, of which `ip -batch` (kube-ipvs0 + VIPs)', e.map((x) => x.full.ipMs), 'part');
-    f('exec, of which `ipset restore`', e.map((x) => x.full.ipsetMs), 'part');
-    f('exec, of which `ipvsadm --restore`', e.map((x) => x.full.ipvsadmMs), 'part');
-    f('exec, of which `iptables-nft-restore`', e.map((x) => x.full.iptablesMs), 'part');
+    const f = (label: string, xs: number[], kind: 'way' | 'part' | 'baseline'): void =>
+      void fullRows.push([label, size(s), ...cells(xs, kind, execFull)]);
+    f(
+      '**ours: model + proxier full sync**',
+      o.map((x) => x.full.totalMs),
+      'way',
+    );
+    f(
+      'ours, of which the model (feed + checkout)',
+      o.map((x) => x.full.modelMs),
+      'part',
+    );
+    f(
+      'ours, of which the proxier’s sync',
+      o.map((x) => x.full.syncMs),
+      'part',
+    );
+    f(
+      'ours, of which in kernel calls (the proxier’s kernelMs)',
+      o.map((x) => x.full.kernelMs),
+      'part',
+    );
+    f(
+      '**exec: the four tools, total**',
+      e.map((x) => x.full.totalMs),
+      'baseline',
+    );
+    f(
+      'exec, of which `ip -batch` (kube-ipvs0 + VIPs)',
+      e.map((x) => x.full.ipMs),
+      'part',
+    );
+    f(
+      'exec, of which `ipset restore`',
+      e.map((x) => x.full.ipsetMs),
+      'part',
+    );
+    f(
+      'exec, of which `ipvsadm --restore`',
+      e.map((x) => x.full.ipvsadmMs),
+      'part',
+    );
+    f(
+      'exec, of which `iptables-nft-restore`',
+      e.map((x) => x.full.iptablesMs),
+      'part',
+    );
 
     const oc = o.flatMap((x) => x.changes);
     const ec = e.flatMap((x) => x.changes);
     const execChange = S(ec.map((x) => x.totalMs))?.median;
-    const c = (label: string, xs: number[], kind: 'way' | 'part' | 'baseline'): void => void changeRows.push([label, size(s), ...cells(xs, kind, execChange)]);
-    c('**ours: model + proxier incremental sync**', oc.map((x) => x.totalMs), 'way');
-    c('ours, of which the proxier’s sync', oc.map((x) => x.syncMs), 'part');
-    c('ours, of which in kernel calls', oc.map((x) => x.kernelMs), 'part');
-    c('**exec: `ipvsadm -a` + `iptables-nft-restore --noflush`**', ec.map((x) => x.totalMs), 'baseline');
-    c('exec, of which `ipvsadm -a`', ec.map((x) => x.ipvsadmMs), 'part');
-    c('exec, of which `iptables-nft-restore --noflush` (KUBE-* chains)', ec.map((x) => x.iptablesMs), 'part');
+    const c = (label: string, xs: number[], kind: 'way' | 'part' | 'baseline'): void =>
+      void changeRows.push([label, size(s), ...cells(xs, kind, execChange)]);
+    c(
+      '**ours: model + proxier incremental sync**',
+      oc.map((x) => x.totalMs),
+      'way',
+    );
+    c(
+      'ours, of which the proxier’s sync',
+      oc.map((x) => x.syncMs),
+      'part',
+    );
+    c(
+      'ours, of which in kernel calls',
+      oc.map((x) => x.kernelMs),
+      'part',
+    );
+    c(
+      '**exec: `ipvsadm -a` + `iptables-nft-restore --noflush`**',
+      ec.map((x) => x.totalMs),
+      'baseline',
+    );
+    c(
+      'exec, of which `ipvsadm -a`',
+      ec.map((x) => x.ipvsadmMs),
+      'part',
+    );
+    c(
+      'exec, of which `iptables-nft-restore --noflush` (KUBE-* chains)',
+      ec.map((x) => x.iptablesMs),
+      'part',
+    );
 
     const of = S(o.map((x) => x.full.totalMs));
     const och = S(oc.map((x) => x.totalMs));
@@ -157,17 +244,37 @@ export function render(r: VmBenchResult, p: Plan, vm: { totalMs: number; bootMs:
     });
     const cnt = o[0]?.counts;
     const ecnt = e[0]?.counts;
-    if (cnt && ecnt && JSON.stringify(cnt) !== JSON.stringify(ecnt)) problems.push(`${formatCount(s.n)} Services: the exec side’s state differs from ours: ours ${JSON.stringify(cnt)}, exec ${JSON.stringify(ecnt)}`);
-    if (cnt && (cnt.virtualServers !== s.n || cnt.realServers !== s.n * ENDPOINTS || cnt.clusterIpEntries !== s.n || cnt.vips !== s.n)) {
+    if (cnt && ecnt && JSON.stringify(cnt) !== JSON.stringify(ecnt))
+      problems.push(
+        `${formatCount(s.n)} Services: the exec side’s state differs from ours: ours ${JSON.stringify(cnt)}, exec ${JSON.stringify(ecnt)}`,
+      );
+    if (
+      cnt &&
+      (cnt.virtualServers !== s.n ||
+        cnt.realServers !== s.n * ENDPOINTS ||
+        cnt.clusterIpEntries !== s.n ||
+        cnt.vips !== s.n)
+    ) {
       problems.push(`${formatCount(s.n)} Services: our full sync left ${JSON.stringify(cnt)}`);
     }
   }
-  const counts = r.sizes.map((s) => s.ours[0]?.counts && `${formatCount(s.n)} Services: ${formatCount(s.ours[0].counts.virtualServers)} virtual servers, ${formatCount(s.ours[0].counts.realServers)} real servers, ${formatCount(s.ours[0].counts.clusterIpEntries)} KUBE-CLUSTER-IP entries, ${formatCount(s.ours[0].counts.vips)} VIPs, ${s.ours[0].counts.ruleLines} companion rules`).filter(Boolean);
-  const ops = r.sizes.map((s) => {
-    const x = s.ours[0];
-    const ch = x?.changes[0];
-    return x && `${formatCount(s.n)}: ${formatCount(x.full.requests)} requests in ${formatCount(x.full.ops)} round trips per full sync, ${ch ? `${ch.requests} in ${ch.ops}` : '?'} per change`;
-  }).filter(Boolean);
+  const counts = r.sizes
+    .map(
+      (s) =>
+        s.ours[0]?.counts &&
+        `${formatCount(s.n)} Services: ${formatCount(s.ours[0].counts.virtualServers)} virtual servers, ${formatCount(s.ours[0].counts.realServers)} real servers, ${formatCount(s.ours[0].counts.clusterIpEntries)} KUBE-CLUSTER-IP entries, ${formatCount(s.ours[0].counts.vips)} VIPs, ${s.ours[0].counts.ruleLines} companion rules`,
+    )
+    .filter(Boolean);
+  const ops = r.sizes
+    .map((s) => {
+      const x = s.ours[0];
+      const ch = x?.changes[0];
+      return (
+        x &&
+        `${formatCount(s.n)}: ${formatCount(x.full.requests)} requests in ${formatCount(x.full.ops)} round trips per full sync, ${ch ? `${ch.requests} in ${ch.ops}` : '?'} per change`
+      );
+    })
+    .filter(Boolean);
   const init = r.sizes.flatMap((s) => s.ours.map((x) => x.initMs));
   const vmLine =
     `One QEMU boot (${r.cpus} vCPUs, software emulation on a 2-core host shared with other work) ran everything: ` +
@@ -210,7 +317,10 @@ export function render(r: VmBenchResult, p: Plan, vm: { totalMs: number; bootMs:
       'Not counted on the exec side, so it is favoured: upstream also lists every virtual server and real server over netlink each sync, checks its jump rules with one `iptables -C` process each, and adds or deletes changed ipset entries with one `ipset` process each (none change here: no endpoint is local).',
     columns,
     rows: changeRows,
-    notes: [`Samples: every change of every round (${p.changes} per round); spread p10–p90 from 10 samples on.`, vmLine],
+    notes: [
+      `Samples: every change of every round (${p.changes} per round); spread p10–p90 from 10 samples on.`,
+      vmLine,
+    ],
   };
   return [full, change];
 }

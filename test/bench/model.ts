@@ -75,11 +75,21 @@ function endpointSlice(i: number, variant: number): EndpointSlice {
 function spread(samples: number[]): Spread {
   const s = summarize(samples);
   const round = (v: number) => Math.round(v * 1000) / 1000;
-  return { runs: s.runs, medianMs: round(s.median), p10Ms: round(s.p10), p90Ms: round(s.p90), minMs: round(s.min), maxMs: round(s.max) };
+  return {
+    runs: s.runs,
+    medianMs: round(s.median),
+    p10Ms: round(s.p10),
+    p90Ms: round(s.p90),
+    minMs: round(s.min),
+    maxMs: round(s.max),
+  };
 }
 
 export async function benchModelAt(services: number, runs = 200): Promise<ModelBenchResult> {
-  const tracker = new ChangeTracker({ nodeName: 'node-0', family: 'IPv4' }, { logger: nullLogger, clock: new FakeClock() });
+  const tracker = new ChangeTracker(
+    { nodeName: 'node-0', family: 'IPv4' },
+    { logger: nullLogger, clock: new FakeClock() },
+  );
   const cpu0 = process.cpuUsage();
   const start = performance.now();
   for (let i = 0; i < services; i++) {
@@ -90,7 +100,8 @@ export async function benchModelAt(services: number, runs = 200): Promise<ModelB
   const first = tracker.checkout();
   const end = performance.now();
   const cpu = process.cpuUsage(cpu0);
-  if (first.desired.services.size !== services) throw new Error(`expected ${services} service ports, got ${first.desired.services.size}`);
+  if (first.desired.services.size !== services)
+    throw new Error(`expected ${services} service ports, got ${first.desired.services.size}`);
 
   const samples: number[] = [];
   let changed = 0;
@@ -153,8 +164,22 @@ async function modelSections(opts: BenchOptions): Promise<Section[]> {
     const c = summarize(change);
     changeMedians.set(n, c.median);
     scratchCpuMedians.set(n, summarize(scratchCpu).median);
-    rows.push([size, 'from scratch: every Service and slice fed, first checkout', formatMs(s.median), formatSpread(s), formatMs(summarize(scratchCpu).median), formatCount(s.runs)]);
-    rows.push([size, 'one endpoint replaced: slice event + checkout', formatMs(c.median), formatSpread(c), '—', formatCount(c.runs)]);
+    rows.push([
+      size,
+      'from scratch: every Service and slice fed, first checkout',
+      formatMs(s.median),
+      formatSpread(s),
+      formatMs(summarize(scratchCpu).median),
+      formatCount(s.runs),
+    ]);
+    rows.push([
+      size,
+      'one endpoint replaced: slice event + checkout',
+      formatMs(c.median),
+      formatSpread(c),
+      '—',
+      formatCount(c.runs),
+    ]);
   }
   const [small, large] = [sizes[0]!, sizes[sizes.length - 1]!];
   const ratio = changeMedians.get(large)! / changeMedians.get(small)!;
@@ -181,13 +206,22 @@ async function modelSections(opts: BenchOptions): Promise<Section[]> {
         `then ${runs} times one endpoint of one Service is replaced and the tracker checked out again. ` +
         `Each size is built ${repeats} times from a fresh tracker; the single-change samples of all builds are pooled. ` +
         'Pure computation in the runner process: there is no exec counterpart to stand beside it.',
-      columns: [{ title: 'Services × endpoints' }, { title: 'step' }, { title: 'median (wall)', align: 'right' }, { title: 'spread (wall)', align: 'right' }, { title: 'median CPU', align: 'right' }, { title: 'runs', align: 'right' }],
+      columns: [
+        { title: 'Services × endpoints' },
+        { title: 'step' },
+        { title: 'median (wall)', align: 'right' },
+        { title: 'spread (wall)', align: 'right' },
+        { title: 'median CPU', align: 'right' },
+        { title: 'runs', align: 'right' },
+      ],
       rows,
       notes: [
         `Single-change median at ${formatCount(large)} Services ÷ at ${formatCount(small)}: ${ratio.toFixed(2)}× (near 1×: the cost does not grow with the cluster); every change reported ${maxChangedPorts} changed service port(s).`,
         'The first build of each size runs on code that is not yet optimised; it is kept in the spread, as a daemon’s cold start would see it.',
         ...(large === 10_000
-          ? [`Against issue 4’s budget for a full sync of 10,000 × 10 (< 1 s, model and kernel together): the model alone took ${rows[rows.length - 2]![2]} wall, ${formatMs(scratchCpuMedians.get(large)!)} CPU, in this run.`]
+          ? [
+              `Against issue 4’s budget for a full sync of 10,000 × 10 (< 1 s, model and kernel together): the model alone took ${rows[rows.length - 2]![2]} wall, ${formatMs(scratchCpuMedians.get(large)!)} CPU, in this run.`,
+            ]
           : []),
       ],
       targets,
@@ -199,5 +233,7 @@ export const bench: Bench = { needsRoot: false, run: modelSections };
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   // The raw samples are for the suite's spread; the summary above them is what a reader wants here.
-  console.log(JSON.stringify(await benchModel(), (k, v: unknown) => (k === 'oneEndpointChangeSamples' ? undefined : v), 2));
+  console.log(
+    JSON.stringify(await benchModel(), (k, v: unknown) => (k === 'oneEndpointChangeSamples' ? undefined : v), 2),
+  );
 }

@@ -49,7 +49,9 @@ export function start(n: number): number {
   conn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 300_000 });
   const maxBatchBytes = conn.maxBatchBytes;
-  harness = new Harness(new NftClient({ family: 'ip', table: TABLE, transport: timedTransport(conn) }), n, { maxBatchBytes });
+  harness = new Harness(new NftClient({ family: 'ip', table: TABLE, transport: timedTransport(conn) }), n, {
+    maxBatchBytes,
+  });
   roundTrips = [];
   return maxBatchBytes;
 }
@@ -108,7 +110,11 @@ function connectOnce(host: string, port: number, timeoutMs: number): Promise<num
  * `n` rounds; each round connects once to every target, in an order that rotates from round
  * to round (no target always goes first). Returns the samples per target, µs.
  */
-export async function connectLatency(targets: readonly { host: string; port: number }[], n: number, warmup = 20): Promise<number[][]> {
+export async function connectLatency(
+  targets: readonly { host: string; port: number }[],
+  n: number,
+  warmup = 20,
+): Promise<number[][]> {
   const out = targets.map(() => [] as number[]);
   for (let r = -warmup; r < n; r++) {
     for (let k = 0; k < targets.length; k++) {

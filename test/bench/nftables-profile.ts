@@ -5,7 +5,8 @@
 // time, GC pauses (PerformanceObserver 'gc' entries), heap used and RSS after.
 //
 //   node --max-semi-space-size=8 test/bench/nftables-profile.ts [N]     encoding only (a transport that drops batches)
-//   ip netns add p && ip netns exec p node --max-semi-space-size=8 test/bench/nftables-profile.ts N --kernel; ip netns del p
+// ip netns add p && ip netns exec p node --max-semi-space-size=8 test/bench/nftables-profile.ts N --kernel; ip netns
+// del p
 //   --changes=K: then K one-endpoint changes, and RSS after them (as the benchmark reads it);
 //   --expose-gc settles the heap before the memory figures; --cpu-prof for a profile;
 //   --alloc=FILE.heapprofile samples every allocation of the sync, collected ones included.
@@ -116,7 +117,11 @@ const h = new Harness(marked, n, { maxBatchBytes: transport.maxBatchBytes });
 const session = allocFile ? new Session() : undefined;
 if (session) {
   session.connect();
-  await session.post('HeapProfiler.startSampling', { samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  await session.post('HeapProfiler.startSampling', {
+    samplingInterval: 16384,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
 }
 const cpu0 = process.cpuUsage();
 const t0 = performance.now();
@@ -149,16 +154,39 @@ console.log(
     n,
     kernel,
     totalMs: round(t1 - t0),
-    cpuMs: { total: round(cpuMs(cpu0, cpu1)), model: round(cpuMs(cpu0, m1.cpu)), plan: round(syncCpu - runCpu), batches: round(runCpu) },
+    cpuMs: {
+      total: round(cpuMs(cpu0, cpu1)),
+      model: round(cpuMs(cpu0, m1.cpu)),
+      plan: round(syncCpu - runCpu),
+      batches: round(runCpu),
+    },
     modelMs: round(r.modelMs),
     planMs: round(r.planMs),
     batchesMs: round(r.kernelMs),
-    ...(kernel ? { kernelRoundTripMs: round(roundTrips.reduce((a, b) => a + b.ms, 0)), kernelRoundTripCpuMs: round(roundTrips.reduce((a, b) => a + b.cpuMs, 0)) } : {}),
+    ...(kernel
+      ? {
+          kernelRoundTripMs: round(roundTrips.reduce((a, b) => a + b.ms, 0)),
+          kernelRoundTripCpuMs: round(roundTrips.reduce((a, b) => a + b.cpuMs, 0)),
+        }
+      : {}),
     batches: r.batches.length,
     runCpuMs: runs.map((x) => round(x.cpuMs)),
     messages: r.batches.reduce((s, b) => s + b.messages, 0),
-    gcByKind: Object.fromEntries([...new Set(gcs.map((g) => g.kind))].map((k) => [k, { count: gcs.filter((g) => g.kind === k).length, ms: round(gcs.filter((g) => g.kind === k).reduce((s, g) => s + g.ms, 0)) }])),
-    gcMs: { model: round(gcIn(t0, m1.at)), plan: round(gcIn(m1.at, t1 + 1, (at) => !inRuns(at))), batches: round(gcIn(m1.at, t1 + 1, inRuns)), count: gcs.length },
+    gcByKind: Object.fromEntries(
+      [...new Set(gcs.map((g) => g.kind))].map((k) => [
+        k,
+        {
+          count: gcs.filter((g) => g.kind === k).length,
+          ms: round(gcs.filter((g) => g.kind === k).reduce((s, g) => s + g.ms, 0)),
+        },
+      ]),
+    ),
+    gcMs: {
+      model: round(gcIn(t0, m1.at)),
+      plan: round(gcIn(m1.at, t1 + 1, (at) => !inRuns(at))),
+      batches: round(gcIn(m1.at, t1 + 1, inRuns)),
+      count: gcs.length,
+    },
     heapUsedMiB: round(mem.heapUsed / MiB),
     rssMiB: round(mem.rss / MiB),
     ...(heapPhases ? { heapAtMarksMiB: marks.map((m) => m.heapMiB) } : {}),
@@ -172,7 +200,15 @@ if (changes > 0) {
   for (let r = 0; r < changes; r++) ms.push((await h.change(r)).totalMs);
   ms.sort((a, b) => a - b);
   const m = process.memoryUsage();
-  console.log(JSON.stringify({ changes, medianChangeMs: round(ms[ms.length >> 1]!), rssMiB: round(m.rss / MiB), heapUsedMiB: round(m.heapUsed / MiB), maxRssMiB: round(process.resourceUsage().maxRSS / 1024) }));
+  console.log(
+    JSON.stringify({
+      changes,
+      medianChangeMs: round(ms[ms.length >> 1]!),
+      rssMiB: round(m.rss / MiB),
+      heapUsedMiB: round(m.heapUsed / MiB),
+      maxRssMiB: round(process.resourceUsage().maxRSS / 1024),
+    }),
+  );
 }
 if (kernel) await h.cleanup();
 conn?.close();

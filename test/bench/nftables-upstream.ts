@@ -7,7 +7,19 @@
 // sets and maps are upstream's.
 
 import { createHash } from 'node:crypto';
-import { CLUSTER_CIDR, ENDPOINTS, SERVICE_CIDR, SERVICE_PORT, TARGET_PORT, clusterIP, endpointIP, extraIP, changedService, nameOf, namespaceOf } from './nftables-workload.ts';
+import {
+  CLUSTER_CIDR,
+  ENDPOINTS,
+  SERVICE_CIDR,
+  SERVICE_PORT,
+  TARGET_PORT,
+  clusterIP,
+  endpointIP,
+  extraIP,
+  changedService,
+  nameOf,
+  namespaceOf,
+} from './nftables-workload.ts';
 
 export const UPSTREAM_TABLE = 'kube-proxy';
 const T = `ip ${UPSTREAM_TABLE}`;
@@ -15,7 +27,8 @@ const T = `ip ${UPSTREAM_TABLE}`;
 const hash = (s: string): string => createHash('sha256').update(s).digest('hex').slice(0, 8).toUpperCase();
 const portName = (i: number): string => `${namespaceOf(i)}/${nameOf(i)}/tcp/http`;
 export const serviceChain = (i: number): string => `service-${hash(`${portName(i)}|svc`)}-${portName(i)}`;
-const endpointChain = (i: number, ip: string): string => `endpoint-${hash(`${portName(i)}|${ip}`)}-${portName(i)}__${ip}/${TARGET_PORT}`;
+const endpointChain = (i: number, ip: string): string =>
+  `endpoint-${hash(`${portName(i)}|${ip}`)}-${portName(i)}__${ip}/${TARGET_PORT}`;
 
 const SKELETON = `add table ${T} { comment "rules for kube-proxy" ; }
 add chain ${T} mark-for-masquerade

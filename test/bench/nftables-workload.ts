@@ -42,17 +42,30 @@ export const nameOf = (i: number): string => `svc${i}`;
 export function service(i: number): Service {
   return {
     metadata: { namespace: namespaceOf(i), name: nameOf(i), resourceVersion: '1' },
-    spec: { type: 'ClusterIP', clusterIP: clusterIP(i), ports: [{ name: 'http', protocol: 'TCP', port: SERVICE_PORT, targetPort: TARGET_PORT }] },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP: clusterIP(i),
+      ports: [{ name: 'http', protocol: 'TCP', port: SERVICE_PORT, targetPort: TARGET_PORT }],
+    },
   };
 }
 
 export function endpointSlice(i: number, extra: readonly string[], rv: number): EndpointSlice {
   const addrs = [...Array.from({ length: ENDPOINTS }, (_, e) => endpointIP(i, e)), ...extra];
   return {
-    metadata: { namespace: namespaceOf(i), name: `${nameOf(i)}-abcde`, labels: { 'kubernetes.io/service-name': nameOf(i) }, resourceVersion: String(rv) },
+    metadata: {
+      namespace: namespaceOf(i),
+      name: `${nameOf(i)}-abcde`,
+      labels: { 'kubernetes.io/service-name': nameOf(i) },
+      resourceVersion: String(rv),
+    },
     addressType: 'IPv4',
     ports: [{ name: 'http', protocol: 'TCP', port: TARGET_PORT }],
-    endpoints: addrs.map((a, e) => ({ addresses: [a], conditions: { ready: true, serving: true, terminating: false }, nodeName: `node-${e % 5}` })),
+    endpoints: addrs.map((a, e) => ({
+      addresses: [a],
+      conditions: { ready: true, serving: true, terminating: false },
+      nodeName: `node-${e % 5}`,
+    })),
   };
 }
 
@@ -96,7 +109,10 @@ export interface ChangeResult {
  * transaction kept. A Proxy rather than a class, so members the interface gains later
  * (e.g. a batch-size probe for splitting) still reach the real client.
  */
-export function timedNft(inner: NftInterface, keep: boolean): { nft: NftInterface; batches: Batch[]; transactions: NftTransaction[] } {
+export function timedNft(
+  inner: NftInterface,
+  keep: boolean,
+): { nft: NftInterface; batches: Batch[]; transactions: NftTransaction[] } {
   const batches: Batch[] = [];
   const transactions: NftTransaction[] = [];
   const run = async (tx: NftTransaction, signal?: AbortSignal): Promise<Awaited<ReturnType<NftInterface['run']>>> => {
@@ -142,7 +158,11 @@ export class Harness {
       { nodeName: NODE_NAME, family: 'IPv4', clusterCIDRs: [CLUSTER_CIDR], serviceCIDRs: [SERVICE_CIDR] },
       { logger: nullLogger, clock: new FakeClock() },
     );
-    this.proxier = new NftablesProxier({ nft: t.nft, logger: nullLogger, ...(opts.maxBatchBytes !== undefined ? { maxBatchBytes: opts.maxBatchBytes } : {}) });
+    this.proxier = new NftablesProxier({
+      nft: t.nft,
+      logger: nullLogger,
+      ...(opts.maxBatchBytes !== undefined ? { maxBatchBytes: opts.maxBatchBytes } : {}),
+    });
     // The objects a watch would have decoded: built before the clock starts.
     this.services = Array.from({ length: n }, (_, i) => service(i));
     this.slices = Array.from({ length: n }, (_, i) => endpointSlice(i, [], 1));
@@ -161,7 +181,15 @@ export class Harness {
     const t2 = performance.now();
     if (!r.full) throw new Error('the first sync was not a full sync');
     if (r.errors.length) throw new Error(`full sync reported errors: ${r.errors.slice(0, 3).join('; ')}`);
-    return { services: this.n, servicePorts: desired.services.size, modelMs: t1 - t0, planMs: r.planMs, kernelMs: r.kernelMs, totalMs: t2 - t0, batches: this.batches.slice(from) };
+    return {
+      services: this.n,
+      servicePorts: desired.services.size,
+      modelMs: t1 - t0,
+      planMs: r.planMs,
+      kernelMs: r.kernelMs,
+      totalMs: t2 - t0,
+      batches: this.batches.slice(from),
+    };
   }
 
   /** The r-th one-endpoint change: Service changedService(r) gains the address extraIP(r). */
@@ -179,7 +207,14 @@ export class Harness {
     const t2 = performance.now();
     if (rep.full) throw new Error('a one-endpoint change ran a full sync');
     if (rep.errors.length) throw new Error(`partial sync reported errors: ${rep.errors.slice(0, 3).join('; ')}`);
-    return { modelMs: t1 - t0, planMs: rep.planMs, kernelMs: rep.kernelMs, totalMs: t2 - t0, batches: this.batches.slice(from), servicesChanged: rep.servicesChanged };
+    return {
+      modelMs: t1 - t0,
+      planMs: rep.planMs,
+      kernelMs: rep.kernelMs,
+      totalMs: t2 - t0,
+      batches: this.batches.slice(from),
+      servicesChanged: rep.servicesChanged,
+    };
   }
 
   async cleanup(): Promise<void> {

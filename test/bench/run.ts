@@ -35,13 +35,41 @@ interface Entry {
 // (section.ts's notMeasured() gives a module whose code under test does not exist yet its rows.)
 // Modules load lazily, so running a subset does not import the others' code.
 export const REGISTRY: readonly Entry[] = [
-  { name: 'model', summary: 'desired-state model, from scratch and one endpoint changed (issue 3)', load: async () => (await import('./model.ts')).bench },
-  { name: 'nftables', summary: 'nftables proxier vs `nft -f` of our ruleset and of an upstream-shaped one (issue 4)', load: async () => (await import('./nftables.ts')).bench },
-  { name: 'ipvs', summary: 'IPVS proxier vs ipvsadm/ipset/iptables restore, under QEMU (issue 5)', load: async () => (await import('./ipvs.ts')).bench },
-  { name: 'ipset', summary: 'ipset bulk adds vs `ipset restore` (issue 5’s sets)', load: async () => (await import('./ipset.ts')).bench },
-  { name: 'iptables', summary: 'iptables proxier vs iptables-nft-restore / iptables-legacy-restore of the same ruleset (issue 14)', load: async () => (await import('./iptables.ts')).bench },
-  { name: 'e2e', summary: 'the daemon process against a test API server, timed with packets: cold start, changes, RSS (issue 17)', load: async () => (await import('./e2e.ts')).bench },
-  { name: 'conntrack', summary: 'stale UDP entries deleted vs `conntrack -D` (issue 6)', load: async () => (await import('./conntrack-suite.ts')).bench },
+  {
+    name: 'model',
+    summary: 'desired-state model, from scratch and one endpoint changed (issue 3)',
+    load: async () => (await import('./model.ts')).bench,
+  },
+  {
+    name: 'nftables',
+    summary: 'nftables proxier vs `nft -f` of our ruleset and of an upstream-shaped one (issue 4)',
+    load: async () => (await import('./nftables.ts')).bench,
+  },
+  {
+    name: 'ipvs',
+    summary: 'IPVS proxier vs ipvsadm/ipset/iptables restore, under QEMU (issue 5)',
+    load: async () => (await import('./ipvs.ts')).bench,
+  },
+  {
+    name: 'ipset',
+    summary: 'ipset bulk adds vs `ipset restore` (issue 5’s sets)',
+    load: async () => (await import('./ipset.ts')).bench,
+  },
+  {
+    name: 'iptables',
+    summary: 'iptables proxier vs iptables-nft-restore / iptables-legacy-restore of the same ruleset (issue 14)',
+    load: async () => (await import('./iptables.ts')).bench,
+  },
+  {
+    name: 'e2e',
+    summary: 'the daemon process against a test API server, timed with packets: cold start, changes, RSS (issue 17)',
+    load: async () => (await import('./e2e.ts')).bench,
+  },
+  {
+    name: 'conntrack',
+    summary: 'stale UDP entries deleted vs `conntrack -D` (issue 6)',
+    load: async () => (await import('./conntrack-suite.ts')).bench,
+  },
 ];
 
 export interface Args {
@@ -66,7 +94,8 @@ export function parseArgs(argv: readonly string[]): Args {
     } else if (a.startsWith('--out=')) args.out = a.slice('--out='.length);
     else if (a.startsWith('-')) throw new Error(`unknown option ${a}`);
     else {
-      if (!REGISTRY.some((e) => e.name === a)) throw new Error(`unknown benchmark "${a}"; known: ${REGISTRY.map((e) => e.name).join(', ')}`);
+      if (!REGISTRY.some((e) => e.name === a))
+        throw new Error(`unknown benchmark "${a}"; known: ${REGISTRY.map((e) => e.name).join(', ')}`);
       if (!args.names.includes(a)) args.names.push(a);
     }
   }
@@ -74,7 +103,9 @@ export function parseArgs(argv: readonly string[]): Args {
 }
 
 function exec(cmd: string, args: string[]): Promise<string | undefined> {
-  return new Promise((resolve) => execFile(cmd, args, { timeout: 10_000 }, (err, stdout) => resolve(err ? undefined : stdout.trim())));
+  return new Promise((resolve) =>
+    execFile(cmd, args, { timeout: 10_000 }, (err, stdout) => resolve(err ? undefined : stdout.trim())),
+  );
 }
 
 interface Environment {
@@ -94,8 +125,19 @@ async function environment(): Promise<Environment> {
   // Package versions from dpkg: reading them touches no kernel state (`ipset version` would).
   const pkgs = ['nftables', 'ipset', 'conntrack', 'iptables', 'ipvsadm'];
   const dpkg = await exec('/usr/bin/dpkg-query', ['-W', '-f', '${Package} ${Version}\\n', ...pkgs]);
-  const head = await exec('/usr/bin/git', ['-C', fileURLToPath(new URL('../..', import.meta.url)), 'rev-parse', '--short', 'HEAD']);
-  const dirty = await exec('/usr/bin/git', ['-C', fileURLToPath(new URL('../..', import.meta.url)), 'status', '--porcelain']);
+  const head = await exec('/usr/bin/git', [
+    '-C',
+    fileURLToPath(new URL('../..', import.meta.url)),
+    'rev-parse',
+    '--short',
+    'HEAD',
+  ]);
+  const dirty = await exec('/usr/bin/git', [
+    '-C',
+    fileURLToPath(new URL('../..', import.meta.url)),
+    'status',
+    '--porcelain',
+  ]);
   return {
     date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
     kernel: os.release(),
@@ -105,7 +147,9 @@ async function environment(): Promise<Environment> {
     node: process.version,
     root: process.getuid?.() === 0,
     tools: dpkg ? dpkg.split('\n').join(', ') : 'unknown (no dpkg-query)',
-    source: head ? `commit ${head}${dirty ? ' plus uncommitted changes in the working tree' : ''}` : 'unknown (not a git checkout)',
+    source: head
+      ? `commit ${head}${dirty ? ' plus uncommitted changes in the working tree' : ''}`
+      : 'unknown (not a git checkout)',
   };
 }
 
@@ -123,7 +167,11 @@ class LoadSampler {
     this.samples.push(os.loadavg()[0]!);
     const s = summarize(this.samples);
     const f = (x: number): string => x.toFixed(1);
-    return { start: f(this.samples[0]!), end: f(this.samples[this.samples.length - 1]!), during: `median ${f(s.median)}, min ${f(s.min)}, max ${f(s.max)} (${s.runs} samples)` };
+    return {
+      start: f(this.samples[0]!),
+      end: f(this.samples[this.samples.length - 1]!),
+      during: `median ${f(s.median)}, min ${f(s.min)}, max ${f(s.max)} (${s.runs} samples)`,
+    };
   }
 }
 
@@ -148,22 +196,42 @@ async function runEntry(entry: Entry, quick: boolean, root: boolean, log: (s: st
   const t0 = performance.now();
   try {
     const bench = await entry.load();
-    if (bench.needsRoot && !root) return { entry, sections: [failedSection(entry, '**not measured**: needs root (network namespaces)')], ms: 0, failed: false };
+    if (bench.needsRoot && !root)
+      return {
+        entry,
+        sections: [failedSection(entry, '**not measured**: needs root (network namespaces)')],
+        ms: 0,
+        failed: false,
+      };
     const sections = await bench.run({ quick, log });
     return { entry, sections, ms: performance.now() - t0, failed: false };
   } catch (e) {
     const err = e as Error;
     log(`${entry.name}: FAILED: ${err.stack ?? err.message}`);
-    return { entry, sections: [failedSection(entry, `**failed**: ${String(err.message).split('\n')[0]!.slice(0, 300)}`)], ms: performance.now() - t0, failed: true };
+    return {
+      entry,
+      sections: [failedSection(entry, `**failed**: ${String(err.message).split('\n')[0]!.slice(0, 300)}`)],
+      ms: performance.now() - t0,
+      failed: true,
+    };
   }
 }
 
-export function renderReport(env: Environment, load: { start: string; end: string; during: string }, outcomes: readonly Outcome[], quick: boolean, totalMs: number): string {
+export function renderReport(
+  env: Environment,
+  load: { start: string; end: string; during: string },
+  outcomes: readonly Outcome[],
+  quick: boolean,
+  totalMs: number,
+): string {
   const targets: Target[] = outcomes.flatMap((o) => o.sections.flatMap((s) => s.targets ?? []));
-  const status = (t: Target): string => ({ met: 'met', missed: '**missed**', measured: 'measured', 'not measured': '*not measured*' })[t.status];
+  const status = (t: Target): string =>
+    ({ met: 'met', missed: '**missed**', measured: 'measured', 'not measured': '*not measured*' })[t.status];
   const parts: string[] = [
     '# Benchmarks',
-    quick ? '> **Quick mode** (`--quick`): small sizes and few runs, a smoke test of the suite. These are not figures to quote.\n' : '',
+    quick
+      ? '> **Quick mode** (`--quick`): small sizes and few runs, a smoke test of the suite. These are not figures to quote.\n'
+      : '',
     'Written by `npm run bench` (test/bench/run.ts) in one run: every module below ran one after the other on the same machine, ' +
       'each of ours side by side with the exec approach upstream kube-proxy uses where there is one. ' +
       'Medians with their spread: p10–p90 when a row has at least 10 runs, min–max below that. Wall-clock times unless a column says CPU. ' +
@@ -188,11 +256,24 @@ export function renderReport(env: Environment, load: { start: string; end: strin
     `The machine is shared with colleagues: a 1-minute load average above ${env.cpus} (the CPU count) means other work competed for the CPUs during the run, ` +
       'which inflates wall-clock figures of both sides and widens their spread. Where a module reports CPU time, that figure is the steadier one.',
     '## Targets',
-    targets.length ? renderTable([{ title: 'target' }, { title: 'goal' }, { title: 'status' }, { title: 'figure' }], targets.map((t) => [t.what, t.target, status(t), t.detail])) : 'No module reported a target.',
+    targets.length
+      ? renderTable(
+          [{ title: 'target' }, { title: 'goal' }, { title: 'status' }, { title: 'figure' }],
+          targets.map((t) => [t.what, t.target, status(t), t.detail]),
+        )
+      : 'No module reported a target.',
   ];
   for (const o of outcomes) for (const s of o.sections) parts.push(renderSection(s));
-  parts.push('## Reproduce', '`npm run bench` (root: the ipset and conntrack modules create throwaway network namespaces; nothing touches the root namespace). `npm run bench -- model ipset` runs a subset and prints it; `--quick` shrinks sizes for a smoke test; `--out FILE` writes elsewhere.');
-  return parts.filter((p) => p !== '').join('\n\n').replace(/\n{3,}/g, '\n\n') + '\n';
+  parts.push(
+    '## Reproduce',
+    '`npm run bench` (root: the ipset and conntrack modules create throwaway network namespaces; nothing touches the root namespace). `npm run bench -- model ipset` runs a subset and prints it; `--quick` shrinks sizes for a smoke test; `--out FILE` writes elsewhere.',
+  );
+  return (
+    parts
+      .filter((p) => p !== '')
+      .join('\n\n')
+      .replace(/\n{3,}/g, '\n\n') + '\n'
+  );
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
@@ -211,7 +292,12 @@ export async function main(argv: readonly string[]): Promise<number> {
 
   const env = await environment();
   const sampler = new LoadSampler();
-  log(`kernel ${env.kernel}, ${env.cpus} CPUs, Node ${env.node}, load ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}; running ${selected.map((e) => e.name).join(', ')}${args.quick ? ' (quick)' : ''}`);
+  log(
+    `kernel ${env.kernel}, ${env.cpus} CPUs, Node ${env.node}, load ${os
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}; running ${selected.map((e) => e.name).join(', ')}${args.quick ? ' (quick)' : ''}`,
+  );
   const t0 = performance.now();
   const outcomes: Outcome[] = [];
   for (const entry of selected) {

@@ -48,9 +48,13 @@ export interface Bench {
 const cell = (s: string): string => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 export function renderTable(columns: readonly Column[], rows: readonly (readonly string[])[]): string {
-  const out = [`| ${columns.map((c) => cell(c.title)).join(' | ')} |`, `| ${columns.map((c) => (c.align === 'right' ? '---:' : '---')).join(' | ')} |`];
+  const out = [
+    `| ${columns.map((c) => cell(c.title)).join(' | ')} |`,
+    `| ${columns.map((c) => (c.align === 'right' ? '---:' : '---')).join(' | ')} |`,
+  ];
   for (const row of rows) {
-    if (row.length !== columns.length) throw new Error(`row has ${row.length} cells, table has ${columns.length} columns: ${row.join(' / ')}`);
+    if (row.length !== columns.length)
+      throw new Error(`row has ${row.length} cells, table has ${columns.length} columns: ${row.join(' / ')}`);
     out.push(`| ${row.map(cell).join(' | ')} |`);
   }
   return out.join('\n');
@@ -63,11 +67,23 @@ export function renderSection(s: Section, level = 2): string {
 }
 
 /** A section whose rows could not be measured: every row says so, the reason is given once. */
-export function notMeasured(title: string, description: string, rows: readonly (readonly [what: string, size: string])[], reason: string, targets: readonly Omit<Target, 'status' | 'detail'>[] = []): Section {
+export function notMeasured(
+  title: string,
+  description: string,
+  rows: readonly (readonly [what: string, size: string])[],
+  reason: string,
+  targets: readonly Omit<Target, 'status' | 'detail'>[] = [],
+): Section {
   return {
     title,
     description,
-    columns: [{ title: 'measurement' }, { title: 'size' }, { title: 'ours' }, { title: 'exec (upstream’s way)' }, { title: 'status' }],
+    columns: [
+      { title: 'measurement' },
+      { title: 'size' },
+      { title: 'ours' },
+      { title: 'exec (upstream’s way)' },
+      { title: 'status' },
+    ],
     rows: rows.map(([what, size]) => [what, size, '—', '—', '**not yet measured**']),
     notes: [`Not yet measured because ${reason}.`],
     targets: targets.map((t) => ({ ...t, status: 'not measured' as const, detail: reason })),

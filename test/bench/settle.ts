@@ -28,7 +28,9 @@ export interface SettleResult {
  * Returns once two windows in a row had the CPUs at most `maxBusy` busy (all CPUs together,
  * this process included), or after `boundMs` whatever the load.
  */
-export async function settle(opts: { maxBusy?: number; windowMs?: number; boundMs?: number } = {}): Promise<SettleResult> {
+export async function settle(
+  opts: { maxBusy?: number; windowMs?: number; boundMs?: number } = {},
+): Promise<SettleResult> {
   const maxBusy = opts.maxBusy ?? 0.15;
   const windowMs = opts.windowMs ?? 250;
   const boundMs = opts.boundMs ?? 60_000;

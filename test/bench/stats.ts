@@ -84,7 +84,9 @@ export function formatUs(us: number): string {
 
 /** The low and high ends of the spread reported for a summary, and which ones they are. */
 export function spreadOf(s: Summary): { kind: 'p10–p90' | 'min–max'; low: number; high: number } {
-  return s.runs >= PERCENTILE_SPREAD_MIN_RUNS ? { kind: 'p10–p90', low: s.p10, high: s.p90 } : { kind: 'min–max', low: s.min, high: s.max };
+  return s.runs >= PERCENTILE_SPREAD_MIN_RUNS
+    ? { kind: 'p10–p90', low: s.p10, high: s.p90 }
+    : { kind: 'min–max', low: s.min, high: s.max };
 }
 
 /** "p10–p90 1.20–3.40 ms" style: both ends in the unit of the larger, so they read as a range. */

@@ -72,7 +72,10 @@ async function main(): Promise<void> {
     indent(
       [
         `client  ${CLIENT_IP}  ──>  node ${NODE_IP}   (kube-proxy-ts runs here)`,
-        ...[0, 1, 2].map((i) => `                     node ──> pod${i + 1} ${podIP(i)}:8080   (answers "pod${i + 1} <source address>")`),
+        ...[0, 1, 2].map(
+          (i) =>
+            `                     node ──> pod${i + 1} ${podIP(i)}:8080   (answers "pod${i + 1} <source address>")`,
+        ),
       ].join('\n'),
     ),
   );
@@ -82,11 +85,32 @@ async function main(): Promise<void> {
   teardowns.push(() => rm(dir, { recursive: true, force: true }));
   const web = { name: 'web', clusterIP: VIP, port: 80, nodePort: NODE_PORT, targetPort: 8080, nodeName: 'demo-node' };
   await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(0), podIP(1), podIP(2)] }));
-  console.log(indent(`${dir}/web.yaml: Service default/web, type NodePort, ${VIP}:80 and node port ${NODE_PORT} -> 3 endpoints on :8080`));
+  console.log(
+    indent(
+      `${dir}/web.yaml: Service default/web, type NodePort, ${VIP}:80 and node port ${NODE_PORT} -> 3 endpoints on :8080`,
+    ),
+  );
 
   step(3, 'Start kube-proxy-ts in the node namespace');
   const sock = join(dir, 'control.sock');
-  const args = ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--control-socket', sock, '--hostname-override', 'demo-node', '--cluster-cidr', '10.244.0.0/16', '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--min-sync-period', '100ms'];
+  const args = [
+    '--proxy-mode',
+    'nftables',
+    '--manifest-dir',
+    dir,
+    '--control-socket',
+    sock,
+    '--hostname-override',
+    'demo-node',
+    '--cluster-cidr',
+    '10.244.0.0/16',
+    '--healthz-bind-address',
+    '127.0.0.1:10256',
+    '--metrics-bind-address',
+    '127.0.0.1:10249',
+    '--min-sync-period',
+    '100ms',
+  ];
   console.log(indent(dim(`ip netns exec ${c.node.name} node bin/kube-proxy-ts.js ${args.join(' ')}`)));
   const d: DaemonProcess = spawnDaemon(c.node, args);
   teardowns.push(async () => {
@@ -98,7 +122,11 @@ async function main(): Promise<void> {
   const tcp = (ip: string, port: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, port);
   const tcpMany = (ip: string, port: number, n: number) => c.clientAgent.call<string[]>(ECHO, 'tcpMany', ip, port, n);
   try {
-    await pollUntil('the Service to answer', async () => ((await tcp(VIP, 80)).startsWith('pod') ? true : undefined), 20_000);
+    await pollUntil(
+      'the Service to answer',
+      async () => ((await tcp(VIP, 80)).startsWith('pod') ? true : undefined),
+      20_000,
+    );
   } catch (e) {
     console.error(indent(d.log()));
     throw e;
@@ -116,12 +144,20 @@ async function main(): Promise<void> {
   step(5, `${REQUESTS} connections from the client to the NodePort ${NODE_IP}:${NODE_PORT}`);
   const np = await tcpMany(NODE_IP, NODE_PORT, REQUESTS);
   console.log(spread(np));
-  console.log(indent(dim(`the pods saw the source ${[...new Set(np.map((a) => a.split(' ')[1]))].join(', ')}: masqueraded to the node's address on the pod link`)));
+  console.log(
+    indent(
+      dim(
+        `the pods saw the source ${[...new Set(np.map((a) => a.split(' ')[1]))].join(', ')}: masqueraded to the node's address on the pod link`,
+      ),
+    ),
+  );
 
   step(6, 'What kube-proxy-ts programmed (nft list, table ip kube-proxy-ts; kube-proxy-ts explain and trace)');
   console.log(indent(dim('The `services` chain: one verdict-map lookup per packet, whatever the number of Services;')));
   console.log(indent(dim('the `service-ips` map sends each service IP . protocol . port to a picker chain (one per')));
-  console.log(indent(dim('number of endpoints, shared by the Services that have as many), which picks one at random.')));
+  console.log(
+    indent(dim('number of endpoints, shared by the Services that have as many), which picks one at random.')),
+  );
   const services = await c.node.exec('nft', ['list', 'chain', 'ip', 'kube-proxy-ts', 'services']);
   console.log(indent(services.code === 0 ? services.stdout : services.stderr));
   const map = await c.node.exec('nft', ['list', 'map', 'ip', 'kube-proxy-ts', 'service-ips']);
@@ -134,24 +170,41 @@ async function main(): Promise<void> {
   const svcChain = serviceChains.find((n) => n.startsWith('service-'));
   if (svcChain !== undefined) {
     const chain = await c.node.exec('nft', ['list', 'chain', 'ip', 'kube-proxy-ts', svcChain]);
-    console.log(indent(dim('The Service\'s own chain: masquerade if needed, then a random pick of an endpoint:')));
+    console.log(indent(dim("The Service's own chain: masquerade if needed, then a random pick of an endpoint:")));
     console.log(indent(chain.code === 0 ? chain.stdout : chain.stderr));
   }
-  console.log(indent(dim('The same in Kubernetes\' terms, read back from the kernel: kube-proxy-ts explain (the daemon answers on')));
-  console.log(indent(dim('its control socket), then what a packet from the client to the ClusterIP would meet: kube-proxy-ts trace')));
-  for (const cmd of [['explain'], ['explain', 'default/web'], ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80/tcp`]]) {
+  console.log(
+    indent(
+      dim("The same in Kubernetes' terms, read back from the kernel: kube-proxy-ts explain (the daemon answers on"),
+    ),
+  );
+  console.log(
+    indent(
+      dim('its control socket), then what a packet from the client to the ClusterIP would meet: kube-proxy-ts trace'),
+    ),
+  );
+  for (const cmd of [
+    ['explain'],
+    ['explain', 'default/web'],
+    ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80/tcp`],
+  ]) {
     const r = await runDaemon(c.node, [...cmd, '--control-socket', sock]);
     console.log(indent(`$ kube-proxy-ts ${cmd.join(' ')}`));
     console.log(indent(r.code === 0 ? r.stdout : r.stderr));
   }
-  const health = await c.nodeAgent.call<{ status: number; body: string }>(new URL('../kernel/daemon-agent.ts', import.meta.url).href, 'httpGet', 'http://127.0.0.1:10256/healthz');
+  const health = await c.nodeAgent.call<{ status: number; body: string }>(
+    new URL('../kernel/daemon-agent.ts', import.meta.url).href,
+    'httpGet',
+    'http://127.0.0.1:10256/healthz',
+  );
   console.log(indent(`GET /healthz on the node: ${health.status} ${health.body}`));
 
   step(7, 'Edit the manifest: pod2 goes away');
   await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(0), podIP(2)] }));
   const t1 = Date.now();
   // Done when no programmed rule or element mentions pod2's address any more.
-  const pod2Gone = async () => ((await c.node.run('nft', 'list', 'table', 'ip', 'kube-proxy-ts')).includes(podIP(1)) ? undefined : true);
+  const pod2Gone = async () =>
+    (await c.node.run('nft', 'list', 'table', 'ip', 'kube-proxy-ts')).includes(podIP(1)) ? undefined : true;
   await pollUntil('pod2 to be gone', pod2Gone, 10_000, 50);
   console.log(indent(`applied within ${Date.now() - t1} ms (a partial sync: only this Service's elements changed)`));
   console.log(spread(await tcpMany(VIP, 80, REQUESTS)));
@@ -161,10 +214,16 @@ async function main(): Promise<void> {
   const exit = await d.exited;
   const kept = (await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts'])).code === 0;
   const still = await tcp(VIP, 80);
-  console.log(indent(`SIGTERM: exit code ${exit.code}; rules ${kept ? 'left in place' : 'GONE'}; the Service still answers: ${still}`));
+  console.log(
+    indent(
+      `SIGTERM: exit code ${exit.code}; rules ${kept ? 'left in place' : 'GONE'}; the Service still answers: ${still}`,
+    ),
+  );
   const cl = await runDaemon(c.node, ['--cleanup']);
   const gone = (await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts'])).code !== 0;
-  console.log(indent(`kube-proxy-ts --cleanup: exit code ${cl.code}; table ip kube-proxy-ts ${gone ? 'removed' : 'STILL THERE'}`));
+  console.log(
+    indent(`kube-proxy-ts --cleanup: exit code ${cl.code}; table ip kube-proxy-ts ${gone ? 'removed' : 'STILL THERE'}`),
+  );
 }
 
 if (process.getuid?.() !== 0) {

@@ -39,7 +39,12 @@ export const podIP6 = (i: number): string => `fd44:${i + 1}::2`;
 export const podGateway6 = (i: number): string => `fd44:${i + 1}::1`;
 
 /** `nodeAgentArgs`: Node options for the node namespace's agent (the process a benchmark measures). */
-export async function makeCluster(t: { teardown(fn: () => Promise<void>): void }, label: string, pods = 3, nodeAgentArgs: readonly string[] = []): Promise<Cluster> {
+export async function makeCluster(
+  t: { teardown(fn: () => Promise<void>): void },
+  label: string,
+  pods = 3,
+  nodeAgentArgs: readonly string[] = [],
+): Promise<Cluster> {
   const made: Netns[] = [];
   const destroy = async (): Promise<void> => {
     for (const ns of made) await ns.destroy();
@@ -86,7 +91,20 @@ export async function makeCluster(t: { teardown(fn: () => Promise<void>): void }
     await pod.run('ip', '-6', 'addr', 'add', `${podIP6(i)}/64`, 'dev', 'eth0', 'nodad');
     await pod.run('ip', '-6', 'route', 'add', 'default', 'via', podGateway6(i));
   }
-  const [nodeAgent, clientAgent, ...podAgents] = await Promise.all([node.agent(nodeAgentArgs), client.agent(), ...podNs.map((p) => p.agent())]);
+  const [nodeAgent, clientAgent, ...podAgents] = await Promise.all([
+    node.agent(nodeAgentArgs),
+    client.agent(),
+    ...podNs.map((p) => p.agent()),
+  ]);
   await Promise.all(podAgents.map((a, i) => a!.call(ECHO, 'serve', `pod${i + 1}`, BACKEND_PORT)));
-  return { node, client, pods: podNs, nodeAgent: nodeAgent!, clientAgent: clientAgent!, podAgents: podAgents as NetnsAgent[], podIP, destroy };
+  return {
+    node,
+    client,
+    pods: podNs,
+    nodeAgent: nodeAgent!,
+    clientAgent: clientAgent!,
+    podAgents: podAgents as NetnsAgent[],
+    podIP,
+    destroy,
+  };
 }

@@ -32,7 +32,9 @@ export function spawnDaemon(
 ): DaemonProcess {
   const command = opts.command ?? [process.execPath, BIN];
   // The control socket is a file (not of the namespace): each test daemon gets its own, never the host's /run one.
-  const control = args.includes('--control-socket') ? [] : ['--control-socket', join(tmpdir(), `kpts-control-${process.pid}-${++sockets}.sock`)];
+  const control = args.includes('--control-socket')
+    ? []
+    : ['--control-socket', join(tmpdir(), `kpts-control-${process.pid}-${++sockets}.sock`)];
   const child = spawn(systemTool('ip'), ['netns', 'exec', ns.name, ...command, ...args, ...control], {
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
@@ -50,7 +52,9 @@ export function spawnDaemon(
   };
   child.stdout.on('data', take);
   child.stderr.on('data', take);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   return {
     pid: child.pid ?? -1,
     log: () => text,
@@ -71,7 +75,12 @@ export function runDaemon(ns: Netns, args: readonly string[], timeoutMs = 30_000
 }
 
 /** Polls `f` until it returns a value that is not undefined, or fails after timeoutMs. */
-export async function pollUntil<T>(what: string, f: () => Promise<T | undefined>, timeoutMs = 10_000, everyMs = 100): Promise<T> {
+export async function pollUntil<T>(
+  what: string,
+  f: () => Promise<T | undefined>,
+  timeoutMs = 10_000,
+  everyMs = 100,
+): Promise<T> {
   const end = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -81,7 +90,8 @@ export async function pollUntil<T>(what: string, f: () => Promise<T | undefined>
     } catch (e) {
       last = e;
     }
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > end)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }

@@ -18,7 +18,9 @@ export interface Manifest {
 /** Every document of every deploy/*.yaml, in file order. Throws on a YAML error. */
 export function loadDeployManifests(dir = DEPLOY_DIR): Manifest[] {
   const out: Manifest[] = [];
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()) {
     for (const doc of parseAllDocuments(readFileSync(join(dir, file), 'utf8'))) {
       if (doc.errors.length > 0) throw new Error(`${file}: ${doc.errors.map((e) => e.message).join('; ')}`);
       const obj = doc.toJS() as KObject | null;
@@ -31,7 +33,8 @@ export function loadDeployManifests(dir = DEPLOY_DIR): Manifest[] {
 /** The one object of this kind (and name, if given); throws when absent or repeated. */
 export function manifestOf(all: readonly Manifest[], kind: string, name?: string): KObject {
   const hits = all.filter((m) => m.obj['kind'] === kind && (name === undefined || m.obj['metadata']?.name === name));
-  if (hits.length !== 1) throw new Error(`expected one ${kind}${name ? ` ${name}` : ''} in deploy/, found ${hits.length}`);
+  if (hits.length !== 1)
+    throw new Error(`expected one ${kind}${name ? ` ${name}` : ''} in deploy/, found ${hits.length}`);
   return hits[0]!.obj;
 }
 
@@ -69,9 +72,12 @@ export function requestAttributes(method: string, path: string, watch: boolean):
   return { verb, group, resource };
 }
 
-const matches = (list: readonly string[] | undefined, value: string): boolean => (list ?? []).some((x) => x === '*' || x === value);
+const matches = (list: readonly string[] | undefined, value: string): boolean =>
+  (list ?? []).some((x) => x === '*' || x === value);
 
 /** Whether any rule allows the request. */
 export function rulesAllow(rules: readonly PolicyRule[], a: RequestAttributes): boolean {
-  return rules.some((r) => matches(r.apiGroups, a.group) && matches(r.resources, a.resource) && matches(r.verbs, a.verb));
+  return rules.some(
+    (r) => matches(r.apiGroups, a.group) && matches(r.resources, a.resource) && matches(r.verbs, a.verb),
+  );
 }

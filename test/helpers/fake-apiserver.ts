@@ -114,7 +114,11 @@ export function parseLabelSelector(sel: string): Requirement {
     if ((m = p.match(/^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/))) {
       const [, key, op, list] = m as unknown as [string, string, string, string];
       const values = new Set(list.split(',').map((v) => v.trim()));
-      reqs.push(op === 'in' ? (l) => Object.hasOwn(l, key) && values.has(l[key]!) : (l) => !Object.hasOwn(l, key) || !values.has(l[key]!));
+      reqs.push(
+        op === 'in'
+          ? (l) => Object.hasOwn(l, key) && values.has(l[key]!)
+          : (l) => !Object.hasOwn(l, key) || !values.has(l[key]!),
+      );
     } else if ((m = p.match(/^!([\w./-]+)$/))) {
       const key = m[1]!;
       reqs.push((l) => !Object.hasOwn(l, key));
@@ -197,7 +201,11 @@ export class FakeApiServer {
     const tls = opts.tls;
     const server = tls
       ? createHttpsServer(
-          { key: tls.key, cert: tls.cert, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}) },
+          {
+            key: tls.key,
+            cert: tls.cert,
+            ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}),
+          },
           handler,
         )
       : createHttpServer(handler);
@@ -208,7 +216,11 @@ export class FakeApiServer {
     });
     const { port } = server.address() as AddressInfo;
     const host = opts.host ?? '127.0.0.1';
-    const me = new FakeApiServer(server, `${opts.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`, opts);
+    const me = new FakeApiServer(
+      server,
+      `${opts.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`,
+      opts,
+    );
     ref.server = me;
     server.on('connection', (s: Socket) => {
       me.sockets.add(s);
@@ -287,7 +299,8 @@ export class FakeApiServer {
     obj['metadata'] = { ...obj['metadata'] };
     obj['metadata'].resourceVersion = String(++this.rv);
     obj['metadata'].uid = prev?.['metadata']?.uid ?? obj['metadata'].uid ?? randomUUID();
-    obj['metadata'].creationTimestamp = prev?.['metadata']?.creationTimestamp ?? new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    obj['metadata'].creationTimestamp =
+      prev?.['metadata']?.creationTimestamp ?? new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
     store.set(key, obj);
     this.record({ rv: this.rv, type: prev ? 'MODIFIED' : 'ADDED', plural: def.plural, key, obj: clone(obj), prev });
     return clone(obj);
@@ -406,11 +419,21 @@ export class FakeApiServer {
         return this.status(res, 400, 'BadRequest', 'the body is not JSON');
       }
       if (event['metadata']?.namespace !== undefined && event['metadata'].namespace !== namespace) {
-        return this.status(res, 400, 'BadRequest', 'the namespace of the object does not match the namespace of the request');
+        return this.status(
+          res,
+          400,
+          'BadRequest',
+          'the namespace of the object does not match the namespace of the request',
+        );
       }
       this.events.push({ namespace, event, contentType: String(req.headers['content-type'] ?? '') });
       res.writeHead(201, { 'Content-Type': 'application/json' });
-      res.end(JSON.stringify({ ...event, metadata: { ...event['metadata'], namespace, uid: randomUUID(), resourceVersion: String(++this.rv) } }));
+      res.end(
+        JSON.stringify({
+          ...event,
+          metadata: { ...event['metadata'], namespace, uid: randomUUID(), resourceVersion: String(++this.rv) },
+        }),
+      );
     });
   }
 
@@ -418,10 +441,27 @@ export class FakeApiServer {
     if (res.headersSent) return;
     res.writeHead(code, { 'Content-Type': 'application/json' });
     const details = causes.length > 0 ? { details: { causes: causes.map((c) => ({ reason: c, message: c })) } } : {};
-    res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code, ...details }));
+    res.end(
+      JSON.stringify({
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Failure',
+        message,
+        reason,
+        code,
+        ...details,
+      }),
+    );
   }
 
-  private route(req: IncomingMessage, res: ServerResponse, path: string, query: Record<string, string>, watch: boolean): void {
+  private route(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    query: Record<string, string>,
+    watch: boolean,
+  ): void {
     const eventPost = /^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/events$/.exec(path);
     if (req.method === 'POST' && eventPost !== null) return this.createEvent(req, res, eventPost[1]!);
     if (req.method !== 'GET') return this.status(res, 405, 'MethodNotAllowed', `${req.method} is not supported`);
@@ -439,7 +479,9 @@ export class FakeApiServer {
       path.match(/^\/apis\/([^/]+\/[^/]+)(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?$/);
     if (!m) return this.status(res, 404, 'NotFound', `the server could not find the requested resource (${path})`);
     const [, gv, ns, plural, name] = m as unknown as [string, string, string | undefined, string, string | undefined];
-    const def = RESOURCES.find((d) => d.plural === plural && (d.group === '' ? d.version : `${d.group}/${d.version}`) === gv);
+    const def = RESOURCES.find(
+      (d) => d.plural === plural && (d.group === '' ? d.version : `${d.group}/${d.version}`) === gv,
+    );
     if (!def || this.disabled.has(def.plural) || (ns !== undefined && !def.namespaced)) {
       return this.status(res, 404, 'NotFound', `the server could not find the requested resource (${path})`);
     }
@@ -492,12 +534,20 @@ export class FakeApiServer {
     return sorted;
   }
 
-  private serveList(def: ResourceDef, match: (o: KObject) => boolean, query: Record<string, string>, res: ServerResponse): void {
+  private serveList(
+    def: ResourceDef,
+    match: (o: KObject) => boolean,
+    query: Record<string, string>,
+    res: ServerResponse,
+  ): void {
     let rv = this.rv;
     let offset = 0;
     if (query['continue']) {
       try {
-        const tok = JSON.parse(Buffer.from(query['continue'], 'base64url').toString()) as { rv: number; offset: number };
+        const tok = JSON.parse(Buffer.from(query['continue'], 'base64url').toString()) as {
+          rv: number;
+          offset: number;
+        };
         rv = tok.rv;
         offset = tok.offset;
       } catch {
@@ -506,7 +556,12 @@ export class FakeApiServer {
     }
     const sorted = this.sortedAt(def.plural, rv);
     if (!sorted) {
-      return this.status(res, 410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.');
+      return this.status(
+        res,
+        410,
+        'Expired',
+        'The provided continue parameter is too old to display a consistent list result.',
+      );
     }
     const all = sorted.filter(match);
     const limit = Number(query['limit'] ?? 0);
@@ -519,7 +574,12 @@ export class FakeApiServer {
     res.end(JSON.stringify({ kind: `${def.kind}List`, apiVersion: apiVersionOf(def), metadata, items: page }));
   }
 
-  private startWatch(def: ResourceDef, match: (o: KObject) => boolean, query: Record<string, string>, res: ServerResponse): void {
+  private startWatch(
+    def: ResourceDef,
+    match: (o: KObject) => boolean,
+    query: Record<string, string>,
+    res: ServerResponse,
+  ): void {
     const rvParam = query['resourceVersion'] ?? '';
     const from = rvParam === '' || rvParam === '0' ? undefined : Number(rvParam);
     if (from !== undefined && (!Number.isFinite(from) || from < this.compactedRv)) {
@@ -529,14 +589,29 @@ export class FakeApiServer {
       res.end(
         JSON.stringify({
           type: 'ERROR',
-          object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason: 'Expired', code: 410 },
+          object: {
+            kind: 'Status',
+            apiVersion: 'v1',
+            metadata: {},
+            status: 'Failure',
+            message,
+            reason: 'Expired',
+            code: 410,
+          },
         }) + '\n',
       );
       return;
     }
     res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
     res.flushHeaders();
-    const w: Watcher = { plural: def.plural, match, bookmarks: query['allowWatchBookmarks'] === 'true', res, def, timer: undefined };
+    const w: Watcher = {
+      plural: def.plural,
+      match,
+      bookmarks: query['allowWatchBookmarks'] === 'true',
+      res,
+      def,
+      timer: undefined,
+    };
     this.watchers.add(w);
     res.on('close', () => this.endWatcher(w, true));
     if (from === undefined) {

@@ -10,7 +10,7 @@ export function fixture(path: string): Uint8Array {
 export function maskSeqPid(buf: Uint8Array): Uint8Array {
   const out = Uint8Array.from(buf);
   const dv = new DataView(out.buffer);
-  for (let off = 0; off + 16 <= out.length; ) {
+  for (let off = 0; off + 16 <= out.length;) {
     const len = dv.getUint32(off, true);
     if (len < 16) break;
     dv.setUint32(off + 8, 0, true);

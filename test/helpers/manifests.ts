@@ -17,7 +17,10 @@ export interface WebService {
 export function serviceYAML(s: WebService): string {
   const ns = s.namespace ?? 'default';
   const eps = s.endpoints
-    .map((ip) => `  - addresses: ["${ip}"]\n    conditions: {ready: true}${s.nodeName ? `\n    nodeName: ${s.nodeName}` : ''}`)
+    .map(
+      (ip) =>
+        `  - addresses: ["${ip}"]\n    conditions: {ready: true}${s.nodeName ? `\n    nodeName: ${s.nodeName}` : ''}`,
+    )
     .join('\n');
   return `apiVersion: v1
 kind: Service

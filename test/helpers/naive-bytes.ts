@@ -10,7 +10,8 @@ export const cstr = (s: string): number[] => [...Buffer.from(s, 'utf8'), 0];
 export const pad4 = (b: number[]): number[] => [...b, ...new Array<number>((4 - (b.length % 4)) % 4).fill(0)];
 
 /** One attribute: len (header + payload), type, payload, padding. */
-export const attr = (type: number, payload: number[]): number[] => pad4([...le16(4 + payload.length), ...le16(type), ...payload]);
+export const attr = (type: number, payload: number[]): number[] =>
+  pad4([...le16(4 + payload.length), ...le16(type), ...payload]);
 export const nestedAttr = (type: number, ...children: number[][]): number[] => attr(type | 0x8000, children.flat());
 
 /** One message: nlmsghdr + payload (padding included in the length, as the kernel expects). */

@@ -24,7 +24,11 @@ process.on('message', (raw) => {
       process.send?.({ id: call.id, ok: true, value });
     } catch (err) {
       const e = err as Error & { code?: string; errno?: number };
-      process.send?.({ id: call.id, ok: false, error: { name: e.name, message: e.message, code: e.code, errno: e.errno, stack: e.stack } });
+      process.send?.({
+        id: call.id,
+        ok: false,
+        error: { name: e.name, message: e.message, code: e.code, errno: e.errno, stack: e.stack },
+      });
     }
   })();
 });

@@ -41,10 +41,19 @@ export interface ExecResult {
 
 function execRaw(cmd: string, args: readonly string[], timeoutMs = 30_000, input?: string): Promise<ExecResult> {
   return new Promise((resolve) => {
-    const child = execFile(systemTool(cmd), args, { timeout: timeoutMs, maxBuffer: 256 << 20, encoding: 'utf8' }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : 1) : 0;
-      resolve({ stdout, stderr: err && !stderr ? String(err.message) : stderr, code });
-    });
+    const child = execFile(
+      systemTool(cmd),
+      args,
+      { timeout: timeoutMs, maxBuffer: 256 << 20, encoding: 'utf8' },
+      (err, stdout, stderr) => {
+        const code = err
+          ? typeof (err as { code?: unknown }).code === 'number'
+            ? (err as { code: number }).code
+            : 1
+          : 0;
+        resolve({ stdout, stderr: err && !stderr ? String(err.message) : stderr, code });
+      },
+    );
     if (input !== undefined) child.stdin?.end(input);
   });
 }
@@ -81,7 +90,11 @@ export class Netns {
   }
 
   /** Runs a command inside the namespace; never throws, returns the exit code. */
-  exec(cmd: string, args: readonly string[] = [], opts: { timeoutMs?: number; input?: string } = {}): Promise<ExecResult> {
+  exec(
+    cmd: string,
+    args: readonly string[] = [],
+    opts: { timeoutMs?: number; input?: string } = {},
+  ): Promise<ExecResult> {
     const resolved = cmd === process.execPath ? cmd : systemTool(cmd);
     return execRaw('ip', ['netns', 'exec', this.name, resolved, ...args], opts.timeoutMs, opts.input);
   }

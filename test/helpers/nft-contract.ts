@@ -21,7 +21,12 @@ export const STEPS: Step[] = [
       for (const c of ['services', 'svc-a', 'svc-b']) tx.add({ kind: 'chain', name: c });
       tx.add({ kind: 'map', name: 'vips', key: ['ipv4_addr', 'inet_proto', 'inet_service'], data: 'verdict' });
       tx.add({ kind: 'set', name: 'cidrs', key: ['ipv4_addr'], flags: ['interval'] });
-      tx.add({ kind: 'element', set: 'vips', key: ['10.96.0.1', 'tcp', 80], value: { verdict: 'goto', chain: 'svc-a' } });
+      tx.add({
+        kind: 'element',
+        set: 'vips',
+        key: ['10.96.0.1', 'tcp', 80],
+        value: { verdict: 'goto', chain: 'svc-a' },
+      });
       tx.add({ kind: 'element', set: 'cidrs', key: ['10.0.0.0/8'] });
       tx.add(rule(F, 'pre').jump('services').build());
       tx.add(rule(F, 'services').vmap(['ip daddr', 'meta l4proto', 'th dport'], 'vips').build());
@@ -34,30 +39,65 @@ export const STEPS: Step[] = [
   { name: 'delete a chain a rule jumps to', build: (tx) => tx.delete({ kind: 'chain', name: 'services' }) },
   { name: 'add a rule jumping to a missing chain', build: (tx) => tx.add(rule(F, 'services').jump('missing').build()) },
   { name: 'add a rule to a missing chain', build: (tx) => tx.add(rule(F, 'nowhere').accept().build()) },
-  { name: 'add a rule looking up a missing set', build: (tx) => tx.add(rule(F, 'services').inSet(['ip saddr'], 'nope').accept().build()) },
+  {
+    name: 'add a rule looking up a missing set',
+    build: (tx) => tx.add(rule(F, 'services').inSet(['ip saddr'], 'nope').accept().build()),
+  },
   {
     name: 'add an existing element with other data',
-    build: (tx) => tx.add({ kind: 'element', set: 'vips', key: ['10.96.0.1', 'tcp', 80], value: { verdict: 'goto', chain: 'svc-b' } }),
+    build: (tx) =>
+      tx.add({
+        kind: 'element',
+        set: 'vips',
+        key: ['10.96.0.1', 'tcp', 80],
+        value: { verdict: 'goto', chain: 'svc-b' },
+      }),
   },
   {
     name: 'add an existing element with the same data',
-    build: (tx) => tx.add({ kind: 'element', set: 'vips', key: ['10.96.0.1', 'tcp', 80], value: { verdict: 'goto', chain: 'svc-a' } }),
+    build: (tx) =>
+      tx.add({
+        kind: 'element',
+        set: 'vips',
+        key: ['10.96.0.1', 'tcp', 80],
+        value: { verdict: 'goto', chain: 'svc-a' },
+      }),
   },
   {
     name: 'create an existing element',
-    build: (tx) => tx.create({ kind: 'element', set: 'vips', key: ['10.96.0.1', 'tcp', 80], value: { verdict: 'goto', chain: 'svc-a' } }),
+    build: (tx) =>
+      tx.create({
+        kind: 'element',
+        set: 'vips',
+        key: ['10.96.0.1', 'tcp', 80],
+        value: { verdict: 'goto', chain: 'svc-a' },
+      }),
   },
-  { name: 'delete a missing element', build: (tx) => tx.delete({ kind: 'element', set: 'vips', key: ['10.96.0.9', 'tcp', 80] }) },
-  { name: 'destroy a missing element', build: (tx) => tx.destroy({ kind: 'element', set: 'vips', key: ['10.96.0.9', 'tcp', 80] }) },
+  {
+    name: 'delete a missing element',
+    build: (tx) => tx.delete({ kind: 'element', set: 'vips', key: ['10.96.0.9', 'tcp', 80] }),
+  },
+  {
+    name: 'destroy a missing element',
+    build: (tx) => tx.destroy({ kind: 'element', set: 'vips', key: ['10.96.0.9', 'tcp', 80] }),
+  },
   { name: 'destroy a missing chain', build: (tx) => tx.destroy({ kind: 'chain', name: 'ghost' }) },
   { name: 'delete a missing set', build: (tx) => tx.delete({ kind: 'set', name: 'ghost', key: ['mark'] }) },
   { name: 'delete a set a rule uses', build: (tx) => tx.delete({ kind: 'set', name: 'cidrs', key: ['ipv4_addr'] }) },
-  { name: 'delete a rule by a missing handle', build: (tx) => tx.delete({ kind: 'rule', chain: 'services', exprs: [], handle: 9999n }) },
+  {
+    name: 'delete a rule by a missing handle',
+    build: (tx) => tx.delete({ kind: 'rule', chain: 'services', exprs: [], handle: 9999n }),
+  },
   {
     name: 'a good step then a bad one: nothing happens',
     build(tx) {
       tx.add({ kind: 'chain', name: 'svc-c' });
-      tx.add({ kind: 'element', set: 'vips', key: ['10.96.0.3', 'udp', 53], value: { verdict: 'goto', chain: 'svc-c' } });
+      tx.add({
+        kind: 'element',
+        set: 'vips',
+        key: ['10.96.0.3', 'udp', 53],
+        value: { verdict: 'goto', chain: 'svc-c' },
+      });
       tx.delete({ kind: 'chain', name: 'ghost' });
     },
   },
@@ -73,7 +113,8 @@ export const STEPS: Step[] = [
   {
     name: 'delete rules by listed handles',
     build(tx, rules) {
-      for (const r of rules.filter((x) => x.chain === 'services')) tx.delete({ kind: 'rule', chain: r.chain, exprs: [], handle: r.handle });
+      for (const r of rules.filter((x) => x.chain === 'services'))
+        tx.delete({ kind: 'rule', chain: r.chain, exprs: [], handle: r.handle });
     },
   },
   { name: 'delete the table', build: (tx) => tx.delete({ kind: 'table' }) },
@@ -99,7 +140,8 @@ export async function snapshot(n: NftInterface): Promise<Snapshot> {
     return { chains, sets: [], elements: {}, rules: {} };
   }
   const elements: Record<string, string[]> = {};
-  for (const s of sets) elements[s] = (await n.listElements(s)).map((e) => JSON.stringify([e.key.map(String), e.value ?? null])).sort();
+  for (const s of sets)
+    elements[s] = (await n.listElements(s)).map((e) => JSON.stringify([e.key.map(String), e.value ?? null])).sort();
   const rules: Record<string, number> = {};
   for (const c of chains) rules[c] = (await n.listRules(c)).length;
   return { chains, sets, elements, rules };

@@ -9,7 +9,10 @@ export function normaliseNftJson(objs: NftJsonObject[]): unknown[] {
       const out: Record<string, unknown> = {};
       for (const [k, x] of Object.entries(v)) {
         if (k === 'handle' || k === 'expires') continue;
-        out[k] = k === 'elem' && Array.isArray(x) ? x.map(strip).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))) : strip(x);
+        out[k] =
+          k === 'elem' && Array.isArray(x)
+            ? x.map(strip).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))
+            : strip(x);
       }
       return out;
     }

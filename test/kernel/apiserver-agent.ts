@@ -8,7 +8,11 @@ import { FakeApiServer } from '../helpers/fake-apiserver.ts';
 let server: FakeApiServer | undefined;
 
 /** Starts it with TLS and a bearer token, holding `objects`; returns its port. */
-export async function startApiServer(tls: { key: string; cert: string }, token: string, objects: KObject[]): Promise<number> {
+export async function startApiServer(
+  tls: { key: string; cert: string },
+  token: string,
+  objects: KObject[],
+): Promise<number> {
   if (server) throw new Error('the API server is already running in this agent');
   server = await FakeApiServer.start({ tls, token });
   for (const o of objects) server.create(o);

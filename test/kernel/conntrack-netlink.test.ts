@@ -33,14 +33,18 @@ function parseCliLine(line: string): { key: string; id: number } | undefined {
     if (k === 'id') id = Number(v);
     else if (k === 'mark') mark = v;
     else if (k === 'zone') zone = v;
-    else if (dirs.length && ['src', 'dst', 'sport', 'dport', 'type', 'code'].includes(k)) dirs.at(-1)![k] = k === 'src' || k === 'dst' ? canon(v) : v;
+    else if (dirs.length && ['src', 'dst', 'sport', 'dport', 'type', 'code'].includes(k))
+      dirs.at(-1)![k] = k === 'src' || k === 'dst' ? canon(v) : v;
   }
-  const d = (x: Record<string, string> | undefined): string => (x ? `${x.src} ${x.dst} ${x.sport ?? x.type ?? '-'} ${x.dport ?? x.code ?? '-'}` : '?');
+  const d = (x: Record<string, string> | undefined): string =>
+    x ? `${x.src} ${x.dst} ${x.sport ?? x.type ?? '-'} ${x.dport ?? x.code ?? '-'}` : '?';
   return { key: `${fam} ${proto} ${d(dirs[0])} | ${d(dirs[1])} mark=${mark} zone=${zone}`, id };
 }
 
-const tupleKey = (t: Tuple): string => `${t.src} ${t.dst} ${t.srcPort ?? t.icmpType ?? '-'} ${t.dstPort ?? t.icmpCode ?? '-'}`;
-const flowKey = (f: Flow): string => `${f.family} ${f.orig.proto} ${tupleKey(f.orig)} | ${tupleKey(f.reply)} mark=${f.mark ?? 0} zone=${f.zone ?? 0}`;
+const tupleKey = (t: Tuple): string =>
+  `${t.src} ${t.dst} ${t.srcPort ?? t.icmpType ?? '-'} ${t.dstPort ?? t.icmpCode ?? '-'}`;
+const flowKey = (f: Flow): string =>
+  `${f.family} ${f.orig.proto} ${tupleKey(f.orig)} | ${tupleKey(f.reply)} mark=${f.mark ?? 0} zone=${f.zone ?? 0}`;
 
 async function cliFlows(ns: Netns, ...args: string[]): Promise<{ key: string; id: number }[]> {
   const r = await ns.exec('/usr/sbin/conntrack', ['-L', '-o', 'extended,id', ...args]);
@@ -51,7 +55,8 @@ async function cliFlows(ns: Netns, ...args: string[]): Promise<{ key: string; id
     .filter((x): x is { key: string; id: number } => x !== undefined)
     .sort((a, b) => a.key.localeCompare(b.key));
 }
-const cliKeys = async (ns: Netns, ...args: string[]): Promise<string[]> => (await cliFlows(ns, ...args)).map((x) => x.key);
+const cliKeys = async (ns: Netns, ...args: string[]): Promise<string[]> =>
+  (await cliFlows(ns, ...args)).map((x) => x.key);
 const ourKeys = (d: DumpView): string[] => d.flows.map(flowKey).sort();
 
 async function cliInsert(ns: Netns, ...args: string[]): Promise<void> {
@@ -70,7 +75,10 @@ const tcp = (src: string, dst: string, sport: number, dport: number, replySrc = 
   tcpState: 3,
 });
 
-/** The table a kube-proxy node might have: DNS to a ClusterIP via two endpoints, TCP to the same VIP, other Services, IPv6. */
+/**
+ * The table a kube-proxy node might have: DNS to a ClusterIP via two endpoints, TCP to the same VIP, other Services,
+ * IPv6.
+ */
 const MIXED: NewFlow[] = [
   udp('10.1.0.1', '10.96.0.10', 40001, 53, '10.244.1.5'), // stale endpoint .5
   udp('10.1.0.2', '10.96.0.10', 40002, 53, '10.244.1.5'),
@@ -81,7 +89,11 @@ const MIXED: NewFlow[] = [
   udp('fd00::1', 'fd00:96::10', 40007, 53, 'fd00:244::5'),
   udp('fd00::2', 'fd00:96::11', 40008, 53, 'fd00:244::5'),
   tcp('fd00::1', 'fd00:96::10', 40009, 53, 'fd00:244::5'),
-  { ...udp('10.1.0.8', '10.96.0.10', 40012, 53, '10.244.1.5'), orig: { src: '10.1.0.8', dst: '10.96.0.10', proto: IPPROTO.SCTP, srcPort: 40012, dstPort: 53 }, reply: { src: '10.244.1.5', dst: '10.1.0.8', proto: IPPROTO.SCTP, srcPort: 53, dstPort: 40012 } }, // SCTP, same VIP and endpoint
+  {
+    ...udp('10.1.0.8', '10.96.0.10', 40012, 53, '10.244.1.5'),
+    orig: { src: '10.1.0.8', dst: '10.96.0.10', proto: IPPROTO.SCTP, srcPort: 40012, dstPort: 53 },
+    reply: { src: '10.244.1.5', dst: '10.1.0.8', proto: IPPROTO.SCTP, srcPort: 53, dstPort: 40012 },
+  }, // SCTP, same VIP and endpoint
 ];
 
 test('a dump through our layer lists real UDP/TCP flows and inserted ones exactly as conntrack -L does', async (t) => {
@@ -93,7 +105,9 @@ test('a dump through our layer lists real UDP/TCP flows and inserted ones exactl
   await server.run('ip', 'addr', 'add', '10.10.0.2/24', 'dev', 'ks0');
   await server.run('ip', 'link', 'set', 'ks0', 'up');
   // A rule that uses conntrack makes the namespace track connections.
-  const nft = await server.exec('/usr/sbin/nft', ['-f', '-'], { input: 'table inet kpts {\n chain in {\n  type filter hook input priority 0;\n  ct state new counter\n }\n}\n' });
+  const nft = await server.exec('/usr/sbin/nft', ['-f', '-'], {
+    input: 'table inet kpts {\n chain in {\n  type filter hook input priority 0;\n  ct state new counter\n }\n}\n',
+  });
   t.is(nft.code, 0, nft.stderr);
   const srvAgent = await server.agent();
   const cliAgent = await client.agent();
@@ -101,13 +115,66 @@ test('a dump through our layer lists real UDP/TCP flows and inserted ones exactl
   t.is(await cliAgent.call(S, 'udpExchange', '10.10.0.1', 41000, '10.10.0.2', 5353), 'ping');
   t.is(await cliAgent.call(S, 'udpExchange', '10.10.0.1', 41001, '10.10.0.2', 5353), 'ping');
   await cliAgent.call(S, 'tcpOpen', '10.10.0.1', 42000, '10.10.0.2', 8080);
-  await cliInsert(server, '-p', 'udp', '-s', '10.1.0.9', '-d', '10.96.0.10', '--sport', '5000', '--dport', '53', '-t', '300');
-  await cliInsert(server, '-p', 'tcp', '-s', 'fd00::1', '-d', 'fd00::10', '--sport', '5001', '--dport', '80', '--state', 'ESTABLISHED', '-t', '300', '-m', '7');
-  await cliInsert(server, '-p', 'icmp', '-s', '10.1.0.9', '-d', '10.1.0.10', '--icmp-type', '8', '--icmp-code', '0', '--icmp-id', '99', '-t', '300', '-w', '3');
+  await cliInsert(
+    server,
+    '-p',
+    'udp',
+    '-s',
+    '10.1.0.9',
+    '-d',
+    '10.96.0.10',
+    '--sport',
+    '5000',
+    '--dport',
+    '53',
+    '-t',
+    '300',
+  );
+  await cliInsert(
+    server,
+    '-p',
+    'tcp',
+    '-s',
+    'fd00::1',
+    '-d',
+    'fd00::10',
+    '--sport',
+    '5001',
+    '--dport',
+    '80',
+    '--state',
+    'ESTABLISHED',
+    '-t',
+    '300',
+    '-m',
+    '7',
+  );
+  await cliInsert(
+    server,
+    '-p',
+    'icmp',
+    '-s',
+    '10.1.0.9',
+    '-d',
+    '10.1.0.10',
+    '--icmp-type',
+    '8',
+    '--icmp-code',
+    '0',
+    '--icmp-id',
+    '99',
+    '-t',
+    '300',
+    '-w',
+    '3',
+  );
 
   const d = await srvAgent.call<DumpView>(S, 'dump');
   const cli = await cliFlows(server);
-  t.deepEqual(ourKeys(d), cli.map((c) => c.key));
+  t.deepEqual(
+    ourKeys(d),
+    cli.map((c) => c.key),
+  );
   t.true(cli.length >= 6, `entries: ${cli.length}`);
   t.deepEqual(d.flows.map((f) => f.id).sort(), cli.map((c) => c.id).sort(), 'the same kernel ids');
   const tcpReal = d.flows.find((f) => f.orig.proto === IPPROTO.TCP && f.orig.srcPort === 42000)!;
@@ -121,17 +188,43 @@ test('a dump through our layer lists real UDP/TCP flows and inserted ones exactl
 test('filtered dumps return exactly the matching flows, filtered by the kernel where it can', async (t) => {
   const ns = await netnsFor(t, 'ct-filter');
   const a = await ns.agent();
-  t.deepEqual(await a.call(S, 'create', MIXED), MIXED.map(() => null));
-  t.deepEqual(await a.call(S, 'create', [{ ...udp('10.1.0.6', '10.96.0.10', 40010, 53, '10.244.1.5'), mark: 0x4000 }]), [null]);
+  t.deepEqual(
+    await a.call(S, 'create', MIXED),
+    MIXED.map(() => null),
+  );
+  t.deepEqual(
+    await a.call(S, 'create', [{ ...udp('10.1.0.6', '10.96.0.10', 40010, 53, '10.244.1.5'), mark: 0x4000 }]),
+    [null],
+  );
 
   const cases: [FlowFilter, string[], boolean][] = [
     // [filter, the conntrack -L arguments that select the same set, filtered entirely by the kernel?]
-    [{ family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 } }, ['-f', 'ipv4', '-p', 'udp', '--orig-dst', '10.96.0.10', '--dport', '53'], true],
-    [{ proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5' } }, ['-p', 'udp', '--orig-dst', '10.96.0.10', '--dport', '53', '--reply-src', '10.244.1.5'], true],
+    [
+      { family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 } },
+      ['-f', 'ipv4', '-p', 'udp', '--orig-dst', '10.96.0.10', '--dport', '53'],
+      true,
+    ],
+    [
+      { proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5' } },
+      ['-p', 'udp', '--orig-dst', '10.96.0.10', '--dport', '53', '--reply-src', '10.244.1.5'],
+      true,
+    ],
     [{ family: 'IPv4', proto: IPPROTO.TCP }, ['-f', 'ipv4', '-p', 'tcp'], true],
-    [{ proto: IPPROTO.SCTP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5' } }, ['-p', 'sctp', '--orig-dst', '10.96.0.10', '--dport', '53', '--reply-src', '10.244.1.5'], true],
-    [{ proto: IPPROTO.UDP, orig: { dst: 'fd00:96::10', dstPort: 53 } }, ['-f', 'ipv6', '-p', 'udp', '--orig-dst', 'fd00:96::10', '--dport', '53'], false],
-    [{ family: 'IPv6', proto: IPPROTO.UDP, orig: { dst: 'fd00:96::11' }, reply: { src: 'fd00:244::5' } }, ['-f', 'ipv6', '-p', 'udp', '--orig-dst', 'fd00:96::11', '--reply-src', 'fd00:244::5'], false],
+    [
+      { proto: IPPROTO.SCTP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5' } },
+      ['-p', 'sctp', '--orig-dst', '10.96.0.10', '--dport', '53', '--reply-src', '10.244.1.5'],
+      true,
+    ],
+    [
+      { proto: IPPROTO.UDP, orig: { dst: 'fd00:96::10', dstPort: 53 } },
+      ['-f', 'ipv6', '-p', 'udp', '--orig-dst', 'fd00:96::10', '--dport', '53'],
+      false,
+    ],
+    [
+      { family: 'IPv6', proto: IPPROTO.UDP, orig: { dst: 'fd00:96::11' }, reply: { src: 'fd00:244::5' } },
+      ['-f', 'ipv6', '-p', 'udp', '--orig-dst', 'fd00:96::11', '--reply-src', 'fd00:244::5'],
+      false,
+    ],
     [{ mark: { value: 0x4000, mask: 0x4000 } }, ['-m', '0x4000/0x4000'], true],
     [{}, [], true],
   ];
@@ -161,7 +254,11 @@ test('kernel quirk (6.18): CTA_FILTER matches IPv6 addresses inverted, which is 
   const ns = await netnsFor(t, 'ct-v6probe');
   const a = await ns.agent();
   await a.call(S, 'create', MIXED);
-  const probe = await a.call<{ verdict: string; returned: string[]; total: number }>(S, 'probeIpv6AddressFilter', 'fd00:96::10');
+  const probe = await a.call<{ verdict: string; returned: string[]; total: number }>(
+    S,
+    'probeIpv6AddressFilter',
+    'fd00:96::10',
+  );
   t.log(JSON.stringify(probe));
   // If a kernel fixes this, this test fails: then IPv6 addresses could go to the kernel too (filter.ts).
   t.is(probe.verdict, 'inverted');
@@ -171,20 +268,36 @@ test('kernel quirk (6.18): CTA_FILTER matches IPv6 addresses inverted, which is 
 test('deletes remove exactly the chosen flows; unrelated TCP and UDP flows stay; ENOENT means already gone', async (t) => {
   const ns = await netnsFor(t, 'ct-delete');
   const a = await ns.agent();
-  t.deepEqual(await a.call(S, 'create', MIXED), MIXED.map(() => null));
+  t.deepEqual(
+    await a.call(S, 'create', MIXED),
+    MIXED.map(() => null),
+  );
   const before = await cliKeys(ns);
   t.is(before.length, MIXED.length);
 
   // The flusher's case: UDP to 10.96.0.10:53 whose reply came from the removed endpoint 10.244.1.5.
-  const stale: FlowFilter = { proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5' } };
+  const stale: FlowFilter = {
+    proto: IPPROTO.UDP,
+    orig: { dst: '10.96.0.10', dstPort: 53 },
+    reply: { src: '10.244.1.5' },
+  };
   const { found, report } = await a.call<{ found: number; report: ReportView }>(S, 'dumpAndDelete', stale);
   t.is(found, 2);
   t.deepEqual(report, { deleted: 2, notFound: 0, errors: [] });
   const after = await cliKeys(ns);
-  t.deepEqual(after, before.filter((k) => !/^IPv4 17 10\.1\.0\.[12] 10\.96\.0\.10 4000[12] 53 \| 10\.244\.1\.5 /.test(k)));
+  t.deepEqual(
+    after,
+    before.filter((k) => !/^IPv4 17 10\.1\.0\.[12] 10\.96\.0\.10 4000[12] 53 \| 10\.244\.1\.5 /.test(k)),
+  );
   t.is(after.length, MIXED.length - 2);
-  t.true(after.some((k) => k.startsWith('IPv4 6 10.1.0.1 10.96.0.10 40004 53')), 'the TCP flow to the same VIP and endpoint stays');
-  t.true(after.some((k) => k.includes('10.244.2.7')), 'the UDP flow via the healthy endpoint stays');
+  t.true(
+    after.some((k) => k.startsWith('IPv4 6 10.1.0.1 10.96.0.10 40004 53')),
+    'the TCP flow to the same VIP and endpoint stays',
+  );
+  t.true(
+    after.some((k) => k.includes('10.244.2.7')),
+    'the UDP flow via the healthy endpoint stays',
+  );
 
   // IPv6, by tuple.
   const v6 = MIXED[6]!.orig;
@@ -201,7 +314,10 @@ test('deletes remove exactly the chosen flows; unrelated TCP and UDP flows stay;
 test('deleteMatching: the flusher-shaped call removes exactly the stale flows of several Services', async (t) => {
   const ns = await netnsFor(t, 'ct-matching');
   const a = await ns.agent();
-  t.deepEqual(await a.call(S, 'create', MIXED), MIXED.map(() => null));
+  t.deepEqual(
+    await a.call(S, 'create', MIXED),
+    MIXED.map(() => null),
+  );
   const before = await cliKeys(ns);
   const r = await a.call<ReportView & { matched: number; dumps: number }>(S, 'deleteMatching', [
     // endpoint 10.244.1.5 removed from the Service 10.96.0.10:53/UDP
@@ -229,42 +345,85 @@ test('filtered flush (6.12+): one DELETE with CTA_FILTER removes exactly the sta
   const other = await netnsFor(t, 'ct-flush-other');
   const a = await ns.agent();
   const b = await other.agent();
-  t.deepEqual(await a.call(S, 'create', MIXED), MIXED.map(() => null));
-  t.deepEqual(await b.call(S, 'create', MIXED), MIXED.map(() => null));
+  t.deepEqual(
+    await a.call(S, 'create', MIXED),
+    MIXED.map(() => null),
+  );
+  t.deepEqual(
+    await b.call(S, 'create', MIXED),
+    MIXED.map(() => null),
+  );
   const before = await cliKeys(ns);
   const otherBefore = await cliKeys(other);
-  const stale: FlowFilter = { family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5', srcPort: 53 } };
+  const stale: FlowFilter = {
+    family: 'IPv4',
+    proto: IPPROTO.UDP,
+    orig: { dst: '10.96.0.10', dstPort: 53 },
+    reply: { src: '10.244.1.5', srcPort: 53 },
+  };
   t.deepEqual(await a.call(S, 'flushMatching', stale), { deleted: 2, kernelFlushFilter: true });
   const after = await cliKeys(ns);
   t.deepEqual(
     before.filter((k) => !after.includes(k)),
-    ['IPv4 17 10.1.0.1 10.96.0.10 40001 53 | 10.244.1.5 10.1.0.1 53 40001 mark=0 zone=0', 'IPv4 17 10.1.0.2 10.96.0.10 40002 53 | 10.244.1.5 10.1.0.2 53 40002 mark=0 zone=0'],
+    [
+      'IPv4 17 10.1.0.1 10.96.0.10 40001 53 | 10.244.1.5 10.1.0.1 53 40001 mark=0 zone=0',
+      'IPv4 17 10.1.0.2 10.96.0.10 40002 53 | 10.244.1.5 10.1.0.2 53 40002 mark=0 zone=0',
+    ],
   );
-  t.is(after.length, MIXED.length - 2, 'TCP and SCTP to the same VIP and endpoint, the healthy endpoint, other Services and ports, IPv6 stay');
+  t.is(
+    after.length,
+    MIXED.length - 2,
+    'TCP and SCTP to the same VIP and endpoint, the healthy endpoint, other Services and ports, IPv6 stay',
+  );
   t.deepEqual(await cliKeys(other), otherBefore, 'the other namespace is untouched');
   // Nothing matches any more; a reply port that is not the endpoint's matches nothing either.
   t.deepEqual(await a.call(S, 'flushMatching', stale), { deleted: 0, kernelFlushFilter: true });
-  t.deepEqual(await a.call(S, 'flushMatching', { ...stale, orig: { dst: '10.96.0.11', dstPort: 53 }, reply: { src: '10.244.1.5', srcPort: 54 } }), { deleted: 0, kernelFlushFilter: true });
+  t.deepEqual(
+    await a.call(S, 'flushMatching', {
+      ...stale,
+      orig: { dst: '10.96.0.11', dstPort: 53 },
+      reply: { src: '10.244.1.5', srcPort: 54 },
+    }),
+    { deleted: 0, kernelFlushFilter: true },
+  );
   t.is((await cliKeys(ns)).length, MIXED.length - 2);
   // A filter the kernel would not match exactly is not sent: null, nothing deleted.
   t.is(await a.call(S, 'flushMatching', { proto: IPPROTO.SCTP, orig: { dst: '10.96.0.10', dstPort: 53 } }), null);
   t.is(await a.call(S, 'flushMatching', { proto: IPPROTO.UDP, orig: { dst: 'fd00:96::11', dstPort: 53 } }), null);
   t.is((await cliKeys(ns)).length, MIXED.length - 2);
   // deleteMatching without flushes removes the same set the dump way.
-  t.deepEqual(await b.call(S, 'deleteMatching', [stale], false), { deleted: 2, notFound: 0, errors: [], matched: 2, dumps: 1, flushes: 0 });
+  t.deepEqual(await b.call(S, 'deleteMatching', [stale], false), {
+    deleted: 2,
+    notFound: 0,
+    errors: [],
+    matched: 2,
+    dumps: 1,
+    flushes: 0,
+  });
   t.deepEqual(await cliKeys(other), after);
 });
 
 test('kernel quirk (6.18): a filtered flush ignores SCTP ports, which is why SCTP filters never go to it', async (t) => {
   const ns = await netnsFor(t, 'ct-sctpq');
   const a = await ns.agent();
-  t.deepEqual(await a.call(S, 'create', MIXED), MIXED.map(() => null));
+  t.deepEqual(
+    await a.call(S, 'create', MIXED),
+    MIXED.map(() => null),
+  );
   // Port 9999: no entry has it. The kernel accepts the filter and compares no SCTP port.
-  const err = await a.call<ErrorView | null>(S, 'rawFlush', { family: 'IPv4', proto: IPPROTO.SCTP, orig: { dst: '10.96.0.10', dstPort: 9999 } }, 'IPv4');
+  const err = await a.call<ErrorView | null>(
+    S,
+    'rawFlush',
+    { family: 'IPv4', proto: IPPROTO.SCTP, orig: { dst: '10.96.0.10', dstPort: 9999 } },
+    'IPv4',
+  );
   t.is(err, null);
   const left = await cliKeys(ns);
   // If a kernel starts comparing them, this fails: then SCTP could be flushed too (filter.ts).
-  t.false(left.some((k) => k.startsWith('IPv4 132 ')), 'the SCTP entry on port 53 went');
+  t.false(
+    left.some((k) => k.startsWith('IPv4 132 ')),
+    'the SCTP entry on port 53 went',
+  );
   t.is(left.length, MIXED.length - 1);
 });
 
@@ -286,7 +445,11 @@ test('a delete carrying another id (CTA_ID) leaves the entry alone', async (t) =
   // The kernel's id hashes the entry's address and original tuple only (nf_ct_get_id): an
   // entry re-created with the same tuple in a recycled slot gets the same id, so this guards
   // against a different entry, not against every re-creation.
-  t.is(await a.call(S, 'deleteOne', { ...cur!, id: (cur!.id! ^ 1) >>> 0 }), false, 'another id: ENOENT, already gone as far as we know');
+  t.is(
+    await a.call(S, 'deleteOne', { ...cur!, id: (cur!.id! ^ 1) >>> 0 }),
+    false,
+    'another id: ENOENT, already gone as far as we know',
+  );
   t.is((await cliKeys(ns)).length, 1, 'the entry is still there');
   t.is(await a.call(S, 'deleteOne', cur), true, 'with its own id it goes');
   t.deepEqual(await cliKeys(ns), []);
@@ -322,5 +485,7 @@ test('10,000 stale entries: dumped with a kernel filter and deleted over one con
   t.is(r.left, 3);
   t.is(Number((await ns.run('/usr/sbin/conntrack', '-C')).trim()), 3);
   const ms = (wall: number, cpu: number): string => `${wall.toFixed(1)} ms (cpu ${cpu.toFixed(1)} ms)`;
-  t.log(`10,000 entries: insert ${ms(r.insertMs, r.insertCpuMs)}, filtered dump ${ms(r.dumpMs, r.dumpCpuMs)}, delete ${ms(r.deleteMs, r.deleteCpuMs)}, ${r.perDatagram} per datagram`);
+  t.log(
+    `10,000 entries: insert ${ms(r.insertMs, r.insertCpuMs)}, filtered dump ${ms(r.dumpMs, r.dumpCpuMs)}, delete ${ms(r.deleteMs, r.deleteCpuMs)}, ${r.perDatagram} per datagram`,
+  );
 });

@@ -44,16 +44,41 @@ test('an IPv4 --cluster-cidr on a dual-stack node: the IPv6 Service answers too,
   const c = await makeCluster(t, 'dfam', 2);
   const dir = await mkdtemp(join(tmpdir(), 'kpts-families-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await writeFile(join(dir, 'web4.yaml'), serviceYAML({ name: 'web4', clusterIP: VIP4, port: 80, targetPort: 8080, endpoints: [podIP(0)] }));
+  await writeFile(
+    join(dir, 'web4.yaml'),
+    serviceYAML({ name: 'web4', clusterIP: VIP4, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),
+  );
   await writeFile(join(dir, 'web6.yaml'), ipv6ServiceYAML('web6', VIP6, [podIP6(1)]));
 
-  const d = spawnDaemon(c.node, ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--hostname-override', 'node-a', '--cluster-cidr', '10.244.0.0/16',
-    '--healthz-bind-address', '', '--metrics-bind-address', '', '--min-sync-period', '100ms']);
+  const d = spawnDaemon(c.node, [
+    '--proxy-mode',
+    'nftables',
+    '--manifest-dir',
+    dir,
+    '--hostname-override',
+    'node-a',
+    '--cluster-cidr',
+    '10.244.0.0/16',
+    '--healthz-bind-address',
+    '',
+    '--metrics-bind-address',
+    '',
+    '--min-sync-period',
+    '100ms',
+  ]);
   t.teardown(() => d.kill());
   const tcp = (ip: string) => c.clientAgent.call<string>(ECHO, 'tcp', ip, 80);
   try {
-    await pollUntil('the IPv4 ClusterIP to answer', async () => ((await tcp(VIP4)).startsWith('pod1 ') ? true : undefined), 20_000);
-    await pollUntil('the IPv6 ClusterIP to answer', async () => ((await tcp(VIP6)).startsWith('pod2 ') ? true : undefined), 10_000);
+    await pollUntil(
+      'the IPv4 ClusterIP to answer',
+      async () => ((await tcp(VIP4)).startsWith('pod1 ') ? true : undefined),
+      20_000,
+    );
+    await pollUntil(
+      'the IPv6 ClusterIP to answer',
+      async () => ((await tcp(VIP6)).startsWith('pod2 ') ? true : undefined),
+      10_000,
+    );
   } catch (e) {
     t.log(d.log());
     throw e;

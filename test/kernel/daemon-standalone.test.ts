@@ -16,85 +16,110 @@ import { serviceYAML } from '../helpers/manifests.ts';
 const AGENT = new URL('./daemon-agent.ts', import.meta.url).href;
 const VIP = '10.96.0.10';
 
-test.serial('standalone daemon: traffic, healthz, metrics, manifest changes, SIGTERM keeps rules, --cleanup twice', async (t) => {
-  const c = await makeCluster(t, 'dmn', 3);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-manifests-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const web = { name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, nodeName: 'node-a' };
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(0), podIP(1), podIP(2)] }));
+test.serial(
+  'standalone daemon: traffic, healthz, metrics, manifest changes, SIGTERM keeps rules, --cleanup twice',
+  async (t) => {
+    const c = await makeCluster(t, 'dmn', 3);
+    const dir = await mkdtemp(join(tmpdir(), 'kpts-manifests-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const web = { name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, nodeName: 'node-a' };
+    await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(0), podIP(1), podIP(2)] }));
 
-  // Something that is not ours, which --cleanup must leave alone.
-  await c.node.run('nft', 'add', 'table', 'ip', 'someone-else');
-  await c.node.run('nft', 'add', 'chain', 'ip', 'someone-else', 'input', '{ type filter hook input priority 0; }');
-  await c.node.run('nft', 'add', 'rule', 'ip', 'someone-else', 'input', 'tcp dport 9 counter accept');
-  const before = normaliseNftJson(await c.node.nftJson());
+    // Something that is not ours, which --cleanup must leave alone.
+    await c.node.run('nft', 'add', 'table', 'ip', 'someone-else');
+    await c.node.run('nft', 'add', 'chain', 'ip', 'someone-else', 'input', '{ type filter hook input priority 0; }');
+    await c.node.run('nft', 'add', 'rule', 'ip', 'someone-else', 'input', 'tcp dport 9 counter accept');
+    const before = normaliseNftJson(await c.node.nftJson());
 
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode', 'nftables',
-    '--manifest-dir', dir,
-    '--hostname-override', 'node-a',
-    '--cluster-cidr', '10.244.0.0/16',
-    '--healthz-bind-address', '127.0.0.1:10256',
-    '--metrics-bind-address', '127.0.0.1:10249',
-    '--min-sync-period', '100ms',
-  ]);
-  t.teardown(() => d.kill());
-  const tcp = (ip: string, port: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, port);
-  const tcpMany = (ip: string, port: number, n: number) => c.clientAgent.call<string[]>(ECHO, 'tcpMany', ip, port, n);
-  const get = (path: string, port = 10256) => c.nodeAgent.call<{ status: number; type: string; body: string }>(AGENT, 'httpGet', `http://127.0.0.1:${port}${path}`);
+    const d = spawnDaemon(c.node, [
+      '--proxy-mode',
+      'nftables',
+      '--manifest-dir',
+      dir,
+      '--hostname-override',
+      'node-a',
+      '--cluster-cidr',
+      '10.244.0.0/16',
+      '--healthz-bind-address',
+      '127.0.0.1:10256',
+      '--metrics-bind-address',
+      '127.0.0.1:10249',
+      '--min-sync-period',
+      '100ms',
+    ]);
+    t.teardown(() => d.kill());
+    const tcp = (ip: string, port: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, port);
+    const tcpMany = (ip: string, port: number, n: number) => c.clientAgent.call<string[]>(ECHO, 'tcpMany', ip, port, n);
+    const get = (path: string, port = 10256) =>
+      c.nodeAgent.call<{ status: number; type: string; body: string }>(
+        AGENT,
+        'httpGet',
+        `http://127.0.0.1:${port}${path}`,
+      );
 
-  try {
-    await pollUntil('the ClusterIP to answer', async () => ((await tcp(VIP, 80)).startsWith('pod') ? true : undefined), 20_000);
-  } catch (e) {
-    t.log(d.log());
-    throw e;
-  }
-  const viaVip = await tcpMany(VIP, 80, 15);
-  t.true(viaVip.every((a) => /^pod[123] /.test(a)), `ClusterIP answers: ${viaVip.join(', ')}`);
-  t.true(new Set(viaVip.map((a) => a.split(' ')[0])).size >= 2, 'spread over more than one backend');
-  const viaNodePort = await tcpMany(NODE_IP, 30080, 6);
-  t.true(viaNodePort.every((a) => /^pod[123] /.test(a)), `NodePort answers: ${viaNodePort.join(', ')}`);
+    try {
+      await pollUntil(
+        'the ClusterIP to answer',
+        async () => ((await tcp(VIP, 80)).startsWith('pod') ? true : undefined),
+        20_000,
+      );
+    } catch (e) {
+      t.log(d.log());
+      throw e;
+    }
+    const viaVip = await tcpMany(VIP, 80, 15);
+    t.true(
+      viaVip.every((a) => /^pod[123] /.test(a)),
+      `ClusterIP answers: ${viaVip.join(', ')}`,
+    );
+    t.true(new Set(viaVip.map((a) => a.split(' ')[0])).size >= 2, 'spread over more than one backend');
+    const viaNodePort = await tcpMany(NODE_IP, 30080, 6);
+    t.true(
+      viaNodePort.every((a) => /^pod[123] /.test(a)),
+      `NodePort answers: ${viaNodePort.join(', ')}`,
+    );
 
-  const healthz = await get('/healthz');
-  t.is(healthz.status, 200);
-  t.regex(healthz.type, /application\/json/);
-  const body = JSON.parse(healthz.body) as { lastUpdated: string; currentTime: string; nodeEligible: boolean };
-  t.true(body.nodeEligible);
-  t.truthy(body.lastUpdated);
-  const metrics = await get('/metrics', 10249);
-  t.is(metrics.status, 200);
-  t.regex(metrics.body, /kubeproxy_sync_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} [1-9]/);
+    const healthz = await get('/healthz');
+    t.is(healthz.status, 200);
+    t.regex(healthz.type, /application\/json/);
+    const body = JSON.parse(healthz.body) as { lastUpdated: string; currentTime: string; nodeEligible: boolean };
+    t.true(body.nodeEligible);
+    t.truthy(body.lastUpdated);
+    const metrics = await get('/metrics', 10249);
+    t.is(metrics.status, 200);
+    t.regex(metrics.body, /kubeproxy_sync_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} [1-9]/);
 
-  // A manifest change: only pod3 is left.
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(2)] }));
-  await pollUntil(
-    'the new endpoint set to be programmed',
-    async () => ((await tcpMany(VIP, 80, 8)).every((a) => a.startsWith('pod3 ')) ? true : undefined),
-    10_000,
-    200,
-  );
+    // A manifest change: only pod3 is left.
+    await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(2)] }));
+    await pollUntil(
+      'the new endpoint set to be programmed',
+      async () => ((await tcpMany(VIP, 80, 8)).every((a) => a.startsWith('pod3 ')) ? true : undefined),
+      10_000,
+      200,
+    );
 
-  // SIGTERM: exit 0, rules stay, traffic keeps flowing.
-  d.signal('SIGTERM');
-  const exit = await d.exited;
-  t.deepEqual(exit, { code: 0, signal: null }, d.log());
-  t.is((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts'])).code, 0, 'the table survives a stop');
-  t.true((await tcp(VIP, 80)).startsWith('pod3 '), 'traffic still flows with the daemon stopped');
+    // SIGTERM: exit 0, rules stay, traffic keeps flowing.
+    d.signal('SIGTERM');
+    const exit = await d.exited;
+    t.deepEqual(exit, { code: 0, signal: null }, d.log());
+    t.is((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts'])).code, 0, 'the table survives a stop');
+    t.true((await tcp(VIP, 80)).startsWith('pod3 '), 'traffic still flows with the daemon stopped');
 
-  // --cleanup removes ours and nothing else; twice is fine.
-  const first = await runDaemon(c.node, ['--cleanup']);
-  t.is(first.code, 0, first.stderr);
-  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts'])).code, 0, 'our table is gone');
-  t.is((await c.node.exec('nft', ['list', 'table', 'ip', 'someone-else'])).code, 0, 'a foreign table stays');
-  const second = await runDaemon(c.node, ['--cleanup']);
-  t.is(second.code, 0, second.stderr);
-  const rest = await c.node.nftJson();
-  t.deepEqual(
-    rest.filter((o) => 'table' in o).map((o) => `${String(o['table']!['family'])} ${String(o['table']!['name'])}`),
-    ['ip someone-else'],
-  );
-  t.deepEqual(normaliseNftJson(rest), before, 'the ruleset is exactly as it was before the daemon started');
-});
+    // --cleanup removes ours and nothing else; twice is fine.
+    const first = await runDaemon(c.node, ['--cleanup']);
+    t.is(first.code, 0, first.stderr);
+    t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts'])).code, 0, 'our table is gone');
+    t.is((await c.node.exec('nft', ['list', 'table', 'ip', 'someone-else'])).code, 0, 'a foreign table stays');
+    const second = await runDaemon(c.node, ['--cleanup']);
+    t.is(second.code, 0, second.stderr);
+    const rest = await c.node.nftJson();
+    t.deepEqual(
+      rest.filter((o) => 'table' in o).map((o) => `${String(o['table']!['family'])} ${String(o['table']!['name'])}`),
+      ['ip someone-else'],
+    );
+    t.deepEqual(normaliseNftJson(rest), before, 'the ruleset is exactly as it was before the daemon started');
+  },
+);
 
 // Under systemd (Type=notify): a unix datagram NOTIFY_SOCKET, bound by a python3 child (Node
 // has no unix datagram sockets), sees STATUS while waiting, READY=1 only after the first full
@@ -112,7 +137,10 @@ test.serial('sd-notify: READY=1 after the first full sync, STATUS lines, STOPPIN
   const c = await makeCluster(t, 'dsd', 1);
   const dir = await mkdtemp(join(tmpdir(), 'kpts-notify-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }));
+  await writeFile(
+    join(dir, 'web.yaml'),
+    serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),
+  );
   const sock = join(dir, 'notify.sock');
   const py = spawn('python3', ['-c', LISTENER, sock], { stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(() => void py.kill());
@@ -122,18 +150,44 @@ test.serial('sd-notify: READY=1 after the first full sync, STATUS lines, STOPPIN
   );
   await readyToListen;
 
-  const d = spawnDaemon(c.node, ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--hostname-override', 'node-a', '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249'], {
-    env: { NOTIFY_SOCKET: sock, WATCHDOG_USEC: '2000000' },
-  });
+  const d = spawnDaemon(
+    c.node,
+    [
+      '--proxy-mode',
+      'nftables',
+      '--manifest-dir',
+      dir,
+      '--hostname-override',
+      'node-a',
+      '--healthz-bind-address',
+      '127.0.0.1:10256',
+      '--metrics-bind-address',
+      '127.0.0.1:10249',
+    ],
+    {
+      env: { NOTIFY_SOCKET: sock, WATCHDOG_USEC: '2000000' },
+    },
+  );
   t.teardown(() => d.kill());
-  await pollUntil('READY=1', () => Promise.resolve(lines.includes('READY=1') ? true : undefined), 20_000).catch((e: unknown) => {
-    t.log(d.log(), lines);
-    throw e;
-  });
-  t.true((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod1 '), 'the rules are in place once READY is sent');
+  await pollUntil('READY=1', () => Promise.resolve(lines.includes('READY=1') ? true : undefined), 20_000).catch(
+    (e: unknown) => {
+      t.log(d.log(), lines);
+      throw e;
+    },
+  );
+  t.true(
+    (await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod1 '),
+    'the rules are in place once READY is sent',
+  );
   const readyAt = lines.indexOf('READY=1');
-  t.true(lines.slice(0, readyAt).some((l) => l.startsWith('STATUS=nftables: waiting')), lines.join('\n'));
-  t.true(lines.slice(0, readyAt).some((l) => l.startsWith('STATUS=nftables: 1 services, 1 endpoints')), lines.join('\n'));
+  t.true(
+    lines.slice(0, readyAt).some((l) => l.startsWith('STATUS=nftables: waiting')),
+    lines.join('\n'),
+  );
+  t.true(
+    lines.slice(0, readyAt).some((l) => l.startsWith('STATUS=nftables: 1 services, 1 endpoints')),
+    lines.join('\n'),
+  );
   await pollUntil('a watchdog ping', () => Promise.resolve(lines.includes('WATCHDOG=1') ? true : undefined), 5_000);
 
   d.signal('SIGTERM');

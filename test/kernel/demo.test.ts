@@ -45,25 +45,43 @@ function spreadOf(output: string, stepTitle: RegExp): Map<string, number> {
   return new Map([...block.matchAll(/^\s+(pod\d)\s+#+\s+(\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
 }
 
-test.serial('npm run demo: both Service addresses spread over the three pods; the edit and --cleanup work; nothing is left', async (t) => {
-  const r = await runDemo();
-  t.teardown(async () => {
-    for (const n of await namespacesOfProcess(r.pid)) await sh('ip', 'netns', 'del', n);
-  });
-  t.is(r.code, 0, r.output);
-  for (const title of [/\n4\. \d+ connections from the client to the ClusterIP/, /\n5\. \d+ connections from the client to the NodePort/]) {
-    const spread = spreadOf(r.output, title);
-    t.deepEqual([...spread.keys()].sort(), ['pod1', 'pod2', 'pod3'], `${String(title)}: every pod answered\n${r.output}`);
-  }
-  t.regex(r.output, /\$ kube-proxy-ts explain\n\s+SERVICE PORT[^\n]*\n\s+default\/web:http\/TCP .* 3\/3\s+in sync/, 'the demo shows explain');
-  t.regex(r.output, /verdict: DNAT: cluster-ip 10\.96\.0\.10:80\/TCP of default\/web:http\/TCP/, 'the demo shows trace');
-  const afterEdit = spreadOf(r.output, /\n7\. Edit the manifest: pod2 goes away/);
-  t.deepEqual([...afterEdit.keys()].sort(), ['pod1', 'pod3'], 'pod2 no longer answers after the edit');
-  t.regex(r.output, /SIGTERM: exit code 0; rules left in place/);
-  t.regex(r.output, /--cleanup: exit code 0; table ip kube-proxy-ts removed/);
-  t.regex(r.output, /namespaces and manifests removed/);
-  t.deepEqual(await namespacesOfProcess(r.pid), [], 'no namespace left behind');
-});
+test.serial(
+  'npm run demo: both Service addresses spread over the three pods; the edit and --cleanup work; nothing is left',
+  async (t) => {
+    const r = await runDemo();
+    t.teardown(async () => {
+      for (const n of await namespacesOfProcess(r.pid)) await sh('ip', 'netns', 'del', n);
+    });
+    t.is(r.code, 0, r.output);
+    for (const title of [
+      /\n4\. \d+ connections from the client to the ClusterIP/,
+      /\n5\. \d+ connections from the client to the NodePort/,
+    ]) {
+      const spread = spreadOf(r.output, title);
+      t.deepEqual(
+        [...spread.keys()].sort(),
+        ['pod1', 'pod2', 'pod3'],
+        `${String(title)}: every pod answered\n${r.output}`,
+      );
+    }
+    t.regex(
+      r.output,
+      /\$ kube-proxy-ts explain\n\s+SERVICE PORT[^\n]*\n\s+default\/web:http\/TCP .* 3\/3\s+in sync/,
+      'the demo shows explain',
+    );
+    t.regex(
+      r.output,
+      /verdict: DNAT: cluster-ip 10\.96\.0\.10:80\/TCP of default\/web:http\/TCP/,
+      'the demo shows trace',
+    );
+    const afterEdit = spreadOf(r.output, /\n7\. Edit the manifest: pod2 goes away/);
+    t.deepEqual([...afterEdit.keys()].sort(), ['pod1', 'pod3'], 'pod2 no longer answers after the edit');
+    t.regex(r.output, /SIGTERM: exit code 0; rules left in place/);
+    t.regex(r.output, /--cleanup: exit code 0; table ip kube-proxy-ts removed/);
+    t.regex(r.output, /namespaces and manifests removed/);
+    t.deepEqual(await namespacesOfProcess(r.pid), [], 'no namespace left behind');
+  },
+);
 
 test.serial('Ctrl-C halfway: the demo removes everything it made and exits 130', async (t) => {
   let interrupted = false;

@@ -17,21 +17,34 @@ test.serial('drift repair: our table deleted, the ruleset flushed, a map flushed
   const c = await makeCluster(t, 'drift', 1);
   const dir = await mkdtemp(join(tmpdir(), 'kpts-drift-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }));
+  await writeFile(
+    join(dir, 'web.yaml'),
+    serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),
+  );
   const d = spawnDaemon(c.node, [
-    '--proxy-mode', 'nftables',
-    '--manifest-dir', dir,
-    '--hostname-override', 'node-a',
-    '--cluster-cidr', '10.244.0.0/16',
-    '--healthz-bind-address', '127.0.0.1:10256',
-    '--metrics-bind-address', '127.0.0.1:10249',
-    '--sync-period', '10m',
-    '--min-sync-period', '100ms',
-    '--v', '2',
+    '--proxy-mode',
+    'nftables',
+    '--manifest-dir',
+    dir,
+    '--hostname-override',
+    'node-a',
+    '--cluster-cidr',
+    '10.244.0.0/16',
+    '--healthz-bind-address',
+    '127.0.0.1:10256',
+    '--metrics-bind-address',
+    '127.0.0.1:10249',
+    '--sync-period',
+    '10m',
+    '--min-sync-period',
+    '100ms',
+    '--v',
+    '2',
   ]);
   t.teardown(() => d.kill());
   // A short connect time-out: an unanswered probe must not hide how soon the repair landed.
-  const answers = async (): Promise<true | undefined> => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80, 100)).startsWith('pod1 ') ? true : undefined);
+  const answers = async (): Promise<true | undefined> =>
+    (await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80, 100)).startsWith('pod1 ') ? true : undefined;
   await pollUntil('the ClusterIP to answer', answers, 20_000).catch((e: unknown) => {
     t.log(d.log());
     throw e;
@@ -55,7 +68,9 @@ test.serial('drift repair: our table deleted, the ruleset flushed, a map flushed
       throw e;
     });
     const ms = Date.now() - start;
-    t.log(`${what}: the ClusterIP answers again ${ms} ms after nft was started (probes time out after 100 ms); daemon: change seen -> synced in ${daemonRepairMs(logFrom)} ms`);
+    t.log(
+      `${what}: the ClusterIP answers again ${ms} ms after nft was started (probes time out after 100 ms); daemon: change seen -> synced in ${daemonRepairMs(logFrom)} ms`,
+    );
   };
 
   await tamper('nft delete table ip kube-proxy-ts', 'delete', 'table', 'ip', 'kube-proxy-ts');
@@ -63,12 +78,27 @@ test.serial('drift repair: our table deleted, the ruleset flushed, a map flushed
   await tamper('nft flush map ip kube-proxy-ts service-ips', 'flush', 'map', 'ip', 'kube-proxy-ts', 'service-ips');
 
   // A rule added by hand that drops the Service's traffic: the repair rewrites the chain.
-  const hand = await c.node.exec('nft', ['insert', 'rule', 'ip', 'kube-proxy-ts', 'nat-prerouting', 'ip', 'daddr', VIP, 'drop']);
+  const hand = await c.node.exec('nft', [
+    'insert',
+    'rule',
+    'ip',
+    'kube-proxy-ts',
+    'nat-prerouting',
+    'ip',
+    'daddr',
+    VIP,
+    'drop',
+  ]);
   t.is(hand.code, 0, hand.stderr);
-  await pollUntil('the hand-added rule to be gone', async () => {
-    const r = await c.node.exec('nft', ['list', 'chain', 'ip', 'kube-proxy-ts', 'nat-prerouting']);
-    return r.code === 0 && !r.stdout.includes(`${VIP} drop`) ? true : undefined;
-  }, 10_000, 20);
+  await pollUntil(
+    'the hand-added rule to be gone',
+    async () => {
+      const r = await c.node.exec('nft', ['list', 'chain', 'ip', 'kube-proxy-ts', 'nat-prerouting']);
+      return r.code === 0 && !r.stdout.includes(`${VIP} drop`) ? true : undefined;
+    },
+    10_000,
+    20,
+  );
   t.truthy(await answers());
   t.regex(d.log(), /changed by someone else; repairing now/);
 });

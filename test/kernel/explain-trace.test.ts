@@ -21,20 +21,43 @@ test.serial('explain and trace through the control socket match the kernel and r
   const dir = await mkdtemp(join(tmpdir(), 'kpts-explain-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const sock = join(dir, 'run', 'control.sock');
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, nodeName: 'node-a', endpoints: [podIP(0), podIP(1), podIP(2)] }));
-  await writeFile(join(dir, 'empty.yaml'), serviceYAML({ name: 'empty', clusterIP: EMPTY_VIP, port: 80, targetPort: 8080, endpoints: [] }));
+  await writeFile(
+    join(dir, 'web.yaml'),
+    serviceYAML({
+      name: 'web',
+      clusterIP: VIP,
+      port: 80,
+      nodePort: 30080,
+      targetPort: 8080,
+      nodeName: 'node-a',
+      endpoints: [podIP(0), podIP(1), podIP(2)],
+    }),
+  );
+  await writeFile(
+    join(dir, 'empty.yaml'),
+    serviceYAML({ name: 'empty', clusterIP: EMPTY_VIP, port: 80, targetPort: 8080, endpoints: [] }),
+  );
   const d = spawnDaemon(c.node, [
-    '--proxy-mode', 'nftables',
-    '--manifest-dir', dir,
-    '--hostname-override', 'node-a',
-    '--cluster-cidr', '10.244.0.0/16',
-    '--control-socket', sock,
-    '--healthz-bind-address', '127.0.0.1:10256',
-    '--metrics-bind-address', '127.0.0.1:10249',
+    '--proxy-mode',
+    'nftables',
+    '--manifest-dir',
+    dir,
+    '--hostname-override',
+    'node-a',
+    '--cluster-cidr',
+    '10.244.0.0/16',
+    '--control-socket',
+    sock,
+    '--healthz-bind-address',
+    '127.0.0.1:10256',
+    '--metrics-bind-address',
+    '127.0.0.1:10249',
     // No sync after the first one: the drift made below must still be there when asked (a
     // periodic resync or an event-driven repair would fix it first).
-    '--min-sync-period', '1h',
-    '--sync-period', '1h',
+    '--min-sync-period',
+    '1h',
+    '--sync-period',
+    '1h',
   ]);
   t.teardown(() => d.kill());
   const cli = async (...args: string[]) => runDaemon(c.node, [...args, '--control-socket', sock]);
@@ -44,7 +67,11 @@ test.serial('explain and trace through the control socket match the kernel and r
     return JSON.parse(r.stdout) as T;
   };
   try {
-    await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined), 20_000);
+    await pollUntil(
+      'the ClusterIP to answer',
+      async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined),
+      20_000,
+    );
   } catch (e) {
     t.log(d.log());
     throw e;
@@ -54,32 +81,48 @@ test.serial('explain and trace through the control socket match the kernel and r
   // explain, all Services: a table, both in sync with the kernel.
   const table = await cli('explain');
   t.is(table.code, 0, table.stderr);
-  t.regex(table.stdout, /default\/web:http\/TCP\s+IPv4\s+NodePort\s+10\.96\.0\.10:80,node:30080\s+iTP=Cluster eTP=Cluster\s+3\/3\s+in sync/);
+  t.regex(
+    table.stdout,
+    /default\/web:http\/TCP\s+IPv4\s+NodePort\s+10\.96\.0\.10:80,node:30080\s+iTP=Cluster eTP=Cluster\s+3\/3\s+in sync/,
+  );
   t.regex(table.stdout, /default\/empty:http\/TCP .* 0\/0\s+in sync/);
   t.regex(table.stdout, /mode nftables; last sync: IPv4 \d{4}-/);
 
   const web = (await json<{ ports: PortExplanation[] }>('explain', 'default/web')).ports;
   t.is(web.length, 1);
   t.true(web[0]!.kernel!.agrees);
-  t.true(web[0]!.kernel!.kernel.some((e) => e.where === 'service-ips' && e.key === `${VIP} . tcp . 80` && e.value === 'goto pick-internal-3'));
+  t.true(
+    web[0]!.kernel!.kernel.some(
+      (e) => e.where === 'service-ips' && e.key === `${VIP} . tcp . 80` && e.value === 'goto pick-internal-3',
+    ),
+  );
 
   // trace from the client: three endpoints at 1/3, masqueraded (not from the pod network); real packets agree.
   const fromClient = await json<TraceResult>('trace', '--from', CLIENT_IP, '--to', `${VIP}:80/tcp`);
   t.is(fromClient.verdict, 'dnat');
-  t.deepEqual(fromClient.endpoints.map((e) => e.endpoint).sort(), [podIP(0), podIP(1), podIP(2)].map((ip) => `${ip}:8080`));
+  t.deepEqual(
+    fromClient.endpoints.map((e) => e.endpoint).sort(),
+    [podIP(0), podIP(1), podIP(2)].map((ip) => `${ip}:8080`),
+  );
   t.true(fromClient.endpoints.every((e) => Math.abs(e.probability - 1 / 3) < 1e-9));
   t.true(fromClient.masquerade!.yes, fromClient.masquerade!.why);
   const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 12);
   for (const a of answers) {
     const [pod, peer] = a.split(' ');
-    t.true(fromClient.endpoints.some((e) => e.endpoint === `${podIP(Number(pod!.slice(3)) - 1)}:8080`), `${a} is an endpoint trace listed`);
+    t.true(
+      fromClient.endpoints.some((e) => e.endpoint === `${podIP(Number(pod!.slice(3)) - 1)}:8080`),
+      `${a} is an endpoint trace listed`,
+    );
     t.not(peer, CLIENT_IP, `${a}: masqueraded as trace said`);
   }
 
   // trace from a pod: not masqueraded (pod network), except to itself (hairpin).
   const fromPod = await json<TraceResult>('trace', '--from', podIP(0), '--to', `${VIP}:80`);
   t.false(fromPod.masquerade!.yes, fromPod.masquerade!.why);
-  t.deepEqual(fromPod.endpoints.filter((e) => e.hairpin).map((e) => e.endpoint), [`${podIP(0)}:8080`]);
+  t.deepEqual(
+    fromPod.endpoints.filter((e) => e.hairpin).map((e) => e.endpoint),
+    [`${podIP(0)}:8080`],
+  );
   for (const a of await c.podAgents[0]!.call<string[]>(ECHO, 'tcpMany', VIP, 80, 9)) {
     const [pod, peer] = a.split(' ');
     if (pod === 'pod1') t.not(peer, podIP(0), `${a}: hairpin is masqueraded`);
@@ -103,7 +146,10 @@ test.serial('explain and trace through the control socket match the kernel and r
   await c.node.run('nft', 'delete', 'element', 'ip', 'kube-proxy-ts', 'endpoints-3', `{ ${VIP} . tcp . 80 . 0 }`);
   const drifted = (await json<{ ports: PortExplanation[] }>('explain', 'default/web:http')).ports[0]!;
   t.false(drifted.kernel!.agrees);
-  t.deepEqual(drifted.kernel!.drift.missing.map((e) => `${e.where} ${e.key}`), [`endpoints-3 ${VIP} . tcp . 80 . 0`]);
+  t.deepEqual(
+    drifted.kernel!.drift.missing.map((e) => `${e.where} ${e.key}`),
+    [`endpoints-3 ${VIP} . tcp . 80 . 0`],
+  );
   const report = await cli('explain', 'default/web');
   t.regex(report.stdout, /Kernel \(nftables\): DRIFT \(1 missing, 0 unexpected\)/);
   t.regex(report.stdout, /MISSING endpoints-3: 10\.96\.0\.10 \. tcp \. 80 \. 0/);
@@ -119,102 +165,230 @@ test.serial('explain and trace through the control socket match the kernel and r
   for (const args of [['explain'], ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80`]]) {
     const r = await cli(...args);
     t.is(r.code, 3, r.stderr);
-    t.regex(r.stderr, /cannot reach the kube-proxy-ts daemon on .*control\.sock: no such socket; is the daemon running/);
+    t.regex(
+      r.stderr,
+      /cannot reach the kube-proxy-ts daemon on .*control\.sock: no such socket; is the daemon running/,
+    );
   }
 });
 
-test.serial('trace --live: the real path of the next matching packet, and the arming table removed after', async (t) => {
-  const c = await makeCluster(t, 'xlv', 2);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-live-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const sock = join(dir, 'control.sock');
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, nodeName: 'node-a', endpoints: [podIP(0), podIP(1)] }));
-  const d = spawnDaemon(c.node, ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--hostname-override', 'node-a', '--cluster-cidr', '10.244.0.0/16', '--control-socket', sock,
-    '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--min-sync-period', '100ms']);
-  t.teardown(() => d.kill());
-  await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined), 20_000);
+test.serial(
+  'trace --live: the real path of the next matching packet, and the arming table removed after',
+  async (t) => {
+    const c = await makeCluster(t, 'xlv', 2);
+    const dir = await mkdtemp(join(tmpdir(), 'kpts-live-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const sock = join(dir, 'control.sock');
+    await writeFile(
+      join(dir, 'web.yaml'),
+      serviceYAML({
+        name: 'web',
+        clusterIP: VIP,
+        port: 80,
+        targetPort: 8080,
+        nodeName: 'node-a',
+        endpoints: [podIP(0), podIP(1)],
+      }),
+    );
+    const d = spawnDaemon(c.node, [
+      '--proxy-mode',
+      'nftables',
+      '--manifest-dir',
+      dir,
+      '--hostname-override',
+      'node-a',
+      '--cluster-cidr',
+      '10.244.0.0/16',
+      '--control-socket',
+      sock,
+      '--healthz-bind-address',
+      '127.0.0.1:10256',
+      '--metrics-bind-address',
+      '127.0.0.1:10249',
+      '--min-sync-period',
+      '100ms',
+    ]);
+    t.teardown(() => d.kill());
+    await pollUntil(
+      'the ClusterIP to answer',
+      async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined),
+      20_000,
+    );
 
-  // Nothing matches within the time-out: said so, and nothing is left armed.
-  const idle = await runDaemon(c.node, ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80`, '--live', '--live-timeout', '1', '--control-socket', sock]);
-  t.is(idle.code, 0, idle.stderr);
-  t.regex(idle.stdout, /live: no matching packet within 1\.\d s/);
-  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, 'the arming table is gone');
+    // Nothing matches within the time-out: said so, and nothing is left armed.
+    const idle = await runDaemon(c.node, [
+      'trace',
+      '--from',
+      CLIENT_IP,
+      '--to',
+      `${VIP}:80`,
+      '--live',
+      '--live-timeout',
+      '1',
+      '--control-socket',
+      sock,
+    ]);
+    t.is(idle.code, 0, idle.stderr);
+    t.regex(idle.stdout, /live: no matching packet within 1\.\d s/);
+    t.not(
+      (await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code,
+      0,
+      'the arming table is gone',
+    );
 
-  // A packet while it waits: the CLI runs until it has seen one; the client connects until then (bounded).
-  let done = false;
-  const live = runDaemon(c.node, ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80/tcp`, '--live', '--live-timeout', '30', '-o', 'json', '--control-socket', sock], 60_000)
-    .finally(() => (done = true));
-  for (let i = 0; i < 100 && !done; i++) {
-    // Once armed, the next connection is traced; earlier ones are not (the arming is not visible to the test).
-    if ((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code === 0) await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80);
-    else await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  const r = await live;
-  t.is(r.code, 0, r.stderr);
-  const answer = JSON.parse(r.stdout) as TraceResult & { live: { seen: boolean; path: { table: string; chain: string; type: string; verdict?: string }[] } };
-  t.true(answer.live.seen);
-  const path = answer.live.path.map((e) => `${e.table} ${e.chain} ${e.type} ${e.verdict ?? ''}`.trim());
-  t.log(path.join('\n'));
-  t.true(path.includes('kube-proxy-ts nat-prerouting rule jump services'), path.join('\n'));
-  t.true(path.some((p) => p === 'kube-proxy-ts services rule goto pick-internal-2'), path.join('\n'));
-  t.true(path.some((p) => p.startsWith('kube-proxy-ts pick-internal-2 rule')), path.join('\n'));
-  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, 'the arming table is gone');
+    // A packet while it waits: the CLI runs until it has seen one; the client connects until then (bounded).
+    let done = false;
+    const live = runDaemon(
+      c.node,
+      [
+        'trace',
+        '--from',
+        CLIENT_IP,
+        '--to',
+        `${VIP}:80/tcp`,
+        '--live',
+        '--live-timeout',
+        '30',
+        '-o',
+        'json',
+        '--control-socket',
+        sock,
+      ],
+      60_000,
+    ).finally(() => (done = true));
+    for (let i = 0; i < 100 && !done; i++) {
+      // Once armed, the next connection is traced; earlier ones are not (the arming is not visible to the test).
+      if ((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code === 0)
+        await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80);
+      else await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const r = await live;
+    t.is(r.code, 0, r.stderr);
+    const answer = JSON.parse(r.stdout) as TraceResult & {
+      live: { seen: boolean; path: { table: string; chain: string; type: string; verdict?: string }[] };
+    };
+    t.true(answer.live.seen);
+    const path = answer.live.path.map((e) => `${e.table} ${e.chain} ${e.type} ${e.verdict ?? ''}`.trim());
+    t.log(path.join('\n'));
+    t.true(path.includes('kube-proxy-ts nat-prerouting rule jump services'), path.join('\n'));
+    t.true(
+      path.some((p) => p === 'kube-proxy-ts services rule goto pick-internal-2'),
+      path.join('\n'),
+    );
+    t.true(
+      path.some((p) => p.startsWith('kube-proxy-ts pick-internal-2 rule')),
+      path.join('\n'),
+    );
+    t.not(
+      (await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code,
+      0,
+      'the arming table is gone',
+    );
 
-  // A daemon killed mid-trace leaves its arming table: --cleanup removes it with the rest.
-  await c.node.run('nft', 'add', 'table', 'ip', 'kube-proxy-ts-trace');
-  await d.kill();
-  const cl = await runDaemon(c.node, ['--cleanup']);
-  t.is(cl.code, 0, cl.stderr);
-  t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code, 0, '--cleanup removed the arming table');
-});
+    // A daemon killed mid-trace leaves its arming table: --cleanup removes it with the rest.
+    await c.node.run('nft', 'add', 'table', 'ip', 'kube-proxy-ts-trace');
+    await d.kill();
+    const cl = await runDaemon(c.node, ['--cleanup']);
+    t.is(cl.code, 0, cl.stderr);
+    t.not(
+      (await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts-trace'])).code,
+      0,
+      '--cleanup removed the arming table',
+    );
+  },
+);
 
-test.serial('explain in iptables mode: the port\'s chains and shared rules read back, then drift after a rule is deleted behind the daemon', async (t) => {
-  const c = await makeCluster(t, 'xip', 2);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-explain-ipt-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const sock = join(dir, 'control.sock');
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, nodeName: 'node-a', endpoints: [podIP(0), podIP(1)] }));
-  // No resync after the first: the rule deleted below must still be missing when asked.
-  const d = spawnDaemon(c.node, ['--proxy-mode', 'iptables', '--manifest-dir', dir, '--hostname-override', 'node-a', '--cluster-cidr', '10.244.0.0/16', '--control-socket', sock,
-    '--healthz-bind-address', '127.0.0.1:10256', '--metrics-bind-address', '127.0.0.1:10249', '--iptables-min-sync-period', '1h', '--iptables-sync-period', '1h']);
-  t.teardown(() => d.kill());
-  try {
-    await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined), 20_000);
-  } catch (e) {
-    t.log(d.log());
-    throw e;
-  }
-  const explain = async () => {
-    const r = await runDaemon(c.node, ['explain', 'default/web:http', '-o', 'json', '--control-socket', sock]);
-    if (r.code !== 0) throw new Error(`explain: exit ${r.code}: ${r.stderr}`);
-    return (JSON.parse(r.stdout) as { ports: PortExplanation[] }).ports[0]!;
-  };
-  const port = await explain();
-  t.is(port.kernel!.mode, 'iptables');
-  t.true(port.kernel!.agrees, JSON.stringify(port.kernel!.drift));
-  const where = (w: string) => port.kernel!.kernel.filter((e) => e.where === w).map((e) => e.key);
-  const portal = where('nat KUBE-SERVICES');
-  t.is(portal.length, 1, portal.join('\n'));
-  t.regex(portal[0]!, /^-A KUBE-SERVICES -d 10\.96\.0\.10\/32 -p tcp -m comment --comment "default\/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-/);
-  t.is(where('nat KUBE-NODEPORTS').length, 1);
-  t.is(port.kernel!.kernel.filter((e) => e.where === 'chain' && / KUBE-SEP-/.test(e.key)).length, 2);
-  const text = await runDaemon(c.node, ['explain', 'default/web', '--control-socket', sock]);
-  t.regex(text.stdout, /Kernel \(iptables\): in sync/);
+test.serial(
+  "explain in iptables mode: the port's chains and shared rules read back, then drift after a rule is deleted behind the daemon",
+  async (t) => {
+    const c = await makeCluster(t, 'xip', 2);
+    const dir = await mkdtemp(join(tmpdir(), 'kpts-explain-ipt-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const sock = join(dir, 'control.sock');
+    await writeFile(
+      join(dir, 'web.yaml'),
+      serviceYAML({
+        name: 'web',
+        clusterIP: VIP,
+        port: 80,
+        nodePort: 30080,
+        targetPort: 8080,
+        nodeName: 'node-a',
+        endpoints: [podIP(0), podIP(1)],
+      }),
+    );
+    // No resync after the first: the rule deleted below must still be missing when asked.
+    const d = spawnDaemon(c.node, [
+      '--proxy-mode',
+      'iptables',
+      '--manifest-dir',
+      dir,
+      '--hostname-override',
+      'node-a',
+      '--cluster-cidr',
+      '10.244.0.0/16',
+      '--control-socket',
+      sock,
+      '--healthz-bind-address',
+      '127.0.0.1:10256',
+      '--metrics-bind-address',
+      '127.0.0.1:10249',
+      '--iptables-min-sync-period',
+      '1h',
+      '--iptables-sync-period',
+      '1h',
+    ]);
+    t.teardown(() => d.kill());
+    try {
+      await pollUntil(
+        'the ClusterIP to answer',
+        async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined),
+        20_000,
+      );
+    } catch (e) {
+      t.log(d.log());
+      throw e;
+    }
+    const explain = async () => {
+      const r = await runDaemon(c.node, ['explain', 'default/web:http', '-o', 'json', '--control-socket', sock]);
+      if (r.code !== 0) throw new Error(`explain: exit ${r.code}: ${r.stderr}`);
+      return (JSON.parse(r.stdout) as { ports: PortExplanation[] }).ports[0]!;
+    };
+    const port = await explain();
+    t.is(port.kernel!.mode, 'iptables');
+    t.true(port.kernel!.agrees, JSON.stringify(port.kernel!.drift));
+    const where = (w: string) => port.kernel!.kernel.filter((e) => e.where === w).map((e) => e.key);
+    const portal = where('nat KUBE-SERVICES');
+    t.is(portal.length, 1, portal.join('\n'));
+    t.regex(
+      portal[0]!,
+      /^-A KUBE-SERVICES -d 10\.96\.0\.10\/32 -p tcp -m comment --comment "default\/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-/,
+    );
+    t.is(where('nat KUBE-NODEPORTS').length, 1);
+    t.is(port.kernel!.kernel.filter((e) => e.where === 'chain' && / KUBE-SEP-/.test(e.key)).length, 2);
+    const text = await runDaemon(c.node, ['explain', 'default/web', '--control-socket', sock]);
+    t.regex(text.stdout, /Kernel \(iptables\): in sync/);
 
-  // The portal rule deleted as an operator would: explain shows it missing.
-  const lines = (await c.node.run('iptables-nft', '-t', 'nat', '-S', 'KUBE-SERVICES')).split('\n').filter((l) => l.startsWith('-A '));
-  const index = lines.findIndex((l) => l.includes('default/web:http cluster IP'));
-  t.true(index >= 0, lines.join('\n'));
-  await c.node.run('iptables-nft', '-t', 'nat', '-D', 'KUBE-SERVICES', String(index + 1));
-  const drifted = await explain();
-  t.false(drifted.kernel!.agrees);
-  t.deepEqual(drifted.kernel!.drift.missing.map((e) => e.key), [portal[0]]);
-  t.deepEqual(drifted.kernel!.drift.unexpected, []);
-  const report = await runDaemon(c.node, ['explain', 'default/web', '--control-socket', sock]);
-  t.regex(report.stdout, /Kernel \(iptables\): DRIFT \(1 missing, 0 unexpected\)/);
-  t.regex(report.stdout, /MISSING nat KUBE-SERVICES: -A KUBE-SERVICES -d 10\.96\.0\.10\/32/);
-  d.signal('SIGTERM');
-  t.is((await d.exited).code, 0);
-  const cl = await runDaemon(c.node, ['--cleanup']);
-  t.is(cl.code, 0, cl.stderr);
-});
+    // The portal rule deleted as an operator would: explain shows it missing.
+    const lines = (await c.node.run('iptables-nft', '-t', 'nat', '-S', 'KUBE-SERVICES'))
+      .split('\n')
+      .filter((l) => l.startsWith('-A '));
+    const index = lines.findIndex((l) => l.includes('default/web:http cluster IP'));
+    t.true(index >= 0, lines.join('\n'));
+    await c.node.run('iptables-nft', '-t', 'nat', '-D', 'KUBE-SERVICES', String(index + 1));
+    const drifted = await explain();
+    t.false(drifted.kernel!.agrees);
+    t.deepEqual(
+      drifted.kernel!.drift.missing.map((e) => e.key),
+      [portal[0]],
+    );
+    t.deepEqual(drifted.kernel!.drift.unexpected, []);
+    const report = await runDaemon(c.node, ['explain', 'default/web', '--control-socket', sock]);
+    t.regex(report.stdout, /Kernel \(iptables\): DRIFT \(1 missing, 0 unexpected\)/);
+    t.regex(report.stdout, /MISSING nat KUBE-SERVICES: -A KUBE-SERVICES -d 10\.96\.0\.10\/32/);
+    d.signal('SIGTERM');
+    t.is((await d.exited).code, 0);
+    const cl = await runDaemon(c.node, ['--cleanup']);
+    t.is(cl.code, 0, cl.stderr);
+  },
+);

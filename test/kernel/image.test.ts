@@ -69,57 +69,104 @@ async function walk(dir: string, rel = ''): Promise<Entry[]> {
   return out;
 }
 
-test.serial('the image config: the entry point is kube-proxy-ts (the bundled Node, the daemon\'s V8 flags), upstream\'s ports, a fixed date', (t) => {
-  const c = image.config;
-  t.is(c.os, 'linux');
-  t.is(c.architecture, 'amd64');
-  t.deepEqual(c.config.Entrypoint, [`${LIB}/node_modules/node/bin/node`, ...DAEMON_NODE_FLAGS, `${LIB}/bin/kube-proxy-ts.js`]);
-  t.is(c.config.Cmd, undefined, 'no default arguments: the flags are the pod\'s');
-  t.deepEqual(Object.keys(c.config.ExposedPorts ?? {}).sort(), ['10249/tcp', '10256/tcp']);
-  const epoch = Number(execFileSync('/usr/bin/dpkg-parsechangelog', ['-l', join(REPO, 'debian/changelog'), '-S', 'Timestamp'], { encoding: 'utf8' }).trim());
-  t.is(c.created, new Date(epoch * 1000).toISOString().replace('.000Z', 'Z'), 'the changelog\'s date, not the build\'s');
-  t.is(image.manifest.layers.length, c.rootfs.diff_ids.length);
-  t.log(image.log.trim());
-});
+test.serial(
+  "the image config: the entry point is kube-proxy-ts (the bundled Node, the daemon's V8 flags), upstream's ports, a fixed date",
+  (t) => {
+    const c = image.config;
+    t.is(c.os, 'linux');
+    t.is(c.architecture, 'amd64');
+    t.deepEqual(c.config.Entrypoint, [
+      `${LIB}/node_modules/node/bin/node`,
+      ...DAEMON_NODE_FLAGS,
+      `${LIB}/bin/kube-proxy-ts.js`,
+    ]);
+    t.is(c.config.Cmd, undefined, "no default arguments: the flags are the pod's");
+    t.deepEqual(Object.keys(c.config.ExposedPorts ?? {}).sort(), ['10249/tcp', '10256/tcp']);
+    const epoch = Number(
+      execFileSync('/usr/bin/dpkg-parsechangelog', ['-l', join(REPO, 'debian/changelog'), '-S', 'Timestamp'], {
+        encoding: 'utf8',
+      }).trim(),
+    );
+    t.is(
+      c.created,
+      new Date(epoch * 1000).toISOString().replace('.000Z', 'Z'),
+      "the changelog's date, not the build's",
+    );
+    t.is(image.manifest.layers.length, c.rootfs.diff_ids.length);
+    t.log(image.log.trim());
+  },
+);
 
-test.serial('the image root: the daemon, its libraries and a dpkg database; no shell, no tools, no package manager, no docs; size bounded', async (t) => {
-  const entries = await walk(root);
-  const paths = new Set(entries.map((e) => e.path));
-  const compressed = image.manifest.layers.reduce((s, l) => s + l.size, 0);
-  const unpacked = entries.filter((e) => e.kind === 'file').reduce((s, e) => s + e.size, 0);
-  t.log(`layers ${(compressed / MiB).toFixed(1)} MiB compressed, root ${(unpacked / MiB).toFixed(1)} MiB unpacked, ${entries.length} entries`);
-  t.true(compressed < MAX_COMPRESSED, `${compressed} bytes compressed`);
-  t.true(unpacked < MAX_UNPACKED, `${unpacked} bytes unpacked`);
+test.serial(
+  'the image root: the daemon, its libraries and a dpkg database; no shell, no tools, no package manager, no docs; size bounded',
+  async (t) => {
+    const entries = await walk(root);
+    const paths = new Set(entries.map((e) => e.path));
+    const compressed = image.manifest.layers.reduce((s, l) => s + l.size, 0);
+    const unpacked = entries.filter((e) => e.kind === 'file').reduce((s, e) => s + e.size, 0);
+    t.log(
+      `layers ${(compressed / MiB).toFixed(1)} MiB compressed, root ${(unpacked / MiB).toFixed(1)} MiB unpacked, ${entries.length} entries`,
+    );
+    t.true(compressed < MAX_COMPRESSED, `${compressed} bytes compressed`);
+    t.true(unpacked < MAX_UNPACKED, `${unpacked} bytes unpacked`);
 
-  for (const p of [`${LIB}/node_modules/node/bin/node`, `${LIB}/bin/kube-proxy-ts.js`, `${LIB}/src/daemon/main.ts`, '/lib64/ld-linux-x86-64.so.2', '/var/lib/dpkg/status']) {
-    t.true(paths.has(p), `${p} is there`);
-  }
-  // Executables: the Node runtime; everything else executable is a shared object.
-  const executables = entries.filter((e) => e.kind === 'file' && (e.mode & 0o111) !== 0).map((e) => e.path);
-  const notLibraries = executables.filter((p) => !/\.so(\.\d+)*$|\.node$/.test(p));
-  t.deepEqual(notLibraries, [`${LIB}/node_modules/node/bin/node`]);
-  for (const dir of ['/bin', '/sbin', '/usr/bin', '/usr/sbin', '/usr/local', '/etc/apt', '/var/lib/apt', '/var/cache', '/usr/share/man', '/usr/share/locale', '/usr/share/info']) {
-    t.false([...paths].some((p) => p === dir || p.startsWith(`${dir}/`)), `nothing under ${dir}`);
-  }
-  t.deepEqual(
-    entries
-      .filter((e) => e.kind !== 'dir' && e.path.startsWith('/usr/share/'))
-      .filter((e) => !(e.kind === 'file' && /^\/usr\/share\/doc\/[^/]+\/copyright$/.test(e.path)))
-      .filter((e) => !(e.kind === 'symlink' && /^\/usr\/share\/doc\/[^/]+$/.test(e.path)))
-      .map((e) => e.path),
-    [],
-    'only copyright files (and links to doc directories) under /usr/share',
-  );
-  t.false(entries.some((e) => e.kind === 'other'), 'no device nodes, fifos or sockets');
+    for (const p of [
+      `${LIB}/node_modules/node/bin/node`,
+      `${LIB}/bin/kube-proxy-ts.js`,
+      `${LIB}/src/daemon/main.ts`,
+      '/lib64/ld-linux-x86-64.so.2',
+      '/var/lib/dpkg/status',
+    ]) {
+      t.true(paths.has(p), `${p} is there`);
+    }
+    // Executables: the Node runtime; everything else executable is a shared object.
+    const executables = entries.filter((e) => e.kind === 'file' && (e.mode & 0o111) !== 0).map((e) => e.path);
+    const notLibraries = executables.filter((p) => !/\.so(\.\d+)*$|\.node$/.test(p));
+    t.deepEqual(notLibraries, [`${LIB}/node_modules/node/bin/node`]);
+    for (const dir of [
+      '/bin',
+      '/sbin',
+      '/usr/bin',
+      '/usr/sbin',
+      '/usr/local',
+      '/etc/apt',
+      '/var/lib/apt',
+      '/var/cache',
+      '/usr/share/man',
+      '/usr/share/locale',
+      '/usr/share/info',
+    ]) {
+      t.false(
+        [...paths].some((p) => p === dir || p.startsWith(`${dir}/`)),
+        `nothing under ${dir}`,
+      );
+    }
+    t.deepEqual(
+      entries
+        .filter((e) => e.kind !== 'dir' && e.path.startsWith('/usr/share/'))
+        .filter((e) => !(e.kind === 'file' && /^\/usr\/share\/doc\/[^/]+\/copyright$/.test(e.path)))
+        .filter((e) => !(e.kind === 'symlink' && /^\/usr\/share\/doc\/[^/]+$/.test(e.path)))
+        .map((e) => e.path),
+      [],
+      'only copyright files (and links to doc directories) under /usr/share',
+    );
+    t.false(
+      entries.some((e) => e.kind === 'other'),
+      'no device nodes, fifos or sockets',
+    );
 
-  // The dpkg database (for scanners): our package and the libraries, each with its copyright.
-  const status = await readFile(join(root, 'var/lib/dpkg/status'), 'utf8');
-  const packages = [...status.matchAll(/^Package: (\S+)$/gm)].map((m) => m[1]!);
-  t.true(packages.includes('kube-proxy-ts') && packages.includes('libc6'), packages.join(' '));
-  t.is((status.match(/^Status: install ok installed$/gm) ?? []).length, packages.length);
-  for (const p of packages) t.true(existsSync(join(root, `usr/share/doc/${p}/copyright`)), `${p}'s copyright`);
-  t.false(packages.some((p) => /^(dash|bash|coreutils|busybox|apt|dpkg|gcc(-\d+)?|cpp|binutils|perl-base)$/.test(p)), packages.join(' '));
-});
+    // The dpkg database (for scanners): our package and the libraries, each with its copyright.
+    const status = await readFile(join(root, 'var/lib/dpkg/status'), 'utf8');
+    const packages = [...status.matchAll(/^Package: (\S+)$/gm)].map((m) => m[1]!);
+    t.true(packages.includes('kube-proxy-ts') && packages.includes('libc6'), packages.join(' '));
+    t.is((status.match(/^Status: install ok installed$/gm) ?? []).length, packages.length);
+    for (const p of packages) t.true(existsSync(join(root, `usr/share/doc/${p}/copyright`)), `${p}'s copyright`);
+    t.false(
+      packages.some((p) => /^(dash|bash|coreutils|busybox|apt|dpkg|gcc(-\d+)?|cpp|binutils|perl-base)$/.test(p)),
+      packages.join(' '),
+    );
+  },
+);
 
 const manifests = loadDeployManifests();
 const container = manifestOf(manifests, 'DaemonSet', 'kube-proxy-ts')['spec'].template.spec.containers[0];
@@ -127,11 +174,21 @@ const rules = manifestOf(manifests, 'ClusterRole', 'kube-proxy-ts')['rules'] as 
 
 function apiObjects(): KObject[] {
   return [
-    { kind: 'Node', metadata: { name: 'node-a', labels: { 'kubernetes.io/hostname': 'node-a' } }, status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] } },
+    {
+      kind: 'Node',
+      metadata: { name: 'node-a', labels: { 'kubernetes.io/hostname': 'node-a' } },
+      status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] },
+    },
     {
       kind: 'Service',
       metadata: { name: 'web', namespace: 'default' },
-      spec: { type: 'ClusterIP', clusterIP: VIP, clusterIPs: [VIP], ipFamilies: ['IPv4'], ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+      spec: {
+        type: 'ClusterIP',
+        clusterIP: VIP,
+        clusterIPs: [VIP],
+        ipFamilies: ['IPv4'],
+        ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }],
+      },
     },
     {
       kind: 'EndpointSlice',
@@ -145,8 +202,29 @@ function apiObjects(): KObject[] {
 
 /** A CA-less self-signed server certificate for 127.0.0.1, which the pod trusts as its ca.crt. */
 async function serverCertificate(dir: string): Promise<{ key: string; cert: string }> {
-  execFileSync('/usr/bin/openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', join(dir, 'tls.key'), '-out', join(dir, 'tls.crt'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    '/usr/bin/openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      join(dir, 'tls.key'),
+      '-out',
+      join(dir, 'tls.crt'),
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   return { key: await readFile(join(dir, 'tls.key'), 'utf8'), cert: await readFile(join(dir, 'tls.crt'), 'utf8') };
 }
 
@@ -161,9 +239,21 @@ function containerCommand(rootDir: string, privileged: boolean): string[] {
   const mounts = privileged
     ? 'mount -t proc proc "$0/proc" && mount -t sysfs sysfs "$0/sys"'
     : 'mount -t proc proc "$0/proc" && mount --bind "$0/proc/sys" "$0/proc/sys" && mount -o remount,bind,ro "$0/proc/sys" && mount -t sysfs -o ro sysfs "$0/sys"';
-  const exec = privileged ? '/usr/sbin/chroot' : '/usr/bin/setpriv --bounding-set=-all,+net_admin,+sys_chroot --inh-caps=-all /usr/sbin/chroot';
+  const exec = privileged
+    ? '/usr/sbin/chroot'
+    : '/usr/bin/setpriv --bounding-set=-all,+net_admin,+sys_chroot --inh-caps=-all /usr/sbin/chroot';
   const script = `${mounts} && mount --rbind /dev "$0/dev" && exec ${exec} "$0" "$@"`;
-  return [systemTool('unshare'), '--mount', '--propagation', 'private', '/bin/sh', '-c', script, rootDir, ...image.config.config.Entrypoint!];
+  return [
+    systemTool('unshare'),
+    '--mount',
+    '--propagation',
+    'private',
+    '/bin/sh',
+    '-c',
+    script,
+    rootDir,
+    ...image.config.config.Entrypoint!,
+  ];
 }
 
 /**
@@ -171,7 +261,12 @@ function containerCommand(rootDir: string, privileged: boolean): string[] {
  * the kubelet would start the pod: the service account's files, the ConfigMap's file, the
  * container's flags with $(NODE_NAME) expanded, KUBERNETES_SERVICE_HOST/PORT.
  */
-async function startPod(t: ExecutionContext, c: Cluster, configText: string, privileged: boolean): Promise<DaemonProcess> {
+async function startPod(
+  t: ExecutionContext,
+  c: Cluster,
+  configText: string,
+  privileged: boolean,
+): Promise<DaemonProcess> {
   const work = await mkdtemp(join(tmpdir(), 'kpts-image-run-'));
   t.teardown(() => rm(work, { recursive: true, force: true }));
   const tls = await serverCertificate(work);
@@ -204,70 +299,127 @@ async function startPod(t: ExecutionContext, c: Cluster, configText: string, pri
 
 const CONFIG = manifestOf(manifests, 'ConfigMap', 'kube-proxy-ts')['data']['config.conf'] as string;
 
-test.serial('the image root runs as the DaemonSet runs it: in-cluster config, traffic to a Service flows, requests within the ClusterRole', async (t) => {
-  t.timeout(180_000);
-  const c = await makeCluster(t, 'img', 2);
-  const d = await startPod(t, c, CONFIG, true);
-  const tcp = (ip: string, p: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, p);
-  try {
-    await pollUntil('the ClusterIP to answer', async () => ((await tcp(VIP, 80)).startsWith('pod') ? true : undefined), 60_000, 250);
-  } catch (e) {
-    t.log(d.log());
-    throw e;
-  }
-  const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 10);
-  t.true(answers.every((a) => /^pod[12] /.test(a)), answers.join(', '));
-  const get = (path: string, p: number) => c.nodeAgent.call<{ status: number; body: string }>(AGENT, 'httpGet', `http://127.0.0.1:${p}${path}`);
-  t.is((await get('/livez', 10256)).status, 200);
-  t.is((await get('/healthz', 10256)).status, 200);
-  t.regex((await get('/metrics', 10249)).body, /kubeproxy_sync_proxy_rules_duration_seconds_count/);
-
-  // A change through the API reaches the rules: pod2 only.
-  const slice = apiObjects()[2]!;
-  slice['endpoints'] = [{ addresses: [podIP(1)], conditions: { ready: true }, nodeName: 'node-a' }];
-  await c.nodeAgent.call(API, 'apiUpsert', slice);
-  await pollUntil('pod2 only', async () => ((await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 6)).every((a) => a.startsWith('pod2 ')) ? true : undefined), 20_000, 200);
-
-  // RBAC: every request it made (lists, watches, the start-up event) is one the ClusterRole allows.
-  await pollUntil('the Starting event', async () => ((await c.nodeAgent.call<unknown[]>(API, 'apiEvents')).length > 0 ? true : undefined), 20_000, 200);
-  const requests = await c.nodeAgent.call<LoggedRequest[]>(API, 'apiRequests');
-  const seen = new Set<string>();
-  for (const r of requests) {
-    const a = requestAttributes(r.method, r.path, r.watch);
-    if (!a) {
-      t.fail(`${r.method} ${r.path} is not a resource request`);
-      continue;
+test.serial(
+  'the image root runs as the DaemonSet runs it: in-cluster config, traffic to a Service flows, requests within the ClusterRole',
+  async (t) => {
+    t.timeout(180_000);
+    const c = await makeCluster(t, 'img', 2);
+    const d = await startPod(t, c, CONFIG, true);
+    const tcp = (ip: string, p: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, p);
+    try {
+      await pollUntil(
+        'the ClusterIP to answer',
+        async () => ((await tcp(VIP, 80)).startsWith('pod') ? true : undefined),
+        60_000,
+        250,
+      );
+    } catch (e) {
+      t.log(d.log());
+      throw e;
     }
-    seen.add(`${a.verb} ${a.group}/${a.resource}`);
-    t.true(rulesAllow(rules, a), `${r.method} ${r.path}: ${a.verb} ${a.group}/${a.resource} is not granted`);
-  }
-  t.log(`requests: ${[...seen].sort().join(', ')}`);
-  for (const need of ['list /services', 'watch /services', 'list discovery.k8s.io/endpointslices', 'create events.k8s.io/events']) t.true(seen.has(need), need);
+    const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 10);
+    t.true(
+      answers.every((a) => /^pod[12] /.test(a)),
+      answers.join(', '),
+    );
+    const get = (path: string, p: number) =>
+      c.nodeAgent.call<{ status: number; body: string }>(AGENT, 'httpGet', `http://127.0.0.1:${p}${path}`);
+    t.is((await get('/livez', 10256)).status, 200);
+    t.is((await get('/healthz', 10256)).status, 200);
+    t.regex((await get('/metrics', 10249)).body, /kubeproxy_sync_proxy_rules_duration_seconds_count/);
 
-  d.signal('SIGTERM');
-  t.deepEqual(await d.exited, { code: 0, signal: null }, d.log());
-  t.true((await tcp(VIP, 80)).startsWith('pod2 '), 'the rules stay when the pod stops');
-});
+    // A change through the API reaches the rules: pod2 only.
+    const slice = apiObjects()[2]!;
+    slice['endpoints'] = [{ addresses: [podIP(1)], conditions: { ready: true }, nodeName: 'node-a' }];
+    await c.nodeAgent.call(API, 'apiUpsert', slice);
+    await pollUntil(
+      'pod2 only',
+      async () =>
+        (await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 6)).every((a) => a.startsWith('pod2 '))
+          ? true
+          : undefined,
+      20_000,
+      200,
+    );
 
-test.serial('without privileges (deploy/README.md): NET_ADMIN only, /proc/sys and /sys read-only, conntrack left alone: traffic flows', async (t) => {
-  t.timeout(180_000);
-  const c = await makeCluster(t, 'imgu', 2);
-  const timeouts = async () => Promise.all(['established', 'close_wait'].map((k) => c.node.run('sysctl', '-n', `net.netfilter.nf_conntrack_tcp_timeout_${k}`)));
-  const before = await timeouts().catch(() => undefined);
-  const config = CONFIG.replace(/^conntrack:\n(?: {2}.*\n)+/m, 'conntrack:\n  maxPerCore: 0\n  tcpEstablishedTimeout: 0s\n  tcpCloseWaitTimeout: 0s\n');
-  t.regex(config, /maxPerCore: 0/);
-  const d = await startPod(t, c, config, false);
-  try {
-    await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined), 60_000, 250);
-  } catch (e) {
-    t.log(d.log());
-    throw e;
-  }
-  const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 6);
-  t.true(answers.every((a) => /^pod[12] /.test(a)), answers.join(', '));
-  t.is((await c.nodeAgent.call<{ status: number }>(AGENT, 'httpGet', 'http://127.0.0.1:10256/healthz')).status, 200);
-  if (before) t.deepEqual(await timeouts(), before, 'the conntrack time-outs are as they were');
-  d.signal('SIGTERM');
-  t.deepEqual(await d.exited, { code: 0, signal: null }, d.log());
-  t.deepEqual(d.log().split('\n').filter((l) => /^\S+\s+(warn\w*|error)\b/.test(l)), [], 'no warning or error logged');
-});
+    // RBAC: every request it made (lists, watches, the start-up event) is one the ClusterRole allows.
+    await pollUntil(
+      'the Starting event',
+      async () => ((await c.nodeAgent.call<unknown[]>(API, 'apiEvents')).length > 0 ? true : undefined),
+      20_000,
+      200,
+    );
+    const requests = await c.nodeAgent.call<LoggedRequest[]>(API, 'apiRequests');
+    const seen = new Set<string>();
+    for (const r of requests) {
+      const a = requestAttributes(r.method, r.path, r.watch);
+      if (!a) {
+        t.fail(`${r.method} ${r.path} is not a resource request`);
+        continue;
+      }
+      seen.add(`${a.verb} ${a.group}/${a.resource}`);
+      t.true(rulesAllow(rules, a), `${r.method} ${r.path}: ${a.verb} ${a.group}/${a.resource} is not granted`);
+    }
+    t.log(`requests: ${[...seen].sort().join(', ')}`);
+    for (const need of [
+      'list /services',
+      'watch /services',
+      'list discovery.k8s.io/endpointslices',
+      'create events.k8s.io/events',
+    ])
+      t.true(seen.has(need), need);
+
+    d.signal('SIGTERM');
+    t.deepEqual(await d.exited, { code: 0, signal: null }, d.log());
+    t.true((await tcp(VIP, 80)).startsWith('pod2 '), 'the rules stay when the pod stops');
+  },
+);
+
+test.serial(
+  'without privileges (deploy/README.md): NET_ADMIN only, /proc/sys and /sys read-only, conntrack left alone: traffic flows',
+  async (t) => {
+    t.timeout(180_000);
+    const c = await makeCluster(t, 'imgu', 2);
+    const timeouts = async () =>
+      Promise.all(
+        ['established', 'close_wait'].map((k) =>
+          c.node.run('sysctl', '-n', `net.netfilter.nf_conntrack_tcp_timeout_${k}`),
+        ),
+      );
+    const before = await timeouts().catch(() => undefined);
+    const config = CONFIG.replace(
+      /^conntrack:\n(?: {2}.*\n)+/m,
+      'conntrack:\n  maxPerCore: 0\n  tcpEstablishedTimeout: 0s\n  tcpCloseWaitTimeout: 0s\n',
+    );
+    t.regex(config, /maxPerCore: 0/);
+    const d = await startPod(t, c, config, false);
+    try {
+      await pollUntil(
+        'the ClusterIP to answer',
+        async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined),
+        60_000,
+        250,
+      );
+    } catch (e) {
+      t.log(d.log());
+      throw e;
+    }
+    const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 6);
+    t.true(
+      answers.every((a) => /^pod[12] /.test(a)),
+      answers.join(', '),
+    );
+    t.is((await c.nodeAgent.call<{ status: number }>(AGENT, 'httpGet', 'http://127.0.0.1:10256/healthz')).status, 200);
+    if (before) t.deepEqual(await timeouts(), before, 'the conntrack time-outs are as they were');
+    d.signal('SIGTERM');
+    t.deepEqual(await d.exited, { code: 0, signal: null }, d.log());
+    t.deepEqual(
+      d
+        .log()
+        .split('\n')
+        .filter((l) => /^\S+\s+(warn\w*|error)\b/.test(l)),
+      [],
+      'no warning or error logged',
+    );
+  },
+);

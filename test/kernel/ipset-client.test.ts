@@ -51,21 +51,24 @@ test('create every set type kube-proxy uses; `ipset save` shows them as the tool
     'create KUBE-SOURCE-RANGES hash:net family inet hashsize 1024 maxelem 65536 comment',
   ]);
   // Our own reading of the headers agrees.
-  const [headers] = okValues(t, await a.call<Outcome[]>(S, 'calls', [['headers']])) as [{ name: string; type: string; family: string; comment: boolean; index: number }[]];
+  const [headers] = okValues(t, await a.call<Outcome[]>(S, 'calls', [['headers']])) as [
+    { name: string; type: string; family: string; comment: boolean; index: number }[],
+  ];
+  t.deepEqual(headers.map((h) => `${h.name} ${h.type} ${h.family}${h.comment ? ' comment' : ''}`).sort(), [
+    'KPTS-TIMEOUT hash:ip inet',
+    'KUBE-CLUSTER-IP hash:ip,port inet comment',
+    'KUBE-LB-SOURCE-CIDR hash:ip,port,net inet comment',
+    'KUBE-LB-SOURCE-IP6 hash:ip,port,ip inet6 comment',
+    'KUBE-LOOP-BACK hash:ip,port,ip inet comment',
+    'KUBE-NODE-IP6 hash:ip inet6',
+    'KUBE-NODE-PORT-TCP bitmap:port unspec comment',
+    'KUBE-SOURCE-RANGES hash:net inet comment',
+  ]);
   t.deepEqual(
-    headers.map((h) => `${h.name} ${h.type} ${h.family}${h.comment ? ' comment' : ''}`).sort(),
-    [
-      'KPTS-TIMEOUT hash:ip inet',
-      'KUBE-CLUSTER-IP hash:ip,port inet comment',
-      'KUBE-LB-SOURCE-CIDR hash:ip,port,net inet comment',
-      'KUBE-LB-SOURCE-IP6 hash:ip,port,ip inet6 comment',
-      'KUBE-LOOP-BACK hash:ip,port,ip inet comment',
-      'KUBE-NODE-IP6 hash:ip inet6',
-      'KUBE-NODE-PORT-TCP bitmap:port unspec comment',
-      'KUBE-SOURCE-RANGES hash:net inet comment',
-    ],
+    headers.map((h) => h.index),
+    [0, 1, 2, 3, 4, 5, 6, 7],
+    'indexes in creation order',
   );
-  t.deepEqual(headers.map((h) => h.index), [0, 1, 2, 3, 4, 5, 6, 7], 'indexes in creation order');
 });
 
 test('entries of every type with comments: `ipset save` and our list agree', async (t) => {
@@ -90,7 +93,9 @@ test('entries of every type with comments: `ipset save` and our list agree', asy
       ['add', 'KPTS-TIMEOUT', { ip: '10.1.1.1', timeout: 100 }],
     ]),
   );
-  const lines = (await save(ns)).filter((l) => l.startsWith('add ')).map((l) => l.replace(/ timeout \d+/, ' timeout T'));
+  const lines = (await save(ns))
+    .filter((l) => l.startsWith('add '))
+    .map((l) => l.replace(/ timeout \d+/, ' timeout T'));
   t.deepEqual(lines, [
     'add KPTS-TIMEOUT 10.1.1.1 timeout T',
     'add KUBE-CLUSTER-IP 10.96.0.1,tcp:443 comment "default/kubernetes:https"',
@@ -101,9 +106,15 @@ test('entries of every type with comments: `ipset save` and our list agree', asy
     'add KUBE-NODE-PORT-TCP 30080',
     'add KUBE-SOURCE-RANGES 10.0.0.0/8',
   ]);
-  const [sets] = okValues(t, await a.call<Outcome[]>(S, 'calls', [['list']])) as [{ name: string; entries: Record<string, unknown>[] }[]];
+  const [sets] = okValues(t, await a.call<Outcome[]>(S, 'calls', [['list']])) as [
+    { name: string; entries: Record<string, unknown>[] }[],
+  ];
   const ours = sets
-    .flatMap((s) => s.entries.map((e) => `${s.name} ${JSON.stringify({ ...e, ...(e.timeout !== undefined ? { timeout: 'T' } : {}) })}`))
+    .flatMap((s) =>
+      s.entries.map(
+        (e) => `${s.name} ${JSON.stringify({ ...e, ...(e.timeout !== undefined ? { timeout: 'T' } : {}) })}`,
+      ),
+    )
     .sort();
   t.deepEqual(ours, [
     'KPTS-TIMEOUT {"ip":"10.1.1.1","timeout":"T"}',
@@ -146,7 +157,13 @@ test('errors come back typed and named: IPSET_ERR_EXIST, EEXIST, ENOENT, SETNAME
   ]);
   const err = (i: number) => (r[i]!.ok ? undefined : (r[i] as Extract<Outcome, { ok: false }>).error);
   for (const i of [0, 1, 3, 5, 6, 7, 9, 13]) t.true(r[i]!.ok, `call ${i}: ${err(i)?.message}`);
-  t.deepEqual([r[6], r[7]], [{ ok: true, value: true }, { ok: true, value: false }]);
+  t.deepEqual(
+    [r[6], r[7]],
+    [
+      { ok: true, value: true },
+      { ok: true, value: false },
+    ],
+  );
   t.is(err(2)?.message, 'add 10.0.0.1,tcp:80 to ipset KUBE-CLUSTER-IP: IPSET_ERR_EXIST');
   t.is(err(4)?.message, 'del 10.0.0.1,tcp:81 from ipset KUBE-CLUSTER-IP: IPSET_ERR_EXIST');
   t.is(err(8)?.message, 'create ipset KUBE-CLUSTER-IP hash:ip,port family inet: EEXIST');
@@ -181,7 +198,10 @@ test('swap, rename, flush and destroy, read back with `ipset list -n` and `ipset
       ['swap', 'KUBE-CLUSTER-IP', 'KUBE-CLUSTER-IP-TMP'],
     ]),
   );
-  t.deepEqual((await save(ns)).filter((l) => l.startsWith('add')), ['add KUBE-CLUSTER-IP 10.96.0.2,tcp:443 comment "new"', 'add KUBE-CLUSTER-IP-TMP 10.96.0.1,tcp:443 comment "old"']);
+  t.deepEqual(
+    (await save(ns)).filter((l) => l.startsWith('add')),
+    ['add KUBE-CLUSTER-IP 10.96.0.2,tcp:443 comment "new"', 'add KUBE-CLUSTER-IP-TMP 10.96.0.1,tcp:443 comment "old"'],
+  );
   const [before, , , after] = okValues(
     t,
     await a.call<Outcome[]>(S, 'calls', [
@@ -193,8 +213,14 @@ test('swap, rename, flush and destroy, read back with `ipset list -n` and `ipset
   ) as { index: number }[];
   t.deepEqual(before, { index: 0, family: 'inet' });
   t.deepEqual(after, { index: 1, family: 'inet' }, 'rename keeps the index');
-  t.deepEqual((await ns.run('ipset', 'list', '-n')).trim().split('\n').sort(), ['KUBE-CLUSTER-IP', 'KUBE-CLUSTER-IP-OLD']);
-  t.deepEqual((await save(ns)).filter((l) => l.startsWith('add')), ['add KUBE-CLUSTER-IP 10.96.0.2,tcp:443 comment "new"']);
+  t.deepEqual((await ns.run('ipset', 'list', '-n')).trim().split('\n').sort(), [
+    'KUBE-CLUSTER-IP',
+    'KUBE-CLUSTER-IP-OLD',
+  ]);
+  t.deepEqual(
+    (await save(ns)).filter((l) => l.startsWith('add')),
+    ['add KUBE-CLUSTER-IP 10.96.0.2,tcp:443 comment "new"'],
+  );
   okValues(t, await a.call<Outcome[]>(S, 'calls', [['destroy', 'KUBE-CLUSTER-IP-OLD'], ['names']]));
   t.deepEqual((await ns.run('ipset', 'list', '-n')).trim().split('\n'), ['KUBE-CLUSTER-IP']);
 });
@@ -202,7 +228,13 @@ test('swap, rename, flush and destroy, read back with `ipset list -n` and `ipset
 test('20,000 entries in bulk: all arrive, and a refused entry in a bulk is named by position', async (t) => {
   const ns = await netnsFor(t, 'ipset-bulk');
   const a = await ns.agent();
-  const { ms, messages } = await a.call<{ ms: number; messages: number }>(S, 'timedAddMany', 'KUBE-CLUSTER-IP', 20_000, true);
+  const { ms, messages } = await a.call<{ ms: number; messages: number }>(
+    S,
+    'timedAddMany',
+    'KUBE-CLUSTER-IP',
+    20_000,
+    true,
+  );
   t.log(`addMany: 20,000 hash:ip,port entries with comments in ${ms.toFixed(1)} ms, ${messages} messages`);
   const header = await ns.run('ipset', 'list', '-t', 'KUBE-CLUSTER-IP');
   t.regex(header, /Number of entries: 20000/);
@@ -210,7 +242,9 @@ test('20,000 entries in bulk: all arrive, and a refused entry in a bulk is named
   t.is(saved.length, 20_000);
   t.true(saved.includes('add KUBE-CLUSTER-IP 10.0.78.31,udp:20000 comment "ns5/svc-19999:port"'));
   // Our list reads them all back (a dump over many datagrams, folded into one set).
-  const [listed] = okValues(t, await a.call<Outcome[]>(S, 'calls', [['get', 'KUBE-CLUSTER-IP']])) as [{ elements: number; entries: unknown[] }];
+  const [listed] = okValues(t, await a.call<Outcome[]>(S, 'calls', [['get', 'KUBE-CLUSTER-IP']])) as [
+    { elements: number; entries: unknown[] },
+  ];
   t.is(listed.entries.length, 20_000);
   t.is(listed.elements, 20_000);
 
@@ -219,7 +253,10 @@ test('20,000 entries in bulk: all arrive, and a refused entry in a bulk is named
   await ns.run('ipset', 'add', 'KPTS-B', '10.9.9.3,tcp:3');
   const five = [1, 2, 3, 4, 5].map((i) => ({ ip: `10.9.9.${i}`, proto: 'tcp', port: i }));
   const [res] = await a.call<Outcome[]>(S, 'calls', [['addMany', 'KPTS-B', five]]);
-  t.like(res, { ok: false, error: { code: 'IPSET_ERR_EXIST', message: 'add 10.9.9.3,tcp:3 to ipset KPTS-B (entry 3 of 5): IPSET_ERR_EXIST' } });
+  t.like(res, {
+    ok: false,
+    error: { code: 'IPSET_ERR_EXIST', message: 'add 10.9.9.3,tcp:3 to ipset KPTS-B (entry 3 of 5): IPSET_ERR_EXIST' },
+  });
   t.deepEqual(
     (await save(ns)).filter((l) => l.startsWith('add KPTS-B')),
     ['add KPTS-B 10.9.9.1,tcp:1', 'add KPTS-B 10.9.9.2,tcp:2', 'add KPTS-B 10.9.9.3,tcp:3'],

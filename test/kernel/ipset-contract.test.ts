@@ -9,7 +9,12 @@ import type { Call, Outcome } from './scenarios/ipset.ts';
 
 const S = new URL('./scenarios/ipset.ts', import.meta.url).href;
 
-const e = (i: number, extra: Record<string, unknown> = {}) => ({ ip: `10.96.0.${i}`, proto: 'tcp', port: 80 + i, ...extra });
+const e = (i: number, extra: Record<string, unknown> = {}) => ({
+  ip: `10.96.0.${i}`,
+  proto: 'tcp',
+  port: 80 + i,
+  ...extra,
+});
 
 const SCRIPT: Call[] = [
   ['create', 'KUBE-A', 'hash:ip,port', { comment: true }],
@@ -97,5 +102,6 @@ test('FakeIpsetKernel answers a full script exactly as the kernel does', async (
   });
   // The script does exercise failures, on both sides.
   t.true(kernel.filter((o) => !o.ok).length >= 15);
-  if (process.env.KPTS_DEBUG) t.log(kernel.map((o, i) => `${i} ${JSON.stringify(normalize(o)).slice(0, 200)}`).join("\n"));
+  if (process.env.KPTS_DEBUG)
+    t.log(kernel.map((o, i) => `${i} ${JSON.stringify(normalize(o)).slice(0, 200)}`).join('\n'));
 });

@@ -9,7 +9,9 @@ import { ep, node, slice, svc } from '../unit/model/helpers.ts';
 
 const P = new URL('./scenarios/ipt-proxier.ts', import.meta.url).href;
 const MODEL = { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] };
-const tcpPort = (port: number, nodePort?: number) => [{ name: 'p', protocol: 'TCP', port, ...(nodePort ? { nodePort } : {}) }];
+const tcpPort = (port: number, nodePort?: number) => [
+  { name: 'p', protocol: 'TCP', port, ...(nodePort ? { nodePort } : {}) },
+];
 
 async function cluster(t: ExecutionContext, label: string, pods = 3, model: object = MODEL): Promise<Cluster> {
   const c = await makeCluster(t, label, pods);
@@ -17,10 +19,13 @@ async function cluster(t: ExecutionContext, label: string, pods = 3, model: obje
   return c;
 }
 
-const apply = (c: Cluster, change: object, full = false) => c.nodeAgent.call<{ errors: string[]; full: boolean; batches: number }>(P, 'apply', change, full);
+const apply = (c: Cluster, change: object, full = false) =>
+  c.nodeAgent.call<{ errors: string[]; full: boolean; batches: number }>(P, 'apply', change, full);
 const from = (c: Cluster, who: 'client' | number) => (who === 'client' ? c.clientAgent : c.podAgents[who]!);
-const tcp = (c: Cluster, who: 'client' | number, ip: string, port: number) => from(c, who).call<string>(ECHO, 'tcp', ip, port);
-const tcpMany = (c: Cluster, who: 'client' | number, ip: string, port: number, n: number) => from(c, who).call<string[]>(ECHO, 'tcpMany', ip, port, n);
+const tcp = (c: Cluster, who: 'client' | number, ip: string, port: number) =>
+  from(c, who).call<string>(ECHO, 'tcp', ip, port);
+const tcpMany = (c: Cluster, who: 'client' | number, ip: string, port: number, n: number) =>
+  from(c, who).call<string[]>(ECHO, 'tcpMany', ip, port, n);
 const pods = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[0]));
 const sources = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[1]));
 
@@ -40,28 +45,40 @@ const web3 = {
   slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
 };
 
-test.serial('ClusterIP and NodePort: balanced over the endpoints, masqueraded from outside, hairpin masqueraded', async (t) => {
-  const c = await cluster(t, 'ipt-np');
-  const r = await apply(c, web3);
-  t.deepEqual(r.errors, []);
-  const text = await save(c);
-  t.regex(text, /-A KUBE-SERVICES -d 10\.96\.0\.10\/32 -p tcp -m comment --comment "default\/web:p cluster IP" -m tcp --dport 80 -j KUBE-SVC-/);
-  t.regex(text, /-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES/);
+test.serial(
+  'ClusterIP and NodePort: balanced over the endpoints, masqueraded from outside, hairpin masqueraded',
+  async (t) => {
+    const c = await cluster(t, 'ipt-np');
+    const r = await apply(c, web3);
+    t.deepEqual(r.errors, []);
+    const text = await save(c);
+    t.regex(
+      text,
+      /-A KUBE-SERVICES -d 10\.96\.0\.10\/32 -p tcp -m comment --comment "default\/web:p cluster IP" -m tcp --dport 80 -j KUBE-SVC-/,
+    );
+    t.regex(text, /-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES/);
 
-  const viaVip = await tcpMany(c, 'client', '10.96.0.10', 80, 15);
-  t.true(viaVip.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)), `answers: ${viaVip.join(', ')}`);
-  t.true(pods(viaVip).size >= 2, 'random balancing reached more than one endpoint');
+    const viaVip = await tcpMany(c, 'client', '10.96.0.10', 80, 15);
+    t.true(
+      viaVip.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)),
+      `answers: ${viaVip.join(', ')}`,
+    );
+    t.true(pods(viaVip).size >= 2, 'random balancing reached more than one endpoint');
 
-  const viaNodePort = await tcpMany(c, 'client', NODE_IP, 30080, 6);
-  t.true(viaNodePort.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)), `node port answers: ${viaNodePort.join(', ')}`);
+    const viaNodePort = await tcpMany(c, 'client', NODE_IP, 30080, 6);
+    t.true(
+      viaNodePort.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)),
+      `node port answers: ${viaNodePort.join(', ')}`,
+    );
 
-  const fromPod1 = await tcpMany(c, 0, '10.96.0.10', 80, 15);
-  for (const a of fromPod1) {
-    const [name, src] = a.split(' ');
-    t.is(src, name === 'pod1' ? podGateway(0) : podIP(0), `answer ${a}`);
-  }
-  t.deepEqual(await c.nodeAgent.call<string[]>(P, 'warnings'), []);
-});
+    const fromPod1 = await tcpMany(c, 0, '10.96.0.10', 80, 15);
+    for (const a of fromPod1) {
+      const [name, src] = a.split(' ');
+      t.is(src, name === 'pod1' ? podGateway(0) : podIP(0), `answer ${a}`);
+    }
+    t.deepEqual(await c.nodeAgent.call<string[]>(P, 'warnings'), []);
+  },
+);
 
 test.serial('no endpoints: REJECT, from outside and from a pod', async (t) => {
   const c = await cluster(t, 'ipt-rej', 1);
@@ -77,7 +94,14 @@ test.serial('no endpoints: REJECT, from outside and from a pod', async (t) => {
 test.serial('externalIPs and load-balancer IPs; loadBalancerSourceRanges enforced', async (t) => {
   const c = await cluster(t, 'ipt-lb', 2);
   const lb = (ranges: string[]) =>
-    svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', ports: tcpPort(80, 30081), externalIPs: ['10.50.0.1'], ingress: [{ ip: '10.60.0.1' }], sourceRanges: ranges });
+    svc('lb', {
+      clusterIP: '10.96.0.20',
+      type: 'LoadBalancer',
+      ports: tcpPort(80, 30081),
+      externalIPs: ['10.50.0.1'],
+      ingress: [{ ip: '10.60.0.1' }],
+      sourceRanges: ranges,
+    });
   await apply(c, { services: [lb([`${CLIENT_IP}/32`])], slices: [slice('lb-1', 'lb', [ep(podIP(0)), ep(podIP(1))])] });
   t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'external IP, masqueraded');
   t.regex(await tcp(c, 'client', '10.60.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'LB IP from an allowed source');
@@ -89,7 +113,13 @@ test.serial('externalIPs and load-balancer IPs; loadBalancerSourceRanges enforce
 
 test.serial('externalTrafficPolicy=Local: local endpoints only, client source kept; none local: dropped', async (t) => {
   const c = await cluster(t, 'ipt-etp', 2);
-  const s = svc('loc', { clusterIP: '10.96.0.30', type: 'NodePort', ports: tcpPort(80, 30082), eTP: 'Local', externalIPs: ['10.50.0.2'] });
+  const s = svc('loc', {
+    clusterIP: '10.96.0.30',
+    type: 'NodePort',
+    ports: tcpPort(80, 30082),
+    eTP: 'Local',
+    externalIPs: ['10.50.0.2'],
+  });
   await apply(c, {
     node: node('node-a', { internal: [NODE_IP] }),
     services: [s],
@@ -108,8 +138,17 @@ test.serial('externalTrafficPolicy=Local: local endpoints only, client source ke
 
 test.serial('session affinity ClientIP: a client sticks to one endpoint until it goes away', async (t) => {
   const c = await cluster(t, 'ipt-aff', 3);
-  const sticky = svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070), affinity: 'ClientIP', timeout: 600 });
-  await apply(c, { services: [sticky], slices: [slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])] });
+  const sticky = svc('sticky', {
+    clusterIP: '10.96.0.70',
+    type: 'NodePort',
+    ports: tcpPort(80, 30070),
+    affinity: 'ClientIP',
+    timeout: 600,
+  });
+  await apply(c, {
+    services: [sticky],
+    slices: [slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
+  });
   const first = await tcpMany(c, 'client', '10.96.0.70', 80, 10);
   t.is(pods(first).size, 1, `one endpoint for one client: ${first.join(', ')}`);
   const chosen = [...pods(first)][0]!;
@@ -123,31 +162,53 @@ test.serial('session affinity ClientIP: a client sticks to one endpoint until it
   t.false(pods(after).has(chosen));
 });
 
-test.serial('IPv6: ClusterIP and NodePort in ip6 nat, masqueraded from outside, reject without endpoints', async (t) => {
-  const c = await cluster(t, 'ipt-v6', 2, { family: 'IPv6', clusterCIDRs: ['fd44::/16'], serviceCIDRs: ['fd96::/112'] });
-  const v6 = (name: string, ip: string, nodePort?: number) =>
-    svc(name, { clusterIPs: [ip], type: nodePort ? 'NodePort' : 'ClusterIP', ports: tcpPort(80, nodePort) });
-  const withFamily = (s: ReturnType<typeof svc>) => ({ ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } });
-  await apply(c, {
-    services: [withFamily(v6('web6', 'fd96::10', 30600)), withFamily(v6('empty6', 'fd96::11'))],
-    slices: [slice('web6-1', 'web6', [ep(podIP6(0)), ep(podIP6(1))], { addressType: 'IPv6' })],
-  });
-  const got = await tcpMany(c, 'client', 'fd96::10', 80, 10);
-  t.true(got.every((a) => /^pod[12] fd44:[12]::1$/.test(a)), `answers: ${got.join(', ')}`);
-  t.true(pods(got).size === 2);
-  t.regex(await tcp(c, 'client', NODE_IP6, 30600), /^pod[12] fd44:[12]::1$/);
-  t.is(await tcp(c, 'client', 'fd96::11', 80), 'ECONNREFUSED');
-  t.regex(await save(c, 'ip6tables-nft-save'), /-A KUBE-SERVICES -d fd96::10\/128 -p tcp -m comment --comment "default\/web6:p cluster IP"/);
-});
+test.serial(
+  'IPv6: ClusterIP and NodePort in ip6 nat, masqueraded from outside, reject without endpoints',
+  async (t) => {
+    const c = await cluster(t, 'ipt-v6', 2, {
+      family: 'IPv6',
+      clusterCIDRs: ['fd44::/16'],
+      serviceCIDRs: ['fd96::/112'],
+    });
+    const v6 = (name: string, ip: string, nodePort?: number) =>
+      svc(name, { clusterIPs: [ip], type: nodePort ? 'NodePort' : 'ClusterIP', ports: tcpPort(80, nodePort) });
+    const withFamily = (s: ReturnType<typeof svc>) => ({ ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } });
+    await apply(c, {
+      services: [withFamily(v6('web6', 'fd96::10', 30600)), withFamily(v6('empty6', 'fd96::11'))],
+      slices: [slice('web6-1', 'web6', [ep(podIP6(0)), ep(podIP6(1))], { addressType: 'IPv6' })],
+    });
+    const got = await tcpMany(c, 'client', 'fd96::10', 80, 10);
+    t.true(
+      got.every((a) => /^pod[12] fd44:[12]::1$/.test(a)),
+      `answers: ${got.join(', ')}`,
+    );
+    t.true(pods(got).size === 2);
+    t.regex(await tcp(c, 'client', NODE_IP6, 30600), /^pod[12] fd44:[12]::1$/);
+    t.is(await tcp(c, 'client', 'fd96::11', 80), 'ECONNREFUSED');
+    t.regex(
+      await save(c, 'ip6tables-nft-save'),
+      /-A KUBE-SERVICES -d fd96::10\/128 -p tcp -m comment --comment "default\/web6:p cluster IP"/,
+    );
+  },
+);
 
-test.serial('localhost node ports (IPv4): route_localnet set, 127.0.0.1:nodePort answered from the node, martians dropped', async (t) => {
-  const c = await cluster(t, 'ipt-lo', 1);
-  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
-  t.deepEqual(await c.nodeAgent.call(P, 'sysctlValues'), { 'net/ipv4/conf/all/route_localnet': 1 });
-  t.is((await c.node.run('cat', '/proc/sys/net/ipv4/conf/all/route_localnet')).trim(), '1');
-  t.regex(await c.nodeAgent.call<string>(ECHO, 'tcp', '127.0.0.1', 30080), /^pod1 /);
-  t.regex(await save(c), /-A KUBE-FIREWALL ! -s 127\.0\.0\.0\/8 -d 127\.0\.0\.0\/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP/);
-});
+test.serial(
+  'localhost node ports (IPv4): route_localnet set, 127.0.0.1:nodePort answered from the node, martians dropped',
+  async (t) => {
+    const c = await cluster(t, 'ipt-lo', 1);
+    await apply(c, {
+      services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })],
+      slices: [slice('web-1', 'web', [ep(podIP(0))])],
+    });
+    t.deepEqual(await c.nodeAgent.call(P, 'sysctlValues'), { 'net/ipv4/conf/all/route_localnet': 1 });
+    t.is((await c.node.run('cat', '/proc/sys/net/ipv4/conf/all/route_localnet')).trim(), '1');
+    t.regex(await c.nodeAgent.call<string>(ECHO, 'tcp', '127.0.0.1', 30080), /^pod1 /);
+    t.regex(
+      await save(c),
+      /-A KUBE-FIREWALL ! -s 127\.0\.0\.0\/8 -d 127\.0\.0\.0\/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP/,
+    );
+  },
+);
 
 /** The rules of others (and ours) in a chain, in order, as iptables-nft-save prints them. */
 const linesOf = (text: string, chain: string) => text.split('\n').filter((l) => l.startsWith(`-A ${chain} `));
@@ -158,50 +219,74 @@ const foreign = (text: string) => text.split('\n').filter((l) => l.startsWith('-
  */
 const kubeLeft = (text: string) => text.split('\n').filter((l) => l.includes('KUBE-') && !l.includes('KUBE-FIREWALL'));
 
-test.serial('rules of others in nat PREROUTING/OUTPUT and filter FORWARD survive syncs, a restart, a removed jump and --cleanup', async (t) => {
-  const c = await cluster(t, 'ipt-share', 3);
-  const ipt = (...args: string[]) => c.node.run('iptables-nft', ...args);
-  await ipt('-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.1/32', '-j', 'ACCEPT');
-  await ipt('-t', 'nat', '-A', 'OUTPUT', '-d', '192.0.2.2/32', '-j', 'RETURN');
-  await ipt('-A', 'FORWARD', '-s', '192.0.2.3/32', '-j', 'DROP');
-  await ipt('-N', 'SOMEONE-ELSE');
-  await ipt('-A', 'SOMEONE-ELSE', '-p', 'tcp', '--dport', '22', '-j', 'ACCEPT');
-  await ipt('-P', 'FORWARD', 'DROP');
-  const before = foreign(await save(c));
-  t.is(before.length, 4);
+test.serial(
+  'rules of others in nat PREROUTING/OUTPUT and filter FORWARD survive syncs, a restart, a removed jump and --cleanup',
+  async (t) => {
+    const c = await cluster(t, 'ipt-share', 3);
+    const ipt = (...args: string[]) => c.node.run('iptables-nft', ...args);
+    await ipt('-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.1/32', '-j', 'ACCEPT');
+    await ipt('-t', 'nat', '-A', 'OUTPUT', '-d', '192.0.2.2/32', '-j', 'RETURN');
+    await ipt('-A', 'FORWARD', '-s', '192.0.2.3/32', '-j', 'DROP');
+    await ipt('-N', 'SOMEONE-ELSE');
+    await ipt('-A', 'SOMEONE-ELSE', '-p', 'tcp', '--dport', '22', '-j', 'ACCEPT');
+    await ipt('-P', 'FORWARD', 'DROP');
+    const before = foreign(await save(c));
+    t.is(before.length, 4);
 
-  await apply(c, web3);
-  await ipt('-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.4/32', '-j', 'ACCEPT'); // added after us
-  const theirs = foreign(await save(c));
-  t.deepEqual(theirs.filter((l) => !l.includes('192.0.2.4')), before);
-  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod[123] /);
-  t.deepEqual(linesOf(await save(c), 'PREROUTING')[0], '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES', 'our jump first');
+    await apply(c, web3);
+    await ipt('-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.4/32', '-j', 'ACCEPT'); // added after us
+    const theirs = foreign(await save(c));
+    t.deepEqual(
+      theirs.filter((l) => !l.includes('192.0.2.4')),
+      before,
+    );
+    t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod[123] /);
+    t.deepEqual(
+      linesOf(await save(c), 'PREROUTING')[0],
+      '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+      'our jump first',
+    );
 
-  // Partial sync, full sync, restart: nothing of theirs moves, our jumps stay single.
-  await apply(c, { slices: [slice('web-1', 'web', [ep(podIP(0))])] });
-  await apply(c, {}, true);
-  await c.nodeAgent.call(P, 'start', MODEL);
-  await apply(c, web3);
-  let text = await save(c);
-  t.deepEqual(foreign(text), theirs);
-  t.is(linesOf(text, 'PREROUTING').filter((l) => l.includes('KUBE-SERVICES')).length, 1);
-  t.regex(text, /:FORWARD DROP/, 'the policy of FORWARD is theirs');
+    // Partial sync, full sync, restart: nothing of theirs moves, our jumps stay single.
+    await apply(c, { slices: [slice('web-1', 'web', [ep(podIP(0))])] });
+    await apply(c, {}, true);
+    await c.nodeAgent.call(P, 'start', MODEL);
+    await apply(c, web3);
+    let text = await save(c);
+    t.deepEqual(foreign(text), theirs);
+    t.is(linesOf(text, 'PREROUTING').filter((l) => l.includes('KUBE-SERVICES')).length, 1);
+    t.regex(text, /:FORWARD DROP/, 'the policy of FORWARD is theirs');
 
-  // Someone deletes our jump: the next full sync puts it back, once, at the top.
-  await ipt('-t', 'nat', '-D', 'PREROUTING', '-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES');
-  t.is(await tcp(c, 'client', '10.96.0.10', 80), 'ETIMEDOUT');
-  await apply(c, {}, true);
-  text = await save(c);
-  t.is(linesOf(text, 'PREROUTING')[0], '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES');
-  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod[123] /);
+    // Someone deletes our jump: the next full sync puts it back, once, at the top.
+    await ipt(
+      '-t',
+      'nat',
+      '-D',
+      'PREROUTING',
+      '-m',
+      'comment',
+      '--comment',
+      'kubernetes service portals',
+      '-j',
+      'KUBE-SERVICES',
+    );
+    t.is(await tcp(c, 'client', '10.96.0.10', 80), 'ETIMEDOUT');
+    await apply(c, {}, true);
+    text = await save(c);
+    t.is(
+      linesOf(text, 'PREROUTING')[0],
+      '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    );
+    t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod[123] /);
 
-  await c.nodeAgent.call(P, 'cleanup');
-  await c.nodeAgent.call(P, 'cleanup');
-  text = await save(c);
-  t.deepEqual(kubeLeft(text), [], text);
-  t.deepEqual(foreign(text), theirs);
-  t.regex(text, /:SOMEONE-ELSE/);
-});
+    await c.nodeAgent.call(P, 'cleanup');
+    await c.nodeAgent.call(P, 'cleanup');
+    text = await save(c);
+    t.deepEqual(kubeLeft(text), [], text);
+    t.deepEqual(foreign(text), theirs);
+    t.regex(text, /:SOMEONE-ELSE/);
+  },
+);
 
 /** Rule handles per chain of a table, read with nft (an independent reader). */
 async function handles(c: Cluster, table: string): Promise<Map<string, number[]>> {
@@ -214,154 +299,216 @@ async function handles(c: Cluster, table: string): Promise<Map<string, number[]>
   return out;
 }
 
-test.serial('a partial sync touches only the changed Service: other chains and the shared chains keep their rules (handles)', async (t) => {
-  const c = await cluster(t, 'ipt-part', 3);
-  const services = [0, 1, 2].map((i) => svc(`s${i}`, { clusterIP: `10.96.0.${20 + i}`, type: 'NodePort', ports: tcpPort(80, 30090 + i) }));
-  const slices = [0, 1, 2].map((i) => slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))]));
-  await apply(c, { services, slices });
-  const before = await handles(c, 'nat');
-  const r = await apply(c, { slices: [slice('s1-1', 's1', [ep(podIP(0)), ep(podIP(2))])] });
-  t.false(r.full);
-  const after = await handles(c, 'nat');
-  const svcOf = (text: string, name: string) => new RegExp(`-A KUBE-SERVICES .*default/${name}:p cluster IP.* -j (KUBE-SVC-\\w+)`).exec(text)![1]!;
-  const text = await save(c);
-  const changed = svcOf(text, 's1');
-  for (const [chain, hs] of before) {
-    if (chain === changed || chain.startsWith('KUBE-SEP-')) continue;
-    t.deepEqual(after.get(chain), hs, `${chain} untouched`);
-  }
-  t.notDeepEqual(after.get(changed), before.get(changed), 'the changed Service chain was rewritten');
-  t.is(before.size - after.size, 1, 'one endpoint chain fewer');
-  t.false(pods(await tcpMany(c, 'client', '10.96.0.21', 80, 10)).has('pod2'));
-});
+test.serial(
+  'a partial sync touches only the changed Service: other chains and the shared chains keep their rules (handles)',
+  async (t) => {
+    const c = await cluster(t, 'ipt-part', 3);
+    const services = [0, 1, 2].map((i) =>
+      svc(`s${i}`, { clusterIP: `10.96.0.${20 + i}`, type: 'NodePort', ports: tcpPort(80, 30090 + i) }),
+    );
+    const slices = [0, 1, 2].map((i) => slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))]));
+    await apply(c, { services, slices });
+    const before = await handles(c, 'nat');
+    const r = await apply(c, { slices: [slice('s1-1', 's1', [ep(podIP(0)), ep(podIP(2))])] });
+    t.false(r.full);
+    const after = await handles(c, 'nat');
+    const svcOf = (text: string, name: string) =>
+      new RegExp(`-A KUBE-SERVICES .*default/${name}:p cluster IP.* -j (KUBE-SVC-\\w+)`).exec(text)![1]!;
+    const text = await save(c);
+    const changed = svcOf(text, 's1');
+    for (const [chain, hs] of before) {
+      if (chain === changed || chain.startsWith('KUBE-SEP-')) continue;
+      t.deepEqual(after.get(chain), hs, `${chain} untouched`);
+    }
+    t.notDeepEqual(after.get(changed), before.get(changed), 'the changed Service chain was rewritten');
+    t.is(before.size - after.size, 1, 'one endpoint chain fewer');
+    t.false(pods(await tcpMany(c, 'client', '10.96.0.21', 80, 10)).has('pod2'));
+  },
+);
 
-test.serial('canary: `iptables-nft -t nat -F` and `-X` by someone else is repaired by a full resync (measured)', async (t) => {
-  const c = await makeCluster(t, 'ipt-can', 1);
-  await c.nodeAgent.call(P, 'start', { ...MODEL, canaryIntervalMs: 200 });
-  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
-  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
-  const flushedAt = Date.now();
-  await c.node.run('iptables-nft', '-t', 'nat', '-F');
-  await c.node.run('iptables-nft', '-t', 'nat', '-X');
-  let done: { at: number; done?: number; error?: string } | undefined;
-  for (let i = 0; i < 100 && !done?.done; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    done = (await c.nodeAgent.call<{ at: number; done?: number; error?: string }[]>(P, 'driftSyncs'))[0];
-    t.falsy(done?.error);
-  }
-  t.truthy(done?.done, 'a full resync ran');
-  t.log(`flush to repaired: ${done!.done! - flushedAt} ms (canary polled every 200 ms)`);
-  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
-  await c.nodeAgent.call(P, 'stop');
-});
+test.serial(
+  'canary: `iptables-nft -t nat -F` and `-X` by someone else is repaired by a full resync (measured)',
+  async (t) => {
+    const c = await makeCluster(t, 'ipt-can', 1);
+    await c.nodeAgent.call(P, 'start', { ...MODEL, canaryIntervalMs: 200 });
+    await apply(c, {
+      services: [svc('web', { clusterIP: '10.96.0.10' })],
+      slices: [slice('web-1', 'web', [ep(podIP(0))])],
+    });
+    t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+    const flushedAt = Date.now();
+    await c.node.run('iptables-nft', '-t', 'nat', '-F');
+    await c.node.run('iptables-nft', '-t', 'nat', '-X');
+    let done: { at: number; done?: number; error?: string } | undefined;
+    for (let i = 0; i < 100 && !done?.done; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      done = (await c.nodeAgent.call<{ at: number; done?: number; error?: string }[]>(P, 'driftSyncs'))[0];
+      t.falsy(done?.error);
+    }
+    t.truthy(done?.done, 'a full resync ran');
+    t.log(`flush to repaired: ${done!.done! - flushedAt} ms (canary polled every 200 ms)`);
+    t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+    await c.nodeAgent.call(P, 'stop');
+  },
+);
 
-test.serial('a cold start cut into many batches converges; a second full sync writes nothing; a restart keeps the shared rules', async (t) => {
-  const c = await makeCluster(t, 'ipt-cold', 3);
-  await c.nodeAgent.call(P, 'start', { ...MODEL, maxBatchBytes: 65536 });
-  const n = 40;
-  const services = Array.from({ length: n }, (_, i) => svc(`s${i}`, { clusterIP: `10.96.1.${i + 1}`, type: 'NodePort', ports: tcpPort(80, 30100 + i) }));
-  const slices = Array.from({ length: n }, (_, i) => slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))]));
-  const r = await apply(c, { services, slices });
-  t.true(r.batches > 1, `batches: ${r.batches}`);
-  t.deepEqual(r.errors, []);
-  for (const i of [0, n - 1]) t.regex(await tcp(c, 'client', `10.96.1.${i + 1}`, 80), /^pod[123] /);
-  const again = await apply(c, {}, true);
-  t.true(again.full);
-  t.is(again.batches, 0, 'nothing differs, nothing is sent');
-  // A restarted proxier (no memory) refills the service chains (their rules are not listed)
-  // but keeps the rules of the shared chains, handles and all.
-  const shared = (await handles(c, 'nat')).get('KUBE-SERVICES');
-  await c.nodeAgent.call(P, 'start', MODEL);
-  const restarted = await apply(c, { services, slices });
-  t.true(restarted.full);
-  t.deepEqual((await handles(c, 'nat')).get('KUBE-SERVICES'), shared);
-  const again2 = await apply(c, {}, true);
-  t.is(again2.batches, 0, 'and then trusts what it wrote');
-  for (const i of [0, n - 1]) t.regex(await tcp(c, 'client', `10.96.1.${i + 1}`, 80), /^pod[123] /);
-});
+test.serial(
+  'a cold start cut into many batches converges; a second full sync writes nothing; a restart keeps the shared rules',
+  async (t) => {
+    const c = await makeCluster(t, 'ipt-cold', 3);
+    await c.nodeAgent.call(P, 'start', { ...MODEL, maxBatchBytes: 65536 });
+    const n = 40;
+    const services = Array.from({ length: n }, (_, i) =>
+      svc(`s${i}`, { clusterIP: `10.96.1.${i + 1}`, type: 'NodePort', ports: tcpPort(80, 30100 + i) }),
+    );
+    const slices = Array.from({ length: n }, (_, i) =>
+      slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))]),
+    );
+    const r = await apply(c, { services, slices });
+    t.true(r.batches > 1, `batches: ${r.batches}`);
+    t.deepEqual(r.errors, []);
+    for (const i of [0, n - 1]) t.regex(await tcp(c, 'client', `10.96.1.${i + 1}`, 80), /^pod[123] /);
+    const again = await apply(c, {}, true);
+    t.true(again.full);
+    t.is(again.batches, 0, 'nothing differs, nothing is sent');
+    // A restarted proxier (no memory) refills the service chains (their rules are not listed)
+    // but keeps the rules of the shared chains, handles and all.
+    const shared = (await handles(c, 'nat')).get('KUBE-SERVICES');
+    await c.nodeAgent.call(P, 'start', MODEL);
+    const restarted = await apply(c, { services, slices });
+    t.true(restarted.full);
+    t.deepEqual((await handles(c, 'nat')).get('KUBE-SERVICES'), shared);
+    const again2 = await apply(c, {}, true);
+    t.is(again2.batches, 0, 'and then trusts what it wrote');
+    for (const i of [0, n - 1]) t.regex(await tcp(c, 'client', `10.96.1.${i + 1}`, 80), /^pod[123] /);
+  },
+);
 
-test.serial('chains upstream kube-proxy left (iptables-nft form) for Services that are gone are removed; its jumps are adopted', async (t) => {
-  const c = await cluster(t, 'ipt-upst', 1);
-  const restore = [
-    '*nat',
-    ':KUBE-SERVICES - [0:0]',
-    ':KUBE-SVC-AAAAAAAAAAAAAAAA - [0:0]',
-    ':KUBE-SEP-BBBBBBBBBBBBBBBB - [0:0]',
-    '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
-    '-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m comment --comment "old/gone:p cluster IP" -m tcp --dport 80 -j KUBE-SVC-AAAAAAAAAAAAAAAA',
-    '-A KUBE-SVC-AAAAAAAAAAAAAAAA -j KUBE-SEP-BBBBBBBBBBBBBBBB',
-    '-A KUBE-SEP-BBBBBBBBBBBBBBBB -p tcp -m tcp -j DNAT --to-destination 10.244.1.2:8080',
-    'COMMIT',
-    '',
-  ].join('\n');
-  const r = await c.node.exec('iptables-nft-restore', ['--noflush'], { input: restore });
-  t.is(r.code, 0, r.stderr);
-  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
-  const text = await save(c);
-  t.false(text.includes('AAAAAAAAAAAAAAAA'), 'the stale service chain is gone');
-  t.false(text.includes('BBBBBBBBBBBBBBBB'), 'the stale endpoint chain is gone');
-  t.is(linesOf(text, 'PREROUTING').filter((l) => l.includes('KUBE-SERVICES')).length, 1, 'the jump upstream inserted is ours now, not doubled');
-  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
-});
+test.serial(
+  'chains upstream kube-proxy left (iptables-nft form) for Services that are gone are removed; its jumps are adopted',
+  async (t) => {
+    const c = await cluster(t, 'ipt-upst', 1);
+    const restore = [
+      '*nat',
+      ':KUBE-SERVICES - [0:0]',
+      ':KUBE-SVC-AAAAAAAAAAAAAAAA - [0:0]',
+      ':KUBE-SEP-BBBBBBBBBBBBBBBB - [0:0]',
+      '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+      '-A KUBE-SERVICES -d 10.96.0.99/32 -p tcp -m comment --comment "old/gone:p cluster IP" -m tcp --dport 80 -j KUBE-SVC-AAAAAAAAAAAAAAAA',
+      '-A KUBE-SVC-AAAAAAAAAAAAAAAA -j KUBE-SEP-BBBBBBBBBBBBBBBB',
+      '-A KUBE-SEP-BBBBBBBBBBBBBBBB -p tcp -m tcp -j DNAT --to-destination 10.244.1.2:8080',
+      'COMMIT',
+      '',
+    ].join('\n');
+    const r = await c.node.exec('iptables-nft-restore', ['--noflush'], { input: restore });
+    t.is(r.code, 0, r.stderr);
+    await apply(c, {
+      services: [svc('web', { clusterIP: '10.96.0.10' })],
+      slices: [slice('web-1', 'web', [ep(podIP(0))])],
+    });
+    const text = await save(c);
+    t.false(text.includes('AAAAAAAAAAAAAAAA'), 'the stale service chain is gone');
+    t.false(text.includes('BBBBBBBBBBBBBBBB'), 'the stale endpoint chain is gone');
+    t.is(
+      linesOf(text, 'PREROUTING').filter((l) => l.includes('KUBE-SERVICES')).length,
+      1,
+      'the jump upstream inserted is ours now, not doubled',
+    );
+    t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+  },
+);
 
-test.serial('masqueradeAll: pod-to-ClusterIP traffic is masqueraded too (restart with the option: a full sync rewrites the Service)', async (t) => {
-  const c = await cluster(t, 'ipt-masq', 2);
-  const objects = { services: [svc('m', { clusterIP: '10.96.0.150' })], slices: [slice('m-1', 'm', [ep(podIP(0)), ep(podIP(1))])] };
-  await apply(c, objects);
-  const kept = await tcpMany(c, 0, '10.96.0.150', 80, 12);
-  t.true(kept.every((a) => (a.startsWith('pod1 ') ? a.endsWith(podGateway(0)) : a.endsWith(` ${podIP(0)}`))), `default: pod source kept: ${kept.join(', ')}`);
-  await c.nodeAgent.call(P, 'start', { ...MODEL, masqueradeAll: true });
-  await apply(c, objects);
-  const masq = await tcpMany(c, 0, '10.96.0.150', 80, 12);
-  t.true(pods(masq).size === 2 && masq.every((a) => / 10\.244\.[12]\.1$/.test(a)), `masqueradeAll: every answer saw the node: ${masq.join(', ')}`);
-});
+test.serial(
+  'masqueradeAll: pod-to-ClusterIP traffic is masqueraded too (restart with the option: a full sync rewrites the Service)',
+  async (t) => {
+    const c = await cluster(t, 'ipt-masq', 2);
+    const objects = {
+      services: [svc('m', { clusterIP: '10.96.0.150' })],
+      slices: [slice('m-1', 'm', [ep(podIP(0)), ep(podIP(1))])],
+    };
+    await apply(c, objects);
+    const kept = await tcpMany(c, 0, '10.96.0.150', 80, 12);
+    t.true(
+      kept.every((a) => (a.startsWith('pod1 ') ? a.endsWith(podGateway(0)) : a.endsWith(` ${podIP(0)}`))),
+      `default: pod source kept: ${kept.join(', ')}`,
+    );
+    await c.nodeAgent.call(P, 'start', { ...MODEL, masqueradeAll: true });
+    await apply(c, objects);
+    const masq = await tcpMany(c, 0, '10.96.0.150', 80, 12);
+    t.true(
+      pods(masq).size === 2 && masq.every((a) => / 10\.244\.[12]\.1$/.test(a)),
+      `masqueradeAll: every answer saw the node: ${masq.join(', ')}`,
+    );
+  },
+);
 
-test.serial('--iptables-localhost-nodeports=false: no route_localnet, no martian rule, 127.0.0.1 node ports do not answer', async (t) => {
-  const c = await makeCluster(t, 'ipt-nolo', 1);
-  await c.nodeAgent.call(P, 'start', { ...MODEL, localhostNodePorts: false });
-  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
-  t.deepEqual(await c.nodeAgent.call(P, 'sysctlValues'), {});
-  const text = await save(c);
-  t.false(text.includes('block incoming localnet connections'));
-  t.regex(text, /-A KUBE-SERVICES ! -d 127\.0\.0\.0\/8 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS/);
-  t.notRegex(await c.nodeAgent.call<string>(ECHO, 'tcp', '127.0.0.1', 30080), /^pod/);
-  t.regex(await tcp(c, 'client', NODE_IP, 30080), /^pod1 /);
-});
+test.serial(
+  '--iptables-localhost-nodeports=false: no route_localnet, no martian rule, 127.0.0.1 node ports do not answer',
+  async (t) => {
+    const c = await makeCluster(t, 'ipt-nolo', 1);
+    await c.nodeAgent.call(P, 'start', { ...MODEL, localhostNodePorts: false });
+    await apply(c, {
+      services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })],
+      slices: [slice('web-1', 'web', [ep(podIP(0))])],
+    });
+    t.deepEqual(await c.nodeAgent.call(P, 'sysctlValues'), {});
+    const text = await save(c);
+    t.false(text.includes('block incoming localnet connections'));
+    t.regex(
+      text,
+      /-A KUBE-SERVICES ! -d 127\.0\.0\.0\/8 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS/,
+    );
+    t.notRegex(await c.nodeAgent.call<string>(ECHO, 'tcp', '127.0.0.1', 30080), /^pod/);
+    t.regex(await tcp(c, 'client', NODE_IP, 30080), /^pod1 /);
+  },
+);
 
-test.serial('mode switches: nftables or ipvs mode starting removes the iptables mode chains; iptables mode starting removes the nftables table', async (t) => {
-  const c = await cluster(t, 'ipt-switch', 1);
-  await c.node.run('iptables-nft', '-A', 'FORWARD', '-s', '192.0.2.3/32', '-j', 'DROP');
-  const objects = { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] };
-  await apply(c, objects);
-  // A restart in iptables mode keeps its own rules.
-  await c.nodeAgent.call(P, 'removeOtherModes', 'iptables');
-  t.regex(await save(c), /KUBE-SVC-/);
-  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
-  await c.nodeAgent.call(P, 'removeOtherModes', 'nftables');
-  let text = await save(c);
-  t.deepEqual(kubeLeft(text), [], text);
-  t.deepEqual(foreign(text), ['-A FORWARD -s 192.0.2.3/32 -j DROP']);
+test.serial(
+  'mode switches: nftables or ipvs mode starting removes the iptables mode chains; iptables mode starting removes the nftables table',
+  async (t) => {
+    const c = await cluster(t, 'ipt-switch', 1);
+    await c.node.run('iptables-nft', '-A', 'FORWARD', '-s', '192.0.2.3/32', '-j', 'DROP');
+    const objects = {
+      services: [svc('web', { clusterIP: '10.96.0.10' })],
+      slices: [slice('web-1', 'web', [ep(podIP(0))])],
+    };
+    await apply(c, objects);
+    // A restart in iptables mode keeps its own rules.
+    await c.nodeAgent.call(P, 'removeOtherModes', 'iptables');
+    t.regex(await save(c), /KUBE-SVC-/);
+    t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+    await c.nodeAgent.call(P, 'removeOtherModes', 'nftables');
+    let text = await save(c);
+    t.deepEqual(kubeLeft(text), [], text);
+    t.deepEqual(foreign(text), ['-A FORWARD -s 192.0.2.3/32 -j DROP']);
 
-  await apply(c, objects, true);
-  await c.nodeAgent.call(P, 'removeOtherModes', 'ipvs');
-  t.false((await save(c)).includes('KUBE-SVC-'), 'ipvs mode removes the iptables mode chains');
+    await apply(c, objects, true);
+    await c.nodeAgent.call(P, 'removeOtherModes', 'ipvs');
+    t.false((await save(c)).includes('KUBE-SVC-'), 'ipvs mode removes the iptables mode chains');
 
-  await c.node.run('nft', 'add', 'table', 'ip', 'kube-proxy-ts');
-  await c.node.run('nft', 'add', 'table', 'ip', 'someone-else');
-  await c.nodeAgent.call(P, 'removeOtherModes', 'iptables');
-  const tables = await c.node.run('nft', 'list', 'tables');
-  t.false(tables.includes('kube-proxy-ts'), tables);
-  t.true(tables.includes('someone-else'));
-  text = await save(c);
-  t.deepEqual(foreign(text), ['-A FORWARD -s 192.0.2.3/32 -j DROP']);
-});
+    await c.node.run('nft', 'add', 'table', 'ip', 'kube-proxy-ts');
+    await c.node.run('nft', 'add', 'table', 'ip', 'someone-else');
+    await c.nodeAgent.call(P, 'removeOtherModes', 'iptables');
+    const tables = await c.node.run('nft', 'list', 'tables');
+    t.false(tables.includes('kube-proxy-ts'), tables);
+    t.true(tables.includes('someone-else'));
+    text = await save(c);
+    t.deepEqual(foreign(text), ['-A FORWARD -s 192.0.2.3/32 -j DROP']);
+  },
+);
 
-test.serial('`iptables-nft -t nat -F` alone (the canary chains survive it): the next full sync notices and rewrites every chain', async (t) => {
-  const c = await cluster(t, 'ipt-flush', 1);
-  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
-  await c.node.run('iptables-nft', '-t', 'nat', '-F');
-  t.is(await tcp(c, 'client', '10.96.0.10', 80), 'ETIMEDOUT');
-  const r = await apply(c, {}, true);
-  t.true(r.full);
-  t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
-});
+test.serial(
+  '`iptables-nft -t nat -F` alone (the canary chains survive it): the next full sync notices and rewrites every chain',
+  async (t) => {
+    const c = await cluster(t, 'ipt-flush', 1);
+    await apply(c, {
+      services: [svc('web', { clusterIP: '10.96.0.10' })],
+      slices: [slice('web-1', 'web', [ep(podIP(0))])],
+    });
+    await c.node.run('iptables-nft', '-t', 'nat', '-F');
+    t.is(await tcp(c, 'client', '10.96.0.10', 80), 'ETIMEDOUT');
+    const r = await apply(c, {}, true);
+    t.true(r.full);
+    t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+  },
+);

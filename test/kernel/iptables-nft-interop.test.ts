@@ -34,7 +34,10 @@ async function save(t: ExecutionContext, ns: Netns, family: IPFamily): Promise<s
   t.is(r.code, 0, r.stderr);
   t.is(r.stderr.trim(), '', `${tools(family).save} printed no warning`);
   t.notRegex(r.stdout, /[Ww]arning|unsupported|\[unknown/);
-  return r.stdout.split('\n').filter((l) => !l.startsWith('#')).join('\n');
+  return r.stdout
+    .split('\n')
+    .filter((l) => !l.startsWith('#'))
+    .join('\n');
 }
 
 async function restore(t: ExecutionContext, ns: Netns, family: IPFamily, text: string): Promise<void> {
@@ -61,10 +64,17 @@ for (const family of ['IPv4', 'IPv6'] as IPFamily[]) {
     t.is(await save(t, reloaded, family), ourSave);
 
     // decode.ts reads each rule back (in the kernel's form) as the IptRule we wrote, chain by chain.
-    const read = await (await ours.agent()).call<Awaited<ReturnType<typeof Scenario.readRuleset>>>(S, 'readRuleset', family);
+    const read = await (
+      await ours.agent()
+    ).call<Awaited<ReturnType<typeof Scenario.readRuleset>>>(S, 'readRuleset', family);
     const key = (r: { table: string; chain: string }): string => `${r.table} ${r.chain}`;
     const chains = [...new Set(fx.rules.map(key))];
-    for (const c of chains) t.deepEqual(read.filter((r) => key(r) === c).map((r) => r.rule), fx.rules.filter((r) => key(r) === c), c);
+    for (const c of chains)
+      t.deepEqual(
+        read.filter((r) => key(r) === c).map((r) => r.rule),
+        fx.rules.filter((r) => key(r) === c),
+        c,
+      );
     t.is(read.length, fx.rules.length);
   });
 }

@@ -9,8 +9,15 @@ const S = new URL('./scenarios/core-nft.ts', import.meta.url).href;
 type ErrorView = Scenario.ErrorView;
 
 const chainsOf = (objs: NftJsonObject[]): string[] =>
-  objs.filter((o) => o.chain).map((o) => `${String(o.chain!.table)}/${String(o.chain!.name)}`).sort();
-const tablesOf = (objs: NftJsonObject[]): string[] => objs.filter((o) => o.table).map((o) => String(o.table!.name)).sort();
+  objs
+    .filter((o) => o.chain)
+    .map((o) => `${String(o.chain!.table)}/${String(o.chain!.name)}`)
+    .sort();
+const tablesOf = (objs: NftJsonObject[]): string[] =>
+  objs
+    .filter((o) => o.table)
+    .map((o) => String(o.table!.name))
+    .sort();
 
 test('a batch creates a table and a chain; a dump through the core lists them; deletes remove them', async (t) => {
   const ns = await netnsFor(t, 'core-crud');

@@ -19,10 +19,15 @@ async function badNameSurvives(t: ExecutionContext, label: string, bad: string):
   const c = await makeCluster(t, label, 2);
   await c.nodeAgent.call(P, 'start', MODEL);
   const sticky = svc('odd', { clusterIP: '10.96.0.11', affinity: 'ClientIP' });
-  const first = await c.nodeAgent.call<Report>(P, 'applyRenamed', {
-    services: [svc('web', { clusterIP: '10.96.0.10' }), sticky],
-    slices: [slice('web-1', 'web', [ep(podIP(0))]), slice('odd-1', 'odd', [ep(podIP(1))])],
-  }, { odd: bad });
+  const first = await c.nodeAgent.call<Report>(
+    P,
+    'applyRenamed',
+    {
+      services: [svc('web', { clusterIP: '10.96.0.10' }), sticky],
+      slices: [slice('web-1', 'web', [ep(podIP(0))]), slice('odd-1', 'odd', [ep(podIP(1))])],
+    },
+    { odd: bad },
+  );
   t.deepEqual(first.errors, []);
   t.is(await answeredBy(c, '10.96.0.10'), 'pod1');
   t.is(await answeredBy(c, '10.96.0.11'), 'pod2', 'the oddly named Service itself is programmed, under a safe name');
@@ -32,10 +37,16 @@ async function badNameSurvives(t: ExecutionContext, label: string, bad: string):
     const again = await c.nodeAgent.call<Report>(P, 'applyRenamed', {}, { odd: bad }, true);
     t.deepEqual(again.errors, []);
   }
-  const later = await c.nodeAgent.call<Report>(P, 'applyRenamed', {
-    services: [svc('later', { clusterIP: '10.96.0.12' })],
-    slices: [slice('later-1', 'later', [ep(podIP(1))])],
-  }, { odd: bad }, true);
+  const later = await c.nodeAgent.call<Report>(
+    P,
+    'applyRenamed',
+    {
+      services: [svc('later', { clusterIP: '10.96.0.12' })],
+      slices: [slice('later-1', 'later', [ep(podIP(1))])],
+    },
+    { odd: bad },
+    true,
+  );
   t.deepEqual(later.errors, []);
   t.is(await answeredBy(c, '10.96.0.12'), 'pod2', 'a new Service still gets programmed and answers');
   t.is(await answeredBy(c, '10.96.0.11'), 'pod2');
@@ -47,7 +58,10 @@ async function badNameSurvives(t: ExecutionContext, label: string, bad: string):
   });
   t.deepEqual(viaModel.errors, []);
   const warnings = await c.nodeAgent.call<string[]>(P, 'warnings');
-  t.true(warnings.some((w) => w.includes('invalid-name')), warnings.join('\n'));
+  t.true(
+    warnings.some((w) => w.includes('invalid-name')),
+    warnings.join('\n'),
+  );
   t.is(await answeredBy(c, '10.96.0.14'), 'pod1');
   t.is(await tcp(c, '10.96.0.13', 80), 'ETIMEDOUT', 'the refused Service is not programmed');
 }

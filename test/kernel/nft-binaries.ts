@@ -67,7 +67,8 @@ export async function printRuleset(t: ExecutionContext, nft: NftBinary, ns: Netn
   t.is(listedJson.stderr, '', `${nft.name}: -j list ruleset warned`);
   t.notRegex(listedJson.stdout, UNDECODED, `${nft.name} printed JSON it could not decode`);
   // nft 1.0.6 prints nothing at all for an empty ruleset.
-  const json = listedJson.stdout.trim() === '' ? [] : (JSON.parse(listedJson.stdout) as { nftables: NftJsonObject[] }).nftables;
+  const json =
+    listedJson.stdout.trim() === '' ? [] : (JSON.parse(listedJson.stdout) as { nftables: NftJsonObject[] }).nftables;
   return { text: listed.stdout, json: json.filter((o) => !('metainfo' in o)) };
 }
 
@@ -87,10 +88,19 @@ export async function loadFresh(t: ExecutionContext, nft: NftBinary, input: stri
  * same ruleset as that binary's JSON shows it. Returns the printout and the namespace it went
  * into, for further checks (e.g. the bytecode nft wrote there).
  */
-export async function roundTrip(t: ExecutionContext, nft: NftBinary, source: Netns, label: string): Promise<{ printout: Printout; fromText: Netns }> {
+export async function roundTrip(
+  t: ExecutionContext,
+  nft: NftBinary,
+  source: Netns,
+  label: string,
+): Promise<{ printout: Printout; fromText: Netns }> {
   const printout = await printRuleset(t, nft, source);
   const original = normaliseNftJson(printout.json);
   const fromText = await loadFresh(t, nft, printout.text, label);
-  t.deepEqual(normaliseNftJson(await fromText.nftJson(nft.path)), original, `${nft.name}: its text printout reloads to a different ruleset`);
+  t.deepEqual(
+    normaliseNftJson(await fromText.nftJson(nft.path)),
+    original,
+    `${nft.name}: its text printout reloads to a different ruleset`,
+  );
   return { printout, fromText };
 }

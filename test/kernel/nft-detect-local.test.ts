@@ -19,15 +19,34 @@ const VIP = '10.96.0.20';
 async function start(t: ExecutionContext, c: Cluster, flags: string[]) {
   const dir = await mkdtemp(join(tmpdir(), 'kpts-detect-local-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(1)] }));
-  const d = spawnDaemon(c.node, ['--proxy-mode', 'nftables', '--manifest-dir', dir, '--hostname-override', 'node-a', '--healthz-bind-address', '', '--metrics-bind-address', '',
-    '--min-sync-period', '100ms', ...flags]);
+  await writeFile(
+    join(dir, 'web.yaml'),
+    serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(1)] }),
+  );
+  const d = spawnDaemon(c.node, [
+    '--proxy-mode',
+    'nftables',
+    '--manifest-dir',
+    dir,
+    '--hostname-override',
+    'node-a',
+    '--healthz-bind-address',
+    '',
+    '--metrics-bind-address',
+    '',
+    '--min-sync-period',
+    '100ms',
+    ...flags,
+  ]);
   t.teardown(() => d.kill());
-  await pollUntil('the ClusterIP to answer', async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod2 ') ? true : undefined), 20_000)
-    .catch((e: unknown) => {
-      t.log(d.log());
-      throw e;
-    });
+  await pollUntil(
+    'the ClusterIP to answer',
+    async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod2 ') ? true : undefined),
+    20_000,
+  ).catch((e: unknown) => {
+    t.log(d.log());
+    throw e;
+  });
   return d;
 }
 
@@ -47,17 +66,20 @@ test.serial('InterfaceNamePrefix: pod traffic keeps its source, off-node traffic
   t.not(await seenFrom(c.clientAgent), CLIENT_IP);
 });
 
-test.serial('BridgeInterface: traffic from the bridge keeps its source; from another interface it is masqueraded', async (t) => {
-  const c = await makeCluster(t, 'dlb', 3);
-  // pod3 moves behind a bridge br0 (its gateway address moves to the bridge).
-  const gw3 = `${podGateway(2)}/24`;
-  await c.node.run('ip', 'addr', 'del', gw3, 'dev', 'pod3');
-  await c.node.run('ip', 'link', 'add', 'br0', 'type', 'bridge');
-  await c.node.run('ip', 'link', 'set', 'pod3', 'master', 'br0');
-  await c.node.run('ip', 'addr', 'add', gw3, 'dev', 'br0');
-  await c.node.run('ip', 'link', 'set', 'br0', 'up');
-  await start(t, c, ['--detect-local-mode', 'BridgeInterface', '--pod-bridge-interface', 'br0']);
-  t.is(await seenFrom(c.podAgents[2]!), podIP(2), 'pod3 (arrives on br0): not masqueraded');
-  t.is(await seenFrom(c.podAgents[0]!), podGateway(1), 'pod1 (arrives on pod1, not the bridge): masqueraded');
-  t.is(await seenFrom(c.clientAgent), podGateway(1), 'off-node client: masqueraded');
-});
+test.serial(
+  'BridgeInterface: traffic from the bridge keeps its source; from another interface it is masqueraded',
+  async (t) => {
+    const c = await makeCluster(t, 'dlb', 3);
+    // pod3 moves behind a bridge br0 (its gateway address moves to the bridge).
+    const gw3 = `${podGateway(2)}/24`;
+    await c.node.run('ip', 'addr', 'del', gw3, 'dev', 'pod3');
+    await c.node.run('ip', 'link', 'add', 'br0', 'type', 'bridge');
+    await c.node.run('ip', 'link', 'set', 'pod3', 'master', 'br0');
+    await c.node.run('ip', 'addr', 'add', gw3, 'dev', 'br0');
+    await c.node.run('ip', 'link', 'set', 'br0', 'up');
+    await start(t, c, ['--detect-local-mode', 'BridgeInterface', '--pod-bridge-interface', 'br0']);
+    t.is(await seenFrom(c.podAgents[2]!), podIP(2), 'pod3 (arrives on br0): not masqueraded');
+    t.is(await seenFrom(c.podAgents[0]!), podGateway(1), 'pod1 (arrives on pod1, not the bridge): masqueraded');
+    t.is(await seenFrom(c.clientAgent), podGateway(1), 'off-node client: masqueraded');
+  },
+);

@@ -21,7 +21,8 @@ const apply = async (t: ExecutionContext, c: Cluster, change: object): Promise<v
   const r = await c.nodeAgent.call<{ errors: string[] }>(P, 'apply', change);
   t.deepEqual(r.errors, [], 'the sync succeeded');
 };
-const tcp = (c: Cluster, who: 'client' | 'node', ip: string) => (who === 'client' ? c.clientAgent : c.nodeAgent).call<string>(ECHO, 'tcp', ip, 80);
+const tcp = (c: Cluster, who: 'client' | 'node', ip: string) =>
+  (who === 'client' ? c.clientAgent : c.nodeAgent).call<string>(ECHO, 'tcp', ip, 80);
 const answered = /^pod[12] /;
 
 async function lbCluster(t: ExecutionContext): Promise<{ c: Cluster; lb: (ranges: string[]) => Promise<void> }> {
@@ -35,20 +36,35 @@ async function lbCluster(t: ExecutionContext): Promise<{ c: Cluster; lb: (ranges
   const lb = (ranges: string[]) =>
     apply(t, c, {
       node: node('node-a', { internal: [NODE_IP] }),
-      services: [svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }], ingress, sourceRanges: ranges })],
+      services: [
+        svc('lb', {
+          clusterIP: '10.96.0.20',
+          type: 'LoadBalancer',
+          ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }],
+          ingress,
+          sourceRanges: ranges,
+        }),
+      ],
       slices: [slice('lb-1', 'lb', [ep(podIP(0)), ep(podIP(1))])],
     });
   return { c, lb };
 }
 
-test.serial('source ranges holding the node IP admit the node, also to a VIP it holds locally (source = the VIP)', async (t) => {
-  const { c, lb } = await lbCluster(t);
-  await lb([`${NODE_IP}/32`]);
-  t.regex(await tcp(c, 'node', REMOTE_VIP), answered, 'node -> VIP from the node IP: allowed');
-  t.regex(await tcp(c, 'node', LOCAL_VIP), answered, 'node -> a VIP it holds (source = the VIP): allowed, as upstream');
-  t.is(await tcp(c, 'client', LOCAL_VIP), 'ETIMEDOUT', 'the client is outside the ranges: dropped');
-  t.is(await tcp(c, 'client', REMOTE_VIP), 'ETIMEDOUT', 'the client is outside the ranges: dropped (second VIP)');
-});
+test.serial(
+  'source ranges holding the node IP admit the node, also to a VIP it holds locally (source = the VIP)',
+  async (t) => {
+    const { c, lb } = await lbCluster(t);
+    await lb([`${NODE_IP}/32`]);
+    t.regex(await tcp(c, 'node', REMOTE_VIP), answered, 'node -> VIP from the node IP: allowed');
+    t.regex(
+      await tcp(c, 'node', LOCAL_VIP),
+      answered,
+      'node -> a VIP it holds (source = the VIP): allowed, as upstream',
+    );
+    t.is(await tcp(c, 'client', LOCAL_VIP), 'ETIMEDOUT', 'the client is outside the ranges: dropped');
+    t.is(await tcp(c, 'client', REMOTE_VIP), 'ETIMEDOUT', 'the client is outside the ranges: dropped (second VIP)');
+  },
+);
 
 test.serial('source ranges without the node IP keep the node out, whatever source its connection uses', async (t) => {
   const { c, lb } = await lbCluster(t);
@@ -56,7 +72,8 @@ test.serial('source ranges without the node IP keep the node out, whatever sourc
   t.is(await tcp(c, 'node', REMOTE_VIP), 'ETIMEDOUT', 'node -> VIP from the node IP: dropped');
   t.is(await tcp(c, 'node', LOCAL_VIP), 'ETIMEDOUT', 'node -> a VIP it holds: dropped');
   t.regex(await tcp(c, 'client', REMOTE_VIP), answered, 'the client is inside the ranges');
-  // A range holding the VIP itself (but not the node IP) admits the node's VIP-sourced connection, as upstream's set does.
+  // A range holding the VIP itself (but not the node IP) admits the node's VIP-sourced connection, as upstream's set
+  // does.
   await lb([`${CLIENT_IP}/32`, '10.60.0.0/24']);
   t.regex(await tcp(c, 'node', LOCAL_VIP), answered, 'node -> local VIP, the VIP inside a range: allowed');
   t.is(await tcp(c, 'node', REMOTE_VIP), 'ETIMEDOUT', 'node -> VIP from the node IP, still outside: dropped');

@@ -11,7 +11,9 @@ import { ep, node, slice, svc } from '../unit/model/helpers.ts';
 
 const P = new URL('./scenarios/nft-proxier.ts', import.meta.url).href;
 const MODEL = { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] };
-const tcpPort = (port: number, nodePort?: number) => [{ name: 'p', protocol: 'TCP', port, ...(nodePort ? { nodePort } : {}) }];
+const tcpPort = (port: number, nodePort?: number) => [
+  { name: 'p', protocol: 'TCP', port, ...(nodePort ? { nodePort } : {}) },
+];
 
 async function cluster(t: ExecutionContext, label: string, pods = 3, model: object = MODEL): Promise<Cluster> {
   const c = await makeCluster(t, label, pods);
@@ -21,8 +23,10 @@ async function cluster(t: ExecutionContext, label: string, pods = 3, model: obje
 
 const apply = (c: Cluster, change: object) => c.nodeAgent.call<{ errors: string[] }>(P, 'apply', change);
 const from = (c: Cluster, who: 'client' | number) => (who === 'client' ? c.clientAgent : c.podAgents[who]!);
-const tcp = (c: Cluster, who: 'client' | number, ip: string, port: number) => from(c, who).call<string>(ECHO, 'tcp', ip, port);
-const tcpMany = (c: Cluster, who: 'client' | number, ip: string, port: number, n: number) => from(c, who).call<string[]>(ECHO, 'tcpMany', ip, port, n);
+const tcp = (c: Cluster, who: 'client' | number, ip: string, port: number) =>
+  from(c, who).call<string>(ECHO, 'tcp', ip, port);
+const tcpMany = (c: Cluster, who: 'client' | number, ip: string, port: number, n: number) =>
+  from(c, who).call<string[]>(ECHO, 'tcpMany', ip, port, n);
 const pods = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[0]));
 const sources = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[1]));
 
@@ -32,33 +36,46 @@ async function ours(c: Cluster): Promise<string> {
   return JSON.stringify(objs.filter((o) => JSON.stringify(o).includes('kube-proxy-ts')));
 }
 
-test.serial('ClusterIP and NodePort: balanced over the endpoints, masqueraded from outside, hairpin masqueraded', async (t) => {
-  const c = await cluster(t, 'np');
-  const r = await apply(c, {
-    services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })],
-    slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
-  });
-  t.deepEqual(r.errors, []);
+test.serial(
+  'ClusterIP and NodePort: balanced over the endpoints, masqueraded from outside, hairpin masqueraded',
+  async (t) => {
+    const c = await cluster(t, 'np');
+    const r = await apply(c, {
+      services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })],
+      slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
+    });
+    t.deepEqual(r.errors, []);
 
-  const viaVip = await tcpMany(c, 'client', '10.96.0.10', 80, 15);
-  t.true(viaVip.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)), `answers: ${viaVip.join(', ')}`);
-  t.true(pods(viaVip).size >= 2, 'random balancing reached more than one endpoint');
+    const viaVip = await tcpMany(c, 'client', '10.96.0.10', 80, 15);
+    t.true(
+      viaVip.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)),
+      `answers: ${viaVip.join(', ')}`,
+    );
+    t.true(pods(viaVip).size >= 2, 'random balancing reached more than one endpoint');
 
-  const viaNodePort = await tcpMany(c, 'client', NODE_IP, 30080, 6);
-  t.true(viaNodePort.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)), `node port answers: ${viaNodePort.join(', ')}`);
+    const viaNodePort = await tcpMany(c, 'client', NODE_IP, 30080, 6);
+    t.true(
+      viaNodePort.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)),
+      `node port answers: ${viaNodePort.join(', ')}`,
+    );
 
-  // A pod reaching the Service: not masqueraded, except when it lands on itself (hairpin).
-  const fromPod1 = await tcpMany(c, 0, '10.96.0.10', 80, 15);
-  for (const a of fromPod1) {
-    const [name, src] = a.split(' ');
-    t.is(src, name === 'pod1' ? podGateway(0) : podIP(0), `answer ${a}`);
-  }
-});
+    // A pod reaching the Service: not masqueraded, except when it lands on itself (hairpin).
+    const fromPod1 = await tcpMany(c, 0, '10.96.0.10', 80, 15);
+    for (const a of fromPod1) {
+      const [name, src] = a.split(' ');
+      t.is(src, name === 'pod1' ? podGateway(0) : podIP(0), `answer ${a}`);
+    }
+  },
+);
 
 test.serial('rejected and dropped: no endpoints, unexposed port, unallocated service IP', async (t) => {
   const c = await cluster(t, 'rej', 1);
   await apply(c, {
-    services: [svc('web', { clusterIP: '10.96.0.10' }), svc('empty', { clusterIP: '10.96.0.11' }), svc('udp-empty', { clusterIP: '10.96.0.12', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] })],
+    services: [
+      svc('web', { clusterIP: '10.96.0.10' }),
+      svc('empty', { clusterIP: '10.96.0.11' }),
+      svc('udp-empty', { clusterIP: '10.96.0.12', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] }),
+    ],
     slices: [slice('web-1', 'web', [ep(podIP(0))])],
   });
   t.is(await tcp(c, 'client', '10.96.0.10', 80), `pod1 ${podGateway(0)}`);
@@ -70,8 +87,12 @@ test.serial('rejected and dropped: no endpoints, unexposed port, unallocated ser
 
 test.serial('changes: endpoint removed, Service type changed, Service deleted leave nothing stale', async (t) => {
   const c = await cluster(t, 'chg');
-  const web = (type: string) => svc('web', { clusterIP: '10.96.0.10', type, ports: tcpPort(80, type === 'NodePort' ? 30080 : undefined) });
-  await apply(c, { services: [web('NodePort')], slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])] });
+  const web = (type: string) =>
+    svc('web', { clusterIP: '10.96.0.10', type, ports: tcpPort(80, type === 'NodePort' ? 30080 : undefined) });
+  await apply(c, {
+    services: [web('NodePort')],
+    slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
+  });
   t.true(pods(await tcpMany(c, 'client', '10.96.0.10', 80, 12)).size >= 2);
 
   await apply(c, { slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(2))])] });
@@ -93,7 +114,14 @@ test.serial('changes: endpoint removed, Service type changed, Service deleted le
 test.serial('externalIPs and load-balancer IPs; loadBalancerSourceRanges enforced', async (t) => {
   const c = await cluster(t, 'lb', 2);
   const lb = (ranges: string[]) =>
-    svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', ports: tcpPort(80, 30081), externalIPs: ['10.50.0.1'], ingress: [{ ip: '10.60.0.1' }], sourceRanges: ranges });
+    svc('lb', {
+      clusterIP: '10.96.0.20',
+      type: 'LoadBalancer',
+      ports: tcpPort(80, 30081),
+      externalIPs: ['10.50.0.1'],
+      ingress: [{ ip: '10.60.0.1' }],
+      sourceRanges: ranges,
+    });
   await apply(c, { services: [lb([`${CLIENT_IP}/32`])], slices: [slice('lb-1', 'lb', [ep(podIP(0)), ep(podIP(1))])] });
   t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'external IP, masqueraded');
   t.regex(await tcp(c, 'client', '10.60.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'LB IP from an allowed source');
@@ -104,7 +132,13 @@ test.serial('externalIPs and load-balancer IPs; loadBalancerSourceRanges enforce
 
 test.serial('externalTrafficPolicy=Local: local endpoints only, client source kept; none local: dropped', async (t) => {
   const c = await cluster(t, 'etp', 2);
-  const s = svc('loc', { clusterIP: '10.96.0.30', type: 'NodePort', ports: tcpPort(80, 30082), eTP: 'Local', externalIPs: ['10.50.0.2'] });
+  const s = svc('loc', {
+    clusterIP: '10.96.0.30',
+    type: 'NodePort',
+    ports: tcpPort(80, 30082),
+    eTP: 'Local',
+    externalIPs: ['10.50.0.2'],
+  });
   await apply(c, {
     node: node('node-a', { internal: [NODE_IP] }),
     services: [s],
@@ -127,7 +161,13 @@ test.serial('internalTrafficPolicy=Local: pods reach only endpoints on this node
   await apply(c, {
     node: node('node-a', { internal: [NODE_IP] }),
     services: [svc('in', { clusterIP: '10.96.0.40', iTP: 'Local' })],
-    slices: [slice('in-1', 'in', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-a' }), ep(podIP(2), { node: 'node-b' })])],
+    slices: [
+      slice('in-1', 'in', [
+        ep(podIP(0), { node: 'node-a' }),
+        ep(podIP(1), { node: 'node-a' }),
+        ep(podIP(2), { node: 'node-b' }),
+      ]),
+    ],
   });
   const got = await tcpMany(c, 0, '10.96.0.40', 80, 15);
   t.false(pods(got).has('pod3'), `never the remote endpoint: ${got.join(', ')}`);
@@ -146,7 +186,10 @@ test.serial('cleanup removes our table and nothing else; a second cleanup is har
   const c = await cluster(t, 'clean', 1);
   await c.node.run('nft', 'add', 'table', 'ip', 'someone-else');
   await c.node.run('nft', 'add', 'chain', 'ip', 'someone-else', 'keep');
-  await apply(c, { services: [svc('web', { clusterIP: '10.96.0.10' })], slices: [slice('web-1', 'web', [ep(podIP(0))])] });
+  await apply(c, {
+    services: [svc('web', { clusterIP: '10.96.0.10' })],
+    slices: [slice('web-1', 'web', [ep(podIP(0))])],
+  });
   t.not(await ours(c), '[]');
   await c.nodeAgent.call(P, 'cleanup');
   await c.nodeAgent.call(P, 'cleanup');
@@ -163,8 +206,22 @@ test.serial('nft prints the whole ruleset cleanly and its printout loads back to
     node: node('node-a', { internal: [NODE_IP] }),
     services: [
       svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) }),
-      svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', ports: tcpPort(443, 30443), externalIPs: ['10.50.0.1'], ingress: [{ ip: '10.60.0.1' }], sourceRanges: ['10.1.0.0/24', '192.0.2.0/25'], eTP: 'Local' }),
-      svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'p', protocol: 'UDP', port: 53 }, { name: 's', protocol: 'SCTP', port: 99 }] }),
+      svc('lb', {
+        clusterIP: '10.96.0.20',
+        type: 'LoadBalancer',
+        ports: tcpPort(443, 30443),
+        externalIPs: ['10.50.0.1'],
+        ingress: [{ ip: '10.60.0.1' }],
+        sourceRanges: ['10.1.0.0/24', '192.0.2.0/25'],
+        eTP: 'Local',
+      }),
+      svc('dns', {
+        clusterIP: '10.96.0.53',
+        ports: [
+          { name: 'p', protocol: 'UDP', port: 53 },
+          { name: 's', protocol: 'SCTP', port: 99 },
+        ],
+      }),
       svc('empty', { clusterIP: '10.96.0.11' }),
       svc('sticky', { clusterIP: '10.96.0.70', affinity: 'ClientIP', timeout: 600 }),
     ],
@@ -172,52 +229,106 @@ test.serial('nft prints the whole ruleset cleanly and its printout loads back to
       slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1))]),
       slice('web-1', 'web', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })]),
       slice('lb-1', 'lb', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })]),
-      slice('dns-1', 'dns', [ep(podIP(1))], { ports: [{ name: 'p', protocol: 'UDP', port: 8080 }, { name: 's', protocol: 'SCTP', port: 9999 }] }),
+      slice('dns-1', 'dns', [ep(podIP(1))], {
+        ports: [
+          { name: 'p', protocol: 'UDP', port: 8080 },
+          { name: 's', protocol: 'SCTP', port: 9999 },
+        ],
+      }),
     ],
   });
   // Every nft binary prints it cleanly, and its printouts load back to the same ruleset.
   for (const [i, nft] of NFT_BINARIES.entries()) {
     const { printout } = await roundTrip(t, nft, c.node, `rt-${i}`);
-    t.regex(printout.text, /typeof ip daddr \. meta l4proto \. th dport \. numgen random mod 1 : ip daddr \. th dport/, nft.name);
-    t.regex(printout.text, /chain pick-external-local-1-2 \{/, `${nft.name}: the eTP=Local load balancer has its picker`);
+    t.regex(
+      printout.text,
+      /typeof ip daddr \. meta l4proto \. th dport \. numgen random mod 1 : ip daddr \. th dport/,
+      nft.name,
+    );
+    t.regex(
+      printout.text,
+      /chain pick-external-local-1-2 \{/,
+      `${nft.name}: the eTP=Local load balancer has its picker`,
+    );
   }
 });
 
-test.serial('a restarted proxier converges in several batches without breaking an established connection', async (t) => {
-  const c = await cluster(t, 'rst', 2);
-  await Promise.all(c.podAgents.map((a, i) => a.call(ECHO, 'serveStream', `pod${i + 1}`, 8081)));
-  const objs = {
-    services: Array.from({ length: 30 }, (_, i) => svc(`s${i}`, { clusterIP: `10.96.1.${i + 1}`, ports: [{ name: 'p', protocol: 'TCP', port: 80 }, { name: 'st', protocol: 'TCP', port: 81 }] })),
-    slices: Array.from({ length: 30 }, (_, i) =>
-      slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1))], { ports: [{ name: 'p', protocol: 'TCP', port: 8080 }, { name: 'st', protocol: 'TCP', port: 8081 }] }),
-    ),
-  };
-  await apply(c, objs);
-  const stream = await c.clientAgent.call<number>(ECHO, 'openStream', '10.96.1.7', 81);
-  t.regex(await c.clientAgent.call<string>(ECHO, 'streamRoundTrip', stream, 'before'), /^pod[12] before$/);
+test.serial(
+  'a restarted proxier converges in several batches without breaking an established connection',
+  async (t) => {
+    const c = await cluster(t, 'rst', 2);
+    await Promise.all(c.podAgents.map((a, i) => a.call(ECHO, 'serveStream', `pod${i + 1}`, 8081)));
+    const objs = {
+      services: Array.from({ length: 30 }, (_, i) =>
+        svc(`s${i}`, {
+          clusterIP: `10.96.1.${i + 1}`,
+          ports: [
+            { name: 'p', protocol: 'TCP', port: 80 },
+            { name: 'st', protocol: 'TCP', port: 81 },
+          ],
+        }),
+      ),
+      slices: Array.from({ length: 30 }, (_, i) =>
+        slice(`s${i}-1`, `s${i}`, [ep(podIP(0)), ep(podIP(1))], {
+          ports: [
+            { name: 'p', protocol: 'TCP', port: 8080 },
+            { name: 'st', protocol: 'TCP', port: 8081 },
+          ],
+        }),
+      ),
+    };
+    await apply(c, objs);
+    const stream = await c.clientAgent.call<number>(ECHO, 'openStream', '10.96.1.7', 81);
+    t.regex(await c.clientAgent.call<string>(ECHO, 'streamRoundTrip', stream, 'before'), /^pod[12] before$/);
 
-  // Restart: a fresh process state, while 30 more Services appeared; small batches to force a split.
-  await c.nodeAgent.call(P, 'start', { ...MODEL, maxBatchBytes: 16_384 });
-  const more = {
-    services: [...objs.services, ...Array.from({ length: 30 }, (_, i) => svc(`n${i}`, { clusterIP: `10.96.2.${i + 1}`, ports: [{ name: 'p', protocol: 'TCP', port: 80 }] }))],
-    slices: [...objs.slices, ...Array.from({ length: 30 }, (_, i) => slice(`n${i}-1`, `n${i}`, [ep(podIP(0)), ep(podIP(1))], { ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }))],
-  };
-  const r = await c.nodeAgent.call<{ batches: number; errors: string[] }>(P, 'apply', more);
-  t.true(r.batches > 2, `batches: ${r.batches}`);
-  t.regex(await c.clientAgent.call<string>(ECHO, 'streamRoundTrip', stream, 'after'), /^pod[12] after$/, 'the established connection still works');
-  t.regex(await tcp(c, 'client', '10.96.1.30', 80), /^pod[12] /, 'new connections work');
-  t.regex(await tcp(c, 'client', '10.96.2.30', 80), /^pod[12] /, 'and reach the Services that appeared');
-  const json = await c.node.nftJson();
-  const endpointsMap = json.find((o) => o.map?.name === 'endpoints-2')?.map as { elem?: unknown[] } | undefined;
-  t.is(endpointsMap?.elem?.length, 180, '90 service ports x 2 endpoints, none duplicated or left over');
-  const chains = json.filter((o) => o.chain && /^pick-/.test(String(o.chain.name))).map((o) => String(o.chain!.name));
-  t.deepEqual(chains, ['pick-internal-2'], 'one picker for every two-endpoint Service');
-});
+    // Restart: a fresh process state, while 30 more Services appeared; small batches to force a split.
+    await c.nodeAgent.call(P, 'start', { ...MODEL, maxBatchBytes: 16_384 });
+    const more = {
+      services: [
+        ...objs.services,
+        ...Array.from({ length: 30 }, (_, i) =>
+          svc(`n${i}`, { clusterIP: `10.96.2.${i + 1}`, ports: [{ name: 'p', protocol: 'TCP', port: 80 }] }),
+        ),
+      ],
+      slices: [
+        ...objs.slices,
+        ...Array.from({ length: 30 }, (_, i) =>
+          slice(`n${i}-1`, `n${i}`, [ep(podIP(0)), ep(podIP(1))], {
+            ports: [{ name: 'p', protocol: 'TCP', port: 8080 }],
+          }),
+        ),
+      ],
+    };
+    const r = await c.nodeAgent.call<{ batches: number; errors: string[] }>(P, 'apply', more);
+    t.true(r.batches > 2, `batches: ${r.batches}`);
+    t.regex(
+      await c.clientAgent.call<string>(ECHO, 'streamRoundTrip', stream, 'after'),
+      /^pod[12] after$/,
+      'the established connection still works',
+    );
+    t.regex(await tcp(c, 'client', '10.96.1.30', 80), /^pod[12] /, 'new connections work');
+    t.regex(await tcp(c, 'client', '10.96.2.30', 80), /^pod[12] /, 'and reach the Services that appeared');
+    const json = await c.node.nftJson();
+    const endpointsMap = json.find((o) => o.map?.name === 'endpoints-2')?.map as { elem?: unknown[] } | undefined;
+    t.is(endpointsMap?.elem?.length, 180, '90 service ports x 2 endpoints, none duplicated or left over');
+    const chains = json.filter((o) => o.chain && /^pick-/.test(String(o.chain.name))).map((o) => String(o.chain!.name));
+    t.deepEqual(chains, ['pick-internal-2'], 'one picker for every two-endpoint Service');
+  },
+);
 
 test.serial('session affinity ClientIP: a client sticks to one endpoint until it goes away', async (t) => {
   const c = await cluster(t, 'aff', 3);
-  const sticky = svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070), affinity: 'ClientIP', timeout: 600 });
-  await apply(c, { services: [sticky], slices: [slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])] });
+  const sticky = svc('sticky', {
+    clusterIP: '10.96.0.70',
+    type: 'NodePort',
+    ports: tcpPort(80, 30070),
+    affinity: 'ClientIP',
+    timeout: 600,
+  });
+  await apply(c, {
+    services: [sticky],
+    slices: [slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
+  });
   const first = await tcpMany(c, 'client', '10.96.0.70', 80, 10);
   t.is(pods(first).size, 1, `one endpoint for one client: ${first.join(', ')}`);
   const chosen = [...pods(first)][0]!;
@@ -231,26 +342,37 @@ test.serial('session affinity ClientIP: a client sticks to one endpoint until it
   t.false(pods(after).has(chosen));
 
   // Affinity turned off: the per-endpoint sets and chains are gone, traffic spreads again.
-  await apply(c, { services: [svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070) })] });
+  await apply(c, {
+    services: [svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070) })],
+  });
   const text = JSON.stringify(await c.node.nftJson());
   t.false(/affinity-[A-Z0-9]{8}-/.test(text), 'no affinity set left');
   t.false(/(service|external)-[A-Z0-9]{8}-/.test(text), 'no chain of its own left');
   t.is(pods(await tcpMany(c, 'client', '10.96.0.70', 80, 16)).size, 2);
 });
 
-test.serial('IPv6: ClusterIP and NodePort over the ip6 table, masqueraded from outside, reject without endpoints', async (t) => {
-  const c = await cluster(t, 'v6', 2, { family: 'IPv6', clusterCIDRs: ['fd44::/16'], serviceCIDRs: ['fd96::/112'] });
-  const v6 = (name: string, ip: string, nodePort?: number) =>
-    svc(name, { clusterIPs: [ip], type: nodePort ? 'NodePort' : 'ClusterIP', ports: tcpPort(80, nodePort) });
-  const withFamily = (s: ReturnType<typeof svc>) => ({ ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } });
-  await apply(c, {
-    services: [withFamily(v6('web6', 'fd96::10', 30600)), withFamily(v6('empty6', 'fd96::11'))],
-    slices: [slice('web6-1', 'web6', [ep(podIP6(0)), ep(podIP6(1))], { addressType: 'IPv6' })],
-  });
-  const got = await tcpMany(c, 'client', 'fd96::10', 80, 10);
-  t.true(got.every((a) => /^pod[12] fd44:[12]::1$/.test(a)), `answers: ${got.join(', ')}`);
-  t.true(pods(got).size === 2);
-  t.regex(await tcp(c, 'client', NODE_IP6, 30600), /^pod[12] fd44:[12]::1$/);
-  t.is(await tcp(c, 'client', 'fd96::11', 80), 'ECONNREFUSED');
-  t.regex(await c.node.run('nft', 'list', 'table', 'ip6', 'kube-proxy-ts'), /dnat ip6 to ip6 daddr \. meta l4proto \. tcp dport \. numgen random mod 2 map @endpoints-2/);
-});
+test.serial(
+  'IPv6: ClusterIP and NodePort over the ip6 table, masqueraded from outside, reject without endpoints',
+  async (t) => {
+    const c = await cluster(t, 'v6', 2, { family: 'IPv6', clusterCIDRs: ['fd44::/16'], serviceCIDRs: ['fd96::/112'] });
+    const v6 = (name: string, ip: string, nodePort?: number) =>
+      svc(name, { clusterIPs: [ip], type: nodePort ? 'NodePort' : 'ClusterIP', ports: tcpPort(80, nodePort) });
+    const withFamily = (s: ReturnType<typeof svc>) => ({ ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } });
+    await apply(c, {
+      services: [withFamily(v6('web6', 'fd96::10', 30600)), withFamily(v6('empty6', 'fd96::11'))],
+      slices: [slice('web6-1', 'web6', [ep(podIP6(0)), ep(podIP6(1))], { addressType: 'IPv6' })],
+    });
+    const got = await tcpMany(c, 'client', 'fd96::10', 80, 10);
+    t.true(
+      got.every((a) => /^pod[12] fd44:[12]::1$/.test(a)),
+      `answers: ${got.join(', ')}`,
+    );
+    t.true(pods(got).size === 2);
+    t.regex(await tcp(c, 'client', NODE_IP6, 30600), /^pod[12] fd44:[12]::1$/);
+    t.is(await tcp(c, 'client', 'fd96::11', 80), 'ECONNREFUSED');
+    t.regex(
+      await c.node.run('nft', 'list', 'table', 'ip6', 'kube-proxy-ts'),
+      /dnat ip6 to ip6 daddr \. meta l4proto \. tcp dport \. numgen random mod 2 map @endpoints-2/,
+    );
+  },
+);

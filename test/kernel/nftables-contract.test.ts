@@ -12,6 +12,9 @@ test('the kernel and FakeNft agree on every contract step', async (t) => {
   const agent = await ns.agent();
   const kernel = await agent.call<Awaited<ReturnType<typeof runContract>>>(S, 'contract', 'kpts');
   const fake = await runContract(new FakeNft({ family: 'ip', table: 'kpts' }));
-  t.deepEqual(kernel.map((s) => [s.step, s.outcome]), EXPECTED);
+  t.deepEqual(
+    kernel.map((s) => [s.step, s.outcome]),
+    EXPECTED,
+  );
   kernel.forEach((k, i) => t.deepEqual(fake[i]!.state, k.state, `state after "${k.step}"`));
 });

@@ -32,7 +32,10 @@ test('a table using every object and expression kind: nft prints it, reloads it,
     // nft prints it, as text and as JSON, without complaint, and each printout loads into a
     // fresh namespace and yields the same ruleset.
     const { printout, fromText: b } = await roundTrip(t, nft, a, `nft-full-${i}`);
-    t.true(printout.json.some((o) => o.map?.name === 'service-ips'), nft.name);
+    t.true(
+      printout.json.some((o) => o.map?.name === 'service-ips'),
+      nft.name,
+    );
 
     // Our decoder reads back what we wrote, and what nft wrote from the printout is the same bytecode.
     const theirs = await (await b.agent()).call<Readback>(S, 'readBack', 'ip', 'kpts');
@@ -48,11 +51,19 @@ test('a table using every object and expression kind: nft prints it, reloads it,
   const jsonA = await a.nftJson();
 
   // And the dumps agree with nft -j on names and element counts.
-  const chainNames = jsonA.filter((o) => o.chain).map((o) => String(o.chain!.name)).sort();
+  const chainNames = jsonA
+    .filter((o) => o.chain)
+    .map((o) => String(o.chain!.name))
+    .sort();
   t.deepEqual(ours.chains, chainNames);
   const jsonSet = (name: string) => jsonA.find((o) => (o.set ?? o.map)?.name === name);
   t.is((jsonSet('cluster-ips')?.set?.elem as unknown[]).length, ours.elements['cluster-ips']!.length);
-  t.deepEqual(ours.elements['cidrs']!.map((e) => e.key[0]).sort(), ['10.0.0.0/8', '172.16.0.1-172.16.0.9', '192.168.1.0/24', '255.255.255.0/24']);
+  t.deepEqual(ours.elements['cidrs']!.map((e) => e.key[0]).sort(), [
+    '10.0.0.0/8',
+    '172.16.0.1-172.16.0.9',
+    '192.168.1.0/24',
+    '255.255.255.0/24',
+  ]);
 });
 
 test('what we decode equals what we encoded', async (t) => {
@@ -63,7 +74,11 @@ test('what we decode equals what we encoded', async (t) => {
   const back = await agent.call<Readback>(S, 'readBack', 'ip', 'kpts');
   const { rulesFor, SETS, ELEMENTS } = await import('./scenarios/nftables.ts');
   const { kernelForm } = await import('../../src/netlink/nftables/index.ts');
-  const sent = rulesFor().map((r) => ({ chain: r.chain, exprs: r.exprs.map(kernelForm), ...(r.comment !== undefined ? { comment: r.comment } : {}) }));
+  const sent = rulesFor().map((r) => ({
+    chain: r.chain,
+    exprs: r.exprs.map(kernelForm),
+    ...(r.comment !== undefined ? { comment: r.comment } : {}),
+  }));
   const byChain = (rs: { chain: string }[]) => [...rs].sort((x, y) => x.chain.localeCompare(y.chain));
   t.deepEqual(byChain(back.rules), byChain(sent));
   for (const s of SETS) {
@@ -71,17 +86,26 @@ test('what we decode equals what we encoded', async (t) => {
     t.truthy(got, s.name);
     const { handle: _h, size, ...rest } = got!;
     if (s.size !== undefined) t.is(size, s.size);
-    t.deepEqual({ ...rest, flags: [...(rest.flags ?? [])].sort() }, { ...s, flags: [...(s.flags ?? [])].sort() }, s.name);
+    t.deepEqual(
+      { ...rest, flags: [...(rest.flags ?? [])].sort() },
+      { ...s, flags: [...(s.flags ?? [])].sort() },
+      s.name,
+    );
   }
   for (const s of SETS) {
     if ((s.flags ?? []).includes('dynamic')) continue;
-    const want = ELEMENTS.filter((e) => e.set === s.name).map((e) => JSON.stringify(e.key.map(String))).sort();
+    const want = ELEMENTS.filter((e) => e.set === s.name)
+      .map((e) => JSON.stringify(e.key.map(String)))
+      .sort();
     const got = back.elements[s.name]!.map((e) => JSON.stringify(e.key.map(String))).sort();
     t.deepEqual(got, want, s.name);
   }
   const dnat = back.elements['dnat-targets']![0]!;
   t.deepEqual(dnat.value, ['10.1.0.1', 8080]);
-  t.deepEqual(back.elements['service-ips']!.find((e) => e.key[0] === '10.96.0.1')!.value, { verdict: 'goto', chain: 'svc-a' });
+  t.deepEqual(back.elements['service-ips']!.find((e) => e.key[0] === '10.96.0.1')!.value, {
+    verdict: 'goto',
+    chain: 'svc-a',
+  });
   t.is(back.elements['cluster-ips']!.find((e) => e.key[0] === '10.96.0.10')!.comment, 'dns');
 });
 
@@ -101,7 +125,12 @@ test('tens of thousands of elements go in one transaction, many per message', as
   const a = await netnsFor(t, 'nft-bulk');
   const agent = await a.agent();
   const n = 20_000;
-  const r = await agent.call<{ error: ErrorView | null; messages: number; listed: number }>(S, 'bulkElements', 'kpts', n);
+  const r = await agent.call<{ error: ErrorView | null; messages: number; listed: number }>(
+    S,
+    'bulkElements',
+    'kpts',
+    n,
+  );
   t.is(r.error, null);
   t.is(r.listed, n);
   t.true(r.messages < 40, `${r.messages} messages for ${n} elements`);
@@ -140,7 +169,11 @@ test("a transaction's toString() is nft input that builds the same ruleset", asy
   t.is(error, null);
   for (const [i, nft] of NFT_BINARIES.entries()) {
     const b = await loadFresh(t, nft, text, `nft-text-${i}`);
-    t.deepEqual(normalise((await printRuleset(t, nft, b)).json), normalise((await printRuleset(t, nft, a)).json), nft.name);
+    t.deepEqual(
+      normalise((await printRuleset(t, nft, b)).json),
+      normalise((await printRuleset(t, nft, a)).json),
+      nft.name,
+    );
   }
 });
 
@@ -148,7 +181,12 @@ for (const mode of ['native', 'emulate'] as const) {
   test(`destroy (${mode}) removes what exists and ignores what does not`, async (t) => {
     const a = await netnsFor(t, `nft-destroy-${mode}`);
     const agent = await a.agent();
-    const r = await agent.call<{ error: ErrorView | null; chains: string[]; sets: string[] }>(S, 'destroyBoth', 'kpts', mode);
+    const r = await agent.call<{ error: ErrorView | null; chains: string[]; sets: string[] }>(
+      S,
+      'destroyBoth',
+      'kpts',
+      mode,
+    );
     t.is(r.error, null);
     t.deepEqual(r.chains, ['keep']);
     t.deepEqual(r.sets, ['present-set']);
@@ -162,7 +200,13 @@ test('an ip6 table (concat verdict map, numgen DNAT map, prefixes, reject) print
   const agent = await a.agent();
   t.is(await agent.call(S, 'applyIp6', 'kpts'), null);
   const ours = await agent.call<Readback>(S, 'readBack', 'ip6', 'kpts');
-  t.deepEqual(ours.elements['endpoints']!.map((e) => e.value), [['fd00:10:244::5', 8080], ['fd00:10:244::6', 8080]]);
+  t.deepEqual(
+    ours.elements['endpoints']!.map((e) => e.value),
+    [
+      ['fd00:10:244::5', 8080],
+      ['fd00:10:244::6', 8080],
+    ],
+  );
   for (const [i, nft] of NFT_BINARIES.entries()) {
     const { printout, fromText: b } = await roundTrip(t, nft, a, `nft-ip6-${i}`);
     t.regex(printout.text, /dnat ip6 to numgen random mod 2 map @endpoints/, nft.name);

@@ -24,7 +24,8 @@ interface IpAddr {
   addr_info: { family: string; local: string; prefixlen: number; scope: string; noprefixroute?: boolean }[];
 }
 
-const ipJson = async <T>(ns: Netns, ...args: string[]): Promise<T> => JSON.parse(await ns.run('ip', '-j', ...args)) as T;
+const ipJson = async <T>(ns: Netns, ...args: string[]): Promise<T> =>
+  JSON.parse(await ns.run('ip', '-j', ...args)) as T;
 const addrsOf = async (ns: Netns, dev: string): Promise<string[]> =>
   (await ipJson<IpAddr[]>(ns, 'addr', 'show', 'dev', dev))
     .flatMap((l) => l.addr_info)
@@ -65,7 +66,13 @@ test('create, get, set up/down and delete a link; `ip -d -j link` agrees', async
       ['getLink', 'kube-ipvs0'],
       ['getLink', 'kube-nope'],
     ]),
-  ) as [{ index: number; kind: string }, null, { created: boolean }, { index: number; up: boolean; name: string }, null];
+  ) as [
+    { index: number; kind: string },
+    null,
+    { created: boolean },
+    { index: number; up: boolean; name: string },
+    null,
+  ];
   void again;
   const [link] = await ipJson<IpLink[]>(ns, '-d', 'link', 'show', 'kube-ipvs0');
   t.is(link!.ifindex, created.index);
@@ -81,7 +88,9 @@ test('create, get, set up/down and delete a link; `ip -d -j link` agrees', async
   okValues(t, await a.call<Outcome[]>(S, 'calls', [['setLinkUp', created.index, false]]));
   t.false((await ipJson<IpLink[]>(ns, 'link', 'show', 'kube-ipvs0'))[0]!.flags.includes('UP'));
 
-  const [links] = okValues(t, await a.call<Outcome[]>(S, 'calls', [['listLinks']])) as [{ index: number; name: string }[]];
+  const [links] = okValues(t, await a.call<Outcome[]>(S, 'calls', [['listLinks']])) as [
+    { index: number; name: string }[],
+  ];
   const theirs = (await ipJson<IpLink[]>(ns, 'link', 'show')).map((l) => `${l.ifindex} ${l.ifname}`).sort();
   t.deepEqual(links.map((l) => `${l.index} ${l.name}`).sort(), theirs);
 
@@ -105,7 +114,12 @@ test('service addresses on kube-ipvs0: /32 and /128, EEXIST, noprefixroute, dele
       ['setLinkUp', 'kube-ipvs0'],
     ]),
   );
-  t.deepEqual(await addrsOf(ns, 'kube-ipvs0'), ['10.96.0.1/32 global', '10.96.0.10/32 global', 'fd00::1/128 global noprefixroute', 'fd00::2/128 global']);
+  t.deepEqual(await addrsOf(ns, 'kube-ipvs0'), [
+    '10.96.0.1/32 global',
+    '10.96.0.10/32 global',
+    'fd00::1/128 global noprefixroute',
+    'fd00::2/128 global',
+  ]);
   const v6routes = await ns.run('ip', '-6', 'route', 'show', 'table', 'main');
   t.false(v6routes.includes('fd00::1 '), 'noprefixroute: no /128 route for fd00::1');
   t.true(v6routes.includes('fd00::2 '), 'without it the kernel adds one for fd00::2');
@@ -120,12 +134,27 @@ test('service addresses on kube-ipvs0: /32 and /128, EEXIST, noprefixroute, dele
     ['addAddress', 'kube-nope', '10.96.0.3'],
   ]);
   t.like(r[0], { ok: false, error: { code: 'EEXIST', message: 'add address 10.96.0.1/32 to kube-ipvs0: EEXIST' } });
-  t.deepEqual([r[1], r[2], r[3]], [{ ok: true, value: true }, { ok: true, value: false }, { ok: true, value: null }]);
-  t.like(r[4], { ok: false, error: { code: 'EADDRNOTAVAIL', message: 'delete address 10.96.0.10/32 from kube-ipvs0: EADDRNOTAVAIL' } });
+  t.deepEqual(
+    [r[1], r[2], r[3]],
+    [
+      { ok: true, value: true },
+      { ok: true, value: false },
+      { ok: true, value: null },
+    ],
+  );
+  t.like(r[4], {
+    ok: false,
+    error: { code: 'EADDRNOTAVAIL', message: 'delete address 10.96.0.10/32 from kube-ipvs0: EADDRNOTAVAIL' },
+  });
   t.like(r[6], { ok: false, error: { code: 'ENODEV', message: 'add address 10.96.0.3 to kube-nope: ENODEV' } });
   const listed = (r[5] as { ok: true; value: { address: string; prefixLen: number; scope: number }[] }).value;
   t.deepEqual(listed.map((x) => `${x.address}/${x.prefixLen} ${x.scope}`).sort(), ['10.96.0.1/32 0', '10.96.0.2/32 0']);
-  t.deepEqual(await addrsOf(ns, 'kube-ipvs0'), ['10.96.0.1/32 global', '10.96.0.2/32 global', 'fd00::1/128 global noprefixroute', 'fd00::2/128 global']);
+  t.deepEqual(await addrsOf(ns, 'kube-ipvs0'), [
+    '10.96.0.1/32 global',
+    '10.96.0.2/32 global',
+    'fd00::1/128 global noprefixroute',
+    'fd00::2/128 global',
+  ]);
 });
 
 test('node addresses for NodePorts: every link but kube-ipvs0, no loopback, no IPv6 link-local', async (t) => {

@@ -49,7 +49,8 @@ const SCRIPT: Call[] = [
 function normalize(o: Outcome): unknown {
   if (!o.ok) return { error: o.error.code, message: o.error.message };
   const strip = (v: unknown): unknown => {
-    if (Array.isArray(v)) return v.filter((x) => !(x && typeof x === 'object' && (x as { scope?: number }).scope === 253)).map(strip);
+    if (Array.isArray(v))
+      return v.filter((x) => !(x && typeof x === 'object' && (x as { scope?: number }).scope === 253)).map(strip);
     if (v && typeof v === 'object') {
       const { mac: _mac, ...rest } = v as Record<string, unknown>;
       return Object.fromEntries(Object.entries(rest).map(([k, x]) => [k, strip(x)]));
@@ -68,6 +69,7 @@ test('FakeRouteKernel answers a full script exactly as the kernel does', async (
   SCRIPT.forEach((call, i) => {
     t.deepEqual(normalize(fake[i]!), normalize(kernel[i]!), `call ${i}: ${JSON.stringify(call)}`);
   });
-  if (process.env.KPTS_DEBUG) t.log(kernel.map((o, i) => `${i} ${JSON.stringify(normalize(o)).slice(0, 240)}`).join('\n'));
+  if (process.env.KPTS_DEBUG)
+    t.log(kernel.map((o, i) => `${i} ${JSON.stringify(normalize(o)).slice(0, 240)}`).join('\n'));
   t.true(kernel.filter((o) => !o.ok).length >= 7);
 });

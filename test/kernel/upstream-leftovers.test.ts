@@ -52,12 +52,18 @@ async function saved(c: Cluster, tool = 'iptables-nft-save'): Promise<{ chains: 
 /** Starts kube-proxy-ts in nftables mode on the node; resolves once the ClusterIP reaches pod1. */
 async function startServing(t: ExecutionContext, c: Cluster, dir: string): Promise<DaemonProcess> {
   const d = spawnDaemon(c.node, [
-    '--proxy-mode', 'nftables',
-    '--manifest-dir', dir,
-    '--hostname-override', 'node-a',
-    '--cluster-cidr', '10.244.0.0/16',
-    '--healthz-bind-address', '127.0.0.1:10256',
-    '--metrics-bind-address', '127.0.0.1:10249',
+    '--proxy-mode',
+    'nftables',
+    '--manifest-dir',
+    dir,
+    '--hostname-override',
+    'node-a',
+    '--cluster-cidr',
+    '10.244.0.0/16',
+    '--healthz-bind-address',
+    '127.0.0.1:10256',
+    '--metrics-bind-address',
+    '127.0.0.1:10249',
   ]);
   t.teardown(() => d.kill());
   const answered = async (): Promise<true | undefined> =>
@@ -71,89 +77,118 @@ async function startServing(t: ExecutionContext, c: Cluster, dir: string): Promi
 
 const kube = (xs: string[]): string[] => xs.filter((x) => x.includes('KUBE-'));
 const tables = async (c: Cluster): Promise<string[]> =>
-  (await c.node.nftJson()).filter((o) => 'table' in o).map((o) => `${String(o['table']!['family'])} ${String(o['table']!['name'])}`).sort();
+  (await c.node.nftJson())
+    .filter((o) => 'table' in o)
+    .map((o) => `${String(o['table']!['family'])} ${String(o['table']!['name'])}`)
+    .sort();
 
-test.serial('a node that ran upstream kube-proxy: its leftovers go at start, ours serve, foreign rules stay; --cleanup removes them too', async (t) => {
-  const c = await makeCluster(t, 'upl', 2);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-upstream-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, endpoints: [podIP(0)] }));
+test.serial(
+  'a node that ran upstream kube-proxy: its leftovers go at start, ours serve, foreign rules stay; --cleanup removes them too',
+  async (t) => {
+    const c = await makeCluster(t, 'upl', 2);
+    const dir = await mkdtemp(join(tmpdir(), 'kpts-upstream-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(
+      join(dir, 'web.yaml'),
+      serviceYAML({ name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, endpoints: [podIP(0)] }),
+    );
 
-  // 1. Upstream was stopped, its rules stay: they still take the Service to its stale pods.
-  await loadUpstream(c, { legacy: true });
-  t.deepEqual(await tables(c), ['ip filter', 'ip kube-proxy', 'ip mangle', 'ip nat', 'ip6 kube-proxy', 'ip6 nat']);
-  const stale = await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80);
-  t.false(stale.startsWith('pod'), `before: upstream's rules send the ClusterIP to pods that are gone (${stale})`);
-  const before = await saved(c);
+    // 1. Upstream was stopped, its rules stay: they still take the Service to its stale pods.
+    await loadUpstream(c, { legacy: true });
+    t.deepEqual(await tables(c), ['ip filter', 'ip kube-proxy', 'ip mangle', 'ip nat', 'ip6 kube-proxy', 'ip6 nat']);
+    const stale = await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80);
+    t.false(stale.startsWith('pod'), `before: upstream's rules send the ClusterIP to pods that are gone (${stale})`);
+    const before = await saved(c);
 
-  // 2. kube-proxy-ts starts in nftables mode.
-  const d = await startServing(t, c, dir);
-  const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 8);
-  t.true(answers.every((a) => a.startsWith('pod1 ')), `every connection reaches our endpoint: ${answers.join(', ')}`);
-  const viaNodePort = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', '10.1.0.1', 30080, 4);
-  t.true(viaNodePort.every((a) => a.startsWith('pod1 ')), `NodePort too: ${viaNodePort.join(', ')}`);
+    // 2. kube-proxy-ts starts in nftables mode.
+    const d = await startServing(t, c, dir);
+    const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 8);
+    t.true(
+      answers.every((a) => a.startsWith('pod1 ')),
+      `every connection reaches our endpoint: ${answers.join(', ')}`,
+    );
+    const viaNodePort = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', '10.1.0.1', 30080, 4);
+    t.true(
+      viaNodePort.every((a) => a.startsWith('pod1 ')),
+      `NodePort too: ${viaNodePort.join(', ')}`,
+    );
 
-  t.deepEqual(
-    await tables(c),
-    ['ip filter', 'ip kube-proxy-ts', 'ip mangle', 'ip nat', 'ip6 kube-proxy-ts', 'ip6 nat'],
-    'both families served (the kernel has IPv6, as upstream decides), ip6 kube-proxy gone',
-  );
-  const after = await saved(c);
-  // Only kubelet's chains are left of the KUBE-* ones, and no rule jumps to upstream's.
-  t.deepEqual(kube(after.chains).sort(), ['filter KUBE-FIREWALL', 'filter KUBE-KUBELET-CANARY', 'mangle KUBE-KUBELET-CANARY', 'nat KUBE-KUBELET-CANARY']);
-  const kubelets = kube(before.rules).filter((r) => r.startsWith('filter -A KUBE-FIREWALL '));
-  t.deepEqual(kube(after.rules), ['filter -A INPUT -j KUBE-FIREWALL', 'filter -A OUTPUT -j KUBE-FIREWALL', ...kubelets]);
-  // Every rule that was not upstream's is still there, in the same order.
-  const foreign = (rs: string[]) => rs.filter((r) => !/KUBE-(?!FIREWALL)/.test(r));
-  t.deepEqual(foreign(after.rules), foreign(before.rules));
-  t.deepEqual(
-    after.rules.filter((r) => r.includes('foreign')),
-    [
-      'filter -A FORWARD -p tcp -m tcp --dport 5555 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
-      'filter -A FORWARD -p udp -m udp --dport 5556 -m comment --comment "foreign: also not kube-proxy rules" -j ACCEPT',
-      'nat -A PREROUTING -p tcp -m tcp --dport 7777 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
-      'nat -A PREROUTING -p tcp -m tcp --dport 7778 -m comment --comment "foreign: also not kube-proxy rules" -j ACCEPT',
-    ],
-  );
-  t.deepEqual(kube((await saved(c, 'ip6tables-nft-save')).chains), []);
-  t.regex(d.log(), /Removed upstream kube-proxy nftables table table="ip kube-proxy"/);
-  t.regex(d.log(), /Removed upstream kube-proxy iptables-nft chains table="ip nat" chains=8 /);
+    t.deepEqual(
+      await tables(c),
+      ['ip filter', 'ip kube-proxy-ts', 'ip mangle', 'ip nat', 'ip6 kube-proxy-ts', 'ip6 nat'],
+      'both families served (the kernel has IPv6, as upstream decides), ip6 kube-proxy gone',
+    );
+    const after = await saved(c);
+    // Only kubelet's chains are left of the KUBE-* ones, and no rule jumps to upstream's.
+    t.deepEqual(kube(after.chains).sort(), [
+      'filter KUBE-FIREWALL',
+      'filter KUBE-KUBELET-CANARY',
+      'mangle KUBE-KUBELET-CANARY',
+      'nat KUBE-KUBELET-CANARY',
+    ]);
+    const kubelets = kube(before.rules).filter((r) => r.startsWith('filter -A KUBE-FIREWALL '));
+    t.deepEqual(kube(after.rules), [
+      'filter -A INPUT -j KUBE-FIREWALL',
+      'filter -A OUTPUT -j KUBE-FIREWALL',
+      ...kubelets,
+    ]);
+    // Every rule that was not upstream's is still there, in the same order.
+    const foreign = (rs: string[]) => rs.filter((r) => !/KUBE-(?!FIREWALL)/.test(r));
+    t.deepEqual(foreign(after.rules), foreign(before.rules));
+    t.deepEqual(
+      after.rules.filter((r) => r.includes('foreign')),
+      [
+        'filter -A FORWARD -p tcp -m tcp --dport 5555 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
+        'filter -A FORWARD -p udp -m udp --dport 5556 -m comment --comment "foreign: also not kube-proxy rules" -j ACCEPT',
+        'nat -A PREROUTING -p tcp -m tcp --dport 7777 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
+        'nat -A PREROUTING -p tcp -m tcp --dport 7778 -m comment --comment "foreign: also not kube-proxy rules" -j ACCEPT',
+      ],
+    );
+    t.deepEqual(kube((await saved(c, 'ip6tables-nft-save')).chains), []);
+    t.regex(d.log(), /Removed upstream kube-proxy nftables table table="ip kube-proxy"/);
+    t.regex(d.log(), /Removed upstream kube-proxy iptables-nft chains table="ip nat" chains=8 /);
 
-  // 3. Legacy iptables: named, not touched; the commands in the warning, run as printed, remove
-  //    upstream's legacy chains and jumps and nothing else.
-  const legacyBefore = await saved(c, 'iptables-legacy-save');
-  t.is(kube(legacyBefore.chains).length, 3, 'legacy chains are left for the operator');
-  const commands = d
-    .log()
-    .split('\n')
-    .map((l) => /\bwarn +(ip6?tables-legacy-save -t .*)$/.exec(l)?.[1])
-    .filter((cmd): cmd is string => cmd !== undefined);
-  t.is(commands.length, 3, d.log());
-  for (const cmd of commands) {
-    const r = await c.node.exec('sh', ['-c', cmd]);
-    t.is(r.code, 0, `${cmd}: ${r.stderr}`);
-  }
-  t.deepEqual(await saved(c, 'iptables-legacy-save'), {
-    chains: ['nat PREROUTING', 'nat INPUT', 'nat OUTPUT', 'nat POSTROUTING', 'nat KUBE-MARK-DROP'],
-    rules: ['nat -A PREROUTING -p tcp -m tcp --dport 7779 -m comment --comment "foreign legacy rule" -j ACCEPT'],
-  });
+    // 3. Legacy iptables: named, not touched; the commands in the warning, run as printed, remove
+    //    upstream's legacy chains and jumps and nothing else.
+    const legacyBefore = await saved(c, 'iptables-legacy-save');
+    t.is(kube(legacyBefore.chains).length, 3, 'legacy chains are left for the operator');
+    const commands = d
+      .log()
+      .split('\n')
+      .map((l) => /\bwarn +(ip6?tables-legacy-save -t .*)$/.exec(l)?.[1])
+      .filter((cmd): cmd is string => cmd !== undefined);
+    t.is(commands.length, 3, d.log());
+    for (const cmd of commands) {
+      const r = await c.node.exec('sh', ['-c', cmd]);
+      t.is(r.code, 0, `${cmd}: ${r.stderr}`);
+    }
+    t.deepEqual(await saved(c, 'iptables-legacy-save'), {
+      chains: ['nat PREROUTING', 'nat INPUT', 'nat OUTPUT', 'nat POSTROUTING', 'nat KUBE-MARK-DROP'],
+      rules: ['nat -A PREROUTING -p tcp -m tcp --dport 7779 -m comment --comment "foreign legacy rule" -j ACCEPT'],
+    });
 
-  // 4. Stopped; upstream's rules come back (say, a rollback and a second try), and --cleanup
-  //    removes them with ours.
-  d.signal('SIGTERM');
-  t.is((await d.exited).code, 0);
-  await loadUpstream(c, { legacy: false });
-  const cleanup = await runDaemon(c.node, ['--cleanup']);
-  t.is(cleanup.code, 0, cleanup.stderr);
-  t.deepEqual(await tables(c), ['ip filter', 'ip mangle', 'ip nat', 'ip6 nat']);
-  const cleaned = await saved(c);
-  t.deepEqual(kube(cleaned.chains).sort(), ['filter KUBE-FIREWALL', 'filter KUBE-KUBELET-CANARY', 'mangle KUBE-KUBELET-CANARY', 'nat KUBE-KUBELET-CANARY']);
-  // The fixture's foreign rules in built-in chains were loaded twice (a user chain's
-  // declaration flushes it, so kubelet's KUBE-FIREWALL rule is there once): none went.
-  t.is(cleaned.rules.filter((r) => r.includes('foreign')).length, 8);
-  t.deepEqual([...new Set(foreign(cleaned.rules))], foreign(before.rules));
-  t.deepEqual(kube((await saved(c, 'ip6tables-nft-save')).chains), []);
-});
+    // 4. Stopped; upstream's rules come back (say, a rollback and a second try), and --cleanup
+    //    removes them with ours.
+    d.signal('SIGTERM');
+    t.is((await d.exited).code, 0);
+    await loadUpstream(c, { legacy: false });
+    const cleanup = await runDaemon(c.node, ['--cleanup']);
+    t.is(cleanup.code, 0, cleanup.stderr);
+    t.deepEqual(await tables(c), ['ip filter', 'ip mangle', 'ip nat', 'ip6 nat']);
+    const cleaned = await saved(c);
+    t.deepEqual(kube(cleaned.chains).sort(), [
+      'filter KUBE-FIREWALL',
+      'filter KUBE-KUBELET-CANARY',
+      'mangle KUBE-KUBELET-CANARY',
+      'nat KUBE-KUBELET-CANARY',
+    ]);
+    // The fixture's foreign rules in built-in chains were loaded twice (a user chain's
+    // declaration flushes it, so kubelet's KUBE-FIREWALL rule is there once): none went.
+    t.is(cleaned.rules.filter((r) => r.includes('foreign')).length, 8);
+    t.deepEqual([...new Set(foreign(cleaned.rules))], foreign(before.rules));
+    t.deepEqual(kube((await saved(c, 'ip6tables-nft-save')).chains), []);
+  },
+);
 
 /** Upstream's IPVS-mode ipsets that its companion rules (kube-proxy-ipvs.rules) match. */
 const IPVS_SETS: readonly string[][] = [
@@ -177,35 +212,45 @@ async function loadIpvsState(c: Cluster): Promise<void> {
 // The machine's kernel has no IPVS and no dummy links (the VM test upstream-ipvs-leftovers
 // covers virtual servers and kube-ipvs0): here, upstream IPVS mode's companion rules, which
 // keep its ipsets busy, and the sets themselves.
-test.serial("upstream IPVS mode's companion rules go first, then its ipsets; a foreign set and rules stay", async (t) => {
-  const c = await makeCluster(t, 'upv', 1);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-upstream-ipvs-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await writeFile(join(dir, 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }));
-  await c.node.run('ipset', 'create', 'someone-elses', 'hash:ip');
-  await loadIpvsState(c);
-  t.not((await c.node.exec('ipset', ['destroy', 'KUBE-CLUSTER-IP'])).code, 0, 'the rules keep the set busy');
-  const before = await saved(c);
+test.serial(
+  "upstream IPVS mode's companion rules go first, then its ipsets; a foreign set and rules stay",
+  async (t) => {
+    const c = await makeCluster(t, 'upv', 1);
+    const dir = await mkdtemp(join(tmpdir(), 'kpts-upstream-ipvs-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(
+      join(dir, 'web.yaml'),
+      serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),
+    );
+    await c.node.run('ipset', 'create', 'someone-elses', 'hash:ip');
+    await loadIpvsState(c);
+    t.not((await c.node.exec('ipset', ['destroy', 'KUBE-CLUSTER-IP'])).code, 0, 'the rules keep the set busy');
+    const before = await saved(c);
 
-  const d = await startServing(t, c, dir);
-  t.deepEqual((await c.node.run("ipset", "list", "-n")).trim().split("\n"), ["someone-elses"], d.log());
-  const after = await saved(c);
-  t.deepEqual(kube(after.chains), []);
-  t.deepEqual(after.rules, before.rules.filter((x) => !x.includes('KUBE-')));
-  t.deepEqual(after.rules, [
-    'filter -A FORWARD -p tcp -m tcp --dport 5555 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
-    'nat -A PREROUTING -p tcp -m tcp --dport 7777 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
-  ]);
-  const sets = 'KUBE-LOOP-BACK,KUBE-CLUSTER-IP,KUBE-6-CLUSTER-IP,KUBE-LOAD-BALANCER,KUBE-NODE-PORT-TCP,KUBE-HEALTH-CHECK-NODE-PORT,KUBE-IPVS-IPS';
-  t.true(d.log().includes(`Removed upstream kube-proxy ipsets sets=${sets}\n`), d.log());
-  t.notRegex(d.log(), /Could not remove/);
-  d.signal('SIGTERM');
-  t.is((await d.exited).code, 0);
+    const d = await startServing(t, c, dir);
+    t.deepEqual((await c.node.run('ipset', 'list', '-n')).trim().split('\n'), ['someone-elses'], d.log());
+    const after = await saved(c);
+    t.deepEqual(kube(after.chains), []);
+    t.deepEqual(
+      after.rules,
+      before.rules.filter((x) => !x.includes('KUBE-')),
+    );
+    t.deepEqual(after.rules, [
+      'filter -A FORWARD -p tcp -m tcp --dport 5555 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
+      'nat -A PREROUTING -p tcp -m tcp --dport 7777 -m comment --comment "foreign: not kube-proxy rules" -j ACCEPT',
+    ]);
+    const sets =
+      'KUBE-LOOP-BACK,KUBE-CLUSTER-IP,KUBE-6-CLUSTER-IP,KUBE-LOAD-BALANCER,KUBE-NODE-PORT-TCP,KUBE-HEALTH-CHECK-NODE-PORT,KUBE-IPVS-IPS';
+    t.true(d.log().includes(`Removed upstream kube-proxy ipsets sets=${sets}\n`), d.log());
+    t.notRegex(d.log(), /Could not remove/);
+    d.signal('SIGTERM');
+    t.is((await d.exited).code, 0);
 
-  // --cleanup: the same state again goes too (rules first, then the sets once released).
-  await loadIpvsState(c);
-  const cleanup = await runDaemon(c.node, ['--cleanup']);
-  t.is(cleanup.code, 0, cleanup.stderr);
-  t.deepEqual((await c.node.run('ipset', 'list', '-n')).trim().split('\n'), ['someone-elses']);
-  t.deepEqual(kube((await saved(c)).chains), []);
-});
+    // --cleanup: the same state again goes too (rules first, then the sets once released).
+    await loadIpvsState(c);
+    const cleanup = await runDaemon(c.node, ['--cleanup']);
+    t.is(cleanup.code, 0, cleanup.stderr);
+    t.deepEqual((await c.node.run('ipset', 'list', '-n')).trim().split('\n'), ['someone-elses']);
+    t.deepEqual(kube((await saved(c)).chains), []);
+  },
+);

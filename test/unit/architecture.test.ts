@@ -33,13 +33,30 @@ function edgesOf(file: string): Edge[] {
   const visit = (n: ts.Node): void => {
     if (ts.isImportDeclaration(n) && ts.isStringLiteral(n.moduleSpecifier)) {
       const clause = n.importClause;
-      const typeOnly = !!clause && (clause.isTypeOnly || (!clause.name && !!clause.namedBindings && ts.isNamedImports(clause.namedBindings) && clause.namedBindings.elements.every((e) => e.isTypeOnly)));
+      const typeOnly =
+        !!clause &&
+        (clause.isTypeOnly ||
+          (!clause.name &&
+            !!clause.namedBindings &&
+            ts.isNamedImports(clause.namedBindings) &&
+            clause.namedBindings.elements.every((e) => e.isTypeOnly)));
       add(n.moduleSpecifier.text, typeOnly);
     } else if (ts.isExportDeclaration(n) && n.moduleSpecifier && ts.isStringLiteral(n.moduleSpecifier)) {
       add(n.moduleSpecifier.text, n.isTypeOnly);
-    } else if (ts.isCallExpression(n) && n.expression.kind === ts.SyntaxKind.ImportKeyword && n.arguments[0] && ts.isStringLiteral(n.arguments[0])) {
+    } else if (
+      ts.isCallExpression(n) &&
+      n.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      n.arguments[0] &&
+      ts.isStringLiteral(n.arguments[0])
+    ) {
       add(n.arguments[0].text, false);
-    } else if (ts.isCallExpression(n) && ts.isIdentifier(n.expression) && n.expression.text === 'require' && n.arguments[0] && ts.isStringLiteral(n.arguments[0])) {
+    } else if (
+      ts.isCallExpression(n) &&
+      ts.isIdentifier(n.expression) &&
+      n.expression.text === 'require' &&
+      n.arguments[0] &&
+      ts.isStringLiteral(n.arguments[0])
+    ) {
       add(n.arguments[0].text, false);
     }
     ts.forEachChild(n, visit);
@@ -49,15 +66,36 @@ function edgesOf(file: string): Edge[] {
 }
 
 const edges = files(src).flatMap(edgesOf);
-const area = (p: string): string => p.split('/').slice(0, p.startsWith('netlink/') || p.startsWith('proxier/') ? 2 : 1).join('/');
-const isPackage = (to: string): boolean => !to.startsWith('..') && !to.includes('/') ? true : !to.endsWith('.ts') && !to.startsWith('.');
-const IO_MODULES = ['node:net', 'node:dgram', 'node:http', 'node:https', 'node:fs', 'node:fs/promises', 'node:child_process', 'netlink', '@kubernetes/client-node', 'winston', 'prom-client', 'yaml', 'sd-notify'];
+const area = (p: string): string =>
+  p
+    .split('/')
+    .slice(0, p.startsWith('netlink/') || p.startsWith('proxier/') ? 2 : 1)
+    .join('/');
+const isPackage = (to: string): boolean =>
+  !to.startsWith('..') && !to.includes('/') ? true : !to.endsWith('.ts') && !to.startsWith('.');
+const IO_MODULES = [
+  'node:net',
+  'node:dgram',
+  'node:http',
+  'node:https',
+  'node:fs',
+  'node:fs/promises',
+  'node:child_process',
+  'netlink',
+  '@kubernetes/client-node',
+  'winston',
+  'prom-client',
+  'yaml',
+  'sd-notify',
+];
 
 function violations(rule: (e: Edge) => string | undefined): string[] {
-  return edges.map((e) => {
-    const why = rule(e);
-    return why ? `${e.from} -> ${e.to}: ${why}` : undefined;
-  }).filter((v): v is string => v !== undefined);
+  return edges
+    .map((e) => {
+      const why = rule(e);
+      return why ? `${e.from} -> ${e.to}: ${why}` : undefined;
+    })
+    .filter((v): v is string => v !== undefined);
 }
 
 test('the edge reader sees imports (sanity: the core imports its siblings)', (t) => {
@@ -66,8 +104,14 @@ test('the edge reader sees imports (sanity: the core imports its siblings)', (t)
 });
 
 test('no child_process anywhere in src/', (t) => {
-  t.deepEqual(violations((e) => (e.to === 'child_process' || e.to === 'node:child_process' ? 'src/ never starts a process' : undefined)), []);
-  for (const f of files(src)) t.notRegex(readFileSync(f, 'utf8'), /\b(execSync|spawnSync|execFile|child_process)\b/, relative(src, f));
+  t.deepEqual(
+    violations((e) =>
+      e.to === 'child_process' || e.to === 'node:child_process' ? 'src/ never starts a process' : undefined,
+    ),
+    [],
+  );
+  for (const f of files(src))
+    t.notRegex(readFileSync(f, 'utf8'), /\b(execSync|spawnSync|execFile|child_process)\b/, relative(src, f));
 });
 
 test('base/ and model/ do no I/O; model/ imports only base/', (t) => {
@@ -76,7 +120,8 @@ test('base/ and model/ do no I/O; model/ imports only base/', (t) => {
       const a = area(e.from);
       if (a !== 'base' && a !== 'model') return undefined;
       if (IO_MODULES.includes(e.to)) return `${a}/ does no I/O`;
-      if (a === 'model' && !isPackage(e.to) && !['base', 'model'].includes(area(e.to))) return 'model/ imports only base/';
+      if (a === 'model' && !isPackage(e.to) && !['base', 'model'].includes(area(e.to)))
+        return 'model/ imports only base/';
       if (a === 'base' && !isPackage(e.to) && area(e.to) !== 'base') return 'base/ imports nothing of ours';
       return undefined;
     }),
@@ -93,7 +138,9 @@ test('netlink/core knows nothing of Kubernetes; subsystems import only the core'
       if (isPackage(e.to)) return undefined;
       const to = area(e.to);
       if (to === from || to === 'base' || to === 'netlink/core') return undefined;
-      return from === 'netlink/core' ? 'netlink/core imports only base/' : 'a netlink subsystem imports only netlink/core';
+      return from === 'netlink/core'
+        ? 'netlink/core imports only base/'
+        : 'a netlink subsystem imports only netlink/core';
     }),
     [],
   );
@@ -129,9 +176,12 @@ test('conntrack/ uses model/ and netlink; health/ and metrics/ see model/ types 
       const a = area(e.from);
       if (isPackage(e.to)) return undefined;
       const to = area(e.to);
-      if (a === 'conntrack' && !['conntrack', 'model', 'base', 'netlink/conntrack', 'netlink/core'].includes(to)) return 'conntrack/ imports model/, base/ and netlink/conntrack only';
-      if ((a === 'health' || a === 'metrics') && to === 'model' && !e.typeOnly) return `${a}/ may import model/ types only`;
-      if ((a === 'health' || a === 'metrics') && !['health', 'metrics', 'model', 'base'].includes(to)) return `${a}/ imports base/ and model/ types only`;
+      if (a === 'conntrack' && !['conntrack', 'model', 'base', 'netlink/conntrack', 'netlink/core'].includes(to))
+        return 'conntrack/ imports model/, base/ and netlink/conntrack only';
+      if ((a === 'health' || a === 'metrics') && to === 'model' && !e.typeOnly)
+        return `${a}/ may import model/ types only`;
+      if ((a === 'health' || a === 'metrics') && !['health', 'metrics', 'model', 'base'].includes(to))
+        return `${a}/ imports base/ and model/ types only`;
       return undefined;
     }),
     [],
@@ -139,7 +189,14 @@ test('conntrack/ uses model/ and netlink; health/ and metrics/ see model/ types 
 });
 
 test('nothing imports daemon/, the only composition root', (t) => {
-  t.deepEqual(violations((e) => (!isPackage(e.to) && area(e.to) === 'daemon' && area(e.from) !== 'daemon' ? 'daemon/ is imported by none' : undefined)), []);
+  t.deepEqual(
+    violations((e) =>
+      !isPackage(e.to) && area(e.to) === 'daemon' && area(e.from) !== 'daemon'
+        ? 'daemon/ is imported by none'
+        : undefined,
+    ),
+    [],
+  );
 });
 
 test('explain/ is pure; control/ is the socket only; cli/ talks to the daemon through control/', (t) => {
@@ -150,11 +207,16 @@ test('explain/ is pure; control/ is the socket only; cli/ talks to the daemon th
       if (a === 'explain') {
         if (IO_MODULES.includes(e.to)) return 'explain/ does no I/O';
         if (isPackage(e.to)) return undefined;
-        if (e.to === 'proxier/types.ts') return e.typeOnly ? undefined : 'explain/ may import proxier/types.ts types only';
-        return ['explain', 'model', 'base'].includes(to) ? undefined : 'explain/ imports model/, base/ and proxier/types.ts types only';
+        if (e.to === 'proxier/types.ts')
+          return e.typeOnly ? undefined : 'explain/ may import proxier/types.ts types only';
+        return ['explain', 'model', 'base'].includes(to)
+          ? undefined
+          : 'explain/ imports model/, base/ and proxier/types.ts types only';
       }
-      if (a === 'control' && !isPackage(e.to) && !['control', 'base'].includes(to)) return 'control/ imports base/ only';
-      if (a === 'cli' && !isPackage(e.to) && !['cli', 'control', 'explain', 'config', 'base'].includes(to)) return 'cli/ imports control/, explain/, config/ and base/ only';
+      if (a === 'control' && !isPackage(e.to) && !['control', 'base'].includes(to))
+        return 'control/ imports base/ only';
+      if (a === 'cli' && !isPackage(e.to) && !['cli', 'control', 'explain', 'config', 'base'].includes(to))
+        return 'cli/ imports control/, explain/, config/ and base/ only';
       return undefined;
     }),
     [],

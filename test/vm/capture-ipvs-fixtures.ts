@@ -75,7 +75,7 @@ const NLMSG_ERROR = 2;
 export function ipvsMessages(calls: Syscall[]): { dir: 'send' | 'recv'; hex: string }[] {
   const out: { dir: 'send' | 'recv'; hex: string }[] = [];
   for (const c of calls) {
-    for (let off = 0; off + 16 <= c.bytes.length; ) {
+    for (let off = 0; off + 16 <= c.bytes.length;) {
       const len = c.bytes.readUInt32LE(off);
       if (len < 16 || off + len > c.bytes.length) break;
       const msg = Buffer.from(c.bytes.subarray(off, off + len));
@@ -103,7 +103,10 @@ async function main(): Promise<void> {
     'set -u',
     '/usr/sbin/ipvsadm --version >"$RUN_DIR/ipvsadm-version" 2>&1',
     '/usr/bin/strace -V | head -n1 >"$RUN_DIR/strace-version"',
-    ...CAPTURES.map(([name, args]) => `${S} -o "$RUN_DIR/cap-${name}.txt" /usr/sbin/ipvsadm ${args} >"$RUN_DIR/out-${name}.txt" 2>&1 || echo "ipvsadm ${args} failed: $?"`),
+    ...CAPTURES.map(
+      ([name, args]) =>
+        `${S} -o "$RUN_DIR/cap-${name}.txt" /usr/sbin/ipvsadm ${args} >"$RUN_DIR/out-${name}.txt" 2>&1 || echo "ipvsadm ${args} failed: $?"`,
+    ),
   ].join('\n');
   const r = await runInVm({ script, timeoutMs: 240_000, modules: ['ip_vs', 'ip_vs_rr', 'ip_vs_wrr', 'ip_vs_sh'] });
   if (r.status !== 0) throw new Error(`capture run failed (status ${r.status}):\n${r.output}\n${r.console}`);

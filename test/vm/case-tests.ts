@@ -20,7 +20,10 @@ export function registerVmCases(o: VmCaseTestOptions): void {
 
   test.before(async () => {
     try {
-      vm = await runInVm({ ...run, script: `./node_modules/.bin/node test/vm/run-cases.ts ${scenario} "$RUN_DIR/results.json"\n` });
+      vm = await runInVm({
+        ...run,
+        script: `./node_modules/.bin/node test/vm/run-cases.ts ${scenario} "$RUN_DIR/results.json"\n`,
+      });
       const parsed = JSON.parse(vm.file('results.json') ?? '[]') as CaseResult[];
       results = new Map(parsed.map((r) => [r.name, r]));
     } catch (e) {

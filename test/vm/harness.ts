@@ -21,10 +21,39 @@ export const VM_CACHE = process.env.KPTS_VM_CACHE ?? join(REPO, '.cache/vm');
 
 /** Modules loaded (with their dependencies) before the payload starts, unless overridden. */
 export const DEFAULT_MODULES: readonly string[] = [
-  'ip_vs', 'ip_vs_rr', 'ip_vs_wrr', 'ip_vs_lc', 'ip_vs_wlc', 'ip_vs_sh', 'ip_vs_dh', 'ip_vs_mh', 'ip_vs_sed', 'ip_vs_nq',
-  'nf_conntrack', 'nf_conntrack_netlink', 'veth', 'dummy',
-  'ip_set', 'ip_set_hash_ip', 'ip_set_hash_ipport', 'ip_set_hash_ipportip', 'ip_set_hash_ipportnet', 'ip_set_hash_net', 'ip_set_bitmap_port',
-  'nf_tables', 'nft_compat', 'nft_chain_nat', 'nft_ct', 'nft_nat', 'nft_masq', 'xt_set', 'xt_mark', 'xt_comment', 'xt_MASQUERADE', 'xt_addrtype', 'xt_conntrack',
+  'ip_vs',
+  'ip_vs_rr',
+  'ip_vs_wrr',
+  'ip_vs_lc',
+  'ip_vs_wlc',
+  'ip_vs_sh',
+  'ip_vs_dh',
+  'ip_vs_mh',
+  'ip_vs_sed',
+  'ip_vs_nq',
+  'nf_conntrack',
+  'nf_conntrack_netlink',
+  'veth',
+  'dummy',
+  'ip_set',
+  'ip_set_hash_ip',
+  'ip_set_hash_ipport',
+  'ip_set_hash_ipportip',
+  'ip_set_hash_ipportnet',
+  'ip_set_hash_net',
+  'ip_set_bitmap_port',
+  'nf_tables',
+  'nft_compat',
+  'nft_chain_nat',
+  'nft_ct',
+  'nft_nat',
+  'nft_masq',
+  'xt_set',
+  'xt_mark',
+  'xt_comment',
+  'xt_MASQUERADE',
+  'xt_addrtype',
+  'xt_conntrack',
 ];
 
 export interface VmRunOptions {
@@ -86,10 +115,17 @@ let prepared: KernelInfo | undefined;
 /** Runs prepare.sh (idempotent: a no-op once the cache is complete) and reads what it made. */
 export function prepareVm(): KernelInfo {
   if (prepared) return prepared;
-  const r = spawnSync('/bin/bash', [join(import.meta.dirname, 'prepare.sh'), VM_CACHE], { encoding: 'utf8', timeout: 600_000 });
-  if (r.status !== 0) throw new Error(`test/vm/prepare.sh failed (status ${r.status}, signal ${r.signal}):\n${r.stderr}`);
+  const r = spawnSync('/bin/bash', [join(import.meta.dirname, 'prepare.sh'), VM_CACHE], {
+    encoding: 'utf8',
+    timeout: 600_000,
+  });
+  if (r.status !== 0)
+    throw new Error(`test/vm/prepare.sh failed (status ${r.status}, signal ${r.signal}):\n${r.stderr}`);
   const env = Object.fromEntries(
-    readFileSync(join(VM_CACHE, 'kernel.env'), 'utf8').split('\n').filter(Boolean).map((l) => l.split('=', 2) as [string, string]),
+    readFileSync(join(VM_CACHE, 'kernel.env'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split('=', 2) as [string, string]),
   );
   const kver = env.KVER;
   const vmlinuz = env.VMLINUZ;
@@ -125,7 +161,13 @@ function pruneRuns(keep = 8): void {
 
 const shq = (s: string): string => `'${s.replaceAll("'", `'\\''`)}'`;
 
-function initScript(k: KernelInfo, runDir: string, modules: readonly string[], autoload: boolean, timeoutMs: number): string {
+function initScript(
+  k: KernelInfo,
+  runDir: string,
+  modules: readonly string[],
+  autoload: boolean,
+  timeoutMs: number,
+): string {
   // Runs as PID 1 under the host's /bin/sh (dash). Must never exit: it powers off instead.
   return `#!/bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -171,23 +213,45 @@ off
 export async function runInVm(opts: VmRunOptions): Promise<VmRunResult> {
   const k = prepareVm();
   killAllOnExit();
-  const runDir = join(VM_CACHE, 'runs', `${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}-${Math.floor(Math.random() * 1e6)}`);
+  const runDir = join(
+    VM_CACHE,
+    'runs',
+    `${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}-${Math.floor(Math.random() * 1e6)}`,
+  );
   pruneRuns();
   mkdirSync(runDir, { recursive: true });
   writeFileSync(join(runDir, 'payload.sh'), opts.script);
   const init = join(runDir, 'init.sh');
-  writeFileSync(init, initScript(k, runDir, opts.modules ?? DEFAULT_MODULES, opts.autoload ?? true, opts.timeoutMs), { mode: 0o755 });
+  writeFileSync(init, initScript(k, runDir, opts.modules ?? DEFAULT_MODULES, opts.autoload ?? true, opts.timeoutMs), {
+    mode: 0o755,
+  });
 
   const args = [
-    '-accel', `tcg,thread=${opts.tcgThread ?? 'single'}`,
-    '-m', `${opts.memoryMb ?? 2048}M`, '-smp', String(opts.cpus ?? 2), '-cpu', 'max',
-    '-nographic', '-no-reboot', '-nodefaults', '-serial', 'stdio',
-    '-kernel', k.vmlinuz, '-initrd', k.initrd,
+    '-accel',
+    `tcg,thread=${opts.tcgThread ?? 'single'}`,
+    '-m',
+    `${opts.memoryMb ?? 2048}M`,
+    '-smp',
+    String(opts.cpus ?? 2),
+    '-cpu',
+    'max',
+    '-nographic',
+    '-no-reboot',
+    '-nodefaults',
+    '-serial',
+    'stdio',
+    '-kernel',
+    k.vmlinuz,
+    '-initrd',
+    k.initrd,
     // no_timer_check: under software emulation on a loaded host the kernel's IO-APIC timer
     // check can fail ("IO-APIC + timer doesn't work!") and panic the boot; skip it.
-    '-append', `console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off no_timer_check VMINIT=${init}`,
-    '-fsdev', 'local,id=r,path=/,security_model=passthrough,multidevs=remap',
-    '-device', 'virtio-9p-pci,fsdev=r,mount_tag=hostroot',
+    '-append',
+    `console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off no_timer_check VMINIT=${init}`,
+    '-fsdev',
+    'local,id=r,path=/,security_model=passthrough,multidevs=remap',
+    '-device',
+    'virtio-9p-pci,fsdev=r,mount_tag=hostroot',
   ];
   const started = Date.now();
   const qemu = spawn('/usr/bin/qemu-system-x86_64', args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -233,7 +297,13 @@ export async function runInVm(opts: VmRunOptions): Promise<VmRunResult> {
   const statusText = read('status');
   const status = statusText === undefined ? null : Number.parseInt(statusText.trim(), 10);
   // Guest uptimes: boot = payload about to start after modules; map to host ms from the end.
-  const timings = new Map((read('timings') ?? '').split('\n').filter(Boolean).map((l) => l.split(' ') as [string, string]).map(([a, b]) => [a, Number(b) * 1000]));
+  const timings = new Map(
+    (read('timings') ?? '')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split(' ') as [string, string])
+      .map(([a, b]) => [a, Number(b) * 1000]),
+  );
   const modulesAt = timings.get('modules');
   const doneAt = timings.get('done');
   const payloadMs = modulesAt !== undefined && doneAt !== undefined ? Math.round(doneAt - modulesAt) : null;

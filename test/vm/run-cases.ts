@@ -45,13 +45,27 @@ async function main(): Promise<void> {
           notes = v;
         }),
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`case timed out after ${c.timeoutMs ?? 60_000} ms`)), c.timeoutMs ?? 60_000);
+          timer = setTimeout(
+            () => reject(new Error(`case timed out after ${c.timeoutMs ?? 60_000} ms`)),
+            c.timeoutMs ?? 60_000,
+          );
         }),
       ]);
-      results.push({ name: c.name, ok: true, ms: Math.round(performance.now() - started), ...(notes !== undefined ? { notes } : {}) });
+      results.push({
+        name: c.name,
+        ok: true,
+        ms: Math.round(performance.now() - started),
+        ...(notes !== undefined ? { notes } : {}),
+      });
     } catch (e) {
       const err = e as Error;
-      results.push({ name: c.name, ok: false, ms: Math.round(performance.now() - started), error: `${err.stack ?? String(err)}${err.cause ? `\ncause: ${String(err.cause)}` : ''}`, ...(notes !== undefined ? { notes } : {}) });
+      results.push({
+        name: c.name,
+        ok: false,
+        ms: Math.round(performance.now() - started),
+        error: `${err.stack ?? String(err)}${err.cause ? `\ncause: ${String(err.cause)}` : ''}`,
+        ...(notes !== undefined ? { notes } : {}),
+      });
     } finally {
       clearTimeout(timer);
     }

@@ -47,7 +47,9 @@ ports: [{ name: http, port: 8080, protocol: TCP }]
 let boot: BootResult | undefined;
 let setupError: Error | undefined;
 
-const unavailable = ['/usr/bin/qemu-system-x86_64', '/usr/sbin/debootstrap'].filter((p) => !existsSync(p)).concat(missingTools());
+const unavailable = ['/usr/bin/qemu-system-x86_64', '/usr/sbin/debootstrap']
+  .filter((p) => !existsSync(p))
+  .concat(missingTools());
 
 test.before(async (t) => {
   if (unavailable.length > 0) return;
@@ -55,7 +57,9 @@ test.before(async (t) => {
   try {
     const pkgs = await ensurePackages();
     boot = await bootWithPackage({ deb: pkgs.deb, manifests: MANIFESTS, timeoutMs: 1_500_000 });
-    t.log(`boot + payload: ${(boot.totalMs / 1000).toFixed(1)} s (run dir ${boot.runDir}); mode: ${boot.out('mode')?.trim()}`);
+    t.log(
+      `boot + payload: ${(boot.totalMs / 1000).toFixed(1)} s (run dir ${boot.runDir}); mode: ${boot.out('mode')?.trim()}`,
+    );
     t.log(`steps (guest uptime s):\n${boot.out('steps') ?? ''}`);
   } catch (e) {
     setupError = e as Error;
@@ -72,7 +76,9 @@ function props(text: string | undefined): Record<string, string> {
   return o;
 }
 
-/** The boot, when it ran the packaged daemon itself: a stand-in main programs no Service, so traffic cases fail on it. */
+/**
+ * The boot, when it ran the packaged daemon itself: a stand-in main programs no Service, so traffic cases fail on it.
+ */
 function realDaemon(t: { fail(m: string): void; log(...a: unknown[]): void }): BootResult | undefined {
   const b = ready(t);
   if (!b) return undefined;
@@ -94,7 +100,9 @@ function ready(t: { fail(m: string): void; log(...a: unknown[]): void }): BootRe
   if (!boot || boot.status !== 0) {
     t.log(boot?.console.slice(-6000) ?? '');
     t.log(boot?.out('payload.log') ?? '');
-    t.fail(`the VM payload did not finish (status ${boot?.status}, timed out ${boot?.timedOut}); run dir ${boot?.runDir}`);
+    t.fail(
+      `the VM payload did not finish (status ${boot?.status}, timed out ${boot?.timedOut}); run dir ${boot?.runDir}`,
+    );
     return undefined;
   }
   return boot;
@@ -151,23 +159,26 @@ function answers(text: string | undefined): Map<string, string> {
 /** What the backend answers for WORD, whatever source address it saw (masqueraded or not). */
 const fromBackend = (word: string): RegExp => new RegExp(`^pod-a \\S+ ${word}$`);
 
-test.serial('Service traffic goes through the programmed kernel: a client reaches the endpoint through the ClusterIP', (t) => {
-  const b = realDaemon(t);
-  if (!b) return;
-  const diag = `client:\n${b.out('client.txt')}\nbackend:\n${b.out('backend.txt')}\ntopology:\n${b.out('topology.txt')}\nruleset:\n${b.out('ruleset-running.txt')}`;
-  t.is(b.rc('topology'), 0, b.out('topology.txt'));
-  t.regex(b.out('backend.txt') ?? '', /^listening 8080$/m, diag);
-  const a = answers(b.out('client.txt'));
-  // Fresh connections to 10.96.0.50:80 from the client namespace, DNATed to 10.244.1.10:8080.
-  t.regex(a.get('probe started') ?? '', fromBackend('started'), diag);
-  t.regex(a.get('probe restarted') ?? '', fromBackend('restarted'), diag);
-  // Stopped, the daemon is gone but its rules stay: the kernel alone still serves the Service.
-  t.regex(a.get('probe stopped') ?? '', fromBackend('stopped'), diag);
-  // After --cleanup nothing maps the ClusterIP any more (the node has no route to it).
-  const cleaned = a.get('probe cleaned');
-  t.truthy(cleaned, diag);
-  t.notRegex(cleaned ?? '', /^pod-a /, 'the ClusterIP still answers after --cleanup');
-});
+test.serial(
+  'Service traffic goes through the programmed kernel: a client reaches the endpoint through the ClusterIP',
+  (t) => {
+    const b = realDaemon(t);
+    if (!b) return;
+    const diag = `client:\n${b.out('client.txt')}\nbackend:\n${b.out('backend.txt')}\ntopology:\n${b.out('topology.txt')}\nruleset:\n${b.out('ruleset-running.txt')}`;
+    t.is(b.rc('topology'), 0, b.out('topology.txt'));
+    t.regex(b.out('backend.txt') ?? '', /^listening 8080$/m, diag);
+    const a = answers(b.out('client.txt'));
+    // Fresh connections to 10.96.0.50:80 from the client namespace, DNATed to 10.244.1.10:8080.
+    t.regex(a.get('probe started') ?? '', fromBackend('started'), diag);
+    t.regex(a.get('probe restarted') ?? '', fromBackend('restarted'), diag);
+    // Stopped, the daemon is gone but its rules stay: the kernel alone still serves the Service.
+    t.regex(a.get('probe stopped') ?? '', fromBackend('stopped'), diag);
+    // After --cleanup nothing maps the ClusterIP any more (the node has no route to it).
+    const cleaned = a.get('probe cleaned');
+    t.truthy(cleaned, diag);
+    t.notRegex(cleaned ?? '', /^pod-a /, 'the ClusterIP still answers after --cleanup');
+  },
+);
 
 test.serial('systemctl restart (and stop) keep an established connection through the ClusterIP alive', (t) => {
   const b = realDaemon(t);
@@ -179,7 +190,11 @@ test.serial('systemctl restart (and stop) keep an established connection through
   const a = answers(client);
   t.regex(a.get('send before-restart') ?? '', fromBackend('before-restart'), diag);
   t.is(b.rc('restart'), 0, b.out('restart.txt'));
-  t.not(props(b.out('show-restarted.txt')).MainPID, props(b.out('show-started.txt')).MainPID, 'restart started a new process');
+  t.not(
+    props(b.out('show-restarted.txt')).MainPID,
+    props(b.out('show-started.txt')).MainPID,
+    'restart started a new process',
+  );
   // The same TCP connection, opened before the restart, still carries data both ways: its
   // conntrack entry (DNAT to the endpoint) survived, since the kernel may not pick it up again.
   t.regex(a.get('send after-restart') ?? '', fromBackend('after-restart'), diag);
@@ -193,19 +208,37 @@ test.serial('journalctl -u kube-proxy-ts holds our lines with their priorities',
   const entries = (b.out('journal.txt') ?? '')
     .split('\n')
     .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { MESSAGE?: string | number[]; PRIORITY?: string; _PID?: string; SYSLOG_IDENTIFIER?: string });
+    .map(
+      (l) =>
+        JSON.parse(l) as { MESSAGE?: string | number[]; PRIORITY?: string; _PID?: string; SYSLOG_IDENTIFIER?: string },
+    );
   const ours = entries.filter((e) => typeof e.MESSAGE === 'string' && e._PID !== '1');
   t.true(ours.length > 0, b.out('journal-text.txt'));
   const byPriority = (p: string): string[] => ours.filter((e) => e.PRIORITY === p).map((e) => e.MESSAGE as string);
   // No line may carry a literal "<N>" prefix: journald must have taken it as the priority.
-  t.deepEqual(ours.filter((e) => /^<\d>/.test(e.MESSAGE as string)), []);
+  t.deepEqual(
+    ours.filter((e) => /^<\d>/.test(e.MESSAGE as string)),
+    [],
+  );
   if (b.out('mode')?.trim() === 'standin') {
-    t.true(byPriority('6').some((m) => m.includes('kpts-standin: starting')), JSON.stringify(ours, null, 1));
+    t.true(
+      byPriority('6').some((m) => m.includes('kpts-standin: starting')),
+      JSON.stringify(ours, null, 1),
+    );
     t.true(byPriority('4').some((m) => m.includes('kpts-standin: a warning line')));
     t.true(byPriority('3').some((m) => m.includes('kpts-standin: an error line')));
-    t.true(byPriority('6').some((m) => m.includes('kpts-standin: sysctl write ok')), 'ReadWritePaths=/proc/sys/net works under ProtectKernelTunables');
-    t.true(byPriority('6').some((m) => m.includes('kpts-standin: nftables table programmed')), 'nf_tables batch under the hardening');
-    t.false(ours.some((m) => (m.MESSAGE as string).includes('failed')), 'no step failed');
+    t.true(
+      byPriority('6').some((m) => m.includes('kpts-standin: sysctl write ok')),
+      'ReadWritePaths=/proc/sys/net works under ProtectKernelTunables',
+    );
+    t.true(
+      byPriority('6').some((m) => m.includes('kpts-standin: nftables table programmed')),
+      'nf_tables batch under the hardening',
+    );
+    t.false(
+      ours.some((m) => (m.MESSAGE as string).includes('failed')),
+      'no step failed',
+    );
   } else {
     t.true(byPriority('6').length > 0);
   }

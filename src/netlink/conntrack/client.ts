@@ -23,7 +23,13 @@
 import type { IPFamily } from '../../base/ip.ts';
 import type { InMessage, NetlinkError, OutMessage, RequestOptions } from '../core/index.ts';
 import {
-  AttrSet, errnoNumber, isNotFound, NetlinkDecodeError, NetlinkError as NetlinkErrorClass, NfnlSubsys, splitNfPayload,
+  AttrSet,
+  errnoNumber,
+  isNotFound,
+  NetlinkDecodeError,
+  NetlinkError as NetlinkErrorClass,
+  NfnlSubsys,
+  splitNfPayload,
 } from '../core/index.ts';
 import { CTA_STATS, CTA_STATS_GLOBAL, CtMsg } from './constants.ts';
 import type { FlowFilter } from './filter.ts';
@@ -31,12 +37,24 @@ import { compileFilter, exactInKernel, filterFamily, filterText, hasKernelTupleF
 import type { Flow, NewFlow, Tuple } from './flow.ts';
 import { decodeFlowAt, tupleText } from './flow.ts';
 import type { FlowKey } from './messages.ts';
-import { deleteRequests, dumpRequest, flushRequest, getRequest, keyText, newRequest, statsCpuRequest, statsRequest } from './messages.ts';
+import {
+  deleteRequests,
+  dumpRequest,
+  flushRequest,
+  getRequest,
+  keyText,
+  newRequest,
+  statsCpuRequest,
+  statsRequest,
+} from './messages.ts';
 
 /** What the client needs from a connection; NetlinkConnection provides it. */
 export interface ConntrackTransport {
   request(msg: OutMessage, opts?: RequestOptions): Promise<InMessage[]>;
-  pipeline(msgs: readonly OutMessage[], opts?: { signal?: AbortSignal; timeoutMs?: number; perDatagram?: number }): Promise<(NetlinkError | undefined)[]>;
+  pipeline(
+    msgs: readonly OutMessage[],
+    opts?: { signal?: AbortSignal; timeoutMs?: number; perDatagram?: number },
+  ): Promise<(NetlinkError | undefined)[]>;
 }
 
 export interface DumpResult {
@@ -49,7 +67,10 @@ export interface DumpResult {
 
 export interface DeleteOptions {
   signal?: AbortSignal;
-  /** Send each Flow's CTA_ID, so that a different entry with the same tuple is left alone (see FlowKey.id). Default true. */
+  /**
+   * Send each Flow's CTA_ID, so that a different entry with the same tuple is left alone (see FlowKey.id). Default
+   * true.
+   */
   matchId?: boolean;
   /** DELETE requests per datagram (default 256; see DEFAULT_PER_DATAGRAM). */
   perDatagram?: number;
@@ -151,7 +172,9 @@ export class ConntrackClient {
   private readonly transport: ConntrackTransport;
   /** Undefined until a kernel refuses CTA_FILTER; then false for the life of the client. */
   private tupleFilterWorks: boolean | undefined;
-  /** Undefined until a filtered flush was tried: true once the kernel did one, false once it refused before doing any. */
+  /**
+   * Undefined until a filtered flush was tried: true once the kernel did one, false once it refused before doing any.
+   */
   private flushFilterWorks: boolean | undefined;
 
   constructor(transport: ConntrackTransport, opts: ConntrackClientOptions = {}) {
@@ -307,7 +330,10 @@ export class ConntrackClient {
    * then one pipelined deleteMany of everything found (with ids, so entries re-created since
    * the dump are left alone). `kernelFlush: false` keeps to dump and delete.
    */
-  async deleteMatching(filters: readonly FlowFilter[], opts: DeleteOptions & { kernelFlush?: boolean } = {}): Promise<DeleteMatchingReport> {
+  async deleteMatching(
+    filters: readonly FlowFilter[],
+    opts: DeleteOptions & { kernelFlush?: boolean } = {},
+  ): Promise<DeleteMatchingReport> {
     let flushes = 0;
     let flushed = 0;
     const rest: FlowFilter[] = [];
@@ -329,7 +355,13 @@ export class ConntrackClient {
     let dumps = 0;
     for (const group of groups.values()) {
       const first = group[0]!;
-      const dumpFilter: FlowFilter = group.length === 1 ? first : { ...(first.family ? { family: first.family } : {}), ...(first.proto !== undefined ? { proto: first.proto } : {}) };
+      const dumpFilter: FlowFilter =
+        group.length === 1
+          ? first
+          : {
+              ...(first.family ? { family: first.family } : {}),
+              ...(first.proto !== undefined ? { proto: first.proto } : {}),
+            };
       const byPort = new Map<number | undefined, ((f: Flow) => boolean)[]>();
       for (const f of group) {
         const port = f.orig?.dstPort;
@@ -348,7 +380,8 @@ export class ConntrackClient {
       dumps++;
       for (const flow of flows) {
         const candidates = byPort.get(flow.orig.dstPort);
-        if (candidates?.some((m) => m(flow)) || anyPort.some((m) => m(flow))) found.set(`${flow.family} ${flow.id ?? ''} ${tupleText(flow.orig)}`, flow);
+        if (candidates?.some((m) => m(flow)) || anyPort.some((m) => m(flow)))
+          found.set(`${flow.family} ${flow.id ?? ''} ${tupleText(flow.orig)}`, flow);
       }
     }
     const report = await this.deleteMany(found.values(), opts);
@@ -362,7 +395,10 @@ export class ConntrackClient {
   }
 
   /** Inserts many entries, pipelined; one result per entry (undefined on success). */
-  async createMany(flows: readonly NewFlow[], opts: { signal?: AbortSignal; perDatagram?: number } = {}): Promise<(NetlinkError | undefined)[]> {
+  async createMany(
+    flows: readonly NewFlow[],
+    opts: { signal?: AbortSignal; perDatagram?: number } = {},
+  ): Promise<(NetlinkError | undefined)[]> {
     const msgs: OutMessage[] = [];
     const pre: (NetlinkError | undefined)[] = [];
     const sentIdx: number[] = [];
@@ -443,6 +479,10 @@ function decodeEntry(m: InMessage, label: string, n: number): Flow {
   } catch (e) {
     if (!(e instanceof NetlinkDecodeError)) throw e;
     const prefix = `${e.where} at offset ${e.offset}: `;
-    throw new NetlinkDecodeError(`${label}: entry ${n}`, e.offset, e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message);
+    throw new NetlinkDecodeError(
+      `${label}: entry ${n}`,
+      e.offset,
+      e.message.startsWith(prefix) ? e.message.slice(prefix.length) : e.message,
+    );
   }
 }

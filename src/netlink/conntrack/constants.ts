@@ -69,7 +69,13 @@ export const CTA_PROTO = {
 
 /** enum ctattr_protoinfo and its TCP / SCTP children. */
 export const CTA_PROTOINFO = { TCP: 1, DCCP: 2, SCTP: 3 } as const;
-export const CTA_PROTOINFO_TCP = { STATE: 1, WSCALE_ORIGINAL: 2, WSCALE_REPLY: 3, FLAGS_ORIGINAL: 4, FLAGS_REPLY: 5 } as const;
+export const CTA_PROTOINFO_TCP = {
+  STATE: 1,
+  WSCALE_ORIGINAL: 2,
+  WSCALE_REPLY: 3,
+  FLAGS_ORIGINAL: 4,
+  FLAGS_REPLY: 5,
+} as const;
 export const CTA_PROTOINFO_SCTP = { STATE: 1, VTAG_ORIGINAL: 2, VTAG_REPLY: 3 } as const;
 
 /** enum ctattr_counters. */
@@ -159,7 +165,13 @@ export const IPPROTO = {
 } as const;
 
 /** Protocols whose tuple carries ports (CTA_PROTO_SRC_PORT / DST_PORT). */
-export const PORT_PROTOS: ReadonlySet<number> = new Set([IPPROTO.TCP, IPPROTO.UDP, IPPROTO.DCCP, IPPROTO.SCTP, IPPROTO.UDPLITE]);
+export const PORT_PROTOS: ReadonlySet<number> = new Set([
+  IPPROTO.TCP,
+  IPPROTO.UDP,
+  IPPROTO.DCCP,
+  IPPROTO.SCTP,
+  IPPROTO.UDPLITE,
+]);
 
 /** enum tcp_conntrack (linux/netfilter/nf_conntrack_tcp.h), for CTA_PROTOINFO_TCP_STATE. */
 export const TCP_STATE_NAMES: readonly string[] = [

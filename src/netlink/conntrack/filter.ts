@@ -108,8 +108,8 @@ export function compileFilter(f: FlowFilter): (flow: Flow) => boolean {
     if (f.family !== undefined && f.family !== flow.family) return false;
     if (f.proto !== undefined && f.proto !== flow.orig.proto) return false;
     if (!orig(flow.orig) || !reply(flow.reply)) return false;
-    if (f.mark && (((flow.mark ?? 0) & markMask) >>> 0) !== markValue) return false;
-    if (f.status && ((flow.status & f.status.mask) >>> 0) !== statusValue) return false;
+    if (f.mark && ((flow.mark ?? 0) & markMask) >>> 0 !== markValue) return false;
+    if (f.status && (flow.status & f.status.mask) >>> 0 !== statusValue) return false;
     if (f.zone !== undefined && (flow.zone ?? 0) !== f.zone) return false;
     return true;
   };
@@ -171,10 +171,13 @@ export function hasKernelTupleFilter(f: FlowFilter): boolean {
   return (k.origFlags | k.replyFlags) !== 0;
 }
 
-const isU = (v: number | undefined, max: number): boolean => v === undefined || (Number.isInteger(v) && v >= 0 && v <= max);
-const validMatch = (m: TupleMatch | undefined): boolean => m === undefined || (isU(m.srcPort, 0xffff) && isU(m.dstPort, 0xffff));
+const isU = (v: number | undefined, max: number): boolean =>
+  v === undefined || (Number.isInteger(v) && v >= 0 && v <= max);
+const validMatch = (m: TupleMatch | undefined): boolean =>
+  m === undefined || (isU(m.srcPort, 0xffff) && isU(m.dstPort, 0xffff));
 const hasAddr = (m: TupleMatch | undefined): boolean => m !== undefined && (m.src !== undefined || m.dst !== undefined);
-const hasPort = (m: TupleMatch | undefined): boolean => m !== undefined && (m.srcPort !== undefined || m.dstPort !== undefined);
+const hasPort = (m: TupleMatch | undefined): boolean =>
+  m !== undefined && (m.srcPort !== undefined || m.dstPort !== undefined);
 /** A tuple with every field given: a kernel before 6.12 would delete that one entry by it. */
 const complete = (m: TupleMatch | undefined): boolean =>
   m !== undefined && m.src !== undefined && m.dst !== undefined && m.srcPort !== undefined && m.dstPort !== undefined;
@@ -263,8 +266,10 @@ export function filterText(f: FlowFilter): string {
   if (f.proto !== undefined) parts.push(protoName(f.proto));
   const dir = (name: string, m: TupleMatch | undefined): void => {
     if (!m) return;
-    if (m.src !== undefined || m.srcPort !== undefined) parts.push(`${name} src ${m.src ?? '*'}${m.srcPort !== undefined ? `:${m.srcPort}` : ''}`);
-    if (m.dst !== undefined || m.dstPort !== undefined) parts.push(`${name} dst ${m.dst ?? '*'}${m.dstPort !== undefined ? `:${m.dstPort}` : ''}`);
+    if (m.src !== undefined || m.srcPort !== undefined)
+      parts.push(`${name} src ${m.src ?? '*'}${m.srcPort !== undefined ? `:${m.srcPort}` : ''}`);
+    if (m.dst !== undefined || m.dstPort !== undefined)
+      parts.push(`${name} dst ${m.dst ?? '*'}${m.dstPort !== undefined ? `:${m.dstPort}` : ''}`);
   };
   dir('orig', f.orig);
   dir('reply', f.reply);

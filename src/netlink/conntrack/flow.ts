@@ -16,7 +16,19 @@ import { ipFromBytes, parseIP } from '../../base/ip.ts';
 import type { IPFamily } from '../../base/ip.ts';
 import { AF_INET, AF_INET6, AttrCursor, NetlinkDecodeError } from '../core/index.ts';
 import type { AttrWriter } from '../core/index.ts';
-import { CTA, CTA_COUNTERS, CTA_IP, CTA_PROTO, CTA_PROTOINFO, CTA_PROTOINFO_SCTP, CTA_PROTOINFO_TCP, CTA_TIMESTAMP, CTA_TUPLE, IPPROTO, PORT_PROTOS } from './constants.ts';
+import {
+  CTA,
+  CTA_COUNTERS,
+  CTA_IP,
+  CTA_PROTO,
+  CTA_PROTOINFO,
+  CTA_PROTOINFO_SCTP,
+  CTA_PROTOINFO_TCP,
+  CTA_TIMESTAMP,
+  CTA_TUPLE,
+  IPPROTO,
+  PORT_PROTOS,
+} from './constants.ts';
 
 /** One direction of a connection: addresses, L4 protocol and its identifying fields. */
 export interface Tuple {
@@ -344,7 +356,14 @@ export function decodeFlow(family: number, attrs: Uint8Array, where = 'conntrack
  * decodeFlow over b[start, end) without a view of its own (decodeReply hands the message
  * payload and skips the nfgenmsg). Error offsets are `base` plus the offset within `b`.
  */
-export function decodeFlowAt(family: number, b: Uint8Array, start: number, end: number, where: string, base: number): Flow {
+export function decodeFlowAt(
+  family: number,
+  b: Uint8Array,
+  start: number,
+  end: number,
+  where: string,
+  base: number,
+): Flow {
   const fam = familyOf(family, where);
   let orig: Tuple | undefined;
   let reply: Tuple | undefined;
@@ -414,8 +433,10 @@ export function decodeFlowAt(family: number, b: Uint8Array, start: number, end: 
     }
   }
   c.check();
-  if (!orig || !reply) throw new NetlinkDecodeError(where, base + start, `entry without ${orig ? 'CTA_TUPLE_REPLY' : 'CTA_TUPLE_ORIG'}`);
-  if ((fam === 'IPv6') !== orig.src.includes(':')) throw new NetlinkDecodeError(where, base + start, `tuple addresses do not match family ${fam}`);
+  if (!orig || !reply)
+    throw new NetlinkDecodeError(where, base + start, `entry without ${orig ? 'CTA_TUPLE_REPLY' : 'CTA_TUPLE_ORIG'}`);
+  if ((fam === 'IPv6') !== orig.src.includes(':'))
+    throw new NetlinkDecodeError(where, base + start, `tuple addresses do not match family ${fam}`);
   const f: Flow = { family: fam, orig, reply, status, unknown };
   if (timeout >= 0) f.timeout = timeout;
   if (mark >= 0) f.mark = mark;

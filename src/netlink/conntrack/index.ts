@@ -16,7 +16,10 @@ import type { ConntrackClientOptions } from './client.ts';
  * 32 KiB instead of 4 KiB, which makes a 10,000-entry dump about three times faster, and no
  * ctnetlink reply comes near that size.
  */
-export function openConntrack(opts: ConnectionOptions & SocketOptions & ConntrackClientOptions = {}): { client: ConntrackClient; conn: NetlinkConnection } {
+export function openConntrack(opts: ConnectionOptions & SocketOptions & ConntrackClientOptions = {}): {
+  client: ConntrackClient;
+  conn: NetlinkConnection;
+} {
   const conn = connect(Protocol.NETFILTER, { recvMessageBytes: 65536, ...opts });
   const copts: ConntrackClientOptions = {};
   if (opts.kernelTupleFilter !== undefined) copts.kernelTupleFilter = opts.kernelTupleFilter;

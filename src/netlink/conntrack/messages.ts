@@ -7,7 +7,16 @@
 //   attributes (flow.ts, filter.ts)
 
 import type { IPFamily } from '../../base/ip.ts';
-import { AF_INET, AF_INET6, AF_UNSPEC, NfnlSubsys, NLM_F_CREATE, NLM_F_EXCL, nfMessage, nfnlType } from '../core/index.ts';
+import {
+  AF_INET,
+  AF_INET6,
+  AF_UNSPEC,
+  NfnlSubsys,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+  nfMessage,
+  nfnlType,
+} from '../core/index.ts';
 import type { AttrWriter, OutMessage } from '../core/index.ts';
 import { CTA, CTA_IP, CTA_PROTO, CTA_TUPLE, CtMsg, IPPROTO, PORT_PROTOS } from './constants.ts';
 import type { FlowFilter } from './filter.ts';
@@ -15,8 +24,13 @@ import { exactInKernel, filterFamily, filterText, writeDumpFilter } from './filt
 import type { AddrScratch, NewFlow, Tuple } from './flow.ts';
 import { familyNumber, tupleAddrs, tupleFamily, tupleText, writeNewFlow, writeTuple } from './flow.ts';
 
-const ct = (cmd: number, family: number, flags: number, label: string, fill?: Parameters<typeof nfMessage>[5]): OutMessage =>
-  nfMessage(NfnlSubsys.CTNETLINK, cmd, family, flags, label, fill);
+const ct = (
+  cmd: number,
+  family: number,
+  flags: number,
+  label: string,
+  fill?: Parameters<typeof nfMessage>[5],
+): OutMessage => nfMessage(NfnlSubsys.CTNETLINK, cmd, family, flags, label, fill);
 
 /** Identifies one entry for GET and DELETE: its original tuple, zone, and optionally its id. */
 export interface FlowKey {
@@ -98,7 +112,8 @@ function hdr(b: Uint8Array, at: number, len: number, type: number): void {
 /** An unsigned integer of `bits` bits, else a TypeError naming the field. */
 function uint(v: number | undefined, bits: 8 | 16 | 32, what: string, k: FlowKey): number {
   const n = v ?? 0;
-  if (!Number.isInteger(n) || n < 0 || n > 2 ** bits - 1) throw new TypeError(`conntrack key ${keyText(k)}: ${what} ${String(v)} is not a u${bits}`);
+  if (!Number.isInteger(n) || n < 0 || n > 2 ** bits - 1)
+    throw new TypeError(`conntrack key ${keyText(k)}: ${what} ${String(v)} is not a u${bits}`);
   return n;
 }
 
@@ -208,7 +223,13 @@ export const getRequest = (k: FlowKey): OutMessage => keyMessage(CtMsg.GET, 'get
 
 /** IPCTNL_MSG_CT_NEW with NLM_F_CREATE | NLM_F_EXCL: inserts an entry, as `conntrack -I` does. */
 export function newRequest(f: NewFlow): OutMessage {
-  return ct(CtMsg.NEW, familyNumber(tupleFamily(f.orig)), NLM_F_CREATE | NLM_F_EXCL, `create conntrack ${tupleText(f.orig)}`, (w) => writeNewFlow(w, f));
+  return ct(
+    CtMsg.NEW,
+    familyNumber(tupleFamily(f.orig)),
+    NLM_F_CREATE | NLM_F_EXCL,
+    `create conntrack ${tupleText(f.orig)}`,
+    (w) => writeNewFlow(w, f),
+  );
 }
 
 /**
@@ -234,9 +255,14 @@ export function dumpRequest(family: IPFamily | undefined, filter: FlowFilter, tu
  *   CTA_TUPLE_REPLY  (when the filter has reply fields) the same
  */
 export function flushRequest(filter: FlowFilter): OutMessage {
-  if (!exactInKernel(filter)) throw new TypeError(`conntrack filter ${filterText(filter)}: not one the kernel matches exactly; dump and delete instead`);
+  if (!exactInKernel(filter))
+    throw new TypeError(
+      `conntrack filter ${filterText(filter)}: not one the kernel matches exactly; dump and delete instead`,
+    );
   const family = filterFamily(filter)!;
-  return ct(CtMsg.DELETE, familyNumber(family), 0, `flush conntrack ${filterText({ ...filter, family })}`, (w) => writeDumpFilter(w, filter, true));
+  return ct(CtMsg.DELETE, familyNumber(family), 0, `flush conntrack ${filterText({ ...filter, family })}`, (w) =>
+    writeDumpFilter(w, filter, true),
+  );
 }
 
 /** IPCTNL_MSG_CT_GET_STATS: the table's entry count and limit (one reply, not a dump). */

@@ -385,7 +385,11 @@ export class AttrSet {
   private sized(type: number, size: number): Attr | undefined {
     const a = this.get(type);
     if (a && a.data.length < size) {
-      throw new NetlinkDecodeError(this.where, a.offset, `attribute ${type} has ${a.data.length} bytes, expected ${size}`);
+      throw new NetlinkDecodeError(
+        this.where,
+        a.offset,
+        `attribute ${type} has ${a.data.length} bytes, expected ${size}`,
+      );
     }
     return a;
   }

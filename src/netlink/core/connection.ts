@@ -148,13 +148,20 @@ export class NetlinkConnection implements NetlinkTransport {
         if (m.type === NLMSG_ERROR) {
           const e = parseErrorPayload(m);
           if (e.errno === 0) return { done: true };
-          return { done: true, error: new NetlinkError(msg.label, e.errno, e.extack, { seq: m.seq, ...(e.echo ? { echo: e.echo.slice() } : {}) }) };
+          return {
+            done: true,
+            error: new NetlinkError(msg.label, e.errno, e.extack, {
+              seq: m.seq,
+              ...(e.echo ? { echo: e.echo.slice() } : {}),
+            }),
+          };
         }
         if (m.type === NLMSG_DONE) {
           // NLMSG_DONE carries an int: a negative errno when the dump itself failed.
           if (m.payload.length >= 4) {
             const status = new DataView(m.payload.buffer, m.payload.byteOffset, 4).getInt32(0, true);
-            if (status < 0) return { done: true, error: new NetlinkError(msg.label, -status, undefined, { seq: m.seq }) };
+            if (status < 0)
+              return { done: true, error: new NetlinkError(msg.label, -status, undefined, { seq: m.seq }) };
           }
           if (interrupted) return { done: true, error: new DumpInterrupted() };
           return { done: true };
@@ -211,7 +218,8 @@ export class NetlinkConnection implements NetlinkTransport {
           }
           // The kernel answers the ACK-flagged last message unless the whole batch was
           // refused, in which case a single error names the batch's begin message.
-          if (m.seq === lastSeq || (m.seq === beginSeq && e.errno !== 0)) return { done: true, ...(firstError ? { error: firstError } : {}) };
+          if (m.seq === lastSeq || (m.seq === beginSeq && e.errno !== 0))
+            return { done: true, ...(firstError ? { error: firstError } : {}) };
           return { done: false };
         },
       };
@@ -228,14 +236,17 @@ export class NetlinkConnection implements NetlinkTransport {
    * `perDatagram` messages go in one datagram, so that the replies the kernel queues before
    * we read any (one per failed message) fit in the receive buffer.
    */
-  pipeline(msgs: readonly OutMessage[], opts: BatchOptions & { perDatagram?: number } = {}): Promise<(NetlinkError | undefined)[]> {
+  pipeline(
+    msgs: readonly OutMessage[],
+    opts: BatchOptions & { perDatagram?: number } = {},
+  ): Promise<(NetlinkError | undefined)[]> {
     const results = new Array<NetlinkError | undefined>(msgs.length).fill(undefined);
     if (msgs.length === 0) return Promise.resolve(results);
     const perDatagram = Math.max(1, opts.perDatagram ?? 256);
     return this.enqueue(async () => {
       const pid = this.sock.localPort;
       const maxBytes = this.sock.maxSendBytes();
-      for (let start = 0; start < msgs.length; ) {
+      for (let start = 0; start < msgs.length;) {
         const first = this.nextSeq(Math.min(perDatagram, msgs.length - start));
         const out = new ByteWriter(4096);
         let end = start;
@@ -279,14 +290,23 @@ export class NetlinkConnection implements NetlinkTransport {
     });
   }
 
-  private exchange(label: string, chunks: Uint8Array[], ex: Exchange, timeoutMs: number | undefined, signal: AbortSignal | undefined): Promise<void> {
-    if (this.closed) return Promise.reject(new NetlinkError(label, errnoNumber('EBADF'), undefined, { detail: 'connection closed' }));
+  private exchange(
+    label: string,
+    chunks: Uint8Array[],
+    ex: Exchange,
+    timeoutMs: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    if (this.closed)
+      return Promise.reject(new NetlinkError(label, errnoNumber('EBADF'), undefined, { detail: 'connection closed' }));
     if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
     return new Promise<void>((resolve, reject) => {
       const ms = timeoutMs ?? this.timeoutMs;
-      const timedOut = (): NetlinkError => new NetlinkError(label, errnoNumber('ETIMEDOUT'), undefined, { detail: `no reply within ${ms} ms` });
+      const timedOut = (): NetlinkError =>
+        new NetlinkError(label, errnoNumber('ETIMEDOUT'), undefined, { detail: `no reply within ${ms} ms` });
       const timer = setTimeout(() => finish(timedOut()), ms);
-      const onAbort = (): void => finish(signal?.reason instanceof Error ? signal.reason : new Error(`${label}: aborted`));
+      const onAbort = (): void =>
+        finish(signal?.reason instanceof Error ? signal.reason : new Error(`${label}: aborted`));
       signal?.addEventListener('abort', onAbort, { once: true });
       const finish = (err?: Error): void => {
         if (this.current?.ex !== ex) return;

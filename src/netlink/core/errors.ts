@@ -58,7 +58,10 @@ export class NetlinkError extends Error {
   constructor(op: string, errno: number, extack?: ExtAck, options?: NetlinkErrorOptions) {
     const code = options?.code ?? errnoName(errno);
     const detail = options?.detail;
-    super(`${op}${detail !== undefined ? `: ${detail}` : ''}: ${code}${extack?.msg ? ` (${extack.msg})` : ''}`, options);
+    super(
+      `${op}${detail !== undefined ? `: ${detail}` : ''}: ${code}${extack?.msg ? ` (${extack.msg})` : ''}`,
+      options,
+    );
     this.op = op;
     this.errno = errno;
     this.code = code;

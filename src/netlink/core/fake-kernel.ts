@@ -55,7 +55,8 @@ export class FakeKernel implements RawSocket {
     this.sent.push(raw);
     const requests = parseMessages(raw);
     const out = this.handler(requests, raw);
-    const datagrams: FakeReply[][] = out.length > 0 && Array.isArray(out[0]) ? (out as FakeReply[][]) : [out as FakeReply[]];
+    const datagrams: FakeReply[][] =
+      out.length > 0 && Array.isArray(out[0]) ? (out as FakeReply[][]) : [out as FakeReply[]];
     const seq = requests.at(-1)?.seq ?? 0;
     // Deliver asynchronously, as a socket would.
     setImmediate(() => {
@@ -63,7 +64,13 @@ export class FakeKernel implements RawSocket {
         if (d.length === 0) continue;
         const w = new ByteWriter();
         for (const r of d) {
-          w.u32le(NLMSG_HDRLEN + r.payload.length).u16le(r.type).u16le(r.flags ?? 0).u32le(r.seq ?? seq).u32le(this.localPort).bytes(r.payload).align4();
+          w.u32le(NLMSG_HDRLEN + r.payload.length)
+            .u16le(r.type)
+            .u16le(r.flags ?? 0)
+            .u32le(r.seq ?? seq)
+            .u32le(this.localPort)
+            .bytes(r.payload)
+            .align4();
         }
         this.onDatagram(w.toBytes());
       }
@@ -84,7 +91,11 @@ export class FakeKernel implements RawSocket {
 export function errorReply(req: InMessage, errno: number, tlvs?: Uint8Array, flags = 0): FakeReply {
   const w = new ByteWriter();
   w.u32le(-errno >>> 0);
-  w.u32le(NLMSG_HDRLEN + req.payload.length).u16le(req.type).u16le(req.flags).u32le(req.seq).u32le(req.pid);
+  w.u32le(NLMSG_HDRLEN + req.payload.length)
+    .u16le(req.type)
+    .u16le(req.flags)
+    .u32le(req.seq)
+    .u32le(req.pid);
   if (tlvs) w.bytes(tlvs);
   return { type: NLMSG_ERROR, flags, payload: w.toBytes(), seq: req.seq };
 }

@@ -21,7 +21,14 @@ import { isNotFound, NetlinkDecodeError, NetlinkError } from './errors.ts';
 import type { NetlinkTransport } from './connection.ts';
 import type { InMessage, OutMessage } from './message.ts';
 
-export function genlMessage(familyId: number, cmd: number, version: number, flags: number, label: string, fill: (w: AttrWriter) => void = () => {}): OutMessage {
+export function genlMessage(
+  familyId: number,
+  cmd: number,
+  version: number,
+  flags: number,
+  label: string,
+  fill: (w: AttrWriter) => void = () => {},
+): OutMessage {
   const out = new ByteWriter(128);
   out.u8(cmd).u8(version).u16le(0);
   fill(new AttrWriter(out));
@@ -30,8 +37,13 @@ export function genlMessage(familyId: number, cmd: number, version: number, flag
 
 /** The genlmsghdr of a received message and its attributes. */
 export function splitGenlPayload(m: InMessage, where: string): { cmd: number; version: number; attrs: AttrSet } {
-  if (m.payload.length < GENL_HDRLEN) throw new NetlinkDecodeError(where, 0, `payload of ${m.payload.length} bytes has no genlmsghdr`);
-  return { cmd: m.payload[0]!, version: m.payload[1]!, attrs: new AttrSet(m.payload.subarray(GENL_HDRLEN), where, GENL_HDRLEN) };
+  if (m.payload.length < GENL_HDRLEN)
+    throw new NetlinkDecodeError(where, 0, `payload of ${m.payload.length} bytes has no genlmsghdr`);
+  return {
+    cmd: m.payload[0]!,
+    version: m.payload[1]!,
+    attrs: new AttrSet(m.payload.subarray(GENL_HDRLEN), where, GENL_HDRLEN),
+  };
 }
 
 export interface GenlFamily {
@@ -90,14 +102,22 @@ export class GenlFamilies {
   }
 
   private async lookup(name: string): Promise<GenlFamily> {
-    const msg = genlMessage(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, 0, `get genl family ${name}`, (w) => w.str(CTRL_ATTR_FAMILY_NAME, name));
+    const msg = genlMessage(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0, 0, `get genl family ${name}`, (w) =>
+      w.str(CTRL_ATTR_FAMILY_NAME, name),
+    );
     try {
       const replies = await this.transport.request(msg);
       const first = replies[0];
       if (!first) throw new NetlinkDecodeError(`genl family ${name}`, 0, 'the controller sent no reply');
       return parseFamily(first);
     } catch (err) {
-      if (isNotFound(err)) throw new NetlinkError(`generic netlink family ${name} is not available in this kernel`, (err as NetlinkError).errno, undefined, { cause: err });
+      if (isNotFound(err))
+        throw new NetlinkError(
+          `generic netlink family ${name} is not available in this kernel`,
+          (err as NetlinkError).errno,
+          undefined,
+          { cause: err },
+        );
       throw err;
     }
   }

@@ -27,7 +27,10 @@ export function connect(protocol: number, opts: ConnectionOptions & SocketOption
  * connect(), and the socket's port id: the kernel marks the notifications of the changes a
  * socket makes with it, which is how a listener tells our own changes apart.
  */
-export function connectWithPort(protocol: number, opts: ConnectionOptions & SocketOptions = {}): { conn: NetlinkConnection; port: number } {
+export function connectWithPort(
+  protocol: number,
+  opts: ConnectionOptions & SocketOptions = {},
+): { conn: NetlinkConnection; port: number } {
   const sock = openRawSocket(protocol, opts);
   return { conn: new NetlinkConnection(sock, opts), port: sock.localPort };
 }

@@ -67,10 +67,15 @@ export function parseMessages(buf: Uint8Array): InMessage[] {
   let off = 0;
   while (off < buf.length) {
     if (buf.length - off < NLMSG_HDRLEN) {
-      throw new NetlinkDecodeError('nlmsghdr', off, `${buf.length - off} trailing bytes, too short for a message header`);
+      throw new NetlinkDecodeError(
+        'nlmsghdr',
+        off,
+        `${buf.length - off} trailing bytes, too short for a message header`,
+      );
     }
     const len = dv.getUint32(off, true);
-    if (len < NLMSG_HDRLEN) throw new NetlinkDecodeError('nlmsghdr', off, `message length ${len} is below the header size`);
+    if (len < NLMSG_HDRLEN)
+      throw new NetlinkDecodeError('nlmsghdr', off, `message length ${len} is below the header size`);
     if (len > buf.length - off) {
       throw new NetlinkDecodeError('nlmsghdr', off, `message claims ${len} bytes, only ${buf.length - off} left`);
     }

@@ -32,7 +32,9 @@ export function nfMessage(
 }
 
 /** The nfgenmsg of a received message and the attributes after it. */
-export function splitNfPayload(payload: Uint8Array): { family: number; version: number; resId: number; attrs: Uint8Array } | undefined {
+export function splitNfPayload(
+  payload: Uint8Array,
+): { family: number; version: number; resId: number; attrs: Uint8Array } | undefined {
   if (payload.length < 4) return undefined;
   return {
     family: payload[0]!,

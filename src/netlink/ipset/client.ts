@@ -55,9 +55,16 @@ export class IpsetClient {
     this.nl = transport;
   }
 
-  private async call(msg: Parameters<NetlinkTransport['request']>[0], setType: string | undefined, opts: IpsetCallOptions & { dump?: boolean } = {}) {
+  private async call(
+    msg: Parameters<NetlinkTransport['request']>[0],
+    setType: string | undefined,
+    opts: IpsetCallOptions & { dump?: boolean } = {},
+  ) {
     try {
-      return await this.nl.request(msg, { ...(opts.dump ? { dump: true } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
+      return await this.nl.request(msg, {
+        ...(opts.dump ? { dump: true } : {}),
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      });
     } catch (e) {
       throw ipsetError(e, setType);
     }
@@ -81,7 +88,11 @@ export class IpsetClient {
    * still is: EEXIST). Type support is checked first, so a kernel without the type answers
    * IPSET_ERR_FIND_TYPE naming it.
    */
-  async create(name: string, type: IpsetType, opts: IpsetCreateOptions & IpsetCallOptions & { exist?: boolean } = {}): Promise<void> {
+  async create(
+    name: string,
+    type: IpsetType,
+    opts: IpsetCreateOptions & IpsetCallOptions & { exist?: boolean } = {},
+  ): Promise<void> {
     const revision = opts.revision ?? (await this.typeRevision(type, opts.family, opts));
     await this.call(createMessage(name, type, revision, opts, opts.exist ?? false), type, opts);
   }
@@ -136,7 +147,12 @@ export class IpsetClient {
     return this.bulk('del', set, entries, opts);
   }
 
-  private async bulk(cmd: 'add' | 'del', set: string, entries: readonly IpsetEntry[], opts: IpsetAdtOptions): Promise<void> {
+  private async bulk(
+    cmd: 'add' | 'del',
+    set: string,
+    entries: readonly IpsetEntry[],
+    opts: IpsetAdtOptions,
+  ): Promise<void> {
     if (entries.length === 0) return;
     const { msgs } = adtBulkMessages(cmd, set, entries, opts.exist ?? false);
     for (const msg of msgs) {
@@ -146,7 +162,9 @@ export class IpsetClient {
         // The kernel echoes the request with LINENO set to the failing entry's (1-based, over all entries).
         const line = e instanceof NetlinkError && e.echo ? echoedLineno(e.echo) : undefined;
         const bad = line !== undefined ? entries[line - 1] : undefined;
-        const op = bad ? `${cmd} ${formatEntry(bad)} ${cmd === 'add' ? 'to' : 'from'} ipset ${set} (entry ${line} of ${entries.length})` : undefined;
+        const op = bad
+          ? `${cmd} ${formatEntry(bad)} ${cmd === 'add' ? 'to' : 'from'} ipset ${set} (entry ${line} of ${entries.length})`
+          : undefined;
         throw ipsetError(e, opts.type, op);
       }
     }
@@ -166,20 +184,28 @@ export class IpsetClient {
 
   /** Headers only (type, family, sizes, references, element count), no members. */
   async headers(name?: string, opts: IpsetCallOptions = {}): Promise<IpsetHeader[]> {
-    const sets = decodeList(await this.call(listMessage(name, IPSET_FLAG_LIST_HEADER), undefined, { ...opts, dump: true }));
+    const sets = decodeList(
+      await this.call(listMessage(name, IPSET_FLAG_LIST_HEADER), undefined, { ...opts, dump: true }),
+    );
     return sets.map(({ entries: _entries, ...h }) => h);
   }
 
   /** The names of all sets in this namespace. */
   async names(opts: IpsetCallOptions = {}): Promise<string[]> {
-    return decodeList(await this.call(listMessage(undefined, IPSET_FLAG_LIST_SETNAME), undefined, { ...opts, dump: true })).map((s) => s.name);
+    return decodeList(
+      await this.call(listMessage(undefined, IPSET_FLAG_LIST_SETNAME), undefined, { ...opts, dump: true }),
+    ).map((s) => s.name);
   }
 
   /** The kernel index of a set, which xt_set matches refer to; ENOENT when it does not exist. */
-  async getByName(name: string, opts: IpsetCallOptions = {}): Promise<{ index: number; family: IpsetFamily | 'unspec' }> {
+  async getByName(
+    name: string,
+    opts: IpsetCallOptions = {},
+  ): Promise<{ index: number; family: IpsetFamily | 'unspec' }> {
     const replies = await this.call(getByNameMessage(name), undefined, opts);
     const first = replies[0];
-    if (!first) throw new NetlinkError(`get index of ipset ${name}`, errnoNumber('EIO'), undefined, { detail: 'no reply' });
+    if (!first)
+      throw new NetlinkError(`get index of ipset ${name}`, errnoNumber('EIO'), undefined, { detail: 'no reply' });
     return parseByNameReply(first);
   }
 }

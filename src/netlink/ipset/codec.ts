@@ -17,7 +17,17 @@
 // NLM_F_EXCL, not by an attribute: without it the kernel behaves as `ipset -exist`.
 
 import { ipFromBytes, parseCIDR, parseIP } from '../../base/ip.ts';
-import { AttrSet, NetlinkDecodeError, NfnlSubsys, NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLM_F_CREATE, NLM_F_EXCL, nfMessage, splitNfPayload } from '../core/index.ts';
+import {
+  AttrSet,
+  NetlinkDecodeError,
+  NfnlSubsys,
+  NLA_F_NESTED,
+  NLA_F_NET_BYTEORDER,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+  nfMessage,
+  splitNfPayload,
+} from '../core/index.ts';
 import type { AttrWriter, InMessage, OutMessage } from '../core/index.ts';
 import {
   IPSET_ATTR_IPADDR_IPV4,
@@ -31,7 +41,15 @@ import {
   NFPROTO_IPV6,
   NFPROTO_UNSPEC,
 } from './constants.ts';
-import type { IpsetCreateOptions, IpsetEntry, IpsetFamily, IpsetHeader, IpsetInfo, IpsetProto, IpsetType } from './types.ts';
+import type {
+  IpsetCreateOptions,
+  IpsetEntry,
+  IpsetFamily,
+  IpsetHeader,
+  IpsetInfo,
+  IpsetProto,
+  IpsetType,
+} from './types.ts';
 
 const NET = NLA_F_NET_BYTEORDER;
 
@@ -66,7 +84,10 @@ export const isKnownType = (t: string): t is IpsetType => Object.hasOwn(SHAPES, 
 export function formatEntry(e: IpsetEntry): string {
   const parts: string[] = [];
   if (e.ip !== undefined) parts.push(e.cidr !== undefined ? `${e.ip}/${e.cidr}` : e.ip);
-  if (e.port !== undefined) parts.push(e.proto !== undefined && e.ip !== undefined ? `${protoName(protoNumber(e.proto))}:${e.port}` : String(e.port));
+  if (e.port !== undefined)
+    parts.push(
+      e.proto !== undefined && e.ip !== undefined ? `${protoName(protoNumber(e.proto))}:${e.port}` : String(e.port),
+    );
   if (e.ip2 !== undefined) parts.push(e.cidr2 !== undefined ? `${e.ip2}/${e.cidr2}` : e.ip2);
   return parts.join(',');
 }
@@ -131,7 +152,8 @@ export function entryProblem(type: IpsetType, family: IpsetFamily, e: IpsetEntry
   } else if (e.ip !== undefined) return `${type} entries have no ip`;
   if (!shape.cidr && e.cidr !== undefined) return `${type} entries have no cidr`;
   if (shape.port) {
-    if (e.port === undefined || !Number.isInteger(e.port) || e.port < 0 || e.port > 65535) return `port ${e.port} out of range`;
+    if (e.port === undefined || !Number.isInteger(e.port) || e.port < 0 || e.port > 65535)
+      return `port ${e.port} out of range`;
     if (shape.ip) {
       if (e.proto === undefined) return 'missing protocol';
       const n = protoNumber(e.proto);
@@ -143,7 +165,8 @@ export function entryProblem(type: IpsetType, family: IpsetFamily, e: IpsetEntry
     if (p) return p;
   } else if (e.ip2 !== undefined) return `${type} entries have no second address`;
   if (!shape.cidr2 && e.cidr2 !== undefined) return `${type} entries have no cidr2`;
-  if (e.timeout !== undefined && (!Number.isInteger(e.timeout) || e.timeout < 0 || e.timeout > 0x7fffffff)) return `timeout ${e.timeout} out of range`;
+  if (e.timeout !== undefined && (!Number.isInteger(e.timeout) || e.timeout < 0 || e.timeout > 0x7fffffff))
+    return `timeout ${e.timeout} out of range`;
   if (e.comment !== undefined && Buffer.byteLength(e.comment) > 255) return 'comment longer than 255 bytes';
   return undefined;
 }
@@ -179,12 +202,19 @@ function writeAddr(w: AttrWriter, type: number, text: string): void {
   const b4 = v4Bytes(text);
   if (b4) {
     // nested(type, IPV4|NET bytes) written directly: 0c 00 <type|NESTED> 08 00 <IPV4|NET> a b c d
-    w.out.u16le(NEST_V4).u16le(type | NLA_F_NESTED).u16le(8).u16le(IPSET_ATTR_IPADDR_IPV4 | NET).bytes(b4);
+    w.out
+      .u16le(NEST_V4)
+      .u16le(type | NLA_F_NESTED)
+      .u16le(8)
+      .u16le(IPSET_ATTR_IPADDR_IPV4 | NET)
+      .bytes(b4);
     return;
   }
   const ip = parseIP(text);
   if (!ip) throw new TypeError(`"${text}" is not an IP address`);
-  w.nested(type, (n) => n.bytes((ip.family === 'IPv4' ? IPSET_ATTR_IPADDR_IPV4 : IPSET_ATTR_IPADDR_IPV6) | NET, ip.bytes));
+  w.nested(type, (n) =>
+    n.bytes((ip.family === 'IPv4' ? IPSET_ATTR_IPADDR_IPV4 : IPSET_ATTR_IPADDR_IPV6) | NET, ip.bytes),
+  );
 }
 
 /**
@@ -218,30 +248,49 @@ export const protocolMessage = (): OutMessage => ipsetMsg(IpsetCmd.PROTOCOL, 0, 
 
 /** IPSET_CMD_TYPE: asks for the revisions of a type the kernel supports. */
 export const typeMessage = (type: string, family: IpsetFamily | undefined): OutMessage =>
-  ipsetMsg(IpsetCmd.TYPE, 0, `get ipset type ${type} family ${family ?? 'inet'}`, (w) => w.str(IpsetAttr.TYPENAME, type).u8(IpsetAttr.FAMILY, familyNumber(type, family)));
+  ipsetMsg(IpsetCmd.TYPE, 0, `get ipset type ${type} family ${family ?? 'inet'}`, (w) =>
+    w.str(IpsetAttr.TYPENAME, type).u8(IpsetAttr.FAMILY, familyNumber(type, family)),
+  );
 
 /** The revisions in an IPSET_CMD_TYPE reply. */
 export function parseTypeReply(m: InMessage): { revision: number; revisionMin: number } {
   const a = ipsetAttrs(m, 'ipset type reply');
-  return { revision: a.require(IpsetAttr.REVISION, a.u8(IpsetAttr.REVISION)), revisionMin: a.u8(IpsetAttr.REVISION_MIN) ?? 0 };
+  return {
+    revision: a.require(IpsetAttr.REVISION, a.u8(IpsetAttr.REVISION)),
+    revisionMin: a.u8(IpsetAttr.REVISION_MIN) ?? 0,
+  };
 }
 
-export function createMessage(name: string, type: IpsetType, revision: number, opts: IpsetCreateOptions = {}, exist = false): OutMessage {
+export function createMessage(
+  name: string,
+  type: IpsetType,
+  revision: number,
+  opts: IpsetCreateOptions = {},
+  exist = false,
+): OutMessage {
   checkName(name);
   const family = familyNumber(type, opts.family);
-  return ipsetMsg(IpsetCmd.CREATE, exist ? NLM_F_CREATE : NLM_F_CREATE | NLM_F_EXCL, `create ipset ${name} ${type}${type === 'bitmap:port' ? '' : ` family ${opts.family ?? 'inet'}`}`, (w) => {
-    w.str(IpsetAttr.SETNAME, name).str(IpsetAttr.TYPENAME, type).u8(IpsetAttr.REVISION, revision).u8(IpsetAttr.FAMILY, family);
-    w.nested(IpsetAttr.DATA, (d) => {
-      if (type === 'bitmap:port') {
-        const r = opts.portRange ?? { from: 0, to: 65535 };
-        d.u16(D.PORT | NET, r.from, 'net').u16(D.PORT_TO | NET, r.to, 'net');
-      }
-      if (opts.timeout !== undefined) d.u32(D.TIMEOUT | NET, opts.timeout, 'net');
-      if (opts.comment) d.u32(D.CADT_FLAGS | NET, IPSET_FLAG_WITH_COMMENT, 'net');
-      if (opts.hashSize !== undefined) d.u32(D.HASHSIZE | NET, opts.hashSize, 'net');
-      if (opts.maxElem !== undefined) d.u32(D.MAXELEM | NET, opts.maxElem, 'net');
-    });
-  });
+  return ipsetMsg(
+    IpsetCmd.CREATE,
+    exist ? NLM_F_CREATE : NLM_F_CREATE | NLM_F_EXCL,
+    `create ipset ${name} ${type}${type === 'bitmap:port' ? '' : ` family ${opts.family ?? 'inet'}`}`,
+    (w) => {
+      w.str(IpsetAttr.SETNAME, name)
+        .str(IpsetAttr.TYPENAME, type)
+        .u8(IpsetAttr.REVISION, revision)
+        .u8(IpsetAttr.FAMILY, family);
+      w.nested(IpsetAttr.DATA, (d) => {
+        if (type === 'bitmap:port') {
+          const r = opts.portRange ?? { from: 0, to: 65535 };
+          d.u16(D.PORT | NET, r.from, 'net').u16(D.PORT_TO | NET, r.to, 'net');
+        }
+        if (opts.timeout !== undefined) d.u32(D.TIMEOUT | NET, opts.timeout, 'net');
+        if (opts.comment) d.u32(D.CADT_FLAGS | NET, IPSET_FLAG_WITH_COMMENT, 'net');
+        if (opts.hashSize !== undefined) d.u32(D.HASHSIZE | NET, opts.hashSize, 'net');
+        if (opts.maxElem !== undefined) d.u32(D.MAXELEM | NET, opts.maxElem, 'net');
+      });
+    },
+  );
 }
 
 const nameMessage = (cmd: number, flags: number, verb: string, name: string): OutMessage => {
@@ -256,13 +305,17 @@ export const flushMessage = (name: string): OutMessage => nameMessage(IpsetCmd.F
 export function renameMessage(from: string, to: string): OutMessage {
   checkName(from);
   checkName(to);
-  return ipsetMsg(IpsetCmd.RENAME, 0, `rename ipset ${from} to ${to}`, (w) => w.str(IpsetAttr.SETNAME, from).str(IpsetAttr.SETNAME2, to));
+  return ipsetMsg(IpsetCmd.RENAME, 0, `rename ipset ${from} to ${to}`, (w) =>
+    w.str(IpsetAttr.SETNAME, from).str(IpsetAttr.SETNAME2, to),
+  );
 }
 
 export function swapMessage(a: string, b: string): OutMessage {
   checkName(a);
   checkName(b);
-  return ipsetMsg(IpsetCmd.SWAP, 0, `swap ipsets ${a} and ${b}`, (w) => w.str(IpsetAttr.SETNAME, a).str(IpsetAttr.SETNAME2, b));
+  return ipsetMsg(IpsetCmd.SWAP, 0, `swap ipsets ${a} and ${b}`, (w) =>
+    w.str(IpsetAttr.SETNAME, a).str(IpsetAttr.SETNAME2, b),
+  );
 }
 
 /** LIST (a dump): one set when `name` is given, else all; `flags` IPSET_FLAG_LIST_SETNAME/HEADER. */
@@ -278,7 +331,8 @@ export const getByNameMessage = (name: string): OutMessage => nameMessage(IpsetC
 
 export type AdtCmd = 'add' | 'del' | 'test';
 const ADT_CMDS: Record<AdtCmd, number> = { add: IpsetCmd.ADD, del: IpsetCmd.DEL, test: IpsetCmd.TEST };
-const adtLabel = (cmd: AdtCmd, set: string, what: string): string => `${cmd} ${what} ${cmd === 'add' ? 'to' : cmd === 'del' ? 'from' : 'in'} ipset ${set}`;
+const adtLabel = (cmd: AdtCmd, set: string, what: string): string =>
+  `${cmd} ${what} ${cmd === 'add' ? 'to' : cmd === 'del' ? 'from' : 'in'} ipset ${set}`;
 
 /**
  * One entry. `exist` (add/del) makes an existing (add) or missing (del) entry a success, as
@@ -301,7 +355,12 @@ const ADT_BUDGET = 0xffff - 1024;
  * LINENO (firstLine, firstLine+1, ...), as many per message as fit in one attribute.
  * Returns the messages and, for each, the index in `entries` of its first entry.
  */
-export function adtBulkMessages(cmd: 'add' | 'del', set: string, entries: readonly IpsetEntry[], exist = false): { msgs: OutMessage[]; starts: number[] } {
+export function adtBulkMessages(
+  cmd: 'add' | 'del',
+  set: string,
+  entries: readonly IpsetEntry[],
+  exist = false,
+): { msgs: OutMessage[]; starts: number[] } {
   checkName(set);
   const msgs: OutMessage[] = [];
   const starts: number[] = [];
@@ -313,7 +372,9 @@ export function adtBulkMessages(cmd: 'add' | 'del', set: string, entries: readon
       // The top-level LINENO is where the kernel reports the failing entry's number. The tool
       // writes its first line number there; we write 0, so that an error the kernel did not
       // attribute to an entry (a missing set, a malformed message) cannot be mistaken for one.
-      w.u8(IpsetAttr.PROTOCOL, IPSET_PROTOCOL).str(IpsetAttr.SETNAME, set).u32(IpsetAttr.LINENO | NET, 0, 'net');
+      w.u8(IpsetAttr.PROTOCOL, IPSET_PROTOCOL)
+        .str(IpsetAttr.SETNAME, set)
+        .u32(IpsetAttr.LINENO | NET, 0, 'net');
       w.nested(IpsetAttr.ADT, (adt) => {
         const base = adt.out.length;
         while (i < entries.length && adt.out.length - base < ADT_BUDGET) {
@@ -386,12 +447,22 @@ export function decodeEntry(d: AttrSet): IpsetEntry {
   return e;
 }
 
-const FAMILIES: Record<number, IpsetFamily | 'unspec'> = { [NFPROTO_IPV4]: 'inet', [NFPROTO_IPV6]: 'inet6', [NFPROTO_UNSPEC]: 'unspec' };
+const FAMILIES: Record<number, IpsetFamily | 'unspec'> = {
+  [NFPROTO_IPV4]: 'inet',
+  [NFPROTO_IPV6]: 'inet6',
+  [NFPROTO_UNSPEC]: 'unspec',
+};
 
 function decodeHeader(name: string, a: AttrSet): IpsetHeader {
   const type = a.require(IpsetAttr.TYPENAME, a.str(IpsetAttr.TYPENAME));
   const fam = a.require(IpsetAttr.FAMILY, a.u8(IpsetAttr.FAMILY));
-  const h: IpsetHeader = { name, type, family: FAMILIES[fam] ?? 'unspec', revision: a.u8(IpsetAttr.REVISION) ?? 0, comment: false };
+  const h: IpsetHeader = {
+    name,
+    type,
+    family: FAMILIES[fam] ?? 'unspec',
+    revision: a.u8(IpsetAttr.REVISION) ?? 0,
+    comment: false,
+  };
   const index = a.u16(IpsetAttr.INDEX, 'net');
   if (index !== undefined) h.index = index;
   const d = a.nested(IpsetAttr.DATA);
@@ -428,7 +499,9 @@ export function decodeList(replies: readonly InMessage[]): IpsetInfo[] {
     const name = a.require(IpsetAttr.SETNAME, a.str(IpsetAttr.SETNAME));
     let info = sets.get(name);
     if (!info) {
-      const header: IpsetHeader = a.has(IpsetAttr.TYPENAME) ? decodeHeader(name, a) : { name, type: '', family: 'unspec', revision: 0, comment: false };
+      const header: IpsetHeader = a.has(IpsetAttr.TYPENAME)
+        ? decodeHeader(name, a)
+        : { name, type: '', family: 'unspec', revision: 0, comment: false };
       info = { ...header, entries: [] };
       sets.set(name, info);
     }

@@ -1,7 +1,14 @@
 // ipset's own errno range (4096 and up) named, and the predicates callers branch on.
 
 import { errnoName, NetlinkError } from '../core/index.ts';
-import { IPSET_BITMAP_ERRORS, IPSET_ERR_PRIVATE, IPSET_ERR_TYPE_SPECIFIC, IPSET_ERRORS, IPSET_HASH_ERRORS, IPSET_LIST_ERRORS } from './constants.ts';
+import {
+  IPSET_BITMAP_ERRORS,
+  IPSET_ERR_PRIVATE,
+  IPSET_ERR_TYPE_SPECIFIC,
+  IPSET_ERRORS,
+  IPSET_HASH_ERRORS,
+  IPSET_LIST_ERRORS,
+} from './constants.ts';
 
 /**
  * The name of an errno an ipset request came back with: a system errno ("ENOENT"), a generic
@@ -11,7 +18,13 @@ import { IPSET_BITMAP_ERRORS, IPSET_ERR_PRIVATE, IPSET_ERR_TYPE_SPECIFIC, IPSET_
 export function ipsetErrorName(errno: number, setType?: string): string {
   if (errno < IPSET_ERR_PRIVATE) return errnoName(errno);
   if (errno < IPSET_ERR_TYPE_SPECIFIC) return IPSET_ERRORS[errno - IPSET_ERR_PRIVATE] ?? `IPSET_ERR ${errno}`;
-  const table = setType?.startsWith('bitmap:') ? IPSET_BITMAP_ERRORS : setType?.startsWith('list:') ? IPSET_LIST_ERRORS : setType?.startsWith('hash:') ? IPSET_HASH_ERRORS : undefined;
+  const table = setType?.startsWith('bitmap:')
+    ? IPSET_BITMAP_ERRORS
+    : setType?.startsWith('list:')
+      ? IPSET_LIST_ERRORS
+      : setType?.startsWith('hash:')
+        ? IPSET_HASH_ERRORS
+        : undefined;
   return table?.[errno - IPSET_ERR_TYPE_SPECIFIC] ?? `IPSET_ERR_TYPE_SPECIFIC+${errno - IPSET_ERR_TYPE_SPECIFIC}`;
 }
 
@@ -20,7 +33,11 @@ export function ipsetError(e: unknown, setType?: string, op?: string): unknown {
   if (!(e instanceof NetlinkError)) return e;
   const code = ipsetErrorName(e.errno, setType);
   if (code === e.code && op === undefined) return e;
-  const kept = { ...(e.echo ? { echo: e.echo } : {}), ...(e.detail !== undefined ? { detail: e.detail } : {}), ...(e.seq !== undefined ? { seq: e.seq } : {}) };
+  const kept = {
+    ...(e.echo ? { echo: e.echo } : {}),
+    ...(e.detail !== undefined ? { detail: e.detail } : {}),
+    ...(e.seq !== undefined ? { seq: e.seq } : {}),
+  };
   return new NetlinkError(op ?? e.op, e.errno, e.extack, { cause: e, code, ...kept });
 }
 

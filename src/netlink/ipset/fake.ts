@@ -9,7 +9,21 @@
 // every malformed entry is IPSET_ERR_PROTOCOL (the kernel has a few finer codes, such as
 // IPSET_ERR_MISSING_PROTO); sets are never resized (hashsize stays as created).
 
-import { AttrSet, AttrWriter, ByteWriter, FakeKernel, NetlinkConnection, NetlinkDecodeError, NLM_F_EXCL, NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, nfnlType, NfnlSubsys, NLA_F_NET_BYTEORDER } from '../core/index.ts';
+import {
+  AttrSet,
+  AttrWriter,
+  ByteWriter,
+  FakeKernel,
+  NetlinkConnection,
+  NetlinkDecodeError,
+  NLM_F_EXCL,
+  NLM_F_MULTI,
+  NLMSG_DONE,
+  NLMSG_ERROR,
+  nfnlType,
+  NfnlSubsys,
+  NLA_F_NET_BYTEORDER,
+} from '../core/index.ts';
 import type { InMessage } from '../core/index.ts';
 import type { FakeReply } from '../core/fake-kernel.ts';
 import { parseCIDR, parseIP } from '../../base/ip.ts';
@@ -47,7 +61,14 @@ const E = {
 } as const;
 
 /** The highest revisions of Linux 6.18 (what IPSET_CMD_TYPE answers there). */
-const REVISIONS: Record<IpsetType, number> = { 'hash:ip': 6, 'hash:ip,port': 7, 'hash:ip,port,ip': 6, 'hash:ip,port,net': 8, 'hash:net': 7, 'bitmap:port': 3 };
+const REVISIONS: Record<IpsetType, number> = {
+  'hash:ip': 6,
+  'hash:ip,port': 7,
+  'hash:ip,port,ip': 6,
+  'hash:ip,port,net': 8,
+  'hash:net': 7,
+  'bitmap:port': 3,
+};
 const NET = NLA_F_NET_BYTEORDER;
 
 interface FakeSet {
@@ -92,7 +113,14 @@ export class FakeIpsetKernel {
   /** A set's state, for assertions: entries in canonical text form, sorted. */
   dump(name: string): { type: string; entries: string[] } | undefined {
     const s = this.find(name);
-    return s && { type: s.type, entries: [...s.entries.values()].map((e) => formatEntry(e) + (e.comment !== undefined ? ` comment "${e.comment}"` : '')).sort() };
+    return (
+      s && {
+        type: s.type,
+        entries: [...s.entries.values()]
+          .map((e) => formatEntry(e) + (e.comment !== undefined ? ` comment "${e.comment}"` : ''))
+          .sort(),
+      }
+    );
   }
 
   /** Marks a set as referenced (as an iptables rule or a list:set would). */
@@ -116,11 +144,26 @@ export class FakeIpsetKernel {
       const exist = (req.flags & NLM_F_EXCL) === 0;
       switch (cmd) {
         case IpsetCmd.PROTOCOL:
-          return [this.reply(req, cmd, (w) => w.u8(IpsetAttr.PROTOCOL, IPSET_PROTOCOL).u8(IpsetAttr.PROTOCOL_MIN, IPSET_PROTOCOL_MIN)), ack(req)];
+          return [
+            this.reply(req, cmd, (w) =>
+              w.u8(IpsetAttr.PROTOCOL, IPSET_PROTOCOL).u8(IpsetAttr.PROTOCOL_MIN, IPSET_PROTOCOL_MIN),
+            ),
+            ack(req),
+          ];
         case IpsetCmd.TYPE: {
           const type = a.str(IpsetAttr.TYPENAME) ?? '';
           if (!isKnownType(type)) throw new Refusal(E.FIND_TYPE);
-          return [this.reply(req, cmd, (w) => w.u8(IpsetAttr.PROTOCOL, proto).str(IpsetAttr.TYPENAME, type).u8(IpsetAttr.FAMILY, a.u8(IpsetAttr.FAMILY) ?? 0).u8(IpsetAttr.REVISION, REVISIONS[type]).u8(IpsetAttr.REVISION_MIN, 0)), ack(req)];
+          return [
+            this.reply(req, cmd, (w) =>
+              w
+                .u8(IpsetAttr.PROTOCOL, proto)
+                .str(IpsetAttr.TYPENAME, type)
+                .u8(IpsetAttr.FAMILY, a.u8(IpsetAttr.FAMILY) ?? 0)
+                .u8(IpsetAttr.REVISION, REVISIONS[type])
+                .u8(IpsetAttr.REVISION_MIN, 0),
+            ),
+            ack(req),
+          ];
         }
         case IpsetCmd.CREATE:
           this.create(a, exist);
@@ -176,7 +219,11 @@ export class FakeIpsetKernel {
           return [
             this.reply(req, cmd, (w) => {
               w.u8(IpsetAttr.PROTOCOL, proto);
-              if (cmd === IpsetCmd.HEADER) w.str(IpsetAttr.SETNAME, s.name).str(IpsetAttr.TYPENAME, s.type).u8(IpsetAttr.FAMILY, s.family).u8(IpsetAttr.REVISION, s.revision);
+              if (cmd === IpsetCmd.HEADER)
+                w.str(IpsetAttr.SETNAME, s.name)
+                  .str(IpsetAttr.TYPENAME, s.type)
+                  .u8(IpsetAttr.FAMILY, s.family)
+                  .u8(IpsetAttr.REVISION, s.revision);
               else w.u8(IpsetAttr.FAMILY, s.family).u16(IpsetAttr.INDEX | NET, index, 'net');
             }),
             ack(req),
@@ -205,7 +252,8 @@ export class FakeIpsetKernel {
     const type = a.str(IpsetAttr.TYPENAME);
     const family = a.u8(IpsetAttr.FAMILY);
     const revision = a.u8(IpsetAttr.REVISION);
-    if (name === undefined || type === undefined || family === undefined || revision === undefined) throw new Refusal(E.PROTOCOL);
+    if (name === undefined || type === undefined || family === undefined || revision === undefined)
+      throw new Refusal(E.PROTOCOL);
     if (!isKnownType(type) || revision > REVISIONS[type]) throw new Refusal(E.FIND_TYPE);
     const d = a.nested(IpsetAttr.DATA);
     const u32 = (t: number): number | undefined => d?.u32(t, 'net');
@@ -226,7 +274,12 @@ export class FakeIpsetKernel {
     const clash = this.find(name);
     if (clash) {
       // With -exist, the same set again is fine (ip_set_create compares type, family, revision, options).
-      const same = clash.type === set.type && clash.family === set.family && clash.comment === set.comment && clash.timeout === set.timeout && clash.maxElem === set.maxElem;
+      const same =
+        clash.type === set.type &&
+        clash.family === set.family &&
+        clash.comment === set.comment &&
+        clash.timeout === set.timeout &&
+        clash.maxElem === set.maxElem;
       if (exist && same) return;
       throw new Refusal(EEXIST);
     }
@@ -259,13 +312,20 @@ export class FakeIpsetKernel {
       const c = parseCIDR(`${ip}/${cidr}`)!;
       return { ip: c.addr.text, cidr };
     };
-    if (e.ip !== undefined) Object.assign(k, masked(e.ip, s.type === 'hash:net' ? (e.cidr ?? (s.family === NFPROTO_IPV6 ? 128 : 32)) : undefined));
+    if (e.ip !== undefined)
+      Object.assign(
+        k,
+        masked(e.ip, s.type === 'hash:net' ? (e.cidr ?? (s.family === NFPROTO_IPV6 ? 128 : 32)) : undefined),
+      );
     if (e.port !== undefined) {
       if (e.proto !== undefined) k.proto = e.proto;
       k.port = e.port;
     }
     if (e.ip2 !== undefined) {
-      const m = masked(e.ip2, s.type === 'hash:ip,port,net' ? (e.cidr2 ?? (s.family === NFPROTO_IPV6 ? 128 : 32)) : undefined);
+      const m = masked(
+        e.ip2,
+        s.type === 'hash:ip,port,net' ? (e.cidr2 ?? (s.family === NFPROTO_IPV6 ? 128 : 32)) : undefined,
+      );
       k.ip2 = m.ip;
       if (m.cidr !== undefined) k.cidr2 = m.cidr;
     }
@@ -277,7 +337,9 @@ export class FakeIpsetKernel {
     const one = a.nested(IpsetAttr.DATA);
     const list = a.nested(IpsetAttr.ADT);
     if (!one === !list || (list && !a.has(IpsetAttr.LINENO))) throw new Refusal(E.PROTOCOL);
-    const items = one ? [one] : list!.all.map((x) => (x.type === IpsetAttr.DATA ? new AttrSet(x.data, 'data') : undefined));
+    const items = one
+      ? [one]
+      : list!.all.map((x) => (x.type === IpsetAttr.DATA ? new AttrSet(x.data, 'data') : undefined));
     for (const d of items) {
       if (!d) throw new Refusal(E.PROTOCOL);
       const lineno = list ? d.u32(D.LINENO, 'net') : undefined;
@@ -292,7 +354,8 @@ export class FakeIpsetKernel {
         if (err instanceof Refusal) fail(err.errno);
         throw err;
       }
-      if (s.type === 'bitmap:port' && (e.port! < s.portRange.from || e.port! > s.portRange.to)) fail(4352 /* IPSET_ERR_BITMAP_RANGE */);
+      if (s.type === 'bitmap:port' && (e.port! < s.portRange.from || e.port! > s.portRange.to))
+        fail(4352 /* IPSET_ERR_BITMAP_RANGE */);
       if (cmd === IpsetCmd.ADD) {
         if (e.comment !== undefined && !s.comment) fail(E.COMMENT);
         if (e.timeout !== undefined && s.timeout === undefined) fail(E.TIMEOUT);
@@ -320,13 +383,19 @@ export class FakeIpsetKernel {
       const r = this.reply(req, cmd, (w) => {
         w.u8(IpsetAttr.PROTOCOL, proto).str(IpsetAttr.SETNAME, s.name);
         if (flags & IPSET_FLAG_LIST_SETNAME) return;
-        w.str(IpsetAttr.TYPENAME, s.type).u8(IpsetAttr.FAMILY, s.family).u8(IpsetAttr.REVISION, s.revision).u16(IpsetAttr.INDEX | NET, this.slots.indexOf(s), 'net');
+        w.str(IpsetAttr.TYPENAME, s.type)
+          .u8(IpsetAttr.FAMILY, s.family)
+          .u8(IpsetAttr.REVISION, s.revision)
+          .u16(IpsetAttr.INDEX | NET, this.slots.indexOf(s), 'net');
         w.nested(IpsetAttr.DATA, (d) => {
-          if (s.type === 'bitmap:port') d.u16(D.PORT | NET, s.portRange.from, 'net').u16(D.PORT_TO | NET, s.portRange.to, 'net');
+          if (s.type === 'bitmap:port')
+            d.u16(D.PORT | NET, s.portRange.from, 'net').u16(D.PORT_TO | NET, s.portRange.to, 'net');
           else d.u32(D.HASHSIZE | NET, s.hashSize, 'net').u32(D.MAXELEM | NET, s.maxElem, 'net');
           if (s.timeout !== undefined) d.u32(D.TIMEOUT | NET, s.timeout, 'net');
           if (s.comment) d.u32(D.CADT_FLAGS | NET, IPSET_FLAG_WITH_COMMENT, 'net');
-          d.u32(D.REFERENCES | NET, s.references, 'net').u32(D.MEMSIZE | NET, 0, 'net').u32(D.ELEMENTS | NET, s.entries.size, 'net');
+          d.u32(D.REFERENCES | NET, s.references, 'net')
+            .u32(D.MEMSIZE | NET, 0, 'net')
+            .u32(D.ELEMENTS | NET, s.entries.size, 'net');
         });
         if (flags & IPSET_FLAG_LIST_HEADER) return;
         w.nested(IpsetAttr.ADT, (adt) => {
@@ -360,7 +429,12 @@ function errorReply(req: InMessage, errno: number, lineno?: number): FakeReply {
     if (at) new DataView(echo.buffer).setUint32(at.offset + 4, lineno, false);
   }
   const w = new ByteWriter(32 + echo.length);
-  w.u32le(-errno >>> 0).u32le(16 + req.payload.length).u16le(req.type).u16le(req.flags).u32le(req.seq).u32le(req.pid);
+  w.u32le(-errno >>> 0)
+    .u32le(16 + req.payload.length)
+    .u16le(req.type)
+    .u16le(req.flags)
+    .u32le(req.seq)
+    .u32le(req.pid);
   if (errno !== 0) w.bytes(echo);
   return { type: NLMSG_ERROR, payload: w.toBytes(), seq: req.seq };
 }

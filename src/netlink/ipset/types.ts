@@ -1,8 +1,16 @@
 // The ipset objects the client speaks in: plain data, no I/O.
 
 /** The set types kube-proxy's IPVS mode uses. */
-export type IpsetType = 'hash:ip' | 'hash:ip,port' | 'hash:ip,port,ip' | 'hash:ip,port,net' | 'hash:net' | 'bitmap:port';
-export const IPSET_TYPES: readonly IpsetType[] = ['hash:ip', 'hash:ip,port', 'hash:ip,port,ip', 'hash:ip,port,net', 'hash:net', 'bitmap:port'];
+export type IpsetType =
+  'hash:ip' | 'hash:ip,port' | 'hash:ip,port,ip' | 'hash:ip,port,net' | 'hash:net' | 'bitmap:port';
+export const IPSET_TYPES: readonly IpsetType[] = [
+  'hash:ip',
+  'hash:ip,port',
+  'hash:ip,port,ip',
+  'hash:ip,port,net',
+  'hash:net',
+  'bitmap:port',
+];
 
 export type IpsetFamily = 'inet' | 'inet6';
 

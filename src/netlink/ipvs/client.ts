@@ -37,7 +37,16 @@ import {
   setDestMessage,
   setServiceMessage,
 } from './messages.ts';
-import type { IpvsDestination, IpvsDestinationKey, IpvsDestinationSpec, IpvsInfo, IpvsService, IpvsServiceKey, IpvsServiceSpec, IpvsTimeouts } from './types.ts';
+import type {
+  IpvsDestination,
+  IpvsDestinationKey,
+  IpvsDestinationSpec,
+  IpvsInfo,
+  IpvsService,
+  IpvsServiceKey,
+  IpvsServiceSpec,
+  IpvsTimeouts,
+} from './types.ts';
 
 export interface IpvsCallOptions {
   signal?: AbortSignal;
@@ -53,7 +62,10 @@ export interface ApplyManyOptions extends IpvsCallOptions {
  * applyMany(). Without pipeline(), applyMany() sends one request at a time (same results).
  */
 export interface IpvsTransport extends NetlinkTransport {
-  pipeline?(msgs: readonly OutMessage[], opts?: { signal?: AbortSignal; perDatagram?: number }): Promise<(NetlinkError | undefined)[]>;
+  pipeline?(
+    msgs: readonly OutMessage[],
+    opts?: { signal?: AbortSignal; perDatagram?: number },
+  ): Promise<(NetlinkError | undefined)[]>;
 }
 
 /**
@@ -87,9 +99,10 @@ export class IpvsSchedulerError extends NetlinkError {
   readonly scheduler: string;
   readonly peName: string | undefined;
   constructor(op: string, scheduler: string, peName: string | undefined, cause: NetlinkError) {
-    const what = peName === undefined
-      ? `scheduler ${JSON.stringify(scheduler)} is not available (is module ip_vs_${scheduler} loadable?)`
-      : `scheduler ${JSON.stringify(scheduler)} or persistence engine ${JSON.stringify(peName)} is not available (modules ip_vs_${scheduler}, ip_vs_pe_${peName})`;
+    const what =
+      peName === undefined
+        ? `scheduler ${JSON.stringify(scheduler)} is not available (is module ip_vs_${scheduler} loadable?)`
+        : `scheduler ${JSON.stringify(scheduler)} or persistence engine ${JSON.stringify(peName)} is not available (modules ip_vs_${scheduler}, ip_vs_pe_${peName})`;
     super(`${op}: ${what}`, cause.errno, cause.extack, { cause });
     this.scheduler = scheduler;
     this.peName = peName;
@@ -103,7 +116,11 @@ function schedulerError<E>(e: E, s: IpvsServiceSpec): E | IpvsSchedulerError {
 }
 
 /** applyMany() on a transport without pipeline(): the same results, one round trip each. */
-async function oneByOne(nl: NetlinkTransport, msgs: readonly OutMessage[], opts: IpvsCallOptions): Promise<(NetlinkError | undefined)[]> {
+async function oneByOne(
+  nl: NetlinkTransport,
+  msgs: readonly OutMessage[],
+  opts: IpvsCallOptions,
+): Promise<(NetlinkError | undefined)[]> {
   const out: (NetlinkError | undefined)[] = [];
   for (const m of msgs) {
     try {
@@ -136,7 +153,10 @@ export class IpvsClient {
 
   private async send(build: (family: number) => OutMessage, opts: IpvsCallOptions & { dump?: boolean } = {}) {
     const family = await this.familyId();
-    return this.nl.request(build(family), { ...(opts.dump ? { dump: true } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
+    return this.nl.request(build(family), {
+      ...(opts.dump ? { dump: true } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
   }
 
   /** IPVS version and connection table size: also a cheap "is IPVS there" probe. */
@@ -155,7 +175,11 @@ export class IpvsClient {
     await this.serviceCall((f) => setServiceMessage(f, s), s, opts);
   }
 
-  private async serviceCall(build: (family: number) => OutMessage, s: IpvsServiceSpec, opts: IpvsCallOptions): Promise<void> {
+  private async serviceCall(
+    build: (family: number) => OutMessage,
+    s: IpvsServiceSpec,
+    opts: IpvsCallOptions,
+  ): Promise<void> {
     // Outside the try: a missing IPVS family (also ENOENT) keeps its own message.
     const family = await this.familyId();
     try {
@@ -186,7 +210,12 @@ export class IpvsClient {
         msgs.push(opMessage(family, o));
         index.push(i);
       } catch (e) {
-        results[i] = new NetlinkError(opLabel(o), errnoNumber('EINVAL'), { msg: e instanceof Error ? e.message : String(e) }, { cause: e });
+        results[i] = new NetlinkError(
+          opLabel(o),
+          errnoNumber('EINVAL'),
+          { msg: e instanceof Error ? e.message : String(e) },
+          { cause: e },
+        );
       }
     });
     const sig = opts.signal ? { signal: opts.signal } : {};

@@ -8,14 +8,26 @@
 //   ADDR and PORT. Replies add ACTIVE_CONNS, INACT_CONNS, PERSIST_CONNS, STATS, STATS64.
 
 import { NetlinkDecodeError } from '../core/index.ts';
-import type { Attr , AttrSet, AttrWriter} from '../core/index.ts';
+import type { Attr, AttrSet, AttrWriter } from '../core/index.ts';
 import type { IPFamily } from '../../base/ip.ts';
 import { IpvsDestAttr as A } from './constants.ts';
-import { addressBytes, afName, afNumber, checkPort, checkU32, forwardName, forwardNumber, nestedNoFlag, readAddress, writeUnknown } from './fields.ts';
+import {
+  addressBytes,
+  afName,
+  afNumber,
+  checkPort,
+  checkU32,
+  forwardName,
+  forwardNumber,
+  nestedNoFlag,
+  readAddress,
+  writeUnknown,
+} from './fields.ts';
 import { encodeStats, pickStats } from './stats.ts';
 import type { IpvsDestination, IpvsDestinationKey, IpvsDestinationSpec } from './types.ts';
 
-export const destinationLabel = (d: IpvsDestinationKey): string => (d.address.includes(':') ? `[${d.address}]:${d.port}` : `${d.address}:${d.port}`);
+export const destinationLabel = (d: IpvsDestinationKey): string =>
+  d.address.includes(':') ? `[${d.address}]:${d.port}` : `${d.address}:${d.port}`;
 
 /** ADDR_FAMILY, ADDR, PORT: enough to name a destination (DEL_DEST). */
 export function writeDestinationKey(w: AttrWriter, d: IpvsDestinationKey): IPFamily {
@@ -30,7 +42,8 @@ export function writeDestinationKey(w: AttrWriter, d: IpvsDestinationKey): IPFam
 export function writeDestinationSpec(w: AttrWriter, d: IpvsDestinationSpec): void {
   writeDestinationKey(w, d);
   w.u32(A.FWD_METHOD, forwardNumber(d.forward ?? 'masq'));
-  if (!Number.isInteger(d.weight) || d.weight < 0 || d.weight > 0x7fffffff) throw new TypeError(`destination weight ${d.weight} is out of range`);
+  if (!Number.isInteger(d.weight) || d.weight < 0 || d.weight > 0x7fffffff)
+    throw new TypeError(`destination weight ${d.weight} is out of range`);
   w.u32(A.WEIGHT, d.weight);
   // Tunnel settings (kernel 5.3+) only matter for forward 'tunnel'; ipvsadm sends zeros.
   w.u8(A.TUN_TYPE, 0);
@@ -46,7 +59,9 @@ const KNOWN = new Set<number>(Object.values(A));
 export function decodeDestination(attrs: AttrSet, serviceFamily?: IPFamily): IpvsDestination {
   const where = attrs.where;
   const afAttr = attrs.get(A.ADDR_FAMILY);
-  const family = afAttr ? afName(attrs.require(A.ADDR_FAMILY, attrs.u16(A.ADDR_FAMILY)), where, afAttr.offset) : serviceFamily;
+  const family = afAttr
+    ? afName(attrs.require(A.ADDR_FAMILY, attrs.u16(A.ADDR_FAMILY)), where, afAttr.offset)
+    : serviceFamily;
   if (!family) throw new NetlinkDecodeError(where, 0, 'destination without an address family');
   const addr = attrs.get(A.ADDR);
   const port = attrs.u16(A.PORT, 'net');
@@ -57,7 +72,9 @@ export function decodeDestination(attrs: AttrSet, serviceFamily?: IPFamily): Ipv
     family,
     address: readAddress(addr, family, where),
     port,
-    forward: fwdAttr ? forwardName(attrs.require(A.FWD_METHOD, attrs.u32(A.FWD_METHOD)), where, fwdAttr.offset) : 'masq',
+    forward: fwdAttr
+      ? forwardName(attrs.require(A.FWD_METHOD, attrs.u32(A.FWD_METHOD)), where, fwdAttr.offset)
+      : 'masq',
     weight: weight | 0, // an int in the kernel
     upperThreshold: attrs.u32(A.U_THRESH) ?? 0,
     lowerThreshold: attrs.u32(A.L_THRESH) ?? 0,

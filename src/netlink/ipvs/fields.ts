@@ -4,7 +4,7 @@
 import { ipFromBytes, parseIP } from '../../base/ip.ts';
 import type { IPFamily } from '../../base/ip.ts';
 import { AF_INET, AF_INET6, NetlinkDecodeError } from '../core/index.ts';
-import type { Attr , AttrWriter} from '../core/index.ts';
+import type { Attr, AttrWriter } from '../core/index.ts';
 import {
   IP_VS_CONN_F_BYPASS,
   IP_VS_CONN_F_DROUTE,
@@ -62,7 +62,11 @@ export function afName(n: number, where: string, offset: number): IPFamily {
  * An address as union nf_inet_addr: 16 bytes, an IPv4 address in the first 4 (ipvsadm and the
  * kernel both send all 16). Throws a TypeError for text that is no address of `family`.
  */
-export function addressBytes(text: string, family: IPFamily | undefined, what: string): { family: IPFamily; bytes: Uint8Array } {
+export function addressBytes(
+  text: string,
+  family: IPFamily | undefined,
+  what: string,
+): { family: IPFamily; bytes: Uint8Array } {
   const ip = parseIP(text);
   if (!ip) throw new TypeError(`${what}: ${JSON.stringify(text)} is not an IP address`);
   if (family && ip.family !== family) throw new TypeError(`${what}: ${text} is not an ${family} address`);
@@ -74,12 +78,18 @@ export function addressBytes(text: string, family: IPFamily | undefined, what: s
 /** Reads an address attribute of `family`: 16 bytes (the union) or exactly the address size. */
 export function readAddress(a: Attr, family: IPFamily, where: string): string {
   const need = family === 'IPv4' ? 4 : 16;
-  if (a.data.length < need) throw new NetlinkDecodeError(where, a.offset, `address of ${a.data.length} bytes, an ${family} address needs ${need}`);
+  if (a.data.length < need)
+    throw new NetlinkDecodeError(
+      where,
+      a.offset,
+      `address of ${a.data.length} bytes, an ${family} address needs ${need}`,
+    );
   return ipFromBytes(a.data.subarray(0, need)).text;
 }
 
 export function checkPort(port: number, what: string): number {
-  if (!Number.isInteger(port) || port < 0 || port > 0xffff) throw new TypeError(`${what}: port ${port} is out of range`);
+  if (!Number.isInteger(port) || port < 0 || port > 0xffff)
+    throw new TypeError(`${what}: port ${port} is out of range`);
   return port;
 }
 
@@ -94,7 +104,8 @@ export function checkU32(v: number, what: string): number {
  */
 export function writeNetmask(w: AttrWriter, type: number, family: IPFamily, prefix: number): void {
   const max = family === 'IPv4' ? 32 : 128;
-  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max) throw new TypeError(`persistence netmask /${prefix} is out of range for ${family}`);
+  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max)
+    throw new TypeError(`persistence netmask /${prefix} is out of range for ${family}`);
   if (family === 'IPv6') w.u32(type, prefix);
   else w.u32(type, prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0, 'net');
 }

@@ -7,44 +7,75 @@
 // kernel's IPVS commands ignore them); the transport adds REQUEST and ACK (or DUMP).
 
 import { genlMessage, NetlinkDecodeError, splitGenlPayload } from '../core/index.ts';
-import type { InMessage, OutMessage , AttrSet} from '../core/index.ts';
+import type { InMessage, OutMessage, AttrSet } from '../core/index.ts';
 import type { IPFamily } from '../../base/ip.ts';
 import { IPVS_GENL_VERSION, IpvsCmd, IpvsCmdAttr, IpvsInfoAttr } from './constants.ts';
 import { decodeDestination, destinationLabel, writeDestinationKey, writeDestinationSpec } from './destination.ts';
 import { decodeService, serviceLabel, writeServiceKey, writeServiceSpec } from './service.ts';
-import type { IpvsDestination, IpvsDestinationKey, IpvsDestinationSpec, IpvsInfo, IpvsService, IpvsServiceKey, IpvsServiceSpec, IpvsTimeouts } from './types.ts';
+import type {
+  IpvsDestination,
+  IpvsDestinationKey,
+  IpvsDestinationSpec,
+  IpvsInfo,
+  IpvsService,
+  IpvsServiceKey,
+  IpvsServiceSpec,
+  IpvsTimeouts,
+} from './types.ts';
 
 const msg = (family: number, cmd: number, label: string, fill?: Parameters<typeof genlMessage>[5]): OutMessage =>
   genlMessage(family, cmd, IPVS_GENL_VERSION, 0, label, fill);
 
 export const newServiceMessage = (family: number, s: IpvsServiceSpec): OutMessage =>
-  msg(family, IpvsCmd.NEW_SERVICE, `add ipvs service ${serviceLabel(s)} scheduler ${s.scheduler}`, (w) => w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceSpec(n, s)));
+  msg(family, IpvsCmd.NEW_SERVICE, `add ipvs service ${serviceLabel(s)} scheduler ${s.scheduler}`, (w) =>
+    w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceSpec(n, s)),
+  );
 
 export const setServiceMessage = (family: number, s: IpvsServiceSpec): OutMessage =>
-  msg(family, IpvsCmd.SET_SERVICE, `edit ipvs service ${serviceLabel(s)} scheduler ${s.scheduler}`, (w) => w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceSpec(n, s)));
+  msg(family, IpvsCmd.SET_SERVICE, `edit ipvs service ${serviceLabel(s)} scheduler ${s.scheduler}`, (w) =>
+    w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceSpec(n, s)),
+  );
 
 export const delServiceMessage = (family: number, k: IpvsServiceKey): OutMessage =>
-  msg(family, IpvsCmd.DEL_SERVICE, `delete ipvs service ${serviceLabel(k)}`, (w) => w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceKey(n, k)));
+  msg(family, IpvsCmd.DEL_SERVICE, `delete ipvs service ${serviceLabel(k)}`, (w) =>
+    w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceKey(n, k)),
+  );
 
 /** GET_SERVICE for one service (no dump flag), or all (with the dump flag and no key). */
 export const getServiceMessage = (family: number, k?: IpvsServiceKey): OutMessage =>
   k
-    ? msg(family, IpvsCmd.GET_SERVICE, `get ipvs service ${serviceLabel(k)}`, (w) => w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceKey(n, k)))
+    ? msg(family, IpvsCmd.GET_SERVICE, `get ipvs service ${serviceLabel(k)}`, (w) =>
+        w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceKey(n, k)),
+      )
     : msg(family, IpvsCmd.GET_SERVICE, 'list ipvs services');
 
-const destMessage = (family: number, cmd: number, verb: string, k: IpvsServiceKey, d: IpvsDestinationSpec | IpvsDestinationKey, full: boolean): OutMessage =>
+const destMessage = (
+  family: number,
+  cmd: number,
+  verb: string,
+  k: IpvsServiceKey,
+  d: IpvsDestinationSpec | IpvsDestinationKey,
+  full: boolean,
+): OutMessage =>
   msg(family, cmd, `${verb} ipvs destination ${destinationLabel(d)} of ${serviceLabel(k)}`, (w) => {
     w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceKey(n, k));
-    w.nested(IpvsCmdAttr.DEST, (n) => (full ? writeDestinationSpec(n, d as IpvsDestinationSpec) : writeDestinationKey(n, d)));
+    w.nested(IpvsCmdAttr.DEST, (n) =>
+      full ? writeDestinationSpec(n, d as IpvsDestinationSpec) : writeDestinationKey(n, d),
+    );
   });
 
-export const newDestMessage = (family: number, k: IpvsServiceKey, d: IpvsDestinationSpec): OutMessage => destMessage(family, IpvsCmd.NEW_DEST, 'add', k, d, true);
-export const setDestMessage = (family: number, k: IpvsServiceKey, d: IpvsDestinationSpec): OutMessage => destMessage(family, IpvsCmd.SET_DEST, 'edit', k, d, true);
-export const delDestMessage = (family: number, k: IpvsServiceKey, d: IpvsDestinationKey): OutMessage => destMessage(family, IpvsCmd.DEL_DEST, 'delete', k, d, false);
+export const newDestMessage = (family: number, k: IpvsServiceKey, d: IpvsDestinationSpec): OutMessage =>
+  destMessage(family, IpvsCmd.NEW_DEST, 'add', k, d, true);
+export const setDestMessage = (family: number, k: IpvsServiceKey, d: IpvsDestinationSpec): OutMessage =>
+  destMessage(family, IpvsCmd.SET_DEST, 'edit', k, d, true);
+export const delDestMessage = (family: number, k: IpvsServiceKey, d: IpvsDestinationKey): OutMessage =>
+  destMessage(family, IpvsCmd.DEL_DEST, 'delete', k, d, false);
 
 /** GET_DEST, sent as a dump: every destination of one service. */
 export const getDestsMessage = (family: number, k: IpvsServiceKey): OutMessage =>
-  msg(family, IpvsCmd.GET_DEST, `list ipvs destinations of ${serviceLabel(k)}`, (w) => w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceKey(n, k)));
+  msg(family, IpvsCmd.GET_DEST, `list ipvs destinations of ${serviceLabel(k)}`, (w) =>
+    w.nested(IpvsCmdAttr.SERVICE, (n) => writeServiceKey(n, k)),
+  );
 
 /** SET_CONFIG: only the time-outs given (and non-zero) are changed, as in `ipvsadm --set`. */
 export const setConfigMessage = (family: number, t: Partial<IpvsTimeouts>): OutMessage =>
@@ -100,5 +131,8 @@ export function parseConfigReply(m: InMessage): IpvsTimeouts {
 export function parseInfoReply(m: InMessage): IpvsInfo {
   const attrs = expectCmd(m, IpvsCmd.SET_INFO, 'ipvs info');
   const v = attrs.require(IpvsInfoAttr.VERSION, attrs.u32(IpvsInfoAttr.VERSION));
-  return { version: `${(v >> 16) & 0xff}.${(v >> 8) & 0xff}.${v & 0xff}`, connTableSize: attrs.u32(IpvsInfoAttr.CONN_TAB_SIZE) ?? 0 };
+  return {
+    version: `${(v >> 16) & 0xff}.${(v >> 8) & 0xff}.${v & 0xff}`,
+    connTableSize: attrs.u32(IpvsInfoAttr.CONN_TAB_SIZE) ?? 0,
+  };
 }

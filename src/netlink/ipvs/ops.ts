@@ -9,7 +9,14 @@
 
 import type { OutMessage } from '../core/index.ts';
 import { destinationLabel } from './destination.ts';
-import { delDestMessage, delServiceMessage, newDestMessage, newServiceMessage, setDestMessage, setServiceMessage } from './messages.ts';
+import {
+  delDestMessage,
+  delServiceMessage,
+  newDestMessage,
+  newServiceMessage,
+  setDestMessage,
+  setServiceMessage,
+} from './messages.ts';
 import { serviceLabel } from './service.ts';
 import type { IpvsDestinationKey, IpvsDestinationSpec, IpvsServiceKey, IpvsServiceSpec } from './types.ts';
 
@@ -42,6 +49,7 @@ export function opMessage(family: number, o: IpvsOp): OutMessage {
 /** "add ipvs destination 10.0.0.1:8080 of TCP 10.96.0.1:80": for errors raised before anything was sent. */
 export function opLabel(o: IpvsOp): string {
   const [verb, what] = o.op.split('-') as [string, string];
-  if (o.op === 'add-service' || o.op === 'edit-service' || o.op === 'delete-service') return `${verb} ipvs ${what} ${serviceLabel(o.service)}`;
+  if (o.op === 'add-service' || o.op === 'edit-service' || o.op === 'delete-service')
+    return `${verb} ipvs ${what} ${serviceLabel(o.service)}`;
   return `${verb} ipvs ${what} ${destinationLabel(o.destination)} of ${serviceLabel(o.service)}`;
 }

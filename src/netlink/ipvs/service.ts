@@ -9,9 +9,28 @@
 //   Replies add STATS and STATS64, and nest without NLA_F_NESTED.
 
 import { NetlinkDecodeError } from '../core/index.ts';
-import type { Attr , AttrSet, AttrWriter} from '../core/index.ts';
-import { IP_VS_SCHEDNAME_MAXLEN, IP_VS_PENAME_MAXLEN, IP_VS_SVC_F_HASHED, IP_VS_SVC_F_PERSISTENT, IpvsSvcAttr as A } from './constants.ts';
-import { addressBytes, afName, afNumber, checkPort, checkU32, nestedNoFlag, protocolName, protocolNumber, readAddress, readNetmask, writeNetmask, writeUnknown } from './fields.ts';
+import type { Attr, AttrSet, AttrWriter } from '../core/index.ts';
+import {
+  IP_VS_SCHEDNAME_MAXLEN,
+  IP_VS_PENAME_MAXLEN,
+  IP_VS_SVC_F_HASHED,
+  IP_VS_SVC_F_PERSISTENT,
+  IpvsSvcAttr as A,
+} from './constants.ts';
+import {
+  addressBytes,
+  afName,
+  afNumber,
+  checkPort,
+  checkU32,
+  nestedNoFlag,
+  protocolName,
+  protocolNumber,
+  readAddress,
+  readNetmask,
+  writeNetmask,
+  writeUnknown,
+} from './fields.ts';
 import { encodeStats, pickStats } from './stats.ts';
 import { isFwmarkKey } from './types.ts';
 import type { IpvsService, IpvsServiceKey, IpvsServiceSpec } from './types.ts';
@@ -27,7 +46,8 @@ export function serviceLabel(k: IpvsServiceKey): string {
 export function writeServiceKey(w: AttrWriter, k: IpvsServiceKey): void {
   w.u16(A.AF, afNumber(k.family));
   if (isFwmarkKey(k)) {
-    if (!Number.isInteger(k.fwmark) || k.fwmark <= 0 || k.fwmark > 0xffffffff) throw new TypeError(`service fwmark ${k.fwmark} must be a non-zero u32`);
+    if (!Number.isInteger(k.fwmark) || k.fwmark <= 0 || k.fwmark > 0xffffffff)
+      throw new TypeError(`service fwmark ${k.fwmark} must be a non-zero u32`);
     w.u32(A.FWMARK, k.fwmark);
     return;
   }
@@ -74,14 +94,22 @@ export function decodeService(attrs: AttrSet): IpvsService {
     const protoAttr = attrs.get(A.PROTOCOL);
     const addr = attrs.get(A.ADDR);
     const port = attrs.u16(A.PORT, 'net');
-    if (!protoAttr || !addr || port === undefined) throw new NetlinkDecodeError(where, 0, 'a service needs a fwmark or a protocol, address and port');
-    key = { family, protocol: protocolName(attrs.require(A.PROTOCOL, attrs.u16(A.PROTOCOL)), where, protoAttr.offset), address: readAddress(addr, family, where), port };
+    if (!protoAttr || !addr || port === undefined)
+      throw new NetlinkDecodeError(where, 0, 'a service needs a fwmark or a protocol, address and port');
+    key = {
+      family,
+      protocol: protocolName(attrs.require(A.PROTOCOL, attrs.u16(A.PROTOCOL)), where, protoAttr.offset),
+      address: readAddress(addr, family, where),
+      port,
+    };
   }
   const flagsAttr = attrs.get(A.FLAGS);
-  if (flagsAttr && flagsAttr.data.length < 4) throw new NetlinkDecodeError(where, flagsAttr.offset, `flags of ${flagsAttr.data.length} bytes`);
+  if (flagsAttr && flagsAttr.data.length < 4)
+    throw new NetlinkDecodeError(where, flagsAttr.offset, `flags of ${flagsAttr.data.length} bytes`);
   const flags = flagsAttr ? new DataView(flagsAttr.data.buffer, flagsAttr.data.byteOffset, 4).getUint32(0, true) : 0;
   const netmaskAttr = attrs.get(A.NETMASK);
-  if (netmaskAttr && netmaskAttr.data.length < 4) throw new NetlinkDecodeError(where, netmaskAttr.offset, `netmask of ${netmaskAttr.data.length} bytes`);
+  if (netmaskAttr && netmaskAttr.data.length < 4)
+    throw new NetlinkDecodeError(where, netmaskAttr.offset, `netmask of ${netmaskAttr.data.length} bytes`);
   const peName = attrs.str(A.PE_NAME);
   const unknown: Attr[] = attrs.all.filter((a) => !KNOWN.has(a.type));
   return {
@@ -111,7 +139,11 @@ export function writeServiceEntry(w: AttrWriter, type: number, s: IpvsService): 
     }
     n.str(A.SCHED_NAME, s.scheduler);
     if (s.peName !== undefined) n.str(A.PE_NAME, s.peName);
-    n.out.u16le(12).u16le(A.FLAGS).u32le(s.flags | IP_VS_SVC_F_HASHED).u32le(0xffffffff);
+    n.out
+      .u16le(12)
+      .u16le(A.FLAGS)
+      .u32le(s.flags | IP_VS_SVC_F_HASHED)
+      .u32le(0xffffffff);
     n.u32(A.TIMEOUT, s.timeout);
     writeNetmask(n, A.NETMASK, s.family, s.netmask);
     encodeStats(n, A.STATS, A.STATS64, s.stats);

@@ -2,7 +2,7 @@
 // u32 fields except INBYTES/OUTBYTES (u64); STATS64 (kernel 4.x+) has every field as u64 and
 // is preferred when present.
 
-import type { AttrSet, AttrWriter} from '../core/index.ts';
+import type { AttrSet, AttrWriter } from '../core/index.ts';
 import { NetlinkDecodeError, readU32, readU64 } from '../core/index.ts';
 import { IpvsStatsAttr as S } from './constants.ts';
 import { nestedNoFlag } from './fields.ts';
@@ -21,7 +21,18 @@ const FIELDS: ReadonlyArray<readonly [keyof IpvsStats, number]> = [
   ['outBps', S.OUTBPS],
 ];
 
-export const zeroStats = (): IpvsStats => ({ conns: 0n, inPkts: 0n, outPkts: 0n, inBytes: 0n, outBytes: 0n, cps: 0n, inPps: 0n, outPps: 0n, inBps: 0n, outBps: 0n });
+export const zeroStats = (): IpvsStats => ({
+  conns: 0n,
+  inPkts: 0n,
+  outPkts: 0n,
+  inBytes: 0n,
+  outBytes: 0n,
+  cps: 0n,
+  inPps: 0n,
+  outPps: 0n,
+  inBps: 0n,
+  outBps: 0n,
+});
 
 /** Reads a stats nest; each counter is taken at the width it arrives in (4 or 8 bytes). */
 export function decodeStats(set: AttrSet): IpvsStats {

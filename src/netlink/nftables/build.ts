@@ -21,8 +21,20 @@ import { renderVerdict } from './verdict.ts';
 import { renderDuration } from './element.ts';
 
 export type Field =
-  | 'ip saddr' | 'ip daddr' | 'ip6 saddr' | 'ip6 daddr' | 'meta l4proto' | 'th sport' | 'th dport' | 'meta mark'
-  | 'iifname' | 'oifname' | 'ct mark' | 'meta nfproto' | `numgen random mod ${number}` | `numgen random mod ${number} offset ${number}`;
+  | 'ip saddr'
+  | 'ip daddr'
+  | 'ip6 saddr'
+  | 'ip6 daddr'
+  | 'meta l4proto'
+  | 'th sport'
+  | 'th dport'
+  | 'meta mark'
+  | 'iifname'
+  | 'oifname'
+  | 'ct mark'
+  | 'meta nfproto'
+  | `numgen random mod ${number}`
+  | `numgen random mod ${number} offset ${number}`;
 
 interface Loaded {
   exprs: NftExpr[];
@@ -35,7 +47,13 @@ interface Loaded {
 }
 
 function load(f: Field, reg: number): Loaded {
-  const payload = (base: 'network' | 'transport', offset: number, len: number): NftExpr => ({ type: 'payload', base, offset, len, dreg: reg });
+  const payload = (base: 'network' | 'transport', offset: number, len: number): NftExpr => ({
+    type: 'payload',
+    base,
+    offset,
+    len,
+    dreg: reg,
+  });
   switch (f) {
     case 'ip saddr':
       return { exprs: [payload('network', 12, 4)], len: 4, text: f, type: 'ipv4_addr', nfproto: 2 };
@@ -63,7 +81,12 @@ function load(f: Field, reg: number): Loaded {
   }
   const m = /^numgen random mod (\d+)(?: offset (\d+))?$/.exec(f);
   if (!m) throw new TypeError(`unknown field ${String(f)}`);
-  return { exprs: [{ type: 'numgen', mode: 'random', modulus: Number(m[1]), offset: Number(m[2] ?? 0), dreg: reg }], len: 4, text: f, type: 'integer' };
+  return {
+    exprs: [{ type: 'numgen', mode: 'random', modulus: Number(m[1]), offset: Number(m[2] ?? 0), dreg: reg }],
+    len: 4,
+    text: f,
+    type: 'integer',
+  };
 }
 
 /**
@@ -76,11 +99,18 @@ export function registerAt(words: number): number {
   return words % 4 === 0 ? 1 + words / 4 : NFT_REG32_00 + words;
 }
 
-const u32be = (n: number): Uint8Array => Uint8Array.of((n >>> 24) & 0xff, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff);
-const u32le = (n: number): Uint8Array => Uint8Array.of(n & 0xff, (n >>> 8) & 0xff, (n >>> 16) & 0xff, (n >>> 24) & 0xff);
+const u32be = (n: number): Uint8Array =>
+  Uint8Array.of((n >>> 24) & 0xff, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff);
+const u32le = (n: number): Uint8Array =>
+  Uint8Array.of(n & 0xff, (n >>> 8) & 0xff, (n >>> 16) & 0xff, (n >>> 24) & 0xff);
 const hex32 = (n: number): string => `0x${(n >>> 0).toString(16).padStart(8, '0')}`;
 
-export type RejectWith = 'icmp port-unreachable' | 'icmpv6 port-unreachable' | 'icmpx port-unreachable' | 'tcp reset' | 'icmp host-unreachable';
+export type RejectWith =
+  | 'icmp port-unreachable'
+  | 'icmpv6 port-unreachable'
+  | 'icmpx port-unreachable'
+  | 'tcp reset'
+  | 'icmp host-unreachable';
 
 export class RuleBuilder {
   private readonly family: Family;
@@ -99,7 +129,10 @@ export class RuleBuilder {
   private dep(l: Loaded): void {
     if (this.family !== 'inet' || l.nfproto === undefined || this.nfproto === l.nfproto) return;
     this.nfproto = l.nfproto;
-    this.exprs.push({ type: 'meta', key: 'nfproto', dreg: 1 }, { type: 'cmp', sreg: 1, op: 'eq', data: Uint8Array.of(l.nfproto) });
+    this.exprs.push(
+      { type: 'meta', key: 'nfproto', dreg: 1 },
+      { type: 'cmp', sreg: 1, op: 'eq', data: Uint8Array.of(l.nfproto) },
+    );
   }
 
   private guard(fn: () => void): this {
@@ -148,13 +181,21 @@ export class RuleBuilder {
           load.len = prefix / 8;
           this.exprs.push({ type: 'cmp', sreg: 1, op, data: net.subarray(0, prefix / 8) });
         } else {
-          this.exprs.push({ type: 'bitwise', sreg: 1, dreg: 1, len: bytes.length, mask, xor: new Uint8Array(bytes.length) });
+          this.exprs.push({
+            type: 'bitwise',
+            sreg: 1,
+            dreg: 1,
+            len: bytes.length,
+            mask,
+            xor: new Uint8Array(bytes.length),
+          });
           this.exprs.push({ type: 'cmp', sreg: 1, op, data: net });
         }
       } else if (l.type === 'ifname' && typeof value === 'string' && value.endsWith('*')) {
         // nft's wildcard: "veth*" compares only the prefix's bytes (no NUL), as nft compiles it.
         const prefix = Buffer.from(value.slice(0, -1), 'utf8');
-        if (prefix.length === 0 || prefix.length >= 16) throw new TypeError(`${value}: an interface-name prefix has 1 to 15 bytes`);
+        if (prefix.length === 0 || prefix.length >= 16)
+          throw new TypeError(`${value}: an interface-name prefix has 1 to 15 bytes`);
         this.exprs.push({ type: 'cmp', sreg: 1, op, data: new Uint8Array(prefix) });
         text = `"${value}"`;
       } else {
@@ -182,12 +223,19 @@ export class RuleBuilder {
   /** `fib daddr|saddr type [!=] local`. */
   fibLocal(which: 'daddr' | 'saddr', negate = false): this {
     return this.guard(() => {
-      this.exprs.push({ type: 'fib', result: 'type', flags: [which], dreg: 1 }, { type: 'cmp', sreg: 1, op: negate ? 'neq' : 'eq', data: u32le(RTN_LOCAL) });
+      this.exprs.push(
+        { type: 'fib', result: 'type', flags: [which], dreg: 1 },
+        { type: 'cmp', sreg: 1, op: negate ? 'neq' : 'eq', data: u32le(RTN_LOCAL) },
+      );
       this.words.push(`fib ${which} type ${negate ? '!= ' : ''}local`);
     });
   }
-  fibDaddrLocal(negate = false): this { return this.fibLocal('daddr', negate); }
-  fibSaddrLocal(negate = false): this { return this.fibLocal('saddr', negate); }
+  fibDaddrLocal(negate = false): this {
+    return this.fibLocal('daddr', negate);
+  }
+  fibSaddrLocal(negate = false): this {
+    return this.fibLocal('saddr', negate);
+  }
 
   /** `meta mark & MASK [!=|==] VALUE`. */
   markAnd(mask: number, value: number, op: 'eq' | 'neq' = 'eq'): this {
@@ -251,7 +299,9 @@ export class RuleBuilder {
       const e: NftExpr = { type: 'dynset', set, op: 'update', sregKey: 1 };
       if (timeoutMs !== undefined) e.timeoutMs = BigInt(timeoutMs);
       this.exprs.push(e);
-      this.words.push(`update @${ident(set)} { ${text}${timeoutMs !== undefined ? ` timeout ${renderDuration(timeoutMs)}` : ''} }`);
+      this.words.push(
+        `update @${ident(set)} { ${text}${timeoutMs !== undefined ? ` timeout ${renderDuration(timeoutMs)}` : ''} }`,
+      );
     });
   }
 
@@ -285,12 +335,24 @@ export class RuleBuilder {
     this.words.push(renderVerdict(v));
     return this;
   }
-  accept(): this { return this.verdict({ verdict: 'accept' }); }
-  drop(): this { return this.verdict({ verdict: 'drop' }); }
-  return(): this { return this.verdict({ verdict: 'return' }); }
-  continue(): this { return this.verdict({ verdict: 'continue' }); }
-  jump(chain: string): this { return this.verdict({ verdict: 'jump', chain }); }
-  goto(chain: string): this { return this.verdict({ verdict: 'goto', chain }); }
+  accept(): this {
+    return this.verdict({ verdict: 'accept' });
+  }
+  drop(): this {
+    return this.verdict({ verdict: 'drop' });
+  }
+  return(): this {
+    return this.verdict({ verdict: 'return' });
+  }
+  continue(): this {
+    return this.verdict({ verdict: 'continue' });
+  }
+  jump(chain: string): this {
+    return this.verdict({ verdict: 'jump', chain });
+  }
+  goto(chain: string): this {
+    return this.verdict({ verdict: 'goto', chain });
+  }
 
   masquerade(opts: { fullyRandom?: boolean } = {}): this {
     this.exprs.push(opts.fullyRandom ? { type: 'masq', flags: NF_NAT_RANGE_PROTO_RANDOM_FULLY } : { type: 'masq' });
@@ -311,11 +373,17 @@ export class RuleBuilder {
           : { type: 'nat', nat: kind, family: fam, regAddrMin: 1 },
       );
       const a = fam === 'ip6' && port !== undefined ? `[${addr}]` : addr;
-      this.words.push(`${kind}${this.family === 'inet' ? ` ${fam}` : ''} to ${a}${port !== undefined ? `:${port}` : ''}`);
+      this.words.push(
+        `${kind}${this.family === 'inet' ? ` ${fam}` : ''} to ${a}${port !== undefined ? `:${port}` : ''}`,
+      );
     });
   }
-  dnat(addr: string, port?: number): this { return this.natTo('dnat', addr, port); }
-  snat(addr: string, port?: number): this { return this.natTo('snat', addr, port); }
+  dnat(addr: string, port?: number): this {
+    return this.natTo('dnat', addr, port);
+  }
+  snat(addr: string, port?: number): this {
+    return this.natTo('snat', addr, port);
+  }
 
   /** `dnat [ip|ip6] to FIELDS map @map` where the map yields address . port. */
   dnatMap(fields: readonly Field[], map: string, natFamily: 'ip' | 'ip6' = this.family === 'ip6' ? 'ip6' : 'ip'): this {
@@ -323,7 +391,13 @@ export class RuleBuilder {
       const text = this.loadConcat(fields);
       const addrWords = natFamily === 'ip' ? 1 : 4;
       this.exprs.push({ type: 'lookup', set: map, sreg: 1, dreg: 1 });
-      this.exprs.push({ type: 'nat', nat: 'dnat', family: natFamily, regAddrMin: 1, regProtoMin: registerAt(addrWords) });
+      this.exprs.push({
+        type: 'nat',
+        nat: 'dnat',
+        family: natFamily,
+        regAddrMin: 1,
+        regProtoMin: registerAt(addrWords),
+      });
       this.words.push(`dnat${this.family === 'inet' ? ` ${natFamily}` : ''} to ${text} map @${ident(map)}`);
     });
   }
@@ -333,14 +407,28 @@ export class RuleBuilder {
    * and DNAT to the address . port the map holds for it (a map keyed `typeof numgen ...` with
    * data `ipv4_addr . inet_service`, or ipv6_addr for ip6).
    */
-  dnatNumgen(modulus: number, offset: number, map: string, natFamily: 'ip' | 'ip6' = this.family === 'ip6' ? 'ip6' : 'ip'): this {
+  dnatNumgen(
+    modulus: number,
+    offset: number,
+    map: string,
+    natFamily: 'ip' | 'ip6' = this.family === 'ip6' ? 'ip6' : 'ip',
+  ): this {
     return this.guard(() => {
-      if (!Number.isInteger(modulus) || modulus < 1) throw new TypeError(`numgen modulus ${modulus} must be a positive integer`);
+      if (!Number.isInteger(modulus) || modulus < 1)
+        throw new TypeError(`numgen modulus ${modulus} must be a positive integer`);
       const addrWords = natFamily === 'ip' ? 1 : 4;
       this.exprs.push({ type: 'numgen', mode: 'random', modulus, offset, dreg: 1 });
       this.exprs.push({ type: 'lookup', set: map, sreg: 1, dreg: 1 });
-      this.exprs.push({ type: 'nat', nat: 'dnat', family: natFamily, regAddrMin: 1, regProtoMin: registerAt(addrWords) });
-      this.words.push(`dnat ${natFamily} to numgen random mod ${modulus}${offset ? ` offset ${offset}` : ''} map @${ident(map)}`);
+      this.exprs.push({
+        type: 'nat',
+        nat: 'dnat',
+        family: natFamily,
+        regAddrMin: 1,
+        regProtoMin: registerAt(addrWords),
+      });
+      this.words.push(
+        `dnat ${natFamily} to numgen random mod ${modulus}${offset ? ` offset ${offset}` : ''} map @${ident(map)}`,
+      );
     });
   }
 
@@ -353,7 +441,9 @@ export class RuleBuilder {
       'tcp reset': { type: 'reject', reject: 'tcp-reset', code: 0 },
     };
     this.exprs.push(table[how]);
-    this.words.push(how === 'tcp reset' ? 'reject with tcp reset' : `reject with ${how.split(' ')[0]!} type ${how.split(' ')[1]!}`);
+    this.words.push(
+      how === 'tcp reset' ? 'reject with tcp reset' : `reject with ${how.split(' ')[0]!} type ${how.split(' ')[1]!}`,
+    );
     return this;
   }
 

@@ -5,20 +5,47 @@ import type { InMessage, OutMessage } from '../core/index.ts';
 import { NetlinkDecodeError, NLM_F_CREATE, NLM_F_EXCL } from '../core/index.ts';
 import type { Family, Hook } from './constants.ts';
 import {
-  HOOKS, NFTA_CHAIN_HANDLE, NFTA_CHAIN_HOOK, NFTA_CHAIN_NAME, NFTA_CHAIN_POLICY, NFTA_CHAIN_TABLE, NFTA_CHAIN_TYPE,
-  NFTA_CHAIN_USE, NFTA_CHAIN_USERDATA, NFTA_HOOK_DEV, NFTA_HOOK_HOOKNUM, NFTA_HOOK_PRIORITY, NftMsg,
+  HOOKS,
+  NFTA_CHAIN_HANDLE,
+  NFTA_CHAIN_HOOK,
+  NFTA_CHAIN_NAME,
+  NFTA_CHAIN_POLICY,
+  NFTA_CHAIN_TABLE,
+  NFTA_CHAIN_TYPE,
+  NFTA_CHAIN_USE,
+  NFTA_CHAIN_USERDATA,
+  NFTA_HOOK_DEV,
+  NFTA_HOOK_HOOKNUM,
+  NFTA_HOOK_PRIORITY,
+  NftMsg,
 } from './constants.ts';
 import { chainInUse, fail, missing, newHandle } from './fake-state.ts';
 import { cstr, ident, nftMessage, quote, received } from './message.ts';
 import type { ObjectCodec } from './object.ts';
 import {
-  addThenDelete, braces, commentPart, createFlags, isRemoval, needsDestroy, opLabel, removalCmd, scopeText, validName,
+  addThenDelete,
+  braces,
+  commentPart,
+  createFlags,
+  isRemoval,
+  needsDestroy,
+  opLabel,
+  removalCmd,
+  scopeText,
+  validName,
 } from './object.ts';
 import { flushRulesMessage } from './rule.ts';
 import type { BaseChainSpec, NftChain, Scope } from './types.ts';
 import { commentOf, commentUdata } from './udata.ts';
 
-export function chainMessage(scope: Scope, cmd: number, flags: number, c: NftChain, label: string, full: boolean): OutMessage {
+export function chainMessage(
+  scope: Scope,
+  cmd: number,
+  flags: number,
+  c: NftChain,
+  label: string,
+  full: boolean,
+): OutMessage {
   return nftMessage(cmd, scope.family, flags, label, (w) => {
     w.bytes(NFTA_CHAIN_TABLE, cstr(scope.table));
     if (!full && c.handle !== undefined) {
@@ -62,7 +89,8 @@ export function decodeChain(msg: Pick<InMessage, 'payload'>): ListedChain {
   const hook = a.nested(NFTA_CHAIN_HOOK);
   if (hook) {
     const type = a.str(NFTA_CHAIN_TYPE) ?? 'filter';
-    if (type !== 'filter' && type !== 'nat' && type !== 'route') throw new NetlinkDecodeError(a.where, 0, `unknown chain type ${type}`);
+    if (type !== 'filter' && type !== 'nat' && type !== 'route')
+      throw new NetlinkDecodeError(a.where, 0, `unknown chain type ${type}`);
     const base: BaseChainSpec = {
       type,
       hook: hookName(family, hook.require(NFTA_HOOK_HOOKNUM, hook.u32(NFTA_HOOK_HOOKNUM, 'net'))),
@@ -106,7 +134,8 @@ export const chainCodec: ObjectCodec<NftChain, ListedChain> = {
     if (verb === 'flush') st.out.push(flushRulesMessage(st.scope, c.name, label));
     else if (isRemoval(verb)) {
       st.out.push(chainMessage(st.scope, removalCmd(verb, NftMsg.DELCHAIN, NftMsg.DESTROYCHAIN), 0, c, label, false));
-    } else st.out.push(chainMessage(st.scope, NftMsg.NEWCHAIN, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), c, label, true));
+    } else
+      st.out.push(chainMessage(st.scope, NftMsg.NEWCHAIN, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), c, label, true));
   },
 
   render(scope, verb, c) {
@@ -129,7 +158,8 @@ export const chainCodec: ObjectCodec<NftChain, ListedChain> = {
     const cur = name !== undefined ? s.chains.get(name) : undefined;
     if (isRemoval(verb)) {
       if (!cur) return missing(op);
-      if (chainInUse(s, cur.chain.name)) fail(op, 'EBUSY', 'chain is the target of a jump, goto or verdict map element');
+      if (chainInUse(s, cur.chain.name))
+        fail(op, 'EBUSY', 'chain is the target of a jump, goto or verdict map element');
       s.chains.delete(cur.chain.name);
       return;
     }

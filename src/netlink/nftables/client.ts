@@ -6,10 +6,29 @@
 // its set's key types). Reading them back costs one GETSET dump (listSets()).
 
 import type { BatchOptions, NetlinkTransport, OutMessage } from '../core/index.ts';
-import { errnoNumber, isNotFound, NetlinkError, NfnlSubsys, NLM_F_ECHO, nfMessage, nfnlBatchBytes, splitNfPayload } from '../core/index.ts';
+import {
+  errnoNumber,
+  isNotFound,
+  NetlinkError,
+  NfnlSubsys,
+  NLM_F_ECHO,
+  nfMessage,
+  nfnlBatchBytes,
+  splitNfPayload,
+} from '../core/index.ts';
 import { AF_UNSPEC, AttrSet } from '../core/index.ts';
 import type { Family } from './constants.ts';
-import { NFTA_CHAIN_NAME, NFTA_CHAIN_TABLE, NFTA_GEN_ID, NFTA_RULE_CHAIN, NFTA_RULE_TABLE, NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_TABLE, NftMsg } from './constants.ts';
+import {
+  NFTA_CHAIN_NAME,
+  NFTA_CHAIN_TABLE,
+  NFTA_GEN_ID,
+  NFTA_RULE_CHAIN,
+  NFTA_RULE_TABLE,
+  NFTA_SET_ELEM_LIST_SET,
+  NFTA_SET_ELEM_LIST_TABLE,
+  NFTA_SET_TABLE,
+  NftMsg,
+} from './constants.ts';
 import { decodeChain } from './chain.ts';
 import type { RawElement } from './element.ts';
 import { decodeRawElements, toElements } from './element.ts';
@@ -90,12 +109,18 @@ export class NftClient implements NftInterface {
    */
   measure(tx: NftTransaction): RunStats & { maxBatchBytes: number } {
     const msgs = tx.messages((n) => this.known.get(n), { emulateDestroy: this.emulateDestroy });
-    return { messages: msgs.length, bytes: msgs.length === 0 ? 0 : nfnlBatchBytes(msgs), maxBatchBytes: this.transport.maxBatchBytes };
+    return {
+      messages: msgs.length,
+      bytes: msgs.length === 0 ? 0 : nfnlBatchBytes(msgs),
+      maxBatchBytes: this.transport.maxBatchBytes,
+    };
   }
 
   async run(tx: NftTransaction, signal?: AbortSignal): Promise<RunStats> {
     if (tx.scope.family !== this.scope.family || tx.scope.table !== this.scope.table) {
-      throw new NftValidationError(`transaction for ${tx.scope.family} ${tx.scope.table} run on a client for ${this.scope.family} ${this.scope.table}`);
+      throw new NftValidationError(
+        `transaction for ${tx.scope.family} ${tx.scope.table} run on a client for ${this.scope.family} ${this.scope.table}`,
+      );
     }
     const msgs = tx.messages((n) => this.known.get(n), { emulateDestroy: this.emulateDestroy });
     if (msgs.length === 0) return { messages: 0, bytes: 0 };
@@ -103,7 +128,12 @@ export class NftClient implements NftInterface {
     const max = this.transport.maxBatchBytes;
     if (bytes > max) {
       const detail = `transaction of ${tx.size} operations (${msgs.length} messages, ${bytes} bytes) exceeds the socket's ${max}-byte batch limit; split it`;
-      throw new NetlinkError(`run transaction ${this.scope.family} ${this.scope.table}`, errnoNumber('EMSGSIZE'), undefined, { detail });
+      throw new NetlinkError(
+        `run transaction ${this.scope.family} ${this.scope.table}`,
+        errnoNumber('EMSGSIZE'),
+        undefined,
+        { detail },
+      );
     }
     const opts: BatchOptions = {};
     if (signal) opts.signal = signal;
@@ -127,7 +157,9 @@ export class NftClient implements NftInterface {
    */
   encode(tx: NftTransaction): OutMessage[] {
     if (tx.scope.family !== this.scope.family) {
-      throw new NftValidationError(`transaction for ${tx.scope.family} ${tx.scope.table} encoded by a client for ${this.scope.family}`);
+      throw new NftValidationError(
+        `transaction for ${tx.scope.family} ${tx.scope.table} encoded by a client for ${this.scope.family}`,
+      );
     }
     return tx.messages((n) => this.known.get(n), { emulateDestroy: this.emulateDestroy });
   }
@@ -138,13 +170,22 @@ export class NftClient implements NftInterface {
    * the kernel gave it. The echoes arrive in the receive buffer at commit: keep such batches
    * well under maxBatchBytes.
    */
-  async runMessages(msgs: readonly OutMessage[], signal?: AbortSignal, opts: { echo?: boolean } = {}): Promise<Map<number, bigint>> {
+  async runMessages(
+    msgs: readonly OutMessage[],
+    signal?: AbortSignal,
+    opts: { echo?: boolean } = {},
+  ): Promise<Map<number, bigint>> {
     const handles = new Map<number, bigint>();
     if (msgs.length === 0) return handles;
-    const send = opts.echo ? msgs.map((m) => ((m.type & 0xff) === NftMsg.NEWRULE ? { ...m, flags: m.flags | NLM_F_ECHO } : m)) : msgs;
+    const send = opts.echo
+      ? msgs.map((m) => ((m.type & 0xff) === NftMsg.NEWRULE ? { ...m, flags: m.flags | NLM_F_ECHO } : m))
+      : msgs;
     const bytes = nfnlBatchBytes(send);
     if (bytes > this.transport.maxBatchBytes) {
-      throw new NetlinkError(`batch of ${msgs.length} messages (${bytes} bytes) exceeds the socket's ${this.transport.maxBatchBytes}-byte batch limit; split it`, errnoNumber('EMSGSIZE'));
+      throw new NetlinkError(
+        `batch of ${msgs.length} messages (${bytes} bytes) exceeds the socket's ${this.transport.maxBatchBytes}-byte batch limit; split it`,
+        errnoNumber('EMSGSIZE'),
+      );
     }
     const bo: BatchOptions = {};
     if (signal) bo.signal = signal;
@@ -160,7 +201,12 @@ export class NftClient implements NftInterface {
     return handles;
   }
 
-  private dump(cmd: number, label: string, fill: Parameters<typeof nftMessage>[4], family: Family | 'unspec' = this.scope.family) {
+  private dump(
+    cmd: number,
+    label: string,
+    fill: Parameters<typeof nftMessage>[4],
+    family: Family | 'unspec' = this.scope.family,
+  ) {
     const msg =
       family === 'unspec'
         ? nfMessage(NfnlSubsys.NFTABLES, cmd, AF_UNSPEC, 0, label, fill)
@@ -177,8 +223,13 @@ export class NftClient implements NftInterface {
   }
 
   async listChains(): Promise<NftChain[]> {
-    const replies = await this.dump(NftMsg.GETCHAIN, `list chains ${this.scope.family} ${this.scope.table}`, (w) => w.str(NFTA_CHAIN_TABLE, this.scope.table));
-    return replies.map((m) => decodeChain(m)).filter((c) => c.table === this.scope.table && c.family === this.scope.family).map((c) => c.chain);
+    const replies = await this.dump(NftMsg.GETCHAIN, `list chains ${this.scope.family} ${this.scope.table}`, (w) =>
+      w.str(NFTA_CHAIN_TABLE, this.scope.table),
+    );
+    return replies
+      .map((m) => decodeChain(m))
+      .filter((c) => c.table === this.scope.table && c.family === this.scope.family)
+      .map((c) => c.chain);
   }
 
   /** One chain by name (a GETCHAIN, not a dump: cheap on a table of many chains); undefined when absent. */
@@ -188,7 +239,9 @@ export class NftClient implements NftInterface {
     const label = `get chain ${this.scope.family} ${this.scope.table} ${name}`;
     try {
       const replies = await this.transport.request(
-        nftMessage(NftMsg.GETCHAIN, this.scope.family, 0, label, (w) => w.str(NFTA_CHAIN_TABLE, this.scope.table).str(NFTA_CHAIN_NAME, name)),
+        nftMessage(NftMsg.GETCHAIN, this.scope.family, 0, label, (w) =>
+          w.str(NFTA_CHAIN_TABLE, this.scope.table).str(NFTA_CHAIN_NAME, name),
+        ),
         opts,
       );
       return replies.map((m) => decodeChain(m).chain).find((c) => c.name === name);
@@ -200,8 +253,12 @@ export class NftClient implements NftInterface {
 
   /** Sets and maps with their metadata; also teaches the client their definitions. */
   async listSetsDetailed(): Promise<ListedSet[]> {
-    const replies = await this.dump(NftMsg.GETSET, `list sets ${this.scope.family} ${this.scope.table}`, (w) => w.str(NFTA_SET_TABLE, this.scope.table));
-    const sets = replies.map((m) => decodeSet(m)).filter((s) => s.table === this.scope.table && s.family === this.scope.family);
+    const replies = await this.dump(NftMsg.GETSET, `list sets ${this.scope.family} ${this.scope.table}`, (w) =>
+      w.str(NFTA_SET_TABLE, this.scope.table),
+    );
+    const sets = replies
+      .map((m) => decodeSet(m))
+      .filter((s) => s.table === this.scope.table && s.family === this.scope.family);
     for (const s of sets) if (s.typed && !s.set.name.startsWith('__')) this.known.set(s.set.name, s.set);
     return sets;
   }
@@ -217,8 +274,10 @@ export class NftClient implements NftInterface {
 
   /** The raw elements of a set, as the kernel holds them (interval ends included). */
   async listRawElements(set: string): Promise<RawElement[]> {
-    const replies = await this.dump(NftMsg.GETSETELEM, `list elements ${this.scope.family} ${this.scope.table} ${set}`, (w) =>
-      w.str(NFTA_SET_ELEM_LIST_TABLE, this.scope.table).str(NFTA_SET_ELEM_LIST_SET, set),
+    const replies = await this.dump(
+      NftMsg.GETSETELEM,
+      `list elements ${this.scope.family} ${this.scope.table} ${set}`,
+      (w) => w.str(NFTA_SET_ELEM_LIST_TABLE, this.scope.table).str(NFTA_SET_ELEM_LIST_SET, set),
     );
     return replies.flatMap((m) => decodeRawElements(m).elements);
   }
@@ -235,24 +294,36 @@ export class NftClient implements NftInterface {
   }
 
   async listRules(chain?: string): Promise<NftRule[]> {
-    const replies = await this.dump(NftMsg.GETRULE, `list rules ${this.scope.family} ${this.scope.table}${chain ? ` ${chain}` : ''}`, (w) => {
-      w.str(NFTA_RULE_TABLE, this.scope.table);
-      if (chain !== undefined) w.str(NFTA_RULE_CHAIN, chain);
-    });
-    return replies.map((m) => decodeRule(m)).filter((r) => r.table === this.scope.table && (chain === undefined || r.rule.chain === chain)).map((r) => r.rule);
+    const replies = await this.dump(
+      NftMsg.GETRULE,
+      `list rules ${this.scope.family} ${this.scope.table}${chain ? ` ${chain}` : ''}`,
+      (w) => {
+        w.str(NFTA_RULE_TABLE, this.scope.table);
+        if (chain !== undefined) w.str(NFTA_RULE_CHAIN, chain);
+      },
+    );
+    return replies
+      .map((m) => decodeRule(m))
+      .filter((r) => r.table === this.scope.table && (chain === undefined || r.rule.chain === chain))
+      .map((r) => r.rule);
   }
 
   /** The ruleset generation id (changes with every committed transaction). */
   async generation(): Promise<number> {
     const opts: { timeoutMs?: number } = {};
     if (this.timeoutMs !== undefined) opts.timeoutMs = this.timeoutMs;
-    const replies = await this.transport.request(nfMessage(NfnlSubsys.NFTABLES, NftMsg.GETGEN, AF_UNSPEC, 0, 'get generation', () => {}), opts);
+    const replies = await this.transport.request(
+      nfMessage(NfnlSubsys.NFTABLES, NftMsg.GETGEN, AF_UNSPEC, 0, 'get generation', () => {}),
+      opts,
+    );
     for (const m of replies) {
       const nf = splitNfPayload(m.payload);
       if (!nf) continue;
       const id = new AttrSet(nf.attrs, 'gen').u32(NFTA_GEN_ID, 'net');
       if (id !== undefined) return id;
     }
-    throw new NetlinkError('get generation', errnoNumber('EPROTO'), undefined, { detail: 'no NFTA_GEN_ID in the reply' });
+    throw new NetlinkError('get generation', errnoNumber('EPROTO'), undefined, {
+      detail: 'no NFTA_GEN_ID in the reply',
+    });
   }
 }

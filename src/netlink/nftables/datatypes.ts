@@ -109,7 +109,10 @@ export function encodeField(t: DataType, v: FieldValue): Uint8Array {
       return (typeof v === 'string' && parseV6(v)) || bad();
     case 'inet_proto':
     case 'nf_proto': {
-      const n = typeof v === 'string' ? (PROTOCOLS as Record<string, number>)[v] ?? (t === 'nf_proto' ? { ipv4: 2, ipv6: 10 }[v] : undefined) : Number(v);
+      const n =
+        typeof v === 'string'
+          ? ((PROTOCOLS as Record<string, number>)[v] ?? (t === 'nf_proto' ? { ipv4: 2, ipv6: 10 }[v] : undefined))
+          : Number(v);
       if (n === undefined || !Number.isInteger(n) || n < 0 || n > 255) bad();
       return Uint8Array.of(n!);
     }
@@ -193,7 +196,9 @@ export function decodeField(t: DataType, b: Uint8Array): string | number {
       return Buffer.from(b.subarray(0, nul < 0 ? b.length : nul)).toString('utf8');
     }
     case 'ether_addr':
-      return Array.from(b).map((x) => x.toString(16).padStart(2, '0')).join(':');
+      return Array.from(b)
+        .map((x) => x.toString(16).padStart(2, '0'))
+        .join(':');
     default:
       return new DataView(b.buffer, b.byteOffset, 4).getUint32(0, true);
   }

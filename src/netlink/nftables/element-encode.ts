@@ -22,10 +22,23 @@ import { v4Number } from '../../base/ip.ts';
 import type { OutMessage } from '../core/index.ts';
 import { align4, AttrWriter, ByteWriter, NLA_F_NESTED, putAttrHeader } from '../core/index.ts';
 import {
-  NFT_SET_ELEM_INTERVAL_END, NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_LIST_ELEM, NFTA_SET_ELEM_DATA,
-  NFTA_SET_ELEM_FLAGS, NFTA_SET_ELEM_KEY, NFTA_SET_ELEM_KEY_END, NFTA_SET_ELEM_LIST_ELEMENTS,
-  NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_SET_ID, NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_ELEM_TIMEOUT, NFTA_SET_ELEM_USERDATA,
-  NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE, VerdictCode,
+  NFT_SET_ELEM_INTERVAL_END,
+  NFTA_DATA_VALUE,
+  NFTA_DATA_VERDICT,
+  NFTA_LIST_ELEM,
+  NFTA_SET_ELEM_DATA,
+  NFTA_SET_ELEM_FLAGS,
+  NFTA_SET_ELEM_KEY,
+  NFTA_SET_ELEM_KEY_END,
+  NFTA_SET_ELEM_LIST_ELEMENTS,
+  NFTA_SET_ELEM_LIST_SET,
+  NFTA_SET_ELEM_LIST_SET_ID,
+  NFTA_SET_ELEM_LIST_TABLE,
+  NFTA_SET_ELEM_TIMEOUT,
+  NFTA_SET_ELEM_USERDATA,
+  NFTA_VERDICT_CHAIN,
+  NFTA_VERDICT_CODE,
+  VerdictCode,
 } from './constants.ts';
 import type { DataType, FieldValue } from './datatypes.ts';
 import { concatFields, DATATYPES, encodeField, keyLength, PROTOCOLS, writeField } from './datatypes.ts';
@@ -33,7 +46,14 @@ import { cstr, nftMessage } from './message.ts';
 import { isConcatInterval, isInterval } from './set.ts';
 import type { KeyField, NftElement, NftSetLike, Scope } from './types.ts';
 import type { UdataTlv } from './udata.ts';
-import { encodeUdata, SET_ELEM_F_INTERVAL_OPEN, udStr, udU32, UD_SET_ELEM_COMMENT, UD_SET_ELEM_FLAGS } from './udata.ts';
+import {
+  encodeUdata,
+  SET_ELEM_F_INTERVAL_OPEN,
+  udStr,
+  udU32,
+  UD_SET_ELEM_COMMENT,
+  UD_SET_ELEM_FLAGS,
+} from './udata.ts';
 import { isVerdict } from './verdict.ts';
 
 /** Room for elements in one message: the ELEMENTS attribute must stay below 64 KiB. */
@@ -84,8 +104,15 @@ export function cmpBytes(a: Uint8Array, b: Uint8Array): number {
 }
 
 /** Writes NFTA_DATA_VALUE with the fields' bytes (padded in a concatenation) straight into w. */
-function writeValue(w: AttrWriter, types: readonly DataType[], values: readonly FieldValue[], set: NftSetLike, part: 'key' | 'data'): void {
-  if (values.length !== types.length) throw new TypeError(`${describeSet(set, part)} has ${types.length} fields, element has ${values.length}`);
+function writeValue(
+  w: AttrWriter,
+  types: readonly DataType[],
+  values: readonly FieldValue[],
+  set: NftSetLike,
+  part: 'key' | 'data',
+): void {
+  if (values.length !== types.length)
+    throw new TypeError(`${describeSet(set, part)} has ${types.length} fields, element has ${values.length}`);
   const out = w.out;
   const at = out.reserve(4);
   const concat = types.length > 1;
@@ -99,7 +126,8 @@ function writeValue(w: AttrWriter, types: readonly DataType[], values: readonly 
 }
 
 /** "set NAME key", "map NAME data": named only when an element does not fit (not per element). */
-const describeSet = (set: NftSetLike, part: 'key' | 'data'): string => `${set.kind === 'map' && part === 'data' ? 'map' : 'set'} ${set.name} ${part}`;
+const describeSet = (set: NftSetLike, part: 'key' | 'data'): string =>
+  `${set.kind === 'map' && part === 'data' ? 'map' : 'set'} ${set.name} ${part}`;
 
 function writeBytesValue(w: AttrWriter, type: number, b: Uint8Array): void {
   w.nested(type, (k) => k.bytes(NFTA_DATA_VALUE, b));
@@ -142,7 +170,10 @@ export class ElementBuffer {
   readonly attrStarts: number[] = [];
   readonly groupStarts: number[] = [];
 
-  /** `initialBytes`: what the elements are expected to take (see estimateElementBytes), so the buffer is not regrown and copied. */
+  /**
+   * `initialBytes`: what the elements are expected to take (see estimateElementBytes), so the buffer is not regrown
+   * and copied.
+   */
   constructor(initialBytes = 1 << 16) {
     this.w = new AttrWriter(new ByteWriter(Math.max(256, initialBytes)));
   }
@@ -173,7 +204,8 @@ export function encodeElementInto(buf: ElementBuffer, set: NftSetLike, el: NftEl
   if (encodePlainElement(buf.w.out, buf.attrStarts, set, el, opts.withData)) return;
   // Everything else about plain sets and maps: open()/close() rather than nested() closures,
   // and no text built per element.
-  if (el.key.length !== set.key.length) throw new TypeError(`set ${set.name} has ${set.key.length} key fields, element has ${el.key.length}`);
+  if (el.key.length !== set.key.length)
+    throw new TypeError(`set ${set.name} has ${set.key.length} key fields, element has ${el.key.length}`);
   const w = buf.w;
   buf.attrStarts.push(w.out.length);
   const elemAt = w.open(NFTA_LIST_ELEM);
@@ -183,7 +215,8 @@ export function encodeElementInto(buf: ElementBuffer, set: NftSetLike, el: NftEl
   w.close(keyAt);
   if (opts.withData) {
     writeData(w, set, el.value);
-    if (el.comment !== undefined) w.bytes(NFTA_SET_ELEM_USERDATA, encodeUdata([udStr(UD_SET_ELEM_COMMENT, el.comment)]));
+    if (el.comment !== undefined)
+      w.bytes(NFTA_SET_ELEM_USERDATA, encodeUdata([udStr(UD_SET_ELEM_COMMENT, el.comment)]));
   }
   w.close(elemAt);
 }
@@ -237,7 +270,12 @@ function fastFields(types: readonly DataType[], values: readonly unknown[]): boo
         if (typeof v !== 'string') return false;
         break;
       case 'inet_proto':
-        if (typeof v === 'string' ? protocolNumber(v) === undefined : !(typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 255)) return false;
+        if (
+          typeof v === 'string'
+            ? protocolNumber(v) === undefined
+            : !(typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 255)
+        )
+          return false;
         break;
       case 'inet_service':
         if (!(typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffff)) return false;
@@ -253,7 +291,9 @@ function fastFields(types: readonly DataType[], values: readonly unknown[]): boo
   return true;
 }
 
-/** A DATA_VALUE attribute with the fields at `at`; returns where it ends (padded), or -1 for an invalid IPv4 address. */
+/**
+ * A DATA_VALUE attribute with the fields at `at`; returns where it ends (padded), or -1 for an invalid IPv4 address.
+ */
 function putValue(b: Buffer, at: number, types: readonly DataType[], values: readonly unknown[], len: number): number {
   putAttrHeader(b, at, 4 + len, NFTA_DATA_VALUE);
   let o = at + 4;
@@ -292,7 +332,13 @@ function putValue(b: Buffer, at: number, types: readonly DataType[], values: rea
  * when the element needs the general one (other types, timeouts, comments, invalid values:
  * the general path also produces the errors).
  */
-function encodePlainElement(out: ByteWriter, attrStarts: number[], set: NftSetLike, el: NftElement, withData: boolean): boolean {
+function encodePlainElement(
+  out: ByteWriter,
+  attrStarts: number[],
+  set: NftSetLike,
+  el: NftElement,
+  withData: boolean,
+): boolean {
   if (el.timeoutMs !== undefined || el.comment !== undefined || !fastFields(set.key, el.key)) return false;
   const keyLen = fieldsLength(set.key);
   const keyAttr = 8 + align4(keyLen);
@@ -323,7 +369,8 @@ function encodePlainElement(out: ByteWriter, attrStarts: number[], set: NftSetLi
   let o = putValue(b, start + 8, set.key, el.key, keyLen);
   if (o >= 0 && dataAttr > 0) {
     putAttrHeader(b, o, dataAttr, NESTED_DATA);
-    if (set.kind === 'map' && set.data !== 'verdict') o = putValue(b, o + 4, set.data, v as readonly unknown[], dataLen);
+    if (set.kind === 'map' && set.data !== 'verdict')
+      o = putValue(b, o + 4, set.data, v as readonly unknown[], dataLen);
     else {
       putAttrHeader(b, o + 4, dataAttr - 4, NESTED_VERDICT);
       putAttrHeader(b, o + 8, 8, NFTA_VERDICT_CODE);
@@ -353,7 +400,8 @@ function encodeIntervalElement(buf: ElementBuffer, set: NftSetLike, el: NftEleme
     w.nested(NFTA_LIST_ELEM, (e) => {
       if (flags) e.u32(NFTA_SET_ELEM_FLAGS, flags, 'net');
       const end = (flags & NFT_SET_ELEM_INTERVAL_END) !== 0;
-      if (opts.withData && el.timeoutMs !== undefined && !end) e.u64(NFTA_SET_ELEM_TIMEOUT, BigInt(el.timeoutMs), 'net');
+      if (opts.withData && el.timeoutMs !== undefined && !end)
+        e.u64(NFTA_SET_ELEM_TIMEOUT, BigInt(el.timeoutMs), 'net');
       fill(e);
       if (end) return;
       if (opts.withData) writeData(e, set, el.value);
@@ -364,7 +412,8 @@ function encodeIntervalElement(buf: ElementBuffer, set: NftSetLike, el: NftEleme
     });
   };
   if (isConcatInterval(set)) {
-    if (el.key.length !== set.key.length) throw new TypeError(`set ${set.name} has ${set.key.length} key fields, element has ${el.key.length}`);
+    if (el.key.length !== set.key.length)
+      throw new TypeError(`set ${set.name} has ${set.key.length} key fields, element has ${el.key.length}`);
     const bounds = set.key.map((t, i) => fieldBounds(t, el.key[i]!));
     const low = concatFields(bounds.map((b) => b[0]));
     const high = concatFields(bounds.map((b) => b[1]));
@@ -376,7 +425,8 @@ function encodeIntervalElement(buf: ElementBuffer, set: NftSetLike, el: NftEleme
   }
   if (el.key.length !== 1) throw new TypeError(`set ${set.name} has 1 key field, element has ${el.key.length}`);
   const [low, high] = fieldBounds(set.key[0]!, el.key[0]!);
-  if (cmpBytes(low, high) > 0) throw new TypeError(`set ${set.name}: interval ${String(el.key[0])} ends before it starts`);
+  if (cmpBytes(low, high) > 0)
+    throw new TypeError(`set ${set.name}: interval ${String(el.key[0])} ends before it starts`);
   const end = increment(high);
   open(0, (e) => writeBytesValue(e, NFTA_SET_ELEM_KEY, low), end === undefined);
   if (end) open(NFT_SET_ELEM_INTERVAL_END, (e) => writeBytesValue(e, NFTA_SET_ELEM_KEY, end));
@@ -428,7 +478,8 @@ export function elementMessages(
   while (g < buf.count) {
     const firstAttr = buf.groupStarts[g]!;
     const from = buf.attrStarts[firstAttr]!;
-    if (groupEnd(g) - from > maxBytes) throw new RangeError(`one element of set ${setName} encodes to ${groupEnd(g) - from} bytes`);
+    if (groupEnd(g) - from > maxBytes)
+      throw new RangeError(`one element of set ${setName} encodes to ${groupEnd(g) - from} bytes`);
     const last = lastFitting(buf, g, from + maxBytes);
     const to = groupEnd(last);
     const lastAttr = last + 1 < buf.count ? buf.groupStarts[last + 1]! : buf.attrStarts.length;
@@ -436,18 +487,25 @@ export function elementMessages(
     // Room for the table and set names, the set id and the headers around the elements.
     const sizeHint = 64 + scope.table.length + setName.length + (to - from);
     out.push(
-      nftMessage(cmd, scope.family, flags, label(count), (w) => {
-        w.bytes(NFTA_SET_ELEM_LIST_TABLE, cstr(scope.table)).bytes(NFTA_SET_ELEM_LIST_SET, cstr(setName));
-        if (setId !== undefined) w.u32(NFTA_SET_ELEM_LIST_SET_ID, setId, 'net');
-        w.nested(NFTA_SET_ELEM_LIST_ELEMENTS, (e) => {
-          const base = e.out.length;
-          e.out.bytes(bytes.subarray(from, to));
-          for (let a = firstAttr, n = 1; a < lastAttr; a++, n++) {
-            if (attrEnd(a) > to) break;
-            e.out.patchU16le(base + (buf.attrStarts[a]! - from) + 2, (n & 0x3fff) | NLA_F_NESTED);
-          }
-        });
-      }, sizeHint),
+      nftMessage(
+        cmd,
+        scope.family,
+        flags,
+        label(count),
+        (w) => {
+          w.bytes(NFTA_SET_ELEM_LIST_TABLE, cstr(scope.table)).bytes(NFTA_SET_ELEM_LIST_SET, cstr(setName));
+          if (setId !== undefined) w.u32(NFTA_SET_ELEM_LIST_SET_ID, setId, 'net');
+          w.nested(NFTA_SET_ELEM_LIST_ELEMENTS, (e) => {
+            const base = e.out.length;
+            e.out.bytes(bytes.subarray(from, to));
+            for (let a = firstAttr, n = 1; a < lastAttr; a++, n++) {
+              if (attrEnd(a) > to) break;
+              e.out.patchU16le(base + (buf.attrStarts[a]! - from) + 2, (n & 0x3fff) | NLA_F_NESTED);
+            }
+          });
+        },
+        sizeHint,
+      ),
     );
     g = last + 1;
   }
@@ -474,5 +532,7 @@ function lastFitting(buf: ElementBuffer, first: number, limit: number): number {
 
 /** DELSETELEM without elements: removes every element (nft's `flush set`). Attribute order as nft sends it. */
 export function flushSetMessage(scope: Scope, cmd: number, setName: string, label: string): OutMessage {
-  return nftMessage(cmd, scope.family, 0, label, (w) => w.str(NFTA_SET_ELEM_LIST_SET, setName).str(NFTA_SET_ELEM_LIST_TABLE, scope.table));
+  return nftMessage(cmd, scope.family, 0, label, (w) =>
+    w.str(NFTA_SET_ELEM_LIST_SET, setName).str(NFTA_SET_ELEM_LIST_TABLE, scope.table),
+  );
 }

@@ -5,14 +5,32 @@
 import type { InMessage } from '../core/index.ts';
 import { AttrCursor, NetlinkDecodeError, NLM_F_CREATE, NLM_F_EXCL } from '../core/index.ts';
 import {
-  NFT_SET_ELEM_INTERVAL_END, NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_SET_ELEM_DATA, NFTA_SET_ELEM_EXPIRATION,
-  NFTA_SET_ELEM_FLAGS, NFTA_SET_ELEM_KEY, NFTA_SET_ELEM_KEY_END, NFTA_SET_ELEM_LIST_ELEMENTS, NFTA_SET_ELEM_LIST_SET,
-  NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_ELEM_TIMEOUT, NFTA_SET_ELEM_USERDATA, NftMsg,
+  NFT_SET_ELEM_INTERVAL_END,
+  NFTA_DATA_VALUE,
+  NFTA_DATA_VERDICT,
+  NFTA_SET_ELEM_DATA,
+  NFTA_SET_ELEM_EXPIRATION,
+  NFTA_SET_ELEM_FLAGS,
+  NFTA_SET_ELEM_KEY,
+  NFTA_SET_ELEM_KEY_END,
+  NFTA_SET_ELEM_LIST_ELEMENTS,
+  NFTA_SET_ELEM_LIST_SET,
+  NFTA_SET_ELEM_LIST_TABLE,
+  NFTA_SET_ELEM_TIMEOUT,
+  NFTA_SET_ELEM_USERDATA,
+  NftMsg,
 } from './constants.ts';
 import type { DataType } from './datatypes.ts';
 import { DATATYPES, decodeField, formatV6, keyLength, splitFields } from './datatypes.ts';
 import {
-  cmpBytes, ElementBuffer, elementMessages, encodeElement, encodeElementInto, estimateElementBytes, fieldBounds, leadingIntervalEndInto,
+  cmpBytes,
+  ElementBuffer,
+  elementMessages,
+  encodeElement,
+  encodeElementInto,
+  estimateElementBytes,
+  fieldBounds,
+  leadingIntervalEndInto,
 } from './element-encode.ts';
 import { fail, missing } from './fake-state.ts';
 import { ident, received, renderDuration } from './message.ts';
@@ -20,7 +38,15 @@ import type { EncodeState, ObjectCodec, Operation, Verb } from './object.ts';
 import { addThenDelete, createFlags, isRemoval, NftValidationError, removalCmd, scopeText } from './object.ts';
 import { isConcatInterval, isInterval } from './set.ts';
 import type { KeyField, NftElement, NftSetLike } from './types.ts';
-import { decodeUdata, SET_ELEM_F_INTERVAL_OPEN, udGet, udReadStr, udReadU32, UD_SET_ELEM_COMMENT, UD_SET_ELEM_FLAGS } from './udata.ts';
+import {
+  decodeUdata,
+  SET_ELEM_F_INTERVAL_OPEN,
+  udGet,
+  udReadStr,
+  udReadU32,
+  UD_SET_ELEM_COMMENT,
+  UD_SET_ELEM_FLAGS,
+} from './udata.ts';
 import type { Verdict } from './verdict.ts';
 import { isVerdict, renderVerdict, verdictAt } from './verdict.ts';
 
@@ -51,7 +77,11 @@ export interface RawElement {
   open?: boolean;
 }
 
-export function decodeRawElements(msg: Pick<InMessage, 'payload'>): { table: string; set: string; elements: RawElement[] } {
+export function decodeRawElements(msg: Pick<InMessage, 'payload'>): {
+  table: string;
+  set: string;
+  elements: RawElement[];
+} {
   const { attrs: a } = received(msg, 'setelem');
   const table = a.require(NFTA_SET_ELEM_LIST_TABLE, a.str(NFTA_SET_ELEM_LIST_TABLE));
   const set = a.require(NFTA_SET_ELEM_LIST_SET, a.str(NFTA_SET_ELEM_LIST_SET));
@@ -181,9 +211,23 @@ function valueOf(set: NftSetLike, r: RawElement): NftElement['value'] {
 export function toElements(set: NftSetLike, raws: readonly RawElement[]): NftElement[] {
   const want = keyLength(set.key);
   for (const r of raws) {
-    if (r.key.length !== want || (r.keyEnd && r.keyEnd.length !== want)) throw new NetlinkDecodeError(`set ${set.name}`, 0, `element key of ${r.key.length} bytes, the set's keys have ${want}`);
-    if (set.kind === 'map' && set.data !== 'verdict' && r.data instanceof Uint8Array && r.data.length !== keyLength(set.data)) {
-      throw new NetlinkDecodeError(`set ${set.name}`, 0, `element data of ${r.data.length} bytes, the map's data has ${keyLength(set.data)}`);
+    if (r.key.length !== want || (r.keyEnd && r.keyEnd.length !== want))
+      throw new NetlinkDecodeError(
+        `set ${set.name}`,
+        0,
+        `element key of ${r.key.length} bytes, the set's keys have ${want}`,
+      );
+    if (
+      set.kind === 'map' &&
+      set.data !== 'verdict' &&
+      r.data instanceof Uint8Array &&
+      r.data.length !== keyLength(set.data)
+    ) {
+      throw new NetlinkDecodeError(
+        `set ${set.name}`,
+        0,
+        `element data of ${r.data.length} bytes, the map's data has ${keyLength(set.data)}`,
+      );
     }
   }
   const finish = (r: RawElement, key: KeyField[]): NftElement => {
@@ -198,7 +242,10 @@ export function toElements(set: NftSetLike, raws: readonly RawElement[]): NftEle
     return raws.map((r) => {
       const lows = splitFields(set.key, r.key);
       const highs = splitFields(set.key, r.keyEnd ?? r.key);
-      return finish(r, set.key.map((t, i) => boundsValue(t, lows[i]!, highs[i]!)));
+      return finish(
+        r,
+        set.key.map((t, i) => boundsValue(t, lows[i]!, highs[i]!)),
+      );
     });
   }
   if (isInterval(set)) {
@@ -218,16 +265,27 @@ export function toElements(set: NftSetLike, raws: readonly RawElement[]): NftEle
     }
     return out;
   }
-  return raws.map((r) => finish(r, splitFields(set.key, r.key).map((b, i) => decodeField(set.key[i]!, b))));
+  return raws.map((r) =>
+    finish(
+      r,
+      splitFields(set.key, r.key).map((b, i) => decodeField(set.key[i]!, b)),
+    ),
+  );
 }
 
 /** nft syntax of one element: `10.0.0.1 . tcp . 80 timeout 10s comment "x" : goto svc`. */
 export function renderElement(el: NftElement): string {
-  const field = (f: KeyField): string => (Array.isArray(f) ? `${String(f[0])}-${String(f[1])}` : f instanceof Uint8Array ? `0x${Buffer.from(f).toString('hex')}` : String(f));
+  const field = (f: KeyField): string =>
+    Array.isArray(f)
+      ? `${String(f[0])}-${String(f[1])}`
+      : f instanceof Uint8Array
+        ? `0x${Buffer.from(f).toString('hex')}`
+        : String(f);
   let s = el.key.map(field).join(' . ');
   if (el.timeoutMs !== undefined) s += ` timeout ${renderDuration(el.timeoutMs)}`;
   if (el.comment !== undefined) s += ` comment "${el.comment.replace(/"/g, '\\"')}"`;
-  if (el.value !== undefined) s += ` : ${isVerdict(el.value) ? renderVerdict(el.value) : el.value.map(field).join(' . ')}`;
+  if (el.value !== undefined)
+    s += ` : ${isVerdict(el.value) ? renderVerdict(el.value) : el.value.map(field).join(' . ')}`;
   return s;
 }
 
@@ -272,7 +330,10 @@ export class ElementRun {
     try {
       encodeElementInto(this.buf, this.set, o, isRemoval(this.verb) ? KEYS_ONLY : WITH_DATA);
     } catch (e) {
-      throw new NftValidationError(`${this.verb} element ${fam} ${o.set} { ${safeRender(o)} }: ${(e as Error).message}`, { cause: e });
+      throw new NftValidationError(
+        `${this.verb} element ${fam} ${o.set} { ${safeRender(o)} }: ${(e as Error).message}`,
+        { cause: e },
+      );
     }
   }
 
@@ -284,7 +345,9 @@ export class ElementRun {
     const cmd = del ? removalCmd(verb, NftMsg.DELSETELEM, NftMsg.DESTROYSETELEM) : NftMsg.NEWSETELEM;
     const flags = del ? 0 : createFlags(verb, NLM_F_CREATE, NLM_F_EXCL);
     const label = (n: number): string => `${verb} element ${st.fam} ${ident(set.name)} (${n} elements)`;
-    st.out.push(...elementMessages(st.scope, cmd, flags, set.name, del ? undefined : st.ctx.setId(set.name), this.buf, label));
+    st.out.push(
+      ...elementMessages(st.scope, cmd, flags, set.name, del ? undefined : st.ctx.setId(set.name), this.buf, label),
+    );
   }
 }
 
@@ -332,7 +395,10 @@ export const elementCodec: ObjectCodec<NftElement, ReturnType<typeof decodeRawEl
       return;
     }
     const def = st.defs.get(o.set) ?? st.schema(o.set);
-    if (!def) throw new NftValidationError(`${verb} element ${st.fam} ${o.set}: unknown set (add it in this transaction, or list sets first)`);
+    if (!def)
+      throw new NftValidationError(
+        `${verb} element ${st.fam} ${o.set}: unknown set (add it in this transaction, or list sets first)`,
+      );
     run?.flush(st);
     const next = new ElementRun(verb, def, runLength(st.ops, at));
     st.pending = next;
@@ -355,7 +421,9 @@ export const elementCodec: ObjectCodec<NftElement, ReturnType<typeof decodeRawEl
     if (!set) return missing(op, 'no such set');
     let key: string;
     try {
-      key = encodeElement(set.def, { kind: 'element', set: obj.set, key: obj.key }, KEYS_ONLY).map((b) => Buffer.from(b).toString('hex')).join('');
+      key = encodeElement(set.def, { kind: 'element', set: obj.set, key: obj.key }, KEYS_ONLY)
+        .map((b) => Buffer.from(b).toString('hex'))
+        .join('');
       if (!isRemoval(verb)) encodeElement(set.def, obj, WITH_DATA);
     } catch (e) {
       throw new NftValidationError(`${verb} element ${obj.set}: ${(e as Error).message}`, { cause: e });

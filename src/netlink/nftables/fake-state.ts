@@ -67,13 +67,15 @@ export const verdictTargets = (exprs: readonly NftExpr[]): string[] =>
   exprs.flatMap((e) => (e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict ? [e.verdict.chain] : []));
 
 /** Sets a rule's expressions look up or update. */
-export const setRefs = (exprs: readonly NftExpr[]): string[] => exprs.flatMap((e) => (e.type === 'lookup' || e.type === 'dynset' ? [e.set] : []));
+export const setRefs = (exprs: readonly NftExpr[]): string[] =>
+  exprs.flatMap((e) => (e.type === 'lookup' || e.type === 'dynset' ? [e.set] : []));
 
 /** Is chain `name` the target of a rule's jump or goto, or of a verdict map element? */
 export function chainInUse(s: FakeState, name: string): boolean {
   for (const c of s.chains.values()) for (const r of c.rules) if (verdictTargets(r.exprs).includes(name)) return true;
   for (const set of s.sets.values()) {
-    for (const e of set.elements.values()) if (e.value && isVerdict(e.value) && 'chain' in e.value && e.value.chain === name) return true;
+    for (const e of set.elements.values())
+      if (e.value && isVerdict(e.value) && 'chain' in e.value && e.value.chain === name) return true;
   }
   return false;
 }

@@ -53,13 +53,17 @@ export class FakeNft implements NftInterface {
 
   private needTable(what: string): void {
     // As the kernel: set dumps name the table and fail without it; chain and rule dumps filter.
-    if (!this.state.table) throw new NetlinkError(`${what} ${this.scope.family} ${this.scope.table}`, errnoNumber('ENOENT'));
+    if (!this.state.table)
+      throw new NetlinkError(`${what} ${this.scope.family} ${this.scope.table}`, errnoNumber('ENOENT'));
   }
 
   async list(kind: 'chain' | 'set' | 'map'): Promise<string[]> {
     if (kind === 'chain') return [...this.state.chains.keys()].sort();
     this.needTable('list sets');
-    return [...this.state.sets.values()].filter((s) => s.def.kind === kind).map((s) => s.def.name).sort();
+    return [...this.state.sets.values()]
+      .filter((s) => s.def.kind === kind)
+      .map((s) => s.def.name)
+      .sort();
   }
 
   async listChains(): Promise<NftChain[]> {
@@ -73,14 +77,16 @@ export class FakeNft implements NftInterface {
 
   async listElements(set: string): Promise<NftElement[]> {
     const s = this.state.sets.get(set);
-    if (!s) throw new NetlinkError(`list elements ${this.scope.family} ${this.scope.table} ${set}`, errnoNumber('ENOENT'));
+    if (!s)
+      throw new NetlinkError(`list elements ${this.scope.family} ${this.scope.table} ${set}`, errnoNumber('ENOENT'));
     return [...s.elements.values()];
   }
 
   async listRules(chain?: string): Promise<NftRule[]> {
     if (chain === undefined) return [...this.state.chains.values()].flatMap((c) => c.rules);
     const c = this.state.chains.get(chain);
-    if (!c) throw new NetlinkError(`list rules ${this.scope.family} ${this.scope.table} ${chain}`, errnoNumber('ENOENT'));
+    if (!c)
+      throw new NetlinkError(`list rules ${this.scope.family} ${this.scope.table} ${chain}`, errnoNumber('ENOENT'));
     return [...c.rules];
   }
 
@@ -104,7 +110,8 @@ export class FakeNft implements NftInterface {
     const s = this.state.sets.get(map);
     if (!s) return undefined;
     const k = JSON.stringify(key.map(String));
-    for (const e of s.elements.values()) if (JSON.stringify(e.key.map(String)) === k && e.value && isVerdict(e.value)) return e.value;
+    for (const e of s.elements.values())
+      if (JSON.stringify(e.key.map(String)) === k && e.value && isVerdict(e.value)) return e.value;
     return undefined;
   }
 

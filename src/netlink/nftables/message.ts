@@ -7,7 +7,14 @@ import type { Family } from './constants.ts';
 import { familyName, NFPROTO } from './constants.ts';
 
 /** `sizeHint`: the expected payload size (see nfMessage). */
-export function nftMessage(cmd: number, family: Family, flags: number, label: string, fill: (w: AttrWriter) => void, sizeHint?: number): OutMessage {
+export function nftMessage(
+  cmd: number,
+  family: Family,
+  flags: number,
+  label: string,
+  fill: (w: AttrWriter) => void,
+  sizeHint?: number,
+): OutMessage {
   return nfMessage(NfnlSubsys.NFTABLES, cmd, NFPROTO[family], flags, label, fill, 0, sizeHint);
 }
 
@@ -27,7 +34,31 @@ export function received(msg: Pick<InMessage, 'payload'>, where: string): Receiv
 /** nft quoting for names and strings in toString(). */
 export const quote = (s: string): string => `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 export const ident = (s: string): string => (/^[A-Za-z_][A-Za-z0-9_\-/.]*$/.test(s) && !RESERVED.has(s) ? s : quote(s));
-const RESERVED = new Set(['table', 'chain', 'set', 'map', 'rule', 'element', 'handle', 'position', 'index', 'type', 'hook', 'policy', 'priority', 'comment', 'flags', 'timeout', 'counter', 'accept', 'drop', 'jump', 'goto', 'return', 'continue']);
+const RESERVED = new Set([
+  'table',
+  'chain',
+  'set',
+  'map',
+  'rule',
+  'element',
+  'handle',
+  'position',
+  'index',
+  'type',
+  'hook',
+  'policy',
+  'priority',
+  'comment',
+  'flags',
+  'timeout',
+  'counter',
+  'accept',
+  'drop',
+  'jump',
+  'goto',
+  'return',
+  'continue',
+]);
 
 // Encoded NUL-terminated strings, cached: a sync writes the same table, set, chain and
 // expression names thousands of times, and Buffer.from per attribute shows in profiles.
@@ -49,7 +80,12 @@ export function cstr(s: string): Uint8Array {
 
 /** A duration as nft prints it: 1d2h3m4s5ms, 0s for zero. */
 export function renderDuration(ms: number): string {
-  const units: [string, number][] = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]];
+  const units: [string, number][] = [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ];
   if (ms === 0) return '0s';
   let rest = ms;
   let out = '';

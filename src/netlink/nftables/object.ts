@@ -68,7 +68,8 @@ export const isRemoval = (verb: Verb): boolean => verb === 'delete' || verb === 
 export const removalCmd = (verb: Verb, del: number, destroy: number): number => (verb === 'destroy' ? destroy : del);
 
 /** NLM_F_* for an add or create: create also refuses an existing object. */
-export const createFlags = (verb: Verb, create: number, excl: number): number => create | (verb === 'create' ? excl : 0);
+export const createFlags = (verb: Verb, create: number, excl: number): number =>
+  create | (verb === 'create' ? excl : 0);
 
 /** The label of an operation in errors and logs: "add chain ip kube-proxy services". */
 export function opLabel(st: EncodeState, verb: Verb, o: NftObject): string {
@@ -84,7 +85,8 @@ export function braces(parts: readonly string[]): string {
   return parts.length > 0 ? ` { ${parts.map((p) => `${p} ;`).join(' ')} }` : '';
 }
 
-export const commentPart = (comment: string | undefined): string[] => (comment !== undefined ? [`comment ${quote(comment)}`] : []);
+export const commentPart = (comment: string | undefined): string[] =>
+  comment !== undefined ? [`comment ${quote(comment)}`] : [];
 
 /** The check every named kind makes: a name the kernel takes (non-empty, below NFT_NAME_MAXLEN). */
 export function validName(what: string, n: unknown): string | undefined {

@@ -4,7 +4,13 @@ import type { InMessage, OutMessage } from '../core/index.ts';
 import { NLM_F_APPEND, NLM_F_CREATE, NLM_F_REPLACE } from '../core/index.ts';
 import type { Family } from './constants.ts';
 import {
-  NFTA_RULE_CHAIN, NFTA_RULE_EXPRESSIONS, NFTA_RULE_HANDLE, NFTA_RULE_POSITION, NFTA_RULE_TABLE, NFTA_RULE_USERDATA, NftMsg,
+  NFTA_RULE_CHAIN,
+  NFTA_RULE_EXPRESSIONS,
+  NFTA_RULE_HANDLE,
+  NFTA_RULE_POSITION,
+  NFTA_RULE_TABLE,
+  NFTA_RULE_USERDATA,
+  NftMsg,
 } from './constants.ts';
 import type { EncodeContext } from './expr/index.ts';
 import { readExprs, renderExpr, writeExprs } from './expr/index.ts';
@@ -16,7 +22,9 @@ import type { NftRule, Scope } from './types.ts';
 import { commentOf, commentUdata } from './udata.ts';
 
 // NFTA_RULE_COMPAT { PROTO be32, FLAGS be32 } (nf_tables.h), sent by iptables-nft.
-const NFTA_RULE_COMPAT = 5, NFTA_RULE_COMPAT_PROTO = 1, NFTA_RULE_COMPAT_FLAGS = 2;
+const NFTA_RULE_COMPAT = 5,
+  NFTA_RULE_COMPAT_PROTO = 1,
+  NFTA_RULE_COMPAT_FLAGS = 2;
 
 export function ruleMessage(
   scope: Scope,
@@ -33,7 +41,10 @@ export function ruleMessage(
     if (!parts.body) return;
     w.nested(NFTA_RULE_EXPRESSIONS, (l) => writeExprs(l, r.exprs, ctx));
     const compat = r.compat;
-    if (compat) w.nested(NFTA_RULE_COMPAT, (c) => c.u32(NFTA_RULE_COMPAT_PROTO, compat.proto, 'net').u32(NFTA_RULE_COMPAT_FLAGS, compat.flags, 'net'));
+    if (compat)
+      w.nested(NFTA_RULE_COMPAT, (c) =>
+        c.u32(NFTA_RULE_COMPAT_PROTO, compat.proto, 'net').u32(NFTA_RULE_COMPAT_FLAGS, compat.flags, 'net'),
+      );
     if (r.comment !== undefined) w.bytes(NFTA_RULE_USERDATA, commentUdata(r.comment));
     if (r.position !== undefined) w.u64(NFTA_RULE_POSITION, r.position, 'net');
   });
@@ -53,13 +64,19 @@ export function decodeRule(msg: Pick<InMessage, 'payload'>): ListedRule {
   const handle = a.u64(NFTA_RULE_HANDLE, 'net');
   if (handle !== undefined) rule.handle = handle;
   const compat = a.nested(NFTA_RULE_COMPAT);
-  if (compat) rule.compat = { proto: compat.u32(NFTA_RULE_COMPAT_PROTO, 'net') ?? 0, flags: compat.u32(NFTA_RULE_COMPAT_FLAGS, 'net') ?? 0 };
+  if (compat)
+    rule.compat = {
+      proto: compat.u32(NFTA_RULE_COMPAT_PROTO, 'net') ?? 0,
+      flags: compat.u32(NFTA_RULE_COMPAT_FLAGS, 'net') ?? 0,
+    };
   const comment = commentOf(a.bytes(NFTA_RULE_USERDATA), 0, 'rule userdata');
   if (comment !== undefined) rule.comment = comment;
   return { family, table: a.require(NFTA_RULE_TABLE, a.str(NFTA_RULE_TABLE)), rule };
 }
 
-/** The rule body in nft syntax when the builder recorded it, else its expressions as `nft --debug=netlink` shows them. */
+/**
+ * The rule body in nft syntax when the builder recorded it, else its expressions as `nft --debug=netlink` shows them.
+ */
 export function renderRuleBody(r: NftRule): string {
   let s = r.text ?? `# ${r.exprs.map((e) => `[ ${renderExpr(e)} ]`).join(' ')}`;
   if (r.comment !== undefined && r.text !== undefined) s += ` comment "${r.comment.replace(/"/g, '\\"')}"`;
@@ -84,8 +101,10 @@ export const ruleCodec: ObjectCodec<NftRule, ListedRule> = {
     if (verb === 'flush') return 'cannot flush a rule';
     if (verb === 'create') return 'cannot create a rule (use add)';
     if (!r.chain) return 'rule needs a chain';
-    if ((verb === 'replace' || isRemoval(verb)) && r.handle === undefined) return `${verb} rule in ${r.chain} needs a handle`;
-    if ((verb === 'add' || verb === 'insert' || verb === 'replace') && !Array.isArray(r.exprs)) return `rule in ${r.chain} needs expressions`;
+    if ((verb === 'replace' || isRemoval(verb)) && r.handle === undefined)
+      return `${verb} rule in ${r.chain} needs a handle`;
+    if ((verb === 'add' || verb === 'insert' || verb === 'replace') && !Array.isArray(r.exprs))
+      return `rule in ${r.chain} needs expressions`;
     return undefined;
   },
 
@@ -93,10 +112,15 @@ export const ruleCodec: ObjectCodec<NftRule, ListedRule> = {
     const { scope, ctx } = st;
     const label = opLabel(st, verb, r);
     const byHandle = `${label} handle ${r.handle}`;
-    if (verb === 'add') st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_CREATE | NLM_F_APPEND, r, label, BODY, ctx));
+    if (verb === 'add')
+      st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_CREATE | NLM_F_APPEND, r, label, BODY, ctx));
     else if (verb === 'insert') st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_CREATE, r, label, BODY, ctx));
-    else if (verb === 'replace') st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_REPLACE, r, byHandle, HANDLE_AND_BODY, ctx));
-    else st.out.push(ruleMessage(scope, removalCmd(verb, NftMsg.DELRULE, NftMsg.DESTROYRULE), 0, r, byHandle, HANDLE, ctx));
+    else if (verb === 'replace')
+      st.out.push(ruleMessage(scope, NftMsg.NEWRULE, NLM_F_REPLACE, r, byHandle, HANDLE_AND_BODY, ctx));
+    else
+      st.out.push(
+        ruleMessage(scope, removalCmd(verb, NftMsg.DELRULE, NftMsg.DESTROYRULE), 0, r, byHandle, HANDLE, ctx),
+      );
   },
 
   render(scope, verb, r) {

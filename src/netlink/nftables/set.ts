@@ -15,10 +15,31 @@ import type { InMessage, OutMessage } from '../core/index.ts';
 import { NetlinkDecodeError, NLM_F_CREATE, NLM_F_EXCL } from '../core/index.ts';
 import type { Family } from './constants.ts';
 import {
-  NFT_DATA_VERDICT, NFT_SET_CONCAT, NFT_SET_CONSTANT, NFT_SET_EVAL, NFT_SET_INTERVAL, NFT_SET_MAP, NFT_SET_TIMEOUT,
-  NFTA_LIST_ELEM, NFTA_SET_DATA_LEN, NFTA_SET_DATA_TYPE, NFTA_SET_DESC, NFTA_SET_DESC_CONCAT, NFTA_SET_DESC_SIZE,
-  NFTA_SET_FIELD_LEN, NFTA_SET_FLAGS, NFTA_SET_GC_INTERVAL, NFTA_SET_HANDLE, NFTA_SET_ID, NFTA_SET_KEY_LEN,
-  NFTA_SET_KEY_TYPE, NFTA_SET_NAME, NFTA_SET_TABLE, NFTA_SET_TIMEOUT, NFTA_SET_USERDATA, NftMsg,
+  NFT_DATA_VERDICT,
+  NFT_SET_CONCAT,
+  NFT_SET_CONSTANT,
+  NFT_SET_EVAL,
+  NFT_SET_INTERVAL,
+  NFT_SET_MAP,
+  NFT_SET_TIMEOUT,
+  NFTA_LIST_ELEM,
+  NFTA_SET_DATA_LEN,
+  NFTA_SET_DATA_TYPE,
+  NFTA_SET_DESC,
+  NFTA_SET_DESC_CONCAT,
+  NFTA_SET_DESC_SIZE,
+  NFTA_SET_FIELD_LEN,
+  NFTA_SET_FLAGS,
+  NFTA_SET_GC_INTERVAL,
+  NFTA_SET_HANDLE,
+  NFTA_SET_ID,
+  NFTA_SET_KEY_LEN,
+  NFTA_SET_KEY_TYPE,
+  NFTA_SET_NAME,
+  NFTA_SET_TABLE,
+  NFTA_SET_TIMEOUT,
+  NFTA_SET_USERDATA,
+  NftMsg,
 } from './constants.ts';
 import type { DataType } from './datatypes.ts';
 import { BYTEORDER_INVALID, DATATYPES, isDataType, keyLength, typeId, typesOfId } from './datatypes.ts';
@@ -28,13 +49,34 @@ import { fail, missing, newHandle, setInUse } from './fake-state.ts';
 import { cstr, ident, nftMessage, received, renderDuration } from './message.ts';
 import type { ObjectCodec } from './object.ts';
 import {
-  addThenDelete, braces, commentPart, createFlags, isRemoval, needsDestroy, opLabel, removalCmd, scopeText, validName,
+  addThenDelete,
+  braces,
+  commentPart,
+  createFlags,
+  isRemoval,
+  needsDestroy,
+  opLabel,
+  removalCmd,
+  scopeText,
+  validName,
 } from './object.ts';
 import type { NftMap, NftSet, NftSetLike, PayloadField, Scope, SetFlag, TypeofExpr } from './types.ts';
 import type { UdataTlv } from './udata.ts';
 import {
-  decodeUdata, encodeUdata, udGet, udNest, udReadStr, udReadU32, udStr, udU32, UD_SET_COMMENT, UD_SET_DATA_INTERVAL,
-  UD_SET_DATA_TYPEOF, UD_SET_DATABYTEORDER, UD_SET_KEY_TYPEOF, UD_SET_KEYBYTEORDER,
+  decodeUdata,
+  encodeUdata,
+  udGet,
+  udNest,
+  udReadStr,
+  udReadU32,
+  udStr,
+  udU32,
+  UD_SET_COMMENT,
+  UD_SET_DATA_INTERVAL,
+  UD_SET_DATA_TYPEOF,
+  UD_SET_DATABYTEORDER,
+  UD_SET_KEY_TYPEOF,
+  UD_SET_KEYBYTEORDER,
 } from './udata.ts';
 
 // nft's expression type ids (enum expr_types) as stored in typeof userdata.
@@ -44,7 +86,12 @@ const ETYPE_META = 9;
 const ETYPE_CONCAT = 13;
 const ETYPE_NUMGEN = 23;
 
-const FLAG_BITS: Record<SetFlag, number> = { constant: NFT_SET_CONSTANT, interval: NFT_SET_INTERVAL, timeout: NFT_SET_TIMEOUT, dynamic: NFT_SET_EVAL };
+const FLAG_BITS: Record<SetFlag, number> = {
+  constant: NFT_SET_CONSTANT,
+  interval: NFT_SET_INTERVAL,
+  timeout: NFT_SET_TIMEOUT,
+  dynamic: NFT_SET_EVAL,
+};
 
 export const isInterval = (s: NftSetLike): boolean => s.flags?.includes('interval') ?? false;
 export const isConcatInterval = (s: NftSetLike): boolean => isInterval(s) && s.key.length > 1;
@@ -60,9 +107,27 @@ export function setFlags(s: NftSetLike): number {
 
 // nft's enum proto_desc_id and each protocol's template index (payload typeof udata).
 const PROTO_DESC: Record<string, number> = { udp: 6, tcp: 8, sctp: 10, th: 11, ip: 12, ip6: 13 };
-const TEMPLATE: Record<string, number> = { 'ip saddr': 11, 'ip daddr': 12, 'ip6 saddr': 8, 'ip6 daddr': 9, sport: 1, dport: 2 };
+const TEMPLATE: Record<string, number> = {
+  'ip saddr': 11,
+  'ip daddr': 12,
+  'ip6 saddr': 8,
+  'ip6 daddr': 9,
+  sport: 1,
+  dport: 2,
+};
 const PAYLOAD_FIELDS: readonly PayloadField[] = [
-  'ip saddr', 'ip daddr', 'ip6 saddr', 'ip6 daddr', 'tcp sport', 'tcp dport', 'udp sport', 'udp dport', 'sctp sport', 'sctp dport', 'th sport', 'th dport',
+  'ip saddr',
+  'ip daddr',
+  'ip6 saddr',
+  'ip6 daddr',
+  'tcp sport',
+  'tcp dport',
+  'udp sport',
+  'udp dport',
+  'sctp sport',
+  'sctp dport',
+  'th sport',
+  'th dport',
 ];
 const payloadIds = (f: PayloadField): [number, number] => {
   const [proto, field] = f.split(' ') as [string, string];
@@ -75,22 +140,37 @@ function typeofExprTlvs(e: TypeofExpr): UdataTlv[] {
     const [desc, tmpl] = payloadIds(e.field);
     return [udU32(0, ETYPE_PAYLOAD), udNest(1, [udU32(0, desc), udU32(1, tmpl)])];
   }
-  return [udU32(0, ETYPE_NUMGEN), udNest(1, [udU32(0, e.mode === 'random' ? 1 : 0), udU32(1, e.modulus), udU32(2, e.offset ?? 0)])];
+  return [
+    udU32(0, ETYPE_NUMGEN),
+    udNest(1, [udU32(0, e.mode === 'random' ? 1 : 0), udU32(1, e.modulus), udU32(2, e.offset ?? 0)]),
+  ];
 }
 
-function keyTypeofTlv(type: number, fields: readonly DataType[], typeofs: readonly TypeofExpr[] | undefined): UdataTlv | undefined {
+function keyTypeofTlv(
+  type: number,
+  fields: readonly DataType[],
+  typeofs: readonly TypeofExpr[] | undefined,
+): UdataTlv | undefined {
   if (typeofs && typeofs.length > 0) {
     if (typeofs.length === 1) return udNest(type, typeofExprTlvs(typeofs[0]!));
-    return udNest(type, [udU32(0, ETYPE_CONCAT), udNest(1, typeofs.map((e, i) => udNest(i, typeofExprTlvs(e))))]);
+    return udNest(type, [
+      udU32(0, ETYPE_CONCAT),
+      udNest(
+        1,
+        typeofs.map((e, i) => udNest(i, typeofExprTlvs(e))),
+      ),
+    ]);
   }
   if (fields.length > 1) return udNest(type, [udU32(0, ETYPE_CONCAT), udNest(1, [])]);
   return undefined;
 }
 
 export function setUserdata(s: NftSetLike): Uint8Array {
-  const byteorder = (fields: readonly DataType[]): number => (fields.length === 1 ? DATATYPES[fields[0]!].order : BYTEORDER_INVALID);
+  const byteorder = (fields: readonly DataType[]): number =>
+    fields.length === 1 ? DATATYPES[fields[0]!].order : BYTEORDER_INVALID;
   const tlvs: UdataTlv[] = [udU32(UD_SET_KEYBYTEORDER, byteorder(s.key))];
-  if (s.kind === 'map') tlvs.push(udU32(UD_SET_DATABYTEORDER, s.data === 'verdict' ? BYTEORDER_INVALID : byteorder(s.data)));
+  if (s.kind === 'map')
+    tlvs.push(udU32(UD_SET_DATABYTEORDER, s.data === 'verdict' ? BYTEORDER_INVALID : byteorder(s.data)));
   const kt = keyTypeofTlv(UD_SET_KEY_TYPEOF, s.key, s.typeof);
   if (kt) tlvs.push(kt);
   if (s.kind === 'map') {
@@ -106,7 +186,15 @@ export function setUserdata(s: NftSetLike): Uint8Array {
   return encodeUdata(tlvs);
 }
 
-export function setMessage(scope: Scope, cmd: number, flags: number, s: NftSetLike, label: string, full: boolean, id: number | undefined): OutMessage {
+export function setMessage(
+  scope: Scope,
+  cmd: number,
+  flags: number,
+  s: NftSetLike,
+  label: string,
+  full: boolean,
+  id: number | undefined,
+): OutMessage {
   return nftMessage(cmd, scope.family, flags, label, (w) => {
     w.bytes(NFTA_SET_TABLE, cstr(scope.table));
     if (!full && s.handle !== undefined) {
@@ -268,7 +356,11 @@ export function decodeSet(msg: Pick<InMessage, 'payload'>): ListedSet {
 
 /** nft's rendering of a set's type line: `type a . b : verdict` or `typeof numgen random mod 2 : verdict`. */
 const renderTypeof = (e: TypeofExpr): string =>
-  e.expr === 'meta' ? `meta ${e.key}` : e.expr === 'payload' ? e.field : `numgen ${e.mode} mod ${e.modulus}${e.offset ? ` offset ${e.offset}` : ''}`;
+  e.expr === 'meta'
+    ? `meta ${e.key}`
+    : e.expr === 'payload'
+      ? e.field
+      : `numgen ${e.mode} mod ${e.modulus}${e.offset ? ` offset ${e.offset}` : ''}`;
 
 export function renderSetType(s: NftSetLike): string {
   const key = s.typeof ? `typeof ${s.typeof.map(renderTypeof).join(' . ')}` : `type ${s.key.join(' . ')}`;
@@ -293,7 +385,8 @@ function invalidDefinition(o: NftSetLike): string | undefined {
   if (!Array.isArray(o.key) || o.key.length === 0) return `${o.kind} ${o.name} needs a key type`;
   const unknown = o.key.find((t) => !isDataType(t));
   if (unknown !== undefined) return `${o.kind} ${o.name}: unknown key type ${String(unknown)}`;
-  if (o.typeof && o.typeof.length !== o.key.length) return `${o.kind} ${o.name}: typeof has ${o.typeof.length} fields, key has ${o.key.length}`;
+  if (o.typeof && o.typeof.length !== o.key.length)
+    return `${o.kind} ${o.name}: typeof has ${o.typeof.length} fields, key has ${o.key.length}`;
   if (o.kind === 'map' && o.data !== 'verdict') {
     if (!Array.isArray(o.data) || o.data.length === 0) return `map ${o.name} needs a data type`;
     const bad = o.data.find((t) => !isDataType(t));
@@ -322,10 +415,22 @@ export const setCodec: ObjectCodec<NftSetLike, ListedSet> = {
     const label = opLabel(st, verb, o);
     if (verb === 'flush') st.out.push(flushSetMessage(st.scope, NftMsg.DELSETELEM, o.name, label));
     else if (isRemoval(verb)) {
-      st.out.push(setMessage(st.scope, removalCmd(verb, NftMsg.DELSET, NftMsg.DESTROYSET), 0, o, label, false, undefined));
+      st.out.push(
+        setMessage(st.scope, removalCmd(verb, NftMsg.DELSET, NftMsg.DESTROYSET), 0, o, label, false, undefined),
+      );
       st.defs.delete(o.name);
     } else {
-      st.out.push(setMessage(st.scope, NftMsg.NEWSET, createFlags(verb, NLM_F_CREATE, NLM_F_EXCL), o, label, true, st.ctx.setId(o.name)));
+      st.out.push(
+        setMessage(
+          st.scope,
+          NftMsg.NEWSET,
+          createFlags(verb, NLM_F_CREATE, NLM_F_EXCL),
+          o,
+          label,
+          true,
+          st.ctx.setId(o.name),
+        ),
+      );
       st.defs.set(o.name, o);
       if (isInterval(o) && !isConcatInterval(o)) st.fresh.add(o.name);
     }

@@ -4,7 +4,14 @@
 import type { InMessage, OutMessage } from '../core/index.ts';
 import { NLM_F_EXCL } from '../core/index.ts';
 import type { Family } from './constants.ts';
-import { NFTA_TABLE_FLAGS, NFTA_TABLE_HANDLE, NFTA_TABLE_NAME, NFTA_TABLE_USE, NFTA_TABLE_USERDATA, NftMsg } from './constants.ts';
+import {
+  NFTA_TABLE_FLAGS,
+  NFTA_TABLE_HANDLE,
+  NFTA_TABLE_NAME,
+  NFTA_TABLE_USE,
+  NFTA_TABLE_USERDATA,
+  NftMsg,
+} from './constants.ts';
 import { fail, missing, newHandle } from './fake-state.ts';
 import { nftMessage, received } from './message.ts';
 import type { ObjectCodec } from './object.ts';
@@ -13,7 +20,14 @@ import { flushRulesMessage } from './rule.ts';
 import type { NftTable, Scope } from './types.ts';
 import { commentOf, commentUdata } from './udata.ts';
 
-export function tableMessage(scope: Scope, cmd: number, flags: number, t: NftTable, label: string, full: boolean): OutMessage {
+export function tableMessage(
+  scope: Scope,
+  cmd: number,
+  flags: number,
+  t: NftTable,
+  label: string,
+  full: boolean,
+): OutMessage {
   return nftMessage(cmd, scope.family, flags, label, (w) => {
     if (!full && t.handle !== undefined) {
       w.u64(NFTA_TABLE_HANDLE, t.handle, 'net');
@@ -59,7 +73,8 @@ export const tableCodec: ObjectCodec<NftTable, ListedTable> = {
   encode(st, verb, t) {
     const label = opLabel(st, verb, t);
     if (verb === 'flush') st.out.push(flushRulesMessage(st.scope, undefined, label));
-    else if (isRemoval(verb)) st.out.push(tableMessage(st.scope, removalCmd(verb, NftMsg.DELTABLE, NftMsg.DESTROYTABLE), 0, t, label, false));
+    else if (isRemoval(verb))
+      st.out.push(tableMessage(st.scope, removalCmd(verb, NftMsg.DELTABLE, NftMsg.DESTROYTABLE), 0, t, label, false));
     else st.out.push(tableMessage(st.scope, NftMsg.NEWTABLE, verb === 'create' ? NLM_F_EXCL : 0, t, label, true));
   },
 

@@ -5,14 +5,33 @@
 // (enum nft_trace_attributes, nft_trace_types) and nfnetlink.h (NFNLGRP_NFTRACE).
 
 import type { InMessage } from '../core/index.ts';
-import { AttrSet, NfnlSubsys, nfnlCmd, nfnlSubsys, openRawSocket, parseMessages, Protocol, splitNfPayload } from '../core/index.ts';
+import {
+  AttrSet,
+  NfnlSubsys,
+  nfnlCmd,
+  nfnlSubsys,
+  openRawSocket,
+  parseMessages,
+  Protocol,
+  splitNfPayload,
+} from '../core/index.ts';
 import { NFPROTO, NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE, VerdictCode } from './constants.ts';
 
 export const NFNLGRP_NFTRACE = 9;
 /** enum nf_tables_msg_types: NFT_MSG_TRACE follows NFT_MSG_GETGEN (16). */
 export const NFT_MSG_TRACE = 17;
 
-const TABLE = 1, CHAIN = 2, RULE_HANDLE = 3, TYPE = 4, VERDICT = 5, ID = 6, IIF = 10, OIF = 12, MARK = 14, NFPROTO_ATTR = 15, POLICY = 16;
+const TABLE = 1,
+  CHAIN = 2,
+  RULE_HANDLE = 3,
+  TYPE = 4,
+  VERDICT = 5,
+  ID = 6,
+  IIF = 10,
+  OIF = 12,
+  MARK = 14,
+  NFPROTO_ATTR = 15,
+  POLICY = 16;
 const TYPES = ['unspec', 'policy', 'return', 'rule'] as const;
 
 export interface TraceEvent {
@@ -37,7 +56,8 @@ function verdictText(v: AttrSet): string | undefined {
   const raw = v.u32(NFTA_VERDICT_CODE, 'net');
   if (raw === undefined) return undefined;
   const code = raw | 0;
-  const name = (Object.keys(VerdictCode) as (keyof typeof VerdictCode)[]).find((k) => VerdictCode[k] === code) ?? String(code);
+  const name =
+    (Object.keys(VerdictCode) as (keyof typeof VerdictCode)[]).find((k) => VerdictCode[k] === code) ?? String(code);
   const chain = v.str(NFTA_VERDICT_CHAIN);
   return chain !== undefined ? `${name} ${chain}` : name;
 }
@@ -48,13 +68,15 @@ export function decodeTrace(msg: InMessage): TraceEvent | undefined {
   const nf = splitNfPayload(msg.payload);
   if (!nf) return undefined;
   const a = new AttrSet(nf.attrs, 'NFT_MSG_TRACE', 4);
-  const family = (Object.keys(NFPROTO) as (keyof typeof NFPROTO)[]).find((k) => NFPROTO[k] === nf.family) ?? String(nf.family);
+  const family =
+    (Object.keys(NFPROTO) as (keyof typeof NFPROTO)[]).find((k) => NFPROTO[k] === nf.family) ?? String(nf.family);
   const type = TYPES[a.u32(TYPE, 'net') ?? 0] ?? 'unspec';
   const verdictSet = a.nested(VERDICT);
   const verdict = verdictSet ? verdictText(verdictSet) : undefined;
   const policy = a.u32(POLICY, 'net');
   const handle = a.u64(RULE_HANDLE, 'net');
-  const opt = <K extends string, V>(k: K, v: V | undefined): { [P in K]?: V } => (v === undefined ? {} : ({ [k]: v } as { [P in K]: V }));
+  const opt = <K extends string, V>(k: K, v: V | undefined): { [P in K]?: V } =>
+    v === undefined ? {} : ({ [k]: v } as { [P in K]: V });
   return {
     id: a.u32(ID, 'net') ?? 0,
     family,
@@ -62,7 +84,11 @@ export function decodeTrace(msg: InMessage): TraceEvent | undefined {
     chain: a.str(CHAIN) ?? '',
     type,
     ...opt('ruleHandle', handle),
-    ...opt('verdict', verdict ?? (policy !== undefined ? (policy === 1 ? 'accept' : policy === 0 ? 'drop' : String(policy)) : undefined)),
+    ...opt(
+      'verdict',
+      verdict ??
+        (policy !== undefined ? (policy === 1 ? 'accept' : policy === 0 ? 'drop' : String(policy)) : undefined),
+    ),
     ...opt('iif', a.u32(IIF, 'net')),
     ...opt('oif', a.u32(OIF, 'net')),
     ...opt('mark', a.u32(MARK, 'net')),

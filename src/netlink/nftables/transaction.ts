@@ -40,13 +40,27 @@ export class NftTransaction {
     this.ops.push({ verb, obj });
   }
 
-  add(o: NftObject): void { this.push('add', o); }
-  create(o: NftObject): void { this.push('create', o); }
-  insert(r: NftRule): void { this.push('insert', r); }
-  replace(r: NftRule): void { this.push('replace', r); }
-  flush(o: NftTable | NftChain | NftSetLike): void { this.push('flush', o); }
-  delete(o: NftObject): void { this.push('delete', o); }
-  destroy(o: NftObject): void { this.push('destroy', o); }
+  add(o: NftObject): void {
+    this.push('add', o);
+  }
+  create(o: NftObject): void {
+    this.push('create', o);
+  }
+  insert(r: NftRule): void {
+    this.push('insert', r);
+  }
+  replace(r: NftRule): void {
+    this.push('replace', r);
+  }
+  flush(o: NftTable | NftChain | NftSetLike): void {
+    this.push('flush', o);
+  }
+  delete(o: NftObject): void {
+    this.push('delete', o);
+  }
+  destroy(o: NftObject): void {
+    this.push('destroy', o);
+  }
 
   /** Number of operations queued. */
   get size(): number {
@@ -92,7 +106,15 @@ export class NftTransaction {
     const ctx: EncodeContext = { setId };
     const ops = this.ops;
     const st: EncodeState = {
-      scope: this.scope, fam: scopeText(this.scope), ctx, schema, ops, out: [], defs: new Map(), fresh: new Set(), pending: undefined,
+      scope: this.scope,
+      fam: scopeText(this.scope),
+      ctx,
+      schema,
+      ops,
+      out: [],
+      defs: new Map(),
+      fresh: new Set(),
+      pending: undefined,
     };
     for (let i = 0; i < ops.length; i++) {
       const { verb, obj } = ops[i]!;

@@ -44,8 +44,18 @@ export type TypeofExpr =
   | { expr: 'payload'; field: PayloadField };
 
 export type PayloadField =
-  | 'ip saddr' | 'ip daddr' | 'ip6 saddr' | 'ip6 daddr'
-  | 'tcp sport' | 'tcp dport' | 'udp sport' | 'udp dport' | 'sctp sport' | 'sctp dport' | 'th sport' | 'th dport';
+  | 'ip saddr'
+  | 'ip daddr'
+  | 'ip6 saddr'
+  | 'ip6 daddr'
+  | 'tcp sport'
+  | 'tcp dport'
+  | 'udp sport'
+  | 'udp dport'
+  | 'sctp sport'
+  | 'sctp dport'
+  | 'th sport'
+  | 'th dport';
 
 export type SetFlag = 'constant' | 'interval' | 'timeout' | 'dynamic';
 

@@ -19,7 +19,10 @@ export const udU32 = (type: number, v: number): UdataTlv => {
   new DataView(b.buffer).setUint32(0, v >>> 0, true);
   return { type, value: b };
 };
-export const udStr = (type: number, s: string): UdataTlv => ({ type, value: Uint8Array.from([...Buffer.from(s, 'utf8'), 0]) });
+export const udStr = (type: number, s: string): UdataTlv => ({
+  type,
+  value: Uint8Array.from([...Buffer.from(s, 'utf8'), 0]),
+});
 export const udNest = (type: number, children: UdataTlv[]): UdataTlv => ({ type, value: children });
 
 function size(t: UdataTlv): number {
@@ -52,14 +55,20 @@ export function decodeUdata(b: Uint8Array, where = 'udata'): { type: number; val
     if (b.length - off < 2) throw new NetlinkDecodeError(where, off, 'truncated udata header');
     const type = b[off]!;
     const len = b[off + 1]!;
-    if (off + 2 + len > b.length) throw new NetlinkDecodeError(where, off, `udata type ${type} claims ${len} bytes, only ${b.length - off - 2} left`);
+    if (off + 2 + len > b.length)
+      throw new NetlinkDecodeError(
+        where,
+        off,
+        `udata type ${type} claims ${len} bytes, only ${b.length - off - 2} left`,
+      );
     out.push({ type, value: b.subarray(off + 2, off + 2 + len) });
     off += 2 + len;
   }
   return out;
 }
 
-export const udGet = (tlvs: readonly { type: number; value: Uint8Array }[], type: number): Uint8Array | undefined => tlvs.find((t) => t.type === type)?.value;
+export const udGet = (tlvs: readonly { type: number; value: Uint8Array }[], type: number): Uint8Array | undefined =>
+  tlvs.find((t) => t.type === type)?.value;
 
 export function udReadStr(v: Uint8Array): string {
   const nul = v.indexOf(0);
@@ -71,7 +80,10 @@ export function udReadU32(v: Uint8Array, where = 'udata'): number {
   return new DataView(v.buffer, v.byteOffset, 4).getUint32(0, true);
 }
 
-/** Comments: NFTNL_UDATA_{TABLE,CHAIN,RULE}_COMMENT = 0, NFTNL_UDATA_SET_COMMENT = 7, NFTNL_UDATA_SET_ELEM_COMMENT = 0. */
+/**
+ * Comments: NFTNL_UDATA_{TABLE,CHAIN,RULE}_COMMENT = 0, NFTNL_UDATA_SET_COMMENT = 7, NFTNL_UDATA_SET_ELEM_COMMENT =
+ * 0.
+ */
 export const UD_COMMENT = 0;
 export const UD_SET_KEYBYTEORDER = 0;
 export const UD_SET_DATABYTEORDER = 1;

@@ -11,8 +11,7 @@ import { NFTA_DATA_VERDICT, NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE, VerdictCode }
 import { cstr, ident } from './message.ts';
 
 export type Verdict =
-  | { verdict: 'accept' | 'drop' | 'continue' | 'return' | 'break' }
-  | { verdict: 'jump' | 'goto'; chain: string };
+  { verdict: 'accept' | 'drop' | 'continue' | 'return' | 'break' } | { verdict: 'jump' | 'goto'; chain: string };
 
 export const accept: Verdict = { verdict: 'accept' };
 export const drop: Verdict = { verdict: 'drop' };

@@ -38,7 +38,10 @@ export interface AddAddrOptions extends AddrOptions, RouteCallOptions {
  * many-address calls. Without pipeline(), those send one request at a time (same results).
  */
 export interface RouteTransport extends NetlinkTransport {
-  pipeline?(msgs: readonly OutMessage[], opts?: { signal?: AbortSignal; perDatagram?: number }): Promise<(NetlinkError | undefined)[]>;
+  pipeline?(
+    msgs: readonly OutMessage[],
+    opts?: { signal?: AbortSignal; perDatagram?: number },
+  ): Promise<(NetlinkError | undefined)[]>;
 }
 
 /**
@@ -74,7 +77,10 @@ export class RouteClient {
   }
 
   private req(msg: Parameters<NetlinkTransport['request']>[0], opts: RouteCallOptions & { dump?: boolean } = {}) {
-    return this.nl.request(msg, { ...(opts.dump ? { dump: true } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
+    return this.nl.request(msg, {
+      ...(opts.dump ? { dump: true } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
   }
 
   /** The link of that name, or undefined when there is none. */
@@ -111,16 +117,26 @@ export class RouteClient {
     return { index: link.index, name: ref };
   }
 
-  /** Creates a link (kind "dummy" for kube-ipvs0). EEXIST when the name is taken; EOPNOTSUPP when the kernel lacks the kind. */
+  /**
+   * Creates a link (kind "dummy" for kube-ipvs0). EEXIST when the name is taken; EOPNOTSUPP when the kernel lacks the
+   * kind.
+   */
   async createLink(name: string, kind = 'dummy', opts: RouteCallOptions = {}): Promise<Link> {
     await this.req(newLinkMessage(name, kind), opts);
     const link = await this.getLink(name, opts);
-    if (!link) throw new NetlinkError(`create link ${name}`, errnoNumber('ENODEV'), undefined, { detail: 'gone right after creation' });
+    if (!link)
+      throw new NetlinkError(`create link ${name}`, errnoNumber('ENODEV'), undefined, {
+        detail: 'gone right after creation',
+      });
     return link;
   }
 
   /** The link, created when missing. `created` tells which; an existing link of another kind is returned as is. */
-  async ensureLink(name: string, kind = 'dummy', opts: RouteCallOptions = {}): Promise<{ link: Link; created: boolean }> {
+  async ensureLink(
+    name: string,
+    kind = 'dummy',
+    opts: RouteCallOptions = {},
+  ): Promise<{ link: Link; created: boolean }> {
     const existing = await this.getLink(name, opts);
     if (existing) return { link: existing, created: false };
     try {
@@ -162,19 +178,29 @@ export class RouteClient {
   }
 
   /** Unbinds an address; EADDRNOTAVAIL when it is not bound. */
-  async deleteAddress(ref: LinkRef, address: string, opts: RouteCallOptions & { prefixLen?: number } = {}): Promise<void> {
+  async deleteAddress(
+    ref: LinkRef,
+    address: string,
+    opts: RouteCallOptions & { prefixLen?: number } = {},
+  ): Promise<void> {
     const { index, name } = await this.resolve(ref, `delete address ${address} from ${String(ref)}`, opts);
     await this.req(delAddrMessage(index, address, opts.prefixLen, name), opts);
   }
 
   /** Addresses, optionally of one link and/or one family. */
   async listAddresses(filter: { link?: LinkRef; family?: AddrFamily } & RouteCallOptions = {}): Promise<Addr[]> {
-    const index = filter.link === undefined ? undefined : (await this.resolve(filter.link, `list addresses of ${String(filter.link)}`, filter)).index;
+    const index =
+      filter.link === undefined
+        ? undefined
+        : (await this.resolve(filter.link, `list addresses of ${String(filter.link)}`, filter)).index;
     const replies = await this.req(listAddrsMessage(filter.family, index), { ...filter, dump: true });
     return replies
       .filter((m) => m.type === RTM_NEWADDR)
       .map(decodeAddr)
-      .filter((a) => (index === undefined || a.index === index) && (filter.family === undefined || a.family === filter.family));
+      .filter(
+        (a) =>
+          (index === undefined || a.index === index) && (filter.family === undefined || a.family === filter.family),
+      );
   }
 
   /**
@@ -194,10 +220,17 @@ export class RouteClient {
    * node's own elsewhere (nodeAddresses() with exceptLink). Both are wanted on a full IPVS
    * sync, and each dump walks every address of the node, the link's many VIPs included.
    */
-  async linkAndNodeAddresses(link: LinkRef, family: AddrFamily, opts: RouteCallOptions = {}): Promise<{ link: string[]; node: string[] }> {
+  async linkAndNodeAddresses(
+    link: LinkRef,
+    family: AddrFamily,
+    opts: RouteCallOptions = {},
+  ): Promise<{ link: string[]; node: string[] }> {
     const { index } = await this.resolve(link, `list addresses of ${String(link)}`, opts);
     const addrs = await this.listAddresses({ family, ...(opts.signal ? { signal: opts.signal } : {}) });
-    return { link: addrs.filter((a) => a.index === index).map((a) => a.address), node: selectNodeAddresses(addrs, index) };
+    return {
+      link: addrs.filter((a) => a.index === index).map((a) => a.address),
+      node: selectNodeAddresses(addrs, index),
+    };
   }
 
   /**
@@ -206,17 +239,35 @@ export class RouteClient {
    * its NetlinkError naming address and link (EEXIST when it already was; EINVAL for text
    * that is no address, never sent). Rejects only when the exchange itself fails.
    */
-  async addAddresses(ref: LinkRef, addresses: readonly string[], opts: AddAddrOptions = {}): Promise<(NetlinkError | undefined)[]> {
+  async addAddresses(
+    ref: LinkRef,
+    addresses: readonly string[],
+    opts: AddAddrOptions = {},
+  ): Promise<(NetlinkError | undefined)[]> {
     if (addresses.length === 0) return [];
     const { index, name } = await this.resolve(ref, `add addresses to ${String(ref)}`, opts);
-    return this.many(addresses, (a) => newAddrMessage(index, a, opts.prefixLen, opts, name), (a) => `add address ${a} to ${name}`, opts);
+    return this.many(
+      addresses,
+      (a) => newAddrMessage(index, a, opts.prefixLen, opts, name),
+      (a) => `add address ${a} to ${name}`,
+      opts,
+    );
   }
 
   /** Unbinds many addresses from one link, pipelined; as addAddresses() (EADDRNOTAVAIL when one is not bound). */
-  async deleteAddresses(ref: LinkRef, addresses: readonly string[], opts: RouteCallOptions & { prefixLen?: number } = {}): Promise<(NetlinkError | undefined)[]> {
+  async deleteAddresses(
+    ref: LinkRef,
+    addresses: readonly string[],
+    opts: RouteCallOptions & { prefixLen?: number } = {},
+  ): Promise<(NetlinkError | undefined)[]> {
     if (addresses.length === 0) return [];
     const { index, name } = await this.resolve(ref, `delete addresses from ${String(ref)}`, opts);
-    return this.many(addresses, (a) => delAddrMessage(index, a, opts.prefixLen, name), (a) => `delete address ${a} from ${name}`, opts);
+    return this.many(
+      addresses,
+      (a) => delAddrMessage(index, a, opts.prefixLen, name),
+      (a) => `delete address ${a} from ${name}`,
+      opts,
+    );
   }
 
   private async many(
@@ -233,7 +284,12 @@ export class RouteClient {
         msgs.push(build(a));
         at.push(i);
       } catch (e) {
-        results[i] = new NetlinkError(label(a), errnoNumber('EINVAL'), { msg: e instanceof Error ? e.message : String(e) }, { cause: e });
+        results[i] = new NetlinkError(
+          label(a),
+          errnoNumber('EINVAL'),
+          { msg: e instanceof Error ? e.message : String(e) },
+          { cause: e },
+        );
       }
     });
     const sig = opts.signal ? { signal: opts.signal } : {};

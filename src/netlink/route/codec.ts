@@ -9,7 +9,17 @@
 
 import { ipFromBytes, parseIP } from '../../base/ip.ts';
 import type { IPAddr } from '../../base/ip.ts';
-import { AF_INET, AF_INET6, AF_UNSPEC, AttrSet, AttrWriter, ByteWriter, NetlinkDecodeError, NLM_F_CREATE, NLM_F_EXCL } from '../core/index.ts';
+import {
+  AF_INET,
+  AF_INET6,
+  AF_UNSPEC,
+  AttrSet,
+  AttrWriter,
+  ByteWriter,
+  NetlinkDecodeError,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+} from '../core/index.ts';
 import type { InMessage, OutMessage } from '../core/index.ts';
 import {
   IFADDRMSG_LEN,
@@ -40,10 +50,22 @@ export interface IfInfo {
 }
 
 function ifinfo(out: ByteWriter, h: Partial<IfInfo>): void {
-  out.u8(h.family ?? AF_UNSPEC).u8(0).u16le(h.type ?? 0).i32le(h.index ?? 0).u32le(h.flags ?? 0).u32le(h.change ?? 0);
+  out
+    .u8(h.family ?? AF_UNSPEC)
+    .u8(0)
+    .u16le(h.type ?? 0)
+    .i32le(h.index ?? 0)
+    .u32le(h.flags ?? 0)
+    .u32le(h.change ?? 0);
 }
 
-function linkMessage(type: number, flags: number, label: string, h: Partial<IfInfo>, fill: (w: AttrWriter) => void = () => {}): OutMessage {
+function linkMessage(
+  type: number,
+  flags: number,
+  label: string,
+  h: Partial<IfInfo>,
+  fill: (w: AttrWriter) => void = () => {},
+): OutMessage {
   const out = new ByteWriter(64);
   ifinfo(out, h);
   fill(new AttrWriter(out));
@@ -52,7 +74,8 @@ function linkMessage(type: number, flags: number, label: string, h: Partial<IfIn
 
 export function checkIfName(name: string): void {
   const n = Buffer.byteLength(name);
-  if (n === 0 || n > 15 || /[\s/:]/.test(name)) throw new TypeError(`"${name}" is not a valid interface name (1-15 bytes, no space, '/' or ':')`);
+  if (n === 0 || n > 15 || /[\s/:]/.test(name))
+    throw new TypeError(`"${name}" is not a valid interface name (1-15 bytes, no space, '/' or ':')`);
 }
 
 /** RTM_NEWLINK with NLM_F_CREATE|NLM_F_EXCL: a new link of `kind` ("dummy" for kube-ipvs0). */
@@ -67,36 +90,66 @@ export function newLinkMessage(name: string, kind: string): OutMessage {
   });
 }
 
-export const delLinkMessage = (index: number, name = `#${index}`): OutMessage => linkMessage(RTM_DELLINK, 0, `delete link ${name}`, { index });
+export const delLinkMessage = (index: number, name = `#${index}`): OutMessage =>
+  linkMessage(RTM_DELLINK, 0, `delete link ${name}`, { index });
 
 /** RTM_NEWLINK changing only IFF_UP, as `ip link set NAME up|down` does. */
 export const setLinkUpMessage = (index: number, up: boolean, name = `#${index}`): OutMessage =>
-  linkMessage(RTM_NEWLINK, 0, `set link ${name} ${up ? 'up' : 'down'}`, { index, flags: up ? IFF_UP : 0, change: IFF_UP });
+  linkMessage(RTM_NEWLINK, 0, `set link ${name} ${up ? 'up' : 'down'}`, {
+    index,
+    flags: up ? IFF_UP : 0,
+    change: IFF_UP,
+  });
 
 /** RTM_GETLINK of one link by name (the reply is one RTM_NEWLINK; ENODEV when there is none). */
 export function getLinkMessage(name: string): OutMessage {
   checkIfName(name);
-  return linkMessage(RTM_GETLINK, 0, `get link ${name}`, {}, (w) => w.u32(Ifla.EXT_MASK, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS).str(Ifla.IFNAME, name));
+  return linkMessage(RTM_GETLINK, 0, `get link ${name}`, {}, (w) =>
+    w.u32(Ifla.EXT_MASK, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS).str(Ifla.IFNAME, name),
+  );
 }
 
 export const getLinkByIndexMessage = (index: number): OutMessage =>
-  linkMessage(RTM_GETLINK, 0, `get link #${index}`, { index }, (w) => w.u32(Ifla.EXT_MASK, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS));
+  linkMessage(RTM_GETLINK, 0, `get link #${index}`, { index }, (w) =>
+    w.u32(Ifla.EXT_MASK, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS),
+  );
 
 /** RTM_GETLINK dump of every link. */
-export const listLinksMessage = (): OutMessage => linkMessage(RTM_GETLINK, 0, 'list links', {}, (w) => w.u32(Ifla.EXT_MASK, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS));
+export const listLinksMessage = (): OutMessage =>
+  linkMessage(RTM_GETLINK, 0, 'list links', {}, (w) => w.u32(Ifla.EXT_MASK, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS));
 
 const familyNumber = (f: AddrFamily): number => (f === 'IPv4' ? AF_INET : AF_INET6);
 
-function addrMessage(type: number, flags: number, verb: string, index: number, ip: IPAddr, prefixLen: number, opts: AddrOptions, linkName: string): OutMessage {
+function addrMessage(
+  type: number,
+  flags: number,
+  verb: string,
+  index: number,
+  ip: IPAddr,
+  prefixLen: number,
+  opts: AddrOptions,
+  linkName: string,
+): OutMessage {
   const max = ip.bytes.length * 8;
-  if (!Number.isInteger(prefixLen) || prefixLen < 0 || prefixLen > max) throw new RangeError(`prefix /${prefixLen} out of range for ${ip.text}`);
+  if (!Number.isInteger(prefixLen) || prefixLen < 0 || prefixLen > max)
+    throw new RangeError(`prefix /${prefixLen} out of range for ${ip.text}`);
   const out = new ByteWriter(64);
-  out.u8(familyNumber(ip.family)).u8(prefixLen).u8(0).u8(opts.scope ?? 0).u32le(index);
+  out
+    .u8(familyNumber(ip.family))
+    .u8(prefixLen)
+    .u8(0)
+    .u8(opts.scope ?? 0)
+    .u32le(index);
   const w = new AttrWriter(out);
   w.bytes(Ifa.LOCAL, ip.bytes);
   if (opts.noPrefixRoute) w.u32(Ifa.FLAGS, IFA_F_NOPREFIXROUTE);
   w.bytes(Ifa.ADDRESS, ip.bytes);
-  return { type, flags, payload: out.toBytes(), label: `${verb} address ${ip.text}/${prefixLen} ${verb === 'add' ? 'to' : 'from'} ${linkName}` };
+  return {
+    type,
+    flags,
+    payload: out.toBytes(),
+    label: `${verb} address ${ip.text}/${prefixLen} ${verb === 'add' ? 'to' : 'from'} ${linkName}`,
+  };
 }
 
 function parseAddrText(address: string): IPAddr {
@@ -106,9 +159,24 @@ function parseAddrText(address: string): IPAddr {
 }
 
 /** RTM_NEWADDR (NLM_F_CREATE|NLM_F_EXCL): EEXIST when the address is already there. Prefix defaults to /32 or /128. */
-export function newAddrMessage(index: number, address: string, prefixLen?: number, opts: AddrOptions = {}, linkName = `#${index}`): OutMessage {
+export function newAddrMessage(
+  index: number,
+  address: string,
+  prefixLen?: number,
+  opts: AddrOptions = {},
+  linkName = `#${index}`,
+): OutMessage {
   const ip = parseAddrText(address);
-  return addrMessage(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, 'add', index, ip, prefixLen ?? ip.bytes.length * 8, opts, linkName);
+  return addrMessage(
+    RTM_NEWADDR,
+    NLM_F_CREATE | NLM_F_EXCL,
+    'add',
+    index,
+    ip,
+    prefixLen ?? ip.bytes.length * 8,
+    opts,
+    linkName,
+  );
 }
 
 /** RTM_DELADDR: EADDRNOTAVAIL when the address is not there. */
@@ -123,15 +191,27 @@ export function delAddrMessage(index: number, address: string, prefixLen?: numbe
  */
 export function listAddrsMessage(family?: AddrFamily, index = 0): OutMessage {
   const out = new ByteWriter(8);
-  out.u8(family ? familyNumber(family) : AF_UNSPEC).u8(0).u8(0).u8(0).u32le(index);
+  out
+    .u8(family ? familyNumber(family) : AF_UNSPEC)
+    .u8(0)
+    .u8(0)
+    .u8(0)
+    .u32le(index);
   return { type: RTM_GETADDR, flags: 0, payload: out.toBytes(), label: `list ${family ?? 'all'} addresses` };
 }
 
 export function parseIfInfo(m: InMessage): { hdr: IfInfo; attrs: AttrSet } {
   const p = m.payload;
-  if (p.length < IFINFOMSG_LEN) throw new NetlinkDecodeError('ifinfomsg', 0, `payload of ${p.length} bytes is shorter than ifinfomsg`);
+  if (p.length < IFINFOMSG_LEN)
+    throw new NetlinkDecodeError('ifinfomsg', 0, `payload of ${p.length} bytes is shorter than ifinfomsg`);
   const dv = new DataView(p.buffer, p.byteOffset, p.byteLength);
-  const hdr = { family: p[0]!, type: dv.getUint16(2, true), index: dv.getInt32(4, true), flags: dv.getUint32(8, true), change: dv.getUint32(12, true) };
+  const hdr = {
+    family: p[0]!,
+    type: dv.getUint16(2, true),
+    index: dv.getInt32(4, true),
+    flags: dv.getUint32(8, true),
+    change: dv.getUint32(12, true),
+  };
   return { hdr, attrs: new AttrSet(p.subarray(IFINFOMSG_LEN), 'link', IFINFOMSG_LEN) };
 }
 
@@ -141,7 +221,13 @@ const macText = (b: Uint8Array): string => Array.from(b, (x) => x.toString(16).p
 export function decodeLink(m: InMessage): Link {
   if (m.type !== RTM_NEWLINK) throw new NetlinkDecodeError('link', 0, `message type ${m.type} is not RTM_NEWLINK`);
   const { hdr, attrs } = parseIfInfo(m);
-  const link: Link = { index: hdr.index, name: attrs.require(Ifla.IFNAME, attrs.str(Ifla.IFNAME)), flags: hdr.flags, up: (hdr.flags & IFF_UP) !== 0, linkType: hdr.type };
+  const link: Link = {
+    index: hdr.index,
+    name: attrs.require(Ifla.IFNAME, attrs.str(Ifla.IFNAME)),
+    flags: hdr.flags,
+    up: (hdr.flags & IFF_UP) !== 0,
+    linkType: hdr.type,
+  };
   const kind = attrs.nested(Ifla.LINKINFO)?.str(IFLA_INFO_KIND);
   if (kind !== undefined) link.kind = kind;
   const mtu = attrs.u32(Ifla.MTU);
@@ -157,16 +243,25 @@ export function decodeLink(m: InMessage): Link {
 export function decodeAddr(m: InMessage): Addr {
   if (m.type !== RTM_NEWADDR) throw new NetlinkDecodeError('address', 0, `message type ${m.type} is not RTM_NEWADDR`);
   const p = m.payload;
-  if (p.length < IFADDRMSG_LEN) throw new NetlinkDecodeError('ifaddrmsg', 0, `payload of ${p.length} bytes is shorter than ifaddrmsg`);
+  if (p.length < IFADDRMSG_LEN)
+    throw new NetlinkDecodeError('ifaddrmsg', 0, `payload of ${p.length} bytes is shorter than ifaddrmsg`);
   const dv = new DataView(p.buffer, p.byteOffset, p.byteLength);
   const fam = p[0]!;
   const attrs = new AttrSet(p.subarray(IFADDRMSG_LEN), 'address', IFADDRMSG_LEN);
   const raw = attrs.bytes(Ifa.LOCAL) ?? attrs.bytes(Ifa.ADDRESS);
   if (!raw) throw new NetlinkDecodeError('address', IFADDRMSG_LEN, 'neither IFA_LOCAL nor IFA_ADDRESS present');
   const want = fam === AF_INET ? 4 : fam === AF_INET6 ? 16 : -1;
-  if (raw.length !== want) throw new NetlinkDecodeError('address', IFADDRMSG_LEN, `family ${fam} address of ${raw.length} bytes`);
+  if (raw.length !== want)
+    throw new NetlinkDecodeError('address', IFADDRMSG_LEN, `family ${fam} address of ${raw.length} bytes`);
   const ip = ipFromBytes(raw);
-  const a: Addr = { index: dv.getUint32(4, true), family: ip.family, address: ip.text, prefixLen: p[1]!, scope: p[3]!, flags: attrs.u32(Ifa.FLAGS) ?? p[2]! };
+  const a: Addr = {
+    index: dv.getUint32(4, true),
+    family: ip.family,
+    address: ip.text,
+    prefixLen: p[1]!,
+    scope: p[3]!,
+    flags: attrs.u32(Ifa.FLAGS) ?? p[2]!,
+  };
   const label = attrs.str(Ifa.LABEL);
   if (label !== undefined) a.label = label;
   return a;

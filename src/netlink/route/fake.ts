@@ -5,7 +5,21 @@
 // Known simplifications: no IPv6 link-local addresses appear when a link goes up (the kernel
 // adds fe80::/64 ones), no routes, no carrier or queueing details, random MACs.
 
-import { AF_INET, AF_INET6, AttrSet, AttrWriter, ByteWriter, FakeKernel, NetlinkConnection, NetlinkDecodeError, NLM_F_CREATE, NLM_F_EXCL, NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR } from '../core/index.ts';
+import {
+  AF_INET,
+  AF_INET6,
+  AttrSet,
+  AttrWriter,
+  ByteWriter,
+  FakeKernel,
+  NetlinkConnection,
+  NetlinkDecodeError,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+  NLM_F_MULTI,
+  NLMSG_DONE,
+  NLMSG_ERROR,
+} from '../core/index.ts';
 import type { InMessage } from '../core/index.ts';
 import type { FakeReply } from '../core/fake-kernel.ts';
 import { ipFromBytes, parseIP } from '../../base/ip.ts';
@@ -89,14 +103,36 @@ export class FakeRouteKernel {
     const lo = this.addLink('lo', undefined, IFF_LOOPBACK, ARPHRD_LOOPBACK);
     if (opts.loopbackUp ?? true) {
       lo.up = true;
-      this.addrs.push({ index: lo.index, family: AF_INET, bytes: Uint8Array.of(127, 0, 0, 1), prefixLen: 8, scope: RtScope.HOST, flags: IFA_F_PERMANENT });
-      this.addrs.push({ index: lo.index, family: AF_INET6, bytes: Uint8Array.of(...new Array<number>(15).fill(0), 1), prefixLen: 128, scope: RtScope.HOST, flags: IFA_F_PERMANENT });
+      this.addrs.push({
+        index: lo.index,
+        family: AF_INET,
+        bytes: Uint8Array.of(127, 0, 0, 1),
+        prefixLen: 8,
+        scope: RtScope.HOST,
+        flags: IFA_F_PERMANENT,
+      });
+      this.addrs.push({
+        index: lo.index,
+        family: AF_INET6,
+        bytes: Uint8Array.of(...new Array<number>(15).fill(0), 1),
+        prefixLen: 128,
+        scope: RtScope.HOST,
+        flags: IFA_F_PERMANENT,
+      });
     }
   }
 
   /** Adds a link directly (a node's eth0, say) and returns it. */
-  addLink(name: string, kind: string | undefined, baseFlags = IFF_BROADCAST | IFF_NOARP, type = ARPHRD_ETHER): FakeLink {
-    const mac = type === ARPHRD_LOOPBACK ? new Uint8Array(6) : Uint8Array.from({ length: 6 }, (_, i) => (i === 0 ? 0x02 : Math.floor(Math.random() * 256)));
+  addLink(
+    name: string,
+    kind: string | undefined,
+    baseFlags = IFF_BROADCAST | IFF_NOARP,
+    type = ARPHRD_ETHER,
+  ): FakeLink {
+    const mac =
+      type === ARPHRD_LOOPBACK
+        ? new Uint8Array(6)
+        : Uint8Array.from({ length: 6 }, (_, i) => (i === 0 ? 0x02 : Math.floor(Math.random() * 256)));
     const link: FakeLink = { index: this.nextIndex++, name, kind, baseFlags, up: false, type, mac };
     this.links.set(link.index, link);
     return link;
@@ -108,7 +144,14 @@ export class FakeRouteKernel {
     if (!link) throw new Error(`no link ${linkName}`);
     const ip = parseIP(address);
     if (!ip) throw new Error(`"${address}" is not an IP address`);
-    this.addrs.push({ index: link.index, family: ip.family === 'IPv4' ? AF_INET : AF_INET6, bytes: ip.bytes, prefixLen, scope, flags: IFA_F_PERMANENT });
+    this.addrs.push({
+      index: link.index,
+      family: ip.family === 'IPv4' ? AF_INET : AF_INET6,
+      bytes: ip.bytes,
+      prefixLen,
+      scope,
+      flags: IFA_F_PERMANENT,
+    });
   }
 
   readonly handler = (requests: InMessage[]): FakeReply[] => requests.flatMap((r) => this.handle(r));
@@ -122,11 +165,16 @@ export class FakeRouteKernel {
           const link = this.linkOf(req);
           if (link.type === ARPHRD_LOOPBACK) throw new Refusal(EOPNOTSUPP);
           this.links.delete(link.index);
-          for (let i = this.addrs.length - 1; i >= 0; i--) if (this.addrs[i]!.index === link.index) this.addrs.splice(i, 1);
+          for (let i = this.addrs.length - 1; i >= 0; i--)
+            if (this.addrs[i]!.index === link.index) this.addrs.splice(i, 1);
           return [errorReply(req, 0)];
         }
         case RTM_GETLINK: {
-          if (req.flags & 0x300) return [...[...this.links.values()].map((l) => ({ ...this.linkReply(req, l), flags: NLM_F_MULTI })), done(req)];
+          if (req.flags & 0x300)
+            return [
+              ...[...this.links.values()].map((l) => ({ ...this.linkReply(req, l), flags: NLM_F_MULTI })),
+              done(req),
+            ];
           return [this.linkReply(req, this.linkOf(req)), errorReply(req, 0)];
         }
         case RTM_NEWADDR:
@@ -189,7 +237,10 @@ export class FakeRouteKernel {
     if (!bytes || bytes.length !== want || prefixLen > want * 8) throw new Refusal(EINVAL);
     if (!this.links.has(index)) throw new Refusal(ENODEV);
     const same = (a: FakeAddr): boolean =>
-      a.index === index && a.family === family && Buffer.from(a.bytes).equals(Buffer.from(bytes)) && (family === AF_INET6 || a.prefixLen === prefixLen);
+      a.index === index &&
+      a.family === family &&
+      Buffer.from(a.bytes).equals(Buffer.from(bytes)) &&
+      (family === AF_INET6 || a.prefixLen === prefixLen);
     const at = this.addrs.findIndex(same);
     if (req.type === RTM_DELADDR) {
       if (at < 0) throw new Refusal(EADDRNOTAVAIL);
@@ -207,7 +258,9 @@ export class FakeRouteKernel {
     const out = new ByteWriter(128);
     out.u8(0).u8(0).u16le(l.type).i32le(l.index).u32le(flags).u32le(0);
     const w = new AttrWriter(out);
-    w.str(Ifla.IFNAME, l.name).u32(Ifla.MTU, l.type === ARPHRD_LOOPBACK ? 65536 : 1500).u8(Ifla.OPERSTATE, l.up ? IF_OPER_UNKNOWN : IF_OPER_DOWN);
+    w.str(Ifla.IFNAME, l.name)
+      .u32(Ifla.MTU, l.type === ARPHRD_LOOPBACK ? 65536 : 1500)
+      .u8(Ifla.OPERSTATE, l.up ? IF_OPER_UNKNOWN : IF_OPER_DOWN);
     w.bytes(Ifla.ADDRESS, l.mac);
     if (l.kind !== undefined) {
       const info = new AttrWriter();
@@ -219,7 +272,12 @@ export class FakeRouteKernel {
 
   private addrReply(req: InMessage, a: FakeAddr): FakeReply {
     const out = new ByteWriter(64);
-    out.u8(a.family).u8(a.prefixLen).u8(a.flags & 0xff).u8(a.scope).u32le(a.index);
+    out
+      .u8(a.family)
+      .u8(a.prefixLen)
+      .u8(a.flags & 0xff)
+      .u8(a.scope)
+      .u32le(a.index);
     const w = new AttrWriter(out);
     w.bytes(Ifa.ADDRESS, a.bytes).bytes(Ifa.LOCAL, a.bytes);
     if (a.family === AF_INET) w.str(Ifa.LABEL, this.links.get(a.index)?.name ?? '');
@@ -229,13 +287,20 @@ export class FakeRouteKernel {
 
   /** Addresses as text, for assertions: "kube-ipvs0 10.96.0.1/32". */
   dumpAddrs(): string[] {
-    return this.addrs.map((a) => `${this.links.get(a.index)?.name ?? a.index} ${ipFromBytes(a.bytes).text}/${a.prefixLen}`).sort();
+    return this.addrs
+      .map((a) => `${this.links.get(a.index)?.name ?? a.index} ${ipFromBytes(a.bytes).text}/${a.prefixLen}`)
+      .sort();
   }
 }
 
 function errorReply(req: InMessage, errno: number): FakeReply {
   const w = new ByteWriter(36 + req.payload.length);
-  w.u32le(-errno >>> 0).u32le(16 + req.payload.length).u16le(req.type).u16le(req.flags).u32le(req.seq).u32le(req.pid);
+  w.u32le(-errno >>> 0)
+    .u32le(16 + req.payload.length)
+    .u16le(req.type)
+    .u16le(req.flags)
+    .u32le(req.seq)
+    .u32le(req.pid);
   if (errno !== 0) w.bytes(req.payload);
   return { type: NLMSG_ERROR, payload: w.toBytes(), seq: req.seq };
 }
@@ -249,5 +314,8 @@ function done(req: InMessage): FakeReply {
 /** A RouteClient whose kernel is a FakeRouteKernel. */
 export function fakeRoute(opts: FakeRouteOptions = {}): { client: RouteClient; kernel: FakeRouteKernel } {
   const kernel = new FakeRouteKernel(opts);
-  return { client: new RouteClient(new NetlinkConnection(new FakeKernel(kernel.handler), { timeoutMs: 5000 })), kernel };
+  return {
+    client: new RouteClient(new NetlinkConnection(new FakeKernel(kernel.handler), { timeoutMs: 5000 })),
+    kernel,
+  };
 }

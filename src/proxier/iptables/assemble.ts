@@ -34,6 +34,9 @@ export function assembleRuleset(global: GlobalRules, fragments: Iterable<Service
 
   return {
     family: global.family,
-    tables: [...tables].map(([table, chains]) => ({ table, chains: [...chains].map(([name, rules]) => ({ name, rules })) })),
+    tables: [...tables].map(([table, chains]) => ({
+      table,
+      chains: [...chains].map(([name, rules]) => ({ name, rules })),
+    })),
   };
 }

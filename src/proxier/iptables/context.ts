@@ -25,7 +25,8 @@ export function endpointCount(desired: DesiredState): number {
 }
 
 export function masqueradeMark(bit = 14): number {
-  if (!Number.isInteger(bit) || bit < 0 || bit > 31) throw new RangeError(`--iptables-masquerade-bit ${bit} is not in 0..31`);
+  if (!Number.isInteger(bit) || bit < 0 || bit > 31)
+    throw new RangeError(`--iptables-masquerade-bit ${bit} is not in 0..31`);
   return (1 << bit) >>> 0;
 }
 
@@ -44,7 +45,11 @@ export function portContext(desired: DesiredState, opts: IptablesOptions = {}): 
  * nodePortIPs: the node's local addresses of this family inside nodePortAddresses (the
  * proxier lists them; unused when nodePortAddresses matches all).
  */
-export function globalContext(desired: DesiredState, nodePortIPs: readonly string[], opts: IptablesOptions = {}): GlobalContext {
+export function globalContext(
+  desired: DesiredState,
+  nodePortIPs: readonly string[],
+  opts: IptablesOptions = {},
+): GlobalContext {
   const npa = desired.nodePortAddresses;
   return {
     ...portContext(desired, opts),

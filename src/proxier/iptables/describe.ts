@@ -6,8 +6,8 @@
 // comment, as upstream writes them ("ns/name:port cluster IP", "ns/name:port", ...).
 //
 // The chains present and the shared chains' rules are read once per query (kept in the describe
-// session), so explaining every Service lists them once; a port's own chains are listed per port. Entries: one per rule,
-// where = "TABLE CHAIN", key = the rule as iptables-save prints it; one per owned chain
+// session), so explaining every Service lists them once; a port's own chains are listed per port.
+// Entries: one per rule, where = "TABLE CHAIN", key = the rule as iptables-save prints it; one per owned chain
 // (where = "chain") so that an empty chain missing is seen too.
 
 import type { IPFamily } from '../../base/ip.ts';
@@ -27,11 +27,24 @@ import type { TableClient } from './writer-types.ts';
 /** A rule as listed: decoded, or its chain and a note when it is in a form we never write. */
 function lineOf(listed: NftRule, table: IptTable, family: IPFamily): { line: string; rule: IptRule | undefined } {
   const rule = decodeIptRule(listed, table, family);
-  return { rule, line: rule ? ruleLine(rule, family) : `-A ${listed.chain} (a rule iptables-nft cannot show; handle ${listed.handle})` };
+  return {
+    rule,
+    line: rule
+      ? ruleLine(rule, family)
+      : `-A ${listed.chain} (a rule iptables-nft cannot show; handle ${listed.handle})`,
+  };
 }
 
-const ruleEntry = (table: IptTable, chain: string, line: string): ProgrammedEntry => ({ where: `${table} ${chain}`, key: line, value: '' });
-const chainEntry = (table: IptTable, name: string): ProgrammedEntry => ({ where: 'chain', key: `${table} ${name}`, value: '' });
+const ruleEntry = (table: IptTable, chain: string, line: string): ProgrammedEntry => ({
+  where: `${table} ${chain}`,
+  key: line,
+  value: '',
+});
+const chainEntry = (table: IptTable, name: string): ProgrammedEntry => ({
+  where: 'chain',
+  key: `${table} ${name}`,
+  value: '',
+});
 
 /** Lists one chain; a chain that is not there lists as undefined. */
 async function listChain(client: TableClient | undefined, name: string): Promise<NftRule[] | undefined> {
@@ -86,7 +99,10 @@ const commentOfPort = (comment: string | undefined, portName: string): boolean =
 /** What the last sync wrote for the port: its chains and all its rules. */
 export function expectedEntries(unit: Unit | undefined, family: IPFamily): ProgrammedEntry[] {
   if (!unit) return [];
-  return [...unit.chains.map((c) => chainEntry(c.table, c.name)), ...unit.rules.map((r) => ruleEntry(r.table, r.chain, ruleLine(r, family)))];
+  return [
+    ...unit.chains.map((c) => chainEntry(c.table, c.name)),
+    ...unit.rules.map((r) => ruleEntry(r.table, r.chain, ruleLine(r, family))),
+  ];
 }
 
 export interface IptDescribeInputs {
@@ -103,11 +119,16 @@ export interface IptDescribeInputs {
 function ownChains(info: ServicePortInfo, unit: Unit | undefined): ChainRef[] {
   const n = portChainNames(info);
   const out: ChainRef[] = [...(unit?.chains ?? [])];
-  for (const name of [n.svc, n.svl, n.ext, n.fw]) if (!out.some((c) => c.table === 'nat' && c.name === name)) out.push({ table: 'nat', name });
+  for (const name of [n.svc, n.svl, n.ext, n.fw])
+    if (!out.some((c) => c.table === 'nat' && c.name === name)) out.push({ table: 'nat', name });
   return out;
 }
 
-export async function describeIptPort(info: ServicePortInfo, i: IptDescribeInputs, opts: DescribeOptions = {}): Promise<PortDescription> {
+export async function describeIptPort(
+  info: ServicePortInfo,
+  i: IptDescribeInputs,
+  opts: DescribeOptions = {},
+): Promise<PortDescription> {
   const key = `iptables-shared ${i.family}`;
   let pending = opts.session?.get(key) as Promise<Snapshot> | undefined;
   if (!pending) {
@@ -124,6 +145,7 @@ export async function describeIptPort(info: ServicePortInfo, i: IptDescribeInput
     for (const r of rules) kernel.push(ruleEntry(c.table, c.name, lineOf(r, c.table, i.family).line));
   }
   const portName = servicePortName(info);
-  for (const r of snapshot.shared) if (commentOfPort(r.comment, portName)) kernel.push(ruleEntry(r.table, r.chain, r.line));
+  for (const r of snapshot.shared)
+    if (commentOfPort(r.comment, portName)) kernel.push(ruleEntry(r.table, r.chain, r.line));
   return { mode: 'iptables', kernel, expected: expectedEntries(i.unit, i.family) };
 }

@@ -24,7 +24,8 @@ const SHARED_IDS = new Set(SHARED_CHAINS.map((c) => chainId(c.table, c.name)));
 export function skeletonOf(g: GlobalRules): Skeleton {
   const isShared = (c: ChainRef): boolean => SHARED_IDS.has(chainId(c.table, c.name));
   for (const r of g.rules) {
-    if (SHARED_IDS.has(chainId(r.table, r.chain))) throw new Error(`fixed rule in shared chain ${r.table} ${r.chain}: only tail rules go there`);
+    if (SHARED_IDS.has(chainId(r.table, r.chain)))
+      throw new Error(`fixed rule in shared chain ${r.table} ${r.chain}: only tail rules go there`);
   }
   return {
     chains: g.chains.filter((c) => !isShared(c)),

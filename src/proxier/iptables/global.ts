@@ -20,7 +20,13 @@ interface JumpSpec {
   readonly newOnly: boolean;
 }
 
-const spec = (table: IptTable, to: string, from: BuiltinChain, comment: string, newOnly = false): JumpSpec => ({ table, to, from, comment, newOnly });
+const spec = (table: IptTable, to: string, from: BuiltinChain, comment: string, newOnly = false): JumpSpec => ({
+  table,
+  to,
+  from,
+  comment,
+  newOnly,
+});
 
 /** upstream iptablesJumpChains then iptablesKubeletJumpChains, in upstream's order. */
 export const JUMP_SPECS: readonly JumpSpec[] = [
@@ -55,8 +61,18 @@ export const JUMPS: readonly JumpRule[] = [...JUMP_SPECS].reverse().map(jumpRule
 
 /** The fixed chains, per table in upstream's order of declaration, the canaries last. */
 export const FIXED_CHAINS: readonly IptChainRef[] = [
-  ...[Chain.SERVICES, Chain.EXTERNAL_SERVICES, Chain.FORWARD, Chain.NODE_PORTS, Chain.PROXY_FIREWALL, Chain.FIREWALL].map((name) => ({ table: 'filter' as const, name })),
-  ...[Chain.SERVICES, Chain.NODE_PORTS, Chain.POSTROUTING, Chain.MARK_MASQ].map((name) => ({ table: 'nat' as const, name })),
+  ...[
+    Chain.SERVICES,
+    Chain.EXTERNAL_SERVICES,
+    Chain.FORWARD,
+    Chain.NODE_PORTS,
+    Chain.PROXY_FIREWALL,
+    Chain.FIREWALL,
+  ].map((name) => ({ table: 'filter' as const, name })),
+  ...[Chain.SERVICES, Chain.NODE_PORTS, Chain.POSTROUTING, Chain.MARK_MASQ].map((name) => ({
+    table: 'nat' as const,
+    name,
+  })),
   ...(['mangle', 'nat', 'filter'] as const).map((table) => ({ table, name: Chain.CANARY })),
 ];
 
@@ -73,25 +89,49 @@ export function globalRules(ctx: GlobalContext): GlobalRules {
   // through the stack is not masqueraded twice.
   add('nat', Chain.POSTROUTING, [{ m: 'mark', value: mark, mask: mark, invert: true }], { t: 'RETURN' });
   add('nat', Chain.POSTROUTING, [], { t: 'MARK', op: 'xor', value: mark });
-  add('nat', Chain.POSTROUTING, [{ m: 'comment', text: 'kubernetes service traffic requiring SNAT' }], { t: 'MASQUERADE', randomFully: ctx.randomFully });
+  add('nat', Chain.POSTROUTING, [{ m: 'comment', text: 'kubernetes service traffic requiring SNAT' }], {
+    t: 'MASQUERADE',
+    randomFully: ctx.randomFully,
+  });
   add('nat', Chain.MARK_MASQ, [], { t: 'MARK', op: 'or', value: mark });
 
   if (ctx.family === 'IPv4' && ctx.localhostNodePorts) {
     // route_localnet opens 127.0.0.0/8 to the network (issue 90259): drop martians that
     // were not DNATed by a node port.
-    add('filter', Chain.FIREWALL, [
-      { m: 'comment', text: 'block incoming localnet connections' },
-      { m: 'dst', cidr: '127.0.0.0/8' },
-      { m: 'src', cidr: '127.0.0.0/8', invert: true },
-      { m: 'ctstate', states: ['RELATED', 'ESTABLISHED', 'DNAT'], invert: true },
-    ], { t: 'DROP' });
+    add(
+      'filter',
+      Chain.FIREWALL,
+      [
+        { m: 'comment', text: 'block incoming localnet connections' },
+        { m: 'dst', cidr: '127.0.0.0/8' },
+        { m: 'src', cidr: '127.0.0.0/8', invert: true },
+        { m: 'ctstate', states: ['RELATED', 'ESTABLISHED', 'DNAT'], invert: true },
+      ],
+      { t: 'DROP' },
+    );
   }
 
   // INVALID packets would reset connections unless the kernel is liberal (issues 74839, 117924).
   if (!ctx.conntrackTCPLiberal) add('filter', Chain.FORWARD, [{ m: 'ctstate', states: ['INVALID'] }], { t: 'DROP' });
   // Forward what we marked, and its replies, even when FORWARD's policy is DROP.
-  add('filter', Chain.FORWARD, [{ m: 'comment', text: 'kubernetes forwarding rules' }, { m: 'mark', value: mark, mask: mark }], { t: 'ACCEPT' });
-  add('filter', Chain.FORWARD, [{ m: 'comment', text: 'kubernetes forwarding conntrack rule' }, { m: 'ctstate', states: ['RELATED', 'ESTABLISHED'] }], { t: 'ACCEPT' });
+  add(
+    'filter',
+    Chain.FORWARD,
+    [
+      { m: 'comment', text: 'kubernetes forwarding rules' },
+      { m: 'mark', value: mark, mask: mark },
+    ],
+    { t: 'ACCEPT' },
+  );
+  add(
+    'filter',
+    Chain.FORWARD,
+    [
+      { m: 'comment', text: 'kubernetes forwarding conntrack rule' },
+      { m: 'ctstate', states: ['RELATED', 'ESTABLISHED'] },
+    ],
+    { t: 'ACCEPT' },
+  );
 
   return { family: ctx.family, chains: FIXED_CHAINS, jumps: JUMPS, rules, tail: nodePortsTail(ctx) };
 }

@@ -74,7 +74,7 @@ function encodeGroup(ops: readonly Op[], clients: ReadonlyMap<IptTable, TableCli
   const handlers: ((h: bigint) => void)[] = [];
   // Runs of operations on one table go in one transaction; each operation is one message
   // (no element operations here), so message i of a run is its operation i.
-  for (let start = 0; start < ops.length; ) {
+  for (let start = 0; start < ops.length;) {
     const table = ops[start]!.table;
     const client = clients.get(table);
     if (!client) throw new Error(`no client for table ${table}`);
@@ -130,7 +130,13 @@ export class BatchSink {
   private readonly signal: AbortSignal | undefined;
   private readonly now: () => number;
 
-  constructor(clients: ReadonlyMap<IptTable, TableClient>, sender: BatchSender, budget: Budget, signal: AbortSignal | undefined, now: () => number) {
+  constructor(
+    clients: ReadonlyMap<IptTable, TableClient>,
+    sender: BatchSender,
+    budget: Budget,
+    signal: AbortSignal | undefined,
+    now: () => number,
+  ) {
     this.clients = clients;
     this.sender = sender;
     this.budget = budget;
@@ -174,7 +180,9 @@ export class BatchSink {
     this.bytes = 0;
     this.echoBytes = 0;
     const t0 = this.now();
-    const handles = await this.sender.runMessages(msgs, this.signal, { echo: this.budget.echo !== false && handlers.length > 0 });
+    const handles = await this.sender.runMessages(msgs, this.signal, {
+      echo: this.budget.echo !== false && handlers.length > 0,
+    });
     this.result.longestBatchMs = Math.max(this.result.longestBatchMs, this.now() - t0);
     this.result.batches++;
     this.result.messages += msgs.length;

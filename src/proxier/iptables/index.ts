@@ -3,8 +3,24 @@ export type * from './types.ts';
 export { servicePortRules } from './rules.ts';
 export { globalRules, JUMPS, JUMP_SPECS, FIXED_CHAINS } from './global.ts';
 export { assembleRuleset } from './assemble.ts';
-export { globalContext, portContext, endpointCount, masqueradeMark, LARGE_CLUSTER_ENDPOINTS, type IptablesOptions } from './context.ts';
-export { Chain, PORT_CHAIN_PREFIXES, isServicePortChain, portChainNames, endpointChainName, servicePortName, hash16, type PortChainNames } from './names.ts';
+export {
+  globalContext,
+  portContext,
+  endpointCount,
+  masqueradeMark,
+  LARGE_CLUSTER_ENDPOINTS,
+  type IptablesOptions,
+} from './context.ts';
+export {
+  Chain,
+  PORT_CHAIN_PREFIXES,
+  isServicePortChain,
+  portChainNames,
+  endpointChainName,
+  servicePortName,
+  hash16,
+  type PortChainNames,
+} from './names.ts';
 export { probability } from './probability.ts';
 export { ifLocal, ifNotLocal } from './detect-local.ts';
 // The proxier and its writer.

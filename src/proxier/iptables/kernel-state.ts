@@ -97,7 +97,10 @@ export async function readChains(
   const rules = new Map<string, ListedEntry[]>();
   const builtins = new Map<IptTable, string[]>();
   for (const table of clients.keys()) builtins.set(table, [...BUILTIN_CHAINS]);
-  const wanted = [...chains.map((c) => ({ ...c, required: true })), ...[...builtins].flatMap(([table, names]) => names.map((name) => ({ table, name, required: false })))];
+  const wanted = [
+    ...chains.map((c) => ({ ...c, required: true })),
+    ...[...builtins].flatMap(([table, names]) => names.map((name) => ({ table, name, required: false }))),
+  ];
   for (const { table, name, required } of wanted) {
     const client = clients.get(table)!;
     let listed: NftRule[];

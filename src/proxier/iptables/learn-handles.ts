@@ -9,7 +9,11 @@ import { chainId } from './units.ts';
 import type { TableClient } from './writer-types.ts';
 
 /** Returns how many entries are still without a handle (0 when all were found). */
-export async function learnHandles(state: WriterState, clients: ReadonlyMap<IptTable, TableClient>, codec: RuleCodec): Promise<number> {
+export async function learnHandles(
+  state: WriterState,
+  clients: ReadonlyMap<IptTable, TableClient>,
+  codec: RuleCodec,
+): Promise<number> {
   const pending = new Map<string, SharedEntry[]>();
   const known = new Set<bigint>();
   const visit = (e: SharedEntry): void => {

@@ -77,6 +77,9 @@ export function portChainNames(p: ServicePortInfo): PortChainNames {
 }
 
 /** KUBE-SEP-… of one endpoint of a service port. */
-export function endpointChainName(names: Pick<PortChainNames, 'portName' | 'protocol'>, ep: Pick<EndpointInfo, 'key'>): string {
+export function endpointChainName(
+  names: Pick<PortChainNames, 'portName' | 'protocol'>,
+  ep: Pick<EndpointInfo, 'key'>,
+): string {
   return `KUBE-SEP-${hash16(names.portName + names.protocol + ep.key)}`;
 }

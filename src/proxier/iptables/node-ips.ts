@@ -4,7 +4,10 @@
 import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
 import type { DesiredState } from '../../model/index.ts';
 
-export async function nodePortIPs(desired: DesiredState, localAddresses: (() => Promise<readonly string[]>) | undefined): Promise<string[]> {
+export async function nodePortIPs(
+  desired: DesiredState,
+  localAddresses: (() => Promise<readonly string[]>) | undefined,
+): Promise<string[]> {
   const npa = desired.nodePortAddresses;
   if (npa.primary) return desired.node.primaryIP === '' ? [] : [desired.node.primaryIP];
   const cidrs = npa.cidrs.map((c) => parseCIDR(c)).filter((c) => c !== undefined);

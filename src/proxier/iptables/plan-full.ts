@@ -11,7 +11,16 @@ import { builtinChain } from '../../netlink/nftables/iptables/tables.ts';
 import { Plan } from './groups.ts';
 import type { KernelState, ListedEntry } from './kernel-state.ts';
 import type { Encoded, Encoder } from './plan-common.ts';
-import { addShared, deleteRule, digestOf, unitDigest, unitDigests, refill, rulesByChain, SHARED_PER_GROUP } from './plan-common.ts';
+import {
+  addShared,
+  deleteRule,
+  digestOf,
+  unitDigest,
+  unitDigests,
+  refill,
+  rulesByChain,
+  SHARED_PER_GROUP,
+} from './plan-common.ts';
 import type { SharedEntry, UnitState, WriterState } from './state.ts';
 import { contentDigest, lazyDigests } from './state.ts';
 import type { ChainRef, DesiredRuleset, Unit } from './units.ts';
@@ -76,7 +85,8 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   const { desired, kernel, enc } = inp;
   const sk = desired.skeleton;
   let plan = new Plan();
-  const present = (t: IptTable, name: string): boolean => (kernel.tables.get(t)?.chains.has(name) ?? false) || (inp.assumePresent?.(t, name) ?? false);
+  const present = (t: IptTable, name: string): boolean =>
+    (kernel.tables.get(t)?.chains.has(name) ?? false) || (inp.assumePresent?.(t, name) ?? false);
   const listed = (c: ChainRef): readonly ListedEntry[] => kernel.rules.get(chainId(c.table, c.name)) ?? [];
 
   // Tables, the built-in chains our jumps need, the skeleton's chains.
@@ -96,7 +106,8 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
     builtins.add(id);
     plan.chain(t, 'add', builtinChain(t, j.rule.chain)!);
   }
-  for (const c of [...sk.chains, ...sk.shared]) if (!present(c.table, c.name)) plan.chain(c.table, 'add', { kind: 'chain', name: c.name });
+  for (const c of [...sk.chains, ...sk.shared])
+    if (!present(c.table, c.name)) plan.chain(c.table, 'add', { kind: 'chain', name: c.name });
   const skOwned = rulesByChain(sk.chains, skRules);
   const skContent = new Map<string, string>();
   for (const c of leavesFirst(sk.chains, (x) => (skOwned.get(chainId(x.table, x.name)) ?? []).map((e) => e.rule))) {
@@ -118,7 +129,9 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
     const kept = mine.map((t) => pool.take(t.key));
     // The tail stays only if it is complete, in order, and nothing but tail follows it.
     const firstIdx = kept[0] ? pool.all.indexOf(kept[0]) : -1;
-    const ok = kept.every((k, i) => k !== undefined && pool.all.indexOf(k) === firstIdx + i) && firstIdx + kept.length === pool.all.length;
+    const ok =
+      kept.every((k, i) => k !== undefined && pool.all.indexOf(k) === firstIdx + i) &&
+      firstIdx + kept.length === pool.all.length;
     if (ok && kept.length > 0) {
       tailBefore.set(id, kept[0]!.handle);
       mine.forEach((t, i) => tailEntries.push({ table: c.table, chain: c.name, key: t.key, handle: kept[i]!.handle }));
@@ -154,14 +167,27 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
     const id = chainId(c.table, c.name);
     if (tailBefore.get(id) !== undefined) continue;
     plan.group();
-    for (const t of tails) if (t.rule.table === c.table && t.rule.chain === c.name) tailEntries.push(addShared(plan, c.table, t, undefined));
+    for (const t of tails)
+      if (t.rule.table === c.table && t.rule.chain === c.name) tailEntries.push(addShared(plan, c.table, t, undefined));
   }
   // Rules of shared chains nobody wants.
-  for (const c of sk.shared) deleteAll(plan, c, pools.get(chainId(c.table, c.name))!.untaken().map((e) => e.handle));
+  for (const c of sk.shared)
+    deleteAll(
+      plan,
+      c,
+      pools
+        .get(chainId(c.table, c.name))!
+        .untaken()
+        .map((e) => e.handle),
+    );
 
   const jumpEntries = writeJumps(plan, jumps, kernel, inp.isOurs);
   writeStale(plan, want, kernel, inp.isOurs);
-  const skeleton: UnitState = { chains: [...sk.chains, ...sk.shared], content: skContent, shared: [...tailEntries, ...jumpEntries] };
+  const skeleton: UnitState = {
+    chains: [...sk.chains, ...sk.shared],
+    content: skContent,
+    shared: [...tailEntries, ...jumpEntries],
+  };
   return { plan, state: { skeleton, units } };
 }
 
@@ -169,7 +195,11 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
  * A unit unchanged since the last trusted sync, kept as committed when the kernel still has
  * its chains and every one of its shared rules; undefined (nothing taken) otherwise.
  */
-function keepUnit(before: UnitState, present: (t: IptTable, name: string) => boolean, pools: Map<string, Pool>): UnitState | undefined {
+function keepUnit(
+  before: UnitState,
+  present: (t: IptTable, name: string) => boolean,
+  pools: Map<string, Pool>,
+): UnitState | undefined {
   if (!before.chains.every((c) => present(c.table, c.name))) return undefined;
   const taken: [Pool, ListedEntry][] = [];
   const shared: SharedEntry[] = [];
@@ -228,7 +258,10 @@ function writeUnit(plan: Plan, unit: Unit, remake: () => Unit, enc: Encoder, ctx
     const id = chainId(r.rule.table, r.rule.chain);
     if (owned.has(id)) continue;
     const pool = ctx.pools.get(id);
-    if (!pool) throw new Error(`rule for ${r.rule.table} ${r.rule.chain}: neither a chain of its service port nor a shared chain`);
+    if (!pool)
+      throw new Error(
+        `rule for ${r.rule.table} ${r.rule.chain}: neither a chain of its service port nor a shared chain`,
+      );
     const kept = pool.take(r.key);
     if (kept) {
       shared.push({ table: r.rule.table, chain: r.rule.chain, key: r.key, handle: kept.handle });
@@ -256,7 +289,12 @@ function deleteAll(plan: Plan, c: ChainRef, handles: readonly bigint[]): void {
  * so that several land in the order given); extra copies, and jumps of ours to chains we no
  * longer jump to from there, deleted. Rules of others are never touched.
  */
-function writeJumps(plan: Plan, jumps: readonly Encoded[], kernel: KernelState, isOurs: (t: IptTable, c: string) => boolean): SharedEntry[] {
+function writeJumps(
+  plan: Plan,
+  jumps: readonly Encoded[],
+  kernel: KernelState,
+  isOurs: (t: IptTable, c: string) => boolean,
+): SharedEntry[] {
   const out: SharedEntry[] = [];
   const byChain = new Map<string, Encoded[]>();
   for (const j of jumps) {
@@ -282,13 +320,15 @@ function writeJumps(plan: Plan, jumps: readonly Encoded[], kernel: KernelState, 
     for (const e of entries) out.push(e.entry);
     seen.add(id);
     const [table, chain] = splitId(id);
-    for (const e of pool.untaken()) if (e.jump !== undefined && isOurs(table, e.jump)) deleteRule(plan, table, chain, e.handle);
+    for (const e of pool.untaken())
+      if (e.jump !== undefined && isOurs(table, e.jump)) deleteRule(plan, table, chain, e.handle);
   }
   // Built-in chains we no longer jump from at all.
   for (const [id, entries] of kernel.rules) {
     const [table, chain] = splitId(id);
     if (seen.has(id) || !BUILTIN_CHAINS.has(chain)) continue;
-    for (const e of entries) if (e.jump !== undefined && isOurs(table, e.jump)) deleteRule(plan, table, chain, e.handle);
+    for (const e of entries)
+      if (e.jump !== undefined && isOurs(table, e.jump)) deleteRule(plan, table, chain, e.handle);
   }
   return out;
 }
@@ -298,11 +338,20 @@ function splitId(id: string): [IptTable, string] {
   return [id.slice(0, i) as IptTable, id.slice(i + 1)];
 }
 
-/** Chains of ours nobody wants: flushed, then deleted, in late groups (a reference by someone else must not fail the sync). */
-function writeStale(plan: Plan, want: ReadonlySet<string>, kernel: KernelState, isOurs: (t: IptTable, c: string) => boolean): void {
+/**
+ * Chains of ours nobody wants: flushed, then deleted, in late groups (a reference by someone else must not fail the
+ * sync).
+ */
+function writeStale(
+  plan: Plan,
+  want: ReadonlySet<string>,
+  kernel: KernelState,
+  isOurs: (t: IptTable, c: string) => boolean,
+): void {
   const stale: ChainRef[] = [];
   for (const [table, st] of kernel.tables) {
-    for (const name of st.chains.keys()) if (isOurs(table, name) && !want.has(chainId(table, name))) stale.push({ table, name });
+    for (const name of st.chains.keys())
+      if (isOurs(table, name) && !want.has(chainId(table, name))) stale.push({ table, name });
   }
   for (let i = 0; i < stale.length; i++) {
     if (i % 500 === 0) plan.lateGroup();

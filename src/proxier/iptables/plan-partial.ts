@@ -56,7 +56,14 @@ export function planPartial(inp: PartialPlanInput): { plan: Plan; commit: () => 
       // removal failed), and adding to it would double its rules.
       refill(plan, c, want, true);
     }
-    const shared = diffShared(plan, state, old?.shared ?? [], rules.filter((r) => !owned.has(chainId(r.rule.table, r.rule.chain))), sharedIds, deletes);
+    const shared = diffShared(
+      plan,
+      state,
+      old?.shared ?? [],
+      rules.filter((r) => !owned.has(chainId(r.rule.table, r.rule.chain))),
+      sharedIds,
+      deletes,
+    );
     const keep = new Set(unit.chains.map((c) => chainId(c.table, c.name)));
     for (const c of old?.chains ?? []) if (!keep.has(chainId(c.table, c.name))) gone.push(c);
     next.set(id, { chains: unit.chains, content, shared });
@@ -95,7 +102,10 @@ function diffShared(
   let grouped = false;
   for (const r of want) {
     const cid = chainId(r.rule.table, r.rule.chain);
-    if (!sharedIds.has(cid)) throw new Error(`rule for ${r.rule.table} ${r.rule.chain}: neither a chain of its service port nor a shared chain`);
+    if (!sharedIds.has(cid))
+      throw new Error(
+        `rule for ${r.rule.table} ${r.rule.chain}: neither a chain of its service port nor a shared chain`,
+      );
     const kept = pool.get(`${cid} ${r.key}`)?.shift();
     if (kept && kept.handle !== undefined) {
       out.push(kept);
@@ -107,6 +117,7 @@ function diffShared(
     }
     out.push(addShared(plan, r.rule.table, r, tailHandle(state, r.rule.table, r.rule.chain)));
   }
-  for (const l of pool.values()) for (const e of l) if (e.handle !== undefined) deletes.push([e.table, e.chain, e.handle]);
+  for (const l of pool.values())
+    for (const e of l) if (e.handle !== undefined) deletes.push([e.table, e.chain, e.handle]);
   return out;
 }

@@ -127,7 +127,8 @@ export class IptablesProxier implements Proxier {
   }
 
   async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
-    if (desired.family !== this.o.family) throw new Error(`an ${this.o.family} proxier was given ${desired.family} state`);
+    if (desired.family !== this.o.family)
+      throw new Error(`an ${this.o.family} proxier was given ${desired.family} state`);
     const ctx = portContext(desired, this.o);
     const key = JSON.stringify(ctx);
     let full = this.needFull || change.full || !this.state || key !== this.ctxKey;
@@ -142,7 +143,9 @@ export class IptablesProxier implements Proxier {
     this.tally.begin(full);
     let report: SyncReport;
     try {
-      report = full ? await this.fullSync(desired, signal, wasTrusted) : await this.partialSync(desired, change, signal);
+      report = full
+        ? await this.fullSync(desired, signal, wasTrusted)
+        : await this.partialSync(desired, change, signal);
     } catch (e) {
       this.tally.fail();
       throw new SyncFailedError(e, !full, this.tally.commitFailed);
@@ -181,7 +184,8 @@ export class IptablesProxier implements Proxier {
     // from the last sync when it can be, else refilled.
     const fixed = [...skeleton.chains, ...skeleton.shared];
     const listedChains = new Set(fixed.map((c) => `${c.table}/${c.name}`));
-    let trusted = trustState && this.now() - this.rewrittenAt < (this.o.rewritePeriodMs ?? 3_600_000) ? this.state : undefined;
+    let trusted =
+      trustState && this.now() - this.rewrittenAt < (this.o.rewritePeriodMs ?? 3_600_000) ? this.state : undefined;
     // Trusting the state, the chains it made are taken as present: only the fixed and the
     // built-in chains are read (stale chains of others' making wait for the hourly rewrite).
     let light = trusted ? await readChains(this.o.clients, this.o.codec, fixed) : undefined;
@@ -205,7 +209,10 @@ export class IptablesProxier implements Proxier {
       this.tally.plan(p.groups);
       return timed(() => sink.add(p.groups));
     };
-    const made = light && trusted ? new Set([...trusted.units.values()].flatMap((u) => u.chains.map((c) => `${c.table}/${c.name}`))) : undefined;
+    const made =
+      light && trusted
+        ? new Set([...trusted.units.values()].flatMap((u) => u.chains.map((c) => `${c.table}/${c.name}`)))
+        : undefined;
     const assumePresent = made ? (t: IptTable, c: string): boolean => made.has(`${t}/${c}`) : undefined;
     const { plan, state } = await planFull({
       desired: { skeleton, units },
@@ -223,7 +230,10 @@ export class IptablesProxier implements Proxier {
       missing = await learnHandles(state, this.o.clients, this.o.codec);
     });
     // Without them a partial sync could not delete those rules: the next sync is full again.
-    if (missing > 0) throw new Error(`${missing} rules written to shared chains were not found listing them again (someone changed them meanwhile?)`);
+    if (missing > 0)
+      throw new Error(
+        `${missing} rules written to shared chains were not found listing them again (someone changed them meanwhile?)`,
+      );
     const errors: string[] = [];
     const late = new BatchSink(this.o.clients, this.o.sender, this.budget, signal, () => this.now());
     if (plan.late.length > 0) {
@@ -237,12 +247,23 @@ export class IptablesProxier implements Proxier {
         this.log.warn('Stale chains not removed', { err: e });
       }
     }
-    const totals = { batches: sink.result.batches + late.result.batches, longest: Math.max(sink.result.longestBatchMs, late.result.longestBatchMs) };
+    const totals = {
+      batches: sink.result.batches + late.result.batches,
+      longest: Math.max(sink.result.longestBatchMs, late.result.longestBatchMs),
+    };
     this.state = state;
     this.inputs = inputs;
     this.startCanary();
     const total = this.now() - t0;
-    return { full: true, servicesChanged: desired.services.size, kernelMs, planMs: Math.max(0, total - kernelMs), errors, batches: totals.batches, longestBatchMs: totals.longest };
+    return {
+      full: true,
+      servicesChanged: desired.services.size,
+      kernelMs,
+      planMs: Math.max(0, total - kernelMs),
+      errors,
+      batches: totals.batches,
+      longestBatchMs: totals.longest,
+    };
   }
 
   private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
@@ -251,7 +272,12 @@ export class IptablesProxier implements Proxier {
     const ctx = portContext(desired, this.o);
     for (const id of change.services) {
       const info = desired.services.get(id);
-      changed.set(id, info ? this.tally.unit(id, unitOf(servicePortRules(info, desired.selections.get(id), ctx))) : this.tally.drop(id));
+      changed.set(
+        id,
+        info
+          ? this.tally.unit(id, unitOf(servicePortRules(info, desired.selections.get(id), ctx)))
+          : this.tally.drop(id),
+      );
     }
     const state = this.state!;
     const { plan, commit } = planPartial({ state, changed, enc: this.enc });
@@ -272,7 +298,15 @@ export class IptablesProxier implements Proxier {
       }
     }
     const total = this.now() - t0;
-    return { full: false, servicesChanged: changed.size, kernelMs, planMs: Math.max(0, total - kernelMs), errors: [], batches: r.batches, longestBatchMs: r.longestBatchMs };
+    return {
+      full: false,
+      servicesChanged: changed.size,
+      kernelMs,
+      planMs: Math.max(0, total - kernelMs),
+      errors: [],
+      batches: r.batches,
+      longestBatchMs: r.longestBatchMs,
+    };
   }
 
   /** For explain: the port's rules in the kernel beside those the last sync wrote (describe.ts). */
@@ -336,8 +370,10 @@ function handlesPresent(state: WriterState, kernel: KernelState): boolean {
     if (!set) have.set(id, (set = new Set((kernel.rules.get(id) ?? []).map((e) => e.handle))));
     return set.has(h);
   };
-  for (const e of state.skeleton.shared) if (e.handle === undefined || !present(e.table, e.chain, e.handle)) return false;
-  for (const u of state.units.values()) for (const e of u.shared) if (e.handle === undefined || !present(e.table, e.chain, e.handle)) return false;
+  for (const e of state.skeleton.shared)
+    if (e.handle === undefined || !present(e.table, e.chain, e.handle)) return false;
+  for (const u of state.units.values())
+    for (const e of u.shared) if (e.handle === undefined || !present(e.table, e.chain, e.handle)) return false;
   return true;
 }
 
@@ -350,4 +386,3 @@ export function isOurs(_table: IptTable, chain: string): boolean {
   if (chain === Chain.FIREWALL) return false;
   return FIXED_NAMES.has(chain) || isServicePortChain(chain);
 }
-

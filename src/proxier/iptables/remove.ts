@@ -32,7 +32,8 @@ export async function removeAll(
     for (const e of entries) if (e.jump !== undefined && ours(table, e.jump)) deleteRule(plan, table, chain, e.handle);
   }
   const chains: [IptTable, string][] = [];
-  for (const [table, st] of kernel.tables) for (const name of st.chains.keys()) if (ours(table, name)) chains.push([table, name]);
+  for (const [table, st] of kernel.tables)
+    for (const name of st.chains.keys()) if (ours(table, name)) chains.push([table, name]);
   chains.forEach(([table, name], i) => {
     if (i % PER_GROUP === 0) plan.group();
     plan.chain(table, 'flush', { kind: 'chain', name });

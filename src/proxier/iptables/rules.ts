@@ -83,7 +83,8 @@ class Writer {
    */
   chains(): IptChain[] {
     const declareTarget = (r: IptRule): void => {
-      if (r.target.t === 'jump' && !this.own.has(r.target.chain) && isServicePortChain(r.target.chain)) this.chain(r.target.chain);
+      if (r.target.t === 'jump' && !this.own.has(r.target.chain) && isServicePortChain(r.target.chain))
+        this.chain(r.target.chain);
     };
     for (const r of this.shared) declareTarget(r);
     for (const rules of [...this.own.values()]) for (const r of rules) declareTarget(r);
@@ -92,7 +93,11 @@ class Writer {
 }
 
 /** The rules one service port contributes (upstream's loop body for that port). */
-export function servicePortRules(p: ServicePortInfo, s: EndpointSelection | undefined, ctx: IptContext): ServicePortFragment {
+export function servicePortRules(
+  p: ServicePortInfo,
+  s: EndpointSelection | undefined,
+  ctx: IptContext,
+): ServicePortFragment {
   const pl = plan(p, s);
   const w = new Writer();
   sharedRules(w, p, pl);
@@ -113,37 +118,58 @@ function sharedRules(w: Writer, p: ServicePortInfo, pl: Plan): void {
   const filterTarget: Target = { t: noEndpoints ? 'REJECT' : 'DROP' };
   const filterComment = `${n.portName} ${noEndpoints ? 'has no endpoints' : 'has no local endpoints'}`;
 
-  if (hasInternalEndpoints) w.add('nat', Chain.SERVICES, capture(`${n.portName} cluster IP`, pr, p.clusterIP, p.port), jump(pl.internalChain));
+  if (hasInternalEndpoints)
+    w.add('nat', Chain.SERVICES, capture(`${n.portName} cluster IP`, pr, p.clusterIP, p.port), jump(pl.internalChain));
   else w.add('filter', Chain.SERVICES, capture(filterComment, pr, p.clusterIP, p.port), filterTarget);
 
   for (const ip of p.externalIPs) {
     if (hasEndpoints) w.add('nat', Chain.SERVICES, capture(`${n.portName} external IP`, pr, ip, p.port), jump(n.ext));
-    if (!hasExternalEndpoints) w.add('filter', Chain.EXTERNAL_SERVICES, capture(filterComment, pr, ip, p.port), filterTarget);
+    if (!hasExternalEndpoints)
+      w.add('filter', Chain.EXTERNAL_SERVICES, capture(filterComment, pr, ip, p.port), filterTarget);
   }
 
   for (const ip of p.loadBalancerVIPs) {
-    if (hasEndpoints) w.add('nat', Chain.SERVICES, capture(`${n.portName} loadbalancer IP`, pr, ip, p.port), jump(pl.loadBalancerChain));
+    if (hasEndpoints)
+      w.add(
+        'nat',
+        Chain.SERVICES,
+        capture(`${n.portName} loadbalancer IP`, pr, ip, p.port),
+        jump(pl.loadBalancerChain),
+      );
     if (pl.usesFWChain) {
-      w.add('filter', Chain.PROXY_FIREWALL, capture(`${n.portName} traffic not accepted by ${n.fw}`, pr, ip, p.port), { t: 'DROP' });
+      w.add('filter', Chain.PROXY_FIREWALL, capture(`${n.portName} traffic not accepted by ${n.fw}`, pr, ip, p.port), {
+        t: 'DROP',
+      });
     }
   }
   if (!hasExternalEndpoints) {
-    for (const ip of p.loadBalancerVIPs) w.add('filter', Chain.EXTERNAL_SERVICES, capture(filterComment, pr, ip, p.port), filterTarget);
+    for (const ip of p.loadBalancerVIPs)
+      w.add('filter', Chain.EXTERNAL_SERVICES, capture(filterComment, pr, ip, p.port), filterTarget);
   }
 
   if (p.nodePort !== 0) {
     // Node ports are not subject to loadBalancerSourceRanges (upstream cannot change that).
     const port: Match = { m: 'dport', proto: pr, port: p.nodePort };
-    if (hasEndpoints) w.add('nat', Chain.NODE_PORTS, [comment(n.portName), { m: 'proto', proto: pr }, port], jump(n.ext));
+    if (hasEndpoints)
+      w.add('nat', Chain.NODE_PORTS, [comment(n.portName), { m: 'proto', proto: pr }, port], jump(n.ext));
     if (!hasExternalEndpoints) {
       const local: Match = { m: 'addrtype', dir: 'dst', type: 'LOCAL' };
-      w.add('filter', Chain.EXTERNAL_SERVICES, [comment(filterComment), local, { m: 'proto', proto: pr }, port], filterTarget);
+      w.add(
+        'filter',
+        Chain.EXTERNAL_SERVICES,
+        [comment(filterComment), local, { m: 'proto', proto: pr }, port],
+        filterTarget,
+      );
     }
   }
 
   if (p.healthCheckNodePort !== 0) {
     // Accepted whether or not this node has local endpoints: the load balancer must hear "no".
-    const hc: Match[] = [comment(`${n.portName} health check node port`), { m: 'proto', proto: 'tcp' }, { m: 'dport', proto: 'tcp', port: p.healthCheckNodePort }];
+    const hc: Match[] = [
+      comment(`${n.portName} health check node port`),
+      { m: 'proto', proto: 'tcp' },
+      { m: 'dport', proto: 'tcp', port: p.healthCheckNodePort },
+    ];
     w.add('filter', Chain.NODE_PORTS, hc, { t: 'ACCEPT' });
   }
 }
@@ -203,15 +229,25 @@ function firewallChain(w: Writer, p: ServicePortInfo, pl: Plan, ctx: IptContext)
   }
   // A VIP is often a local address of the node: the node's own requests to it come back
   // with the VIP as source and must pass.
-  if (allowFromNode) for (const vip of p.loadBalancerVIPs) w.rule(n.fw, [comment(text), { m: 'src', cidr: vip }], jump(n.ext));
+  if (allowFromNode)
+    for (const vip of p.loadBalancerVIPs) w.rule(n.fw, [comment(text), { m: 'src', cidr: vip }], jump(n.ext));
   // Not DNATed here: KUBE-PROXY-FIREWALL drops it in filter.
   w.rule(n.fw, [comment(`other traffic to ${n.portName} will be dropped by KUBE-PROXY-FIREWALL`)], { t: 'none' });
 }
 
 /** upstream writeServiceToEndpointRules: affinity checks first, then the random pick. */
-function endpointRules(w: Writer, p: ServicePortInfo, n: PortChainNames, chain: string, eps: readonly EndpointInfo[], sepOf: (ep: EndpointInfo) => string, ctx: IptContext): void {
+function endpointRules(
+  w: Writer,
+  p: ServicePortInfo,
+  n: PortChainNames,
+  chain: string,
+  eps: readonly EndpointInfo[],
+  sepOf: (ep: EndpointInfo) => string,
+  ctx: IptContext,
+): void {
   w.chain(chain);
-  const epComment = (ep: EndpointInfo): Match[] => (ctx.largeClusterMode ? [] : [comment(`${n.portName} -> ${ep.key}`)]);
+  const epComment = (ep: EndpointInfo): Match[] =>
+    ctx.largeClusterMode ? [] : [comment(`${n.portName} -> ${ep.key}`)];
   if (p.sessionAffinity === 'ClientIP') {
     for (const ep of eps) {
       const sep = sepOf(ep);
@@ -226,9 +262,20 @@ function endpointRules(w: Writer, p: ServicePortInfo, n: PortChainNames, chain: 
 }
 
 /** KUBE-SEP-…: masquerade hairpin traffic (an endpoint reaching itself), remember affinity, DNAT. */
-function endpointChain(w: Writer, p: ServicePortInfo, n: PortChainNames, ep: EndpointInfo, sep: string, ctx: IptContext): void {
+function endpointChain(
+  w: Writer,
+  p: ServicePortInfo,
+  n: PortChainNames,
+  ep: EndpointInfo,
+  sep: string,
+  ctx: IptContext,
+): void {
   const base: Match[] = ctx.largeClusterMode ? [] : [comment(n.portName)];
   w.rule(sep, [...base, { m: 'src', cidr: ep.ip }], MARK_MASQ);
   const affinity: Match[] = p.sessionAffinity === 'ClientIP' ? [{ m: 'recent', name: sep, mode: 'set' }] : [];
-  w.rule(sep, [...base, ...affinity, { m: 'proto', proto: n.protocol }, { m: 'l4', proto: n.protocol }], { t: 'DNAT', addr: ep.ip, port: ep.port });
+  w.rule(sep, [...base, ...affinity, { m: 'proto', proto: n.protocol }, { m: 'l4', proto: n.protocol }], {
+    t: 'DNAT',
+    addr: ep.ip,
+    port: ep.port,
+  });
 }

@@ -44,7 +44,13 @@ export interface DesiredRuleset {
   readonly units: Iterable<UnitSource>;
 }
 
-export const BUILTIN_CHAINS: ReadonlySet<string> = new Set<BuiltinChain>(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);
+export const BUILTIN_CHAINS: ReadonlySet<string> = new Set<BuiltinChain>([
+  'PREROUTING',
+  'INPUT',
+  'FORWARD',
+  'OUTPUT',
+  'POSTROUTING',
+]);
 
 export const TABLES: readonly IptTable[] = ['nat', 'filter', 'mangle'];
 

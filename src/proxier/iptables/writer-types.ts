@@ -16,5 +16,9 @@ export interface TableClient {
 
 export interface BatchSender {
   /** One nfnetlink batch; with echo, the handles of new rules by message index. */
-  runMessages(msgs: readonly OutMessage[], signal?: AbortSignal, opts?: { echo?: boolean }): Promise<Map<number, bigint>>;
+  runMessages(
+    msgs: readonly OutMessage[],
+    signal?: AbortSignal,
+    opts?: { echo?: boolean },
+  ): Promise<Map<number, bigint>>;
 }

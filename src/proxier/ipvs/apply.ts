@@ -52,8 +52,18 @@ export interface ApplyContext {
 
 type Signal = { signal: AbortSignal };
 
-export const vsSpec = (want: VsPlan): IpvsServiceSpec => ({ ...want.addr, scheduler: want.scheduler, flags: want.flags, timeout: want.timeout });
-const masq = (d: { address: string; port: number }, weight: number): IpvsDestinationSpec => ({ address: d.address, port: d.port, weight, forward: 'masq' });
+export const vsSpec = (want: VsPlan): IpvsServiceSpec => ({
+  ...want.addr,
+  scheduler: want.scheduler,
+  flags: want.flags,
+  timeout: want.timeout,
+});
+const masq = (d: { address: string; port: number }, weight: number): IpvsDestinationSpec => ({
+  address: d.address,
+  port: d.port,
+  weight,
+  forward: 'masq',
+});
 
 /** Sends IPVS operations pipelined; one result per operation (see IpvsClient.applyMany). */
 function ipvsMany(c: ApplyContext, ops: readonly IpvsOp[], o: Signal) {
@@ -62,7 +72,11 @@ function ipvsMany(c: ApplyContext, ops: readonly IpvsOp[], o: Signal) {
 
 export async function applyTouched(c: ApplyContext, t: Touched, o: Signal): Promise<void> {
   // 1. VIPs, virtual servers and real servers that must exist.
-  await bindVips(c, [...t.addrs].filter((a) => c.index.addrs.has(a) && !c.mirror.addrs.has(a)), o);
+  await bindVips(
+    c,
+    [...t.addrs].filter((a) => c.index.addrs.has(a) && !c.mirror.addrs.has(a)),
+    o,
+  );
   const failedVss = await ensureVss(c, t.vss, o);
   await ensureDests(c, t.vss, failedVss, o);
 
@@ -86,7 +100,11 @@ export async function applyTouched(c: ApplyContext, t: Touched, o: Signal): Prom
 
   // 4. Virtual servers nobody wants, then their VIPs.
   await deleteVss(c, t.vss, o);
-  await unbindVips(c, [...t.addrs].filter((a) => !c.index.addrs.has(a) && c.mirror.addrs.has(a)), o);
+  await unbindVips(
+    c,
+    [...t.addrs].filter((a) => !c.index.addrs.has(a) && c.mirror.addrs.has(a)),
+    o,
+  );
 }
 
 async function bindVips(c: ApplyContext, addrs: string[], o: Signal): Promise<void> {
@@ -133,7 +151,14 @@ async function ensureVss(c: ApplyContext, keys: Iterable<string>, o: Signal): Pr
     if (!e) {
       const have = c.mirror.vss.get(k);
       if (have) Object.assign(have, { scheduler: want.scheduler, flags: want.flags, timeout: want.timeout });
-      else c.mirror.vss.set(k, { addr: want.addr, scheduler: want.scheduler, flags: want.flags, timeout: want.timeout, dests: new Map() });
+      else
+        c.mirror.vss.set(k, {
+          addr: want.addr,
+          scheduler: want.scheduler,
+          flags: want.flags,
+          timeout: want.timeout,
+          dests: new Map(),
+        });
     } else if (ops[i]!.op === 'add-service' && isIpvsExists(e)) {
       adopt.push(k);
     } else {
@@ -146,7 +171,8 @@ async function ensureVss(c: ApplyContext, keys: Iterable<string>, o: Signal): Pr
     const want = c.index.vss.get(k)!;
     try {
       const have: AppliedVs = { addr: want.addr, scheduler: '', flags: -1, timeout: -1, dests: new Map() };
-      for (const d of await c.k(() => c.ipvs.listDestinations(want.addr, o))) have.dests.set(destKey(d.address, d.port), { address: d.address, port: d.port, weight: d.weight });
+      for (const d of await c.k(() => c.ipvs.listDestinations(want.addr, o)))
+        have.dests.set(destKey(d.address, d.port), { address: d.address, port: d.port, weight: d.weight });
       c.mirror.vss.set(k, have);
       await c.k(() => c.ipvs.editService(vsSpec(want), o));
       Object.assign(have, { scheduler: want.scheduler, flags: want.flags, timeout: want.timeout });
@@ -158,10 +184,16 @@ async function ensureVss(c: ApplyContext, keys: Iterable<string>, o: Signal): Pr
   return failed;
 }
 
-const differs = (have: AppliedVs, want: VsPlan): boolean => have.scheduler !== want.scheduler || have.flags !== want.flags || have.timeout !== want.timeout;
+const differs = (have: AppliedVs, want: VsPlan): boolean =>
+  have.scheduler !== want.scheduler || have.flags !== want.flags || have.timeout !== want.timeout;
 
 /** Adds the wanted real servers the mirror lacks, and gives weight 1 back to those at another weight. */
-async function ensureDests(c: ApplyContext, keys: Iterable<string>, skip: ReadonlySet<string>, o: Signal): Promise<void> {
+async function ensureDests(
+  c: ApplyContext,
+  keys: Iterable<string>,
+  skip: ReadonlySet<string>,
+  o: Signal,
+): Promise<void> {
   const ops: IpvsOp[] = [];
   const of: { k: string; dk: string; have: AppliedVs }[] = [];
   for (const k of keys) {
@@ -194,7 +226,10 @@ async function ensureDests(c: ApplyContext, keys: Iterable<string>, skip: Readon
     else if (ops[i]!.op === 'add-destination' && isIpvsExists(e)) retry.push(i);
     else c.fail(`ensure real server ${of[i]!.dk} of ${of[i]!.k}`, e);
   });
-  const edits: IpvsOp[] = retry.map((i) => ({ ...(ops[i] as IpvsOp & { op: 'add-destination' }), op: 'edit-destination' }));
+  const edits: IpvsOp[] = retry.map((i) => ({
+    ...(ops[i] as IpvsOp & { op: 'add-destination' }),
+    op: 'edit-destination',
+  }));
   (await ipvsMany(c, edits, o)).forEach((e, j) => {
     const i = retry[j]!;
     if (!e) done(i);
@@ -202,7 +237,12 @@ async function ensureDests(c: ApplyContext, keys: Iterable<string>, skip: Readon
   });
 }
 
-async function writeEntries(c: ApplyContext, bySet: Map<SetKey, IpsetEntry[]>, verb: 'add' | 'delete', o: Signal): Promise<void> {
+async function writeEntries(
+  c: ApplyContext,
+  bySet: Map<SetKey, IpsetEntry[]>,
+  verb: 'add' | 'delete',
+  o: Signal,
+): Promise<void> {
   for (const [set, entries] of bySet) {
     const name = ipsetName(set, c.family);
     const opts = { exist: true, type: SET_INFO.get(set)!.type, ...o };
@@ -215,7 +255,12 @@ async function writeEntries(c: ApplyContext, bySet: Map<SetKey, IpsetEntry[]>, v
         for (const e of entries) c.mirror.set(set).delete(formatEntry(e));
       }
     } catch (e) {
-      c.fail(verb === 'add' ? `add ${entries.length} entries to ipset ${name}` : `delete ${entries.length} entries from ipset ${name}`, e);
+      c.fail(
+        verb === 'add'
+          ? `add ${entries.length} entries to ipset ${name}`
+          : `delete ${entries.length} entries from ipset ${name}`,
+        e,
+      );
     }
   }
 }
@@ -230,7 +275,8 @@ async function drainDests(c: ApplyContext, keys: Iterable<string>, o: Signal): P
     if (!want || !vs) continue;
     for (const [dk, d] of vs.dests) {
       if (want.dests.has(dk)) continue;
-      if (vs.addr.protocol === 'udp') ops.push({ op: 'delete-destination', service: vs.addr, destination: { address: d.address, port: d.port } });
+      if (vs.addr.protocol === 'udp')
+        ops.push({ op: 'delete-destination', service: vs.addr, destination: { address: d.address, port: d.port } });
       else if (c.graceful.has(k, dk)) continue;
       else if (d.weight !== 0) ops.push({ op: 'edit-destination', service: vs.addr, destination: masq(d, 0) });
       else {

@@ -42,7 +42,8 @@ export class CompanionWriter implements CompanionSink {
     const index = new Map<string, number>();
     for (const r of rules.rules) {
       for (const m of r.matches) {
-        if (m.m === 'set' && !index.has(m.set)) index.set(m.set, (await this.deps.ipset.getByName(m.set, signal ? { signal } : {})).index);
+        if (m.m === 'set' && !index.has(m.set))
+          index.set(m.set, (await this.deps.ipset.getByName(m.set, signal ? { signal } : {})).index);
       }
     }
     const setIndex = (name: string): number => {
@@ -57,7 +58,12 @@ export class CompanionWriter implements CompanionSink {
       const chains = new Set(await client.list('chain').catch((): string[] => []));
       const tx = client.newTransaction();
       const jumps = rules.jumps.filter((j) => j.table === table);
-      addTableAndBuiltins(tx, table, jumps.map((j) => j.chain), chains);
+      addTableAndBuiltins(
+        tx,
+        table,
+        jumps.map((j) => j.chain),
+        chains,
+      );
       for (const c of rules.chains) {
         if (c.table !== table) continue;
         tx.add({ kind: 'chain', name: c.name });

@@ -9,7 +9,8 @@ import type { PortDescription, ProgrammedEntry, TrafficSample } from '../types.t
 import type { PlanContext, PortPlan, VsPlan } from './plan.ts';
 import { destKey, vsKey } from './plan.ts';
 
-const vsValue = (scheduler: string, timeout: number): string => (timeout > 0 ? `${scheduler} persistent ${timeout}` : scheduler);
+const vsValue = (scheduler: string, timeout: number): string =>
+  timeout > 0 ? `${scheduler} persistent ${timeout}` : scheduler;
 
 export function plannedEntries(plan: PortPlan | undefined): ProgrammedEntry[] {
   const out: ProgrammedEntry[] = [];
@@ -25,7 +26,10 @@ function addresses(info: ServicePortInfo, plan: PortPlan | undefined, ctx: PlanC
   if (plan) return plan.vss.map((v) => v.addr);
   const protocol = info.protocol.toLowerCase() as IpvsAddrKey['protocol'];
   const at = (address: string, port: number): IpvsAddrKey => ({ family: info.family, protocol, address, port });
-  const out = [at(info.clusterIP, info.port), ...[...info.externalIPs, ...info.loadBalancerVIPs].map((ip) => at(ip, info.port))];
+  const out = [
+    at(info.clusterIP, info.port),
+    ...[...info.externalIPs, ...info.loadBalancerVIPs].map((ip) => at(ip, info.port)),
+  ];
   if (info.nodePort > 0) for (const ip of ctx?.nodePortIPs ?? []) out.push(at(ip, info.nodePort));
   return out;
 }
@@ -63,7 +67,8 @@ export async function ipvsTrafficCounters(
   ctx: PlanContext | undefined,
 ): Promise<TrafficSample[]> {
   const byKey = new Map<string, IpvsService>();
-  for (const s of await ipvs.listServices()) if (!('fwmark' in s && typeof s.fwmark === 'number')) byKey.set(vsKey(s as IpvsAddrKey), s);
+  for (const s of await ipvs.listServices())
+    if (!('fwmark' in s && typeof s.fwmark === 'number')) byKey.set(vsKey(s as IpvsAddrKey), s);
   const out: TrafficSample[] = [];
   for (const [id, plan] of ports) {
     const sums = new Map<string, { packets: number; bytes: number; connections: number }>();

@@ -22,7 +22,12 @@ export interface Terminating {
 export type GracefulVerdict = 'delete' | 'wait' | 'gone';
 
 /** What to do with one terminating real server, given what the kernel reports now. */
-export function gracefulVerdict(d: IpvsDestination | undefined, t: Terminating, now: number, graceMs: number): GracefulVerdict {
+export function gracefulVerdict(
+  d: IpvsDestination | undefined,
+  t: Terminating,
+  now: number,
+  graceMs: number,
+): GracefulVerdict {
   if (!d) return 'gone';
   if (d.activeConns + d.inactiveConns === 0) return 'delete';
   if (now - t.since >= graceMs) return 'delete';

@@ -8,8 +8,25 @@ import type { IpsetType } from '../../netlink/ipset/index.ts';
 /** The dummy link every service VIP is bound on. */
 export const DUMMY_DEVICE = 'kube-ipvs0';
 
-/** Schedulers the kernel ships (module ip_vs_<name>); upstream accepts any name, we name the unknown one at start-up. */
-export const KNOWN_SCHEDULERS: readonly string[] = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'mh', 'fo', 'ovf', 'twos'];
+/**
+ * Schedulers the kernel ships (module ip_vs_<name>); upstream accepts any name, we name the unknown one at start-up.
+ */
+export const KNOWN_SCHEDULERS: readonly string[] = [
+  'rr',
+  'wrr',
+  'lc',
+  'wlc',
+  'lblc',
+  'lblcr',
+  'dh',
+  'sh',
+  'sed',
+  'nq',
+  'mh',
+  'fo',
+  'ovf',
+  'twos',
+];
 export const DEFAULT_SCHEDULER = 'rr';
 
 /** Upstream's ipset keys (the IPv4 names); IPv6 names are derived by ipsetName(). */
@@ -43,21 +60,69 @@ export interface SetInfo {
 
 /** upstream ipsetInfo, in its order. */
 export const SETS: readonly SetInfo[] = [
-  { key: SetName.LOOP_BACK, type: 'hash:ip,port,ip', comment: 'Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose' },
-  { key: SetName.CLUSTER_IP, type: 'hash:ip,port', comment: 'Kubernetes service cluster ip + port for masquerade purpose' },
-  { key: SetName.EXTERNAL_IP, type: 'hash:ip,port', comment: 'Kubernetes service external ip + port for masquerade and filter purpose' },
-  { key: SetName.EXTERNAL_IP_LOCAL, type: 'hash:ip,port', comment: 'Kubernetes service external ip + port with externalTrafficPolicy=local' },
+  {
+    key: SetName.LOOP_BACK,
+    type: 'hash:ip,port,ip',
+    comment: 'Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose',
+  },
+  {
+    key: SetName.CLUSTER_IP,
+    type: 'hash:ip,port',
+    comment: 'Kubernetes service cluster ip + port for masquerade purpose',
+  },
+  {
+    key: SetName.EXTERNAL_IP,
+    type: 'hash:ip,port',
+    comment: 'Kubernetes service external ip + port for masquerade and filter purpose',
+  },
+  {
+    key: SetName.EXTERNAL_IP_LOCAL,
+    type: 'hash:ip,port',
+    comment: 'Kubernetes service external ip + port with externalTrafficPolicy=local',
+  },
   { key: SetName.LOAD_BALANCER, type: 'hash:ip,port', comment: 'Kubernetes service lb portal' },
-  { key: SetName.LOAD_BALANCER_FW, type: 'hash:ip,port', comment: 'Kubernetes service load balancer ip + port for load balancer with sourceRange' },
-  { key: SetName.LOAD_BALANCER_LOCAL, type: 'hash:ip,port', comment: 'Kubernetes service load balancer ip + port with externalTrafficPolicy=local' },
-  { key: SetName.LOAD_BALANCER_SOURCE_IP, type: 'hash:ip,port,ip', comment: 'Kubernetes service load balancer ip + port + source IP for packet filter purpose' },
-  { key: SetName.LOAD_BALANCER_SOURCE_CIDR, type: 'hash:ip,port,net', comment: 'Kubernetes service load balancer ip + port + source cidr for packet filter purpose' },
+  {
+    key: SetName.LOAD_BALANCER_FW,
+    type: 'hash:ip,port',
+    comment: 'Kubernetes service load balancer ip + port for load balancer with sourceRange',
+  },
+  {
+    key: SetName.LOAD_BALANCER_LOCAL,
+    type: 'hash:ip,port',
+    comment: 'Kubernetes service load balancer ip + port with externalTrafficPolicy=local',
+  },
+  {
+    key: SetName.LOAD_BALANCER_SOURCE_IP,
+    type: 'hash:ip,port,ip',
+    comment: 'Kubernetes service load balancer ip + port + source IP for packet filter purpose',
+  },
+  {
+    key: SetName.LOAD_BALANCER_SOURCE_CIDR,
+    type: 'hash:ip,port,net',
+    comment: 'Kubernetes service load balancer ip + port + source cidr for packet filter purpose',
+  },
   { key: SetName.NODE_PORT_TCP, type: 'bitmap:port', comment: 'Kubernetes nodeport TCP port for masquerade purpose' },
-  { key: SetName.NODE_PORT_LOCAL_TCP, type: 'bitmap:port', comment: 'Kubernetes nodeport TCP port with externalTrafficPolicy=local' },
+  {
+    key: SetName.NODE_PORT_LOCAL_TCP,
+    type: 'bitmap:port',
+    comment: 'Kubernetes nodeport TCP port with externalTrafficPolicy=local',
+  },
   { key: SetName.NODE_PORT_UDP, type: 'bitmap:port', comment: 'Kubernetes nodeport UDP port for masquerade purpose' },
-  { key: SetName.NODE_PORT_LOCAL_UDP, type: 'bitmap:port', comment: 'Kubernetes nodeport UDP port with externalTrafficPolicy=local' },
-  { key: SetName.NODE_PORT_SCTP, type: 'hash:ip,port', comment: "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'" },
-  { key: SetName.NODE_PORT_LOCAL_SCTP, type: 'hash:ip,port', comment: "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'" },
+  {
+    key: SetName.NODE_PORT_LOCAL_UDP,
+    type: 'bitmap:port',
+    comment: 'Kubernetes nodeport UDP port with externalTrafficPolicy=local',
+  },
+  {
+    key: SetName.NODE_PORT_SCTP,
+    type: 'hash:ip,port',
+    comment: "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'",
+  },
+  {
+    key: SetName.NODE_PORT_LOCAL_SCTP,
+    type: 'hash:ip,port',
+    comment: "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'",
+  },
   { key: SetName.HEALTH_CHECK_NODE_PORT, type: 'bitmap:port', comment: 'Kubernetes health check node port' },
   { key: SetName.IPVS_IPS, type: 'hash:ip', comment: 'Addresses on the ipvs interface' },
 ];

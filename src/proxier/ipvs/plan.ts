@@ -72,8 +72,10 @@ export interface PlanContext {
   readonly primaryIP: string;
 }
 
-export const vsKey = (a: IpvsAddrKey): string => `${a.protocol.toUpperCase()} ${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
-export const destKey = (address: string, port: number): string => (address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`);
+export const vsKey = (a: IpvsAddrKey): string =>
+  `${a.protocol.toUpperCase()} ${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
+export const destKey = (address: string, port: number): string =>
+  address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
 
 function entry(set: SetKey, e: IpsetEntry): EntryPlan {
   return { set, key: formatEntry(e), entry: e };
@@ -116,7 +118,9 @@ export function planPort(
   binds.push(info.clusterIP);
 
   for (const ip of info.externalIPs) {
-    entries.push(entry(info.externalPolicyLocal ? SetName.EXTERNAL_IP_LOCAL : SetName.EXTERNAL_IP, { ip, proto, port: info.port }));
+    entries.push(
+      entry(info.externalPolicyLocal ? SetName.EXTERNAL_IP_LOCAL : SetName.EXTERNAL_IP, { ip, proto, port: info.port }),
+    );
     vss.push(makeVs(ip, info.port, info.externalPolicyLocal));
     if (!ctx.nodeAddresses.has(ip)) binds.push(ip);
   }
@@ -132,7 +136,9 @@ export function planPort(
       for (const r of info.loadBalancerSourceRanges) {
         const c = parseCIDR(r);
         if (!c) continue;
-        entries.push(entry(SetName.LOAD_BALANCER_SOURCE_CIDR, { ip, proto, port: info.port, ip2: c.addr.text, cidr2: c.prefix }));
+        entries.push(
+          entry(SetName.LOAD_BALANCER_SOURCE_CIDR, { ip, proto, port: info.port, ip2: c.addr.text, cidr2: c.prefix }),
+        );
         if (primary && cidrContains(c, primary)) allowFromNode = true;
       }
       if (allowFromNode) entries.push(entry(SetName.LOAD_BALANCER_SOURCE_IP, { ip, proto, port: info.port, ip2: ip }));
@@ -158,7 +164,8 @@ export function planPort(
     for (const ip of ctx.nodePortIPs) vss.push(makeVs(ip, info.nodePort, local));
   }
 
-  if (info.healthCheckNodePort !== 0) entries.push(entry(SetName.HEALTH_CHECK_NODE_PORT, { port: info.healthCheckNodePort }));
+  if (info.healthCheckNodePort !== 0)
+    entries.push(entry(SetName.HEALTH_CHECK_NODE_PORT, { port: info.healthCheckNodePort }));
 
   for (const ip of binds) entries.push(entry(SetName.IPVS_IPS, { ip }));
   return { vss, binds, entries, noNodeAccess };

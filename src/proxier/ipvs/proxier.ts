@@ -23,7 +23,12 @@ import { nodePortAddressMatches } from '../../model/index.ts';
 import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import { formatEntry, isSetBusy, isSetNotFound } from '../../netlink/ipset/index.ts';
 import type { IpsetClient } from '../../netlink/ipset/index.ts';
-import { IP_VS_SVC_F_PERSISTENT, isDestinationNotFound, isFwmarkKey, isServiceNotFound } from '../../netlink/ipvs/index.ts';
+import {
+  IP_VS_SVC_F_PERSISTENT,
+  isDestinationNotFound,
+  isFwmarkKey,
+  isServiceNotFound,
+} from '../../netlink/ipvs/index.ts';
 import type { IpvsAddrKey, IpvsClient, IpvsOp } from '../../netlink/ipvs/index.ts';
 import { isNoSuchLink } from '../../netlink/route/index.ts';
 import type { RouteClient } from '../../netlink/route/index.ts';
@@ -32,7 +37,15 @@ import { describeIpvsPort, ipvsTrafficCounters } from './describe.ts';
 import { applyTouched } from './apply.ts';
 import type { ApplyContext } from './apply.ts';
 import { GracefulQueue, gracefulVerdict } from './graceful.ts';
-import { DEFAULT_HASH_SIZE, DEFAULT_MAX_ELEM, DEFAULT_SCHEDULER, DUMMY_DEVICE, KNOWN_SCHEDULERS, SETS, ipsetName } from './names.ts';
+import {
+  DEFAULT_HASH_SIZE,
+  DEFAULT_MAX_ELEM,
+  DEFAULT_SCHEDULER,
+  DUMMY_DEVICE,
+  KNOWN_SCHEDULERS,
+  SETS,
+  ipsetName,
+} from './names.ts';
 import type { SetKey } from './names.ts';
 import { destKey, planPort, vsKey } from './plan.ts';
 import type { PlanContext } from './plan.ts';
@@ -85,7 +98,9 @@ export interface IpvsProxierDeps {
 export class IpvsSyncError extends Error {
   readonly report: SyncReport;
   constructor(report: SyncReport) {
-    super(`ipvs sync: ${report.errors.length} kernel operation(s) failed: ${report.errors.slice(0, 5).join('; ')}${report.errors.length > 5 ? ' ...' : ''}`);
+    super(
+      `ipvs sync: ${report.errors.length} kernel operation(s) failed: ${report.errors.slice(0, 5).join('; ')}${report.errors.length > 5 ? ' ...' : ''}`,
+    );
     this.name = 'IpvsSyncError';
     this.report = report;
   }
@@ -114,7 +129,10 @@ export class IpvsProxier implements Proxier {
   private ctx: PlanContext | undefined;
   /** The companion rules last written (iptables-save text), to skip unchanged ones. */
   private lastRules: string | undefined;
-  /** kube-ipvs0's index, learnt on the full sync (a link deleted by hand fails the next call, and that sync's successor is full). */
+  /**
+   * kube-ipvs0's index, learnt on the full sync (a link deleted by hand fails the next call, and that sync's
+   * successor is full).
+   */
   private link: number | string = DUMMY_DEVICE;
   /**
    * The node's own addresses (not kube-ipvs0's), as the last full sync read them. Upstream's
@@ -228,10 +246,17 @@ export class IpvsProxier implements Proxier {
       try {
         await ipset.typeRevision(type, type === 'bitmap:port' ? 'inet' : fam, o);
       } catch (e) {
-        throw new Error(`IPVS mode needs ipset type ${type}: ${errText(e)} (is module ip_set_${type.replace(/[:,]/g, '_')} loadable?)`, { cause: e });
+        throw new Error(
+          `IPVS mode needs ipset type ${type}: ${errText(e)} (is module ip_set_${type.replace(/[:,]/g, '_')} loadable?)`,
+          { cause: e },
+        );
       }
     }
-    const t = { tcp: this.opts.tcpTimeoutSeconds ?? 0, tcpFin: this.opts.tcpFinTimeoutSeconds ?? 0, udp: this.opts.udpTimeoutSeconds ?? 0 };
+    const t = {
+      tcp: this.opts.tcpTimeoutSeconds ?? 0,
+      tcpFin: this.opts.tcpFinTimeoutSeconds ?? 0,
+      udp: this.opts.udpTimeoutSeconds ?? 0,
+    };
     if (t.tcp > 0 || t.tcpFin > 0 || t.udp > 0) await ipvs.setTimeouts(t, o);
     this.initialized = true;
   }
@@ -288,7 +313,8 @@ export class IpvsProxier implements Proxier {
     let ids: Iterable<ServicePortId>;
     if (full || ctxChanged) {
       // Every port is re-planned; ports the index knows that are gone get removed.
-      for (const id of [...this.index.ports.keys()]) if (!desired.services.has(id)) this.index.setPort(id, undefined, touched);
+      for (const id of [...this.index.ports.keys()])
+        if (!desired.services.has(id)) this.index.setPort(id, undefined, touched);
       ids = desired.services.keys();
     } else {
       ids = change.services;
@@ -296,7 +322,11 @@ export class IpvsProxier implements Proxier {
     let planned = 0;
     for (const id of ids) {
       const info = desired.services.get(id);
-      this.index.setPort(id, info ? planPort(info, desired.endpoints.get(id) ?? [], desired.selections.get(id), ctx) : undefined, touched);
+      this.index.setPort(
+        id,
+        info ? planPort(info, desired.endpoints.get(id) ?? [], desired.selections.get(id), ctx) : undefined,
+        touched,
+      );
       planned++;
     }
     let planMs = performance.now() - planT;
@@ -311,7 +341,13 @@ export class IpvsProxier implements Proxier {
 
     const total = performance.now() - started;
     planMs = Math.max(planMs, total - this.kernelMs);
-    const report: SyncReport = { full, servicesChanged: full ? desired.services.size : planned, kernelMs: this.kernelMs, planMs, errors: this.errors };
+    const report: SyncReport = {
+      full,
+      servicesChanged: full ? desired.services.size : planned,
+      kernelMs: this.kernelMs,
+      planMs,
+      errors: this.errors,
+    };
     this.lastOps = this.ops;
     this.lastRequests = this.requests;
     if (this.errors.length > 0) {
@@ -319,15 +355,27 @@ export class IpvsProxier implements Proxier {
       throw new IpvsSyncError(report);
     }
     this.needFull = false;
-    this.log.debug('ipvs sync done', { full, services: report.servicesChanged, kernelOps: this.ops, kernelRequests: this.requests, kernelMs: Math.round(this.kernelMs), planMs: Math.round(planMs) });
+    this.log.debug('ipvs sync done', {
+      full,
+      services: report.servicesChanged,
+      kernelOps: this.ops,
+      kernelRequests: this.requests,
+      kernelMs: Math.round(this.kernelMs),
+      planMs: Math.round(planMs),
+    });
     return report;
   }
 
-  /** Rules change only when a set becomes (non-)empty or the masquerade policy moves: written then, and on full syncs. */
+  /**
+   * Rules change only when a set becomes (non-)empty or the masquerade policy moves: written then, and on full syncs.
+   */
   private async writeCompanion(desired: DesiredState, full: boolean, signal: AbortSignal): Promise<void> {
     const sink = this.deps.companion;
     if (!sink) return;
-    const rules = this.companionRules(desired, this.deps.masqueradeBit !== undefined ? { masqueradeBit: this.deps.masqueradeBit } : {});
+    const rules = this.companionRules(
+      desired,
+      this.deps.masqueradeBit !== undefined ? { masqueradeBit: this.deps.masqueradeBit } : {},
+    );
     const text = toIptablesSave(rules);
     if (!full && text === this.lastRules) return;
     try {
@@ -393,7 +441,11 @@ export class IpvsProxier implements Proxier {
           ipset.create(name, s.type, {
             ...(s.type === 'bitmap:port'
               ? { portRange: { from: 0, to: 65535 } }
-              : { family: fam, hashSize: this.opts.ipsetHashSize ?? DEFAULT_HASH_SIZE, maxElem: this.opts.ipsetMaxElem ?? DEFAULT_MAX_ELEM }),
+              : {
+                  family: fam,
+                  hashSize: this.opts.ipsetHashSize ?? DEFAULT_HASH_SIZE,
+                  maxElem: this.opts.ipsetMaxElem ?? DEFAULT_MAX_ELEM,
+                }),
             comment: true,
             exist: true,
             ...o,
@@ -411,9 +463,16 @@ export class IpvsProxier implements Proxier {
       if (isFwmarkKey(s)) continue;
       const addr: IpvsAddrKey = { family: s.family, protocol: s.protocol, address: s.address, port: s.port };
       if (!this.ours(addr)) continue;
-      const vs: AppliedVs = { addr, scheduler: s.scheduler, flags: s.flags & VS_FLAG_MASK, timeout: s.timeout, dests: new Map() };
+      const vs: AppliedVs = {
+        addr,
+        scheduler: s.scheduler,
+        flags: s.flags & VS_FLAG_MASK,
+        timeout: s.timeout,
+        dests: new Map(),
+      };
       try {
-        for (const d of await this.k(() => ipvs.listDestinations(addr, o))) vs.dests.set(destKey(d.address, d.port), { address: d.address, port: d.port, weight: d.weight });
+        for (const d of await this.k(() => ipvs.listDestinations(addr, o)))
+          vs.dests.set(destKey(d.address, d.port), { address: d.address, port: d.port, weight: d.weight });
       } catch (e) {
         if (!isServiceNotFound(e)) throw e;
         continue;
@@ -432,7 +491,9 @@ export class IpvsProxier implements Proxier {
     if (this.timer || this.graceful.size === 0) return;
     this.timer = this.deps.clock.setTimer(this.checkMs, () => {
       this.timer = undefined;
-      this.exclusive(() => this.checkGraceful()).catch((e: unknown) => this.log.error('graceful termination check failed', { error: errText(e) }));
+      this.exclusive(() => this.checkGraceful()).catch((e: unknown) =>
+        this.log.error('graceful termination check failed', { error: errText(e) }),
+      );
     });
   }
 
@@ -540,7 +601,9 @@ export class IpvsProxier implements Proxier {
       const problems: string[] = [];
       // Rules first: they reference the sets, which cannot be destroyed while referenced.
       if (this.deps.companion) {
-        await this.deps.companion.remove().catch((e: unknown) => problems.push(`remove companion rules: ${errText(e)}`));
+        await this.deps.companion
+          .remove()
+          .catch((e: unknown) => problems.push(`remove companion rules: ${errText(e)}`));
         this.lastRules = undefined;
       }
       try {
@@ -574,7 +637,12 @@ export class IpvsProxier implements Proxier {
 }
 
 function sameContext(a: PlanContext, b: PlanContext): boolean {
-  if (a.primaryIP !== b.primaryIP || a.nodePortIPs.length !== b.nodePortIPs.length || a.nodeAddresses.size !== b.nodeAddresses.size) return false;
+  if (
+    a.primaryIP !== b.primaryIP ||
+    a.nodePortIPs.length !== b.nodePortIPs.length ||
+    a.nodeAddresses.size !== b.nodeAddresses.size
+  )
+    return false;
   for (let i = 0; i < a.nodePortIPs.length; i++) if (a.nodePortIPs[i] !== b.nodePortIPs[i]) return false;
   for (const x of a.nodeAddresses) if (!b.nodeAddresses.has(x)) return false;
   return true;

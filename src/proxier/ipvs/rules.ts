@@ -14,7 +14,15 @@ import type { LocalDetector } from '../../model/index.ts';
 import { SET_INFO, SetName, ipsetName } from './names.ts';
 import type { SetKey } from './names.ts';
 import type { NoNodeAccess } from './plan.ts';
-import type { IptRule, IptTable, JumpRule, L4Proto, Match, SetDir, Target } from '../../netlink/nftables/iptables/rule.ts';
+import type {
+  IptRule,
+  IptTable,
+  JumpRule,
+  L4Proto,
+  Match,
+  SetDir,
+  Target,
+} from '../../netlink/nftables/iptables/rule.ts';
 import { ruleArgs as saveRuleArgs } from '../../netlink/nftables/iptables/save.ts';
 
 // The rule model is the shared iptables dialect's (netlink/nftables/iptables/rule.ts); re-exported
@@ -92,19 +100,104 @@ export const JUMPS: readonly JumpRule[] = [
 ];
 
 /** upstream ipsetWithIptablesChain: set -> (table, from chain, target, match dirs, protocol). */
-const SET_RULES: readonly { set: SetKey; table: IptTable; from: string; to: Target; dirs: SetDir[]; proto?: 'tcp' | 'udp' | 'sctp' }[] = [
-  { set: SetName.LOOP_BACK, table: 'nat', from: Chain.POSTROUTING, to: { t: 'MASQUERADE', randomFully: false }, dirs: ['dst', 'dst', 'src'] },
-  { set: SetName.LOAD_BALANCER, table: 'nat', from: Chain.SERVICES, to: { t: 'jump', chain: Chain.LOAD_BALANCER }, dirs: ['dst', 'dst'] },
-  { set: SetName.LOAD_BALANCER_LOCAL, table: 'nat', from: Chain.LOAD_BALANCER, to: { t: 'RETURN' }, dirs: ['dst', 'dst'] },
-  { set: SetName.NODE_PORT_LOCAL_TCP, table: 'nat', from: Chain.NODE_PORT, to: { t: 'RETURN' }, dirs: ['dst'], proto: 'tcp' },
-  { set: SetName.NODE_PORT_TCP, table: 'nat', from: Chain.NODE_PORT, to: { t: 'jump', chain: Chain.MARK_MASQ }, dirs: ['dst'], proto: 'tcp' },
-  { set: SetName.NODE_PORT_LOCAL_UDP, table: 'nat', from: Chain.NODE_PORT, to: { t: 'RETURN' }, dirs: ['dst'], proto: 'udp' },
-  { set: SetName.NODE_PORT_UDP, table: 'nat', from: Chain.NODE_PORT, to: { t: 'jump', chain: Chain.MARK_MASQ }, dirs: ['dst'], proto: 'udp' },
-  { set: SetName.NODE_PORT_LOCAL_SCTP, table: 'nat', from: Chain.NODE_PORT, to: { t: 'RETURN' }, dirs: ['dst', 'dst'], proto: 'sctp' },
-  { set: SetName.NODE_PORT_SCTP, table: 'nat', from: Chain.NODE_PORT, to: { t: 'jump', chain: Chain.MARK_MASQ }, dirs: ['dst', 'dst'], proto: 'sctp' },
-  { set: SetName.LOAD_BALANCER_FW, table: 'filter', from: Chain.PROXY_FIREWALL, to: { t: 'jump', chain: Chain.SOURCE_RANGES_FIREWALL }, dirs: ['dst', 'dst'] },
-  { set: SetName.LOAD_BALANCER_SOURCE_CIDR, table: 'filter', from: Chain.SOURCE_RANGES_FIREWALL, to: { t: 'RETURN' }, dirs: ['dst', 'dst', 'src'] },
-  { set: SetName.LOAD_BALANCER_SOURCE_IP, table: 'filter', from: Chain.SOURCE_RANGES_FIREWALL, to: { t: 'RETURN' }, dirs: ['dst', 'dst', 'src'] },
+const SET_RULES: readonly {
+  set: SetKey;
+  table: IptTable;
+  from: string;
+  to: Target;
+  dirs: SetDir[];
+  proto?: 'tcp' | 'udp' | 'sctp';
+}[] = [
+  {
+    set: SetName.LOOP_BACK,
+    table: 'nat',
+    from: Chain.POSTROUTING,
+    to: { t: 'MASQUERADE', randomFully: false },
+    dirs: ['dst', 'dst', 'src'],
+  },
+  {
+    set: SetName.LOAD_BALANCER,
+    table: 'nat',
+    from: Chain.SERVICES,
+    to: { t: 'jump', chain: Chain.LOAD_BALANCER },
+    dirs: ['dst', 'dst'],
+  },
+  {
+    set: SetName.LOAD_BALANCER_LOCAL,
+    table: 'nat',
+    from: Chain.LOAD_BALANCER,
+    to: { t: 'RETURN' },
+    dirs: ['dst', 'dst'],
+  },
+  {
+    set: SetName.NODE_PORT_LOCAL_TCP,
+    table: 'nat',
+    from: Chain.NODE_PORT,
+    to: { t: 'RETURN' },
+    dirs: ['dst'],
+    proto: 'tcp',
+  },
+  {
+    set: SetName.NODE_PORT_TCP,
+    table: 'nat',
+    from: Chain.NODE_PORT,
+    to: { t: 'jump', chain: Chain.MARK_MASQ },
+    dirs: ['dst'],
+    proto: 'tcp',
+  },
+  {
+    set: SetName.NODE_PORT_LOCAL_UDP,
+    table: 'nat',
+    from: Chain.NODE_PORT,
+    to: { t: 'RETURN' },
+    dirs: ['dst'],
+    proto: 'udp',
+  },
+  {
+    set: SetName.NODE_PORT_UDP,
+    table: 'nat',
+    from: Chain.NODE_PORT,
+    to: { t: 'jump', chain: Chain.MARK_MASQ },
+    dirs: ['dst'],
+    proto: 'udp',
+  },
+  {
+    set: SetName.NODE_PORT_LOCAL_SCTP,
+    table: 'nat',
+    from: Chain.NODE_PORT,
+    to: { t: 'RETURN' },
+    dirs: ['dst', 'dst'],
+    proto: 'sctp',
+  },
+  {
+    set: SetName.NODE_PORT_SCTP,
+    table: 'nat',
+    from: Chain.NODE_PORT,
+    to: { t: 'jump', chain: Chain.MARK_MASQ },
+    dirs: ['dst', 'dst'],
+    proto: 'sctp',
+  },
+  {
+    set: SetName.LOAD_BALANCER_FW,
+    table: 'filter',
+    from: Chain.PROXY_FIREWALL,
+    to: { t: 'jump', chain: Chain.SOURCE_RANGES_FIREWALL },
+    dirs: ['dst', 'dst'],
+  },
+  {
+    set: SetName.LOAD_BALANCER_SOURCE_CIDR,
+    table: 'filter',
+    from: Chain.SOURCE_RANGES_FIREWALL,
+    to: { t: 'RETURN' },
+    dirs: ['dst', 'dst', 'src'],
+  },
+  {
+    set: SetName.LOAD_BALANCER_SOURCE_IP,
+    table: 'filter',
+    from: Chain.SOURCE_RANGES_FIREWALL,
+    to: { t: 'RETURN' },
+    dirs: ['dst', 'dst', 'src'],
+  },
 ];
 
 /** Matches "not from this node's pods" (upstream LocalTrafficDetector.IfNotLocal). */
@@ -148,14 +241,25 @@ export function companionRules(input: RulesInput): CompanionRules {
   if (has(SetName.CLUSTER_IP)) {
     const base: Match[] = [comment(SetName.CLUSTER_IP)];
     if (input.masqueradeAll) add('nat', Chain.SERVICES, [...base, set(SetName.CLUSTER_IP, 'dst', 'dst')], toMasq);
-    else if (input.detectLocal.implemented) add('nat', Chain.SERVICES, [...base, set(SetName.CLUSTER_IP, 'dst', 'dst'), ...ifNotLocal(input.detectLocal)], toMasq);
+    else if (input.detectLocal.implemented)
+      add(
+        'nat',
+        Chain.SERVICES,
+        [...base, set(SetName.CLUSTER_IP, 'dst', 'dst'), ...ifNotLocal(input.detectLocal)],
+        toMasq,
+      );
     // Node-originated traffic to a VIP picks the VIP as its source (it is on kube-ipvs0).
     else add('nat', Chain.SERVICES, [...base, set(SetName.CLUSTER_IP, 'src', 'dst')], toMasq);
   }
 
   const externalIPRules = (k: SetKey): void => {
     const base = [comment(k), set(k, 'dst', 'dst')];
-    add('nat', Chain.SERVICES, [...base, { m: 'physdevNotIsIn' }, { m: 'addrtype', dir: 'src', type: 'LOCAL', invert: true }], { t: 'ACCEPT' });
+    add(
+      'nat',
+      Chain.SERVICES,
+      [...base, { m: 'physdevNotIsIn' }, { m: 'addrtype', dir: 'src', type: 'LOCAL', invert: true }],
+      { t: 'ACCEPT' },
+    );
     add('nat', Chain.SERVICES, [...base, { m: 'addrtype', dir: 'dst', type: 'LOCAL' }], { t: 'ACCEPT' });
   };
   if (has(SetName.EXTERNAL_IP)) {
@@ -170,23 +274,57 @@ export function companionRules(input: RulesInput): CompanionRules {
   for (const n of input.noNodeAccess) {
     const vproto = L4_PROTOS.find((p) => p === n.protocol);
     if (!vproto) continue; // services carry tcp, udp or sctp only
-    add('filter', Chain.IPVS_OUT_FILTER, [{ m: 'src', cidr: n.ip }, { m: 'ipvs', vaddr: n.ip, vproto, vport: n.port }], { t: 'DROP' });
+    add(
+      'filter',
+      Chain.IPVS_OUT_FILTER,
+      [
+        { m: 'src', cidr: n.ip },
+        { m: 'ipvs', vaddr: n.ip, vproto, vport: n.port },
+      ],
+      { t: 'DROP' },
+    );
   }
   // acceptIPVSTraffic: at the end of KUBE-SERVICES.
-  for (const k of [SetName.CLUSTER_IP, SetName.LOAD_BALANCER] as const) if (has(k)) add('nat', Chain.SERVICES, [set(k, 'dst', 'dst')], { t: 'ACCEPT' });
+  for (const k of [SetName.CLUSTER_IP, SetName.LOAD_BALANCER] as const)
+    if (has(k)) add('nat', Chain.SERVICES, [set(k, 'dst', 'dst')], { t: 'ACCEPT' });
 
-  add('filter', Chain.FORWARD, [{ m: 'comment', text: 'kubernetes forwarding rules' }, { m: 'mark', value: mark, mask: mark }], { t: 'ACCEPT' });
-  add('filter', Chain.FORWARD, [{ m: 'comment', text: 'kubernetes forwarding conntrack rule' }, { m: 'ctstate', states: ['RELATED', 'ESTABLISHED'] }], { t: 'ACCEPT' });
-  add('filter', Chain.NODE_PORT, [comment(SetName.HEALTH_CHECK_NODE_PORT), set(SetName.HEALTH_CHECK_NODE_PORT, 'dst')], { t: 'ACCEPT' });
+  add(
+    'filter',
+    Chain.FORWARD,
+    [
+      { m: 'comment', text: 'kubernetes forwarding rules' },
+      { m: 'mark', value: mark, mask: mark },
+    ],
+    { t: 'ACCEPT' },
+  );
+  add(
+    'filter',
+    Chain.FORWARD,
+    [
+      { m: 'comment', text: 'kubernetes forwarding conntrack rule' },
+      { m: 'ctstate', states: ['RELATED', 'ESTABLISHED'] },
+    ],
+    { t: 'ACCEPT' },
+  );
+  add(
+    'filter',
+    Chain.NODE_PORT,
+    [comment(SetName.HEALTH_CHECK_NODE_PORT), set(SetName.HEALTH_CHECK_NODE_PORT, 'dst')],
+    { t: 'ACCEPT' },
+  );
 
   // KUBE-IPVS-FILTER: VIPs answer only on service ports (issue 72236).
-  for (const k of [SetName.LOAD_BALANCER, SetName.CLUSTER_IP, SetName.EXTERNAL_IP, SetName.EXTERNAL_IP_LOCAL] as const) add('filter', Chain.IPVS_FILTER, [set(k, 'dst', 'dst')], { t: 'RETURN' });
+  for (const k of [SetName.LOAD_BALANCER, SetName.CLUSTER_IP, SetName.EXTERNAL_IP, SetName.EXTERNAL_IP_LOCAL] as const)
+    add('filter', Chain.IPVS_FILTER, [set(k, 'dst', 'dst')], { t: 'RETURN' });
   add('filter', Chain.IPVS_FILTER, [set(SetName.HEALTH_CHECK_NODE_PORT, 'dst')], { t: 'RETURN' });
   add('filter', Chain.IPVS_FILTER, [{ m: 'ctstate', states: ['NEW'] }, set(SetName.IPVS_IPS, 'dst')], { t: 'REJECT' });
 
   add('nat', Chain.POSTROUTING, [{ m: 'mark', value: mark, mask: mark, invert: true }], { t: 'RETURN' });
   add('nat', Chain.POSTROUTING, [], { t: 'MARK', op: 'xor', value: mark });
-  add('nat', Chain.POSTROUTING, [{ m: 'comment', text: 'kubernetes service traffic requiring SNAT' }], { t: 'MASQUERADE', randomFully: input.randomFully ?? true });
+  add('nat', Chain.POSTROUTING, [{ m: 'comment', text: 'kubernetes service traffic requiring SNAT' }], {
+    t: 'MASQUERADE',
+    randomFully: input.randomFully ?? true,
+  });
   add('nat', Chain.MARK_MASQ, [], { t: 'MARK', op: 'or', value: mark });
 
   return { family: fam, chains: CHAINS, jumps: JUMPS, rules };

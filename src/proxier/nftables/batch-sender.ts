@@ -21,7 +21,9 @@ export class ServicePortRefusedError extends Error {
   readonly id: ServicePortId;
 
   constructor(id: ServicePortId, cause: unknown) {
-    super(`service port ${JSON.stringify(id)} refused: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super(`service port ${JSON.stringify(id)} refused: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
     this.id = id;
   }
 }
@@ -33,7 +35,8 @@ const TRANSIENT = new Set(['ETIMEDOUT', 'EMSGSIZE', 'ENOBUFS', 'EINTR', 'EAGAIN'
  * The kernel looked at the batch and said no (an errno about its content), or the encoder
  * refused it before sending (a name the kernel would cut or refuse).
  */
-export const isRefusal = (e: unknown): boolean => e instanceof NftValidationError || (e instanceof NetlinkError && !TRANSIENT.has(e.code));
+export const isRefusal = (e: unknown): boolean =>
+  e instanceof NftValidationError || (e instanceof NetlinkError && !TRANSIENT.has(e.code));
 
 interface Entry {
   readonly group: OpGroup;
@@ -112,7 +115,10 @@ export class BatchSender {
    * `entries` (more than one) were refused together with `cause`: the first one refused
    * alone, or undefined when, sent in parts, all were taken after all.
    */
-  private async firstRefused(entries: readonly Entry[], cause: unknown): Promise<{ entry: Entry; cause: unknown } | undefined> {
+  private async firstRefused(
+    entries: readonly Entry[],
+    cause: unknown,
+  ): Promise<{ entry: Entry; cause: unknown } | undefined> {
     let range = entries;
     let why = cause;
     let seenAlone = false;

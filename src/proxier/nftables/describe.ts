@@ -18,7 +18,13 @@ import type { PortPlan } from './port-plan.ts';
 
 /** The sets and maps whose elements belong to service ports (hairpin is shared by endpoint address, so left out). */
 const PORT_SETS: ReadonlySet<string> = new Set([
-  SET.clusterIPs, SET.serviceIPs, SET.serviceNodePorts, SET.noEndpointServices, SET.noEndpointNodePorts, SET.firewallProtected, SET.firewallAllow,
+  SET.clusterIPs,
+  SET.serviceIPs,
+  SET.serviceNodePorts,
+  SET.noEndpointServices,
+  SET.noEndpointNodePorts,
+  SET.firewallProtected,
+  SET.firewallAllow,
 ]);
 /** Keyed by `proto . nodePort` (2 fields) rather than `address . proto . port` (3). */
 const NODE_PORT_SETS: ReadonlySet<string> = new Set([SET.serviceNodePorts, SET.noEndpointNodePorts]);
@@ -33,7 +39,11 @@ function valueText(e: NftElement): string {
   return verdict.chain !== undefined ? `${verdict.verdict} ${verdict.chain}` : verdict.verdict;
 }
 
-const entryOf = (e: NftElement): ProgrammedEntry => ({ where: e.set, key: keyText(e.key as readonly Field[]), value: valueText(e) });
+const entryOf = (e: NftElement): ProgrammedEntry => ({
+  where: e.set,
+  key: keyText(e.key as readonly Field[]),
+  value: valueText(e),
+});
 
 /** The key prefixes of the port's frontends, as nft prints them. */
 export function frontendKeys(p: ServicePortInfo): string[] {
@@ -100,7 +110,8 @@ export function plannedEntries(plan: PortPlan | undefined): ProgrammedEntry[] {
 }
 
 /** The affinity sets of a port carry its readable name after the hash (names.ts affinitySet). */
-const affinityPrefix = (p: ServicePortInfo): string => `-${p.namespace}/${p.name}/${p.protocol.toLowerCase()}/${p.portName || p.port}__`;
+const affinityPrefix = (p: ServicePortInfo): string =>
+  `-${p.namespace}/${p.name}/${p.protocol.toLowerCase()}/${p.portName || p.port}__`;
 
 /** What the kernel holds for the port, from a snapshot (and, for affinity chains, their rules). */
 export async function kernelEntries(nft: NftInterface, s: NftSnapshot, p: ServicePortInfo): Promise<ProgrammedEntry[]> {
@@ -119,7 +130,12 @@ export async function kernelEntries(nft: NftInterface, s: NftSnapshot, p: Servic
 
 const SNAPSHOT = 'nftables-snapshot';
 
-export async function describeNftPort(nft: NftInterface, p: ServicePortInfo, plan: PortPlan | undefined, opts: DescribeOptions = {}): Promise<PortDescription> {
+export async function describeNftPort(
+  nft: NftInterface,
+  p: ServicePortInfo,
+  plan: PortPlan | undefined,
+  opts: DescribeOptions = {},
+): Promise<PortDescription> {
   // One snapshot per table and query: the session is shared by both families' proxiers.
   const key = `${SNAPSHOT} ${nft.scope.family}`;
   let snapshot = opts.session?.get(key) as Promise<NftSnapshot> | undefined;

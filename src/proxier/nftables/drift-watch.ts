@@ -58,7 +58,8 @@ export class NftDriftWatch {
 
   /** Whether a change is one of ours to repair: our table, a family we program, not made by us. */
   static isForeignChangeToUs(c: NftChange, families: readonly string[], ownPorts: ReadonlySet<number>): boolean {
-    if (c.kind === 'generation' || c.table !== TABLE || c.family === undefined || !families.includes(c.family)) return false;
+    if (c.kind === 'generation' || c.table !== TABLE || c.family === undefined || !families.includes(c.family))
+      return false;
     if (ownPorts.has(c.portId)) return false;
     // Affinity sets are filled by packets and empty themselves as entries time out.
     return !(c.kind === 'element' && c.object !== undefined && isAffinitySet(c.object));

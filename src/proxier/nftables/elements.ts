@@ -58,7 +58,12 @@ const verdictText = (v: Verdict): string => ('chain' in v ? `${v.verdict} ${v.ch
 
 /** `text`: keyText(key), when the caller has it already. */
 export function mapElement(set: string, key: Field[], v: Verdict, text = keyText(key)): ElementContribution {
-  return { kind: 'element', id: `${set}|${text}`, value: verdictText(v), element: { kind: 'element', set, key, value: v } };
+  return {
+    kind: 'element',
+    id: `${set}|${text}`,
+    value: verdictText(v),
+    element: { kind: 'element', set, key, value: v },
+  };
 }
 
 export function setElement(set: string, key: Field[]): ElementContribution {
@@ -66,7 +71,12 @@ export function setElement(set: string, key: Field[]): ElementContribution {
 }
 
 /** `frontendText`: keyText(frontend), which the caller usually has already. */
-export function slots(map: string, frontend: readonly Field[], frontendText: string, endpoints: readonly EndpointInfo[]): SlotsContribution {
+export function slots(
+  map: string,
+  frontend: readonly Field[],
+  frontendText: string,
+  endpoints: readonly EndpointInfo[],
+): SlotsContribution {
   return { kind: 'slots', id: `${map}|${frontendText}`, map, frontend, endpoints };
 }
 
@@ -146,7 +156,8 @@ function pushReplaced(before: Contribution, after: Contribution, out: NftElement
   }
   const a = before.endpoints;
   const b = after.endpoints;
-  for (let i = 0; i < b.length; i++) if (i >= a.length || a[i]!.ip !== b[i]!.ip || a[i]!.port !== b[i]!.port) out.push(slotElement(after, i));
+  for (let i = 0; i < b.length; i++)
+    if (i >= a.length || a[i]!.ip !== b[i]!.ip || a[i]!.port !== b[i]!.port) out.push(slotElement(after, i));
 }
 
 export class ElementIndex {
@@ -164,7 +175,8 @@ export class ElementIndex {
    * data: an element of a shared set or map, a slot of a frontend, or a hairpin pair.
    */
   wants(set: string, key: readonly unknown[]): boolean {
-    if (set === SET.hairpin) return key.length === 2 && key[0] === key[1] && typeof key[0] === 'string' && this.hairpin.has(key[0]);
+    if (set === SET.hairpin)
+      return key.length === 2 && key[0] === key[1] && typeof key[0] === 'string' && this.hairpin.has(key[0]);
     if (!isEndpointsMap(set)) return this.entries.has(`${set}|${keyText(key as Field[])}`);
     // A slot: "map|frontend" holds a list, and the slot number must be inside it.
     const slot = key[key.length - 1];
@@ -182,7 +194,12 @@ export class ElementIndex {
     this.updateHairpin(owner, before.hairpin, after.hairpin, delta);
   }
 
-  private updateEntries(owner: string, before: readonly Contribution[], after: readonly Contribution[], delta: ElementDelta): void {
+  private updateEntries(
+    owner: string,
+    before: readonly Contribution[],
+    after: readonly Contribution[],
+    delta: ElementDelta,
+  ): void {
     if (before.length === 0) {
       // A new owner (every port of a full sync): no per-call map, which costs more than the
       // work itself at tens of thousands of ports.
@@ -232,11 +249,18 @@ export class ElementIndex {
     } else if (sameValue(e.value, value)) {
       if (!hasOwner(e.owners, owner)) e.owners = withOwner(e.owners, owner);
     } else if (!hasOwner(e.owners, owner)) {
-      delta.conflicts.push(`${c.id}: wanted by ${owner} as ${valueText(value)}, held by ${ownerList(e.owners).join(', ')} as ${valueText(e.value)}`);
+      delta.conflicts.push(
+        `${c.id}: wanted by ${owner} as ${valueText(value)}, held by ${ownerList(e.owners).join(', ')} as ${valueText(e.value)}`,
+      );
     }
   }
 
-  private updateHairpin(owner: string, before: readonly EndpointInfo[], after: readonly EndpointInfo[], delta: ElementDelta): void {
+  private updateHairpin(
+    owner: string,
+    before: readonly EndpointInfo[],
+    after: readonly EndpointInfo[],
+    delta: ElementDelta,
+  ): void {
     if (before.length === 0) {
       for (let i = 0; i < after.length; i++) this.takeHairpin(owner, after[i]!.ip, delta);
       return;

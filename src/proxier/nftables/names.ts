@@ -54,7 +54,8 @@ export const CHAIN = {
 const UNSAFE = /[^A-Za-z0-9._:/-]/g;
 const readablePart = (s: string): string => s.replace(UNSAFE, '_');
 
-const hash8 = (s: string): string => createHash('sha256').update(s).digest('base64url').slice(0, 8).toUpperCase().replace(/[-_]/g, 'X');
+const hash8 = (s: string): string =>
+  createHash('sha256').update(s).digest('base64url').slice(0, 8).toUpperCase().replace(/[-_]/g, 'X');
 
 function portChain(prefix: string, p: ServicePortInfo): string {
   const readable = `${p.namespace}/${p.name}/${p.protocol.toLowerCase()}/${p.portName || p.port}`;
@@ -73,12 +74,17 @@ const endpointPart = (p: ServicePortInfo, ep: { ip: string; port: number }): str
 // The timeout is part of the hash: a new timeout makes a new set (a set's timeout is fixed
 // at creation), and the Service chains that use it are rewritten.
 export const affinitySet = (p: ServicePortInfo, ep: { ip: string; port: number }): string =>
-  `affinity-${hash8(`${p.id}|${p.family}|${ep.ip}|${ep.port}|${p.stickyMaxAgeSeconds}`)}-${readablePart(endpointPart(p, ep))}`.slice(0, MAX_NAME);
+  `affinity-${hash8(`${p.id}|${p.family}|${ep.ip}|${ep.port}|${p.stickyMaxAgeSeconds}`)}-${readablePart(endpointPart(p, ep))}`.slice(
+    0,
+    MAX_NAME,
+  );
 
 /** Per-service-port chains (session affinity only) carry one of these prefixes. */
 export const isPortChain = (name: string): boolean => /^(service|external|endpoint)-[A-Z0-9]{8}-/.test(name);
 /** The shared chains that pick one of N endpoints (pickers.ts): `pick-internal-3`, `pick-nodeport-local-1-3`. */
 export const isPickChain = (name: string): boolean => /^pick-[a-z-]+-\d+(-\d+)?$/.test(name);
-/** The shared endpoint maps, one per endpoint count (pickers.ts): `endpoints-3`, `nodeport-short-circuit-endpoints-2`. */
+/**
+ * The shared endpoint maps, one per endpoint count (pickers.ts): `endpoints-3`, `nodeport-short-circuit-endpoints-2`.
+ */
 export const isEndpointsMap = (name: string): boolean => /^(nodeport-)?(short-circuit-)?endpoints-\d+$/.test(name);
 export const isAffinitySet = (name: string): boolean => /^affinity-[A-Z0-9]{8}-/.test(name);

@@ -8,7 +8,14 @@
 // removed after nothing does; and element operations are sorted by set, so that runs of
 // elements of one set travel in one message (NftTransaction merges consecutive ones).
 
-import type { NftChain, NftElement, NftObject, NftSetLike, NftTable, NftTransaction } from '../../netlink/nftables/index.ts';
+import type {
+  NftChain,
+  NftElement,
+  NftObject,
+  NftSetLike,
+  NftTable,
+  NftTransaction,
+} from '../../netlink/nftables/index.ts';
 
 const PHASE = {
   create: 0, // table, sets, maps, chains
@@ -36,7 +43,8 @@ const HEADER = 64; // nlmsghdr + nfgenmsg + table name attribute, rounded up
  * One element's share of a message: its key and data (at most 16 bytes a field, as
  * attributes), not a message header of its own.
  */
-const estimateElement = (o: NftElement): number => 24 + o.set.length + (o.key.length + (Array.isArray(o.value) ? o.value.length : o.value ? 2 : 0)) * 24;
+const estimateElement = (o: NftElement): number =>
+  24 + o.set.length + (o.key.length + (Array.isArray(o.value) ? o.value.length : o.value ? 2 : 0)) * 24;
 
 function estimate(o: NftObject): number {
   switch (o.kind) {

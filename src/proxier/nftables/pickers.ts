@@ -52,7 +52,8 @@ export interface PickerContext {
 
 const PROTOCOLS = ['tcp', 'udp', 'sctp'] as const;
 
-export const pickerName = (s: PickerSpec): string => ('count' in s ? `pick-${s.kind}-${s.count}` : `pick-${s.kind}-${s.local}-${s.cluster}`);
+export const pickerName = (s: PickerSpec): string =>
+  'count' in s ? `pick-${s.kind}-${s.count}` : `pick-${s.kind}-${s.local}-${s.cluster}`;
 
 const isNodePort = (s: PickerSpec): boolean => s.kind === 'nodeport' || s.kind === 'nodeport-local';
 
@@ -75,8 +76,15 @@ export function pickerMaps(s: PickerSpec): string[] {
 export function endpointsMap(t: FamilyTraits, name: string): NftSetLike {
   const nodePort = name.startsWith('nodeport-');
   const frontend: TypeofExpr[] = nodePort
-    ? [{ expr: 'meta', key: 'l4proto' }, { expr: 'payload', field: 'th dport' }]
-    : [{ expr: 'payload', field: t.daddr === 'ip daddr' ? 'ip daddr' : 'ip6 daddr' }, { expr: 'meta', key: 'l4proto' }, { expr: 'payload', field: 'th dport' }];
+    ? [
+        { expr: 'meta', key: 'l4proto' },
+        { expr: 'payload', field: 'th dport' },
+      ]
+    : [
+        { expr: 'payload', field: t.daddr === 'ip daddr' ? 'ip daddr' : 'ip6 daddr' },
+        { expr: 'meta', key: 'l4proto' },
+        { expr: 'payload', field: 'th dport' },
+      ];
   return {
     kind: 'map',
     name,
@@ -85,7 +93,10 @@ export function endpointsMap(t: FamilyTraits, name: string): NftSetLike {
     // prints the map and its printout loads back.
     typeof: [...frontend, { expr: 'numgen', mode: 'random', modulus: 1 }],
     data: [t.addrType, 'inet_service'],
-    dataTypeof: [{ expr: 'payload', field: t.daddr === 'ip daddr' ? 'ip daddr' : 'ip6 daddr' }, { expr: 'payload', field: 'th dport' }],
+    dataTypeof: [
+      { expr: 'payload', field: t.daddr === 'ip daddr' ? 'ip daddr' : 'ip6 daddr' },
+      { expr: 'payload', field: 'th dport' },
+    ],
   };
 }
 
@@ -99,10 +110,22 @@ export function localTraffic(ctx: PickerContext, b: RuleBuilder, negate = false)
 const none: Guard = (r) => r;
 
 /** `[guard] meta l4proto P dnat to FRONTEND . numgen random mod N map @map`, for each protocol. */
-function dnatRules(ctx: PickerContext, chain: string, nodePort: boolean, count: number, map: string, guard: Guard = none): NftRule[] {
+function dnatRules(
+  ctx: PickerContext,
+  chain: string,
+  nodePort: boolean,
+  count: number,
+  map: string,
+  guard: Guard = none,
+): NftRule[] {
   const t = ctx.traits;
   const key = nodePort ? (['meta l4proto', 'th dport'] as const) : ([t.daddr, 'meta l4proto', 'th dport'] as const);
-  return PROTOCOLS.map((p) => guard(rule(t.nft, chain)).match('meta l4proto', p).dnatMap([...key, `numgen random mod ${count}`], map).build());
+  return PROTOCOLS.map((p) =>
+    guard(rule(t.nft, chain))
+      .match('meta l4proto', p)
+      .dnatMap([...key, `numgen random mod ${count}`], map)
+      .build(),
+  );
 }
 
 /** Traffic to a cluster IP is masqueraded unless it comes from a local pod (or always, with --masquerade-all). */

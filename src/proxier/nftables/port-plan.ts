@@ -45,7 +45,10 @@ export interface PlanContext extends PickerContext {
 }
 
 /** Endpoints used by traffic to the cluster IP, and by traffic from outside. */
-export function endpointSets(p: ServicePortInfo, s: EndpointSelection | undefined): { internal: readonly EndpointInfo[]; external: readonly EndpointInfo[] } {
+export function endpointSets(
+  p: ServicePortInfo,
+  s: EndpointSelection | undefined,
+): { internal: readonly EndpointInfo[]; external: readonly EndpointInfo[] } {
   const cluster = s?.cluster ?? [];
   const local = s?.local ?? [];
   return { internal: p.internalPolicyLocal ? local : cluster, external: p.externalPolicyLocal ? local : cluster };
@@ -62,11 +65,19 @@ const unguarded: Guard = (r) => r;
  * endpoint at random (rule i matches with probability 1/(N-i), so each is chosen with 1/N)
  * and is recorded in its set. The sets grow with the endpoints of affinity Services only.
  */
-function affinityRules(ctx: PlanContext, chain: string, p: ServicePortInfo, eps: readonly EndpointInfo[], guard: Guard = unguarded): NftRule[] {
+function affinityRules(
+  ctx: PlanContext,
+  chain: string,
+  p: ServicePortInfo,
+  eps: readonly EndpointInfo[],
+  guard: Guard = unguarded,
+): NftRule[] {
   const t = ctx.traits;
   const r = (): RuleBuilder => guard(rule(t.nft, chain));
   const pr = proto(p);
-  const rules = eps.map((e) => r().inSet([t.saddr], affinitySet(p, e)).match('meta l4proto', pr).dnat(e.ip, e.port).build());
+  const rules = eps.map((e) =>
+    r().inSet([t.saddr], affinitySet(p, e)).match('meta l4proto', pr).dnat(e.ip, e.port).build(),
+  );
   eps.forEach((e, i) => {
     const b = i < eps.length - 1 ? r().match(`numgen random mod ${eps.length - i}`, 0) : r();
     rules.push(b.update(affinitySet(p, e), [t.saddr]).match('meta l4proto', pr).dnat(e.ip, e.port).build());
@@ -75,7 +86,11 @@ function affinityRules(ctx: PlanContext, chain: string, p: ServicePortInfo, eps:
 }
 
 /** The chains and sets of a Service with session affinity. */
-function affinityObjects(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelection | undefined): { chains: PortChain[]; sets: NftSetLike[] } {
+function affinityObjects(
+  ctx: PlanContext,
+  p: ServicePortInfo,
+  s: EndpointSelection | undefined,
+): { chains: PortChain[]; sets: NftSetLike[] } {
   const t = ctx.traits;
   const cluster = s?.cluster ?? [];
   const local = s?.local ?? [];
@@ -103,7 +118,13 @@ function affinityObjects(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
   for (const e of [...cluster, ...local]) {
     if (seen.has(e.key)) continue;
     seen.add(e.key);
-    sets.push({ kind: 'set', name: affinitySet(p, e), key: [t.addrType], flags: ['dynamic', 'timeout'], timeoutMs: p.stickyMaxAgeSeconds * 1000 });
+    sets.push({
+      kind: 'set',
+      name: affinitySet(p, e),
+      key: [t.addrType],
+      flags: ['dynamic', 'timeout'],
+      timeoutMs: p.stickyMaxAgeSeconds * 1000,
+    });
   }
   return { chains, sets };
 }
@@ -130,7 +151,14 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
       const text = keyText(key);
       out.push(mapElement(vmap, key, verdict, text));
       if (affinity) continue;
-      if ('count' in spec) frontendSlots(out, endpointsMapName(nodePort, false, spec.count), key, text, spec.kind === 'internal' ? internal : external);
+      if ('count' in spec)
+        frontendSlots(
+          out,
+          endpointsMapName(nodePort, false, spec.count),
+          key,
+          text,
+          spec.kind === 'internal' ? internal : external,
+        );
       else {
         frontendSlots(out, endpointsMapName(nodePort, false, spec.local), key, text, local);
         frontendSlots(out, endpointsMapName(nodePort, true, spec.cluster), key, text, cluster);
@@ -138,7 +166,13 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
     }
   };
   // The names of a Service's own chains cost a hash: only affinity Services have them.
-  if (internal.length > 0) route(SET.serviceIPs, [[p.clusterIP, pr, p.port]], { kind: 'internal', count: internal.length }, affinity ? serviceChain(p) : '');
+  if (internal.length > 0)
+    route(
+      SET.serviceIPs,
+      [[p.clusterIP, pr, p.port]],
+      { kind: 'internal', count: internal.length },
+      affinity ? serviceChain(p) : '',
+    );
   if (p.externallyAccessible) {
     const ext = affinity ? externalChain(p) : '';
     const nodePorts = p.nodePort > 0 ? [[pr, p.nodePort]] : [];
@@ -150,7 +184,12 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
       }
     } else if (local.length > 0 || cluster.length > 0) {
       route(SET.serviceIPs, addrs, { kind: 'external-local', local: local.length, cluster: cluster.length }, ext);
-      route(SET.serviceNodePorts, nodePorts, { kind: 'nodeport-local', local: local.length, cluster: cluster.length }, ext);
+      route(
+        SET.serviceNodePorts,
+        nodePorts,
+        { kind: 'nodeport-local', local: local.length, cluster: cluster.length },
+        ext,
+      );
     }
   }
 
@@ -178,7 +217,13 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
 }
 
 /** `map frontend . i : endpoint i` for each endpoint: one contribution for all of them (none when there are none). */
-function frontendSlots(out: Contribution[], map: string, frontend: readonly (string | number)[], frontendText: string, eps: readonly EndpointInfo[]): void {
+function frontendSlots(
+  out: Contribution[],
+  map: string,
+  frontend: readonly (string | number)[],
+  frontendText: string,
+  eps: readonly EndpointInfo[],
+): void {
   if (eps.length > 0) out.push(slots(map, frontend, frontendText, eps));
 }
 

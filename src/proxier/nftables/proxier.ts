@@ -90,7 +90,8 @@ export class NftablesProxier implements Proxier {
   }
 
   async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
-    if (desired.family !== this.traits.ipFamily) throw new Error(`a ${this.traits.ipFamily} proxier was given ${desired.family} state`);
+    if (desired.family !== this.traits.ipFamily)
+      throw new Error(`a ${this.traits.ipFamily} proxier was given ${desired.family} state`);
     const full = this.needFull || change.full;
     this.needFull = true; // until this sync succeeds
     const report = full ? await this.fullSync(desired, signal) : await this.partialSync(desired, change, signal);
@@ -106,7 +107,10 @@ export class NftablesProxier implements Proxier {
   private planContext(desired: DesiredState): PlanContext {
     const d = desired.masquerade.detectLocal;
     const ctx = {
-      traits: this.traits, masqueradeAll: desired.masquerade.all, masqueradeMark: this.mark, nodeIP: desired.node.primaryIP,
+      traits: this.traits,
+      masqueradeAll: desired.masquerade.all,
+      masqueradeMark: this.mark,
+      nodeIP: desired.node.primaryIP,
     };
     if (d.implemented && (d.mode === 'BridgeInterface' || d.mode === 'InterfaceNamePrefix') && d.interfaceName !== '') {
       // nft's wildcard ("veth*") matches every interface whose name starts with the prefix.
@@ -127,7 +131,12 @@ export class NftablesProxier implements Proxier {
   }
 
   /** A picker's chain and the maps it reads, created when its first user appears. */
-  private createPicker(g: OpGroup, spec: PickerSpec, mapExists: (name: string) => boolean, existingChains: ReadonlySet<string>): void {
+  private createPicker(
+    g: OpGroup,
+    spec: PickerSpec,
+    mapExists: (name: string) => boolean,
+    existingChains: ReadonlySet<string>,
+  ): void {
     for (const m of pickerMaps(spec)) if (!mapExists(m)) g.add(endpointsMap(this.traits, m));
     const chain = pickerName(spec);
     if (!existingChains.has(chain)) g.add({ kind: 'chain', name: chain });
@@ -162,7 +171,9 @@ export class NftablesProxier implements Proxier {
         this.refused.set(e.id, this.inputsOf(desired, e.id)!);
         // Reported in the sync's errors (the daemon logs them and counts `refused`).
         problems.push(`${e.message}; skipped until it changes, everything else is programmed`);
-        this.log.debug('service port refused by the kernel; starting the full sync again without it', { servicePort: e.id });
+        this.log.debug('service port refused by the kernel; starting the full sync again without it', {
+          servicePort: e.id,
+        });
       }
     }
   }
@@ -201,7 +212,8 @@ export class NftablesProxier implements Proxier {
     }
 
     const last = new OpGroup();
-    for (const k of inKernel.values()) if (!index.wants(k.element.set, k.element.key)) last.delete(deletable(k.element));
+    for (const k of inKernel.values())
+      if (!index.wants(k.element.set, k.element.key)) last.delete(deletable(k.element));
     await batches.push(last);
     await batches.flush();
     // Unreferenced chains and sets go in a transaction of their own, as upstream's cleanup:
@@ -209,10 +221,12 @@ export class NftablesProxier implements Proxier {
     // (kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total), not a failed sync.
     const cleanup = new OpGroup();
     for (const name of existing) {
-      if ((isPortChain(name) && !wantedChains.has(name)) || (isPickChain(name) && !pickers.has(name))) cleanup.removeChain(name);
+      if ((isPortChain(name) && !wantedChains.has(name)) || (isPickChain(name) && !pickers.has(name)))
+        cleanup.removeChain(name);
     }
     for (const name of existingSets) {
-      if ((isAffinitySet(name) && !wantedSets.has(name)) || (isEndpointsMap(name) && !maps.has(name))) cleanup.delete({ kind: 'set', name, key: [this.traits.addrType] });
+      if ((isAffinitySet(name) && !wantedSets.has(name)) || (isEndpointsMap(name) && !maps.has(name)))
+        cleanup.delete({ kind: 'set', name, key: [this.traits.addrType] });
     }
     let cleanupFailed = false;
     try {
@@ -221,7 +235,9 @@ export class NftablesProxier implements Proxier {
     } catch (e) {
       if (signal.aborted) throw e;
       cleanupFailed = true;
-      delta.conflicts.push(`cleanup of stale chains and sets failed (retried at the next full sync): ${e instanceof Error ? e.message : String(e)}`);
+      delta.conflicts.push(
+        `cleanup of stale chains and sets failed (retried at the next full sync): ${e instanceof Error ? e.message : String(e)}`,
+      );
     }
 
     const kernelMs = readMs + batches.kernelMs;
@@ -230,22 +246,40 @@ export class NftablesProxier implements Proxier {
     this.index = index;
     this.pickers = pickers;
     this.maps = maps;
-    this.log.debug('full sync', { servicePorts: ports.size, pickers: pickers.size, batches: batches.count, planMs, kernelMs });
+    this.log.debug('full sync', {
+      servicePorts: ports.size,
+      pickers: pickers.size,
+      batches: batches.count,
+      planMs,
+      kernelMs,
+    });
     return {
-      full: true, servicesChanged: ports.size, kernelMs, planMs, errors: delta.conflicts, batches: batches.count, longestBatchMs: batches.longestMs,
+      full: true,
+      servicesChanged: ports.size,
+      kernelMs,
+      planMs,
+      errors: delta.conflicts,
+      batches: batches.count,
+      longestBatchMs: batches.longestMs,
       ...(cleanupFailed ? { cleanupFailed } : {}),
     };
   }
 
   /** One service port's part of a full sync: its plan recorded in `st`, and what the kernel must see (in one batch). */
-  private portGroup(st: FullSyncState, id: ServicePortId, info: ServicePortInfo, sel: EndpointSelection | undefined): OpGroup {
+  private portGroup(
+    st: FullSyncState,
+    id: ServicePortId,
+    info: ServicePortInfo,
+    sel: EndpointSelection | undefined,
+  ): OpGroup {
     const plan = planPort(this.ctx!, info, sel);
     st.ports.set(id, { info, sel });
     const g = new OpGroup();
     for (const p of plan.pickers) {
       const name = pickerName(p);
       // The first user brings the picker (its maps, chain and rules) into its own batch.
-      if (!st.pickers.has(name)) this.createPicker(g, p, (m) => st.existingSets.has(m) || st.maps.has(m), st.existingChains);
+      if (!st.pickers.has(name))
+        this.createPicker(g, p, (m) => st.existingSets.has(m) || st.maps.has(m), st.existingChains);
       st.pickers.acquire(name, p);
       for (const m of pickerMaps(p)) st.maps.add(m);
     }
@@ -275,7 +309,11 @@ export class NftablesProxier implements Proxier {
   }
 
   /** Chain and set names, and the elements of the sets and maps Services fill, as the kernel holds them. */
-  private async readKernel(): Promise<{ chains: Set<string>; sets: Set<string>; elements: Map<string, { element: NftElement; value: string }> }> {
+  private async readKernel(): Promise<{
+    chains: Set<string>;
+    sets: Set<string>;
+    elements: Map<string, { element: NftElement; value: string }>;
+  }> {
     const elements = new Map<string, { element: NftElement; value: string }>();
     let chains: Set<string>;
     try {
@@ -288,7 +326,8 @@ export class NftablesProxier implements Proxier {
     const sets = new Set((await this.nft.listSets()).map((s) => s.name));
     for (const set of sets) {
       if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) continue;
-      for (const e of await this.nft.listElements(set)) elements.set(elementId(e), { element: e, value: elementValue(e) });
+      for (const e of await this.nft.listElements(set))
+        elements.set(elementId(e), { element: e, value: elementValue(e) });
     }
     return { chains, sets, elements };
   }
@@ -303,7 +342,12 @@ export class NftablesProxier implements Proxier {
     const chains = skeletonChains();
     for (const c of chains) g.add(c);
     for (const c of chains) g.flush(c);
-    for (const r of skeletonRules({ traits: this.traits, masqueradeMark: this.mark, nodePortsOnAllAddresses: desired.nodePortAddresses.matchAll })) g.add(r);
+    for (const r of skeletonRules({
+      traits: this.traits,
+      masqueradeMark: this.mark,
+      nodePortsOnAllAddresses: desired.nodePortAddresses.matchAll,
+    }))
+      g.add(r);
     for (const e of fixed) g.add(e);
     return g;
   }
@@ -323,12 +367,16 @@ export class NftablesProxier implements Proxier {
     const out: NftElement[] = [];
     const el = (set: string, key: string): NftElement => ({ kind: 'element', set, key: [key] });
     for (const c of desired.serviceCIDRs) out.push(el(SET.serviceCIDRs, c));
-    if (this.ctx?.detectLocal && this.ctx.localInterface === undefined) for (const c of desired.masquerade.detectLocal.cidrs) out.push(el(SET.podCIDRs, c));
+    if (this.ctx?.detectLocal && this.ctx.localInterface === undefined)
+      for (const c of desired.masquerade.detectLocal.cidrs) out.push(el(SET.podCIDRs, c));
     const npa = desired.nodePortAddresses;
     this.warnLocalhostNodePorts(npa);
     if (!npa.matchAll) {
-      const addrs = npa.primary ? [desired.node.primaryIP].filter((a) => a !== '') : ((await this.localAddresses?.()) ?? []);
-      for (const a of new Set(addrs)) if (npa.primary || npa.cidrs.some((c) => cidrContainsText(c, a))) out.push(el(SET.nodePortIPs, a));
+      const addrs = npa.primary
+        ? [desired.node.primaryIP].filter((a) => a !== '')
+        : ((await this.localAddresses?.()) ?? []);
+      for (const a of new Set(addrs))
+        if (npa.primary || npa.cidrs.some((c) => cidrContainsText(c, a))) out.push(el(SET.nodePortIPs, a));
     }
     return out;
   }
@@ -344,7 +392,10 @@ export class NftablesProxier implements Proxier {
     if (key === this.localhostWarned) return;
     this.localhostWarned = key;
     if (covering.length > 0) {
-      this.log.warn('--nodeport-addresses includes localhost but localhost NodePorts are not supported in nftables mode; loopback addresses are left out', { cidrs: covering });
+      this.log.warn(
+        '--nodeport-addresses includes localhost but localhost NodePorts are not supported in nftables mode; loopback addresses are left out',
+        { cidrs: covering },
+      );
     }
   }
 
@@ -410,7 +461,15 @@ export class NftablesProxier implements Proxier {
       return this.fullSync(desired, signal);
     }
     const kernelMs = this.now() - tk;
-    return { full: false, servicesChanged: changed, kernelMs, planMs, errors: delta.conflicts, batches: tx.size > 0 ? 1 : 0, longestBatchMs: kernelMs };
+    return {
+      full: false,
+      servicesChanged: changed,
+      kernelMs,
+      planMs,
+      errors: delta.conflicts,
+      batches: tx.size > 0 ? 1 : 0,
+      longestBatchMs: kernelMs,
+    };
   }
 
   private async run(tx: NftTransaction, signal: AbortSignal): Promise<void> {
@@ -465,8 +524,20 @@ const MAX_REFUSED_PER_SYNC = 16;
 /** A delete needs only the key. */
 const deletable = (e: NftElement): NftElement => ({ kind: 'element', set: e.set, key: e.key });
 
-/** Fixed sets whose elements come from service ports (diffed, as the endpoints maps are); the others follow the node (rewritten). */
-const SHARED_SETS = new Set<string>([SET.clusterIPs, SET.serviceIPs, SET.serviceNodePorts, SET.noEndpointServices, SET.noEndpointNodePorts, SET.firewallProtected, SET.firewallAllow, SET.hairpin]);
+/**
+ * Fixed sets whose elements come from service ports (diffed, as the endpoints maps are); the others follow the node
+ * (rewritten).
+ */
+const SHARED_SETS = new Set<string>([
+  SET.clusterIPs,
+  SET.serviceIPs,
+  SET.serviceNodePorts,
+  SET.noEndpointServices,
+  SET.noEndpointNodePorts,
+  SET.firewallProtected,
+  SET.firewallAllow,
+  SET.hairpin,
+]);
 const FIXED_SETS = new Set<string>([SET.nodePortIPs, SET.podCIDRs, SET.serviceCIDRs]);
 
 /** The text port-plan.ts gives its contributions, of any element (ours, or one read back). */

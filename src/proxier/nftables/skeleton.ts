@@ -19,20 +19,65 @@ export function skeletonSets(t: FamilyTraits): NftSetLike[] {
   const a = t.addrType;
   return [
     { kind: 'set', name: SET.clusterIPs, key: [a], comment: 'cluster IPs: a port no Service exposes is rejected' },
-    { kind: 'map', name: SET.serviceIPs, key: [a, 'inet_proto', 'inet_service'], data: 'verdict', comment: 'service frontends' },
-    { kind: 'map', name: SET.serviceNodePorts, key: ['inet_proto', 'inet_service'], data: 'verdict', comment: 'node ports' },
-    { kind: 'map', name: SET.noEndpointServices, key: [a, 'inet_proto', 'inet_service'], data: 'verdict', comment: 'frontends without usable endpoints' },
-    { kind: 'map', name: SET.noEndpointNodePorts, key: ['inet_proto', 'inet_service'], data: 'verdict', comment: 'node ports without usable endpoints' },
-    { kind: 'set', name: SET.firewallProtected, key: [a, 'inet_proto', 'inet_service'], comment: 'load balancers with source ranges' },
-    { kind: 'set', name: SET.firewallAllow, key: [a, 'inet_proto', 'inet_service', a], flags: ['interval'], comment: 'allowed source ranges' },
+    {
+      kind: 'map',
+      name: SET.serviceIPs,
+      key: [a, 'inet_proto', 'inet_service'],
+      data: 'verdict',
+      comment: 'service frontends',
+    },
+    {
+      kind: 'map',
+      name: SET.serviceNodePorts,
+      key: ['inet_proto', 'inet_service'],
+      data: 'verdict',
+      comment: 'node ports',
+    },
+    {
+      kind: 'map',
+      name: SET.noEndpointServices,
+      key: [a, 'inet_proto', 'inet_service'],
+      data: 'verdict',
+      comment: 'frontends without usable endpoints',
+    },
+    {
+      kind: 'map',
+      name: SET.noEndpointNodePorts,
+      key: ['inet_proto', 'inet_service'],
+      data: 'verdict',
+      comment: 'node ports without usable endpoints',
+    },
+    {
+      kind: 'set',
+      name: SET.firewallProtected,
+      key: [a, 'inet_proto', 'inet_service'],
+      comment: 'load balancers with source ranges',
+    },
+    {
+      kind: 'set',
+      name: SET.firewallAllow,
+      key: [a, 'inet_proto', 'inet_service', a],
+      flags: ['interval'],
+      comment: 'allowed source ranges',
+    },
     { kind: 'set', name: SET.nodePortIPs, key: [a], comment: 'addresses node ports answer on' },
     { kind: 'set', name: SET.podCIDRs, key: [a], flags: ['interval'], comment: 'sources that are local pods' },
     { kind: 'set', name: SET.serviceCIDRs, key: [a], flags: ['interval'], comment: 'service IP ranges' },
-    { kind: 'set', name: SET.hairpin, key: [a, a], comment: 'endpoint . itself: a pod reaching itself through a Service' },
+    {
+      kind: 'set',
+      name: SET.hairpin,
+      key: [a, a],
+      comment: 'endpoint . itself: a pod reaching itself through a Service',
+    },
   ];
 }
 
-const base = (name: string, type: 'filter' | 'nat', hook: 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting', priority: number): NftChain => ({
+const base = (
+  name: string,
+  type: 'filter' | 'nat',
+  hook: 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting',
+  priority: number,
+): NftChain => ({
   kind: 'chain',
   name,
   base: { type, hook, priority, policy: 'accept' },
@@ -67,7 +112,8 @@ export function skeletonRules(o: SkeletonOptions): NftRule[] {
   const r = (chain: string) => rule(t.nft, chain);
   const frontend = [t.daddr, 'meta l4proto', 'th dport'] as const;
   const nodePortRule = (chain: string, map: string): NftRule => {
-    if (!o.nodePortsOnAllAddresses) return r(chain).inSet([t.daddr], SET.nodePortIPs).vmap(['meta l4proto', 'th dport'], map).build();
+    if (!o.nodePortsOnAllAddresses)
+      return r(chain).inSet([t.daddr], SET.nodePortIPs).vmap(['meta l4proto', 'th dport'], map).build();
     // Every local address except loopback (upstream's nftables mode has no localhost node ports).
     return r(chain).fibDaddrLocal().match(t.daddr, t.loopback, 'neq').vmap(['meta l4proto', 'th dport'], map).build();
   };
@@ -78,11 +124,19 @@ export function skeletonRules(o: SkeletonOptions): NftRule[] {
     r(CHAIN.masquerading).markAnd(mark, 0).return().build(),
     r(CHAIN.masquerading).clearMark(mark).build(),
     r(CHAIN.masquerading).masquerade({ fullyRandom: true }).build(),
-    r(CHAIN.services).vmap([...frontend], SET.serviceIPs).build(),
+    r(CHAIN.services)
+      .vmap([...frontend], SET.serviceIPs)
+      .build(),
     nodePortRule(CHAIN.services, SET.serviceNodePorts),
-    r(CHAIN.serviceEndpointsCheck).vmap([...frontend], SET.noEndpointServices).build(),
+    r(CHAIN.serviceEndpointsCheck)
+      .vmap([...frontend], SET.noEndpointServices)
+      .build(),
     nodePortRule(CHAIN.nodePortEndpointsCheck, SET.noEndpointNodePorts),
-    r(CHAIN.firewallCheck).inSet([...frontend], SET.firewallProtected).inSet([...frontend, t.saddr], SET.firewallAllow, true).drop().build(),
+    r(CHAIN.firewallCheck)
+      .inSet([...frontend], SET.firewallProtected)
+      .inSet([...frontend, t.saddr], SET.firewallAllow, true)
+      .drop()
+      .build(),
     r(CHAIN.clusterIPsCheck).inSet([t.daddr], SET.clusterIPs).reject(t.reject).build(),
     r(CHAIN.clusterIPsCheck).inSet([t.daddr], SET.serviceCIDRs).drop().build(),
     r(CHAIN.reject).reject(t.reject).build(),

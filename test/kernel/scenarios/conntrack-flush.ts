@@ -26,17 +26,22 @@ let reports: FlushRunReport[] = [];
 const objects = new ObjectFeed();
 const logs = memoryLogger();
 
-
 /** A fresh tracker, proxier and (unless flush is false) flusher, as a restarted daemon has. */
 export async function start(opts: Partial<ModelOptions> & { flush?: boolean } = {}): Promise<void> {
   await flusher?.close();
   conn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
   const { flush, ...model } = opts;
-  tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock: new FakeClock() });
+  tracker = new ChangeTracker(
+    { nodeName: 'node-a', family: 'IPv4', ...model },
+    { logger: logs, clock: new FakeClock() },
+  );
   proxier = new NftablesProxier({ nft: new NftClient({ family: 'ip', table: TABLE, transport: conn }), logger: logs });
   reports = [];
-  flusher = flush === false ? undefined : ConntrackFlusher.open({ logger: logs, counters: (r) => reports.push(r), netlink: { timeoutMs: 10_000 } });
+  flusher =
+    flush === false
+      ? undefined
+      : ConntrackFlusher.open({ logger: logs, counters: (r) => reports.push(r), netlink: { timeoutMs: 10_000 } });
   objects.clear();
 }
 
@@ -73,7 +78,9 @@ export async function reconcile(): Promise<FlushRunReport[]> {
 }
 
 export function warnings(): string[] {
-  return logs.records.filter((r) => r.level === 'warn' || r.level === 'error').map((r) => `${r.msg} ${JSON.stringify(r.fields)}`);
+  return logs.records
+    .filter((r) => r.level === 'warn' || r.level === 'error')
+    .map((r) => `${r.msg} ${JSON.stringify(r.fields)}`);
 }
 
 export async function stop(): Promise<void> {
@@ -106,7 +113,17 @@ export async function bench(n: number, warmup: number): Promise<FlushBench> {
   const { client, conn: c } = openConntrack({ timeoutMs: 30_000 });
   const f = new ConntrackFlusher({ client, logger: memoryLogger(), counters: (r) => runs.push(r), timeoutMs: 30_000 });
   const runs: FlushRunReport[] = [];
-  const target = (vip: string, ep: string): StaleTarget => ({ reason: 'endpoint-removed', service: DNS, family: 'IPv4', protocol: 'UDP', serviceIPs: [vip], port: 53, nodePort: 0, endpointIP: ep, endpointPort: 53 });
+  const target = (vip: string, ep: string): StaleTarget => ({
+    reason: 'endpoint-removed',
+    service: DNS,
+    family: 'IPv4',
+    protocol: 'UDP',
+    serviceIPs: [vip],
+    port: 53,
+    nodePort: 0,
+    endpointIP: ep,
+    endpointPort: 53,
+  });
   try {
     if (warmup > 0) {
       await client.createMany(udpFlows(warmup, '10.96.0.99', '10.244.9.9'));
@@ -115,7 +132,10 @@ export async function bench(n: number, warmup: number): Promise<FlushBench> {
     }
     // Stale: replies from 10.244.1.5; unrelated: the same Service answered by another endpoint.
     const unrelated = 1000;
-    for (const flows of [udpFlows(n, '10.96.0.10', '10.244.1.5'), udpFlows(unrelated, '10.96.0.10', '10.244.1.6', 20000)]) {
+    for (const flows of [
+      udpFlows(n, '10.96.0.10', '10.244.1.5'),
+      udpFlows(unrelated, '10.96.0.10', '10.244.1.6', 20000),
+    ]) {
       const failed = (await client.createMany(flows)).filter(Boolean);
       if (failed.length) throw new Error(`${failed.length} inserts failed: ${failed[0]!.message}`);
     }
@@ -134,16 +154,31 @@ export async function bench(n: number, warmup: number): Promise<FlushBench> {
     await client.createMany(udpFlows(n, '10.96.0.11', '10.244.1.5'));
     c0 = process.cpuUsage();
     const t2 = performance.now();
-    await client.deleteMany(await client.dump({ family: 'IPv4', proto: 17, orig: { dst: '10.96.0.11', dstPort: 53 }, reply: { src: '10.244.1.5', srcPort: 53 } }));
+    await client.deleteMany(
+      await client.dump({
+        family: 'IPv4',
+        proto: 17,
+        orig: { dst: '10.96.0.11', dstPort: 53 },
+        reply: { src: '10.244.1.5', srcPort: 53 },
+      }),
+    );
     const rawMs = performance.now() - t2;
     const rawCpuMs = cpu(c0);
     // Reconcile against a desired state where 10.244.1.6 serves 10.96.0.10:53: nothing goes.
     const { ChangeTracker: Tracker } = await import('../../../src/model/index.ts');
     const t = new Tracker({ nodeName: 'node-a', family: 'IPv4' }, { logger: memoryLogger(), clock: new FakeClock() });
-    t.onService(undefined, { metadata: { namespace: 'bench', name: 'dns', resourceVersion: '1' }, spec: { type: 'ClusterIP', clusterIP: '10.96.0.10', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] } });
+    t.onService(undefined, {
+      metadata: { namespace: 'bench', name: 'dns', resourceVersion: '1' },
+      spec: { type: 'ClusterIP', clusterIP: '10.96.0.10', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] },
+    });
     t.onEndpointSlice(
       {
-        metadata: { namespace: 'bench', name: 'dns-1', resourceVersion: '1', labels: { 'kubernetes.io/service-name': 'dns' } },
+        metadata: {
+          namespace: 'bench',
+          name: 'dns-1',
+          resourceVersion: '1',
+          labels: { 'kubernetes.io/service-name': 'dns' },
+        },
         addressType: 'IPv4',
         endpoints: [{ addresses: ['10.244.1.6'], conditions: { ready: true } }],
         ports: [{ name: 'p', protocol: 'UDP', port: 53 }],
@@ -154,7 +189,18 @@ export async function bench(n: number, warmup: number): Promise<FlushBench> {
     f.reconcile(t.checkout().desired);
     await f.idle();
     const reconcileMs = performance.now() - t1;
-    return { stale: n, unrelated, flushMs, flushCpuMs, rawMs, rawCpuMs, deleted: run.deleted, left, reconcileMs, reconcileDeleted: runs.at(-1)!.deleted };
+    return {
+      stale: n,
+      unrelated,
+      flushMs,
+      flushCpuMs,
+      rawMs,
+      rawCpuMs,
+      deleted: run.deleted,
+      left,
+      reconcileMs,
+      reconcileDeleted: runs.at(-1)!.deleted,
+    };
   } finally {
     await f.close();
     c.close();

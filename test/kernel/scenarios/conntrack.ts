@@ -8,7 +8,14 @@ import { createSocket } from 'node:dgram';
 import type { Socket as UdpSocket } from 'node:dgram';
 import { connect, NfnlSubsys, Protocol } from '../../../src/netlink/core/index.ts';
 import { DEFAULT_PER_DATAGRAM, deleteRequest, openConntrack } from '../../../src/netlink/conntrack/index.ts';
-import type { ConntrackClient, DeleteReport, Flow, FlowFilter, NewFlow, Tuple } from '../../../src/netlink/conntrack/index.ts';
+import type {
+  ConntrackClient,
+  DeleteReport,
+  Flow,
+  FlowFilter,
+  NewFlow,
+  Tuple,
+} from '../../../src/netlink/conntrack/index.ts';
 import { errorView as view } from './outcomes.ts';
 import type { ErrorView } from './outcomes.ts';
 
@@ -23,7 +30,9 @@ async function withClient<T>(fn: (c: ConntrackClient) => Promise<T>): Promise<T>
   }
 }
 
-export function dump(filter: FlowFilter = {}): Promise<{ flows: Flow[]; received: number; kernelTupleFilter: boolean }> {
+export function dump(
+  filter: FlowFilter = {},
+): Promise<{ flows: Flow[]; received: number; kernelTupleFilter: boolean }> {
   return withClient((c) => c.dumpDetailed(filter));
 }
 
@@ -32,7 +41,11 @@ export interface ReportView {
   notFound: number;
   errors: ErrorView[];
 }
-const reportView = (r: DeleteReport): ReportView => ({ deleted: r.deleted, notFound: r.notFound, errors: r.errors.map(view) });
+const reportView = (r: DeleteReport): ReportView => ({
+  deleted: r.deleted,
+  notFound: r.notFound,
+  errors: r.errors.map(view),
+});
 
 /** Dumps with `filter`, then deletes every entry found (with their ids). */
 export function dumpAndDelete(filter: FlowFilter): Promise<{ found: number; report: ReportView }> {
@@ -42,15 +55,23 @@ export function dumpAndDelete(filter: FlowFilter): Promise<{ found: number; repo
   });
 }
 
-export function deleteMatching(filters: FlowFilter[], kernelFlush = true): Promise<ReportView & { matched: number; dumps: number; flushes: number }> {
+export function deleteMatching(
+  filters: FlowFilter[],
+  kernelFlush = true,
+): Promise<ReportView & { matched: number; dumps: number; flushes: number }> {
   return withClient(async (c) => {
     const r = await c.deleteMatching(filters, { kernelFlush });
     return { ...reportView(r), matched: r.matched, dumps: r.dumps, flushes: r.flushes };
   });
 }
 
-/** ConntrackClient.flushMatching: { deleted } after a kernel-side flush, null when it could not flush (and deleted nothing). */
-export function flushMatching(filter: FlowFilter): Promise<{ deleted: number; kernelFlushFilter: boolean | null } | null> {
+/**
+ * ConntrackClient.flushMatching: { deleted } after a kernel-side flush, null when it could not flush (and deleted
+ * nothing).
+ */
+export function flushMatching(
+  filter: FlowFilter,
+): Promise<{ deleted: number; kernelFlushFilter: boolean | null } | null> {
   return withClient(async (c) => {
     const r = await c.flushMatching(filter);
     return r ? { deleted: r.deleted, kernelFlushFilter: c.kernelFlushFilter ?? null } : null;
@@ -67,7 +88,11 @@ export async function rawFlush(filter: FlowFilter, family: 'IPv4' | 'IPv6'): Pro
   const { CtMsg, writeDumpFilter } = await import('../../../src/netlink/conntrack/index.ts');
   const conn = connect(Protocol.NETFILTER, { timeoutMs: 20_000 });
   try {
-    await conn.request(nfMessage(Subsys.CTNETLINK, CtMsg.DELETE, family === 'IPv4' ? AF_INET : AF_INET6, 0, 'raw flush', (w) => writeDumpFilter(w, filter, true)));
+    await conn.request(
+      nfMessage(Subsys.CTNETLINK, CtMsg.DELETE, family === 'IPv4' ? AF_INET : AF_INET6, 0, 'raw flush', (w) =>
+        writeDumpFilter(w, filter, true),
+      ),
+    );
     return null;
   } catch (e) {
     return view(e);
@@ -180,13 +205,28 @@ export async function benchDelete(n: number, perDatagram = DEFAULT_PER_DATAGRAM,
     if (warmup > 0) {
       // A running daemon has its code compiled: the same steps once on other entries first.
       await client.createMany(udpFlows(warmup, '10.96.0.99', '10.244.9.9'), { perDatagram });
-      await client.deleteMany(await client.dump({ family: 'IPv4', proto: 17, orig: { dst: '10.96.0.99', dstPort: 53 }, reply: { src: '10.244.9.9' } }), { perDatagram });
+      await client.deleteMany(
+        await client.dump({
+          family: 'IPv4',
+          proto: 17,
+          orig: { dst: '10.96.0.99', dstPort: 53 },
+          reply: { src: '10.244.9.9' },
+        }),
+        { perDatagram },
+      );
     }
     const flows = udpFlows(n, '10.96.0.10', '10.244.1.5');
     const ins = await timed(() => client.createMany(flows, { perDatagram }));
     const failed = ins.value.filter(Boolean);
     if (failed.length) throw new Error(`${failed.length} inserts failed, first: ${failed[0]!.message}`);
-    const dump = await timed(() => client.dump({ family: 'IPv4', proto: 17, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5' } }));
+    const dump = await timed(() =>
+      client.dump({
+        family: 'IPv4',
+        proto: 17,
+        orig: { dst: '10.96.0.10', dstPort: 53 },
+        reply: { src: '10.244.1.5' },
+      }),
+    );
     const del = await timed(() => client.deleteMany(dump.value, { perDatagram }));
     const left = (await client.stats()).entries;
     const r = del.value;
@@ -259,9 +299,12 @@ export async function tcpOpen(local: string, localPort: number, host: string, po
  * our client never does, and reports what comes back: 'correct' when only entries to `dst`
  * return, 'inverted' when only the others do (the bug that keeps IPv6 addresses client-side).
  */
-export async function probeIpv6AddressFilter(dst: string): Promise<{ verdict: 'correct' | 'inverted' | 'mixed' | 'empty'; returned: string[]; total: number }> {
+export async function probeIpv6AddressFilter(
+  dst: string,
+): Promise<{ verdict: 'correct' | 'inverted' | 'mixed' | 'empty'; returned: string[]; total: number }> {
   const { AF_INET6, nfMessage, NfnlSubsys: Subsys } = await import('../../../src/netlink/core/index.ts');
-  const { CTA, CTA_FILTER, CTA_FILTER_F, CTA_IP, CTA_TUPLE, CtMsg, decodeReply } = await import('../../../src/netlink/conntrack/index.ts');
+  const { CTA, CTA_FILTER, CTA_FILTER_F, CTA_IP, CTA_TUPLE, CtMsg, decodeReply } =
+    await import('../../../src/netlink/conntrack/index.ts');
   const { parseIP } = await import('../../../src/base/ip.ts');
   const { client, conn } = openConntrack({ timeoutMs: 20_000 });
   try {
@@ -273,7 +316,14 @@ export async function probeIpv6AddressFilter(dst: string): Promise<{ verdict: 'c
     const replies = await conn.request(msg, { dump: true });
     const returned = replies.map((m, i) => decodeReply(m, `probe entry ${i}`).orig.dst);
     const want = parseIP(dst)!.text;
-    const verdict = returned.length === 0 ? 'empty' : returned.every((d) => d === want) ? 'correct' : returned.every((d) => d !== want) ? 'inverted' : 'mixed';
+    const verdict =
+      returned.length === 0
+        ? 'empty'
+        : returned.every((d) => d === want)
+          ? 'correct'
+          : returned.every((d) => d !== want)
+            ? 'inverted'
+            : 'mixed';
     return { verdict, returned, total };
   } finally {
     conn.close();

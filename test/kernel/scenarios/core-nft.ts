@@ -3,7 +3,17 @@
 // nf_tables numbers are written out here from linux/netfilter/nf_tables.h rather than
 // imported, so that the test does not depend on the code it checks.
 
-import { AF_INET, AttrSet, connect, NfnlSubsys, NLM_F_CREATE, NLM_F_EXCL, nfMessage, Protocol, splitNfPayload } from '../../../src/netlink/core/index.ts';
+import {
+  AF_INET,
+  AttrSet,
+  connect,
+  NfnlSubsys,
+  NLM_F_CREATE,
+  NLM_F_EXCL,
+  nfMessage,
+  Protocol,
+  splitNfPayload,
+} from '../../../src/netlink/core/index.ts';
 import type { NetlinkConnection, OutMessage } from '../../../src/netlink/core/index.ts';
 import { errorView as view } from './outcomes.ts';
 import type { ErrorView } from './outcomes.ts';
@@ -29,11 +39,16 @@ const nft = (cmd: number, flags: number, label: string, fill: Parameters<typeof 
 
 export const newTable = (name: string, flags = NLM_F_CREATE): OutMessage =>
   nft(NFT_MSG_NEWTABLE, flags, `add table ip ${name}`, (w) => w.str(NFTA_TABLE_NAME, name));
-export const delTable = (name: string): OutMessage => nft(NFT_MSG_DELTABLE, 0, `delete table ip ${name}`, (w) => w.str(NFTA_TABLE_NAME, name));
+export const delTable = (name: string): OutMessage =>
+  nft(NFT_MSG_DELTABLE, 0, `delete table ip ${name}`, (w) => w.str(NFTA_TABLE_NAME, name));
 export const newChain = (table: string, name: string, flags = NLM_F_CREATE): OutMessage =>
-  nft(NFT_MSG_NEWCHAIN, flags, `add chain ip ${table} ${name}`, (w) => w.str(NFTA_CHAIN_TABLE, table).str(NFTA_CHAIN_NAME, name));
+  nft(NFT_MSG_NEWCHAIN, flags, `add chain ip ${table} ${name}`, (w) =>
+    w.str(NFTA_CHAIN_TABLE, table).str(NFTA_CHAIN_NAME, name),
+  );
 export const delChain = (table: string, name: string): OutMessage =>
-  nft(NFT_MSG_DELCHAIN, 0, `delete chain ip ${table} ${name}`, (w) => w.str(NFTA_CHAIN_TABLE, table).str(NFTA_CHAIN_NAME, name));
+  nft(NFT_MSG_DELCHAIN, 0, `delete chain ip ${table} ${name}`, (w) =>
+    w.str(NFTA_CHAIN_TABLE, table).str(NFTA_CHAIN_NAME, name),
+  );
 /** A base chain with a hook number the kernel refuses (EINVAL/EOPNOTSUPP). */
 export const badBaseChain = (table: string, name: string): OutMessage =>
   nft(NFT_MSG_NEWCHAIN, NLM_F_CREATE, `add chain ip ${table} ${name} (hook 99)`, (w) =>
@@ -41,7 +56,8 @@ export const badBaseChain = (table: string, name: string): OutMessage =>
       .str(NFTA_CHAIN_TABLE, table)
       .str(NFTA_CHAIN_NAME, name)
       .nested(NFTA_CHAIN_HOOK, (h) => h.u32(NFTA_HOOK_HOOKNUM, 99, 'net').u32(NFTA_HOOK_PRIORITY, 0, 'net'))
-      .str(NFTA_CHAIN_TYPE, 'filter'));
+      .str(NFTA_CHAIN_TYPE, 'filter'),
+  );
 
 async function withConn<T>(fn: (c: NetlinkConnection) => Promise<T>): Promise<T> {
   const c = connect(Protocol.NETFILTER, { timeoutMs: 5000 });
@@ -94,9 +110,18 @@ export function dumpNames(): Promise<{ tables: string[]; chains: string[] }> {
         const a = new AttrSet(nf.attrs, 'dump');
         return tableAttr === undefined ? String(a.str(attr)) : `${a.str(tableAttr)}/${a.str(attr)}`;
       });
-    const tables = await c.request(nft(NFT_MSG_GETTABLE, 0, 'list tables', () => {}), { dump: true });
-    const chains = await c.request(nft(NFT_MSG_GETCHAIN, 0, 'list chains', () => {}), { dump: true });
-    return { tables: names(tables, NFTA_TABLE_NAME).sort(), chains: names(chains, NFTA_CHAIN_NAME, NFTA_CHAIN_TABLE).sort() };
+    const tables = await c.request(
+      nft(NFT_MSG_GETTABLE, 0, 'list tables', () => {}),
+      { dump: true },
+    );
+    const chains = await c.request(
+      nft(NFT_MSG_GETCHAIN, 0, 'list chains', () => {}),
+      { dump: true },
+    );
+    return {
+      tables: names(tables, NFTA_TABLE_NAME).sort(),
+      chains: names(chains, NFTA_CHAIN_NAME, NFTA_CHAIN_TABLE).sort(),
+    };
   });
 }
 
@@ -131,15 +156,21 @@ export function concurrentGets(names: string[]): Promise<(string | ErrorView)[]>
 
 /** A chain message without NFTA_CHAIN_NAME: the kernel answers EINVAL. */
 export function addNamelessChain(table: string): Promise<ErrorView | null> {
-  return runBatch([nft(NFT_MSG_NEWCHAIN, NLM_F_CREATE, `add chain ip ${table} (no name)`, (w) => w.str(NFTA_CHAIN_TABLE, table))]);
+  return runBatch([
+    nft(NFT_MSG_NEWCHAIN, NLM_F_CREATE, `add chain ip ${table} (no name)`, (w) => w.str(NFTA_CHAIN_TABLE, table)),
+  ]);
 }
 
 /** Five messages, the third one invalid: the whole batch must be refused. */
 export function batchWithInvalidThird(table: string): Promise<{ error: ErrorView | null; ms: number }> {
   const t0 = performance.now();
-  return runBatch([newTable(table), newChain(table, 'one'), badBaseChain(table, 'three'), newChain(table, 'four'), newChain(table, 'five')]).then(
-    (error) => ({ error, ms: performance.now() - t0 }),
-  );
+  return runBatch([
+    newTable(table),
+    newChain(table, 'one'),
+    badBaseChain(table, 'three'),
+    newChain(table, 'four'),
+    newChain(table, 'five'),
+  ]).then((error) => ({ error, ms: performance.now() - t0 }));
 }
 
 /** A large batch (many chains) in one transaction. */

@@ -23,7 +23,10 @@ export async function serve(name: string, port: number): Promise<void> {
   // '::' takes IPv4 and IPv6 connections alike.
   await new Promise<void>((resolve) => tcp.listen(port, '::', resolve));
   servers.push(tcp);
-  for (const [type, addr] of [['udp4', '0.0.0.0'], ['udp6', '::']] as const) {
+  for (const [type, addr] of [
+    ['udp4', '0.0.0.0'],
+    ['udp6', '::'],
+  ] as const) {
     const udp = createSocket({ type, ipv6Only: type === 'udp6' });
     udp.on('message', (_m, rinfo) => udp.send(`${name} ${rinfo.address}`, rinfo.port, rinfo.address));
     await new Promise<void>((resolve) => udp.bind(port, addr, resolve));
@@ -150,9 +153,14 @@ export function streamRoundTrip(id: number, line: string, timeoutMs = 2000): Pro
 const SCTP_PY = fileURLToPath(new URL('./sctp.py', import.meta.url));
 const sctpServers: ChildProcess[] = [];
 
-/** An SCTP backend answering "<name> <peer address>"; it exits when this agent does (its stdin closes). Returns its mode. */
+/**
+ * An SCTP backend answering "<name> <peer address>"; it exits when this agent does (its stdin closes). Returns its
+ * mode.
+ */
 export function serveSctp(name: string, port: number): Promise<string> {
-  const child = spawn(systemTool('python3'), [SCTP_PY, 'serve', name, String(port)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(systemTool('python3'), [SCTP_PY, 'serve', name, String(port)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   sctpServers.push(child);
   return new Promise((resolve, reject) => {
     let out = '';
@@ -170,9 +178,14 @@ export function serveSctp(name: string, port: number): Promise<string> {
 /** One SCTP association: the answer, ECONNREFUSED (ABORT or ICMP unreachable) or ETIMEDOUT. */
 export function sctp(host: string, port: number, timeoutMs = 1500): Promise<string> {
   return new Promise((resolve) => {
-    execFile(systemTool('python3'), [SCTP_PY, 'connect', host, String(port), String(timeoutMs)], { timeout: timeoutMs + 5000, encoding: 'utf8' }, (err, stdout, stderr) => {
-      resolve(err ? `ERROR ${stderr.trim() || err.message}` : stdout.trim());
-    });
+    execFile(
+      systemTool('python3'),
+      [SCTP_PY, 'connect', host, String(port), String(timeoutMs)],
+      { timeout: timeoutMs + 5000, encoding: 'utf8' },
+      (err, stdout, stderr) => {
+        resolve(err ? `ERROR ${stderr.trim() || err.message}` : stdout.trim());
+      },
+    );
   });
 }
 

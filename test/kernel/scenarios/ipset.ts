@@ -33,7 +33,11 @@ export function entries(n: number, comment = false): IpsetEntry[] {
 }
 
 /** Creates a hash:ip,port set and adds n entries in bulk; returns the time the adds took. */
-export async function timedAddMany(set: string, n: number, comment: boolean): Promise<{ ms: number; messages: number }> {
+export async function timedAddMany(
+  set: string,
+  n: number,
+  comment: boolean,
+): Promise<{ ms: number; messages: number }> {
   const { client, close } = openIpset({ timeoutMs: 60_000 });
   try {
     await client.create(set, 'hash:ip,port', { hashSize: 1024, maxElem: Math.max(65536, n * 2), comment });
@@ -74,7 +78,10 @@ export async function batchAttempt(set: string): Promise<{ error: ErrorView | nu
     await client.create(set, 'hash:ip', {});
     let error: ErrorView | null = null;
     try {
-      await conn.batch(NfnlSubsys.IPSET, [adtMessage('add', set, { ip: '10.0.0.1' }), adtMessage('add', set, { ip: '10.0.0.2' })]);
+      await conn.batch(NfnlSubsys.IPSET, [
+        adtMessage('add', set, { ip: '10.0.0.1' }),
+        adtMessage('add', set, { ip: '10.0.0.2' }),
+      ]);
     } catch (e) {
       error = view(e);
     }

@@ -44,7 +44,9 @@ export function start(opts: StartOptions = {}): void {
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock: systemClock });
   const nftFamily = family === 'IPv6' ? 'ip6' : 'ip';
   const tables: IptTable[] = ['nat', 'filter', 'mangle'];
-  const clients = new Map(tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn! })]));
+  const clients = new Map(
+    tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn! })]),
+  );
   proxier = new IptablesProxier({
     family,
     clients,
@@ -110,7 +112,9 @@ export function driftSyncs(): typeof drift {
 }
 
 export function warnings(): string[] {
-  return logs.records.filter((r) => r.level === 'warn' || r.level === 'error').map((r) => `${r.msg} ${JSON.stringify(r.fields)}`);
+  return logs.records
+    .filter((r) => r.level === 'warn' || r.level === 'error')
+    .map((r) => `${r.msg} ${JSON.stringify(r.fields)}`);
 }
 
 /** What a daemon starting in `mode` removes of the other modes (daemon/cleanup.ts). */

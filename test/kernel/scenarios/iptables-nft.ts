@@ -8,7 +8,12 @@ import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import { decodeIptRule } from '../../../src/netlink/nftables/iptables/decode.ts';
 import { iptNftRule } from '../../../src/netlink/nftables/iptables/encode.ts';
 import type { IptRule, IptTable } from '../../../src/netlink/nftables/iptables/rule.ts';
-import { BUILTIN_CHAINS, IPT_FAMILY, IPT_TABLES, addTableAndBuiltins } from '../../../src/netlink/nftables/iptables/tables.ts';
+import {
+  BUILTIN_CHAINS,
+  IPT_FAMILY,
+  IPT_TABLES,
+  addTableAndBuiltins,
+} from '../../../src/netlink/nftables/iptables/tables.ts';
 import { ruleset } from '../../fixtures/netlink/iptables/ruleset.ts';
 
 async function withConn<T>(fn: (conn: ReturnType<typeof connect>) => Promise<T>): Promise<T> {
@@ -42,7 +47,9 @@ export async function writeRuleset(family: IPFamily): Promise<number> {
 }
 
 /** Every rule of the three tables as the kernel lists it, decoded (undefined: not decodable). */
-export async function readRuleset(family: IPFamily): Promise<{ table: IptTable; chain: string; rule: IptRule | undefined }[]> {
+export async function readRuleset(
+  family: IPFamily,
+): Promise<{ table: IptTable; chain: string; rule: IptRule | undefined }[]> {
   const fx = ruleset(family);
   return withConn(async (conn) => {
     const index = (await new IpsetClient(conn).getByName(fx.set)).index;
@@ -50,7 +57,11 @@ export async function readRuleset(family: IPFamily): Promise<{ table: IptTable; 
     for (const table of IPT_TABLES) {
       const client = new NftClient({ family: IPT_FAMILY[family], table, transport: conn });
       for (const r of await client.listRules()) {
-        out.push({ table, chain: r.chain, rule: decodeIptRule(r, table, family, { setName: (i) => (i === index ? fx.set : undefined) }) });
+        out.push({
+          table,
+          chain: r.chain,
+          rule: decodeIptRule(r, table, family, { setName: (i) => (i === index ? fx.set : undefined) }),
+        });
       }
     }
     return out;

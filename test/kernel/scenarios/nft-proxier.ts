@@ -19,7 +19,6 @@ let routeConn: ReturnType<typeof connect> | undefined;
 const objects = new ObjectFeed();
 const logs = memoryLogger();
 
-
 /** A fresh tracker and proxier (as a restarted daemon has), over the same kernel. */
 export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number; maxBatchBytes?: number } = {}): void {
   conn?.close();
@@ -58,7 +57,9 @@ export async function cleanup(): Promise<void> {
 }
 
 export function warnings(): string[] {
-  return logs.records.filter((r) => r.level === 'warn' || r.level === 'error').map((r) => `${r.msg} ${JSON.stringify(r.fields)}`);
+  return logs.records
+    .filter((r) => r.level === 'warn' || r.level === 'error')
+    .map((r) => `${r.msg} ${JSON.stringify(r.fields)}`);
 }
 
 /**
@@ -66,7 +67,11 @@ export function warnings(): string[] {
  * name): names the model refuses, as a future source or a bug could still bring them to
  * the proxier. The kernel objects' names are derived from these.
  */
-export async function applyRenamed(change: ObjectChange, renames: Record<string, string>, forceFull = false): Promise<SyncReportLike> {
+export async function applyRenamed(
+  change: ObjectChange,
+  renames: Record<string, string>,
+  forceFull = false,
+): Promise<SyncReportLike> {
   const t = tracker!;
   objects.feed(t, change);
   if (forceFull) t.requestFullSync();
@@ -74,7 +79,12 @@ export async function applyRenamed(change: ObjectChange, renames: Record<string,
   const services = desired.services as Map<ServicePortId, ServicePortInfo>;
   for (const [id, info] of services) {
     const to = renames[info.name];
-    if (to !== undefined) services.set(id, { ...info, name: to, id: `${info.namespace}/${to}:${info.portName}/${info.protocol}` as ServicePortId });
+    if (to !== undefined)
+      services.set(id, {
+        ...info,
+        name: to,
+        id: `${info.namespace}/${to}:${info.portName}/${info.protocol}` as ServicePortId,
+      });
   }
   const r = await proxier!.sync(desired, cs, new AbortController().signal);
   return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors, batches: r.batches ?? 0 };

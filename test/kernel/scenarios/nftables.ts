@@ -12,7 +12,11 @@ import type { ErrorView } from './outcomes.ts';
 
 export type { ErrorView };
 
-async function withClient<T>(family: Family, table: string, fn: (c: NftClient, conn: NetlinkConnection) => Promise<T>): Promise<T> {
+async function withClient<T>(
+  family: Family,
+  table: string,
+  fn: (c: NftClient, conn: NetlinkConnection) => Promise<T>,
+): Promise<T> {
   const conn = connect(Protocol.NETFILTER, { timeoutMs: 20_000 });
   try {
     return await fn(new NftClient({ family, table, transport: conn }), conn);
@@ -32,19 +36,42 @@ export const SETS: NftSetLike[] = [
   { kind: 'map', name: 'service-ips', key: ['ipv4_addr', 'inet_proto', 'inet_service'], data: 'verdict' },
   { kind: 'map', name: 'nodeports', key: ['inet_proto', 'inet_service'], data: 'verdict' },
   { kind: 'map', name: 'dnat-targets', key: ['ipv4_addr', 'inet_service'], data: ['ipv4_addr', 'inet_service'] },
-  { kind: 'map', name: 'svc-a-eps', key: ['integer'], typeof: [{ expr: 'numgen', mode: 'random', modulus: 2 }], data: 'verdict' },
+  {
+    kind: 'map',
+    name: 'svc-a-eps',
+    key: ['integer'],
+    typeof: [{ expr: 'numgen', mode: 'random', modulus: 2 }],
+    data: 'verdict',
+  },
   {
     kind: 'map',
     name: 'endpoints',
     key: ['integer'],
     typeof: [{ expr: 'numgen', mode: 'random', modulus: 2 }],
     data: ['ipv4_addr', 'inet_service'],
-    dataTypeof: [{ expr: 'payload', field: 'ip daddr' }, { expr: 'payload', field: 'tcp dport' }],
+    dataTypeof: [
+      { expr: 'payload', field: 'ip daddr' },
+      { expr: 'payload', field: 'tcp dport' },
+    ],
   },
-  { kind: 'map', name: 'ep-pick', key: ['inet_proto', 'integer'], typeof: [{ expr: 'meta', key: 'l4proto' }, { expr: 'numgen', mode: 'random', modulus: 2 }], data: 'verdict' },
+  {
+    kind: 'map',
+    name: 'ep-pick',
+    key: ['inet_proto', 'integer'],
+    typeof: [
+      { expr: 'meta', key: 'l4proto' },
+      { expr: 'numgen', mode: 'random', modulus: 2 },
+    ],
+    data: 'verdict',
+  },
 ];
 
-const el = (set: string, key: NftElement['key'], more: Partial<NftElement> = {}): NftElement => ({ kind: 'element', set, key, ...more });
+const el = (set: string, key: NftElement['key'], more: Partial<NftElement> = {}): NftElement => ({
+  kind: 'element',
+  set,
+  key,
+  ...more,
+});
 
 export const ELEMENTS: NftElement[] = [
   el('cluster-ips', ['10.96.0.1', 'tcp', 443]),
@@ -133,12 +160,36 @@ export function applyFull(table: string): Promise<{ error: ErrorView | null; tex
   return withClient('ip', table, async (c) => {
     const tx = c.newTransaction();
     tx.add({ kind: 'table', comment: 'kube-proxy-ts test' });
-    tx.add({ kind: 'chain', name: 'nat-prerouting', base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } });
+    tx.add({
+      kind: 'chain',
+      name: 'nat-prerouting',
+      base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' },
+    });
     tx.add({ kind: 'chain', name: 'nat-output', base: { type: 'nat', hook: 'output', priority: -100 } });
-    tx.add({ kind: 'chain', name: 'nat-postrouting', base: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' } });
-    tx.add({ kind: 'chain', name: 'filter-input', base: { type: 'filter', hook: 'input', priority: 0, policy: 'accept' } });
+    tx.add({
+      kind: 'chain',
+      name: 'nat-postrouting',
+      base: { type: 'nat', hook: 'postrouting', priority: 100, policy: 'accept' },
+    });
+    tx.add({
+      kind: 'chain',
+      name: 'filter-input',
+      base: { type: 'filter', hook: 'input', priority: 0, policy: 'accept' },
+    });
     tx.add({ kind: 'chain', name: 'raw-prerouting', base: { type: 'filter', hook: 'prerouting', priority: -300 } });
-    for (const n of ['services', 'nodeports', 'svc-a', 'svc-b', 'ep-a1', 'ep-a2', 'dnat-map', 'mark-for-masq', 'masquerading', 'rejects', 'misc']) {
+    for (const n of [
+      'services',
+      'nodeports',
+      'svc-a',
+      'svc-b',
+      'ep-a1',
+      'ep-a2',
+      'dnat-map',
+      'mark-for-masq',
+      'masquerading',
+      'rejects',
+      'misc',
+    ]) {
       tx.add({ kind: 'chain', name: n, ...(n === 'misc' ? { comment: 'odds and ends' } : {}) });
     }
     for (const s of SETS) tx.add(s);
@@ -195,7 +246,10 @@ export function readBack(family: Family, table: string): Promise<Readback> {
       elements[s.name] = (await c.listElements(s.name)).sort((x, y) => keyText(x).localeCompare(keyText(y)));
     }
     const rules = (await c.listRules()).map((r) => {
-      const out: { chain: string; exprs: NftExpr[]; comment?: string } = { chain: r.chain, exprs: r.exprs.map(normExpr) };
+      const out: { chain: string; exprs: NftExpr[]; comment?: string } = {
+        chain: r.chain,
+        exprs: r.exprs.map(normExpr),
+      };
       if (r.comment !== undefined) out.comment = r.comment;
       return out;
     });
@@ -204,14 +258,22 @@ export function readBack(family: Family, table: string): Promise<Readback> {
 }
 
 /** Adds n elements to a verdict map in one transaction (split over many messages). */
-export function bulkElements(table: string, n: number): Promise<{ error: ErrorView | null; messages: number; listed: number }> {
+export function bulkElements(
+  table: string,
+  n: number,
+): Promise<{ error: ErrorView | null; messages: number; listed: number }> {
   return withClient('ip', table, async (c) => {
     const tx = c.newTransaction();
     tx.add({ kind: 'table' });
     tx.add({ kind: 'chain', name: 'target' });
     tx.add({ kind: 'map', name: 'big', key: ['ipv4_addr', 'inet_proto', 'inet_service'], data: 'verdict' });
     for (let i = 0; i < n; i++) {
-      tx.add({ kind: 'element', set: 'big', key: [`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, i % 2 ? 'udp' : 'tcp', 1 + (i % 60000)], value: { verdict: 'goto', chain: 'target' } });
+      tx.add({
+        kind: 'element',
+        set: 'big',
+        key: [`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, i % 2 ? 'udp' : 'tcp', 1 + (i % 60000)],
+        value: { verdict: 'goto', chain: 'target' },
+      });
     }
     const messages = tx.messages().length;
     try {
@@ -272,7 +334,10 @@ export async function contract(table: string) {
 }
 
 /** destroy, native and emulated, on present and missing objects. */
-export function destroyBoth(table: string, mode: 'native' | 'emulate'): Promise<{ error: ErrorView | null; chains: string[]; sets: string[] }> {
+export function destroyBoth(
+  table: string,
+  mode: 'native' | 'emulate',
+): Promise<{ error: ErrorView | null; chains: string[]; sets: string[] }> {
   const conn = connect(Protocol.NETFILTER, { timeoutMs: 20_000 });
   const c = new NftClient({ family: 'ip', table, transport: conn, destroy: mode });
   return (async () => {
@@ -300,7 +365,9 @@ export function destroyBoth(table: string, mode: 'native' | 'emulate'): Promise<
   })();
 }
 
-/** An ip6 table with the IPv6 forms of the service dispatch: concat verdict map, numgen DNAT map, masquerade, reject. */
+/**
+ * An ip6 table with the IPv6 forms of the service dispatch: concat verdict map, numgen DNAT map, masquerade, reject.
+ */
 export function applyIp6(table: string): Promise<ErrorView | null> {
   return withClient('ip6', table, async (c) => {
     const tx = c.newTransaction();
@@ -308,7 +375,11 @@ export function applyIp6(table: string): Promise<ErrorView | null> {
     tx.add({ kind: 'table' });
     tx.add({ kind: 'chain', name: 'nat-prerouting', base: { type: 'nat', hook: 'prerouting', priority: -100 } });
     tx.add({ kind: 'chain', name: 'nat-postrouting', base: { type: 'nat', hook: 'postrouting', priority: 100 } });
-    tx.add({ kind: 'chain', name: 'filter-forward', base: { type: 'filter', hook: 'forward', priority: 0, policy: 'accept' } });
+    tx.add({
+      kind: 'chain',
+      name: 'filter-forward',
+      base: { type: 'filter', hook: 'forward', priority: 0, policy: 'accept' },
+    });
     for (const n of ['services', 'svc-a', 'masq']) tx.add({ kind: 'chain', name: n });
     tx.add({ kind: 'map', name: 'service-ips', key: ['ipv6_addr', 'inet_proto', 'inet_service'], data: 'verdict' });
     tx.add({ kind: 'set', name: 'no-endpoints', key: ['ipv6_addr', 'inet_proto', 'inet_service'] });
@@ -319,9 +390,17 @@ export function applyIp6(table: string): Promise<ErrorView | null> {
       key: ['integer'],
       typeof: [{ expr: 'numgen', mode: 'random', modulus: 2 }],
       data: ['ipv6_addr', 'inet_service'],
-      dataTypeof: [{ expr: 'payload', field: 'ip6 daddr' }, { expr: 'payload', field: 'tcp dport' }],
+      dataTypeof: [
+        { expr: 'payload', field: 'ip6 daddr' },
+        { expr: 'payload', field: 'tcp dport' },
+      ],
     });
-    tx.add({ kind: 'element', set: 'service-ips', key: ['fd00:10:96::1', 'tcp', 80], value: { verdict: 'goto', chain: 'svc-a' } });
+    tx.add({
+      kind: 'element',
+      set: 'service-ips',
+      key: ['fd00:10:96::1', 'tcp', 80],
+      value: { verdict: 'goto', chain: 'svc-a' },
+    });
     tx.add({ kind: 'element', set: 'no-endpoints', key: ['fd00:10:96::2', 'udp', 53] });
     tx.add({ kind: 'element', set: 'pod-cidrs', key: ['fd00:10:244::/48'] });
     tx.add({ kind: 'element', set: 'endpoints', key: [0], value: ['fd00:10:244::5', 8080] });
@@ -333,8 +412,20 @@ export function applyIp6(table: string): Promise<ErrorView | null> {
     tx.add(r('svc-a').match('meta l4proto', 'tcp').dnatNumgen(2, 0, 'endpoints').build());
     tx.add(r('masq').markAnd(0x4000, 0).return().build());
     tx.add(r('masq').clearMark(0x4000).masquerade().build());
-    tx.add(r('filter-forward').inSet(['ip6 daddr', 'meta l4proto', 'th dport'], 'no-endpoints').reject('icmpv6 port-unreachable').build());
-    tx.add(r('filter-forward').match('ip6 saddr', 'fd00:10:244::/48').match('ip6 daddr', 'fd00:10:96::/112', 'neq').fibDaddrLocal().accept().build());
+    tx.add(
+      r('filter-forward')
+        .inSet(['ip6 daddr', 'meta l4proto', 'th dport'], 'no-endpoints')
+        .reject('icmpv6 port-unreachable')
+        .build(),
+    );
+    tx.add(
+      r('filter-forward')
+        .match('ip6 saddr', 'fd00:10:244::/48')
+        .match('ip6 daddr', 'fd00:10:96::/112', 'neq')
+        .fibDaddrLocal()
+        .accept()
+        .build(),
+    );
     try {
       await c.run(tx);
       return null;

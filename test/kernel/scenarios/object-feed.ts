@@ -9,7 +9,8 @@ export interface ObjectChange {
   node?: Node;
 }
 
-const keyOf = (o: { metadata?: { namespace?: string; name?: string } }): string => `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
+const keyOf = (o: { metadata?: { namespace?: string; name?: string } }): string =>
+  `${o.metadata?.namespace ?? 'default'}/${o.metadata?.name ?? ''}`;
 
 export class ObjectFeed {
   private readonly services = new Map<string, Service>();

@@ -1,5 +1,13 @@
 import test from 'ava';
-import { cidrContains, cidrLast, compareIP, ipFromBytes, isLoopback, parseCIDR, parseIP } from '../../../src/base/ip.ts';
+import {
+  cidrContains,
+  cidrLast,
+  compareIP,
+  ipFromBytes,
+  isLoopback,
+  parseCIDR,
+  parseIP,
+} from '../../../src/base/ip.ts';
 
 const valid: [string, string, string][] = [
   ['10.96.0.1', 'IPv4', '10.96.0.1'],
@@ -21,7 +29,20 @@ for (const [text, family, canonical] of valid) {
   });
 }
 
-for (const text of ['', '10.0.0', '10.0.0.256', '010.0.0.1', '1.2.3.4/32', 'fe80::1%eth0', '1:::2', ':1', '1:2:3:4:5:6:7:8:9', 'g::1', ' 10.0.0.1', '10.0.0.1 ']) {
+for (const text of [
+  '',
+  '10.0.0',
+  '10.0.0.256',
+  '010.0.0.1',
+  '1.2.3.4/32',
+  'fe80::1%eth0',
+  '1:::2',
+  ':1',
+  '1:2:3:4:5:6:7:8:9',
+  'g::1',
+  ' 10.0.0.1',
+  '10.0.0.1 ',
+]) {
   test(`rejects ${JSON.stringify(text)}`, (t) => {
     t.is(parseIP(text), undefined);
   });

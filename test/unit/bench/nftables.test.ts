@@ -6,7 +6,14 @@ import test from 'ava';
 import { FakeNft } from '../../../src/netlink/nftables/index.ts';
 import { TABLE } from '../../../src/proxier/nftables/index.ts';
 import { REGISTRY } from '../../../test/bench/run.ts';
-import { changedService, clusterIP, endpointIP, extraIP, Harness, timedNft } from '../../../test/bench/nftables-workload.ts';
+import {
+  changedService,
+  clusterIP,
+  endpointIP,
+  extraIP,
+  Harness,
+  timedNft,
+} from '../../../test/bench/nftables-workload.ts';
 import { serviceChain, upstreamChangeText, upstreamFullText } from '../../../test/bench/nftables-upstream.ts';
 
 test('workload addresses: distinct endpoints, cluster IPs from 10.96.0.1, changes spare the first and last Service', (t) => {
@@ -64,7 +71,12 @@ test('upstream-shaped text: a chain per Service and per endpoint, numgen vmap ov
   t.is(text.match(/^add chain ip kube-proxy service-[0-9A-F]{8}-/gm)?.length, 3);
   t.is(text.match(/^add chain ip kube-proxy endpoint-[0-9A-F]{8}-/gm)?.length, 30);
   t.is(text.match(/numgen random mod 10 vmap \{ 0 : goto endpoint-/g)?.length, 3);
-  t.regex(text, new RegExp(`add element ip kube-proxy service-ips \\{ ${clusterIP(2).replace(/\./g, '\\.')} \\. tcp \\. 80 : goto ${serviceChain(2).replace(/[./]/g, '\\$&')} \\}`));
+  t.regex(
+    text,
+    new RegExp(
+      `add element ip kube-proxy service-ips \\{ ${clusterIP(2).replace(/\./g, '\\.')} \\. tcp \\. 80 : goto ${serviceChain(2).replace(/[./]/g, '\\$&')} \\}`,
+    ),
+  );
   t.regex(text, /dnat to 100\.64\.0\.1:8080/);
   const added = new Map<number, string[]>();
   const change = upstreamChangeText(3, 0, added);

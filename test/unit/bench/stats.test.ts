@@ -1,7 +1,18 @@
 import test from 'ava';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { formatCount, formatMs, formatRange, formatRatio, formatSpread, formatSummary, formatUs, median, percentile, summarize } from '../../../test/bench/stats.ts';
+import {
+  formatCount,
+  formatMs,
+  formatRange,
+  formatRatio,
+  formatSpread,
+  formatSummary,
+  formatUs,
+  median,
+  percentile,
+  summarize,
+} from '../../../test/bench/stats.ts';
 import { renderSection, renderTable } from '../../../test/bench/section.ts';
 import { parseArgs, REGISTRY } from '../../../test/bench/run.ts';
 
@@ -73,12 +84,24 @@ test('tables: alignment row, escaped pipes, and rows of the wrong width refused'
   const md = renderTable([{ title: 'way' }, { title: 'ms', align: 'right' }], [['a|b', '1']]);
   t.is(md, '| way | ms |\n| --- | ---: |\n| a\\|b | 1 |');
   t.throws(() => renderTable([{ title: 'one' }], [['a', 'b']]));
-  const section = renderSection({ title: 'T', description: 'D', columns: [{ title: 'c' }], rows: [['x']], notes: ['n'] });
+  const section = renderSection({
+    title: 'T',
+    description: 'D',
+    columns: [{ title: 'c' }],
+    rows: [['x']],
+    notes: ['n'],
+  });
   t.is(section, '## T\n\nD\n\n| c |\n| --- |\n| x |\n\n- n\n');
 });
 
 test('arguments: subset, quick, out; unknown names and options refused', (t) => {
-  t.deepEqual(parseArgs(['--quick', 'model', 'ipset', 'model']), { names: ['model', 'ipset'], quick: true, out: undefined, list: false, help: false });
+  t.deepEqual(parseArgs(['--quick', 'model', 'ipset', 'model']), {
+    names: ['model', 'ipset'],
+    quick: true,
+    out: undefined,
+    list: false,
+    help: false,
+  });
   t.is(parseArgs(['--out', '-']).out, '-');
   t.is(parseArgs(['--out=x.md']).out, 'x.md');
   t.throws(() => parseArgs(['nosuch']), { message: /unknown benchmark "nosuch"/ });

@@ -6,7 +6,8 @@ import { resolveConfig } from '../../../src/config/resolve.ts';
 import type { ProxyConfig } from '../../../src/config/types.ts';
 import { renderConfigYAML } from '../../../src/config/write.ts';
 
-const fixture = (name: string): string => readFileSync(new URL(`../../fixtures/config/${name}`, import.meta.url), 'utf8');
+const fixture = (name: string): string =>
+  readFileSync(new URL(`../../fixtures/config/${name}`, import.meta.url), 'utf8');
 
 /** Runs the command line with in-memory files. */
 function run(argv: string[], files: Record<string, string> = {}): CommandLineResult {
@@ -14,7 +15,8 @@ function run(argv: string[], files: Record<string, string> = {}): CommandLineRes
     version: 'v9.9.9',
     readFile: (p) => {
       const f = files[p];
-      if (f === undefined) throw Object.assign(new Error(`ENOENT: no such file or directory, open '${p}'`), { code: 'ENOENT' });
+      if (f === undefined)
+        throw Object.assign(new Error(`ENOENT: no such file or directory, open '${p}'`), { code: 'ENOENT' });
       return f;
     },
   });
@@ -60,7 +62,14 @@ test('no flags: upstream defaults, iptables mode (as upstream on Linux)', (t) =>
     udpTimeoutMs: 0,
     udpStreamTimeoutMs: 0,
   });
-  t.deepEqual(c.clientConnection, { kubeconfig: '', master: '', contentType: 'application/vnd.kubernetes.protobuf', acceptContentTypes: '', qps: 5, burst: 10 });
+  t.deepEqual(c.clientConnection, {
+    kubeconfig: '',
+    master: '',
+    contentType: 'application/vnd.kubernetes.protobuf',
+    acceptContentTypes: '',
+    qps: 5,
+    burst: 10,
+  });
   t.deepEqual(c.logging, { verbosity: 0, format: 'text' });
   t.is(c.kubeProxyTS.manifestDir, '');
 });
@@ -86,28 +95,56 @@ const flagTable: [string[], (c: ProxyConfig) => unknown, unknown][] = [
   [['--iptables-sync-period', '45s'], (c) => c.syncPeriodMs, 45_000],
   [['--iptables-min-sync-period=0'], (c) => c.minSyncPeriodMs, 1_000], // 0 = default, as upstream
   [['--min-sync-period=5s'], (c) => c.minSyncPeriodMs, 5_000],
-  [['--proxy-mode=ipvs', '--ipvs-sync-period=10s', '--ipvs-min-sync-period=2s'], (c) => [c.syncPeriodMs, c.minSyncPeriodMs], [10_000, 2_000]],
+  [
+    ['--proxy-mode=ipvs', '--ipvs-sync-period=10s', '--ipvs-min-sync-period=2s'],
+    (c) => [c.syncPeriodMs, c.minSyncPeriodMs],
+    [10_000, 2_000],
+  ],
   [['--proxy-mode=ipvs', '--ipvs-scheduler=wlc'], (c) => c.ipvs.scheduler, 'wlc'],
   [['--ipvs-strict-arp'], (c) => c.ipvs.strictARP, true],
-  [['--ipvs-tcp-timeout=900s', '--ipvs-tcpfin-timeout=2m', '--ipvs-udp-timeout=300ms'], (c) => [c.ipvs.tcpTimeoutMs, c.ipvs.tcpFinTimeoutMs, c.ipvs.udpTimeoutMs], [900_000, 120_000, 300]],
+  [
+    ['--ipvs-tcp-timeout=900s', '--ipvs-tcpfin-timeout=2m', '--ipvs-udp-timeout=300ms'],
+    (c) => [c.ipvs.tcpTimeoutMs, c.ipvs.tcpFinTimeoutMs, c.ipvs.udpTimeoutMs],
+    [900_000, 120_000, 300],
+  ],
   [['--masquerade-all'], (c) => c.masqueradeAll, true],
   [['--masquerade-all=false'], (c) => c.masqueradeAll, false],
   [['--masquerade_all=true'], (c) => c.masqueradeAll, true], // '_' normalised like upstream
   [['--proxy-mode=iptables', '--iptables-masquerade-bit=15'], (c) => c.masqueradeBit, 15],
   [['--cluster-cidr=10.244.0.0/16,fd00::/56'], (c) => c.clusterCIDRs, ['10.244.0.0/16', 'fd00::/56']],
-  [['--detect-local-mode=InterfaceNamePrefix', '--pod-interface-name-prefix=veth'], (c) => [c.detectLocalMode, c.detectLocal.interfaceNamePrefix], ['InterfaceNamePrefix', 'veth']],
-  [['--nodeport-addresses=10.0.0.0/8,192.168.0.0/16', '--nodeport-addresses', 'localhost'], (c) => c.nodePortAddresses, ['10.0.0.0/8', '192.168.0.0/16', 'localhost']],
+  [
+    ['--detect-local-mode=InterfaceNamePrefix', '--pod-interface-name-prefix=veth'],
+    (c) => [c.detectLocalMode, c.detectLocal.interfaceNamePrefix],
+    ['InterfaceNamePrefix', 'veth'],
+  ],
+  [
+    ['--nodeport-addresses=10.0.0.0/8,192.168.0.0/16', '--nodeport-addresses', 'localhost'],
+    (c) => c.nodePortAddresses,
+    ['10.0.0.0/8', '192.168.0.0/16', 'localhost'],
+  ],
   [['--healthz-bind-address=127.0.0.1:1234'], (c) => c.healthzBindAddress, '127.0.0.1:1234'],
   [['--healthz-bind-address=10.0.0.1'], (c) => c.healthzBindAddress, '10.0.0.1:10256'],
   [['--metrics-bind-address='], (c) => c.metricsBindAddress, ''], // empty disables
   [['--metrics-port=0'], (c) => c.metricsBindAddress, ''],
   [['--healthz-port=12345'], (c) => c.healthzBindAddress, '0.0.0.0:12345'],
   [['--hostname-override=Node-A '], (c) => c.hostnameOverride, 'node-a'],
-  [['--kubeconfig=/etc/kubeconfig', '--master=https://10.0.0.1:6443'], (c) => [c.clientConnection.kubeconfig, c.clientConnection.master], ['/etc/kubeconfig', 'https://10.0.0.1:6443']],
+  [
+    ['--kubeconfig=/etc/kubeconfig', '--master=https://10.0.0.1:6443'],
+    (c) => [c.clientConnection.kubeconfig, c.clientConnection.master],
+    ['/etc/kubeconfig', 'https://10.0.0.1:6443'],
+  ],
   [['--kube-api-qps=20', '--kube-api-burst=40'], (c) => [c.clientConnection.qps, c.clientConnection.burst], [20, 40]],
   [['--conntrack-max-per-core=0', '--conntrack-min=1000'], (c) => [c.conntrack.maxPerCore, c.conntrack.min], [0, 1000]],
-  [['--conntrack-tcp-timeout-established=1h', '--conntrack-tcp-timeout-close-wait=30s'], (c) => [c.conntrack.tcpEstablishedTimeoutMs, c.conntrack.tcpCloseWaitTimeoutMs], [3_600_000, 30_000]],
-  [['--conntrack-udp-timeout=30s', '--conntrack-udp-timeout-stream=2m', '--conntrack-tcp-be-liberal'], (c) => [c.conntrack.udpTimeoutMs, c.conntrack.udpStreamTimeoutMs, c.conntrack.tcpBeLiberal], [30_000, 120_000, true]],
+  [
+    ['--conntrack-tcp-timeout-established=1h', '--conntrack-tcp-timeout-close-wait=30s'],
+    (c) => [c.conntrack.tcpEstablishedTimeoutMs, c.conntrack.tcpCloseWaitTimeoutMs],
+    [3_600_000, 30_000],
+  ],
+  [
+    ['--conntrack-udp-timeout=30s', '--conntrack-udp-timeout-stream=2m', '--conntrack-tcp-be-liberal'],
+    (c) => [c.conntrack.udpTimeoutMs, c.conntrack.udpStreamTimeoutMs, c.conntrack.tcpBeLiberal],
+    [30_000, 120_000, true],
+  ],
   [['--config-sync-period=5m'], (c) => c.configSyncPeriodMs, 300_000],
   [['--oom-score-adj=-500'], (c) => c.oomScoreAdj, -500],
   [['--v=4'], (c) => c.logging.verbosity, 4],
@@ -148,10 +185,22 @@ const usageTable: [string[], RegExp][] = [
   [['--iptables-masquerade-bit=x'], /"x" is not an integer/],
   [['--masquerade-all=maybe'], /"maybe" is not a boolean/],
   [['stray-argument'], /too many arguments/],
-  [['--proxy-mode=kernelspace'], /mode \(from --proxy-mode\): "kernelspace" must be one of nftables, ipvs, iptables, userspace/],
-  [['--proxy-mode=ipvs', '--ipvs-scheduler=rrr'], /ipvs\.scheduler \(from --ipvs-scheduler\): "rrr" is not a known scheduler/],
-  [['--iptables-masquerade-bit=32', '--proxy-mode=iptables'], /iptables\.masqueradeBit \(from --iptables-masquerade-bit\): 32 must be within the range \[0, 31\]/],
-  [['--sync-period=1s', '--min-sync-period=5s'], /iptables\.syncPeriod.*"1s" must be greater than or equal to iptables\.minSyncPeriod \("5s"\)/],
+  [
+    ['--proxy-mode=kernelspace'],
+    /mode \(from --proxy-mode\): "kernelspace" must be one of nftables, ipvs, iptables, userspace/,
+  ],
+  [
+    ['--proxy-mode=ipvs', '--ipvs-scheduler=rrr'],
+    /ipvs\.scheduler \(from --ipvs-scheduler\): "rrr" is not a known scheduler/,
+  ],
+  [
+    ['--iptables-masquerade-bit=32', '--proxy-mode=iptables'],
+    /iptables\.masqueradeBit \(from --iptables-masquerade-bit\): 32 must be within the range \[0, 31\]/,
+  ],
+  [
+    ['--sync-period=1s', '--min-sync-period=5s'],
+    /iptables\.syncPeriod.*"1s" must be greater than or equal to iptables\.minSyncPeriod \("5s"\)/,
+  ],
   [['--sync-period=-1s'], /iptables\.syncPeriod \(from --sync-period\): "-1s" must be greater than 0/],
   [['--healthz-bind-address=nonsense:80'], /healthzBindAddress.*"nonsense" is not a valid IP/],
   [['--cluster-cidr=10.0.0.0/8,10.1.0.0/16'], /clusterCIDR.*dual-stack pair/],
@@ -177,7 +226,16 @@ for (const [argv, re] of usageTable) {
 test('--help and --version exit 0 on stdout', (t) => {
   const help = exit(['--help']);
   t.is(help.code, 0);
-  for (const flag of ['--config', '--proxy-mode', '--ipvs-scheduler', '--conntrack-max-per-core', '--write-config-to', '--cleanup', '--manifest-dir']) t.true(help.stdout.includes(flag), flag);
+  for (const flag of [
+    '--config',
+    '--proxy-mode',
+    '--ipvs-scheduler',
+    '--conntrack-max-per-core',
+    '--write-config-to',
+    '--cleanup',
+    '--manifest-dir',
+  ])
+    t.true(help.stdout.includes(flag), flag);
   t.true(help.stdout.includes('[kube-proxy-ts]'), 'our own flags are marked');
   const version = exit(['--version']);
   t.deepEqual(version, { kind: 'exit', code: 0, stdout: 'kube-proxy-ts v9.9.9\n', stderr: '' });
@@ -194,7 +252,9 @@ test('actions: --cleanup and --write-config-to', (t) => {
 // Config files
 
 test('kubeadm-style nftables config file (upstream v1alpha1 layout): defaults fill every zero value', (t) => {
-  const { config: c, warnings } = config(['--config=/etc/kube-proxy/config.conf'], { '/etc/kube-proxy/config.conf': fixture('kubeadm-nftables.yaml') });
+  const { config: c, warnings } = config(['--config=/etc/kube-proxy/config.conf'], {
+    '/etc/kube-proxy/config.conf': fixture('kubeadm-nftables.yaml'),
+  });
   t.deepEqual(warnings, []);
   t.is(c.mode, 'nftables');
   t.deepEqual(c.clusterCIDRs, ['10.244.0.0/16']);
@@ -232,9 +292,17 @@ test('JSON config file with nftables tuning and our kubeProxyTS section', (t) =>
 });
 
 test('with --config, the file wins; flags upstream ignores are reported, override flags still apply', (t) => {
-  const file = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nhostnameOverride: from-file\nipvs:\n  scheduler: lc\n';
+  const file =
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nhostnameOverride: from-file\nipvs:\n  scheduler: lc\n';
   const { config: c, warnings } = config(
-    ['--config=/c.yaml', '--proxy-mode=nftables', '--ipvs-scheduler=sh', '--hostname-override=from-flag', '-v=4', '--manifest-dir=/m'],
+    [
+      '--config=/c.yaml',
+      '--proxy-mode=nftables',
+      '--ipvs-scheduler=sh',
+      '--hostname-override=from-flag',
+      '-v=4',
+      '--manifest-dir=/m',
+    ],
     { '/c.yaml': file },
   );
   t.is(c.mode, 'ipvs');
@@ -265,7 +333,8 @@ test('the mode section of the selected mode provides the sync periods (upstream 
 });
 
 test('unknown fields in the file are warnings, not errors (upstream decodes leniently)', (t) => {
-  const file = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nfancyNewField: 1\nipvs:\n  turbo: true\n';
+  const file =
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nfancyNewField: 1\nipvs:\n  turbo: true\n';
   const { warnings } = config(['--config=/c.yaml'], { '/c.yaml': file });
   t.true(warnings.some((w) => w.includes('"fancyNewField"')));
   t.true(warnings.some((w) => w.includes('"ipvs.turbo"')));
@@ -273,14 +342,38 @@ test('unknown fields in the file are warnings, not errors (upstream decodes leni
 
 const fileErrors: [string, RegExp][] = [
   ['kind: KubeProxyConfiguration\n', /apiVersion: "" is not supported \(want "kubeproxy.config.k8s.io\/v1alpha1"\)/],
-  ['apiVersion: kubeproxy.config.k8s.io/v1alpha2\nkind: KubeProxyConfiguration\n', /apiVersion: "kubeproxy.config.k8s.io\/v1alpha2" is not supported/],
-  ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n', /kind: "KubeletConfiguration" is not supported/],
-  ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  scheduler: rrr\n', /ipvs\.scheduler: "rrr" is not a known scheduler/],
-  ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnftables:\n  syncPeriod: 30\n', /nftables\.syncPeriod: 30 must be a duration string/],
-  ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnftables:\n  syncPeriod: soon\n', /nftables\.syncPeriod: "soon" is not a duration/],
-  ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\nnftables:\n  masqueradeBit: 40\n', /nftables\.masqueradeBit: 40 must be within the range \[0, 31\]/],
-  ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmasqueradeAll: yes\nconntrack:\n  min: "many"\n', /conntrack\.min: "many" must be an integer/],
-  ['apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack: 5\n', /conntrack: 5 must be an object/],
+  [
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha2\nkind: KubeProxyConfiguration\n',
+    /apiVersion: "kubeproxy.config.k8s.io\/v1alpha2" is not supported/,
+  ],
+  [
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n',
+    /kind: "KubeletConfiguration" is not supported/,
+  ],
+  [
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  scheduler: rrr\n',
+    /ipvs\.scheduler: "rrr" is not a known scheduler/,
+  ],
+  [
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnftables:\n  syncPeriod: 30\n',
+    /nftables\.syncPeriod: 30 must be a duration string/,
+  ],
+  [
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nnftables:\n  syncPeriod: soon\n',
+    /nftables\.syncPeriod: "soon" is not a duration/,
+  ],
+  [
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\nnftables:\n  masqueradeBit: 40\n',
+    /nftables\.masqueradeBit: 40 must be within the range \[0, 31\]/,
+  ],
+  [
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmasqueradeAll: yes\nconntrack:\n  min: "many"\n',
+    /conntrack\.min: "many" must be an integer/,
+  ],
+  [
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack: 5\n',
+    /conntrack: 5 must be an object/,
+  ],
   ['{ not yaml', /not valid YAML or JSON/],
   ['- a\n- list\n', /must contain a KubeProxyConfiguration object/],
 ];
@@ -308,7 +401,14 @@ test('the written config reads back to the same effective config, in every mode'
     [],
     ['--proxy-mode=ipvs', '--ipvs-scheduler=wrr', '--ipvs-exclude-cidrs=10.0.0.0/8', '--ipvs-min-sync-period=0s'],
     ['--proxy-mode=iptables', '--masquerade-all', '--iptables-masquerade-bit=12', '--sync-period=1m'],
-    ['--cluster-cidr=10.244.0.0/16,fd00::/56', '--nodeport-addresses=10.0.0.0/8', '--manifest-dir=/m', '--metrics-bind-address=0.0.0.0:9999', '-v=5', '--logging-format=json'],
+    [
+      '--cluster-cidr=10.244.0.0/16,fd00::/56',
+      '--nodeport-addresses=10.0.0.0/8',
+      '--manifest-dir=/m',
+      '--metrics-bind-address=0.0.0.0:9999',
+      '-v=5',
+      '--logging-format=json',
+    ],
   ]) {
     const first = config(argv).config;
     const yaml = renderConfigYAML(first);

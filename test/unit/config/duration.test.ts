@@ -51,8 +51,6 @@ for (const [ms, text] of formatTable) {
 }
 
 test('formatDuration output parses back to the same milliseconds', (t) => {
-  fc.assert(
-    fc.property(fc.integer({ min: -1e10, max: 1e10 }), (ms) => parseDuration(formatDuration(ms)) === ms),
-  );
+  fc.assert(fc.property(fc.integer({ min: -1e10, max: 1e10 }), (ms) => parseDuration(formatDuration(ms)) === ms));
   t.pass();
 });

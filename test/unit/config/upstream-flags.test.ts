@@ -74,8 +74,16 @@ for (const [name, value] of Object.entries(UPSTREAM_FLAGS)) {
   test(`upstream flag --${name} is accepted`, (t) => {
     t.true(FLAG_NAMES.includes(name), `--${name} is in our flag list`);
     // config/write-config-to need a file or act; give them what they take without acting.
-    const argv = name === 'config' ? ['--config', '/cfg'] : name === 'write-config-to' ? ['--write-config-to', '/tmp/out.yaml'] : argOf(name, value);
-    const r = parseCommandLine(argv, { version: 'v1', readFile: () => 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n' });
+    const argv =
+      name === 'config'
+        ? ['--config', '/cfg']
+        : name === 'write-config-to'
+          ? ['--write-config-to', '/tmp/out.yaml']
+          : argOf(name, value);
+    const r = parseCommandLine(argv, {
+      version: 'v1',
+      readFile: () => 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n',
+    });
     t.is(r.kind, 'run', r.kind === 'exit' ? r.stderr : '');
     // The pflag spelling with '_' (klog's habit) is accepted too.
     if (name.includes('-') && name !== 'write-config-to' && name !== 'config') {
@@ -85,7 +93,7 @@ for (const [name, value] of Object.entries(UPSTREAM_FLAGS)) {
   });
 }
 
-test('--help and --version (also verflag\'s --version=raw) exit 0', (t) => {
+test("--help and --version (also verflag's --version=raw) exit 0", (t) => {
   for (const argv of [['--help'], ['-h'], ['--version'], ['--version=raw'], ['--version=true']]) {
     const r = parseCommandLine(argv, { version: 'v1' });
     t.is(r.kind, 'exit', argv.join(' '));
@@ -96,8 +104,18 @@ test('--help and --version (also verflag\'s --version=raw) exit 0', (t) => {
 });
 
 test('flags with no effect here are each named in exactly one warning', (t) => {
-  const noEffect = ['vmodule', 'log-flush-frequency', 'log-text-split-stream', 'log-text-info-buffer-size', 'log-json-split-stream',
-    'log-json-info-buffer-size', 'boot-id-file', 'machine-id-file', 'profiling', 'show-hidden-metrics-for-version'];
+  const noEffect = [
+    'vmodule',
+    'log-flush-frequency',
+    'log-text-split-stream',
+    'log-text-info-buffer-size',
+    'log-json-split-stream',
+    'log-json-info-buffer-size',
+    'boot-id-file',
+    'machine-id-file',
+    'profiling',
+    'show-hidden-metrics-for-version',
+  ];
   for (const name of noEffect) {
     const r = parseCommandLine(argOf(name, UPSTREAM_FLAGS[name]!), { version: 'v1' });
     if (r.kind !== 'run') return t.fail(`--${name}: ${r.stderr}`);
@@ -120,5 +138,8 @@ test('the logging flags still apply with --config (upstream copies them over the
     readFile: () => 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n',
   });
   if (r.kind !== 'run') return t.fail(r.stderr);
-  t.false(r.warnings.some((w) => w.includes('ignored because --config')), JSON.stringify(r.warnings));
+  t.false(
+    r.warnings.some((w) => w.includes('ignored because --config')),
+    JSON.stringify(r.warnings),
+  );
 });

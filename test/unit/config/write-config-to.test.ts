@@ -1,6 +1,16 @@
 // --write-config-to writes a new file: a symlink at the path is replaced, never followed, so
 // the file it pointed at is untouched; a reader never sees half a file; nothing is left behind.
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -52,6 +62,8 @@ test('an existing file is replaced whole', (t) => {
 
 test('a directory that does not exist is named in the error, and nothing is left behind', (t) => {
   const dir = tempDir(t);
-  t.throws(() => writeConfigFile(join(dir, 'missing', 'config.yaml'), config()), { message: /cannot write .*missing\/config\.yaml/ });
+  t.throws(() => writeConfigFile(join(dir, 'missing', 'config.yaml'), config()), {
+    message: /cannot write .*missing\/config\.yaml/,
+  });
   t.deepEqual(readdirSync(dir), []);
 });

@@ -2,14 +2,29 @@
 // dumps that fail or hang until aborted, deletes that fail for chosen entries. Flushing adds
 // the kernel-side flush by filter of Linux 6.12+ (or a kernel that refuses it, as 6.1 does).
 import { compileFilter, exactInKernel, IPPROTO, IPS, tupleText } from '../../../src/netlink/conntrack/index.ts';
-import type { DeleteOptions, DeleteReport, Flow, FlowFilter, FlushResult } from '../../../src/netlink/conntrack/index.ts';
+import type {
+  DeleteOptions,
+  DeleteReport,
+  Flow,
+  FlowFilter,
+  FlushResult,
+} from '../../../src/netlink/conntrack/index.ts';
 import { errnoNumber, NetlinkError } from '../../../src/netlink/core/index.ts';
 import type { FlusherClient } from '../../../src/conntrack/index.ts';
 
 let nextId = 1;
 
 /** An entry to `dst:dport` answered by `replySrc:replyPort` (DNATed unless they are the same). */
-export function flow(o: { dst: string; dport: number; replySrc: string; replyPort?: number; src?: string; sport?: number; proto?: number; family?: 'IPv4' | 'IPv6' }): Flow {
+export function flow(o: {
+  dst: string;
+  dport: number;
+  replySrc: string;
+  replyPort?: number;
+  src?: string;
+  sport?: number;
+  proto?: number;
+  family?: 'IPv4' | 'IPv6';
+}): Flow {
   const proto = o.proto ?? IPPROTO.UDP;
   const src = o.src ?? '10.1.0.2';
   const sport = o.sport ?? 40000;

@@ -15,16 +15,38 @@ const DEAD = '10.244.9.9';
 const LIVE = '10.244.1.5';
 const svcId = 'default/dns:p/UDP' as ServicePortId;
 const base = { service: svcId, family: 'IPv4', protocol: 'UDP', serviceIPs: [VIP], port: 53, nodePort: 0 } as const;
-const removed = (ip: string): StaleTarget => ({ ...base, reason: 'endpoint-removed', endpointIP: ip, endpointPort: 8080 });
+const removed = (ip: string): StaleTarget => ({
+  ...base,
+  reason: 'endpoint-removed',
+  endpointIP: ip,
+  endpointPort: 8080,
+});
 
 function desired(endpoints: string[]): DesiredState {
   const { t } = newTracker();
   t.onService(undefined, svc('dns', { clusterIP: VIP, ports: [{ name: 'p', protocol: 'UDP', port: 53 }] }));
-  t.onEndpointSlice(slice('dns-1', 'dns', endpoints.map((ip) => ep(ip)), { ports: [{ name: 'p', protocol: 'UDP', port: 8080 }] }), false);
+  t.onEndpointSlice(
+    slice(
+      'dns-1',
+      'dns',
+      endpoints.map((ip) => ep(ip)),
+      { ports: [{ name: 'p', protocol: 'UDP', port: 8080 }] },
+    ),
+    false,
+  );
   return t.checkout().desired;
 }
 
-function setup(table: FakeConntrack, o: { timeoutMs?: number; batchSize?: number; maxAttempts?: number; maxKernelFlushes?: number; kernelFlush?: boolean } = {}) {
+function setup(
+  table: FakeConntrack,
+  o: {
+    timeoutMs?: number;
+    batchSize?: number;
+    maxAttempts?: number;
+    maxKernelFlushes?: number;
+    kernelFlush?: boolean;
+  } = {},
+) {
   const reports: FlushRunReport[] = [];
   const logs = memoryLogger();
   const clock = new FakeClock();
@@ -51,7 +73,10 @@ test('schedule returns at once; the stale entries go in the background, unrelate
 });
 
 test('targets arriving while a run is in flight coalesce into one next run', async (t) => {
-  const table = new FakeConntrack([toDead(40000), flow({ dst: VIP, dport: 53, replySrc: '10.244.9.10', sport: 40001 })]);
+  const table = new FakeConntrack([
+    toDead(40000),
+    flow({ dst: VIP, dport: 53, replySrc: '10.244.9.10', sport: 40001 }),
+  ]);
   const { flusher, reports } = setup(table);
   let release!: () => void;
   table.dumpGate = new Promise((r) => (release = r));
@@ -65,7 +90,13 @@ test('targets arriving while a run is in flight coalesce into one next run', asy
   release();
   await flusher.idle();
   t.is(reports.length, 2, 'two runs, not three');
-  t.deepEqual(reports.map((r) => [r.targets, r.deleted]), [[1, 1], [1, 1]]);
+  t.deepEqual(
+    reports.map((r) => [r.targets, r.deleted]),
+    [
+      [1, 1],
+      [1, 1],
+    ],
+  );
   t.is(table.table.length, 0);
 });
 
@@ -89,7 +120,10 @@ test('failed deletes keep their targets; the next schedule retries them, other t
   await flusher.idle();
   t.like(reports[0], { deleted: 1, errors: 1, retained: 1 });
   t.is(flusher.backlog, 1, 'the failed target is kept');
-  t.true(logs.records.some((r) => r.level === 'warn'), 'logged');
+  t.true(
+    logs.records.some((r) => r.level === 'warn'),
+    'logged',
+  );
   t.true(table.has(bad));
   table.failDelete = undefined;
   flusher.schedule([]);
@@ -201,8 +235,23 @@ test('close aborts the run in flight and ignores later work', async (t) => {
 /** A NodePort service, for targets with a node-port filter next to the service-IP one. */
 function desiredNodePort(endpoints: string[]): DesiredState {
   const { t } = newTracker();
-  t.onService(undefined, svc('dns', { type: 'NodePort', clusterIP: VIP, ports: [{ name: 'p', protocol: 'UDP', port: 53, nodePort: 30053 }] }));
-  t.onEndpointSlice(slice('dns-1', 'dns', endpoints.map((ip) => ep(ip)), { ports: [{ name: 'p', protocol: 'UDP', port: 8080 }] }), false);
+  t.onService(
+    undefined,
+    svc('dns', {
+      type: 'NodePort',
+      clusterIP: VIP,
+      ports: [{ name: 'p', protocol: 'UDP', port: 53, nodePort: 30053 }],
+    }),
+  );
+  t.onEndpointSlice(
+    slice(
+      'dns-1',
+      'dns',
+      endpoints.map((ip) => ep(ip)),
+      { ports: [{ name: 'p', protocol: 'UDP', port: 8080 }] },
+    ),
+    false,
+  );
   return t.checkout().desired;
 }
 
@@ -222,7 +271,9 @@ test('a removed endpoint goes by one kernel-side flush: no dump, no per-entry de
   flusher.schedule([removed(DEAD)], desired([LIVE]));
   await flusher.idle();
   t.deepEqual(table.table, kept);
-  t.deepEqual(table.flushes, [{ family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: VIP, dstPort: 53 }, reply: { src: DEAD, srcPort: 8080 } }]);
+  t.deepEqual(table.flushes, [
+    { family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: VIP, dstPort: 53 }, reply: { src: DEAD, srcPort: 8080 } },
+  ]);
   t.is(table.dumps.length, 0);
   t.deepEqual(table.deleteCalls, []);
   t.like(reports[0], { mode: 'flush', targets: 1, matched: 50, deleted: 50, kernelFlushes: 1, errors: 0, retained: 0 });
@@ -276,15 +327,29 @@ test('what the guard might keep is never flushed by the kernel: newly-active, an
   const c = setup(t3);
   c.flusher.schedule([{ ...removed(DEAD), nodePort: 30053 }], desiredNodePort([LIVE]));
   await c.flusher.idle();
-  t.deepEqual(t3.flushes.map((f) => f.orig), [{ dst: VIP, dstPort: 53 }]);
-  t.deepEqual(t3.dumps, [{ family: 'IPv4', proto: IPPROTO.UDP, orig: { dstPort: 30053 }, reply: { src: DEAD, srcPort: 8080 } }], 'the dump narrowed to the node-port filter');
+  t.deepEqual(
+    t3.flushes.map((f) => f.orig),
+    [{ dst: VIP, dstPort: 53 }],
+  );
+  t.deepEqual(
+    t3.dumps,
+    [{ family: 'IPv4', proto: IPPROTO.UDP, orig: { dstPort: 30053 }, reply: { src: DEAD, srcPort: 8080 } }],
+    'the dump narrowed to the node-port filter',
+  );
   t.deepEqual(t3.table, [foreign]);
   t.like(c.reports[0], { deleted: 2, kernelFlushes: 1, errors: 0 });
 });
 
 test('SCTP and IPv6 targets take the dump (the kernel would not match their filters exactly)', async (t) => {
   const sctp = flow({ dst: VIP, dport: 53, replySrc: DEAD, sport: 40000, proto: IPPROTO.SCTP });
-  const v6 = flow({ family: 'IPv6', src: 'fd00::1', dst: 'fd00:96::10', dport: 53, replySrc: 'fd00:244::9', sport: 40001 });
+  const v6 = flow({
+    family: 'IPv6',
+    src: 'fd00::1',
+    dst: 'fd00:96::10',
+    dport: 53,
+    replySrc: 'fd00:244::9',
+    sport: 40001,
+  });
   const table = new FlushingConntrack([sctp, v6]);
   const { flusher, reports } = setup(table);
   flusher.schedule([
@@ -313,7 +378,10 @@ test('a failed kernel flush keeps its targets for the next run; more filters tha
   t.like(reports[1], { deleted: 50, errors: 0, retained: 0, kernelFlushes: 1 });
   t.deepEqual(table.table, kept);
 
-  const many = new FlushingConntrack([toDead(40000), flow({ dst: VIP, dport: 53, replySrc: '10.244.9.10', sport: 40001 })]);
+  const many = new FlushingConntrack([
+    toDead(40000),
+    flow({ dst: VIP, dport: 53, replySrc: '10.244.9.10', sport: 40001 }),
+  ]);
   const capped = setup(many, { maxKernelFlushes: 1 });
   capped.flusher.schedule([removed(DEAD), removed('10.244.9.10')], desired([LIVE]));
   await capped.flusher.idle();

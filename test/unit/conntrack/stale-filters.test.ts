@@ -5,10 +5,23 @@ import type { Flow, FlowFilter } from '../../../src/netlink/conntrack/index.ts';
 import type { ServicePortId, StaleTarget } from '../../../src/model/index.ts';
 
 const svc = 'kube-system/kube-dns:dns/UDP' as ServicePortId;
-const base = { service: svc, family: 'IPv4', protocol: 'UDP', serviceIPs: ['10.96.0.10', '192.0.2.10'], port: 53, nodePort: 0 } as const;
+const base = {
+  service: svc,
+  family: 'IPv4',
+  protocol: 'UDP',
+  serviceIPs: ['10.96.0.10', '192.0.2.10'],
+  port: 53,
+  nodePort: 0,
+} as const;
 
 test('endpoint-removed: each Service IP:port and the NodePort, replies from the endpoint', (t) => {
-  const target: StaleTarget = { ...base, reason: 'endpoint-removed', nodePort: 30053, endpointIP: '10.244.1.5', endpointPort: 5353 };
+  const target: StaleTarget = {
+    ...base,
+    reason: 'endpoint-removed',
+    nodePort: 30053,
+    endpointIP: '10.244.1.5',
+    endpointPort: 5353,
+  };
   const reply = { src: '10.244.1.5', srcPort: 5353 };
   t.deepEqual(staleFlowFilters(target), [
     { family: 'IPv4', proto: 17, orig: { dst: '10.96.0.10', dstPort: 53 }, reply },
@@ -21,9 +34,17 @@ test('newly-active and service-deleted: every entry to the destinations; SCTP an
   t.deepEqual(staleFlowFilters({ ...base, reason: 'newly-active', serviceIPs: ['10.96.0.10', '10.96.0.10'] }), [
     { family: 'IPv4', proto: 17, orig: { dst: '10.96.0.10', dstPort: 53 } },
   ]);
-  t.deepEqual(staleFlowFilters({ ...base, reason: 'service-deleted', family: 'IPv6', protocol: 'SCTP', serviceIPs: ['fd00:96:0:0::10'], port: 3868 }), [
-    { family: 'IPv6', proto: 132, orig: { dst: 'fd00:96::10', dstPort: 3868 } },
-  ]);
+  t.deepEqual(
+    staleFlowFilters({
+      ...base,
+      reason: 'service-deleted',
+      family: 'IPv6',
+      protocol: 'SCTP',
+      serviceIPs: ['fd00:96:0:0::10'],
+      port: 3868,
+    }),
+    [{ family: 'IPv6', proto: 132, orig: { dst: 'fd00:96::10', dstPort: 3868 } }],
+  );
 });
 
 test('an unusable endpoint or a foreign-family address never widens a filter', (t) => {

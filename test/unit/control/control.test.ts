@@ -41,14 +41,22 @@ test('a query and its answer; a refused query; the socket is 0600', async (t) =>
   t.regex(e!.message, /unknown query nope/);
 
   const lines: string[] = [];
-  t.is(await runCli(['explain', '--control-socket', path], { stdout: (s) => lines.push(s), stderr: (s) => lines.push(s) }), 0);
+  t.is(
+    await runCli(['explain', '--control-socket', path], { stdout: (s) => lines.push(s), stderr: (s) => lines.push(s) }),
+    0,
+  );
   t.regex(lines.join(''), /SERVICE PORT .* KERNEL/);
   t.regex(lines.join(''), /last sync: IPv4 2026-01-01/);
   const json: string[] = [];
   t.is(await runCli(['explain', '-o', 'json', '--control-socket', path], { stdout: (s) => json.push(s) }), 0);
   t.deepEqual(JSON.parse(json.join('')), ANSWER);
   const err: string[] = [];
-  t.is(await runCli(['trace', '--from', '10.0.0.1', '--to', '10.96.0.10:80/tcp', '--control-socket', path], { stderr: (s) => err.push(s) }), 1);
+  t.is(
+    await runCli(['trace', '--from', '10.0.0.1', '--to', '10.96.0.10:80/tcp', '--control-socket', path], {
+      stderr: (s) => err.push(s),
+    }),
+    1,
+  );
   t.regex(err.join(''), /unknown query trace/);
 });
 
@@ -58,24 +66,37 @@ test('no daemon: a clear message and exit 3; bad usage: exit 2', async (t) => {
   const err: string[] = [];
   t.is(await runCli(['explain', '--control-socket', path], { stderr: (s) => err.push(s) }), 3);
   t.regex(err.join(''), /cannot reach the kube-proxy-ts daemon on .*control\.sock: no such socket/);
-  for (const argv of [['trace', '--to', '10.0.0.1:80'], ['trace', '--from', '10.0.0.1', '--to', '10.0.0.1'], ['trace', '--from', 'x', '--to', '10.0.0.1:80'],
-    ['trace', '--from', '10.0.0.1', '--to', '10.0.0.1:80/icmp'], ['explain', '--output', 'yaml'], ['explain', 'a', 'b'], ['explain', '--bogus']]) {
+  for (const argv of [
+    ['trace', '--to', '10.0.0.1:80'],
+    ['trace', '--from', '10.0.0.1', '--to', '10.0.0.1'],
+    ['trace', '--from', 'x', '--to', '10.0.0.1:80'],
+    ['trace', '--from', '10.0.0.1', '--to', '10.0.0.1:80/icmp'],
+    ['explain', '--output', 'yaml'],
+    ['explain', 'a', 'b'],
+    ['explain', '--bogus'],
+  ]) {
     t.is(await runCli([...argv, '--control-socket', path], { stderr: () => undefined }), 2, argv.join(' '));
   }
 });
 
-test('a stale socket file is replaced; a live daemon\'s is not', async (t) => {
+test("a stale socket file is replaced; a live daemon's is not", async (t) => {
   const d = await dir(t);
   const stale = join(d, 'stale.sock');
   // A socket file nobody listens on any more: its process killed (a clean close would unlink it).
-  const child = spawn(process.execPath, ['-e', `require('node:net').createServer().listen(${JSON.stringify(stale)}, () => console.log('up'))`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    ['-e', `require('node:net').createServer().listen(${JSON.stringify(stale)}, () => console.log('up'))`],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
   child.kill('SIGKILL');
   await new Promise<void>((resolve) => child.once('exit', () => resolve()));
   t.true((await stat(stale)).isSocket(), 'the dead daemon left its socket file');
   const s = await startControlServer({ path: stale, logger: memoryLogger(), handler: async () => 'pong' });
   t.is(await askDaemon(stale, {}), 'pong');
-  await t.throwsAsync(startControlServer({ path: stale, logger: memoryLogger(), handler: async () => 'other' }), { message: /another kube-proxy-ts answers/ });
+  await t.throwsAsync(startControlServer({ path: stale, logger: memoryLogger(), handler: async () => 'other' }), {
+    message: /another kube-proxy-ts answers/,
+  });
   t.is(await askDaemon(stale, {}), 'pong', 'the first daemon still answers');
   await s.close();
   await t.throwsAsync(stat(stale), undefined, 'the socket file is removed on close');

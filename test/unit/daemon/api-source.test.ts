@@ -15,17 +15,42 @@ test('--master: Services, EndpointSlices and the Node come from the API server a
   const api = await FakeApiServer.start();
   t.teardown(() => api.close());
   api.create({ apiVersion: 'v1', kind: 'Service', ...svc('web', { clusterIP: '10.96.0.10' }) });
-  api.create({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', ...slice('web-1', 'web', [ep('10.244.1.2')]) });
+  api.create({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    ...slice('web-1', 'web', [ep('10.244.1.2')]),
+  });
   api.create({ apiVersion: 'v1', kind: 'Node', ...node('node-a', { internal: ['192.168.1.10'] }) });
 
-  const parsed = config(['--proxy-mode', 'nftables', '--master', api.url, '--hostname-override', 'node-a', '--min-sync-period', '10ms', '--cluster-cidr', '10.244.0.0/16']);
+  const parsed = config([
+    '--proxy-mode',
+    'nftables',
+    '--master',
+    api.url,
+    '--hostname-override',
+    'node-a',
+    '--min-sync-period',
+    '10ms',
+    '--cluster-cidr',
+    '10.244.0.0/16',
+  ]);
   const cfg = { ...parsed, healthzBindAddress: '', metricsBindAddress: '' };
   const logger = memoryLogger();
   const metrics = createMetrics({ processMetrics: false });
   const source = await buildSource(cfg, 'node-a', { logger, clock: systemClock, metrics });
   const proxiers = fakeNftProxiers(['IPv4']);
   const notifier = new RecordingNotifier({ clock: systemClock });
-  const daemon = new Daemon({ config: cfg, nodeName: 'node-a', families: ['IPv4'], logger, clock: systemClock, notifier, metrics, source, proxiers });
+  const daemon = new Daemon({
+    config: cfg,
+    nodeName: 'node-a',
+    families: ['IPv4'],
+    logger,
+    clock: systemClock,
+    notifier,
+    metrics,
+    source,
+    proxiers,
+  });
   t.teardown(() => daemon.stop());
   await daemon.start();
   await daemon.ready;

@@ -14,7 +14,15 @@ test('cleanupFailed in a report increments the nftables cleanup-failure counter 
   let failed = true;
   const proxier: Proxier = {
     mode: 'nftables',
-    sync: () => Promise.resolve({ full: true, servicesChanged: 0, kernelMs: 0, planMs: 0, errors: [], ...(failed ? { cleanupFailed: true } : {}) }),
+    sync: () =>
+      Promise.resolve({
+        full: true,
+        servicesChanged: 0,
+        kernelMs: 0,
+        planMs: 0,
+        errors: [],
+        ...(failed ? { cleanupFailed: true } : {}),
+      }),
     cleanup: () => Promise.resolve(),
   };
   const metrics = createMetrics({ processMetrics: false, mode: 'nftables' });

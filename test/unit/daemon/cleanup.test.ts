@@ -13,7 +13,10 @@ test('a failed step does not stop the others; failures name the step', async (t)
   const failures = await runCleanupSteps(
     [
       { what: 'nftables table ip kube-proxy-ts', run: () => Promise.resolve(void ran.push('ip')) },
-      { what: 'ipvs mode objects (IPv4)', run: () => Promise.reject(new Error('destroy ipset KUBE-CLUSTER-IP: IPSET_ERR_BUSY')) },
+      {
+        what: 'ipvs mode objects (IPv4)',
+        run: () => Promise.reject(new Error('destroy ipset KUBE-CLUSTER-IP: IPSET_ERR_BUSY')),
+      },
       { what: 'nftables table ip6 kube-proxy-ts', run: () => Promise.resolve(void ran.push('ip6')) },
     ],
     logger,
@@ -26,9 +29,13 @@ test('a failed step does not stop the others; failures name the step', async (t)
 test('modes this build lacks are refused before any socket is opened', (t) => {
   for (const mode of ['userspace']) {
     const cfg = config(['--proxy-mode', mode]);
-    t.throws(() => buildProxiers(cfg, ['IPv4'], { logger: memoryLogger(), clock: new FakeClock(), sysctl: new RecordingSysctl() }), {
-      instanceOf: ModeUnavailableError,
-      message: `${mode} mode is not available in this build yet (available: nftables, ipvs, iptables)`,
-    });
+    t.throws(
+      () =>
+        buildProxiers(cfg, ['IPv4'], { logger: memoryLogger(), clock: new FakeClock(), sysctl: new RecordingSysctl() }),
+      {
+        instanceOf: ModeUnavailableError,
+        message: `${mode} mode is not available in this build yet (available: nftables, ipvs, iptables)`,
+      },
+    );
   }
 });

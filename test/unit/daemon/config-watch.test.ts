@@ -36,7 +36,14 @@ test('injected watcher: same content is ignored; new content, then nothing more;
   let disk: string | undefined = 'a: 1\n';
   const reasons: string[] = [];
   const logger = memoryLogger();
-  watchConfigFile({ path: '/etc/kp/config.yaml', initialText: 'a: 1\n', logger, watch: w.watch, readFile: () => disk, onChanged: (r) => reasons.push(r) });
+  watchConfigFile({
+    path: '/etc/kp/config.yaml',
+    initialText: 'a: 1\n',
+    logger,
+    watch: w.watch,
+    readFile: () => disk,
+    onChanged: (r) => reasons.push(r),
+  });
   w.fire();
   t.deepEqual(reasons, [], 'a touch');
   disk = 'a: 2\n';
@@ -48,7 +55,14 @@ test('injected watcher: same content is ignored; new content, then nothing more;
 
   const w2 = manualWatch();
   const gone: string[] = [];
-  watchConfigFile({ path: '/x', initialText: 'a', logger, watch: w2.watch, readFile: () => undefined, onChanged: (r) => gone.push(r) });
+  watchConfigFile({
+    path: '/x',
+    initialText: 'a',
+    logger,
+    watch: w2.watch,
+    readFile: () => undefined,
+    onChanged: (r) => gone.push(r),
+  });
   w2.fire();
   t.deepEqual(gone, ['the file was removed']);
 });

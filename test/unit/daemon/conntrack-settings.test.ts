@@ -3,7 +3,13 @@
 // raised; hashsize grown to max/4; upstream's log lines; read-only files only logged.
 import test from 'ava';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { applyConntrackSettings, CONNTRACK_MAX_LIMIT, conntrackMax, conntrackSysctls, HASHSIZE_PATH } from '../../../src/daemon/conntrack-settings.ts';
+import {
+  applyConntrackSettings,
+  CONNTRACK_MAX_LIMIT,
+  conntrackMax,
+  conntrackSysctls,
+  HASHSIZE_PATH,
+} from '../../../src/daemon/conntrack-settings.ts';
 import type { ConntrackIO } from '../../../src/daemon/conntrack-settings.ts';
 import { config } from './fakes.ts';
 
@@ -23,7 +29,9 @@ class FakeIO implements ConntrackIO {
   }
   readFile(path: string) {
     const v = this.files.get(path);
-    return v === undefined ? Promise.reject(Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' })) : Promise.resolve(`${v}\n`);
+    return v === undefined
+      ? Promise.reject(Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' }))
+      : Promise.resolve(`${v}\n`);
   }
   writeFile(path: string, text: string) {
     if (this.readOnly.has(path)) return Promise.reject(Object.assign(new Error(`EROFS: ${path}`), { code: 'EROFS' }));
@@ -39,12 +47,16 @@ test('max: per core x CPUs, the min when larger, capped at 1048576, 0 per core l
   t.is(conntrackMax({ maxPerCore: 32768, min: 131072 }, 2), 131072, 'min wins on a small machine');
   t.is(conntrackMax({ maxPerCore: 32768, min: 131072 }, 8), 262144);
   t.is(conntrackMax({ maxPerCore: 32768, min: 131072 }, 40), CONNTRACK_MAX_LIMIT, '40 x 32768 is capped');
-  t.is(conntrackMax({ maxPerCore: 32768, min: 2_000_000 }, 64), CONNTRACK_MAX_LIMIT, 'the cap applies before the min, as upstream');
+  t.is(
+    conntrackMax({ maxPerCore: 32768, min: 2_000_000 }, 64),
+    CONNTRACK_MAX_LIMIT,
+    'the cap applies before the min, as upstream',
+  );
   t.is(conntrackMax({ maxPerCore: 0, min: 131072 }, 8), 0);
   t.is(CONNTRACK_MAX_LIMIT, 2 ** 20);
 });
 
-test('nf_conntrack_max is raised and the hash table grown to max/4, with upstream\'s log lines', async (t) => {
+test("nf_conntrack_max is raised and the hash table grown to max/4, with upstream's log lines", async (t) => {
   const io = new FakeIO();
   io.sysctls.set(MAX, 65536);
   io.files.set(HASHSIZE_PATH, '16384');
@@ -65,7 +77,10 @@ test('nf_conntrack_max is written when it differs, lowered too (as upstream); a 
   io.sysctls.set('net/netfilter/nf_conntrack_tcp_timeout_established', 86400);
   io.sysctls.set('net/netfilter/nf_conntrack_tcp_timeout_close_wait', 60);
   await applyConntrackSettings(config().conntrack, 8, io, memoryLogger());
-  t.deepEqual(io.writes, ['net/netfilter/nf_conntrack_max=262144', 'net/netfilter/nf_conntrack_tcp_timeout_close_wait=3600']);
+  t.deepEqual(io.writes, [
+    'net/netfilter/nf_conntrack_max=262144',
+    'net/netfilter/nf_conntrack_tcp_timeout_close_wait=3600',
+  ]);
   t.is(io.files.get(HASHSIZE_PATH), '1000000', 'the hash table is only ever grown');
 
   const again = new FakeIO();
@@ -84,11 +99,14 @@ test('the other tunables, 0 leaving each alone', (t) => {
     ['net/netfilter/nf_conntrack_tcp_timeout_close_wait', 3600],
   ]);
   const none = config(['--conntrack-tcp-timeout-established', '0s', '--conntrack-tcp-timeout-close-wait', '0s']);
-  t.deepEqual(conntrackSysctls({ ...none.conntrack, tcpBeLiberal: true, udpTimeoutMs: 30_000, udpStreamTimeoutMs: 120_000 }), [
-    ['net/netfilter/nf_conntrack_tcp_be_liberal', 1],
-    ['net/netfilter/nf_conntrack_udp_timeout', 30],
-    ['net/netfilter/nf_conntrack_udp_timeout_stream', 120],
-  ]);
+  t.deepEqual(
+    conntrackSysctls({ ...none.conntrack, tcpBeLiberal: true, udpTimeoutMs: 30_000, udpStreamTimeoutMs: 120_000 }),
+    [
+      ['net/netfilter/nf_conntrack_tcp_be_liberal', 1],
+      ['net/netfilter/nf_conntrack_udp_timeout', 30],
+      ['net/netfilter/nf_conntrack_udp_timeout_stream', 120],
+    ],
+  );
 });
 
 test('read-only /proc/sys or /sys (a container, another netns): logged, the rest still applied, nothing thrown', async (t) => {

@@ -21,8 +21,12 @@ async function setup() {
   await proxiers.proxiers.get('IPv4')!.sync(desired, change, new AbortController().signal);
   const lives: unknown[] = [];
   const handler = controlHandler({
-    path: '', trackers: new Map<IPFamily, ChangeTracker>([['IPv4', tracker]]), proxiers, metrics: createMetrics({ processMetrics: false }),
-    localAddresses: () => [], logger: memoryLogger(),
+    path: '',
+    trackers: new Map<IPFamily, ChangeTracker>([['IPv4', tracker]]),
+    proxiers,
+    metrics: createMetrics({ processMetrics: false }),
+    localAddresses: () => [],
+    logger: memoryLogger(),
     liveTrace: async (q, o) => {
       lives.push({ q, timeoutMs: o.timeoutMs });
       return { seen: false, waitedMs: o.timeoutMs, path: [] };
@@ -39,7 +43,9 @@ test('explain: one port with the kernel read back, all ports, an unknown one ref
   t.is(one.sync.mode, 'nftables');
   t.false(one.sync.pending);
   t.is(((await handler({ op: 'explain' })) as ExplainAnswer).ports.length, 1);
-  await t.throwsAsync(handler({ op: 'explain', target: 'default/nope' }), { message: /no Service port default\/nope \(the model has 1 service ports\)/ });
+  await t.throwsAsync(handler({ op: 'explain', target: 'default/nope' }), {
+    message: /no Service port default\/nope \(the model has 1 service ports\)/,
+  });
   await t.throwsAsync(handler({ op: 'explain', target: 7 }), { message: /NAMESPACE\/NAME/ });
   await t.throwsAsync(handler({ op: 'what' }), { message: /unknown query "what"/ });
 });
@@ -48,12 +54,26 @@ test('trace: predicted; --live goes to the live tracer with the same query; bad 
   const { handler, lives } = await setup();
   const r = (await handler({ op: 'trace', from: '10.244.1.9', to: '10.96.0.10', port: 80 })) as TraceResult;
   t.is(r.verdict, 'dnat');
-  const live = (await handler({ op: 'trace', from: '10.244.1.9', to: '10.96.0.10', port: 80, protocol: 'tcp', live: { timeoutMs: 1500 } })) as { live: { seen: boolean } };
+  const live = (await handler({
+    op: 'trace',
+    from: '10.244.1.9',
+    to: '10.96.0.10',
+    port: 80,
+    protocol: 'tcp',
+    live: { timeoutMs: 1500 },
+  })) as { live: { seen: boolean } };
   t.false(live.live.seen);
   t.deepEqual(lives, [{ q: { from: '10.244.1.9', to: '10.96.0.10', port: 80, protocol: 'TCP' }, timeoutMs: 1500 }]);
-  await t.throwsAsync(handler({ op: 'trace', from: '10.244.1.9', to: '10.96.0.10', port: 80, live: { timeoutMs: 600_000 } }), { message: /live.timeoutMs must be 100-60000/ });
+  await t.throwsAsync(
+    handler({ op: 'trace', from: '10.244.1.9', to: '10.96.0.10', port: 80, live: { timeoutMs: 600_000 } }),
+    { message: /live.timeoutMs must be 100-60000/ },
+  );
   t.throws(() => traceQuery({ from: '', to: '10.96.0.10', port: 80 }), { message: /from must be a non-empty string/ });
   t.throws(() => traceQuery({ from: 'a', to: 'b', port: 0 }), { message: /port must be a port number/ });
-  t.throws(() => traceQuery({ from: 'a', to: 'b', port: 80, protocol: 'icmp' }), { message: /protocol ICMP is not TCP, UDP or SCTP/ });
-  t.throws(() => traceQuery({ from: 'a', to: 'b', port: 80, inInterface: 3 }), { message: /inInterface must be a string/ });
+  t.throws(() => traceQuery({ from: 'a', to: 'b', port: 80, protocol: 'icmp' }), {
+    message: /protocol ICMP is not TCP, UDP or SCTP/,
+  });
+  t.throws(() => traceQuery({ from: 'a', to: 'b', port: 80, inInterface: 3 }), {
+    message: /inInterface must be a string/,
+  });
 });

@@ -36,7 +36,18 @@ function setup(argv: string[] = [], families: IPFamily[] = ['IPv4']) {
     if (hc) hcPorts.set(port, l.port);
     return l;
   };
-  const parts: DaemonParts = { config: cfg, nodeName: 'node-a', families, logger, clock: systemClock, notifier, metrics, source, proxiers, listen };
+  const parts: DaemonParts = {
+    config: cfg,
+    nodeName: 'node-a',
+    families,
+    logger,
+    clock: systemClock,
+    notifier,
+    metrics,
+    source,
+    proxiers,
+    listen,
+  };
   const daemon = new Daemon(parts);
   return { cfg, logger, notifier, source, proxiers, metrics, daemon, hcPorts };
 }
@@ -57,7 +68,10 @@ test('nothing is programmed before the source has listed; then one full sync, RE
   const nft = s.proxiers.nft.get('IPv4')!;
   t.true(nft.generationId >= 1);
   t.truthy(nft.set('cluster-ips')?.elements.some((e) => e.key[0] === '10.96.0.10'));
-  t.true(s.notifier.messages.some((m) => m.startsWith('STATUS=nftables: 1 services, 2 endpoints')), s.notifier.messages.join('\n'));
+  t.true(
+    s.notifier.messages.some((m) => m.startsWith('STATUS=nftables: 1 services, 2 endpoints')),
+    s.notifier.messages.join('\n'),
+  );
   t.true(s.notifier.messages.includes('READY=1'));
 
   const hz = await fetch(`http://127.0.0.1:${s.daemon.healthzPort()}/healthz`);
@@ -97,8 +111,20 @@ test('a Local LoadBalancer Service gets a health-check server answering with its
   t.teardown(() => s.daemon.stop());
   await s.daemon.start();
   const h = s.source.handler!;
-  h.onService(undefined, svc('lb', { clusterIP: '10.96.0.30', type: 'LoadBalancer', eTP: 'Local', hcPort: HC_PORT, ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] }));
-  h.onEndpointSlice(undefined, slice('lb-1', 'lb', [ep('10.244.1.2', { node: 'node-a' }), ep('10.244.2.2', { node: 'node-b' })]));
+  h.onService(
+    undefined,
+    svc('lb', {
+      clusterIP: '10.96.0.30',
+      type: 'LoadBalancer',
+      eTP: 'Local',
+      hcPort: HC_PORT,
+      ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }],
+    }),
+  );
+  h.onEndpointSlice(
+    undefined,
+    slice('lb-1', 'lb', [ep('10.244.1.2', { node: 'node-a' }), ep('10.244.2.2', { node: 'node-b' })]),
+  );
   s.source.markSynced();
   await s.daemon.ready;
   await eventually(() => s.hcPorts.has(HC_PORT));
@@ -112,7 +138,9 @@ test('a Local LoadBalancer Service gets a health-check server answering with its
   h.onEndpointSlice(slice('lb-1', 'lb', []), slice('lb-1', 'lb', [ep('10.244.2.2', { node: 'node-b' })]));
   await eventually(() => s.daemon.healthChecks.status().get('default/lb')?.localEndpoints === 0);
   t.is((await fetch(`http://127.0.0.1:${s.hcPorts.get(HC_PORT)}/`)).status, 503);
-  const metrics = await s.metrics.registry.getSingleMetricAsString('kubeproxy_sync_proxy_rules_no_local_endpoints_total');
+  const metrics = await s.metrics.registry.getSingleMetricAsString(
+    'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
+  );
   t.regex(metrics, /traffic_policy="external"\} 1/);
 });
 
@@ -142,9 +170,22 @@ test('dual-stack cluster CIDRs: one tracker and one proxier per family, each pro
   s.source.markSynced();
   await s.daemon.ready;
   t.deepEqual([...s.daemon.trackers.keys()], ['IPv4', 'IPv6']);
-  t.truthy(s.proxiers.nft.get('IPv4')!.set('cluster-ips')?.elements.some((e) => e.key[0] === '10.96.0.10'));
-  t.truthy(s.proxiers.nft.get('IPv6')!.set('cluster-ips')?.elements.some((e) => e.key[0] === 'fd00:10:96::10'));
-  t.true(s.notifier.messages.some((m) => m.startsWith('STATUS=nftables: 2 services, 2 endpoints')), s.notifier.messages.join('\n'));
+  t.truthy(
+    s.proxiers.nft
+      .get('IPv4')!
+      .set('cluster-ips')
+      ?.elements.some((e) => e.key[0] === '10.96.0.10'),
+  );
+  t.truthy(
+    s.proxiers.nft
+      .get('IPv6')!
+      .set('cluster-ips')
+      ?.elements.some((e) => e.key[0] === 'fd00:10:96::10'),
+  );
+  t.true(
+    s.notifier.messages.some((m) => m.startsWith('STATUS=nftables: 2 services, 2 endpoints')),
+    s.notifier.messages.join('\n'),
+  );
 });
 
 test('a part that cannot start stops what started and rejects', async (t) => {

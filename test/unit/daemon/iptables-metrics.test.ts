@@ -13,7 +13,12 @@ import { SyncTally } from '../../../src/proxier/iptables/sync-tally.ts';
 import { SyncFailedError } from '../../../src/proxier/types.ts';
 import type { Proxier, SyncReport } from '../../../src/proxier/types.ts';
 
-const rule = (table: IptRule['table'], chain: string): IptRule => ({ table, chain, matches: [], target: { t: 'accept' } as never });
+const rule = (table: IptRule['table'], chain: string): IptRule => ({
+  table,
+  chain,
+  matches: [],
+  target: { t: 'accept' } as never,
+});
 
 function pipeline(sync: Proxier['sync']) {
   const clock = new FakeClock(0);
@@ -31,7 +36,11 @@ function pipeline(sync: Proxier['sync']) {
 
 test('the rule gauges follow the report', async (t) => {
   const report: SyncReport = {
-    full: true, servicesChanged: 1, kernelMs: 0, planMs: 0, errors: [],
+    full: true,
+    servicesChanged: 1,
+    kernelMs: 0,
+    planMs: 0,
+    errors: [],
     iptables: { total: { filter: 4, nat: 12 }, written: { filter: 0, nat: 5 } },
   };
   const p = pipeline(() => Promise.resolve(report));
@@ -61,9 +70,15 @@ test('a failed partial sync whose commit the kernel refused counts both failures
 test('SyncTally: totals per owner without the built-in chains; written = rules sent; gone ports leave the total', (t) => {
   const tally = new SyncTally();
   tally.begin(true);
-  tally.skeleton({ chains: [], rules: [rule('nat', 'KUBE-SERVICES'), rule('nat', 'PREROUTING'), rule('filter', 'KUBE-FORWARD')] });
+  tally.skeleton({
+    chains: [],
+    rules: [rule('nat', 'KUBE-SERVICES'), rule('nat', 'PREROUTING'), rule('filter', 'KUBE-FORWARD')],
+  });
   tally.keep('a');
-  tally.unit('a', { chains: [], rules: [rule('nat', 'KUBE-SVC-A'), rule('nat', 'KUBE-SEP-A'), rule('nat', 'KUBE-SERVICES')] });
+  tally.unit('a', {
+    chains: [],
+    rules: [rule('nat', 'KUBE-SVC-A'), rule('nat', 'KUBE-SEP-A'), rule('nat', 'KUBE-SERVICES')],
+  });
   tally.keep('b');
   tally.unit('b', { chains: [], rules: [rule('nat', 'KUBE-SVC-B'), rule('filter', 'KUBE-EXTERNAL-SERVICES')] });
   const plan = new Plan();

@@ -2,11 +2,22 @@
 // refuses to delete a chain still jumped to, as the kernel does), and the legacy-iptables check.
 import test from 'ava';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { isIpvsChain, isUpstreamIptablesChain, planSweep, sweepPolicy, sweepTable } from '../../../src/daemon/leftovers-iptables.ts';
+import {
+  isIpvsChain,
+  isUpstreamIptablesChain,
+  planSweep,
+  sweepPolicy,
+  sweepTable,
+} from '../../../src/daemon/leftovers-iptables.ts';
 import type { SweepRule } from '../../../src/daemon/leftovers-iptables.ts';
 import { removeUpstreamIpsets, upstreamIpsetNames, upstreamOwnsService } from '../../../src/daemon/leftovers-ipvs.ts';
 import { fakeIpset } from '../../../src/netlink/ipset/index.ts';
-import { chainRegex, detectLegacyTables, legacyTableCommands, warnAboutLegacyIptables } from '../../../src/daemon/leftovers-legacy.ts';
+import {
+  chainRegex,
+  detectLegacyTables,
+  legacyTableCommands,
+  warnAboutLegacyIptables,
+} from '../../../src/daemon/leftovers-legacy.ts';
 import { leftoverSteps } from '../../../src/daemon/leftovers.ts';
 import type { LeftoverClients } from '../../../src/daemon/leftovers.ts';
 import { parseCIDR } from '../../../src/base/ip.ts';
@@ -35,7 +46,17 @@ async function upstreamNat(): Promise<FakeNft> {
   const tx = nft.newTransaction();
   tx.add({ kind: 'table' });
   for (const [name, base] of Object.entries(NAT_BASE)) tx.add({ kind: 'chain', name, base: { ...base } });
-  const chains = ['KUBE-SERVICES', 'KUBE-SVC-AAAA', 'KUBE-SEP-BBBB', 'KUBE-SEP-CCCC', 'KUBE-MARK-MASQ', 'KUBE-POSTROUTING', 'KUBE-NODE-PORT', 'KUBE-MARK-DROP', 'cni-x'];
+  const chains = [
+    'KUBE-SERVICES',
+    'KUBE-SVC-AAAA',
+    'KUBE-SEP-BBBB',
+    'KUBE-SEP-CCCC',
+    'KUBE-MARK-MASQ',
+    'KUBE-POSTROUTING',
+    'KUBE-NODE-PORT',
+    'KUBE-MARK-DROP',
+    'cni-x',
+  ];
   for (const name of chains) tx.add({ kind: 'chain', name });
   tx.add(rule('ip', 'PREROUTING').match('th dport', 9).accept().build());
   tx.add(rule('ip', 'PREROUTING').jump('KUBE-SERVICES').build());
@@ -57,7 +78,9 @@ async function upstreamNat(): Promise<FakeNft> {
 async function shape(nft: FakeNft): Promise<{ chains: string[]; rules: string[] }> {
   const chains = (await nft.listChains()).map((c) => c.name).sort();
   const rules = (await nft.listRules()).map((r) => {
-    const to = r.exprs.flatMap((e) => (e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict ? [e.verdict.chain] : []));
+    const to = r.exprs.flatMap((e) =>
+      e.type === 'immediate' && 'verdict' in e && 'chain' in e.verdict ? [e.verdict.chain] : [],
+    );
     const set = r.exprs.some((e) => e.type === 'xtmatch') ? 'set ' : '';
     const port = r.exprs.some((e) => e.type === 'cmp') ? 'port ' : '';
     const last = r.exprs.at(-1);
@@ -78,7 +101,13 @@ test('nftables mode: every upstream chain and the jumps to it go; foreign rules 
   });
   // The two foreign PREROUTING rules keep their order (dport 9 before dport 10).
   const ports = (await nft.listRules('PREROUTING')).map((x) => x.exprs.find((e) => e.type === 'cmp'));
-  t.deepEqual(ports.map((c) => (c && 'data' in c ? Array.from(c.data) : [])), [[0, 9], [0, 10]]);
+  t.deepEqual(
+    ports.map((c) => (c && 'data' in c ? Array.from(c.data) : [])),
+    [
+      [0, 9],
+      [0, 10],
+    ],
+  );
 });
 
 test('ipvs mode: the IPVS names are ours (kept, with their set rules); iptables-mode chains and the jumps into them from ours go', async (t) => {
@@ -136,7 +165,16 @@ test('a table without upstream chains is only listed', async (t) => {
 });
 
 test('names: upstream iptables and IPVS lists, kubelet chains are neither', (t) => {
-  const nat = ['KUBE-SERVICES', 'KUBE-SVC-X', 'KUBE-SVL-X', 'KUBE-SEP-X', 'KUBE-FW-X', 'KUBE-EXT-X', 'KUBE-XLB-X', 'KUBE-PROXY-CANARY'];
+  const nat = [
+    'KUBE-SERVICES',
+    'KUBE-SVC-X',
+    'KUBE-SVL-X',
+    'KUBE-SEP-X',
+    'KUBE-FW-X',
+    'KUBE-EXT-X',
+    'KUBE-XLB-X',
+    'KUBE-PROXY-CANARY',
+  ];
   for (const n of nat) t.true(isUpstreamIptablesChain('nat', n), n);
   t.true(isUpstreamIptablesChain('filter', 'KUBE-EXTERNAL-SERVICES'));
   t.false(isUpstreamIptablesChain('filter', 'KUBE-SVC-X'));
@@ -153,12 +191,30 @@ test('names: upstream iptables and IPVS lists, kubelet chains are neither', (t) 
 });
 
 test('planSweep keeps a chain held by a foreign chain and everything only it leads to', (t) => {
-  const r = (chain: string, handle: number, ...targets: string[]): SweepRule => ({ chain, handle: BigInt(handle), targets, usesSet: false });
-  const chains = ['INPUT', 'KUBE-SVC-A', 'KUBE-SEP-A', 'KUBE-SERVICES', 'mine'].map((name) => ({ name, base: name === 'INPUT' }));
-  const plan = planSweep(chains, [r('mine', 1, 'KUBE-SVC-A'), r('KUBE-SVC-A', 2, 'KUBE-SEP-A'), r('INPUT', 3, 'KUBE-SERVICES')], sweepPolicy('nftables', 'nat'));
+  const r = (chain: string, handle: number, ...targets: string[]): SweepRule => ({
+    chain,
+    handle: BigInt(handle),
+    targets,
+    usesSet: false,
+  });
+  const chains = ['INPUT', 'KUBE-SVC-A', 'KUBE-SEP-A', 'KUBE-SERVICES', 'mine'].map((name) => ({
+    name,
+    base: name === 'INPUT',
+  }));
+  const plan = planSweep(
+    chains,
+    [r('mine', 1, 'KUBE-SVC-A'), r('KUBE-SVC-A', 2, 'KUBE-SEP-A'), r('INPUT', 3, 'KUBE-SERVICES')],
+    sweepPolicy('nftables', 'nat'),
+  );
   t.deepEqual(plan.chains, ['KUBE-SERVICES']);
-  t.deepEqual(plan.kept, [{ chain: 'KUBE-SVC-A', heldBy: 'mine' }, { chain: 'KUBE-SEP-A', heldBy: 'KUBE-SVC-A' }]);
-  t.deepEqual(plan.deleteRules.map((x) => x.handle), [3n]);
+  t.deepEqual(plan.kept, [
+    { chain: 'KUBE-SVC-A', heldBy: 'mine' },
+    { chain: 'KUBE-SEP-A', heldBy: 'KUBE-SVC-A' },
+  ]);
+  t.deepEqual(
+    plan.deleteRules.map((x) => x.handle),
+    [3n],
+  );
 });
 
 test('IPVS ownership: fwmark services aside, every address outside --ipvs-exclude-cidrs; both families of ipset names', (t) => {
@@ -166,17 +222,35 @@ test('IPVS ownership: fwmark services aside, every address outside --ipvs-exclud
   t.true(upstreamOwnsService({ family: 'IPv4', protocol: 'tcp', address: '10.96.0.1', port: 443 }, exclude));
   t.false(upstreamOwnsService({ family: 'IPv4', protocol: 'tcp', address: '10.200.3.4', port: 80 }, exclude));
   const names = upstreamIpsetNames();
-  t.true(names.includes('KUBE-CLUSTER-IP') && names.includes('KUBE-6-CLUSTER-IP') && names.includes('KUBE-6-LOAD-BALANCER-SOURCE-CID'));
+  t.true(
+    names.includes('KUBE-CLUSTER-IP') &&
+      names.includes('KUBE-6-CLUSTER-IP') &&
+      names.includes('KUBE-6-LOAD-BALANCER-SOURCE-CID'),
+  );
   t.is(names.length, 34);
 });
 
 test('legacy iptables: tables found from /proc/net, commands per table, one warning naming them', (t) => {
-  const files: Record<string, string> = { '/proc/net/ip_tables_names': 'filter\nnat\nraw\n', '/proc/net/ip6_tables_names': '' };
-  const probe = { read: (p: string) => files[p], readlink: (p: string) => (p === '/etc/alternatives/iptables' ? '/usr/sbin/iptables-legacy' : undefined) };
-  t.deepEqual(detectLegacyTables(probe), { ipv4: ['nat', 'filter'], ipv6: [], alternative: '/usr/sbin/iptables-legacy' });
+  const files: Record<string, string> = {
+    '/proc/net/ip_tables_names': 'filter\nnat\nraw\n',
+    '/proc/net/ip6_tables_names': '',
+  };
+  const probe = {
+    read: (p: string) => files[p],
+    readlink: (p: string) => (p === '/etc/alternatives/iptables' ? '/usr/sbin/iptables-legacy' : undefined),
+  };
+  t.deepEqual(detectLegacyTables(probe), {
+    ipv4: ['nat', 'filter'],
+    ipv6: [],
+    alternative: '/usr/sbin/iptables-legacy',
+  });
   const cmds = legacyTableCommands('iptables', 'nat');
   t.is(cmds.length, 3);
-  t.true(cmds[0]!.startsWith("iptables-legacy-save -t nat | grep -E '^-A (PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) .*-[jg] KUBE-("));
+  t.true(
+    cmds[0]!.startsWith(
+      "iptables-legacy-save -t nat | grep -E '^-A (PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) .*-[jg] KUBE-(",
+    ),
+  );
   t.true(cmds[0]!.endsWith("| sed 's/^-A /-D /' | xargs -r -L1 iptables-legacy -t nat"));
   t.true(cmds[2]!.endsWith('| xargs -r -n1 iptables-legacy -t nat -X'));
   const logger = memoryLogger();
@@ -184,9 +258,19 @@ test('legacy iptables: tables found from /proc/net, commands per table, one warn
   const [w] = logger.records;
   t.is(w?.level, 'warn');
   t.regex(w!.msg, /\(iptables: nat, filter; \/etc\/alternatives\/iptables -> \/usr\/sbin\/iptables-legacy\)/);
-  t.true(logger.records.every((r) => r.level === 'warn' && !r.msg.includes('\n')), 'one line per record');
-  t.is(logger.records.filter((r) => r.msg.startsWith('iptables-legacy')).length, 7, 'the check, then 3 commands per table');
-  t.false(warnAboutLegacyIptables(memoryLogger(), { read: () => '', readlink: () => undefined }), 'no legacy table: nothing said');
+  t.true(
+    logger.records.every((r) => r.level === 'warn' && !r.msg.includes('\n')),
+    'one line per record',
+  );
+  t.is(
+    logger.records.filter((r) => r.msg.startsWith('iptables-legacy')).length,
+    7,
+    'the check, then 3 commands per table',
+  );
+  t.false(
+    warnAboutLegacyIptables(memoryLogger(), { read: () => '', readlink: () => undefined }),
+    'no legacy table: nothing said',
+  );
 });
 
 test('steps per mode: IPVS objects are left alone in IPVS mode; --cleanup removes only the sets (the IPVS proxier the rest)', (t) => {
@@ -200,7 +284,10 @@ test('steps per mode: IPVS objects are left alone in IPVS mode; --cleanup remove
   t.true(names('cleanup').includes('upstream kube-proxy ipsets'));
   t.false(names('ipvs').includes('upstream kube-proxy ipsets'));
   t.is(names('nftables').filter((n) => n.includes('iptables-nft chains')).length, 6, 'ip and ip6: nat, filter, mangle');
-  t.deepEqual(names('nftables').slice(0, 2), ['upstream kube-proxy nftables table ip kube-proxy', 'upstream kube-proxy nftables table ip6 kube-proxy']);
+  t.deepEqual(names('nftables').slice(0, 2), [
+    'upstream kube-proxy nftables table ip kube-proxy',
+    'upstream kube-proxy nftables table ip6 kube-proxy',
+  ]);
   t.is(names('nftables').at(-1), 'legacy iptables check');
 });
 
@@ -214,7 +301,10 @@ test('ipsets: busy sets are tried again until deleted rules let go (bounded); a 
     if (++waits === 2) kernel.reference('KUBE-CLUSTER-IP', -1);
     return Promise.resolve();
   };
-  t.deepEqual(await removeUpstreamIpsets(client, { attempts: 5, delayMs: 1, sleep }), ['KUBE-LOOP-BACK', 'KUBE-CLUSTER-IP']);
+  t.deepEqual(await removeUpstreamIpsets(client, { attempts: 5, delayMs: 1, sleep }), [
+    'KUBE-LOOP-BACK',
+    'KUBE-CLUSTER-IP',
+  ]);
   t.is(waits, 2);
   t.deepEqual(await client.names(), ['someone-elses']);
 

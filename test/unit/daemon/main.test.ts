@@ -58,7 +58,10 @@ test('--write-config-to writes the effective configuration and exits 0', async (
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const h = harness();
   const path = join(dir, 'config.yaml');
-  t.is(await main(['--write-config-to', path, '--proxy-mode', 'nftables', '--cluster-cidr', '10.244.0.0/16'], h.deps), 0);
+  t.is(
+    await main(['--write-config-to', path, '--proxy-mode', 'nftables', '--cluster-cidr', '10.244.0.0/16'], h.deps),
+    0,
+  );
   const text = await readFile(path, 'utf8');
   t.regex(text, /kind: KubeProxyConfiguration/);
   t.regex(text, /10\.244\.0\.0\/16/);

@@ -21,5 +21,8 @@ test('a real file receives the value; a refusal only logs', async (t) => {
   t.is(await readFile(file, 'utf8'), '500\n');
   const m = memoryLogger();
   await applyOomScoreAdj(-999, m, () => Promise.reject(Object.assign(new Error('EACCES'), { code: 'EACCES' })));
-  t.true(m.records.some((l) => l.msg === 'Failed to apply OOMScore'), JSON.stringify(m.records));
+  t.true(
+    m.records.some((l) => l.msg === 'Failed to apply OOMScore'),
+    JSON.stringify(m.records),
+  );
 });

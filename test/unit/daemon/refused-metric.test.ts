@@ -16,7 +16,8 @@ test('refused service ports reach the metric and the log', async (t) => {
   const problem = 'service port "default/x:p/TCP" refused: ENFILE; skipped until it changes';
   const proxier: Proxier = {
     mode: 'nftables',
-    sync: () => Promise.resolve({ full: true, servicesChanged: 0, kernelMs: 0, planMs: 0, errors: [problem], refused: 1 }),
+    sync: () =>
+      Promise.resolve({ full: true, servicesChanged: 0, kernelMs: 0, planMs: 0, errors: [problem], refused: 1 }),
     cleanup: () => Promise.resolve(),
   };
   const metrics = createMetrics({ processMetrics: false });

@@ -10,7 +10,12 @@ import { createInterface } from 'node:readline';
 import test from 'ava';
 import { FakeClock } from '../../../src/base/clock.ts';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { RecordingNotifier, createNotifier, watchdogIntervalMs, type SdNotifyBinding } from '../../../src/daemon/sd-notify.ts';
+import {
+  RecordingNotifier,
+  createNotifier,
+  watchdogIntervalMs,
+  type SdNotifyBinding,
+} from '../../../src/daemon/sd-notify.ts';
 
 const LISTENER = `
 import socket, sys
@@ -53,7 +58,10 @@ async function startListener(dir: string): Promise<Listener> {
       w(line);
     } else pending.push(line);
   });
-  await Promise.race([readyP, new Promise((_, reject) => setTimeout(() => reject(new Error('python3 listener did not start')), 10_000))]);
+  await Promise.race([
+    readyP,
+    new Promise((_, reject) => setTimeout(() => reject(new Error('python3 listener did not start')), 10_000)),
+  ]);
   return {
     child,
     path,
@@ -159,7 +167,11 @@ test('real sd-notify: READY, STATUS, WATCHDOG, STOPPING arrive in order on a rea
     'STATUS=stopping now',
     'STOPPING=1',
   ]);
-  t.deepEqual(logger.records.filter((r) => r.msg.includes('sd-notify')), [], 'the package loaded');
+  t.deepEqual(
+    logger.records.filter((r) => r.msg.includes('sd-notify')),
+    [],
+    'the package loaded',
+  );
   // Datagrams on a unix socket keep their order: a sentinel next proves nothing else came.
   n.status('sentinel');
   t.is(await listener.next(), 'STATUS=sentinel');

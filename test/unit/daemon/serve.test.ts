@@ -8,7 +8,10 @@ import { ProxyHealth, startProxyHealthServer } from '../../../src/health/proxy-h
 async function occupiedPort() {
   const s = createServer();
   await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  return { port: (s.address() as { port: number }).port, release: () => new Promise<void>((resolve) => s.close(() => resolve())) };
+  return {
+    port: (s.address() as { port: number }).port,
+    release: () => new Promise<void>((resolve) => s.close(() => resolve())),
+  };
 }
 
 test('a taken healthz port is logged and retried until it frees (bindAddressHardFail false)', async (t) => {
@@ -17,7 +20,14 @@ test('a taken healthz port is logged and retried until it frees (bindAddressHard
   const health = new ProxyHealth({ clock, healthTimeoutMs: 60_000 });
   const busy = await occupiedPort();
   const address = `127.0.0.1:${busy.port}`;
-  const served = await serveWithRetry({ what: 'healthz', address, clock, logger, hardFail: false, start: () => startProxyHealthServer({ address, health }) });
+  const served = await serveWithRetry({
+    what: 'healthz',
+    address,
+    clock,
+    logger,
+    hardFail: false,
+    start: () => startProxyHealthServer({ address, health }),
+  });
   t.teardown(() => served.close());
   t.is(served.current(), undefined);
   t.is(logger.records[0]?.level, 'error');
@@ -36,7 +46,15 @@ test('with bindAddressHardFail a taken port is an error naming the server and ad
   const address = `127.0.0.1:${busy.port}`;
   const clock = new FakeClock();
   const health = new ProxyHealth({ clock, healthTimeoutMs: 60_000 });
-  const err = await t.throwsAsync(serveWithRetry({ what: 'healthz', address, clock, hardFail: true, start: () => startProxyHealthServer({ address, health }) }));
+  const err = await t.throwsAsync(
+    serveWithRetry({
+      what: 'healthz',
+      address,
+      clock,
+      hardFail: true,
+      start: () => startProxyHealthServer({ address, health }),
+    }),
+  );
   t.is(err?.message, `failed to start healthz server on ${address}`);
   t.is((err?.cause as { code?: string }).code, 'EADDRINUSE');
   t.is(clock.pending, 0);

@@ -48,7 +48,11 @@ function setup(opts: { fail?: (req: SyncRequest) => boolean; hang?: boolean | ((
   return { clock, logger, notifier, health, metrics, requests, loop, releaseSources, sourcesSynced, advance };
 }
 
-const value = async (m: ReturnType<typeof createMetrics>, name: string, labels: Record<string, string> = {}): Promise<number | undefined> => {
+const value = async (
+  m: ReturnType<typeof createMetrics>,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number | undefined> => {
   const json = await m.registry.getSingleMetric(name)?.get();
   return json?.values.find((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value;
 };
@@ -66,10 +70,17 @@ test('no sync before the sources have listed everything; then a full one, READY 
   await s.loop.ready;
   t.deepEqual(s.requests, [{ full: true, reason: 'kick', at: 60_000 }]);
   t.deepEqual(s.notifier.messages.slice(2), ['READY=1', 'WATCHDOG=1']);
-  t.regex(s.notifier.messages[1]!, /^STATUS=nftables: 12 services, 30 endpoints, last sync 2026-11-23T03:01:00\.\d+Z \(full\)$/);
-  const fullCount = (await s.metrics.syncFullProxyRulesDuration.get()).values.find((v) => v.metricName === 'kubeproxy_sync_full_proxy_rules_duration_seconds_count');
+  t.regex(
+    s.notifier.messages[1]!,
+    /^STATUS=nftables: 12 services, 30 endpoints, last sync 2026-11-23T03:01:00\.\d+Z \(full\)$/,
+  );
+  const fullCount = (await s.metrics.syncFullProxyRulesDuration.get()).values.find(
+    (v) => v.metricName === 'kubeproxy_sync_full_proxy_rules_duration_seconds_count',
+  );
   t.is(fullCount?.value, 1);
-  const partialCount = (await s.metrics.syncPartialProxyRulesDuration.get()).values.find((v) => v.metricName === 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count');
+  const partialCount = (await s.metrics.syncPartialProxyRulesDuration.get()).values.find(
+    (v) => v.metricName === 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count',
+  );
   t.is(partialCount?.value ?? 0, 0);
   const last = await value(s.metrics, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds', { ip_family: 'IPv4' });
   t.true(last !== undefined && Math.abs(last - Date.UTC(2026, 10, 23, 3, 1, 0) / 1000) < 0.1);
@@ -94,7 +105,11 @@ test('changes after start give partial syncs, bounded by minSyncPeriod; the peri
   );
   t.true(s.requests[1]!.at >= s.requests[0]!.at + 1_000);
   t.true(s.notifier.messages.some((m) => m.endsWith('(partial)')));
-  t.is(await value(s.metrics, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', { ip_family: 'IPv4' }) !== undefined, true);
+  t.is(
+    (await value(s.metrics, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', { ip_family: 'IPv4' })) !==
+      undefined,
+    true,
+  );
 });
 
 test('a failed sync is retried in full, counted, and READY waits for a success', async (t) => {

@@ -17,13 +17,17 @@ import { fakeNftProxiers } from './fakes.ts';
 function setup() {
   const clock = new FakeClock(Date.parse('2026-11-23T04:00:00Z'));
   const logger = memoryLogger();
-  const tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', clusterCIDRs: ['10.244.0.0/16'] }, { logger, clock });
+  const tracker = new ChangeTracker(
+    { nodeName: 'node-a', family: 'IPv4', clusterCIDRs: ['10.244.0.0/16'] },
+    { logger, clock },
+  );
   const set = fakeNftProxiers(['IPv4']);
   let fail = false;
   const real = set.proxiers.get('IPv4')!;
   const proxier: Proxier = {
     mode: 'nftables',
-    sync: (d, c, s) => (fail ? Promise.reject(new NetlinkError('add element ip kube-proxy-ts service-ips', 22)) : real.sync(d, c, s)),
+    sync: (d, c, s) =>
+      fail ? Promise.reject(new NetlinkError('add element ip kube-proxy-ts service-ips', 22)) : real.sync(d, c, s),
     cleanup: () => real.cleanup(),
   };
   const pipelines: FamilyPipeline[] = [{ family: 'IPv4', tracker, proxier }];
@@ -56,14 +60,34 @@ function setup() {
   });
   const signal = new AbortController().signal;
   const run = (full = false) => sync({ full, reason: 'kick', signal });
-  return { clock, tracker, nft: set.nft.get('IPv4')!, metrics, health, calls, held, scheduled, run, setFail: (v: boolean) => (fail = v) };
+  return {
+    clock,
+    tracker,
+    nft: set.nft.get('IPv4')!,
+    metrics,
+    health,
+    calls,
+    held,
+    scheduled,
+    run,
+    setFail: (v: boolean) => (fail = v),
+  };
 }
 
 test('a sync programs the checked-out state and reports counts and health checks', async (t) => {
   const s = setup();
   s.tracker.onService(undefined, svc('web', { clusterIP: '10.96.0.10' }));
   s.tracker.onEndpointSlice(slice('web-1', 'web', [ep('10.244.1.2'), ep('10.244.2.2')]), false);
-  s.tracker.onService(undefined, svc('lb', { clusterIP: '10.96.0.30', type: 'LoadBalancer', eTP: 'Local', hcPort: 31000, ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] }));
+  s.tracker.onService(
+    undefined,
+    svc('lb', {
+      clusterIP: '10.96.0.30',
+      type: 'LoadBalancer',
+      eTP: 'Local',
+      hcPort: 31000,
+      ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }],
+    }),
+  );
   s.tracker.onEndpointSlice(slice('lb-1', 'lb', [ep('10.244.1.3', { node: 'node-a' })]), false);
   t.deepEqual(await s.run(true), { services: 2, endpoints: 3 });
   t.truthy(s.nft.set('service-ips')?.elements.some((e) => e.key[0] === '10.96.0.10'));
@@ -87,7 +111,13 @@ test('network-programming latency is observed from trigger times after a success
 test('the conntrack seam: reconcile after the first commit, schedule after each, hold for a failed sync', async (t) => {
   const s = setup();
   const dns = svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] });
-  const udpSlice = (ips: string[]) => slice('dns-1', 'dns', ips.map((ip) => ep(ip)), { ports: [{ name: 'p', protocol: 'UDP', port: 53 }] });
+  const udpSlice = (ips: string[]) =>
+    slice(
+      'dns-1',
+      'dns',
+      ips.map((ip) => ep(ip)),
+      { ports: [{ name: 'p', protocol: 'UDP', port: 53 }] },
+    );
   s.tracker.onService(undefined, dns);
   s.tracker.onEndpointSlice(udpSlice(['10.244.1.2', '10.244.2.2']), false);
   await s.run(true);
@@ -95,8 +125,15 @@ test('the conntrack seam: reconcile after the first commit, schedule after each,
   s.tracker.onEndpointSlice(udpSlice(['10.244.1.2']), false);
   s.setFail(true);
   await t.throwsAsync(s.run(), { message: /service-ips: EINVAL/ });
-  t.regex(await s.metrics.registry.getSingleMetricAsString('kubeproxyts_netlink_errors_total'), /subsystem="nftables",op="add element"\} 1/);
-  t.deepEqual(s.calls.slice(2), ['hold 1'], 'a failed sync holds its targets: nothing is deleted before the rules commit');
+  t.regex(
+    await s.metrics.registry.getSingleMetricAsString('kubeproxyts_netlink_errors_total'),
+    /subsystem="nftables",op="add element"\} 1/,
+  );
+  t.deepEqual(
+    s.calls.slice(2),
+    ['hold 1'],
+    'a failed sync holds its targets: nothing is deleted before the rules commit',
+  );
   t.like(s.held[0], { reason: 'endpoint-removed', endpointIP: '10.244.2.2', port: 53 });
   s.setFail(false);
   await s.run(true);
@@ -105,15 +142,31 @@ test('the conntrack seam: reconcile after the first commit, schedule after each,
 
 test('noLocalEndpoints and mergeHealthChecks', (t) => {
   const s = setup();
-  s.tracker.onService(undefined, svc('lb', { clusterIP: '10.96.0.30', type: 'LoadBalancer', eTP: 'Local', hcPort: 31000, ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] }));
+  s.tracker.onService(
+    undefined,
+    svc('lb', {
+      clusterIP: '10.96.0.30',
+      type: 'LoadBalancer',
+      eTP: 'Local',
+      hcPort: 31000,
+      ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }],
+    }),
+  );
   s.tracker.onEndpointSlice(slice('lb-1', 'lb', [ep('10.244.1.3', { node: 'node-b' })]), false);
-  const twoPorts = [{ name: 'a', protocol: 'TCP', port: 80 }, { name: 'b', protocol: 'TCP', port: 81 }];
+  const twoPorts = [
+    { name: 'a', protocol: 'TCP', port: 80 },
+    { name: 'b', protocol: 'TCP', port: 81 },
+  ];
   s.tracker.onService(undefined, svc('itp', { clusterIP: '10.96.0.31', iTP: 'Local', ports: twoPorts }));
   s.tracker.onEndpointSlice(slice('itp-1', 'itp', [ep('10.244.1.4', { node: 'node-b' })], { ports: twoPorts }), false);
   s.tracker.onService(undefined, svc('empty', { clusterIP: '10.96.0.32', iTP: 'Local' }));
   const { desired } = s.tracker.checkout();
   t.deepEqual(noLocalEndpoints(desired), { internal: 1, external: 1 }, 'a Service without any endpoint does not count');
-  t.deepEqual(noLocalEndpoints(desired, true), { internal: 2, external: 1 }, 'per service port (upstream nftables): both ports of itp');
+  t.deepEqual(
+    noLocalEndpoints(desired, true),
+    { internal: 2, external: 1 },
+    'per service port (upstream nftables): both ports of itp',
+  );
   const merged = mergeHealthChecks([desired, desired]);
   t.deepEqual(merged.get('default/lb'), { port: 31000, localEndpoints: 0 });
 });

@@ -24,19 +24,32 @@ async function synced(setup: (t: ReturnType<typeof newTracker>['t']) => void) {
 
 test('a NodePort Service: frontends, policies, endpoints used and the reasons for the others', async (t) => {
   const { state, proxier } = await synced((tr) => {
-    tr.onService(undefined, svc('web', { type: 'NodePort', ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }], externalIPs: ['192.0.2.7'] }));
-    tr.onEndpointSlice(slice('web-1', 'web', [
-      ep('10.244.1.1', { node: 'node-a' }),
-      ep('10.244.2.1', { node: 'node-b' }),
-      ep('10.244.3.1', { ready: false, serving: false, node: 'node-b' }),
-      ep('10.244.4.1', { ready: false, serving: true, terminating: true, node: 'node-b' }),
-      ep('10.244.5.1', { ready: false, serving: false, terminating: true, node: 'node-b' }),
-    ]), false);
+    tr.onService(
+      undefined,
+      svc('web', {
+        type: 'NodePort',
+        ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }],
+        externalIPs: ['192.0.2.7'],
+      }),
+    );
+    tr.onEndpointSlice(
+      slice('web-1', 'web', [
+        ep('10.244.1.1', { node: 'node-a' }),
+        ep('10.244.2.1', { node: 'node-b' }),
+        ep('10.244.3.1', { ready: false, serving: false, node: 'node-b' }),
+        ep('10.244.4.1', { ready: false, serving: true, terminating: true, node: 'node-b' }),
+        ep('10.244.5.1', { ready: false, serving: false, terminating: true, node: 'node-b' }),
+      ]),
+      false,
+    );
   });
   const [info] = matchPorts(state, 'default/web:p');
   t.truthy(info);
   const x = explainPort(state, info!, await proxier.describe(info!));
-  t.deepEqual(x.frontends.map((f) => `${f.kind} ${f.address}:${f.port}`), ['cluster-ip 10.96.0.10:80', 'external-ip 192.0.2.7:80', 'node-port *:30080']);
+  t.deepEqual(
+    x.frontends.map((f) => `${f.kind} ${f.address}:${f.port}`),
+    ['cluster-ip 10.96.0.10:80', 'external-ip 192.0.2.7:80', 'node-port *:30080'],
+  );
   t.is(x.policies.externalTrafficPolicy, 'Cluster');
   t.deepEqual(
     x.endpoints.map((e) => `${e.endpoint} ${e.usedFor.join('+') || e.notUsedBecause}`),
@@ -69,9 +82,15 @@ test('drift: an element deleted behind the proxier is missing; one added is unex
   await nft.run(tx);
   const x = explainPort(state, info, await proxier.describe(info));
   t.false(x.kernel!.agrees);
-  t.deepEqual(x.kernel!.drift.missing.map((e) => `${e.where} ${e.key} : ${e.value}`), ['endpoints-1 10.96.0.10 . tcp . 80 . 0 : 10.244.1.1 . 8080']);
+  t.deepEqual(
+    x.kernel!.drift.missing.map((e) => `${e.where} ${e.key} : ${e.value}`),
+    ['endpoints-1 10.96.0.10 . tcp . 80 . 0 : 10.244.1.1 . 8080'],
+  );
   // tcp . 80 in service-nodeports is no frontend of this port (a node port would be).
-  t.deepEqual(x.kernel!.drift.unexpected.map((e) => `${e.where} ${e.key} : ${e.value}`), ['no-endpoint-services 10.96.0.10 . tcp . 80 : drop']);
+  t.deepEqual(
+    x.kernel!.drift.unexpected.map((e) => `${e.where} ${e.key} : ${e.value}`),
+    ['no-endpoint-services 10.96.0.10 . tcp . 80 : drop'],
+  );
   t.regex(formatExplain({ sync: SYNC, ports: [x] }, false), /DRIFT \(1 missing, 1 unexpected\)/);
 });
 
@@ -79,24 +98,53 @@ test('Local policies and topology: not on this node, another zone', async (t) =>
   const { state } = await synced((tr) => {
     tr.onNode(node('node-a', { zone: 'z1' }));
     tr.onService(undefined, svc('loc', { clusterIP: '10.96.0.20', iTP: 'Local' }));
-    tr.onEndpointSlice(slice('loc-1', 'loc', [ep('10.244.1.1', { node: 'node-a' }), ep('10.244.2.1', { node: 'node-b' })]), false);
+    tr.onEndpointSlice(
+      slice('loc-1', 'loc', [ep('10.244.1.1', { node: 'node-a' }), ep('10.244.2.1', { node: 'node-b' })]),
+      false,
+    );
     tr.onService(undefined, svc('zoned', { clusterIP: '10.96.0.30' }));
-    tr.onEndpointSlice(slice('zoned-1', 'zoned', [ep('10.244.1.2', { node: 'node-a', zones: ['z1'] }), ep('10.244.2.2', { node: 'node-b', zones: ['z2'] })]), false);
+    tr.onEndpointSlice(
+      slice('zoned-1', 'zoned', [
+        ep('10.244.1.2', { node: 'node-a', zones: ['z1'] }),
+        ep('10.244.2.2', { node: 'node-b', zones: ['z2'] }),
+      ]),
+      false,
+    );
   });
   const loc = explainPort(state, matchPorts(state, 'default/loc')[0]!);
-  t.deepEqual(loc.endpoints.map((e) => e.usedFor.join('+') || e.notUsedBecause), ['local', 'not on this node (internalTrafficPolicy=Local)']);
+  t.deepEqual(
+    loc.endpoints.map((e) => e.usedFor.join('+') || e.notUsedBecause),
+    ['local', 'not on this node (internalTrafficPolicy=Local)'],
+  );
   const zoned = explainPort(state, matchPorts(state, 'default/zoned:80')[0]!);
   t.is(zoned.policies.topology, 'PreferSameZone');
-  t.deepEqual(zoned.endpoints.map((e) => e.usedFor.join('+') || e.notUsedBecause), ['cluster', 'in another zone (zone hints z2; topology PreferSameZone)']);
+  t.deepEqual(
+    zoned.endpoints.map((e) => e.usedFor.join('+') || e.notUsedBecause),
+    ['cluster', 'in another zone (zone hints z2; topology PreferSameZone)'],
+  );
   t.is(loc.kernel, undefined);
 });
 
 test('matchPorts: by name, namespace default, port name or number; unknown gives none', async (t) => {
   const { state } = await synced((tr) => {
-    tr.onService(undefined, svc('two', { ports: [{ name: 'http', protocol: 'TCP', port: 80 }, { name: 'dns', protocol: 'UDP', port: 53 }] }));
+    tr.onService(
+      undefined,
+      svc('two', {
+        ports: [
+          { name: 'http', protocol: 'TCP', port: 80 },
+          { name: 'dns', protocol: 'UDP', port: 53 },
+        ],
+      }),
+    );
   });
-  t.deepEqual(matchPorts(state, 'two').map((p) => p.id), ['default/two:dns/UDP', 'default/two:http/TCP']);
-  t.deepEqual(matchPorts(state, 'default/two:53').map((p) => p.id), ['default/two:dns/UDP']);
+  t.deepEqual(
+    matchPorts(state, 'two').map((p) => p.id),
+    ['default/two:dns/UDP', 'default/two:http/TCP'],
+  );
+  t.deepEqual(
+    matchPorts(state, 'default/two:53').map((p) => p.id),
+    ['default/two:dns/UDP'],
+  );
   t.deepEqual(matchPorts(state, 'other/two'), []);
   t.is(matchPorts(state, undefined).length, 2);
 });
@@ -115,7 +163,9 @@ test('explaining every port reads each map once per query (a shared session), no
     return listElements(set);
   };
   const session = new Map<string, unknown>();
-  const all = await Promise.all(matchPorts(state, undefined).map(async (p) => explainPort(state, p, await proxier.describe(p, { session }))));
+  const all = await Promise.all(
+    matchPorts(state, undefined).map(async (p) => explainPort(state, p, await proxier.describe(p, { session }))),
+  );
   t.is(all.length, 40);
   t.true(all.every((x) => x.kernel!.agrees));
   t.is(reads.length, new Set(reads).size, `each set read once: ${reads.join(', ')}`);

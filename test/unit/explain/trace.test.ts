@@ -13,27 +13,60 @@ const NODE_IP = '192.168.1.10';
 function model(): DesiredState {
   const { t } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
   t.onNode(node('node-a', { internal: [NODE_IP] }));
-  t.onService(undefined, svc('web', { type: 'NodePort', ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] }));
-  t.onEndpointSlice(slice('web-1', 'web', [ep('10.244.1.1', { node: 'node-a' }), ep('10.244.2.1', { node: 'node-b' })]), false);
-  t.onService(undefined, svc('loc', { type: 'NodePort', clusterIP: '10.96.0.20', eTP: 'Local', ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30081 }] }));
+  t.onService(
+    undefined,
+    svc('web', { type: 'NodePort', ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] }),
+  );
+  t.onEndpointSlice(
+    slice('web-1', 'web', [ep('10.244.1.1', { node: 'node-a' }), ep('10.244.2.1', { node: 'node-b' })]),
+    false,
+  );
+  t.onService(
+    undefined,
+    svc('loc', {
+      type: 'NodePort',
+      clusterIP: '10.96.0.20',
+      eTP: 'Local',
+      ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30081 }],
+    }),
+  );
   t.onEndpointSlice(slice('loc-1', 'loc', [ep('10.244.2.2', { node: 'node-b' })]), false);
   t.onService(undefined, svc('empty', { clusterIP: '10.96.0.30' }));
-  t.onService(undefined, svc('lb', {
-    type: 'LoadBalancer', clusterIP: '10.96.0.40', ports: [{ name: 'p', protocol: 'TCP', port: 443, nodePort: 30443 }],
-    ingress: [{ ip: '203.0.113.5' }], sourceRanges: ['198.51.100.0/24'],
-  }));
+  t.onService(
+    undefined,
+    svc('lb', {
+      type: 'LoadBalancer',
+      clusterIP: '10.96.0.40',
+      ports: [{ name: 'p', protocol: 'TCP', port: 443, nodePort: 30443 }],
+      ingress: [{ ip: '203.0.113.5' }],
+      sourceRanges: ['198.51.100.0/24'],
+    }),
+  );
   t.onEndpointSlice(slice('lb-1', 'lb', [ep('10.244.1.3', { node: 'node-a' })]), false);
   return t.checkout().desired;
 }
 
-const ctx = (mode = 'nftables') => ({ states: new Map<IPFamily, DesiredState>([['IPv4', model()]]), localAddresses: [NODE_IP, '127.0.0.1'], mode });
-const q = (from: string, to: string, port: number, extra: Partial<TraceQuery> = {}): TraceQuery => ({ from, to, port, protocol: 'TCP', ...extra });
+const ctx = (mode = 'nftables') => ({
+  states: new Map<IPFamily, DesiredState>([['IPv4', model()]]),
+  localAddresses: [NODE_IP, '127.0.0.1'],
+  mode,
+});
+const q = (from: string, to: string, port: number, extra: Partial<TraceQuery> = {}): TraceQuery => ({
+  from,
+  to,
+  port,
+  protocol: 'TCP',
+  ...extra,
+});
 
 test('cluster IP from a pod: two endpoints at 50%, not masqueraded', (t) => {
   const r = trace(ctx(), q('10.244.1.9', '10.96.0.10', 80));
   t.is(r.verdict, 'dnat');
   t.is(r.frontend?.kind, 'cluster-ip');
-  t.deepEqual(r.endpoints.map((e) => `${e.endpoint} ${e.probability}`), ['10.244.1.1:8080 0.5', '10.244.2.1:8080 0.5']);
+  t.deepEqual(
+    r.endpoints.map((e) => `${e.endpoint} ${e.probability}`),
+    ['10.244.1.1:8080 0.5', '10.244.2.1:8080 0.5'],
+  );
   t.false(r.masquerade!.yes);
   t.regex(r.masquerade!.why, /pod network/);
   t.regex(formatTrace(r), /50\.0%/);

@@ -16,8 +16,14 @@ test('which addresses: all, CIDRs over the local IPs, primary = the node IPs, lo
   t.deepEqual(healthCheckAddresses(['all'], [], LOCAL), { addresses: [''] });
   t.deepEqual(healthCheckAddresses(['0.0.0.0/0', '::/0'], [], LOCAL), { addresses: [''] });
   t.deepEqual(healthCheckAddresses(['10.0.0.0/8', 'fd01::/64'], [], LOCAL), { addresses: ['10.1.0.1', 'fd01::1'] });
-  t.deepEqual(healthCheckAddresses(['0.0.0.0/0'], [], LOCAL), { addresses: ['10.1.0.1', '127.0.0.1', '192.168.7.3'] }, 'one family\'s zero CIDR: its IPs');
-  t.deepEqual(healthCheckAddresses(['primary'], [node('10.1.0.1'), node('fd01::1')], LOCAL), { addresses: ['10.1.0.1', 'fd01::1'] });
+  t.deepEqual(
+    healthCheckAddresses(['0.0.0.0/0'], [], LOCAL),
+    { addresses: ['10.1.0.1', '127.0.0.1', '192.168.7.3'] },
+    "one family's zero CIDR: its IPs",
+  );
+  t.deepEqual(healthCheckAddresses(['primary'], [node('10.1.0.1'), node('fd01::1')], LOCAL), {
+    addresses: ['10.1.0.1', 'fd01::1'],
+  });
   t.deepEqual(healthCheckAddresses(['localhost'], [], LOCAL), { addresses: ['127.0.0.1', '::1'] });
   const none = healthCheckAddresses(['primary'], [node('')], LOCAL);
   t.deepEqual(none.addresses, ['']);
@@ -41,7 +47,11 @@ async function probe(host: string, port: number): Promise<number | 'refused'> {
 }
 
 test('listeners bind only the chosen address and move when it changes (real sockets on 127.0.0.1 / 127.0.0.2)', async (t) => {
-  const servers = new ServiceHealthServers({ proxyHealthy: () => true, clock: new FakeClock(), logger: memoryLogger() });
+  const servers = new ServiceHealthServers({
+    proxyHealthy: () => true,
+    clock: new FakeClock(),
+    logger: memoryLogger(),
+  });
   t.teardown(() => servers.close());
   const port = await freePort();
   const wanted = new Map([['default/lb', { port, localEndpoints: 1 }]]);

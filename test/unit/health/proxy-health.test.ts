@@ -78,7 +78,10 @@ test('/healthz fails for a node being deleted or tainted by the autoscaler; /liv
   t.false(health.nodeEligible);
   t.is(health.healthz().code, 503);
   t.is(health.livez().code, 200);
-  health.syncNode({ metadata: { name: 'n1' }, spec: { taints: [{ key: TO_BE_DELETED_TAINT, value: '1700000000', effect: 'NoSchedule' }] } });
+  health.syncNode({
+    metadata: { name: 'n1' },
+    spec: { taints: [{ key: TO_BE_DELETED_TAINT, value: '1700000000', effect: 'NoSchedule' }] },
+  });
   t.is(health.healthz().code, 503);
   health.syncNode({ metadata: { name: 'n1' }, spec: { taints: [{ key: 'other', effect: 'NoSchedule' }] } });
   t.true(health.nodeEligible);
@@ -111,10 +114,26 @@ test('over HTTP: /healthz and /livez bodies, codes, headers and counts', async (
   clock.advance(2 * SYNC_PERIOD + 500);
   const bad = await get(server.port, '/healthz');
   t.is(bad.status, 503);
-  t.deepEqual(JSON.parse(bad.body), { lastUpdated: updatedAt, currentTime: formatGoTime(clock.now()), nodeEligible: true });
+  t.deepEqual(JSON.parse(bad.body), {
+    lastUpdated: updatedAt,
+    currentTime: formatGoTime(clock.now()),
+    nodeEligible: true,
+  });
   t.is((await get(server.port, '/livez')).status, 503);
 
   t.is((await get(server.port, '/other')).status, 404);
-  t.deepEqual([...counts.healthz], [[200, 1], [503, 1]]);
-  t.deepEqual([...counts.livez], [[200, 1], [503, 1]]);
+  t.deepEqual(
+    [...counts.healthz],
+    [
+      [200, 1],
+      [503, 1],
+    ],
+  );
+  t.deepEqual(
+    [...counts.livez],
+    [
+      [200, 1],
+      [503, 1],
+    ],
+  );
 });

@@ -49,26 +49,40 @@ function setup(healthy = true) {
 
 const svcs = (entries: [string, ServiceHealthEntry][]) => new Map(entries);
 
-test('200 with local endpoints, 503 without, with upstream\'s JSON body and weight header', async (t) => {
+test("200 with local endpoints, 503 without, with upstream's JSON body and weight header", async (t) => {
   const { servers } = setup();
   t.teardown(() => servers.close());
   const [p1, p2] = [await freePort(), await freePort()];
-  await servers.sync(svcs([
-    ['default/web', { port: p1, localEndpoints: 2 }],
-    ['kube-system/dns', { port: p2, localEndpoints: 0 }],
-  ]));
+  await servers.sync(
+    svcs([
+      ['default/web', { port: p1, localEndpoints: 2 }],
+      ['kube-system/dns', { port: p2, localEndpoints: 0 }],
+    ]),
+  );
 
   const web = await probe(p1);
   t.not(web, 'refused');
   if (web === 'refused') return;
   t.is(web.status, 200);
-  t.is(web.body, '{\n\t"service": {\n\t\t"namespace": "default",\n\t\t"name": "web"\n\t},\n\t"localEndpoints": 2,\n\t"serviceProxyHealthy": true\n}');
-  t.deepEqual(JSON.parse(web.body), { service: { namespace: 'default', name: 'web' }, localEndpoints: 2, serviceProxyHealthy: true });
+  t.is(
+    web.body,
+    '{\n\t"service": {\n\t\t"namespace": "default",\n\t\t"name": "web"\n\t},\n\t"localEndpoints": 2,\n\t"serviceProxyHealthy": true\n}',
+  );
+  t.deepEqual(JSON.parse(web.body), {
+    service: { namespace: 'default', name: 'web' },
+    localEndpoints: 2,
+    serviceProxyHealthy: true,
+  });
   t.is(web.weight, '2', 'X-Load-Balancing-Endpoint-Weight carries the local endpoint count');
 
   const dns = await probe(p2);
   t.true(dns !== 'refused' && dns.status === 503);
-  if (dns !== 'refused') t.deepEqual(JSON.parse(dns.body), { service: { namespace: 'kube-system', name: 'dns' }, localEndpoints: 0, serviceProxyHealthy: true });
+  if (dns !== 'refused')
+    t.deepEqual(JSON.parse(dns.body), {
+      service: { namespace: 'kube-system', name: 'dns' },
+      localEndpoints: 0,
+      serviceProxyHealthy: true,
+    });
   if (dns !== 'refused') t.is(dns.weight, '0');
 });
 
@@ -109,10 +123,12 @@ test('a port conflict is logged and retried, never fatal; other Services still o
   const blocker = await occupy(busy);
 
   await t.notThrowsAsync(
-    servers.sync(svcs([
-      ['ns/blocked', { port: busy, localEndpoints: 1 }],
-      ['ns/fine', { port: free, localEndpoints: 1 }],
-    ])),
+    servers.sync(
+      svcs([
+        ['ns/blocked', { port: busy, localEndpoints: 1 }],
+        ['ns/fine', { port: free, localEndpoints: 1 }],
+      ]),
+    ),
   );
   t.is(((await probe(free)) as { status: number }).status, 200);
   const st = servers.status().get('ns/blocked');

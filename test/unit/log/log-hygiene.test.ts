@@ -29,12 +29,18 @@ const RAW_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/;
 for (const journal of [false, true]) {
   test(`text format${journal ? ' under journald' : ''}: control characters in messages and values are escaped`, async (t) => {
     const c = capture({ journal });
-    c.logger.warn(`skipping invalid parts of Service default/${EVIL}: invalid-name`, { object: `default/${EVIL}`, plain: 'a\u001bb' });
+    c.logger.warn(`skipping invalid parts of Service default/${EVIL}: invalid-name`, {
+      object: `default/${EVIL}`,
+      plain: 'a\u001bb',
+    });
     c.logger.error('Sync failed', { err: new Error(`refused ${EVIL}`) });
     const text = await c.text();
     const lines = text.split('\n').filter((l) => l !== '');
     t.false(RAW_CONTROL.test(text), JSON.stringify(text));
-    t.false(lines.some((l) => /^(<\d>)?2026-11-23T03:04:05\.678Z info {2}all good/.test(l)), 'no forged line');
+    t.false(
+      lines.some((l) => /^(<\d>)?2026-11-23T03:04:05\.678Z info {2}all good/.test(l)),
+      'no forged line',
+    );
     t.true(lines[0]!.includes('default/web\\n2026'), lines[0]);
     t.true(lines[0]!.includes('\\u001b[2J'), lines[0]);
     t.true(lines[0]!.includes('plain="a\\u001bb"'), lines[0]);
@@ -43,7 +49,10 @@ for (const journal of [false, true]) {
     t.regex(lines[2]!, /^(<\d>)?Error: refused web\\n2026/);
     const frames = lines.slice(3);
     t.true(frames.length > 0);
-    t.true(frames.every((l) => /^(<\d>)?\s+at /.test(l)), frames.join('\n'));
+    t.true(
+      frames.every((l) => /^(<\d>)?\s+at /.test(l)),
+      frames.join('\n'),
+    );
   });
 }
 

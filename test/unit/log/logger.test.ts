@@ -73,7 +73,10 @@ test('outside journald: human-readable lines with time and level', async (t) => 
   const c = capture({ journal: false });
   c.logger.warn('Port taken', { port: 30_001 });
   c.logger.info('ok');
-  t.deepEqual(await c.lines(), ['2026-11-23T03:04:05.678Z warn  Port taken port=30001', '2026-11-23T03:04:05.678Z info  ok']);
+  t.deepEqual(await c.lines(), [
+    '2026-11-23T03:04:05.678Z warn  Port taken port=30001',
+    '2026-11-23T03:04:05.678Z info  ok',
+  ]);
 });
 
 test('JSON lines', async (t) => {
@@ -81,7 +84,13 @@ test('JSON lines', async (t) => {
   c.logger.error('Sync failed', { op: 'batch', err: new Error('EPERM'), services: 3 });
   c.logger.debug('d');
   const [a, b] = (await c.lines()).map((l) => JSON.parse(l) as Record<string, unknown>);
-  t.like(a, { ts: Date.UTC(2026, 10, 23, 3, 4, 5, 678) / 1000, level: 'error', msg: 'Sync failed', op: 'batch', services: 3 });
+  t.like(a, {
+    ts: Date.UTC(2026, 10, 23, 3, 4, 5, 678) / 1000,
+    level: 'error',
+    msg: 'Sync failed',
+    op: 'batch',
+    services: 3,
+  });
   t.is((a!.err as { message: string }).message, 'EPERM');
   t.like(b, { level: 'debug', msg: 'd' });
 });
@@ -124,5 +133,10 @@ await log.close();`;
   });
   closeSync(fd);
   t.is(r.status, 0);
-  t.deepEqual(readFileSync(path, 'utf8').split('\n').filter((l) => l !== ''), ['<3>e', '<4>w', '<6>i', '<7>d']);
+  t.deepEqual(
+    readFileSync(path, 'utf8')
+      .split('\n')
+      .filter((l) => l !== ''),
+    ['<3>e', '<4>w', '<6>i', '<7>d'],
+  );
 });

@@ -76,7 +76,12 @@ test('scraped over HTTP: upstream names, types, labels and values; ours prefixed
   m.objectsRejectedTotal.inc({ kind: 'Service', reason: 'invalid clusterIP' });
   m.conntrackEntriesDeletedTotal.inc({ ip_family: 'IPv4', protocol: 'UDP' }, 5);
 
-  const server = await startMetricsServer({ address: '127.0.0.1:0', metrics: m, proxyMode: 'nftables', configz: () => ({ mode: 'nftables' }) });
+  const server = await startMetricsServer({
+    address: '127.0.0.1:0',
+    metrics: m,
+    proxyMode: 'nftables',
+    configz: () => ({ mode: 'nftables' }),
+  });
   t.teardown(() => server.close());
   const res = await fetch(`http://127.0.0.1:${server.port}/metrics`);
   t.is(res.status, 200);
@@ -118,9 +123,15 @@ test('scraped over HTTP: upstream names, types, labels and values; ours prefixed
   t.is(sample(s, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'), 7);
   t.is(sample(s, 'kubeproxy_proxy_healthz_total', { code: '503' }), 2);
   t.is(sample(s, 'kubeproxy_proxy_livez_total', { code: '200' }), 1);
-  t.is(sample(s, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { ip_family: 'IPv4', traffic_policy: 'external' }), 4);
+  t.is(
+    sample(s, 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', { ip_family: 'IPv4', traffic_policy: 'external' }),
+    4,
+  );
   t.is(sample(s, 'kubeproxy_conntrack_reconciler_deleted_entries_total', { ip_family: 'IPv4' }), 5);
-  t.is(sample(s, 'kubeproxyts_netlink_errors_total', { subsystem: 'nftables', op: 'add chain ip kube-proxy services' }), 1);
+  t.is(
+    sample(s, 'kubeproxyts_netlink_errors_total', { subsystem: 'nftables', op: 'add chain ip kube-proxy services' }),
+    1,
+  );
   t.is(sample(s, 'kubeproxyts_objects_rejected_total', { kind: 'Service', reason: 'invalid clusterIP' }), 1);
   t.is(sample(s, 'kubeproxyts_build_info', { version: 'v0.1.0', mode: 'nftables' }), 1);
 
@@ -138,5 +149,7 @@ test('a taken metrics port rejects start (the daemon decides whether that is fat
   const m = createMetrics({ processMetrics: false });
   const first = await startMetricsServer({ address: '127.0.0.1:0', metrics: m, proxyMode: 'ipvs' });
   t.teardown(() => first.close());
-  await t.throwsAsync(startMetricsServer({ address: `127.0.0.1:${first.port}`, metrics: m, proxyMode: 'ipvs' }), { code: 'EADDRINUSE' });
+  await t.throwsAsync(startMetricsServer({ address: `127.0.0.1:${first.port}`, metrics: m, proxyMode: 'ipvs' }), {
+    code: 'EADDRINUSE',
+  });
 });

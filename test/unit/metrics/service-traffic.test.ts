@@ -14,13 +14,31 @@ test('the counters are read once per scrape and exported with their labels', asy
   const registry = new Registry();
   let reads = 0;
   let now = 0;
-  registerServiceTraffic(registry, async () => {
-    reads++;
-    return [{ namespace: 'default', service: 'web', port: 'http', protocol: 'TCP', frontend: 'cluster-ip', packets: 10 * reads, bytes: 600 * reads, connections: 2 * reads }];
-  }, { now: () => now });
+  registerServiceTraffic(
+    registry,
+    async () => {
+      reads++;
+      return [
+        {
+          namespace: 'default',
+          service: 'web',
+          port: 'http',
+          protocol: 'TCP',
+          frontend: 'cluster-ip',
+          packets: 10 * reads,
+          bytes: 600 * reads,
+          connections: 2 * reads,
+        },
+      ];
+    },
+    { now: () => now },
+  );
   const first = await registry.metrics();
   t.is(reads, 1);
-  t.regex(first, /kubeproxyts_service_packets_total\{namespace="default",service="web",port="http",protocol="TCP",frontend="cluster-ip"\} 10/);
+  t.regex(
+    first,
+    /kubeproxyts_service_packets_total\{namespace="default",service="web",port="http",protocol="TCP",frontend="cluster-ip"\} 10/,
+  );
   t.regex(first, /kubeproxyts_service_bytes_total\{.*\} 600/);
   t.regex(first, /kubeproxyts_service_connections_total\{.*\} 2/);
   now += 5000;
@@ -40,7 +58,10 @@ test('a failed read: the metrics are empty for that scrape, the error reported',
 test('samples get the Service port names from the model; ports gone since are left out', async (t) => {
   const { t: tracker } = newTracker();
   tracker.onService(undefined, svc('web', { ports: [{ name: '', protocol: 'UDP', port: 53 }] }));
-  tracker.onEndpointSlice(slice('web-1', 'web', [ep('10.244.1.1')], { ports: [{ name: '', protocol: 'UDP', port: 5353 }] }), false);
+  tracker.onEndpointSlice(
+    slice('web-1', 'web', [ep('10.244.1.1')], { ports: [{ name: '', protocol: 'UDP', port: 5353 }] }),
+    false,
+  );
   tracker.checkout();
   const proxier = {
     mode: 'ipvs',
@@ -51,7 +72,23 @@ test('samples get the Service port names from the model; ports gone since are le
       { id: 'default/gone:/TCP' as ServicePortId, frontend: 'cluster-ip', packets: 1, bytes: 1 },
     ],
   } as Proxier;
-  const set: ProxierSet = { mode: 'ipvs', proxiers: new Map<IPFamily, Proxier>([['IPv4', proxier]]), init: () => Promise.resolve(), close: () => undefined };
+  const set: ProxierSet = {
+    mode: 'ipvs',
+    proxiers: new Map<IPFamily, Proxier>([['IPv4', proxier]]),
+    init: () => Promise.resolve(),
+    close: () => undefined,
+  };
   const samples = await readServiceTraffic(new Map<IPFamily, ChangeTracker>([['IPv4', tracker]]), set);
-  t.deepEqual(samples, [{ namespace: 'default', service: 'web', port: '53', protocol: 'UDP', frontend: 'cluster-ip', packets: 3, bytes: 120, connections: 3 }]);
+  t.deepEqual(samples, [
+    {
+      namespace: 'default',
+      service: 'web',
+      port: '53',
+      protocol: 'UDP',
+      frontend: 'cluster-ip',
+      packets: 3,
+      bytes: 120,
+      connections: 3,
+    },
+  ]);
 });

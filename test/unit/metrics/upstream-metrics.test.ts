@@ -26,7 +26,10 @@ const COMMON = [
   'rest_client_request_duration_seconds',
   'rest_client_rate_limiter_duration_seconds',
 ];
-const NFTABLES = ['kubeproxy_sync_proxy_rules_nftables_sync_failures_total', 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total'];
+const NFTABLES = [
+  'kubeproxy_sync_proxy_rules_nftables_sync_failures_total',
+  'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total',
+];
 const IPTABLES = [
   'kubeproxy_sync_proxy_rules_iptables_total',
   'kubeproxy_sync_proxy_rules_iptables_last',
@@ -44,16 +47,27 @@ const names = async (mode: string): Promise<Set<string>> => {
 for (const mode of ['nftables', 'ipvs', 'iptables']) {
   test(`${mode} mode exports upstream's metrics`, async (t) => {
     const have = await names(mode);
-    for (const n of [...COMMON, ...(mode === 'nftables' ? NFTABLES : []), ...(mode === 'iptables' ? IPTABLES : [])]) t.true(have.has(n), n);
+    for (const n of [...COMMON, ...(mode === 'nftables' ? NFTABLES : []), ...(mode === 'iptables' ? IPTABLES : [])])
+      t.true(have.has(n), n);
     if (mode !== 'iptables') for (const n of IPTABLES) t.false(have.has(n), `${n} only in iptables mode`);
   });
 }
 
-test('kubernetes_build_info carries upstream\'s labels, our version as git_version', async (t) => {
+test("kubernetes_build_info carries upstream's labels, our version as git_version", async (t) => {
   const text = await createMetrics({ processMetrics: false, mode: 'nftables', version: 'v1.2.3' }).registry.metrics();
   const line = text.split('\n').find((l) => l.startsWith('kubernetes_build_info{'));
   t.truthy(line);
-  for (const label of ['major="1"', 'minor="2"', 'git_version="v1.2.3"', 'compiler="node"', 'go_version=', 'platform=', 'build_date=', 'git_commit=', 'git_tree_state=']) {
+  for (const label of [
+    'major="1"',
+    'minor="2"',
+    'git_version="v1.2.3"',
+    'compiler="node"',
+    'go_version=',
+    'platform=',
+    'build_date=',
+    'git_commit=',
+    'git_tree_state=',
+  ]) {
     t.true(line!.includes(label), `${label} in ${line}`);
   }
   t.true(line!.endsWith(' 1'));

@@ -48,7 +48,12 @@ const serviceRows: Row[] = [
   {
     name: 'port out of range: that port skipped',
     kind: 'Service',
-    obj: svc('bad', { ports: [{ name: 'p', port: 80 }, { name: 'q', port: 70000 }] }),
+    obj: svc('bad', {
+      ports: [
+        { name: 'p', port: 80 },
+        { name: 'q', port: 70000 },
+      ],
+    }),
     reason: 'invalid-port',
     names: 'default/bad',
     check: (t, d) => t.deepEqual([d.services.has(BAD()), d.services.has(BAD('q'))], [true, false]),
@@ -56,7 +61,12 @@ const serviceRows: Row[] = [
   {
     name: 'port 0: that port skipped',
     kind: 'Service',
-    obj: svc('bad', { ports: [{ name: 'p', port: 80 }, { name: 'q', port: 0 }] }),
+    obj: svc('bad', {
+      ports: [
+        { name: 'p', port: 80 },
+        { name: 'q', port: 0 },
+      ],
+    }),
     reason: 'invalid-port',
     names: 'default/bad',
     check: (t, d) => t.false(d.services.has(BAD('q'))),
@@ -64,7 +74,12 @@ const serviceRows: Row[] = [
   {
     name: 'non-integer port',
     kind: 'Service',
-    obj: svc('bad', { ports: [{ name: 'p', port: 80 }, { name: 'q', port: '81' as unknown as number }] }),
+    obj: svc('bad', {
+      ports: [
+        { name: 'p', port: 80 },
+        { name: 'q', port: '81' as unknown as number },
+      ],
+    }),
     reason: 'invalid-port',
     names: 'default/bad',
     check: (t, d) => t.true(d.services.has(BAD())),
@@ -79,7 +94,12 @@ const serviceRows: Row[] = [
   {
     name: 'unknown protocol: that port skipped',
     kind: 'Service',
-    obj: svc('bad', { ports: [{ name: 'p', port: 80 }, { name: 'q', protocol: 'ICMP', port: 81 }] }),
+    obj: svc('bad', {
+      ports: [
+        { name: 'p', port: 80 },
+        { name: 'q', protocol: 'ICMP', port: 81 },
+      ],
+    }),
     reason: 'unknown-protocol',
     names: 'default/bad',
     check: (t, d) => t.deepEqual([d.services.has(BAD()), d.services.has(BAD('q', 'ICMP'))], [true, false]),
@@ -87,7 +107,12 @@ const serviceRows: Row[] = [
   {
     name: 'duplicate port names: the first wins',
     kind: 'Service',
-    obj: svc('bad', { ports: [{ name: 'p', port: 80 }, { name: 'p', port: 81 }] }),
+    obj: svc('bad', {
+      ports: [
+        { name: 'p', port: 80 },
+        { name: 'p', port: 81 },
+      ],
+    }),
     reason: 'duplicate-port',
     names: 'default/bad',
     check: (t, d) => t.is(d.services.get(BAD())?.port, 80),
@@ -95,15 +120,31 @@ const serviceRows: Row[] = [
   {
     name: 'duplicate port number and protocol: the first wins',
     kind: 'Service',
-    obj: svc('bad', { ports: [{ name: 'p', port: 80 }, { name: 'q', port: 80 }, { name: 'u', protocol: 'UDP', port: 80 }] }),
+    obj: svc('bad', {
+      ports: [
+        { name: 'p', port: 80 },
+        { name: 'q', port: 80 },
+        { name: 'u', protocol: 'UDP', port: 80 },
+      ],
+    }),
     reason: 'duplicate-port',
     names: 'default/bad',
-    check: (t, d) => t.deepEqual([d.services.has(BAD()), d.services.has(BAD('q')), d.services.has(BAD('u', 'UDP'))], [true, false, true]),
+    check: (t, d) =>
+      t.deepEqual(
+        [d.services.has(BAD()), d.services.has(BAD('q')), d.services.has(BAD('u', 'UDP'))],
+        [true, false, true],
+      ),
   },
   {
     name: 'invalid node port: that port skipped',
     kind: 'Service',
-    obj: svc('bad', { type: 'NodePort', ports: [{ name: 'p', port: 80, nodePort: 30080 }, { name: 'q', port: 81, nodePort: 99999 }] }),
+    obj: svc('bad', {
+      type: 'NodePort',
+      ports: [
+        { name: 'p', port: 80, nodePort: 30080 },
+        { name: 'q', port: 81, nodePort: 99999 },
+      ],
+    }),
     reason: 'invalid-node-port',
     names: 'default/bad',
     check: (t, d) => t.deepEqual([d.services.get(BAD())?.nodePort, d.services.has(BAD('q'))], [30080, false]),
@@ -127,7 +168,11 @@ const serviceRows: Row[] = [
   {
     name: 'invalid source range: load-balancer VIPs withheld (fail closed)',
     kind: 'Service',
-    obj: svc('bad', { type: 'LoadBalancer', ingress: [{ ip: '5.5.5.5' }], sourceRanges: ['10.0.0.0/8', '300.0.0.0/8'] }),
+    obj: svc('bad', {
+      type: 'LoadBalancer',
+      ingress: [{ ip: '5.5.5.5' }],
+      sourceRanges: ['10.0.0.0/8', '300.0.0.0/8'],
+    }),
     reason: 'invalid-source-range',
     names: 'default/bad',
     check: (t, d) => t.deepEqual([d.services.has(BAD()), d.services.get(BAD())?.loadBalancerVIPs], [true, []]),
@@ -164,10 +209,28 @@ const serviceRows: Row[] = [
     names: 'default/bad',
     check: (t, d) => t.false(d.services.has(BAD('p0'))),
   },
-  { name: 'no name', kind: 'Service', obj: { metadata: { namespace: 'default' }, spec: { clusterIP: '10.96.0.2' } }, reason: 'missing-name', names: 'default/<no name>' },
+  {
+    name: 'no name',
+    kind: 'Service',
+    obj: { metadata: { namespace: 'default' }, spec: { clusterIP: '10.96.0.2' } },
+    reason: 'missing-name',
+    names: 'default/<no name>',
+  },
   { name: 'not an object: null', kind: 'Service', obj: null, reason: 'not-an-object', names: '<not an object>' },
-  { name: 'not an object: a string', kind: 'Service', obj: 'Service', reason: 'not-an-object', names: '<not an object>' },
-  { name: 'spec not an object', kind: 'Service', obj: { metadata: { namespace: 'default', name: 'bad' }, spec: [1] }, reason: 'not-an-object', names: 'default/bad' },
+  {
+    name: 'not an object: a string',
+    kind: 'Service',
+    obj: 'Service',
+    reason: 'not-an-object',
+    names: '<not an object>',
+  },
+  {
+    name: 'spec not an object',
+    kind: 'Service',
+    obj: { metadata: { namespace: 'default', name: 'bad' }, spec: [1] },
+    reason: 'not-an-object',
+    names: 'default/bad',
+  },
 ];
 
 const ports1 = [{ name: 'p', protocol: 'TCP', port: 8080 }];
@@ -207,7 +270,11 @@ const sliceRows: Row[] = [
   {
     name: 'too many endpoints: slice ignored, other slices of the Service kept',
     kind: 'EndpointSlice',
-    obj: slice('bad-2', 'bad', many(100_001, (i) => ({ addresses: [ip(i)] }))),
+    obj: slice(
+      'bad-2',
+      'bad',
+      many(100_001, (i) => ({ addresses: [ip(i)] })),
+    ),
     reason: 'too-many-endpoints',
     names: 'default/bad-2',
     check: (t, d) => t.deepEqual(keys(d.endpoints.get(BAD())), ['10.0.2.9:8080']),
@@ -215,7 +282,9 @@ const sliceRows: Row[] = [
   {
     name: 'too many ports: slice ignored',
     kind: 'EndpointSlice',
-    obj: slice('bad-2', 'bad', [ep('10.0.2.1')], { ports: many(1001, (i) => ({ name: `p${i}`, protocol: 'TCP', port: 1 + i })) }),
+    obj: slice('bad-2', 'bad', [ep('10.0.2.1')], {
+      ports: many(1001, (i) => ({ name: `p${i}`, protocol: 'TCP', port: 1 + i })),
+    }),
     reason: 'too-many-ports',
     names: 'default/bad-2',
     check: (t, d) => t.deepEqual(keys(d.endpoints.get(BAD())), ['10.0.2.9:8080']),
@@ -280,7 +349,14 @@ for (const row of [...serviceRows, ...sliceRows]) {
 test('bad input: many bad endpoints in one slice make one warning, one count', (t) => {
   const { t: tr, warnings, rejected } = newTracker();
   tr.onService(undefined, goodBadSvc());
-  tr.onEndpointSlice(slice('bad-1', 'bad', many(50, (i) => ({ addresses: [`10.0.0.${300 + i}`] }))), false);
+  tr.onEndpointSlice(
+    slice(
+      'bad-1',
+      'bad',
+      many(50, (i) => ({ addresses: [`10.0.0.${300 + i}`] })),
+    ),
+    false,
+  );
   t.is(warnings().length, 1);
   t.true(warnings()[0]!.msg.includes('and 45 more'));
   t.deepEqual(rejected, ['EndpointSlice/invalid-endpoint-ip']);
@@ -298,9 +374,14 @@ test('bad input: a resync of the same bad object is not reported again; a new ve
 
 test('bad input: Node with invalid address and pod CIDR keeps the valid facts', (t) => {
   const { t: tr, warnings, rejected } = newTracker({ detectLocalMode: 'NodeCIDR' });
-  tr.onNode(node(NODE, { zone: 'z1', internal: ['10.1.0.300', '10.1.0.5'], podCIDRs: ['10.244.1.0/33', '10.244.1.0/24'] }));
+  tr.onNode(
+    node(NODE, { zone: 'z1', internal: ['10.1.0.300', '10.1.0.5'], podCIDRs: ['10.244.1.0/33', '10.244.1.0/24'] }),
+  );
   const { desired } = tr.checkout();
-  t.deepEqual([desired.node.zone, desired.node.primaryIP, desired.node.podCIDRs], ['z1', '10.1.0.5', ['10.244.1.0/24']]);
+  t.deepEqual(
+    [desired.node.zone, desired.node.primaryIP, desired.node.podCIDRs],
+    ['z1', '10.1.0.5', ['10.244.1.0/24']],
+  );
   t.is(warnings().length, 1);
   t.deepEqual(rejected.sort(), ['Node/invalid-cidr', 'Node/invalid-node-address']);
 });
@@ -335,7 +416,12 @@ test('bad input: arbitrary garbage never throws and never disturbs a good Servic
     fc.anything(),
     fc.record({ metadata: garbageMeta, spec: fc.anything(), status: fc.anything() }, { requiredKeys: [] }),
     fc.record(
-      { metadata: garbageMeta, addressType: fc.oneof(fc.constant('IPv4'), fc.anything()), endpoints: fc.anything(), ports: fc.anything() },
+      {
+        metadata: garbageMeta,
+        addressType: fc.oneof(fc.constant('IPv4'), fc.anything()),
+        endpoints: fc.anything(),
+        ports: fc.anything(),
+      },
       { requiredKeys: [] },
     ),
   );
@@ -364,10 +450,30 @@ test('bad input: a wholly unusable update keeps the last good version programmed
   const updates: [string, () => boolean][] = [
     ['invalid cluster IP', () => tr.onService(goodBadSvc(), svc('bad', { clusterIP: 'x' }))],
     ['unknown type', () => tr.onService(goodBadSvc(), svc('bad', { type: 'Nope' }))],
-    ['too many ports', () => tr.onService(goodBadSvc(), svc('bad', { ports: many(1001, (i) => ({ name: `p${i}`, port: 1 + i })) }))],
-    ['slice: too many endpoints', () => tr.onEndpointSlice(slice('bad-1', 'bad', many(100_001, (i) => ({ addresses: [ip(i)] }))), false)],
-    ['slice: unknown address type', () => tr.onEndpointSlice(slice('bad-1', 'bad', [ep('10.0.2.2')], { addressType: 'IPX' }), false)],
-    ['slice: service-name label lost', () => tr.onEndpointSlice({ metadata: { namespace: 'default', name: 'bad-1' }, addressType: 'IPv4' }, false)],
+    [
+      'too many ports',
+      () => tr.onService(goodBadSvc(), svc('bad', { ports: many(1001, (i) => ({ name: `p${i}`, port: 1 + i })) })),
+    ],
+    [
+      'slice: too many endpoints',
+      () =>
+        tr.onEndpointSlice(
+          slice(
+            'bad-1',
+            'bad',
+            many(100_001, (i) => ({ addresses: [ip(i)] })),
+          ),
+          false,
+        ),
+    ],
+    [
+      'slice: unknown address type',
+      () => tr.onEndpointSlice(slice('bad-1', 'bad', [ep('10.0.2.2')], { addressType: 'IPX' }), false),
+    ],
+    [
+      'slice: service-name label lost',
+      () => tr.onEndpointSlice({ metadata: { namespace: 'default', name: 'bad-1' }, addressType: 'IPv4' }, false),
+    ],
   ];
   for (const [what, update] of updates) {
     t.false(update(), what);

@@ -86,7 +86,10 @@ const rows: Row[] = [
   {
     name: 'FQDN slices are ignored',
     service: svc('s'),
-    slices: [slice('s-1', 's', [ep('10.0.0.1')]), slice('s-2', 's', [{ addresses: ['db.example'] }], { addressType: 'FQDN' })],
+    slices: [
+      slice('s-1', 's', [ep('10.0.0.1')]),
+      slice('s-2', 's', [{ addresses: ['db.example'] }], { addressType: 'FQDN' }),
+    ],
     want: { 'default/s:p/TCP': ['10.0.0.1:8080'] },
   },
   {
@@ -121,7 +124,8 @@ for (const row of rows) {
     for (const s of row.slices) tr.onEndpointSlice(s, false);
     const { desired } = tr.checkout();
     t.deepEqual(warnings(), []);
-    for (const [portId, want] of Object.entries(row.want)) t.deepEqual(keys(desired.endpoints.get(id(portId))), want, portId);
+    for (const [portId, want] of Object.entries(row.want))
+      t.deepEqual(keys(desired.endpoints.get(id(portId))), want, portId);
   });
 }
 
@@ -153,7 +157,11 @@ const condRows: CondRow[] = [
 
 for (const row of condRows) {
   test(`endpoints: conditions ${JSON.stringify(row.conditions)}`, (t) => {
-    const res = normalizeSlice(slice('s-1', 's', [{ addresses: ['10.0.0.1'], conditions: row.conditions }]), 'IPv4', DEFAULT_LIMITS);
+    const res = normalizeSlice(
+      slice('s-1', 's', [{ addresses: ['10.0.0.1'], conditions: row.conditions }]),
+      'IPv4',
+      DEFAULT_LIMITS,
+    );
     const e = res.info!.endpoints[0]!;
     t.deepEqual([e.ready, e.serving, e.terminating], row.want);
   });
@@ -171,14 +179,25 @@ test('endpoints: hints, zone and node name are kept; hint names sorted and uniqu
 
 test('endpoints: reordering endpoints and ports in a slice is not a change', (t) => {
   const { t: tr } = newTracker();
-  tr.onService(undefined, svc('s', { ports: [{ name: 'a', port: 1 }, { name: 'b', port: 2 }] }));
+  tr.onService(
+    undefined,
+    svc('s', {
+      ports: [
+        { name: 'a', port: 1 },
+        { name: 'b', port: 2 },
+      ],
+    }),
+  );
   const ports = [
     { name: 'a', protocol: 'TCP', port: 10 },
     { name: 'b', protocol: 'TCP', port: 20 },
   ];
   tr.onEndpointSlice(slice('s-1', 's', [ep('10.0.0.1'), ep('10.0.0.2')], { ports }), false);
   tr.checkout();
-  const needed = tr.onEndpointSlice(slice('s-1', 's', [ep('10.0.0.2'), ep('10.0.0.1')], { ports: [...ports].reverse() }), false);
+  const needed = tr.onEndpointSlice(
+    slice('s-1', 's', [ep('10.0.0.2'), ep('10.0.0.1')], { ports: [...ports].reverse() }),
+    false,
+  );
   t.false(needed);
   t.is(tr.checkout().change.services.size, 0);
 });

@@ -41,7 +41,10 @@ export function svc(name: string, o: SvcOpts = {}): Service {
   if (o.hcPort !== undefined) spec.healthCheckNodePort = o.hcPort;
   if (o.affinity) spec.sessionAffinity = o.affinity;
   if (o.timeout !== undefined) spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: o.timeout } };
-  const s: Service = { metadata: { namespace: o.ns ?? 'default', name, labels: o.labels ?? {}, resourceVersion: o.rv ?? '1' }, spec };
+  const s: Service = {
+    metadata: { namespace: o.ns ?? 'default', name, labels: o.labels ?? {}, resourceVersion: o.rv ?? '1' },
+    spec,
+  };
   if (o.ingress) s.status = { loadBalancer: { ingress: o.ingress } };
   return s;
 }
@@ -96,12 +99,18 @@ export function slice(name: string, service: string, endpoints: Endpoint[], o: S
   return s;
 }
 
-export function node(name: string, o: { zone?: string; internal?: string[]; external?: string[]; podCIDRs?: string[] } = {}): Node {
+export function node(
+  name: string,
+  o: { zone?: string; internal?: string[]; external?: string[]; podCIDRs?: string[] } = {},
+): Node {
   const addresses = [
     ...(o.internal ?? []).map((address) => ({ type: 'InternalIP', address })),
     ...(o.external ?? []).map((address) => ({ type: 'ExternalIP', address })),
   ];
-  const n: Node = { metadata: { name, labels: o.zone ? { 'topology.kubernetes.io/zone': o.zone } : {} }, status: { addresses } };
+  const n: Node = {
+    metadata: { name, labels: o.zone ? { 'topology.kubernetes.io/zone': o.zone } : {} },
+    status: { addresses },
+  };
   if (o.podCIDRs) n.spec = { podCIDRs: o.podCIDRs };
   return n;
 }

@@ -1,6 +1,11 @@
 import test from 'ava';
 import type { IPFamily } from '../../../src/base/ip.ts';
-import { decideRoute, type RouteDecision, type TrafficKind, type TrafficSource } from '../../../src/model/masquerade.ts';
+import {
+  decideRoute,
+  type RouteDecision,
+  type TrafficKind,
+  type TrafficSource,
+} from '../../../src/model/masquerade.ts';
 import { normalizeNode, unknownNode } from '../../../src/model/node.ts';
 import { nodePortAddressMatches, selectNodePortAddresses } from '../../../src/model/nodeport.ts';
 import type { DetectLocalMode, ModelOptions, NodeInfo, NodePortAddresses } from '../../../src/model/types.ts';
@@ -16,13 +21,38 @@ interface NodeRow {
 }
 
 const nodeRows: NodeRow[] = [
-  { name: 'first InternalIP of the family', family: 'IPv4', node: { internal: ['fd00::1', '10.1.0.5', '10.1.0.6'] }, want: { primaryIP: '10.1.0.5' } },
-  { name: 'ExternalIP when no InternalIP of the family', family: 'IPv4', node: { internal: ['fd00::1'], external: ['203.0.113.5'] }, want: { primaryIP: '203.0.113.5' } },
-  { name: 'InternalIP beats an earlier ExternalIP', family: 'IPv4', node: { external: ['203.0.113.5'], internal: ['10.1.0.5'] }, want: { primaryIP: '10.1.0.5' } },
-  { name: 'IPv6 primary', family: 'IPv6', node: { internal: ['10.1.0.5', 'fd00:0::1'] }, want: { primaryIP: 'fd00::1' } },
+  {
+    name: 'first InternalIP of the family',
+    family: 'IPv4',
+    node: { internal: ['fd00::1', '10.1.0.5', '10.1.0.6'] },
+    want: { primaryIP: '10.1.0.5' },
+  },
+  {
+    name: 'ExternalIP when no InternalIP of the family',
+    family: 'IPv4',
+    node: { internal: ['fd00::1'], external: ['203.0.113.5'] },
+    want: { primaryIP: '203.0.113.5' },
+  },
+  {
+    name: 'InternalIP beats an earlier ExternalIP',
+    family: 'IPv4',
+    node: { external: ['203.0.113.5'], internal: ['10.1.0.5'] },
+    want: { primaryIP: '10.1.0.5' },
+  },
+  {
+    name: 'IPv6 primary',
+    family: 'IPv6',
+    node: { internal: ['10.1.0.5', 'fd00:0::1'] },
+    want: { primaryIP: 'fd00::1' },
+  },
   { name: 'no address of the family', family: 'IPv6', node: { internal: ['10.1.0.5'] }, want: { primaryIP: '' } },
   { name: 'zone label', family: 'IPv4', node: { zone: 'z1' }, want: { zone: 'z1', known: true } },
-  { name: 'pod CIDRs of the family', family: 'IPv4', node: { podCIDRs: ['10.244.1.0/24', 'fd00:244::/64'] }, want: { podCIDRs: ['10.244.1.0/24'] } },
+  {
+    name: 'pod CIDRs of the family',
+    family: 'IPv4',
+    node: { podCIDRs: ['10.244.1.0/24', 'fd00:244::/64'] },
+    want: { podCIDRs: ['10.244.1.0/24'] },
+  },
 ];
 
 for (const row of nodeRows) {
@@ -45,16 +75,53 @@ interface NpaRow {
 
 const npaRows: NpaRow[] = [
   { name: 'unset: every address', spec: undefined, want: { matchAll: true, cidrs: ['0.0.0.0/0'] } },
-  { name: 'CIDRs of the family', spec: ['192.168.0.0/16', 'fd00::/8'], want: { matchAll: false, cidrs: ['192.168.0.0/16'] } },
+  {
+    name: 'CIDRs of the family',
+    spec: ['192.168.0.0/16', 'fd00::/8'],
+    want: { matchAll: false, cidrs: ['192.168.0.0/16'] },
+  },
   { name: 'only the other family: every address', spec: ['fd00::/8'], want: { matchAll: true, cidrs: ['0.0.0.0/0'] } },
-  { name: 'IPv6 family', spec: ['192.168.0.0/16', 'fd00::/8'], family: 'IPv6', want: { matchAll: false, cidrs: ['fd00::/8'] } },
+  {
+    name: 'IPv6 family',
+    spec: ['192.168.0.0/16', 'fd00::/8'],
+    family: 'IPv6',
+    want: { matchAll: false, cidrs: ['fd00::/8'] },
+  },
   { name: 'a zero CIDR wins', spec: ['192.168.0.0/16', '0.0.0.0/0'], want: { matchAll: true, cidrs: ['0.0.0.0/0'] } },
-  { name: 'primary: the node IP as /32', spec: ['primary'], primaryIP: '10.1.0.5', want: { matchAll: false, cidrs: ['10.1.0.5/32'], primary: true } },
-  { name: 'primary, IPv6: /128', spec: ['primary'], family: 'IPv6', primaryIP: 'fd00::5', want: { matchAll: false, cidrs: ['fd00::5/128'] } },
-  { name: 'primary with a loopback node IP: every address (as upstream)', spec: ['primary'], primaryIP: '127.0.0.1', want: { matchAll: true, cidrs: ['0.0.0.0/0'] } },
-  { name: 'primary without a node IP: every address (as upstream)', spec: ['primary'], want: { matchAll: true, cidrs: ['0.0.0.0/0'], primary: true } },
-  { name: 'loopback CIDR flagged', spec: ['127.0.0.0/8'], want: { matchAll: false, cidrs: ['127.0.0.0/8'], containsIPv4Loopback: true } },
-  { name: 'non-loopback CIDR not flagged', spec: ['10.0.0.0/8'], want: { matchAll: false, cidrs: ['10.0.0.0/8'], containsIPv4Loopback: false } },
+  {
+    name: 'primary: the node IP as /32',
+    spec: ['primary'],
+    primaryIP: '10.1.0.5',
+    want: { matchAll: false, cidrs: ['10.1.0.5/32'], primary: true },
+  },
+  {
+    name: 'primary, IPv6: /128',
+    spec: ['primary'],
+    family: 'IPv6',
+    primaryIP: 'fd00::5',
+    want: { matchAll: false, cidrs: ['fd00::5/128'] },
+  },
+  {
+    name: 'primary with a loopback node IP: every address (as upstream)',
+    spec: ['primary'],
+    primaryIP: '127.0.0.1',
+    want: { matchAll: true, cidrs: ['0.0.0.0/0'] },
+  },
+  {
+    name: 'primary without a node IP: every address (as upstream)',
+    spec: ['primary'],
+    want: { matchAll: true, cidrs: ['0.0.0.0/0'], primary: true },
+  },
+  {
+    name: 'loopback CIDR flagged',
+    spec: ['127.0.0.0/8'],
+    want: { matchAll: false, cidrs: ['127.0.0.0/8'], containsIPv4Loopback: true },
+  },
+  {
+    name: 'non-loopback CIDR not flagged',
+    spec: ['10.0.0.0/8'],
+    want: { matchAll: false, cidrs: ['10.0.0.0/8'], containsIPv4Loopback: false },
+  },
 ];
 
 for (const row of npaRows) {
@@ -102,24 +169,153 @@ const OUTSIDE = { ip: '192.0.2.1' };
 const CC: Partial<ModelOptions> = { clusterCIDRs: ['10.244.0.0/16'] };
 
 const masqRows: MasqRow[] = [
-  { name: 'cluster IP from a pod: no SNAT', opts: CC, policy: CLUSTER, kind: 'cluster-ip', src: POD, want: { endpoints: 'cluster', masquerade: false } },
-  { name: 'cluster IP from outside the cluster CIDR: SNAT', opts: CC, policy: CLUSTER, kind: 'cluster-ip', src: OUTSIDE, want: { endpoints: 'cluster', masquerade: true } },
-  { name: 'cluster IP, masqueradeAll: SNAT even from a pod', opts: { ...CC, masqueradeAll: true }, policy: CLUSTER, kind: 'cluster-ip', src: POD, want: { endpoints: 'cluster', masquerade: true } },
-  { name: 'cluster IP, no cluster CIDR: cannot tell, no SNAT', opts: {}, policy: CLUSTER, kind: 'cluster-ip', src: OUTSIDE, want: { endpoints: 'cluster', masquerade: false } },
-  { name: 'cluster IP, iTP Local: local endpoints', opts: CC, policy: ILOCAL, kind: 'cluster-ip', src: POD, want: { endpoints: 'local', masquerade: false } },
-  { name: 'NodeCIDR mode: pod CIDR of this node is local', opts: { detectLocalMode: 'NodeCIDR' }, podCIDRs: ['10.244.1.0/24'], policy: CLUSTER, kind: 'cluster-ip', src: POD, want: { endpoints: 'cluster', masquerade: false } },
-  { name: 'NodeCIDR mode: another node pod is not local', opts: { detectLocalMode: 'NodeCIDR' }, podCIDRs: ['10.244.2.0/24'], policy: CLUSTER, kind: 'cluster-ip', src: POD, want: { endpoints: 'cluster', masquerade: true } },
-  { name: 'NodeCIDR mode without pod CIDR: cannot tell', opts: { detectLocalMode: 'NodeCIDR' }, policy: CLUSTER, kind: 'cluster-ip', src: OUTSIDE, want: { endpoints: 'cluster', masquerade: false } },
-  { name: 'NodeCIDR mode ignores clusterCIDR', opts: { ...CC, detectLocalMode: 'NodeCIDR' }, podCIDRs: ['10.244.2.0/24'], policy: CLUSTER, kind: 'cluster-ip', src: POD, want: { endpoints: 'cluster', masquerade: true } },
-  { name: 'BridgeInterface mode matches the bridge', opts: { detectLocalMode: 'BridgeInterface', bridgeInterface: 'cbr0' }, policy: CLUSTER, kind: 'cluster-ip', src: { ip: '1.1.1.1', inInterface: 'cbr0' }, want: { endpoints: 'cluster', masquerade: false } },
-  { name: 'InterfaceNamePrefix mode: other interface is not local', opts: { detectLocalMode: 'InterfaceNamePrefix', interfaceNamePrefix: 'veth' }, policy: CLUSTER, kind: 'cluster-ip', src: { ip: '1.1.1.1', inInterface: 'eth0' }, want: { endpoints: 'cluster', masquerade: true } },
-  { name: 'detect-local None: never by source', opts: { ...CC, detectLocalMode: 'None' }, policy: CLUSTER, kind: 'cluster-ip', src: OUTSIDE, want: { endpoints: 'cluster', masquerade: false } },
-  { name: 'node port, eTP Cluster: SNAT to any endpoint', opts: CC, policy: CLUSTER, kind: 'node-port', src: OUTSIDE, want: { endpoints: 'cluster', masquerade: true } },
-  { name: 'load balancer, eTP Cluster, from a pod: still SNAT', opts: CC, policy: CLUSTER, kind: 'load-balancer', src: POD, want: { endpoints: 'cluster', masquerade: true } },
-  { name: 'node port, eTP Local: local endpoints, client IP kept', opts: CC, policy: ELOCAL, kind: 'node-port', src: OUTSIDE, want: { endpoints: 'local', masquerade: false } },
-  { name: 'external IP, eTP Local, from a local pod: short-circuit to cluster', opts: CC, policy: ELOCAL, kind: 'external-ip', src: POD, want: { endpoints: 'cluster', masquerade: false } },
-  { name: 'load balancer, eTP Local, from this node: SNAT to cluster', opts: CC, policy: ELOCAL, kind: 'load-balancer', src: { ip: '10.1.0.5', fromThisNode: true }, want: { endpoints: 'cluster', masquerade: true } },
-  { name: 'node port, eTP Local, masqueradeAll does not apply', opts: { ...CC, masqueradeAll: true }, policy: ELOCAL, kind: 'node-port', src: OUTSIDE, want: { endpoints: 'local', masquerade: false } },
+  {
+    name: 'cluster IP from a pod: no SNAT',
+    opts: CC,
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: POD,
+    want: { endpoints: 'cluster', masquerade: false },
+  },
+  {
+    name: 'cluster IP from outside the cluster CIDR: SNAT',
+    opts: CC,
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: OUTSIDE,
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
+    name: 'cluster IP, masqueradeAll: SNAT even from a pod',
+    opts: { ...CC, masqueradeAll: true },
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: POD,
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
+    name: 'cluster IP, no cluster CIDR: cannot tell, no SNAT',
+    opts: {},
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: OUTSIDE,
+    want: { endpoints: 'cluster', masquerade: false },
+  },
+  {
+    name: 'cluster IP, iTP Local: local endpoints',
+    opts: CC,
+    policy: ILOCAL,
+    kind: 'cluster-ip',
+    src: POD,
+    want: { endpoints: 'local', masquerade: false },
+  },
+  {
+    name: 'NodeCIDR mode: pod CIDR of this node is local',
+    opts: { detectLocalMode: 'NodeCIDR' },
+    podCIDRs: ['10.244.1.0/24'],
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: POD,
+    want: { endpoints: 'cluster', masquerade: false },
+  },
+  {
+    name: 'NodeCIDR mode: another node pod is not local',
+    opts: { detectLocalMode: 'NodeCIDR' },
+    podCIDRs: ['10.244.2.0/24'],
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: POD,
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
+    name: 'NodeCIDR mode without pod CIDR: cannot tell',
+    opts: { detectLocalMode: 'NodeCIDR' },
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: OUTSIDE,
+    want: { endpoints: 'cluster', masquerade: false },
+  },
+  {
+    name: 'NodeCIDR mode ignores clusterCIDR',
+    opts: { ...CC, detectLocalMode: 'NodeCIDR' },
+    podCIDRs: ['10.244.2.0/24'],
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: POD,
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
+    name: 'BridgeInterface mode matches the bridge',
+    opts: { detectLocalMode: 'BridgeInterface', bridgeInterface: 'cbr0' },
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: { ip: '1.1.1.1', inInterface: 'cbr0' },
+    want: { endpoints: 'cluster', masquerade: false },
+  },
+  {
+    name: 'InterfaceNamePrefix mode: other interface is not local',
+    opts: { detectLocalMode: 'InterfaceNamePrefix', interfaceNamePrefix: 'veth' },
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: { ip: '1.1.1.1', inInterface: 'eth0' },
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
+    name: 'detect-local None: never by source',
+    opts: { ...CC, detectLocalMode: 'None' },
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: OUTSIDE,
+    want: { endpoints: 'cluster', masquerade: false },
+  },
+  {
+    name: 'node port, eTP Cluster: SNAT to any endpoint',
+    opts: CC,
+    policy: CLUSTER,
+    kind: 'node-port',
+    src: OUTSIDE,
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
+    name: 'load balancer, eTP Cluster, from a pod: still SNAT',
+    opts: CC,
+    policy: CLUSTER,
+    kind: 'load-balancer',
+    src: POD,
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
+    name: 'node port, eTP Local: local endpoints, client IP kept',
+    opts: CC,
+    policy: ELOCAL,
+    kind: 'node-port',
+    src: OUTSIDE,
+    want: { endpoints: 'local', masquerade: false },
+  },
+  {
+    name: 'external IP, eTP Local, from a local pod: short-circuit to cluster',
+    opts: CC,
+    policy: ELOCAL,
+    kind: 'external-ip',
+    src: POD,
+    want: { endpoints: 'cluster', masquerade: false },
+  },
+  {
+    name: 'load balancer, eTP Local, from this node: SNAT to cluster',
+    opts: CC,
+    policy: ELOCAL,
+    kind: 'load-balancer',
+    src: { ip: '10.1.0.5', fromThisNode: true },
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
+    name: 'node port, eTP Local, masqueradeAll does not apply',
+    opts: { ...CC, masqueradeAll: true },
+    policy: ELOCAL,
+    kind: 'node-port',
+    src: OUTSIDE,
+    want: { endpoints: 'local', masquerade: false },
+  },
 ];
 
 for (const row of masqRows) {

@@ -30,7 +30,11 @@ const rows: Row[] = [
     },
   },
   { name: 'protocol defaults to TCP', opts: { ports: [{ name: 'p', port: 80 }] }, want: { protocol: 'TCP' } },
-  { name: 'UDP port', opts: { ports: [{ name: 'dns', protocol: 'UDP', port: 53 }] }, want: { protocol: 'UDP', id: 'default/s:dns/UDP' as ServicePortInfo['id'] } },
+  {
+    name: 'UDP port',
+    opts: { ports: [{ name: 'dns', protocol: 'UDP', port: 53 }] },
+    want: { protocol: 'UDP', id: 'default/s:dns/UDP' as ServicePortInfo['id'] },
+  },
   { name: 'SCTP port', opts: { ports: [{ name: 'x', protocol: 'SCTP', port: 9 }] }, want: { protocol: 'SCTP' } },
   {
     name: 'NodePort has a node port and is externally accessible',
@@ -46,7 +50,11 @@ const rows: Row[] = [
   { name: 'clusterIP None (headless) is skipped', opts: { clusterIP: 'None' }, want: null },
   { name: 'no cluster IP is skipped', opts: { clusterIP: '' }, want: null },
   { name: 'headless label is skipped', opts: { labels: { 'service.kubernetes.io/headless': '' } }, want: null },
-  { name: 'service-proxy-name label is skipped', opts: { labels: { 'service.kubernetes.io/service-proxy-name': 'other' } }, want: null },
+  {
+    name: 'service-proxy-name label is skipped',
+    opts: { labels: { 'service.kubernetes.io/service-proxy-name': 'other' } },
+    want: null,
+  },
   {
     name: 'dual-stack: IPv4 tracker takes the IPv4 cluster IP',
     opts: { clusterIPs: ['fd00::10', '10.96.0.10'] },
@@ -68,7 +76,12 @@ const rows: Row[] = [
     name: 'LB ingress: VIP and unset ipMode programmed, Proxy not, hostname ignored',
     opts: {
       type: 'LoadBalancer',
-      ingress: [{ ip: '5.5.5.5' }, { ip: '6.6.6.6', ipMode: 'VIP' }, { ip: '7.7.7.7', ipMode: 'Proxy' }, { hostname: 'lb.example' }],
+      ingress: [
+        { ip: '5.5.5.5' },
+        { ip: '6.6.6.6', ipMode: 'VIP' },
+        { ip: '7.7.7.7', ipMode: 'Proxy' },
+        { hostname: 'lb.example' },
+      ],
     },
     want: { loadBalancerVIPs: ['5.5.5.5', '6.6.6.6'] },
   },
@@ -95,7 +108,12 @@ const rows: Row[] = [
   {
     name: 'eTP Local on LoadBalancer: health check port, uses local and cluster endpoints',
     opts: { type: 'LoadBalancer', eTP: 'Local', hcPort: 32000, ports: [{ name: 'p', port: 80, nodePort: 30080 }] },
-    want: { externalPolicyLocal: true, healthCheckNodePort: 32000, usesLocalEndpoints: true, usesClusterEndpoints: true },
+    want: {
+      externalPolicyLocal: true,
+      healthCheckNodePort: 32000,
+      usesLocalEndpoints: true,
+      usesClusterEndpoints: true,
+    },
   },
   {
     name: 'eTP Local on NodePort: no health check port',

@@ -3,11 +3,17 @@ import type { EndpointSlice, Service } from '../../../src/model/k8s.ts';
 import type { StaleTarget } from '../../../src/model/types.ts';
 import { ep, newTracker, slice, svc, type EpOpts } from './helpers.ts';
 
-const udp = (o: Parameters<typeof svc>[1] = {}) => svc('dns', { ports: [{ name: 'dns', protocol: 'UDP', port: 53 }], ...o });
+const udp = (o: Parameters<typeof svc>[1] = {}) =>
+  svc('dns', { ports: [{ name: 'dns', protocol: 'UDP', port: 53 }], ...o });
 const sctp = () => svc('dns', { ports: [{ name: 'dns', protocol: 'SCTP', port: 53 }] });
 const tcp = () => svc('dns', { ports: [{ name: 'dns', protocol: 'TCP', port: 53 }] });
 const sl = (proto: string, ...eps: [string, EpOpts?][]) =>
-  slice('dns-1', 'dns', eps.map(([ip, o]) => ep(ip, o)), { ports: [{ name: 'dns', protocol: proto, port: 5353 }] });
+  slice(
+    'dns-1',
+    'dns',
+    eps.map(([ip, o]) => ep(ip, o)),
+    { ports: [{ name: 'dns', protocol: proto, port: 5353 }] },
+  );
 
 type Step = { svc?: Service | null; slice?: EndpointSlice; removeSlice?: EndpointSlice };
 
@@ -107,7 +113,9 @@ const rows: Row[] = [
   {
     name: 'endpoint port changes: the old ip:port is stale',
     before: [{ svc: udp() }, { slice: sl('UDP', ['10.0.0.1']) }],
-    after: [{ slice: slice('dns-1', 'dns', [ep('10.0.0.1')], { ports: [{ name: 'dns', protocol: 'UDP', port: 5454 }] }) }],
+    after: [
+      { slice: slice('dns-1', 'dns', [ep('10.0.0.1')], { ports: [{ name: 'dns', protocol: 'UDP', port: 5454 }] }) },
+    ],
     want: ['endpoint-removed UDP 10.96.0.10:53 ->10.0.0.1'],
   },
 ];

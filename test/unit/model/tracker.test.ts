@@ -155,16 +155,27 @@ test('tracker: health check node port and local ready endpoint count (distinct I
   });
   tr.onService(undefined, lb);
   tr.onEndpointSlice(
-    slice('s-1', 's', [ep('10.0.0.1', { node: NODE }), ep('10.0.0.2', { node: 'other' }), ep('10.0.0.3', { node: NODE, ready: false })], {
-      ports: [
-        { name: 'a', protocol: 'TCP', port: 8080 },
-        { name: 'b', protocol: 'TCP', port: 8081 },
-      ],
-    }),
+    slice(
+      's-1',
+      's',
+      [ep('10.0.0.1', { node: NODE }), ep('10.0.0.2', { node: 'other' }), ep('10.0.0.3', { node: NODE, ready: false })],
+      {
+        ports: [
+          { name: 'a', protocol: 'TCP', port: 8080 },
+          { name: 'b', protocol: 'TCP', port: 8081 },
+        ],
+      },
+    ),
     false,
   );
   const { desired, change } = tr.checkout();
-  t.deepEqual(desired.healthChecks.get(S), { service: S, namespace: 'default', name: 's', nodePort: 32000, localEndpoints: 1 });
+  t.deepEqual(desired.healthChecks.get(S), {
+    service: S,
+    namespace: 'default',
+    name: 's',
+    nodePort: 32000,
+    localEndpoints: 1,
+  });
   t.true(change.serviceKeys.has(S));
 
   tr.onService(lb, svc('s', { type: 'LoadBalancer', ports: [{ name: 'a', port: 80, nodePort: 30080 }] }));
@@ -176,7 +187,11 @@ test('tracker: a node zone change reselects endpoints and forces a full sync', (
   tr.onService(undefined, svc('s'));
   tr.onEndpointSlice(slice('s-1', 's', [ep('10.0.0.1', { zones: ['z1'] }), ep('10.0.0.2', { zones: ['z2'] })]), false);
   let { desired, change } = tr.checkout();
-  t.deepEqual(keys(desired.selections.get(P)!.cluster), ['10.0.0.1:8080', '10.0.0.2:8080'], 'zone unknown: hints ignored');
+  t.deepEqual(
+    keys(desired.selections.get(P)!.cluster),
+    ['10.0.0.1:8080', '10.0.0.2:8080'],
+    'zone unknown: hints ignored',
+  );
 
   tr.onNode(node(NODE, { zone: 'z2' }));
   ({ desired, change } = tr.checkout());
@@ -237,7 +252,11 @@ test('tracker: the single-change path touches only the changed Service', (t) => 
   t.deepEqual([...change.serviceKeys], ['default/s3']);
   t.deepEqual([...change.previous.keys()], ['default/s3:p/TCP']);
   t.is(desired.generation, gen + 1);
-  t.is(desired.selections.get('default/s7:p/TCP' as ServicePortId), untouched, 'other Services keep their very objects');
+  t.is(
+    desired.selections.get('default/s7:p/TCP' as ServicePortId),
+    untouched,
+    'other Services keep their very objects',
+  );
   t.deepEqual(keys(desired.endpoints.get('default/s3:p/TCP' as ServicePortId)), ['10.1.3.1:8080', '10.1.3.9:8080']);
 });
 
@@ -299,18 +318,45 @@ test('tracker: an object whose fields throw when read is skipped, counted, and h
   t.true(tr.checkout().desired.services.has(P));
   t.deepEqual(rejected, ['Service/internal-error', 'EndpointSlice/internal-error', 'Node/internal-error']);
   t.is(warnings().length, 3, 'one line per object');
-  t.true(warnings().every((w) => w.level === 'error' && w.msg.includes('<unreadable object>') && w.msg.includes('boom')));
+  t.true(
+    warnings().every((w) => w.level === 'error' && w.msg.includes('<unreadable object>') && w.msg.includes('boom')),
+  );
 });
 
 test('tracker: only the ports whose endpoints changed are reported, not the whole Service', (t) => {
   const { t: tr } = newTracker();
-  tr.onService(undefined, svc('s', { ports: [{ name: 'a', port: 80 }, { name: 'b', port: 81 }] }));
-  tr.onEndpointSlice(slice('s-a', 's', [ep('10.0.0.1')], { ports: [{ name: 'a', protocol: 'TCP', port: 8080 }] }), false);
-  tr.onEndpointSlice(slice('s-b', 's', [ep('10.0.0.1')], { ports: [{ name: 'b', protocol: 'TCP', port: 8081 }] }), false);
-  tr.onEndpointSlice(slice('s-x', 's', [ep('10.0.0.1')], { ports: [{ name: 'x', protocol: 'TCP', port: 9999 }] }), false);
+  tr.onService(
+    undefined,
+    svc('s', {
+      ports: [
+        { name: 'a', port: 80 },
+        { name: 'b', port: 81 },
+      ],
+    }),
+  );
+  tr.onEndpointSlice(
+    slice('s-a', 's', [ep('10.0.0.1')], { ports: [{ name: 'a', protocol: 'TCP', port: 8080 }] }),
+    false,
+  );
+  tr.onEndpointSlice(
+    slice('s-b', 's', [ep('10.0.0.1')], { ports: [{ name: 'b', protocol: 'TCP', port: 8081 }] }),
+    false,
+  );
+  tr.onEndpointSlice(
+    slice('s-x', 's', [ep('10.0.0.1')], { ports: [{ name: 'x', protocol: 'TCP', port: 9999 }] }),
+    false,
+  );
   tr.checkout();
-  tr.onEndpointSlice(slice('s-b', 's', [ep('10.0.0.2')], { ports: [{ name: 'b', protocol: 'TCP', port: 8081 }] }), false);
+  tr.onEndpointSlice(
+    slice('s-b', 's', [ep('10.0.0.2')], { ports: [{ name: 'b', protocol: 'TCP', port: 8081 }] }),
+    false,
+  );
   t.deepEqual([...tr.checkout().change.services], ['default/s:b/TCP']);
-  t.true(tr.onEndpointSlice(slice('s-x', 's', [ep('10.0.0.3')], { ports: [{ name: 'x', protocol: 'TCP', port: 9999 }] }), false));
+  t.true(
+    tr.onEndpointSlice(
+      slice('s-x', 's', [ep('10.0.0.3')], { ports: [{ name: 'x', protocol: 'TCP', port: 9999 }] }),
+      false,
+    ),
+  );
   t.deepEqual([...tr.checkout().change.services], [], 'a port the Service does not have changes nothing published');
 });

@@ -61,7 +61,15 @@ for (const [label, name] of [
 
 test('a port name the API server refuses drops that port only', (t) => {
   const { t: tr, rejected } = newTracker();
-  tr.onService(undefined, svc('web', { ports: [{ name: 'ok', port: 80 }, { name: 'BAD\n', port: 81 }] }));
+  tr.onService(
+    undefined,
+    svc('web', {
+      ports: [
+        { name: 'ok', port: 80 },
+        { name: 'BAD\n', port: 81 },
+      ],
+    }),
+  );
   const { desired } = tr.checkout();
   t.deepEqual([...desired.services.keys()], ['default/web:ok/TCP']);
   t.deepEqual(rejected, ['Service/invalid-port']);
@@ -83,7 +91,12 @@ test('loopback, unspecified, link-local and broadcast endpoints are refused with
 test('IPv6: ::1, :: and fe80:: endpoints are refused', (t) => {
   const { t: tr } = newTracker({ family: 'IPv6' });
   tr.onService(undefined, svc('good', { clusterIP: 'fd00::10' }));
-  const s = slice('good-1', 'good', ['fd00::1', '::1', '::', 'fe80::1'].map((ip) => ep(ip)), { addressType: 'IPv6' });
+  const s = slice(
+    'good-1',
+    'good',
+    ['fd00::1', '::1', '::', 'fe80::1'].map((ip) => ep(ip)),
+    { addressType: 'IPv6' },
+  );
   tr.onEndpointSlice(s, false);
   const { desired } = tr.checkout();
   t.deepEqual(keys(desired.selections.get(GOOD)?.cluster), ['[fd00::1]:8080']);

@@ -74,7 +74,12 @@ test('the .deb holds the program, its runtime and production modules, unit, conf
   const p = built(t);
   if (!p) return;
   const files = debListing(p.deb);
-  for (const f of [...EXPECTED, 'lib/systemd/system/kube-proxy-ts.service', 'etc/default/kube-proxy-ts', 'usr/share/doc/kube-proxy-ts/copyright']) {
+  for (const f of [
+    ...EXPECTED,
+    'lib/systemd/system/kube-proxy-ts.service',
+    'etc/default/kube-proxy-ts',
+    'usr/share/doc/kube-proxy-ts/copyright',
+  ]) {
     t.true(files.has(f), `${f} missing from the .deb`);
   }
   t.is(files.get(`${LIB}/node_modules/node/bin/node`), '-rwxr-xr-x root/root');
@@ -82,11 +87,23 @@ test('the .deb holds the program, its runtime and production modules, unit, conf
   const paths = [...files.keys()];
   // No development tooling, no other platforms' binaries, no sources under node_modules.
   for (const dev of ['ava', 'typescript', 'eslint', 'fast-check', '.bin']) {
-    t.false(paths.some((f) => f.startsWith(`${LIB}/node_modules/${dev}/`) || f === `${LIB}/node_modules/${dev}`), `${dev} is in the package`);
+    t.false(
+      paths.some((f) => f.startsWith(`${LIB}/node_modules/${dev}/`) || f === `${LIB}/node_modules/${dev}`),
+      `${dev} is in the package`,
+    );
   }
-  t.deepEqual(paths.filter((f) => /\/prebuilds\/(?!linux-x64)/.test(f) && f.split('/').length > 6), []);
-  t.deepEqual(paths.filter((f) => f.startsWith(`${LIB}/node_modules/`) && f.endsWith('.ts') && !f.endsWith('.d.ts')), []);
-  t.deepEqual(paths.filter((f) => f.includes('/obj.target/')), []);
+  t.deepEqual(
+    paths.filter((f) => /\/prebuilds\/(?!linux-x64)/.test(f) && f.split('/').length > 6),
+    [],
+  );
+  t.deepEqual(
+    paths.filter((f) => f.startsWith(`${LIB}/node_modules/`) && f.endsWith('.ts') && !f.endsWith('.d.ts')),
+    [],
+  );
+  t.deepEqual(
+    paths.filter((f) => f.includes('/obj.target/')),
+    [],
+  );
 });
 
 test('.deb metadata: version, architecture, dependencies, conffiles, maintainer scripts', (t) => {
@@ -97,12 +114,16 @@ test('.deb metadata: version, architecture, dependencies, conffiles, maintainer 
   t.is(field('Version'), p.version);
   t.is(field('Architecture'), 'amd64');
   const depends = field('Depends');
-  for (const d of ['libc6', 'libstdc++6', 'libsystemd0']) t.regex(depends, new RegExp(`\\b${d.replace('+', '\\+')}\\b`), depends);
+  for (const d of ['libc6', 'libstdc++6', 'libsystemd0'])
+    t.regex(depends, new RegExp(`\\b${d.replace('+', '\\+')}\\b`), depends);
   t.notRegex(depends, /nodejs|npm/);
   const ctl = join(scratch, 'control');
   tool('/usr/bin/dpkg-deb', ['-e', p.deb, ctl]);
   const read = (f: string): string => readFileSync(join(ctl, f), 'utf8');
-  t.deepEqual(read('conffiles').trim().split('\n').sort(), ['/etc/default/kube-proxy-ts', '/etc/kube-proxy-ts/config.yaml']);
+  t.deepEqual(read('conffiles').trim().split('\n').sort(), [
+    '/etc/default/kube-proxy-ts',
+    '/etc/kube-proxy-ts/config.yaml',
+  ]);
   const postinst = read('postinst');
   t.regex(postinst, /deb-systemd-helper enable 'kube-proxy-ts\.service'/, 'enable on install');
   t.regex(postinst, /_dh_action=restart/, 'restart on upgrade');
@@ -111,7 +132,8 @@ test('.deb metadata: version, architecture, dependencies, conffiles, maintainer 
   t.regex(prerm, /"\$1" = remove[\s\S]*deb-systemd-invoke stop 'kube-proxy-ts\.service'/, 'stop on remove only');
   t.notRegex(prerm, /upgrade/);
   t.regex(read('postrm'), /deb-systemd-helper purge 'kube-proxy-ts\.service'/);
-  for (const s of ['postinst', 'prerm', 'postrm']) t.notRegex(read(s), /--cleanup/, `${s} must never remove the programmed rules`);
+  for (const s of ['postinst', 'prerm', 'postrm'])
+    t.notRegex(read(s), /--cleanup/, `${s} must never remove the programmed rules`);
 });
 
 test('the .rpm has the same layout, %config(noreplace) files, systemd scriptlets and sane requires', (t) => {
@@ -120,10 +142,13 @@ test('the .rpm has the same layout, %config(noreplace) files, systemd scriptlets
   const q = (...args: string[]): string => tool('/usr/bin/rpm', ['-qp', ...args, p.rpm]).stdout;
   t.is(q('--qf', '%{NAME} %{VERSION} %{ARCH}'), `kube-proxy-ts ${p.version} x86_64`);
   const files = new Set(q('-l').trim().split('\n'));
-  for (const f of [...EXPECTED, 'usr/lib/systemd/system/kube-proxy-ts.service', 'etc/sysconfig/kube-proxy-ts']) t.true(files.has(`/${f}`), `/${f} missing from the .rpm`);
+  for (const f of [...EXPECTED, 'usr/lib/systemd/system/kube-proxy-ts.service', 'etc/sysconfig/kube-proxy-ts'])
+    t.true(files.has(`/${f}`), `/${f} missing from the .rpm`);
   t.deepEqual(q('-c').trim().split('\n').sort(), ['/etc/kube-proxy-ts/config.yaml', '/etc/sysconfig/kube-proxy-ts']);
   // noreplace: rpm --dump's flags column; %config = 1, noreplace = 16.
-  for (const line of q('--dump').split('\n').filter((l) => l.startsWith('/etc/'))) {
+  for (const line of q('--dump')
+    .split('\n')
+    .filter((l) => l.startsWith('/etc/'))) {
     const cols = line.split(' ');
     if (cols[8] === '1') t.true((Number.parseInt(cols[7] ?? '0', 10) & 16) !== 0, `${cols[0]} is not noreplace`);
   }
@@ -139,7 +164,10 @@ test('the .rpm has the same layout, %config(noreplace) files, systemd scriptlets
   t.notRegex(provides, /\.node|\.bare|napi/, 'the bundled addons must not be advertised as provides');
   // The same files under /usr/lib/kube-proxy-ts in both packages.
   const debLib = [...debListing(p.deb).keys()].filter((f) => f.startsWith(`${LIB}/`)).sort();
-  const rpmLib = [...files].map((f) => f.slice(1)).filter((f) => f.startsWith(`${LIB}/`)).sort();
+  const rpmLib = [...files]
+    .map((f) => f.slice(1))
+    .filter((f) => f.startsWith(`${LIB}/`))
+    .sort();
   t.deepEqual(rpmLib, debLib);
   const unit = readFileSync(join(rpmRoot, 'usr/lib/systemd/system/kube-proxy-ts.service'), 'utf8');
   t.regex(unit, /^EnvironmentFile=-\/etc\/sysconfig\/kube-proxy-ts$/m);
@@ -148,7 +176,10 @@ test('the .rpm has the same layout, %config(noreplace) files, systemd scriptlets
 
 /** systemd-analyze verify of a packaged unit, with ExecStart pointed into the unpacked tree. */
 function verifyUnit(root: string, unitPath: string): { status: number | null; output: string } {
-  const text = readFileSync(join(root, unitPath), 'utf8').replace(/^ExecStart=\/usr\/bin\/kube-proxy-ts /m, `ExecStart=${root}/usr/bin/kube-proxy-ts `);
+  const text = readFileSync(join(root, unitPath), 'utf8').replace(
+    /^ExecStart=\/usr\/bin\/kube-proxy-ts /m,
+    `ExecStart=${root}/usr/bin/kube-proxy-ts `,
+  );
   const dir = mkdtempSync(join(scratch, 'unit-'));
   writeFileSync(join(dir, 'kube-proxy-ts.service'), text);
   const r = tool('/usr/bin/systemd-analyze', ['verify', join(dir, 'kube-proxy-ts.service')], {
@@ -160,7 +191,10 @@ function verifyUnit(root: string, unitPath: string): { status: number | null; ou
 
 test('systemd-analyze verify passes for the unit as both packages ship it (man page found)', (t) => {
   if (!built(t)) return;
-  for (const [root, unit] of [[debRoot, 'lib/systemd/system/kube-proxy-ts.service'], [rpmRoot, 'usr/lib/systemd/system/kube-proxy-ts.service']] as const) {
+  for (const [root, unit] of [
+    [debRoot, 'lib/systemd/system/kube-proxy-ts.service'],
+    [rpmRoot, 'usr/lib/systemd/system/kube-proxy-ts.service'],
+  ] as const) {
     const r = verifyUnit(root, unit);
     t.is(r.status, 0, r.output);
     t.is(r.output.trim(), '', r.output);
@@ -169,7 +203,11 @@ test('systemd-analyze verify passes for the unit as both packages ship it (man p
 
 test('systemd-analyze security rates the packaged unit OK (exposure below 2.5)', (t) => {
   if (!built(t)) return;
-  const r = tool('/usr/bin/systemd-analyze', ['security', '--offline=true', '--no-pager', join(debRoot, 'lib/systemd/system/kube-proxy-ts.service')], { allowFail: true });
+  const r = tool(
+    '/usr/bin/systemd-analyze',
+    ['security', '--offline=true', '--no-pager', join(debRoot, 'lib/systemd/system/kube-proxy-ts.service')],
+    { allowFail: true },
+  );
   const m = /Overall exposure level for kube-proxy-ts\.service: (\d+\.\d+)/.exec(r.stdout);
   t.truthy(m, r.stdout + r.stderr);
   const exposure = Number(m?.[1]);
@@ -182,11 +220,16 @@ test('lintian: no errors or warnings beyond the justified overrides', async (t) 
   if (!p) return;
   t.timeout(600_000);
   // (--show-overrides would make lintian 2.116 exit 2 even when clean.)
-  const r = await toolAsync('/usr/bin/lintian', ['--fail-on', 'error,warning', '--tag-display-limit', '0', p.deb], { allowFail: true, timeoutMs: 600_000 });
+  const r = await toolAsync('/usr/bin/lintian', ['--fail-on', 'error,warning', '--tag-display-limit', '0', p.deb], {
+    allowFail: true,
+    timeoutMs: 600_000,
+  });
   const lines = r.stdout.split('\n').filter((l) => /^[EW]: /.test(l));
   t.deepEqual(lines, [], r.stdout + r.stderr);
   t.is(r.status, 0, r.stdout + r.stderr);
-  const overrides = readFileSync(join(REPO, 'debian/kube-proxy-ts.lintian-overrides'), 'utf8').split('\n').filter((l) => l.startsWith('kube-proxy-ts: ')).length;
+  const overrides = readFileSync(join(REPO, 'debian/kube-proxy-ts.lintian-overrides'), 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('kube-proxy-ts: ')).length;
   t.log(`lintian: clean, with ${overrides} justified override lines (debian/kube-proxy-ts.lintian-overrides)`);
 });
 
@@ -194,16 +237,29 @@ test('the unpacked package runs on its bundled Node: entry point, native addons,
   const p = built(t);
   if (!p) return;
   const node = join(debRoot, LIB, 'node_modules/node/bin/node');
-  t.is(tool(node, ['--version']).stdout.trim(), `v${(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { dependencies: { node: string } }).dependencies.node}`);
+  t.is(
+    tool(node, ['--version']).stdout.trim(),
+    `v${(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { dependencies: { node: string } }).dependencies.node}`,
+  );
   // The wrapper's target, run from the unpacked tree (the wrapper itself has absolute paths).
   const wrapper = readFileSync(join(debRoot, 'usr/bin/kube-proxy-ts'), 'utf8');
-  t.true(wrapper.includes(`\nexec /usr/lib/kube-proxy-ts/node_modules/node/bin/node ${DAEMON_NODE_FLAGS.join(' ')} /usr/lib/kube-proxy-ts/bin/kube-proxy-ts.js "$@"\n`), wrapper);
-  const v = tool(node, [...DAEMON_NODE_FLAGS, join(debRoot, LIB, 'bin/kube-proxy-ts.js'), '--version'], { allowFail: true });
+  t.true(
+    wrapper.includes(
+      `\nexec /usr/lib/kube-proxy-ts/node_modules/node/bin/node ${DAEMON_NODE_FLAGS.join(' ')} /usr/lib/kube-proxy-ts/bin/kube-proxy-ts.js "$@"\n`,
+    ),
+    wrapper,
+  );
+  const v = tool(node, [...DAEMON_NODE_FLAGS, join(debRoot, LIB, 'bin/kube-proxy-ts.js'), '--version'], {
+    allowFail: true,
+  });
   t.is(v.status, 0, v.stderr);
   t.regex(v.stdout, new RegExp(`^kube-proxy-ts v${p.version.replaceAll('.', '\\.')}`));
   t.is(v.stderr, '', 'no warnings (type stripping is quiet on Node 24)');
   // Every production dependency and both native addons load from the packaged tree alone.
-  const deps = Object.keys((JSON.parse(readFileSync(join(debRoot, LIB, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies).filter((d) => d !== 'node');
+  const deps = Object.keys(
+    (JSON.parse(readFileSync(join(debRoot, LIB, 'package.json'), 'utf8')) as { dependencies: Record<string, string> })
+      .dependencies,
+  ).filter((d) => d !== 'node');
   const script = `const { createRequire } = require('node:module');
 const r = createRequire(${JSON.stringify(join(debRoot, LIB, 'package.json'))});
 (async () => {

@@ -14,7 +14,12 @@ import { keepFile, productionPackages, WRAPPER } from '../../../scripts/package-
 import { REPO } from './build.ts';
 
 const read = (p: string): string => readFileSync(join(REPO, p), 'utf8');
-const pkg = JSON.parse(read('package.json')) as { version: string; bin: Record<string, string>; scripts: Record<string, string>; dependencies: Record<string, string> };
+const pkg = JSON.parse(read('package.json')) as {
+  version: string;
+  bin: Record<string, string>;
+  scripts: Record<string, string>;
+  dependencies: Record<string, string>;
+};
 
 test('the man page documents every flag of the flag table, and nothing else', (t) => {
   const page = renderManPage(FLAGS, { version: '1.2.3', date: '2026-01-02' });
@@ -22,8 +27,13 @@ test('the man page documents every flag of the flag table, and nothing else', (t
     const dashes = f.name.length === 1 ? '\\-' : '\\-\\-';
     t.true(page.includes(`\\fB${dashes}${roffText(f.name)}\\fR`), `--${f.name} is not in the man page`);
   }
-  const documented = [...page.matchAll(/^(?:\\fB\\-v\\fR, )?\\fB\\-(?:\\-)?([a-z][a-z0-9\\-]*)\\fR/gm)].map((m) => m[1]!.replaceAll('\\-', '-'));
-  t.deepEqual(documented.filter((n) => n !== 'h' && n !== 'help' && n !== 'version').sort(), FLAGS.map((f) => f.name).sort());
+  const documented = [...page.matchAll(/^(?:\\fB\\-v\\fR, )?\\fB\\-(?:\\-)?([a-z][a-z0-9\\-]*)\\fR/gm)].map((m) =>
+    m[1]!.replaceAll('\\-', '-'),
+  );
+  t.deepEqual(
+    documented.filter((n) => n !== 'h' && n !== 'help' && n !== 'version').sort(),
+    FLAGS.map((f) => f.name).sort(),
+  );
   t.regex(page, /^\.TH KUBE\\-PROXY\\-TS 8 "2026-01-02" "kube\\-proxy\\-ts 1\.2\.3"/m);
 });
 
@@ -36,7 +46,10 @@ test('the man page renders without groff warnings', (t) => {
   try {
     const file = join(dir, 'kube-proxy-ts.8');
     writeFileSync(file, renderManPage(FLAGS, { version: pkg.version }));
-    const r = spawnSync('/usr/bin/man', ['--warnings', '-E', 'UTF-8', '-l', file], { encoding: 'utf8', env: { ...process.env, MANWIDTH: '80', LC_ALL: 'C.UTF-8', MAN_KEEP_FORMATTING: '' } });
+    const r = spawnSync('/usr/bin/man', ['--warnings', '-E', 'UTF-8', '-l', file], {
+      encoding: 'utf8',
+      env: { ...process.env, MANWIDTH: '80', LC_ALL: 'C.UTF-8', MAN_KEEP_FORMATTING: '' },
+    });
     t.is(r.status, 0, r.stderr);
     t.is(r.stderr, '');
     t.regex(r.stdout, /--manifest-dir/);
@@ -80,7 +93,16 @@ test('the unit: Type=notify, watchdog, restart policy, config and environment fi
   };
   for (const [k, v] of Object.entries(expect)) t.is(u.get(k), v, k);
   // The daemon programs the host's network namespace: never a private one.
-  for (const k of ['PrivateNetwork', 'PrivateUsers', 'MemoryDenyWriteExecute', 'ProcSubset', 'DynamicUser', 'ExecStop', 'ExecStopPost']) t.false(u.has(k), `${k} must not be set`);
+  for (const k of [
+    'PrivateNetwork',
+    'PrivateUsers',
+    'MemoryDenyWriteExecute',
+    'ProcSubset',
+    'DynamicUser',
+    'ExecStop',
+    'ExecStopPost',
+  ])
+    t.false(u.has(k), `${k} must not be set`);
 });
 
 test('the default configuration is valid, nftables mode, and the environment file is empty by default', (t) => {
@@ -103,10 +125,16 @@ test('package.json, debian/changelog and the spec agree on the version; npm run 
 });
 
 test('debian/copyright and the spec cover every license of the bundled modules', (t) => {
-  const lock = JSON.parse(read('package-lock.json')) as { packages: Record<string, { license?: string; dev?: boolean }> };
+  const lock = JSON.parse(read('package-lock.json')) as {
+    packages: Record<string, { license?: string; dev?: boolean }>;
+  };
   const licenses = new Set(productionPackages(lock).map((p) => lock.packages[p]?.license ?? 'UNKNOWN'));
   const declared = ['MIT', 'ISC', 'Apache-2.0', 'PSF-2.0', 'Unlicense'];
-  t.deepEqual([...licenses].filter((l) => !declared.includes(l)), [], 'a new license among the production dependencies: add it to debian/copyright and the spec');
+  t.deepEqual(
+    [...licenses].filter((l) => !declared.includes(l)),
+    [],
+    'a new license among the production dependencies: add it to debian/copyright and the spec',
+  );
   const copyright = read('debian/copyright');
   const specLicense = /^License:\s+(.*)$/m.exec(read('packaging/kube-proxy-ts.spec'))?.[1] ?? '';
   for (const l of declared) {
@@ -115,7 +143,7 @@ test('debian/copyright and the spec cover every license of the bundled modules',
   }
 });
 
-test('staging keeps production packages only, this platform\'s addons only, no build debris', (t) => {
+test("staging keeps production packages only, this platform's addons only, no build debris", (t) => {
   const lock = {
     packages: {
       '': {},
@@ -143,5 +171,9 @@ test('staging keeps production packages only, this platform\'s addons only, no b
   t.false(keepFile('node_modules/a', '.eslintrc'));
   t.false(keepFile('node_modules/a', 'test/x.js'));
   t.true(keepFile('node_modules/a', 'lib/test.js'));
-  t.regex(WRAPPER, /^exec \/usr\/lib\/kube-proxy-ts\/node_modules\/node\/bin\/node --max-semi-space-size=8 \/usr\/lib\/kube-proxy-ts\/bin\/kube-proxy-ts\.js "\$@"$/m, 'the daemon runs with its V8 options (src/daemon/node-flags.ts)');
+  t.regex(
+    WRAPPER,
+    /^exec \/usr\/lib\/kube-proxy-ts\/node_modules\/node\/bin\/node --max-semi-space-size=8 \/usr\/lib\/kube-proxy-ts\/bin\/kube-proxy-ts\.js "\$@"$/m,
+    'the daemon runs with its V8 options (src/daemon/node-flags.ts)',
+  );
 });

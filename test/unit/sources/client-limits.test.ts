@@ -47,21 +47,30 @@ test('every request is rate-limited and observed with its status code and host',
     server: 'https://10.0.0.1:6443',
     get: () => {
       clock.advance(30);
-      return fail ? Promise.reject(new ApiError('/api/v1/nodes', 403, 'Forbidden', 'no')) : Promise.resolve({ items: [] });
+      return fail
+        ? Promise.reject(new ApiError('/api/v1/nodes', 403, 'Forbidden', 'no'))
+        : Promise.resolve({ items: [] });
     },
     watch: () => Promise.reject(new Error('ECONNRESET')),
   };
   const seen: RequestObservation[] = [];
-  const limited = limitedApi(api, { limiter: new TokenBucket({ qps: 10, burst: 5, clock }), clock, observe: (o) => seen.push(o) });
+  const limited = limitedApi(api, {
+    limiter: new TokenBucket({ qps: 10, burst: 5, clock }),
+    clock,
+    observe: (o) => seen.push(o),
+  });
   t.is(limited.server, api.server);
   t.deepEqual(await limited.get('/api/v1/nodes', {}, signal), { items: [] });
   fail = true;
   await t.throwsAsync(limited.get('/api/v1/nodes', {}, signal));
   await t.throwsAsync(limited.watch('/api/v1/nodes', {}, signal, () => {}));
-  t.deepEqual(seen.map((o) => [o.method, o.host, o.code, o.watch]), [
-    ['GET', '10.0.0.1:6443', '200', false],
-    ['GET', '10.0.0.1:6443', '403', false],
-    ['GET', '10.0.0.1:6443', '<error>', true],
-  ]);
+  t.deepEqual(
+    seen.map((o) => [o.method, o.host, o.code, o.watch]),
+    [
+      ['GET', '10.0.0.1:6443', '200', false],
+      ['GET', '10.0.0.1:6443', '403', false],
+      ['GET', '10.0.0.1:6443', '<error>', true],
+    ],
+  );
   t.is(seen[0]!.durationMs, 30);
 });

@@ -11,7 +11,11 @@ async function json(url: string): Promise<{ status: number; body: Record<string,
 }
 
 /** Reads watch events until n have arrived (or the stream ends). */
-async function events(url: string, n: number, during?: () => void): Promise<{ type: string; object: Record<string, unknown> }[]> {
+async function events(
+  url: string,
+  n: number,
+  during?: () => void,
+): Promise<{ type: string; object: Record<string, unknown> }[]> {
   const ctrl = new AbortController();
   const res = await fetch(url, { signal: ctrl.signal });
   const reader = res.body!.getReader();
@@ -54,15 +58,24 @@ test('lists: kinds, namespaces, selectors, paging from a snapshot, expired conti
   t.is(r.body['kind'], 'ServiceList');
   t.is((r.body['metadata'] as { resourceVersion: string }).resourceVersion, s.resourceVersion);
   t.is((r.body['items'] as unknown[]).length, 3);
-  r = await json(`${s.url}/api/v1/namespaces/b/services?labelSelector=${encodeURIComponent('!service.kubernetes.io/service-proxy-name')}`);
-  t.deepEqual((r.body['items'] as { metadata: { name: string } }[]).map((i) => i.metadata.name), ['three']);
+  r = await json(
+    `${s.url}/api/v1/namespaces/b/services?labelSelector=${encodeURIComponent('!service.kubernetes.io/service-proxy-name')}`,
+  );
+  t.deepEqual(
+    (r.body['items'] as { metadata: { name: string } }[]).map((i) => i.metadata.name),
+    ['three'],
+  );
   r = await json(`${s.url}/api/v1/services?limit=2`);
   const cont = (r.body['metadata'] as { continue?: string }).continue!;
   t.truthy(cont);
   s.create(svc('c', 'four')); // after the snapshot: not on page 2
   s.remove('Service', 'b/two'); // nor is this deletion seen there
   r = await json(`${s.url}/api/v1/services?limit=2&continue=${cont}`);
-  t.deepEqual((r.body['items'] as { metadata: { name: string } }[]).map((i) => i.metadata.name), ['two'], 'pages in namespace/name order');
+  t.deepEqual(
+    (r.body['items'] as { metadata: { name: string } }[]).map((i) => i.metadata.name),
+    ['two'],
+    'pages in namespace/name order',
+  );
   s.compact();
   r = await json(`${s.url}/api/v1/services?limit=2&continue=${cont}`);
   t.is(r.status, 410);
@@ -77,13 +90,20 @@ test('watches: replay after a resourceVersion, selector transitions, bookmarks, 
   const rv0 = s.resourceVersion;
   s.create(svc('a', 'one'));
   const sel = encodeURIComponent('!service.kubernetes.io/service-proxy-name');
-  const evs = await events(`${s.url}/api/v1/services?watch=true&resourceVersion=${rv0}&allowWatchBookmarks=true&labelSelector=${sel}`, 5, () => {
-    s.update(svc('a', 'one', {}, 81));
-    s.update(svc('a', 'one', { 'service.kubernetes.io/service-proxy-name': 'x' })); // leaves: DELETED
-    s.update(svc('a', 'one', {}, 82)); // comes back: ADDED
-    setTimeout(() => s.bookmark(), 20);
-  });
-  t.deepEqual(evs.map((e) => e.type), ['ADDED', 'MODIFIED', 'DELETED', 'ADDED', 'BOOKMARK']);
+  const evs = await events(
+    `${s.url}/api/v1/services?watch=true&resourceVersion=${rv0}&allowWatchBookmarks=true&labelSelector=${sel}`,
+    5,
+    () => {
+      s.update(svc('a', 'one', {}, 81));
+      s.update(svc('a', 'one', { 'service.kubernetes.io/service-proxy-name': 'x' })); // leaves: DELETED
+      s.update(svc('a', 'one', {}, 82)); // comes back: ADDED
+      setTimeout(() => s.bookmark(), 20);
+    },
+  );
+  t.deepEqual(
+    evs.map((e) => e.type),
+    ['ADDED', 'MODIFIED', 'DELETED', 'ADDED', 'BOOKMARK'],
+  );
   t.is((evs[4]!.object['metadata'] as { resourceVersion: string }).resourceVersion, s.resourceVersion);
   s.compact();
   const gone = await events(`${s.url}/api/v1/services?watch=true&resourceVersion=${rv0}`, 1);

@@ -9,7 +9,15 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { ApiError, ClientNodeApi, isGone, KubeConfigError, loadKubeConfig, parseWatchLine, WatchDecodeError } from '../../../src/sources/kube-api.ts';
+import {
+  ApiError,
+  ClientNodeApi,
+  isGone,
+  KubeConfigError,
+  loadKubeConfig,
+  parseWatchLine,
+  WatchDecodeError,
+} from '../../../src/sources/kube-api.ts';
 import { KubernetesSource } from '../../../src/sources/kubernetes.ts';
 import { FakeApiServer } from '../../helpers/fake-apiserver.ts';
 import { Recorder, waitFor } from './recorder.ts';
@@ -22,8 +30,25 @@ function selfSigned(name: string): { key: string; cert: string } {
   const cert = join(work, `${name}.crt`);
   execFileSync(
     '/usr/bin/openssl',
-    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert,
-      '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
     { stdio: 'ignore' },
   );
   return { key: readFileSync(key, 'utf8'), cert: readFileSync(cert, 'utf8') };
@@ -33,17 +58,49 @@ function selfSigned(name: string): { key: string; cert: string } {
 function clientCertificate(): { ca: string; cert: string; key: string } {
   const f = (n: string) => join(work, n);
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  execFileSync('/usr/bin/openssl', ['req', '-x509', ...ec, '-keyout', f('ca.key'), '-out', f('ca.crt'), '-days', '1', '-subj', '/CN=test-ca'], { stdio: 'ignore' });
-  execFileSync('/usr/bin/openssl', ['req', '-new', ...ec, '-keyout', f('client.key'), '-out', f('client.csr'), '-subj', '/CN=system:kube-proxy'], { stdio: 'ignore' });
   execFileSync(
     '/usr/bin/openssl',
-    ['x509', '-req', '-in', f('client.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('client.crt'), '-days', '1'],
+    ['req', '-x509', ...ec, '-keyout', f('ca.key'), '-out', f('ca.crt'), '-days', '1', '-subj', '/CN=test-ca'],
     { stdio: 'ignore' },
   );
-  return { ca: readFileSync(f('ca.crt'), 'utf8'), cert: readFileSync(f('client.crt'), 'utf8'), key: readFileSync(f('client.key'), 'utf8') };
+  execFileSync(
+    '/usr/bin/openssl',
+    ['req', '-new', ...ec, '-keyout', f('client.key'), '-out', f('client.csr'), '-subj', '/CN=system:kube-proxy'],
+    { stdio: 'ignore' },
+  );
+  execFileSync(
+    '/usr/bin/openssl',
+    [
+      'x509',
+      '-req',
+      '-in',
+      f('client.csr'),
+      '-CA',
+      f('ca.crt'),
+      '-CAkey',
+      f('ca.key'),
+      '-CAcreateserial',
+      '-out',
+      f('client.crt'),
+      '-days',
+      '1',
+    ],
+    { stdio: 'ignore' },
+  );
+  return {
+    ca: readFileSync(f('ca.crt'), 'utf8'),
+    cert: readFileSync(f('client.crt'), 'utf8'),
+    key: readFileSync(f('client.key'), 'utf8'),
+  };
 }
 
-function kubeconfig(name: string, server: string, caPem: string, token: string | undefined, client?: { cert: string; key: string }): string {
+function kubeconfig(
+  name: string,
+  server: string,
+  caPem: string,
+  token: string | undefined,
+  client?: { cert: string; key: string },
+): string {
   const path = join(work, `${name}.kubeconfig`);
   const b64 = (s: string) => Buffer.from(s).toString('base64');
   const user = token
@@ -81,7 +138,7 @@ async function run(t: ExecutionContext, api: ClientNodeApi) {
   return { source, rec, logger };
 }
 
-test('HTTPS with the kubeconfig\'s CA and bearer token; --master overrides only the server', async (t) => {
+test("HTTPS with the kubeconfig's CA and bearer token; --master overrides only the server", async (t) => {
   const tls = selfSigned('good');
   const server = await FakeApiServer.start({ tls, token: 's3cret' });
   t.teardown(() => server.close());
@@ -95,7 +152,7 @@ test('HTTPS with the kubeconfig\'s CA and bearer token; --master overrides only 
   t.true(rec.services.has('default/web'));
 });
 
-test('a server certificate the kubeconfig\'s CA did not sign is refused (and retried)', async (t) => {
+test("a server certificate the kubeconfig's CA did not sign is refused (and retried)", async (t) => {
   const served = selfSigned('served');
   const other = selfSigned('other');
   const server = await FakeApiServer.start({ tls: served });
@@ -126,7 +183,7 @@ test('client certificates from the kubeconfig (mutual TLS)', async (t) => {
   t.false(other.source.hasSynced());
 });
 
-test('in-cluster: the service account\'s CA and token, to KUBERNETES_SERVICE_HOST:PORT', async (t) => {
+test("in-cluster: the service account's CA and token, to KUBERNETES_SERVICE_HOST:PORT", async (t) => {
   const tls = selfSigned('in-cluster');
   const server = await FakeApiServer.start({ tls, token: 'sa-token' });
   t.teardown(() => server.close());
@@ -138,7 +195,10 @@ test('in-cluster: the service account\'s CA and token, to KUBERNETES_SERVICE_HOS
   writeFileSync(join(sa, 'token'), 'sa-token');
   writeFileSync(join(sa, 'namespace'), 'kube-system');
   const port = new URL(server.url).port;
-  const kc = loadKubeConfig({ inClusterRoot: root }, { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: port });
+  const kc = loadKubeConfig(
+    { inClusterRoot: root },
+    { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: port },
+  );
   t.is(kc.getCurrentCluster()?.server, `https://127.0.0.1:${port}`);
   const { source, rec } = await run(t, new ClientNodeApi(kc));
   await source.waitForSync(AbortSignal.timeout(10_000));

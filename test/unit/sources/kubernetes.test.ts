@@ -13,8 +13,6 @@ import { FakeApiServer } from '../../helpers/fake-apiserver.ts';
 import { NODE, node, slice, svc } from './objects.ts';
 import { Recorder, waitFor } from './recorder.ts';
 
-
-
 interface Harness {
   server: FakeApiServer;
   source: KubernetesSource;
@@ -54,7 +52,8 @@ async function harness(
 /** key -> resourceVersion of what the proxy should see of a kind on the server. */
 function expected(server: FakeApiServer, kind: 'Service' | 'EndpointSlice'): Map<string, string> {
   const out = new Map<string, string>();
-  for (const [k, o] of server.list(kind)) if (selectedByProxy(o['metadata'].labels)) out.set(k, o['metadata'].resourceVersion);
+  for (const [k, o] of server.list(kind))
+    if (selectedByProxy(o['metadata'].labels)) out.set(k, o['metadata'].resourceVersion);
   return out;
 }
 
@@ -94,8 +93,15 @@ test('lists, then watches: adds, updates and deletes arrive as prev/cur pairs', 
   t.is(web.spec?.ports?.[0]?.port, 80);
   t.is(web.kind, 'Service');
   t.is(h.rec.node?.metadata?.name, NODE, 'only this node, by field selector');
-  t.deepEqual(h.rec.node?.status, { addresses: [{ type: 'InternalIP', address: '192.168.1.10' }] }, 'unneeded status dropped');
-  t.deepEqual(h.rec.cidrs.map((c) => c.spec?.cidrs), [['10.96.0.0/16']]);
+  t.deepEqual(
+    h.rec.node?.status,
+    { addresses: [{ type: 'InternalIP', address: '192.168.1.10' }] },
+    'unneeded status dropped',
+  );
+  t.deepEqual(
+    h.rec.cidrs.map((c) => c.spec?.cidrs),
+    [['10.96.0.0/16']],
+  );
   t.is(h.server.requests.find((r) => r.path === '/api/v1/nodes')?.query['fieldSelector'], `metadata.name=${NODE}`);
 
   // Live changes through the watch.
@@ -103,7 +109,10 @@ test('lists, then watches: adds, updates and deletes arrive as prev/cur pairs', 
   h.server.create(svc('kube-system', 'dns'));
   h.server.remove('EndpointSlice', 'default/web-abc');
   h.server.update({ ...node(NODE, 'z2') });
-  await waitFor(() => converged(h) && h.rec.node?.metadata?.labels?.['topology.kubernetes.io/zone'] === 'z2', 'watch delivery');
+  await waitFor(
+    () => converged(h) && h.rec.node?.metadata?.labels?.['topology.kubernetes.io/zone'] === 'z2',
+    'watch delivery',
+  );
   t.is(h.rec.services.get('default/web')?.spec?.ports?.[0]?.port, 8080);
   t.is(h.rec.count('Service', 'update'), 1);
   t.is(h.rec.count('EndpointSlice', 'delete'), 1);
@@ -123,12 +132,18 @@ test('label selectors: objects of another proxy and headless slices are never de
   await h.source.waitForSync(AbortSignal.timeout(10_000));
   t.deepEqual([...h.rec.services.keys()], ['default/mine']);
   t.deepEqual([...h.rec.slices.keys()], ['default/mine-1']);
-  await waitFor(() => h.server.watchCount('Service') === 1 && h.server.watchCount('EndpointSlice') === 1, 'watches open');
+  await waitFor(
+    () => h.server.watchCount('Service') === 1 && h.server.watchCount('EndpointSlice') === 1,
+    'watches open',
+  );
   const sel = '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless';
   for (const path of ['/api/v1/services', '/apis/discovery.k8s.io/v1/endpointslices']) {
     const reqs = h.server.requests.filter((r) => r.path === path);
     t.true(reqs.some((r) => r.watch) && reqs.some((r) => !r.watch));
-    t.true(reqs.every((r) => r.query['labelSelector'] === sel), `${path} carries kube-proxy's selector`);
+    t.true(
+      reqs.every((r) => r.query['labelSelector'] === sel),
+      `${path} carries kube-proxy's selector`,
+    );
   }
   // Gaining the label makes it leave the selection (the server sends DELETED); losing it, join.
   h.server.update(svc('default', 'mine', { 'service.kubernetes.io/service-proxy-name': 'other' }));
@@ -171,7 +186,8 @@ test('bookmarks advance the resourceVersion, so a resume after compaction needs 
   const h = await harness(t, (s) => s.create(svc('default', 'web')));
   await h.source.waitForSync(AbortSignal.timeout(10_000));
   // Changes the proxy does not see (another proxy's Service) move the server's resourceVersion.
-  for (let i = 0; i < 5; i++) h.server.create(svc('default', `other-${i}`, { 'service.kubernetes.io/service-proxy-name': 'x' }));
+  for (let i = 0; i < 5; i++)
+    h.server.create(svc('default', `other-${i}`, { 'service.kubernetes.io/service-proxy-name': 'x' }));
   t.not(h.source.resourceVersions().Service, h.server.resourceVersion);
   await waitFor(() => h.server.watchCount('Service') === 1, 'watch open');
   h.server.bookmark();
@@ -215,7 +231,10 @@ test('connection cut mid-stream; changes while disconnected (deletions too) conv
   t.deepEqual(h.rec.violations, []);
   t.false(h.rec.services.has('ns1/s0'));
   t.false(h.rec.services.has('ns1/s1'), 'left the selection while away');
-  t.deepEqual(h.rec.slices.get('ns1/s2-x')?.endpoints?.map((e) => e.addresses?.[0]), ['10.1.0.1', '10.1.0.2']);
+  t.deepEqual(
+    h.rec.slices.get('ns1/s2-x')?.endpoints?.map((e) => e.addresses?.[0]),
+    ['10.1.0.1', '10.1.0.2'],
+  );
   // And the stream keeps working afterwards.
   h.server.remove('Service', 'ns2/late');
   await waitFor(() => converged(h), 'after reconnect');
@@ -228,9 +247,14 @@ test('server errors are retried with bounded backoff until the source syncs', as
   const h = await harness(t, () => {}, {}, server);
   await h.source.waitForSync(AbortSignal.timeout(10_000));
   t.true(h.rec.services.has('default/web'));
-  const warns = h.logger.records.filter((r) => r.msg === 'list/watch failed; retrying' && r.fields['kind'] === 'Service');
+  const warns = h.logger.records.filter(
+    (r) => r.msg === 'list/watch failed; retrying' && r.fields['kind'] === 'Service',
+  );
   t.is(warns.length, 3);
-  t.true(warns.every((r) => String(r.fields['error']).includes('500')), 'the 500s were logged');
+  t.true(
+    warns.every((r) => String(r.fields['error']).includes('500')),
+    'the 500s were logged',
+  );
   for (const w of warns) t.true((w.fields['retryInMs'] as number) <= 100, 'backoff is bounded');
 });
 
@@ -239,7 +263,10 @@ test('a slow answer times out and is retried; the source syncs once the server i
   server.create(svc('default', 'web'));
   server.responseDelayMs = 2000;
   const h = await harness(t, () => {}, { listTimeoutMs: 700 }, server);
-  await waitFor(() => h.logger.records.some((r) => String(r.fields['error']).includes('timed out')), 'a list timed out');
+  await waitFor(
+    () => h.logger.records.some((r) => String(r.fields['error']).includes('timed out')),
+    'a list timed out',
+  );
   t.false(h.source.hasSynced());
   server.responseDelayMs = 0;
   await h.source.waitForSync(AbortSignal.timeout(10_000));
@@ -287,11 +314,15 @@ test('structurally bad objects are counted and skipped; a bad update keeps the l
 
 test('resync re-delivers every object with prev === cur on the configSyncPeriod', async (t) => {
   const clock = new FakeClock();
-  const h = await harness(t, (s) => {
-    s.create(svc('default', 'a'));
-    s.create(svc('default', 'b'));
-    s.create(slice('default', 'a-1', 'a', ['10.0.0.1']));
-  }, { clock, resyncPeriodMs: 60_000 });
+  const h = await harness(
+    t,
+    (s) => {
+      s.create(svc('default', 'a'));
+      s.create(svc('default', 'b'));
+      s.create(slice('default', 'a-1', 'a', ['10.0.0.1']));
+    },
+    { clock, resyncPeriodMs: 60_000 },
+  );
   await h.source.waitForSync(AbortSignal.timeout(10_000));
   t.is(h.rec.count('Service', 'resync'), 0);
   clock.advance(60_000);
@@ -350,18 +381,26 @@ test('a server that answers 410 to everything is retried with backoff, not in a 
   const server = await FakeApiServer.start();
   server.failNext(1_000_000, 410, '/api/v1/services');
   const h = await harness(t, () => {}, { backoff: { initialMs: 10, maxMs: 80, jitter: 0 } }, server);
-  const warns = () => h.logger.records.filter((r) => r.msg === 'list/watch failed; retrying' && r.fields['kind'] === 'Service');
+  const warns = () =>
+    h.logger.records.filter((r) => r.msg === 'list/watch failed; retrying' && r.fields['kind'] === 'Service');
   await waitFor(() => warns().length >= 5, 'five retries');
   await h.source.stop();
   // Only the first 410 relists at once; every later one waits its backoff step.
-  t.deepEqual(warns().slice(0, 5).map((r) => r.fields['retryInMs']), [10, 20, 40, 80, 80]);
+  t.deepEqual(
+    warns()
+      .slice(0, 5)
+      .map((r) => r.fields['retryInMs']),
+    [10, 20, 40, 80, 80],
+  );
   const requests = server.requests.filter((r) => r.path === '/api/v1/services').length;
   t.true(requests <= warns().length + 2, `${requests} requests for ${warns().length} backoffs`);
   t.false(h.source.hasSynced());
 });
 
 test('ServiceCIDRs: changes deliver the whole set; an API that goes away takes its objects with it', async (t) => {
-  const h = await harness(t, (s) => s.create({ kind: 'ServiceCIDR', metadata: { name: 'a' }, spec: { cidrs: ['10.96.0.0/16'] } }));
+  const h = await harness(t, (s) =>
+    s.create({ kind: 'ServiceCIDR', metadata: { name: 'a' }, spec: { cidrs: ['10.96.0.0/16'] } }),
+  );
   await waitFor(() => h.source.hasSyncedAll() && h.rec.cidrs.length === 1, 'first cidr');
   await waitFor(() => h.server.watchCount('ServiceCIDR') === 1, 'watch open');
   h.server.create({ kind: 'ServiceCIDR', metadata: { name: 'b' }, spec: { cidrs: ['fd00::/108'] } });
@@ -378,7 +417,11 @@ test('a handler that throws is logged; the stream goes on', async (t) => {
   server.create(svc('default', 'boom'));
   server.create(svc('default', 'fine'));
   const logger = memoryLogger();
-  const source = new KubernetesSource({ api: new ClientNodeApi(loadKubeConfig({ master: server.url })), nodeName: NODE, logger });
+  const source = new KubernetesSource({
+    api: new ClientNodeApi(loadKubeConfig({ master: server.url })),
+    nodeName: NODE,
+    logger,
+  });
   t.teardown(() => source.stop());
   class Throwing extends Recorder {
     override onService(prev: Parameters<Recorder['onService']>[0], cur: Parameters<Recorder['onService']>[1]): void {
@@ -414,13 +457,23 @@ test('a hung server (accepts, never answers) is detected by the headers deadline
   server.create(svc('default', 'web'));
   server.hung = true;
   // client-go's backoff (800 ms doubling to 30 s): a deadline does not make it grow.
-  const h = await harness(t, () => {}, {
-    api: new ClientNodeApi(loadKubeConfig({ master: server.url }), { headersTimeoutMs: 300 }),
-    backoff: { initialMs: 800, maxMs: 30_000, factor: 2, jitter: 0.5 },
-    random: () => 0.5,
-  }, server);
+  const h = await harness(
+    t,
+    () => {},
+    {
+      api: new ClientNodeApi(loadKubeConfig({ master: server.url }), { headersTimeoutMs: 300 }),
+      backoff: { initialMs: 800, maxMs: 30_000, factor: 2, jitter: 0.5 },
+      random: () => 0.5,
+    },
+    server,
+  );
   const deadlines = () =>
-    h.logger.records.filter((r) => r.msg === 'list/watch failed; retrying' && r.fields['kind'] === 'Service' && String(r.fields['error']).includes('no response within 300 ms'));
+    h.logger.records.filter(
+      (r) =>
+        r.msg === 'list/watch failed; retrying' &&
+        r.fields['kind'] === 'Service' &&
+        String(r.fields['error']).includes('no response within 300 ms'),
+    );
   // Hung from the start: every list hits its deadline.
   await waitFor(() => deadlines().length >= 4, 'four lists hit their deadline', 20_000);
   t.false(h.source.hasSynced());
@@ -434,6 +487,10 @@ test('a hung server (accepts, never answers) is detected by the headers deadline
   t.false(h.rec.services.has('default/during'));
   server.hung = false;
   await waitFor(() => h.rec.services.has('default/during'), 'converged after the server answers again');
-  t.deepEqual(deadlines().map((r) => r.fields['retryInMs']), deadlines().map(() => 1000), 'retried at the first backoff step, not 30 s later');
+  t.deepEqual(
+    deadlines().map((r) => r.fields['retryInMs']),
+    deadlines().map(() => 1000),
+    'retried at the first backoff step, not 30 s later',
+  );
   t.deepEqual(h.rec.violations, []);
 });

@@ -44,8 +44,18 @@ const LIST_JSON = JSON.stringify(
     apiVersion: 'v1',
     kind: 'List',
     items: [
-      { apiVersion: 'v1', kind: 'Service', metadata: { name: 'dns', namespace: 'kube-system' }, spec: { ports: [{ port: 53, protocol: 'UDP' }] } },
-      { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.1.10' }] } },
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: 'dns', namespace: 'kube-system' },
+        spec: { ports: [{ port: 53, protocol: 'UDP' }] },
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: { name: 'node-a' },
+        status: { addresses: [{ type: 'InternalIP', address: '192.168.1.10' }] },
+      },
       { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-b' } },
     ],
   },
@@ -65,7 +75,11 @@ interface Harness {
   rejects: Reject[];
 }
 
-async function harness(t: ExecutionContext, files: Record<string, string>, opts: Partial<ManifestDirSourceOptions> = {}): Promise<Harness> {
+async function harness(
+  t: ExecutionContext,
+  files: Record<string, string>,
+  opts: Partial<ManifestDirSourceOptions> = {},
+): Promise<Harness> {
   const dir = await mkdtemp(join(tmpdir(), 'kpts-manifests-'));
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
   const logger = memoryLogger();
@@ -126,8 +140,14 @@ test('a broken file is reported by name and line, keeps its last good content, a
   const h = await harness(t, { 'a.yaml': service('a', 80), 'b.yaml': service('b', 81) });
   t.is(h.rec.services.size, 2);
   // Break a.yaml: an unterminated flow sequence on line 7.
-  await writeFile(join(h.dir, 'a.yaml'), `kind: Service\nmetadata:\n  name: a\n  namespace: default\nspec:\n  ports:\n  - port: [80\n`);
-  await waitFor(() => h.logger.records.some((r) => r.level === 'warn' && r.fields['file'] === 'a.yaml'), 'parse error reported');
+  await writeFile(
+    join(h.dir, 'a.yaml'),
+    `kind: Service\nmetadata:\n  name: a\n  namespace: default\nspec:\n  ports:\n  - port: [80\n`,
+  );
+  await waitFor(
+    () => h.logger.records.some((r) => r.level === 'warn' && r.fields['file'] === 'a.yaml'),
+    'parse error reported',
+  );
   const warn = h.logger.records.find((r) => r.level === 'warn' && r.fields['file'] === 'a.yaml')!;
   t.is(typeof warn.fields['line'], 'number');
   t.true((warn.fields['line'] as number) >= 7, `line ${String(warn.fields['line'])}`);
@@ -148,7 +168,10 @@ test('a broken file is reported by name and line, keeps its last good content, a
 });
 
 test('a file that never parsed contributes nothing; deleting a broken file removes its last good objects', async (t) => {
-  const h = await harness(t, { 'bad.json': '{\n  "kind": "Service",\n  "metadata": {"name": "x"\n}\n', 'good.yaml': service('g', 80) });
+  const h = await harness(t, {
+    'bad.json': '{\n  "kind": "Service",\n  "metadata": {"name": "x"\n}\n',
+    'good.yaml': service('g', 80),
+  });
   t.deepEqual([...h.rec.services.keys()], ['default/g']);
   const warn = h.logger.records.find((r) => r.fields['file'] === 'bad.json');
   t.truthy(warn);
@@ -196,10 +219,13 @@ endpoints: "nope"
   t.deepEqual(h.rec.violations, []);
 });
 
-test('an object in two files is taken from the first; other proxies\' and headless objects are skipped', async (t) => {
+test("an object in two files is taken from the first; other proxies' and headless objects are skipped", async (t) => {
   const h = await harness(t, {
     '10-a.yaml': service('dup', 80),
-    '20-b.yaml': service('dup', 99) + '---\n' + 'kind: Service\nmetadata:\n  name: theirs\n  labels:\n    service.kubernetes.io/service-proxy-name: other\n',
+    '20-b.yaml':
+      service('dup', 99) +
+      '---\n' +
+      'kind: Service\nmetadata:\n  name: theirs\n  labels:\n    service.kubernetes.io/service-proxy-name: other\n',
   });
   t.deepEqual([...h.rec.services.keys()], ['default/dup']);
   t.is(h.rec.services.get('default/dup')?.spec?.ports?.[0]?.port, 80);
@@ -234,7 +260,14 @@ test('without fs.watch, the periodic rescan on the injected clock finds changes;
 
 test('parseManifest: lines of List items and of parse errors', (t) => {
   const r = parseManifest(LIST_JSON);
-  t.deepEqual(r.objects.map((o) => [o.kind, o.key]), [['Service', 'kube-system/dns'], ['Node', 'node-a'], ['Node', 'node-b']]);
+  t.deepEqual(
+    r.objects.map((o) => [o.kind, o.key]),
+    [
+      ['Service', 'kube-system/dns'],
+      ['Node', 'node-a'],
+      ['Node', 'node-b'],
+    ],
+  );
   const lines = r.objects.map((o) => o.line);
   t.is(lines[0], 5, 'the line where the first item opens');
   t.true(lines[0]! < lines[1]! && lines[1]! < lines[2]!);
@@ -242,7 +275,9 @@ test('parseManifest: lines of List items and of parse errors', (t) => {
   t.is(bad.error?.line, 4);
   t.deepEqual(parseManifest('').objects, []);
   t.deepEqual(parseManifest('---\n---\n').objects, []);
-  const aliases = parseManifest('a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n');
+  const aliases = parseManifest(
+    'a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n',
+  );
   t.truthy(aliases.error, 'alias bombs are refused');
 });
 

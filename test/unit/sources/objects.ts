@@ -8,11 +8,21 @@ export function svc(ns: string, name: string, labels: Record<string, string> = {
   return {
     kind: 'Service',
     metadata: { name, namespace: ns, labels },
-    spec: { type: 'ClusterIP', clusterIP: '10.96.0.10', ports: [{ name: 'http', port, protocol: 'TCP', targetPort: 8080 }] },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP: '10.96.0.10',
+      ports: [{ name: 'http', port, protocol: 'TCP', targetPort: 8080 }],
+    },
   };
 }
 
-export function slice(ns: string, name: string, service: string, ips: string[], labels: Record<string, string> = {}): KObject {
+export function slice(
+  ns: string,
+  name: string,
+  service: string,
+  ips: string[],
+  labels: Record<string, string> = {},
+): KObject {
   return {
     kind: 'EndpointSlice',
     metadata: { name, namespace: ns, labels: { 'kubernetes.io/service-name': service, ...labels } },

@@ -14,9 +14,18 @@ import { slice, svc } from './objects.ts';
 
 test('backoffDelay: exponential, jittered, bounded', (t) => {
   const o = { initialMs: 100, maxMs: 1000, factor: 2, jitter: 0.5 };
-  t.deepEqual([0, 1, 2, 3, 4, 5].map((a) => backoffDelay(a, o, () => 0)), [100, 200, 400, 800, 1000, 1000]);
-  t.deepEqual([0, 1, 2, 3].map((a) => backoffDelay(a, o, () => 1)), [150, 300, 600, 1000]);
-  t.is(backoffDelay(10_000, DEFAULT_BACKOFF, () => 0.99), DEFAULT_BACKOFF.maxMs);
+  t.deepEqual(
+    [0, 1, 2, 3, 4, 5].map((a) => backoffDelay(a, o, () => 0)),
+    [100, 200, 400, 800, 1000, 1000],
+  );
+  t.deepEqual(
+    [0, 1, 2, 3].map((a) => backoffDelay(a, o, () => 1)),
+    [150, 300, 600, 1000],
+  );
+  t.is(
+    backoffDelay(10_000, DEFAULT_BACKOFF, () => 0.99),
+    DEFAULT_BACKOFF.maxMs,
+  );
   for (let a = 0; a < 100; a++) t.true(backoffDelay(a, DEFAULT_BACKOFF) <= DEFAULT_BACKOFF.maxMs);
 });
 
@@ -36,7 +45,9 @@ test('consecutive failures back off exponentially, and success resets the backof
   await source.start(new Recorder());
   await source.waitForSync(AbortSignal.timeout(10_000));
   const delays = () =>
-    logger.records.filter((r) => r.msg === 'list/watch failed; retrying' && r.fields['kind'] === 'Service').map((r) => r.fields['retryInMs']);
+    logger.records
+      .filter((r) => r.msg === 'list/watch failed; retrying' && r.fields['kind'] === 'Service')
+      .map((r) => r.fields['retryInMs']);
   t.deepEqual(delays(), [5, 10, 20, 40, 80, 80]);
   // After a healthy watch, the next failure starts over at the first step.
   await waitFor(() => server.watchCount('Service') === 1, 'watch open');
@@ -78,9 +89,37 @@ type Op =
   | { op: 'cut' | 'down' | 'up' | 'compact' | 'bookmark' | 'pause' };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ op: fc.constant('put' as const), kind: fc.constantFrom('svc' as const, 'slice' as const), i: fc.nat(5), port: fc.integer({ min: 1, max: 3 }), foreign: fc.boolean() }) },
-  { weight: 3, arbitrary: fc.record({ op: fc.constant('del' as const), kind: fc.constantFrom('svc' as const, 'slice' as const), i: fc.nat(5) }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constantFrom('cut' as const, 'down' as const, 'up' as const, 'compact' as const, 'bookmark' as const, 'pause' as const) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      op: fc.constant('put' as const),
+      kind: fc.constantFrom('svc' as const, 'slice' as const),
+      i: fc.nat(5),
+      port: fc.integer({ min: 1, max: 3 }),
+      foreign: fc.boolean(),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('del' as const),
+      kind: fc.constantFrom('svc' as const, 'slice' as const),
+      i: fc.nat(5),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constantFrom(
+        'cut' as const,
+        'down' as const,
+        'up' as const,
+        'compact' as const,
+        'bookmark' as const,
+        'pause' as const,
+      ),
+    }),
+  },
 );
 
 test('random changes, cuts, outages and compactions: the handler converges to exactly the server', async (t) => {
@@ -101,7 +140,11 @@ test('random changes, cuts, outages and compactions: the handler converges to ex
           switch (o.op) {
             case 'put': {
               const labels = o.foreign ? { 'service.kubernetes.io/service-proxy-name': 'x' } : {};
-              server.upsert(o.kind === 'svc' ? svc('ns', `s${o.i}`, labels, o.port) : slice('ns', `e${o.i}`, `s${o.i}`, [`10.0.0.${o.port}`], labels));
+              server.upsert(
+                o.kind === 'svc'
+                  ? svc('ns', `s${o.i}`, labels, o.port)
+                  : slice('ns', `e${o.i}`, `s${o.i}`, [`10.0.0.${o.port}`], labels),
+              );
               break;
             }
             case 'del': {
@@ -133,12 +176,20 @@ test('random changes, cuts, outages and compactions: the handler converges to ex
         }
         server.down = false;
         const want = (kind: 'Service' | 'EndpointSlice') =>
-          new Map([...server.list(kind)].filter(([, o]) => selectedByProxy(o['metadata'].labels)).map(([k, o]) => [k, o['metadata'].resourceVersion as string]));
+          new Map(
+            [...server.list(kind)]
+              .filter(([, o]) => selectedByProxy(o['metadata'].labels))
+              .map(([k, o]) => [k, o['metadata'].resourceVersion as string]),
+          );
         const have = (m: Map<string, { metadata?: { resourceVersion?: string } }>) =>
           new Map([...m].map(([k, o]) => [k, o.metadata?.resourceVersion ?? '']));
-        const same = (a: Map<string, string>, b: Map<string, string>) => a.size === b.size && [...a].every(([k, v]) => b.get(k) === v);
+        const same = (a: Map<string, string>, b: Map<string, string>) =>
+          a.size === b.size && [...a].every(([k, v]) => b.get(k) === v);
         await waitFor(
-          () => source.hasSynced() && same(have(rec.services), want('Service')) && same(have(rec.slices), want('EndpointSlice')),
+          () =>
+            source.hasSynced() &&
+            same(have(rec.services), want('Service')) &&
+            same(have(rec.slices), want('EndpointSlice')),
           `convergence after ${JSON.stringify(ops)}`,
         );
         if (rec.violations.length > 0) throw new Error(rec.violations.join('; '));

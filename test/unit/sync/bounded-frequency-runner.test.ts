@@ -16,7 +16,13 @@ interface Harness {
   t0: number;
 }
 
-function harness(opts: { min: number; max: number; retry?: number; maxRetry?: number; fn?: (info: RunInfo) => Promise<void> | void }): Harness {
+function harness(opts: {
+  min: number;
+  max: number;
+  retry?: number;
+  maxRetry?: number;
+  fn?: (info: RunInfo) => Promise<void> | void;
+}): Harness {
   const clock = new FakeClock();
   const t0 = clock.now();
   const starts: Harness['starts'] = [];
@@ -55,9 +61,15 @@ function harness(opts: { min: number; max: number; retry?: number; maxRetry?: nu
 test('a bad configuration throws at construction, not later', (t) => {
   const clock = new FakeClock();
   const fn = () => {};
-  t.throws(() => new BoundedFrequencyRunner(fn, { name: 'sync', minIntervalMs: 10_000, maxIntervalMs: 1000, clock }), { message: /sync: maxInterval \(1000ms\) must be >= minInterval \(10000ms\)/ });
-  t.throws(() => new BoundedFrequencyRunner(fn, { name: 'sync', minIntervalMs: -1, maxIntervalMs: 1000, clock }), { message: /minIntervalMs/ });
-  t.throws(() => new BoundedFrequencyRunner(fn, { name: 'sync', minIntervalMs: 0, maxIntervalMs: 0, clock }), { message: /maxInterval/ });
+  t.throws(() => new BoundedFrequencyRunner(fn, { name: 'sync', minIntervalMs: 10_000, maxIntervalMs: 1000, clock }), {
+    message: /sync: maxInterval \(1000ms\) must be >= minInterval \(10000ms\)/,
+  });
+  t.throws(() => new BoundedFrequencyRunner(fn, { name: 'sync', minIntervalMs: -1, maxIntervalMs: 1000, clock }), {
+    message: /minIntervalMs/,
+  });
+  t.throws(() => new BoundedFrequencyRunner(fn, { name: 'sync', minIntervalMs: 0, maxIntervalMs: 0, clock }), {
+    message: /maxInterval/,
+  });
   t.throws(() => new BoundedFrequencyRunner(fn, { name: 'sync', minIntervalMs: 0, maxIntervalMs: Number.NaN, clock }));
 });
 
@@ -68,7 +80,10 @@ test('nothing runs before start(), and a kick before start() runs right at start
   t.deepEqual(h.starts, []);
   h.runner.start();
   await h.advance(100);
-  t.deepEqual(h.starts.map((s) => [s.at, s.reason]), [[5000, 'kick']]);
+  t.deepEqual(
+    h.starts.map((s) => [s.at, s.reason]),
+    [[5000, 'kick']],
+  );
 });
 
 test('the first kick runs at once', async (t) => {
@@ -78,7 +93,10 @@ test('the first kick runs at once', async (t) => {
   t.deepEqual(h.starts, []);
   h.runner.run();
   await h.advance(100);
-  t.deepEqual(h.starts.map((s) => s.at), [300]);
+  t.deepEqual(
+    h.starts.map((s) => s.at),
+    [300],
+  );
 });
 
 test('kicks within minInterval coalesce into one run at lastEnd + minInterval', async (t) => {
@@ -91,7 +109,10 @@ test('kicks within minInterval coalesce into one run at lastEnd + minInterval', 
     await h.advance(20);
   }
   await h.advance(2000);
-  t.deepEqual(h.starts.map((s) => s.at), [0, 1000]);
+  t.deepEqual(
+    h.starts.map((s) => s.at),
+    [0, 1000],
+  );
   t.is(h.runner.runCount, 2);
 });
 
@@ -110,7 +131,10 @@ test('minInterval is measured from the end of a run, not its start', async (t) =
   release!();
   await flush(); // run 1 ends at 500
   await h.advance(1400);
-  t.deepEqual(h.starts.map((s) => s.at), [0, 1500]);
+  t.deepEqual(
+    h.starts.map((s) => s.at),
+    [0, 1500],
+  );
   release!();
 });
 
@@ -118,11 +142,14 @@ test('without kicks, a periodic run happens every maxInterval', async (t) => {
   const h = harness({ min: 1000, max: 30_000 });
   h.runner.start();
   await h.advance(95_000);
-  t.deepEqual(h.starts.map((s) => [s.at, s.reason]), [
-    [30_000, 'periodic'],
-    [60_000, 'periodic'],
-    [90_000, 'periodic'],
-  ]);
+  t.deepEqual(
+    h.starts.map((s) => [s.at, s.reason]),
+    [
+      [30_000, 'periodic'],
+      [60_000, 'periodic'],
+      [90_000, 'periodic'],
+    ],
+  );
 });
 
 test('a kick resets the periodic timer', async (t) => {
@@ -131,10 +158,13 @@ test('a kick resets the periodic timer', async (t) => {
   await h.advance(20_000);
   h.runner.run();
   await h.advance(45_000);
-  t.deepEqual(h.starts.map((s) => [s.at, s.reason]), [
-    [20_000, 'kick'],
-    [50_000, 'periodic'],
-  ]);
+  t.deepEqual(
+    h.starts.map((s) => [s.at, s.reason]),
+    [
+      [20_000, 'kick'],
+      [50_000, 'periodic'],
+    ],
+  );
 });
 
 test('a failed run is retried after retryInterval, backing off and capped, and a success resets it', async (t) => {
@@ -152,17 +182,23 @@ test('a failed run is retried after retryInterval, backing off and capped, and a
   h.runner.run();
   await h.advance(40_000);
   // run at 0 fails -> retry +2s; fails -> +4s; fails -> +8s; fails -> +10s (cap); then succeeds.
-  t.deepEqual(h.starts.map((s) => [s.at, s.reason, s.failures]), [
-    [0, 'kick', 0],
-    [2000, 'retry', 1],
-    [6000, 'retry', 2],
-    [14_000, 'retry', 3],
-    [24_000, 'retry', 4],
-  ]);
+  t.deepEqual(
+    h.starts.map((s) => [s.at, s.reason, s.failures]),
+    [
+      [0, 'kick', 0],
+      [2000, 'retry', 1],
+      [6000, 'retry', 2],
+      [14_000, 'retry', 3],
+      [24_000, 'retry', 4],
+    ],
+  );
   t.is(h.runner.consecutiveFailures, 0);
   // After the success the next run is the periodic one.
   await h.advance(60_000);
-  t.deepEqual(h.starts.slice(5).map((s) => [s.at, s.reason]), [[84_000, 'periodic']]);
+  t.deepEqual(
+    h.starts.slice(5).map((s) => [s.at, s.reason]),
+    [[84_000, 'periodic']],
+  );
 });
 
 test('a kick during a failing streak runs sooner than the retry, minInterval permitting', async (t) => {
@@ -181,10 +217,13 @@ test('a kick during a failing streak runs sooner than the retry, minInterval per
   fail = false;
   h.runner.run();
   await h.advance(2000);
-  t.deepEqual(h.starts.map((s) => [s.at, s.reason]), [
-    [0, 'kick'],
-    [500, 'kick'],
-  ]);
+  t.deepEqual(
+    h.starts.map((s) => [s.at, s.reason]),
+    [
+      [0, 'kick'],
+      [500, 'kick'],
+    ],
+  );
 });
 
 test('a failure is logged with the runner name and the error', async (t) => {

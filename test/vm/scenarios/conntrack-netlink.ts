@@ -12,9 +12,14 @@ import type { VmCase } from '../run-cases.ts';
 
 function ct(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile('/usr/sbin/conntrack', args, { timeout: 60_000, encoding: 'utf8', maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      resolve({ code: err ? 1 : 0, stdout, stderr });
-    });
+    execFile(
+      '/usr/sbin/conntrack',
+      args,
+      { timeout: 60_000, encoding: 'utf8', maxBuffer: 64 << 20 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? 1 : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -31,7 +36,8 @@ async function cliLines(...args: string[]): Promise<string[]> {
     })
     .sort();
 }
-const ourLines = (flows: Flow[]): string[] => flows.map((f) => `${f.orig.src} ${f.orig.srcPort ?? '-'} -> ${f.orig.dst} ${f.orig.dstPort ?? '-'}`).sort();
+const ourLines = (flows: Flow[]): string[] =>
+  flows.map((f) => `${f.orig.src} ${f.orig.srcPort ?? '-'} -> ${f.orig.dst} ${f.orig.dstPort ?? '-'}`).sort();
 
 const udp = (src: string, dst: string, sport: number, dport: number, replySrc = dst): NewFlow => ({
   orig: { src, dst, proto: IPPROTO.UDP, srcPort: sport, dstPort: dport },
@@ -42,7 +48,12 @@ const MIXED: NewFlow[] = [
   udp('10.1.0.1', '10.96.0.10', 40001, 53, '10.244.1.5'),
   udp('10.1.0.2', '10.96.0.10', 40002, 53, '10.244.1.5'),
   udp('10.1.0.3', '10.96.0.10', 40003, 53, '10.244.2.7'),
-  { ...udp('10.1.0.1', '10.96.0.10', 40004, 53, '10.244.1.5'), orig: { src: '10.1.0.1', dst: '10.96.0.10', proto: IPPROTO.TCP, srcPort: 40004, dstPort: 53 }, reply: { src: '10.244.1.5', dst: '10.1.0.1', proto: IPPROTO.TCP, srcPort: 53, dstPort: 40004 }, tcpState: 3 },
+  {
+    ...udp('10.1.0.1', '10.96.0.10', 40004, 53, '10.244.1.5'),
+    orig: { src: '10.1.0.1', dst: '10.96.0.10', proto: IPPROTO.TCP, srcPort: 40004, dstPort: 53 },
+    reply: { src: '10.244.1.5', dst: '10.1.0.1', proto: IPPROTO.TCP, srcPort: 53, dstPort: 40004 },
+    tcpState: 3,
+  },
   udp('10.1.0.4', '10.96.0.11', 40005, 53, '10.244.1.5'),
   { ...udp('10.1.0.5', '10.96.0.10', 40006, 5353, '10.244.1.5'), mark: 0x4000 },
   { ...udp('10.1.0.6', '10.96.0.12', 40007, 53), zone: 3 },
@@ -69,7 +80,9 @@ export const cases: VmCase[] = [
     name: 'kernel and conntrack: our dump lists what conntrack -L lists',
     async run(note) {
       await reset();
-      const uname = await new Promise<string>((resolve) => execFile('/bin/uname', ['-r'], (_e, out) => resolve(out.trim())));
+      const uname = await new Promise<string>((resolve) =>
+        execFile('/bin/uname', ['-r'], (_e, out) => resolve(out.trim())),
+      );
       const d = await S.dump({});
       note({ kernel: uname, entries: d.flows.length });
       assert.deepEqual(ourLines(d.flows), await cliLines());
@@ -79,7 +92,11 @@ export const cases: VmCase[] = [
   {
     name: 'CTA_FILTER (IPv4): protocol, original destination and port, filtered by the kernel',
     async run(note) {
-      await kernelFiltered({ family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 } }, ['-f', 'ipv4', '-p', 'udp', '--orig-dst', '10.96.0.10', '--dport', '53'], note);
+      await kernelFiltered(
+        { family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 } },
+        ['-f', 'ipv4', '-p', 'udp', '--orig-dst', '10.96.0.10', '--dport', '53'],
+        note,
+      );
     },
   },
   {
@@ -100,7 +117,10 @@ export const cases: VmCase[] = [
       note({ probe, received: d.received, matched: d.flows.length, kernelTupleFilter: d.kernelTupleFilter });
       // The kernel's own IPv6 address match is inverted on 6.1 as on 6.18 (see filter.ts).
       assert.equal(probe.verdict, 'inverted');
-      assert.deepEqual(ourLines(d.flows), await cliLines('-f', 'ipv6', '-p', 'udp', '--orig-dst', 'fd00:96::10', '--dport', '53'));
+      assert.deepEqual(
+        ourLines(d.flows),
+        await cliLines('-f', 'ipv6', '-p', 'udp', '--orig-dst', 'fd00:96::10', '--dport', '53'),
+      );
       assert.equal(d.flows.length, 1);
       assert.ok(d.kernelTupleFilter);
     },
@@ -111,7 +131,11 @@ export const cases: VmCase[] = [
       const mark = await S.dump({ mark: { value: 0x4000, mask: 0x4000 } });
       const zone = await S.dump({ zone: 3 });
       const status = await S.dump({ status: { value: 4, mask: 4 } }); // ASSURED: none of the inserted ones
-      note({ mark: [mark.received, mark.flows.length], zone: [zone.received, zone.flows.length], status: [status.received, status.flows.length] });
+      note({
+        mark: [mark.received, mark.flows.length],
+        zone: [zone.received, zone.flows.length],
+        status: [status.received, status.flows.length],
+      });
       assert.equal(mark.flows.length, 1);
       assert.equal(mark.received, 1, 'mark filtered by the kernel');
       assert.equal(zone.flows.length, 1);
@@ -125,7 +149,11 @@ export const cases: VmCase[] = [
     name: 'delete exactly the stale flows; ENOENT is already-gone; another id leaves an entry alone',
     async run(note) {
       await reset();
-      const { found, report } = await S.dumpAndDelete({ proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5' } });
+      const { found, report } = await S.dumpAndDelete({
+        proto: IPPROTO.UDP,
+        orig: { dst: '10.96.0.10', dstPort: 53 },
+        reply: { src: '10.244.1.5' },
+      });
       note({ found, report });
       assert.equal(found, 2);
       assert.deepEqual(report, { deleted: 2, notFound: 0, errors: [] });
@@ -133,7 +161,11 @@ export const cases: VmCase[] = [
       assert.equal(left.length, MIXED.length - 2);
       assert.ok(left.includes('10.1.0.1 40004 -> 10.96.0.10 53'), 'the TCP flow stays');
       assert.ok(left.includes('10.1.0.3 40003 -> 10.96.0.10 53'), 'the healthy endpoint stays');
-      assert.deepEqual(await S.deleteTargets([MIXED[0]!.orig, MIXED[1]!.orig]), { deleted: 0, notFound: 2, errors: [] });
+      assert.deepEqual(await S.deleteTargets([MIXED[0]!.orig, MIXED[1]!.orig]), {
+        deleted: 0,
+        notFound: 2,
+        errors: [],
+      });
       const [f] = (await S.dump({ proto: IPPROTO.UDP, orig: { dst: '10.96.0.11' } })).flows;
       assert.equal(await S.deleteOne({ ...f!, id: (f!.id! ^ 1) >>> 0 }), false);
       assert.equal((await cliLines()).length, MIXED.length - 2);
@@ -145,7 +177,12 @@ export const cases: VmCase[] = [
     name: 'a filtered flush (CTA_FILTER in a DELETE, 6.12+) is refused by 6.1 before deleting anything; deletes fall back to dump and delete',
     async run(note) {
       await reset();
-      const stale: FlowFilter = { family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5' } };
+      const stale: FlowFilter = {
+        family: 'IPv4',
+        proto: IPPROTO.UDP,
+        orig: { dst: '10.96.0.10', dstPort: 53 },
+        reply: { src: '10.244.1.5' },
+      };
       const flushed = await S.flushMatching(stale);
       // What the kernel answers to the request itself: with a partial CTA_TUPLE_ORIG, 6.1 takes
       // the DELETE for a delete by tuple and refuses the tuple (EINVAL).
@@ -159,7 +196,10 @@ export const cases: VmCase[] = [
       assert.deepEqual(r, { deleted: 2, notFound: 0, errors: [], matched: 2, dumps: 1, flushes: 0 });
       const left = await cliLines();
       assert.equal(left.length, MIXED.length - 2);
-      assert.ok(!left.some((l) => l.startsWith('10.1.0.1 40001 ') || l.startsWith('10.1.0.2 40002 ')), 'the stale flows went');
+      assert.ok(
+        !left.some((l) => l.startsWith('10.1.0.1 40001 ') || l.startsWith('10.1.0.2 40002 ')),
+        'the stale flows went',
+      );
       assert.ok(left.includes('10.1.0.1 40004 -> 10.96.0.10 53'), 'the TCP flow stays');
     },
   },
@@ -167,7 +207,9 @@ export const cases: VmCase[] = [
     name: 'pipelined DELETEs that all fail (ENOENT): every error reply fits the receive buffer at the stock net.core.rmem_max',
     async run(note) {
       await ct('-F');
-      const rmemMax = await new Promise<string>((resolve) => execFile('/bin/cat', ['/proc/sys/net/core/rmem_max'], (_e, out) => resolve(out.trim())));
+      const rmemMax = await new Promise<string>((resolve) =>
+        execFile('/bin/cat', ['/proc/sys/net/core/rmem_max'], (_e, out) => resolve(out.trim())),
+      );
       // With 1,024 per datagram the replies overflowed the buffer and the process aborted.
       const gone = S.udpFlows(2048, '10.96.0.77', '10.244.7.7').map((f) => f.orig);
       const r = await S.deleteTargets(gone);

@@ -79,7 +79,9 @@ if (mode === 'server') {
         let body = '';
         r.setEncoding('utf8');
         r.on('data', (c) => (body += c));
-        r.on('end', () => res({ status: r.statusCode, type: String(r.headers['content-type'] ?? ''), headers: r.headers, body }));
+        r.on('end', () =>
+          res({ status: r.statusCode, type: String(r.headers['content-type'] ?? ''), headers: r.headers, body }),
+        );
       });
       req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
       req.on('error', rej);
@@ -88,7 +90,8 @@ if (mode === 'server') {
     try {
       if (q.op === 'tcp' || q.op === 'udp') {
         const answers = [];
-        for (let i = 0; i < (q.n ?? 1); i++) answers.push(await (q.op === 'tcp' ? tcpOnce : udpOnce)(q.host, q.port, q.from));
+        for (let i = 0; i < (q.n ?? 1); i++)
+          answers.push(await (q.op === 'tcp' ? tcpOnce : udpOnce)(q.host, q.port, q.from));
         return reply({ id: q.id, answers });
       }
       if (q.op === 'open') {

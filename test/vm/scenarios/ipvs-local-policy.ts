@@ -101,12 +101,34 @@ const sysctl: SysctlWriter = {
 };
 
 /** One Service per case (its own VIP and node port: nothing drains from an earlier case). */
-async function service(name: string, n: number, o: { nodePort: boolean }, eps: [string, EpOpts][]): Promise<{ vip: string; nodePort: number }> {
+async function service(
+  name: string,
+  n: number,
+  o: { nodePort: boolean },
+  eps: [string, EpOpts][],
+): Promise<{ vip: string; nodePort: number }> {
   const vip = `10.96.0.${n}`;
   const nodePort = 30000 + n;
   const port = { name: 'p', protocol: 'TCP', port: 80, ...(o.nodePort ? { nodePort } : {}) };
-  tracker.onService(undefined, svc(name, { clusterIP: vip, type: o.nodePort ? 'NodePort' : 'ClusterIP', ports: [port], iTP: 'Local', ...(o.nodePort ? { eTP: 'Local' } : {}) }));
-  tracker.onEndpointSlice(slice(`${name}-1`, name, eps.map(([a, e]) => ep(a, e)), { rv: String(++rv), ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }), false);
+  tracker.onService(
+    undefined,
+    svc(name, {
+      clusterIP: vip,
+      type: o.nodePort ? 'NodePort' : 'ClusterIP',
+      ports: [port],
+      iTP: 'Local',
+      ...(o.nodePort ? { eTP: 'Local' } : {}),
+    }),
+  );
+  tracker.onEndpointSlice(
+    slice(
+      `${name}-1`,
+      name,
+      eps.map(([a, e]) => ep(a, e)),
+      { rv: String(++rv), ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] },
+    ),
+    false,
+  );
   const { desired, change } = tracker.checkout();
   const r = await proxier.sync(desired, change, AbortSignal.timeout(60_000));
   assert.deepEqual(r.errors, []);
@@ -114,7 +136,12 @@ async function service(name: string, n: number, o: { nodePort: boolean }, eps: [
 }
 
 /** Asserts the VS real servers and who answers, for the cluster IP and (when given) the node port. */
-async function expectBoth(s: { vip: string; nodePort: number }, want: string[], withNodePort: boolean, note: (v: unknown) => void): Promise<void> {
+async function expectBoth(
+  s: { vip: string; nodePort: number },
+  want: string[],
+  withNodePort: boolean,
+  note: (v: unknown) => void,
+): Promise<void> {
   const seen: Record<string, unknown> = { clusterIP: await realServers(s.vip, 80) };
   if (withNodePort) seen['nodePort'] = await realServers(NODE_IP, s.nodePort);
   seen['answers'] = await backends(s.vip, 80);
@@ -141,15 +168,24 @@ export const cases: VmCase[] = [
       await ip('addr', 'add', `${NODE_IP}/24`, 'dev', 'vclient');
       await ip('link', 'set', 'vpods', 'up');
       await ip('link', 'set', 'vclient', 'up');
-      for (const [ns, addrs, gw] of [['pods', ['10.0.0.2/24', '10.0.0.3/24', '10.0.0.4/24'], '10.0.0.1'], ['client', ['192.168.7.2/24'], NODE_IP]] as const) {
+      for (const [ns, addrs, gw] of [
+        ['pods', ['10.0.0.2/24', '10.0.0.3/24', '10.0.0.4/24'], '10.0.0.1'],
+        ['client', ['192.168.7.2/24'], NODE_IP],
+      ] as const) {
         for (const a of addrs) await ip('-n', ns, 'addr', 'add', a, 'dev', 'eth0');
         await ip('-n', ns, 'link', 'set', 'eth0', 'up');
         await ip('-n', ns, 'link', 'set', 'lo', 'up');
         await ip('-n', ns, 'route', 'add', 'default', 'via', gw);
       }
-      const server = spawn('/usr/sbin/ip', ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', '10.0.0.2', '10.0.0.3', '10.0.0.4'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const server = spawn(
+        '/usr/sbin/ip',
+        ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', '10.0.0.2', '10.0.0.3', '10.0.0.4'],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
       children.push(server);
-      client = spawn('/usr/sbin/ip', ['netns', 'exec', 'client', NODE_BIN, AGENT, 'client'], { stdio: ['pipe', 'pipe', 'inherit'] });
+      client = spawn('/usr/sbin/ip', ['netns', 'exec', 'client', NODE_BIN, AGENT, 'client'], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
       children.push(client);
       const ready = (c: ChildProcess, what: string) =>
         new Promise<void>((resolve, reject) => {
@@ -170,7 +206,14 @@ export const cases: VmCase[] = [
       closers.push(() => genl.close(), ipset.close, route.close);
       proxier = new IpvsProxier(
         { family: 'IPv4', gracefulCheckIntervalMs: 500, gracefulTerminationMs: 60_000 },
-        { ipvs: new IpvsClient(genl), ipset: ipset.client, route: route.client, sysctl, clock: systemClock, logger: nullLogger },
+        {
+          ipvs: new IpvsClient(genl),
+          ipset: ipset.client,
+          route: route.client,
+          sysctl,
+          clock: systemClock,
+          logger: nullLogger,
+        },
       );
       await proxier.init();
       tracker.onNode(node('node-a', { internal: [NODE_IP] }));
@@ -180,7 +223,10 @@ export const cases: VmCase[] = [
     name: 'iTP=Local + eTP=Local, no local endpoint, a remote ready one and a remote terminating one: the ready one',
     timeoutMs: 90_000,
     async run(note) {
-      const s = await service('l1', 31, { nodePort: true }, [['10.0.0.2', REMOTE], ['10.0.0.3', { ...REMOTE, ...TERMINATING }]]);
+      const s = await service('l1', 31, { nodePort: true }, [
+        ['10.0.0.2', REMOTE],
+        ['10.0.0.3', { ...REMOTE, ...TERMINATING }],
+      ]);
       await expectBoth(s, ['10.0.0.2'], true, note);
     },
   },
@@ -188,7 +234,10 @@ export const cases: VmCase[] = [
     name: 'iTP=Local + eTP=Local, no local endpoint, only remote terminating ones (serving set, and unset): both serve',
     timeoutMs: 90_000,
     async run(note) {
-      const s = await service('l2', 32, { nodePort: true }, [['10.0.0.2', { ...REMOTE, ...TERMINATING }], ['10.0.0.3', { ...REMOTE, ...TERMINATING_SERVING_UNSET }]]);
+      const s = await service('l2', 32, { nodePort: true }, [
+        ['10.0.0.2', { ...REMOTE, ...TERMINATING }],
+        ['10.0.0.3', { ...REMOTE, ...TERMINATING_SERVING_UNSET }],
+      ]);
       await expectBoth(s, ['10.0.0.2', '10.0.0.3'], true, note);
     },
   },
@@ -196,7 +245,9 @@ export const cases: VmCase[] = [
     name: 'iTP=Local + eTP=Local, only a remote terminating one with serving unset: it serves (not an empty VS)',
     timeoutMs: 90_000,
     async run(note) {
-      const s = await service('l3', 33, { nodePort: true }, [['10.0.0.3', { ...REMOTE, ...TERMINATING_SERVING_UNSET }]]);
+      const s = await service('l3', 33, { nodePort: true }, [
+        ['10.0.0.3', { ...REMOTE, ...TERMINATING_SERVING_UNSET }],
+      ]);
       await expectBoth(s, ['10.0.0.3'], true, note);
     },
   },
@@ -204,7 +255,10 @@ export const cases: VmCase[] = [
     name: 'iTP=Local + eTP=Local, a local terminating endpoint and a remote ready one: the local one only',
     timeoutMs: 90_000,
     async run(note) {
-      const s = await service('l4', 34, { nodePort: true }, [['10.0.0.4', { ...LOCAL, ...TERMINATING }], ['10.0.0.2', REMOTE]]);
+      const s = await service('l4', 34, { nodePort: true }, [
+        ['10.0.0.4', { ...LOCAL, ...TERMINATING }],
+        ['10.0.0.2', REMOTE],
+      ]);
       await expectBoth(s, ['10.0.0.4'], true, note);
     },
   },
@@ -212,7 +266,10 @@ export const cases: VmCase[] = [
     name: 'iTP=Local + eTP=Local, the local endpoint terminating and not serving, a remote terminating one: the remote one',
     timeoutMs: 90_000,
     async run(note) {
-      const s = await service('l5', 35, { nodePort: true }, [['10.0.0.4', { ...LOCAL, ...GONE }], ['10.0.0.3', { ...REMOTE, ...TERMINATING }]]);
+      const s = await service('l5', 35, { nodePort: true }, [
+        ['10.0.0.4', { ...LOCAL, ...GONE }],
+        ['10.0.0.3', { ...REMOTE, ...TERMINATING }],
+      ]);
       await expectBoth(s, ['10.0.0.3'], true, note);
     },
   },
@@ -220,7 +277,10 @@ export const cases: VmCase[] = [
     name: 'ClusterIP-only iTP=Local, remote ready and terminating endpoints only: an empty VS, connections refused',
     timeoutMs: 90_000,
     async run(note) {
-      const s = await service('l6', 36, { nodePort: false }, [['10.0.0.2', REMOTE], ['10.0.0.3', { ...REMOTE, ...TERMINATING_SERVING_UNSET }]]);
+      const s = await service('l6', 36, { nodePort: false }, [
+        ['10.0.0.2', REMOTE],
+        ['10.0.0.3', { ...REMOTE, ...TERMINATING_SERVING_UNSET }],
+      ]);
       await expectBoth(s, [], false, note);
     },
   },
@@ -228,7 +288,10 @@ export const cases: VmCase[] = [
     name: 'ClusterIP-only iTP=Local, a local terminating endpoint: it serves',
     timeoutMs: 90_000,
     async run(note) {
-      const s = await service('l7', 37, { nodePort: false }, [['10.0.0.4', { ...LOCAL, ...TERMINATING_SERVING_UNSET }], ['10.0.0.2', REMOTE]]);
+      const s = await service('l7', 37, { nodePort: false }, [
+        ['10.0.0.4', { ...LOCAL, ...TERMINATING_SERVING_UNSET }],
+        ['10.0.0.2', REMOTE],
+      ]);
       await expectBoth(s, ['10.0.0.4'], false, note);
     },
   },

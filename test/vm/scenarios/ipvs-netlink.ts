@@ -39,7 +39,11 @@ interface Run {
 function run(cmd: string, args: readonly string[], timeoutMs = 20_000): Promise<Run> {
   return new Promise((resolve) => {
     execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8', maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      const code = err
+        ? typeof (err as { code?: unknown }).code === 'number'
+          ? (err as { code: number }).code
+          : 1
+        : 0;
       resolve({ code, stdout, stderr: stderr || (err ? err.message : '') });
     });
   });
@@ -57,7 +61,13 @@ async function ipvsadm(...args: string[]): Promise<string[]> {
   return out
     .split('\n')
     .map((l) => l.trim().replace(/\s+/g, ' '))
-    .filter((l) => l && !l.startsWith('IP Virtual Server') && !l.startsWith('Prot LocalAddress') && !l.startsWith('-> RemoteAddress'));
+    .filter(
+      (l) =>
+        l &&
+        !l.startsWith('IP Virtual Server') &&
+        !l.startsWith('Prot LocalAddress') &&
+        !l.startsWith('-> RemoteAddress'),
+    );
 }
 
 let conn: NetlinkConnection | undefined;
@@ -76,8 +86,14 @@ const WEB_KEY: IpvsServiceKey = { family: 'IPv4', protocol: 'tcp', address: '10.
 const DNS6: IpvsServiceSpec = { family: 'IPv6', protocol: 'udp', address: 'fd00::10', port: 53, scheduler: 'rr' };
 const MARK: IpvsServiceSpec = { family: 'IPv4', fwmark: 7, scheduler: 'lc' };
 const STICKY: IpvsServiceSpec = {
-  family: 'IPv4', protocol: 'tcp', address: '10.96.0.2', port: 443, scheduler: 'sh',
-  flags: IP_VS_SVC_F_SCHED_SH_FALLBACK | IP_VS_SVC_F_SCHED_SH_PORT, timeout: 300, netmask: 24,
+  family: 'IPv4',
+  protocol: 'tcp',
+  address: '10.96.0.2',
+  port: 443,
+  scheduler: 'sh',
+  flags: IP_VS_SVC_F_SCHED_SH_FALLBACK | IP_VS_SVC_F_SCHED_SH_PORT,
+  timeout: 300,
+  netmask: 24,
 };
 
 async function expectRejects(p: Promise<unknown>, check: (e: unknown) => boolean, what: string): Promise<unknown> {
@@ -119,7 +135,10 @@ export const cases: VmCase[] = [
       assert.deepEqual(await ipvsadm(), ['TCP 10.96.0.1:80 rr']);
       const [svc, ...rest] = await client.listServices();
       assert.equal(rest.length, 0);
-      assert.deepEqual({ ...svc, stats: undefined, unknown: undefined }, { ...WEB, flags: 0, timeout: 0, netmask: 32, stats: undefined, unknown: undefined });
+      assert.deepEqual(
+        { ...svc, stats: undefined, unknown: undefined },
+        { ...WEB, flags: 0, timeout: 0, netmask: 32, stats: undefined, unknown: undefined },
+      );
       const got = await client.getService(WEB_KEY);
       assert.equal(got?.scheduler, 'rr');
       assert.equal(got?.stats.conns, 0n);
@@ -137,19 +156,43 @@ export const cases: VmCase[] = [
     name: 'destinations: add (masq, weight, thresholds), read back, duplicate is EEXIST',
     async run() {
       await client.addDestination(WEB_KEY, { address: '10.0.0.2', port: 8080, weight: 1 });
-      await client.addDestination(WEB_KEY, { address: '10.0.0.3', port: 8080, weight: 5, upperThreshold: 100, lowerThreshold: 10 });
-      assert.deepEqual(await ipvsadm(), ['TCP 10.96.0.1:80 rr', '-> 10.0.0.2:8080 Masq 1 0 0', '-> 10.0.0.3:8080 Masq 5 0 0']);
+      await client.addDestination(WEB_KEY, {
+        address: '10.0.0.3',
+        port: 8080,
+        weight: 5,
+        upperThreshold: 100,
+        lowerThreshold: 10,
+      });
+      assert.deepEqual(await ipvsadm(), [
+        'TCP 10.96.0.1:80 rr',
+        '-> 10.0.0.2:8080 Masq 1 0 0',
+        '-> 10.0.0.3:8080 Masq 5 0 0',
+      ]);
       const th = await must('/usr/sbin/ipvsadm', '-Ln', '--thresholds', '-t', '10.96.0.1:80');
       assert.match(th, /10\.0\.0\.3:8080\s+100\s+10/);
       const dests = (await client.listDestinations(WEB_KEY)).sort((a, b) => a.address.localeCompare(b.address));
       assert.deepEqual(
-        dests.map((d) => [d.family, d.address, d.port, d.forward, d.weight, d.upperThreshold, d.lowerThreshold, d.activeConns, d.inactiveConns]),
+        dests.map((d) => [
+          d.family,
+          d.address,
+          d.port,
+          d.forward,
+          d.weight,
+          d.upperThreshold,
+          d.lowerThreshold,
+          d.activeConns,
+          d.inactiveConns,
+        ]),
         [
           ['IPv4', '10.0.0.2', 8080, 'masq', 1, 0, 0, 0, 0],
           ['IPv4', '10.0.0.3', 8080, 'masq', 5, 100, 10, 0, 0],
         ],
       );
-      await expectRejects(client.addDestination(WEB_KEY, { address: '10.0.0.2', port: 8080, weight: 1 }), isIpvsExists, 'duplicate destination');
+      await expectRejects(
+        client.addDestination(WEB_KEY, { address: '10.0.0.2', port: 8080, weight: 1 }),
+        isIpvsExists,
+        'duplicate destination',
+      );
     },
   },
   {
@@ -157,7 +200,11 @@ export const cases: VmCase[] = [
     async run() {
       await client.editDestination(WEB_KEY, { address: '10.0.0.2', port: 8080, weight: 0 });
       await client.editService({ ...WEB, scheduler: 'wrr', timeout: 10800 });
-      assert.deepEqual(await ipvsadm(), ['TCP 10.96.0.1:80 wrr persistent 10800', '-> 10.0.0.2:8080 Masq 0 0 0', '-> 10.0.0.3:8080 Masq 5 0 0']);
+      assert.deepEqual(await ipvsadm(), [
+        'TCP 10.96.0.1:80 wrr persistent 10800',
+        '-> 10.0.0.2:8080 Masq 0 0 0',
+        '-> 10.0.0.3:8080 Masq 5 0 0',
+      ]);
       const svc = await client.getService(WEB_KEY);
       assert.equal(svc?.scheduler, 'wrr');
       assert.equal(svc?.timeout, 10800);
@@ -178,12 +225,24 @@ export const cases: VmCase[] = [
       assert.ok(lines.includes('UDP [fd00::10]:53 rr'), lines.join('\n'));
       assert.ok(lines.includes('-> [fd00::2]:5353 Masq 2 0 0'), lines.join('\n'));
       assert.ok(lines.includes('FWM 7 lc'), lines.join('\n'));
-      assert.ok(lines.includes('TCP 10.96.0.2:443 sh (sh-fallback,sh-port) persistent 300 mask 255.255.255.0'), lines.join('\n'));
+      assert.ok(
+        lines.includes('TCP 10.96.0.2:443 sh (sh-fallback,sh-port) persistent 300 mask 255.255.255.0'),
+        lines.join('\n'),
+      );
       const all = await client.listServices();
       const strip = (s: object): object => ({ ...s, stats: undefined, unknown: undefined });
-      assert.deepEqual(strip(all.find((s) => 'fwmark' in s)!), strip({ ...MARK, flags: 0, timeout: 0, netmask: 32, stats: 0, unknown: 0 }));
-      assert.deepEqual(strip((await client.getService(STICKY))!), strip({ ...STICKY, flags: STICKY.flags! | IP_VS_SVC_F_PERSISTENT, stats: 0, unknown: 0 }));
-      assert.deepEqual(strip((await client.getService(DNS6))!), strip({ ...DNS6, flags: 0, timeout: 0, netmask: 128, stats: 0, unknown: 0 }));
+      assert.deepEqual(
+        strip(all.find((s) => 'fwmark' in s)!),
+        strip({ ...MARK, flags: 0, timeout: 0, netmask: 32, stats: 0, unknown: 0 }),
+      );
+      assert.deepEqual(
+        strip((await client.getService(STICKY))!),
+        strip({ ...STICKY, flags: STICKY.flags! | IP_VS_SVC_F_PERSISTENT, stats: 0, unknown: 0 }),
+      );
+      assert.deepEqual(
+        strip((await client.getService(DNS6))!),
+        strip({ ...DNS6, flags: 0, timeout: 0, netmask: 128, stats: 0, unknown: 0 }),
+      );
       const [d6] = await client.listDestinations(DNS6);
       assert.equal(d6?.address, 'fd00::2');
       assert.equal(d6?.family, 'IPv6');
@@ -194,18 +253,32 @@ export const cases: VmCase[] = [
     async run() {
       await client.deleteDestination(WEB_KEY, { address: '10.0.0.2', port: 8080 });
       assert.deepEqual(await ipvsadm('-t', '10.96.0.1:80'), ['TCP 10.96.0.1:80 rr', '-> 10.0.0.3:8080 Masq 5 0 0']);
-      await expectRejects(client.deleteDestination(WEB_KEY, { address: '10.0.0.2', port: 8080 }), isDestinationNotFound, 'second delete');
+      await expectRejects(
+        client.deleteDestination(WEB_KEY, { address: '10.0.0.2', port: 8080 }),
+        isDestinationNotFound,
+        'second delete',
+      );
       const gone: IpvsServiceKey = { family: 'IPv4', protocol: 'tcp', address: '10.96.9.9', port: 1 };
       assert.equal(await client.getService(gone), undefined);
       await expectRejects(client.deleteService(gone), isServiceNotFound, 'delete missing service');
-      await expectRejects(client.addDestination(gone, { address: '10.0.0.9', port: 1, weight: 1 }), isServiceNotFound, 'destination of a missing service');
+      await expectRejects(
+        client.addDestination(gone, { address: '10.0.0.9', port: 1, weight: 1 }),
+        isServiceNotFound,
+        'destination of a missing service',
+      );
     },
   },
   {
     name: 'deleteServices removes only the services named; one made by ipvsadm stays',
     async run() {
       await must('/usr/sbin/ipvsadm', '-A', '-t', '10.99.0.1:22', '-s', 'rr');
-      const n = await client.deleteServices([WEB_KEY, DNS6, MARK, STICKY, { family: 'IPv4', protocol: 'tcp', address: '10.96.9.9', port: 1 }]);
+      const n = await client.deleteServices([
+        WEB_KEY,
+        DNS6,
+        MARK,
+        STICKY,
+        { family: 'IPv4', protocol: 'tcp', address: '10.96.9.9', port: 1 },
+      ]);
       assert.equal(n, 4);
       assert.deepEqual(await ipvsadm(), ['TCP 10.99.0.1:22 rr']);
       await must('/usr/sbin/ipvsadm', '-D', '-t', '10.99.0.1:22');
@@ -227,7 +300,11 @@ export const cases: VmCase[] = [
   {
     name: 'a scheduler whose module cannot load is a named error; with autoload it loads',
     async run(note) {
-      const e = await expectRejects(client.addService({ ...WEB, scheduler: 'fo' }), isSchedulerMissing, 'scheduler fo without autoload');
+      const e = await expectRejects(
+        client.addService({ ...WEB, scheduler: 'fo' }),
+        isSchedulerMissing,
+        'scheduler fo without autoload',
+      );
       note(String(e));
       assert.match(String(e), /scheduler "fo" is not available \(is module ip_vs_fo loadable\?\): ENOENT/);
       assert.deepEqual(await ipvsadm(), []);
@@ -244,7 +321,14 @@ export const cases: VmCase[] = [
     timeoutMs: 180_000,
     async run(note) {
       const keys: IpvsServiceSpec[] = [];
-      for (let i = 0; i < 500; i++) keys.push({ family: 'IPv4', protocol: i % 2 ? 'udp' : 'tcp', address: `10.97.${i >> 8}.${i & 255}`, port: 80, scheduler: 'rr' });
+      for (let i = 0; i < 500; i++)
+        keys.push({
+          family: 'IPv4',
+          protocol: i % 2 ? 'udp' : 'tcp',
+          address: `10.97.${i >> 8}.${i & 255}`,
+          port: 80,
+          scheduler: 'rr',
+        });
       let t = performance.now();
       for (const k of keys) {
         await client.addService(k);
@@ -267,7 +351,12 @@ export const cases: VmCase[] = [
       assert.equal(await client.deleteServices(keys), 500);
       const delMs = Math.round(performance.now() - t);
       assert.deepEqual(await ipvsadm(), []);
-      note({ addServicesAndDestsMs: addMs, dumpServicesMs: dumpMs, dump100DestListsMs: destDumpMs, delete500Ms: delMs });
+      note({
+        addServicesAndDestsMs: addMs,
+        dumpServicesMs: dumpMs,
+        dump100DestListsMs: destDumpMs,
+        delete500Ms: delMs,
+      });
     },
   },
   {
@@ -275,7 +364,14 @@ export const cases: VmCase[] = [
     timeoutMs: 180_000,
     async run(note) {
       const keys: IpvsServiceSpec[] = [];
-      for (let i = 0; i < 500; i++) keys.push({ family: 'IPv4', protocol: i % 2 ? 'udp' : 'tcp', address: `10.97.${i >> 8}.${i & 255}`, port: 80, scheduler: 'rr' });
+      for (let i = 0; i < 500; i++)
+        keys.push({
+          family: 'IPv4',
+          protocol: i % 2 ? 'udp' : 'tcp',
+          address: `10.97.${i >> 8}.${i & 255}`,
+          port: 80,
+          scheduler: 'rr',
+        });
       const adds: IpvsOp[] = keys.flatMap((k): IpvsOp[] => [
         { op: 'add-service', service: k },
         { op: 'add-destination', service: k, destination: { address: '10.0.0.2', port: 8080, weight: 1 } },
@@ -284,14 +380,20 @@ export const cases: VmCase[] = [
       let t = performance.now();
       const added = await client.applyMany(adds);
       const addMs = Math.round(performance.now() - t);
-      assert.deepEqual(added.filter((e) => e !== undefined), []);
+      assert.deepEqual(
+        added.filter((e) => e !== undefined),
+        [],
+      );
       const lines = await ipvsadm();
       assert.equal(lines.filter((l) => !l.startsWith('->')).length, 500);
       assert.equal(lines.filter((l) => l.startsWith('->')).length, 1000);
       t = performance.now();
       const deleted = await client.applyMany(keys.map((k): IpvsOp => ({ op: 'delete-service', service: k })));
       const delMs = Math.round(performance.now() - t);
-      assert.deepEqual(deleted.filter((e) => e !== undefined), []);
+      assert.deepEqual(
+        deleted.filter((e) => e !== undefined),
+        [],
+      );
       assert.deepEqual(await ipvsadm(), []);
       note({ requests: adds.length, addServicesAndDestsMs: addMs, delete500Ms: delMs });
     },
@@ -303,7 +405,11 @@ export const cases: VmCase[] = [
       const rmemMax = readFileSync('/proc/sys/net/core/rmem_max', 'utf8').trim();
       // Destinations of a service that does not exist: every request is answered with ESRCH.
       const ghost: IpvsServiceKey = { family: 'IPv4', protocol: 'tcp', address: '10.98.0.1', port: 80 };
-      const ops: IpvsOp[] = Array.from({ length: 2048 }, (_, j) => ({ op: 'add-destination', service: ghost, destination: { address: `10.1.${j >> 8}.${j & 255}`, port: 8080, weight: 1 } }));
+      const ops: IpvsOp[] = Array.from({ length: 2048 }, (_, j) => ({
+        op: 'add-destination',
+        service: ghost,
+        destination: { address: `10.1.${j >> 8}.${j & 255}`, port: 8080, weight: 1 },
+      }));
       const res = await client.applyMany(ops);
       assert.equal(res.filter((e) => isServiceNotFound(e)).length, 2048);
       assert.equal(res[2047]!.message, 'add ipvs destination 10.1.7.255:8080 of TCP 10.98.0.1:80: ESRCH');
@@ -314,7 +420,10 @@ export const cases: VmCase[] = [
         await must('/usr/sbin/ip', 'link', 'add', 'kpt-burst0', 'type', 'dummy');
         const link = (await route.getLink('kpt-burst0'))!.index;
         const addrs = Array.from({ length: 2048 }, (_, j) => `10.99.${j >> 8}.${j & 255}`);
-        assert.deepEqual((await route.addAddresses(link, addrs)).filter((e) => e !== undefined), []);
+        assert.deepEqual(
+          (await route.addAddresses(link, addrs)).filter((e) => e !== undefined),
+          [],
+        );
         const again = await route.addAddresses(link, addrs);
         assert.equal(again.filter((e) => isRouteExists(e)).length, 2048);
         assert.match(again[0]!.message, /^add address 10\.99\.0\.0\/32 to #\d+: EEXIST$/);
@@ -343,20 +452,40 @@ export const cases: VmCase[] = [
       await ip('addr', 'add', '192.168.7.1/24', 'dev', 'vclient');
       await ip('link', 'set', 'vpods', 'up');
       await ip('link', 'set', 'vclient', 'up');
-      for (const [ns, addrs, gw] of [['pods', ['10.0.0.2/24', '10.0.0.3/24'], '10.0.0.1'], ['client', ['192.168.7.2/24'], '192.168.7.1']] as const) {
+      for (const [ns, addrs, gw] of [
+        ['pods', ['10.0.0.2/24', '10.0.0.3/24'], '10.0.0.1'],
+        ['client', ['192.168.7.2/24'], '192.168.7.1'],
+      ] as const) {
         for (const a of addrs) await ip('-n', ns, 'addr', 'add', a, 'dev', 'eth0');
         await ip('-n', ns, 'link', 'set', 'eth0', 'up');
         await ip('-n', ns, 'link', 'set', 'lo', 'up');
         await ip('-n', ns, 'route', 'add', 'default', 'via', gw);
       }
-      const svc: IpvsServiceSpec = { family: 'IPv4', protocol: 'tcp', address: '10.96.0.10', port: 80, scheduler: 'rr' };
+      const svc: IpvsServiceSpec = {
+        family: 'IPv4',
+        protocol: 'tcp',
+        address: '10.96.0.10',
+        port: 80,
+        scheduler: 'rr',
+      };
       await client.addService(svc);
       await client.addDestination(svc, { address: '10.0.0.2', port: 8080, weight: 1 });
       await client.addDestination(svc, { address: '10.0.0.3', port: 8080, weight: 1 });
       // A reply server in the pods namespace: answers "<local address> <peer address>".
-      const server = spawn('/usr/sbin/ip', ['netns', 'exec', 'pods', NODE, '-e', `
+      const server = spawn(
+        '/usr/sbin/ip',
+        [
+          'netns',
+          'exec',
+          'pods',
+          NODE,
+          '-e',
+          `
         require('node:net').createServer((s) => s.end(s.localAddress + ' ' + s.remoteAddress + '\\n')).listen(8080, '0.0.0.0', () => console.log('listening'));
-      `], { stdio: ['ignore', 'pipe', 'inherit'] });
+      `,
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
       children.push(server);
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(() => reject(new Error('reply server did not start')), 30_000);
@@ -365,29 +494,56 @@ export const cases: VmCase[] = [
           resolve();
         });
       });
-      const out = await must('/usr/sbin/ip', 'netns', 'exec', 'client', NODE, '-e', `
+      const out = await must(
+        '/usr/sbin/ip',
+        'netns',
+        'exec',
+        'client',
+        NODE,
+        '-e',
+        `
         const net = require('node:net');
         const once = () => new Promise((res, rej) => { const s = net.connect(80, '10.96.0.10'); let d = ''; s.setTimeout(5000, () => s.destroy(new Error('timeout')));
           s.on('data', (c) => d += c); s.on('end', () => res(d.trim())); s.on('error', rej); });
         (async () => { const r = []; for (let i = 0; i < 6; i++) r.push(await once()); console.log(JSON.stringify(r)); })().catch((e) => { console.error(e); process.exit(1); });
-      `);
+      `,
+      );
       const answers = JSON.parse(out) as string[];
       note({ answers });
       const backends = answers.map((a) => a.split(' ')[0]);
-      assert.deepEqual(new Set(backends), new Set(['10.0.0.2', '10.0.0.3']), `both backends answer: ${answers.join(', ')}`);
-      for (let i = 1; i < backends.length; i++) assert.notEqual(backends[i], backends[i - 1], `rr alternates: ${backends.join(', ')}`);
+      assert.deepEqual(
+        new Set(backends),
+        new Set(['10.0.0.2', '10.0.0.3']),
+        `both backends answer: ${answers.join(', ')}`,
+      );
+      for (let i = 1; i < backends.length; i++)
+        assert.notEqual(backends[i], backends[i - 1], `rr alternates: ${backends.join(', ')}`);
       // No SNAT: the backend sees the client's own address.
-      assert.ok(answers.every((a) => a.endsWith(' 192.168.7.2')), answers.join(', '));
+      assert.ok(
+        answers.every((a) => a.endsWith(' 192.168.7.2')),
+        answers.join(', '),
+      );
       // The kernel folds its per-CPU counters into what it reports every 2 s (estimation timer).
       let stats: (string | bigint | number)[][] = [];
       for (let i = 0; i < 20; i++) {
-        stats = (await client.listDestinations(svc)).map((d) => [d.address, d.stats.conns, d.inactiveConns + d.activeConns]);
+        stats = (await client.listDestinations(svc)).map((d) => [
+          d.address,
+          d.stats.conns,
+          d.inactiveConns + d.activeConns,
+        ]);
         if (stats.every((s) => s[1] === 3n)) break;
         await new Promise((r) => setTimeout(r, 500));
       }
       note({ answers, destStats: stats.map((s) => s.map(String)) });
-      assert.deepEqual(stats.map((s) => s[1]), [3n, 3n]);
-      assert.deepEqual(stats.map((s) => s[2]), [3, 3], 'each backend has 3 connections (active or in TIME_WAIT)');
+      assert.deepEqual(
+        stats.map((s) => s[1]),
+        [3n, 3n],
+      );
+      assert.deepEqual(
+        stats.map((s) => s[2]),
+        [3, 3],
+        'each backend has 3 connections (active or in TIME_WAIT)',
+      );
       const svcStats = (await client.getService(svc))!.stats;
       assert.equal(svcStats.conns, 6n);
       assert.ok(svcStats.inPkts > 0n && svcStats.outBytes > 0n);

@@ -41,7 +41,11 @@ interface Run {
 function run(cmd: string, args: readonly string[], timeoutMs = 20_000): Promise<Run> {
   return new Promise((resolve) => {
     execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8', maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      const code = err
+        ? typeof (err as { code?: unknown }).code === 'number'
+          ? (err as { code: number }).code
+          : 1
+        : 0;
       resolve({ code, stdout, stderr: stderr || (err ? err.message : '') });
     });
   });
@@ -60,7 +64,13 @@ async function ipvsadm(...args: string[]): Promise<string[]> {
   return (await must('/usr/sbin/ipvsadm', '-Ln', ...args))
     .split('\n')
     .map((l) => l.trim().replace(/\s+/g, ' '))
-    .filter((l) => l && !l.startsWith('IP Virtual Server') && !l.startsWith('Prot LocalAddress') && !l.startsWith('-> RemoteAddress'));
+    .filter(
+      (l) =>
+        l &&
+        !l.startsWith('IP Virtual Server') &&
+        !l.startsWith('Prot LocalAddress') &&
+        !l.startsWith('-> RemoteAddress'),
+    );
 }
 
 /** `ipvsadm -Ln` with the connection counters cut off: "-> 10.0.0.2:8080 Masq 1". */
@@ -156,21 +166,49 @@ function dropService(name: string): void {
   services.delete(name);
 }
 let rv = 1;
-const TCP = (port: number, nodePort?: number) => ({ name: 'p', protocol: 'TCP', port, ...(nodePort ? { nodePort } : {}) });
+const TCP = (port: number, nodePort?: number) => ({
+  name: 'p',
+  protocol: 'TCP',
+  port,
+  ...(nodePort ? { nodePort } : {}),
+});
 const eps = (name: string, ips: string[], port = 8080, protocol = 'TCP') =>
-  tracker.onEndpointSlice(slice(`${name}-1`, name, ips.map((a) => ep(a)), { rv: String(++rv), ports: [{ name: 'p', protocol, port }] }), false);
+  tracker.onEndpointSlice(
+    slice(
+      `${name}-1`,
+      name,
+      ips.map((a) => ep(a)),
+      { rv: String(++rv), ports: [{ name: 'p', protocol, port }] },
+    ),
+    false,
+  );
 
 /** A one-shot TCP connect from the pods namespace (source 10.0.0.2): "<answer>" or "ERR <code>". */
 async function fromPod(host: string, port: number): Promise<string> {
-  const r = await run('/usr/sbin/ip', ['netns', 'exec', 'pods', NODE_BIN, '-e', `
+  const r = await run(
+    '/usr/sbin/ip',
+    [
+      'netns',
+      'exec',
+      'pods',
+      NODE_BIN,
+      '-e',
+      `
     const s = require('node:net').connect({ host: '${host}', port: ${port}, localAddress: '10.0.0.2' });
     let d = ''; s.setTimeout(4000, () => s.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
     s.on('data', (c) => d += c); s.on('end', () => console.log(d.trim())); s.on('error', (e) => console.log('ERR ' + e.code));
-  `], 30_000);
+  `,
+    ],
+    30_000,
+  );
   return r.stdout.trim();
 }
 
-const ruleLines = (text: string): string[] => text.split('\n').filter((l) => l.startsWith('-A ')).sort();
+const ruleLines = (text: string): string[] =>
+  text
+    .split('\n')
+    .filter((l) => l.startsWith('-A '))
+    .sort();
 
 async function until(what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> {
   const end = Date.now() + ms;
@@ -194,15 +232,24 @@ export const cases: VmCase[] = [
       await ip('addr', 'add', `${NODE_IP}/24`, 'dev', 'vclient');
       await ip('link', 'set', 'vpods', 'up');
       await ip('link', 'set', 'vclient', 'up');
-      for (const [ns, addrs, gw] of [['pods', ['10.0.0.2/24', '10.0.0.3/24'], '10.0.0.1'], ['client', ['192.168.7.2/24'], NODE_IP]] as const) {
+      for (const [ns, addrs, gw] of [
+        ['pods', ['10.0.0.2/24', '10.0.0.3/24'], '10.0.0.1'],
+        ['client', ['192.168.7.2/24'], NODE_IP],
+      ] as const) {
         for (const a of addrs) await ip('-n', ns, 'addr', 'add', a, 'dev', 'eth0');
         await ip('-n', ns, 'link', 'set', 'eth0', 'up');
         await ip('-n', ns, 'link', 'set', 'lo', 'up');
         await ip('-n', ns, 'route', 'add', 'default', 'via', gw);
       }
-      const server = spawn('/usr/sbin/ip', ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', '10.0.0.2', '10.0.0.3'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const server = spawn(
+        '/usr/sbin/ip',
+        ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', '10.0.0.2', '10.0.0.3'],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
       children.push(server);
-      client = spawn('/usr/sbin/ip', ['netns', 'exec', 'client', NODE_BIN, AGENT, 'client'], { stdio: ['pipe', 'pipe', 'inherit'] });
+      client = spawn('/usr/sbin/ip', ['netns', 'exec', 'client', NODE_BIN, AGENT, 'client'], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
       children.push(client);
       const ready = (c: ChildProcess, what: string) =>
         new Promise<void>((resolve, reject) => {
@@ -222,11 +269,26 @@ export const cases: VmCase[] = [
       const ipset = openIpset({ timeoutMs: 10_000 });
       const route = openRoute({ timeoutMs: 10_000 });
       closers.push(() => genl.close(), ipset.close, route.close);
-      deps = { ipvs: new IpvsClient(genl), ipset: ipset.client, route: route.client, sysctl, clock: systemClock, logger: nullLogger };
-      for (const p of ['net/ipv4/vs/conntrack', 'net/ipv4/vs/expire_nodest_conn', 'net/ipv4/ip_forward']) writeFileSync(`/proc/sys/${p}`, '0\n');
+      deps = {
+        ipvs: new IpvsClient(genl),
+        ipset: ipset.client,
+        route: route.client,
+        sysctl,
+        clock: systemClock,
+        logger: nullLogger,
+      };
+      for (const p of ['net/ipv4/vs/conntrack', 'net/ipv4/vs/expire_nodest_conn', 'net/ipv4/ip_forward'])
+        writeFileSync(`/proc/sys/${p}`, '0\n');
       proxier = newProxier();
       await proxier.init();
-      const got = Object.fromEntries(['net/ipv4/vs/conntrack', 'net/ipv4/vs/expire_nodest_conn', 'net/ipv4/vs/expire_quiescent_template', 'net/ipv4/ip_forward'].map((p) => [p, readFileSync(`/proc/sys/${p}`, 'utf8').trim()]));
+      const got = Object.fromEntries(
+        [
+          'net/ipv4/vs/conntrack',
+          'net/ipv4/vs/expire_nodest_conn',
+          'net/ipv4/vs/expire_quiescent_template',
+          'net/ipv4/ip_forward',
+        ].map((p) => [p, readFileSync(`/proc/sys/${p}`, 'utf8').trim()]),
+      );
       note(got);
       assert.deepEqual(Object.values(got), ['1', '1', '1', '1']);
       assert.deepEqual(await ipvsadm(), [], 'the scheduler probe leaves nothing');
@@ -243,7 +305,11 @@ export const cases: VmCase[] = [
       eps('web', ['10.0.0.2', '10.0.0.3']);
       const r = await sync();
       note({ full: r.full, kernelMs: Math.round(r.kernelMs), planMs: Math.round(r.planMs) });
-      assert.deepEqual(await ipvsadm('-t', '10.96.0.10:80'), ['TCP 10.96.0.10:80 rr', '-> 10.0.0.2:8080 Masq 1 0 0', '-> 10.0.0.3:8080 Masq 1 0 0']);
+      assert.deepEqual(await ipvsadm('-t', '10.96.0.10:80'), [
+        'TCP 10.96.0.10:80 rr',
+        '-> 10.0.0.2:8080 Masq 1 0 0',
+        '-> 10.0.0.3:8080 Masq 1 0 0',
+      ]);
       assert.deepEqual(await vipAddrs(), ['10.96.0.10/32']);
       assert.deepEqual(await ipsetMembers('KUBE-CLUSTER-IP'), ['10.96.0.10,tcp:80']);
       assert.deepEqual(await ipsetMembers('KUBE-IPVS-IPS'), ['10.96.0.10']);
@@ -251,14 +317,25 @@ export const cases: VmCase[] = [
       const b = answers.map(backendOf);
       assert.deepEqual(new Set(b), new Set(['10.0.0.2', '10.0.0.3']), answers.join(', '));
       for (let i = 1; i < b.length; i++) assert.notEqual(b[i], b[i - 1], `rr alternates: ${b.join(', ')}`);
-      assert.ok(answers.every((a) => a.endsWith(' 192.168.7.2')), 'no SNAT for an off-node client');
+      assert.ok(
+        answers.every((a) => a.endsWith(' 192.168.7.2')),
+        'no SNAT for an off-node client',
+      );
     },
   },
   {
-    name: 'NodePort on the node address and an externalIP answer; the set types are upstream\'s',
+    name: "NodePort on the node address and an externalIP answer; the set types are upstream's",
     timeoutMs: 60_000,
     async run(note) {
-      putService('np', svc('np', { clusterIP: '10.96.0.11', type: 'NodePort', ports: [TCP(80, 30080)], externalIPs: ['203.0.113.10'] }));
+      putService(
+        'np',
+        svc('np', {
+          clusterIP: '10.96.0.11',
+          type: 'NodePort',
+          ports: [TCP(80, 30080)],
+          externalIPs: ['203.0.113.10'],
+        }),
+      );
       eps('np', ['10.0.0.2', '10.0.0.3']);
       await sync();
       const lines = await ipvsadm();
@@ -273,7 +350,12 @@ export const cases: VmCase[] = [
       assert.deepEqual(new Set(np.map(backendOf)), new Set(['10.0.0.2', '10.0.0.3']));
       assert.deepEqual(new Set(ext.map(backendOf)), new Set(['10.0.0.2', '10.0.0.3']));
       const types = await must('/usr/sbin/ipset', 'list', '-t');
-      for (const [name, type] of ([['KUBE-LOOP-BACK', 'hash:ip,port,ip'], ['KUBE-NODE-PORT-TCP', 'bitmap:port'], ['KUBE-LOAD-BALANCER-SOURCE-CIDR', 'hash:ip,port,net'], ['KUBE-IPVS-IPS', 'hash:ip']] as [string, string][])) {
+      for (const [name, type] of [
+        ['KUBE-LOOP-BACK', 'hash:ip,port,ip'],
+        ['KUBE-NODE-PORT-TCP', 'bitmap:port'],
+        ['KUBE-LOAD-BALANCER-SOURCE-CIDR', 'hash:ip,port,net'],
+        ['KUBE-IPVS-IPS', 'hash:ip'],
+      ] as [string, string][]) {
         assert.match(types, new RegExp(`Name: ${name}\\nType: ${type.replace(/[,:]/g, '.')}\\n`), `${name} is ${type}`);
       }
     },
@@ -285,7 +367,11 @@ export const cases: VmCase[] = [
       putService('dns', svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] }));
       eps('dns', ['10.0.0.2', '10.0.0.3'], 5353, 'UDP');
       await sync();
-      assert.deepEqual(await ipvsadm('-u', '10.96.0.53:53'), ['UDP 10.96.0.53:53 rr', '-> 10.0.0.2:5353 Masq 1 0 0', '-> 10.0.0.3:5353 Masq 1 0 0']);
+      assert.deepEqual(await ipvsadm('-u', '10.96.0.53:53'), [
+        'UDP 10.96.0.53:53 rr',
+        '-> 10.0.0.2:5353 Masq 1 0 0',
+        '-> 10.0.0.3:5353 Masq 1 0 0',
+      ]);
       const answers = await udp('10.96.0.53', 53, 4);
       note({ answers });
       assert.deepEqual(new Set(answers.map(backendOf)), new Set(['10.0.0.2', '10.0.0.3']));
@@ -323,7 +409,9 @@ export const cases: VmCase[] = [
       const d = await proxier.describe(info);
       const text = (list: typeof d.kernel): string[] => list.map((e) => `${e.where} ${e.key} ${e.value}`).sort();
       assert.deepEqual(text(d.kernel), [
-        'UDP 10.96.0.53:53 10.0.0.2:5353 masq weight 1', 'UDP 10.96.0.53:53 10.0.0.3:5353 masq weight 1', 'ipvs UDP 10.96.0.53:53 rr',
+        'UDP 10.96.0.53:53 10.0.0.2:5353 masq weight 1',
+        'UDP 10.96.0.53:53 10.0.0.3:5353 masq weight 1',
+        'ipvs UDP 10.96.0.53:53 rr',
       ]);
       assert.deepEqual(text(d.kernel), text(d.expected), 'no drift');
     },
@@ -393,11 +481,18 @@ export const cases: VmCase[] = [
       const n1 = await ask({ op: 'open', host: '10.96.0.14', port: 81 });
       assert.equal(backendOf(n1.answer as string), other);
       await ask({ op: 'reset', conn: n1.id });
-      assert.deepEqual(proxier.terminating().map((x) => x.dest), [`${busy}:8081`]);
+      assert.deepEqual(
+        proxier.terminating().map((x) => x.dest),
+        [`${busy}:8081`],
+      );
       // Close with a RST: IPVS moves the connection to CLOSE (10 s), then it has none left.
       const t = Date.now();
       await ask({ op: 'reset', conn: open.id });
-      await until('the drained real server to be deleted', async () => !(await ipvsadm('-t', '10.96.0.14:81')).some((l) => l.includes(busy)), 40_000);
+      await until(
+        'the drained real server to be deleted',
+        async () => !(await ipvsadm('-t', '10.96.0.14:81')).some((l) => l.includes(busy)),
+        40_000,
+      );
       note({ busy, lines, deletedAfterMs: Date.now() - t });
       assert.deepEqual(proxier.terminating(), []);
     },
@@ -453,8 +548,23 @@ export const cases: VmCase[] = [
     timeoutMs: 60_000,
     async run(note) {
       putService('hair', svc('hair', { clusterIP: '10.96.0.20' }));
-      tracker.onEndpointSlice(slice('hair-1', 'hair', [ep('10.0.0.2', { node: 'node-a' })], { rv: String(++rv), ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }), false);
-      putService('lbsr', svc('lbsr', { clusterIP: '10.96.0.21', type: 'LoadBalancer', ports: [TCP(80, 30081)], ingress: [{ ip: '198.51.100.30' }], sourceRanges: ['172.16.0.0/12'] }));
+      tracker.onEndpointSlice(
+        slice('hair-1', 'hair', [ep('10.0.0.2', { node: 'node-a' })], {
+          rv: String(++rv),
+          ports: [{ name: 'p', protocol: 'TCP', port: 8080 }],
+        }),
+        false,
+      );
+      putService(
+        'lbsr',
+        svc('lbsr', {
+          clusterIP: '10.96.0.21',
+          type: 'LoadBalancer',
+          ports: [TCP(80, 30081)],
+          ingress: [{ ip: '198.51.100.30' }],
+          sourceRanges: ['172.16.0.0/12'],
+        }),
+      );
       await sync();
       assert.deepEqual(await ipsetMembers('KUBE-LOOP-BACK'), ['10.0.0.2,tcp:8080,10.0.0.2']);
       const r = await fromPod('10.96.0.20', 80);
@@ -473,7 +583,23 @@ export const cases: VmCase[] = [
       // Under strace: the NFTA_MATCH_INFO/NFTA_TARGET_INFO bytes iptables-nft sends are the fixtures
       // an nft_compat encoder has to reproduce.
       const trace = `${process.env.RUN_DIR ?? '/tmp'}/iptables-nft-restore.strace`;
-      const restore = await run('/usr/bin/strace', ['-f', '-e', 'trace=sendmsg', '-s', '262144', '-x', '-o', trace, '/usr/sbin/iptables-nft-restore', '--noflush', file], 120_000);
+      const restore = await run(
+        '/usr/bin/strace',
+        [
+          '-f',
+          '-e',
+          'trace=sendmsg',
+          '-s',
+          '262144',
+          '-x',
+          '-o',
+          trace,
+          '/usr/sbin/iptables-nft-restore',
+          '--noflush',
+          file,
+        ],
+        120_000,
+      );
       assert.equal(restore.code, 0, `iptables-nft-restore: ${restore.stderr}`);
       const saved = (await run('/usr/sbin/iptables-nft-save', [], 60_000)).stdout.replace(/ \[\d+:\d+\]/g, '');
       writeFileSync(`${process.env.RUN_DIR ?? '/tmp'}/iptables-nft-save.txt`, saved);
@@ -533,7 +659,16 @@ export const cases: VmCase[] = [
       const extra = got.filter((l) => !want.includes(l));
       const hair = await fromPod('10.96.0.20', 80);
       const np = await tcp(NODE_IP, 30080, 1);
-      note({ messages: [first, second], ms: [firstMs, secondMs], rules: want.length, got: got.length, missing, extra, hair, np });
+      note({
+        messages: [first, second],
+        ms: [firstMs, secondMs],
+        rules: want.length,
+        got: got.length,
+        missing,
+        extra,
+        hair,
+        np,
+      });
       await run('/usr/sbin/nft', ['delete', 'table', 'ip', 'nat']);
       await run('/usr/sbin/nft', ['delete', 'table', 'ip', 'filter']);
       assert.deepEqual({ missing, extra }, { missing: [], extra: [] });
@@ -567,20 +702,35 @@ export const cases: VmCase[] = [
       const fullOps = proxier.lastOps;
       const fullReqs = proxier.lastRequests;
       note({
-        cold: { ms: coldMs, kernelMs: Math.round(cold.kernelMs), planMs: Math.round(cold.planMs), kernelCalls: coldOps, requests: coldReqs },
-        oneEndpoint: { ms: oneMs, kernelMs: Math.round(one.kernelMs), kernelCalls: oneOps, requests: oneReqs, full: one.full },
+        cold: {
+          ms: coldMs,
+          kernelMs: Math.round(cold.kernelMs),
+          planMs: Math.round(cold.planMs),
+          kernelCalls: coldOps,
+          requests: coldReqs,
+        },
+        oneEndpoint: {
+          ms: oneMs,
+          kernelMs: Math.round(one.kernelMs),
+          kernelCalls: oneOps,
+          requests: oneReqs,
+          full: one.full,
+        },
         fullResync: { ms: fullMs, kernelMs: Math.round(full.kernelMs), kernelCalls: fullOps, requests: fullReqs },
       });
       assert.equal(one.full, false);
       assert.equal((await ipvsadm()).filter((l) => l.startsWith('TCP 10.97.')).length, 300);
       // 10.0.0.3 drains at weight 0; with no connection the graceful check may already have deleted it.
       const one150 = await ipvsShape('-t', '10.97.0.150:80');
-      assert.ok(one150.includes('-> 10.0.0.2:8080 Masq 1') && !one150.includes('-> 10.0.0.3:8080 Masq 1'), one150.join(' | '));
+      assert.ok(
+        one150.includes('-> 10.0.0.2:8080 Masq 1') && !one150.includes('-> 10.0.0.3:8080 Masq 1'),
+        one150.join(' | '),
+      );
       assert.equal((await vipAddrs()).filter((a) => a.startsWith('10.97.')).length, 300);
     },
   },
   {
-    name: 'cleanup removes our companion rules, VSes, ipsets and kube-ipvs0, and leaves a fwmark service and a stranger\'s rule alone',
+    name: "cleanup removes our companion rules, VSes, ipsets and kube-ipvs0, and leaves a fwmark service and a stranger's rule alone",
     timeoutMs: 180_000,
     async run(note) {
       await must('/usr/sbin/ipvsadm', '-A', '-f', '7', '-s', 'rr');
@@ -596,7 +746,19 @@ export const cases: VmCase[] = [
       });
       proxier = new IpvsProxier({ family: 'IPv4' }, { ...deps, companion });
       await sync(true);
-      await must('/usr/sbin/iptables-nft', '-t', 'filter', '-A', 'INPUT', '-p', 'tcp', '--dport', '2222', '-j', 'ACCEPT');
+      await must(
+        '/usr/sbin/iptables-nft',
+        '-t',
+        'filter',
+        '-A',
+        'INPUT',
+        '-p',
+        'tcp',
+        '--dport',
+        '2222',
+        '-j',
+        'ACCEPT',
+      );
       const before = await run('/usr/sbin/iptables-nft-save', [], 60_000);
       assert.ok(before.stdout.includes('-A KUBE-SERVICES'), 'the sync wrote the rules');
       await proxier.cleanup();

@@ -39,10 +39,19 @@ interface Run {
 
 function run(cmd: string, args: readonly string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<Run> {
   return new Promise((resolve) => {
-    const child = execFile(cmd, args, { timeout: opts.timeoutMs ?? 60_000, encoding: 'utf8' }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
-      resolve({ code, stdout, stderr: stderr || (err ? err.message : '') });
-    });
+    const child = execFile(
+      cmd,
+      args,
+      { timeout: opts.timeoutMs ?? 60_000, encoding: 'utf8' },
+      (err, stdout, stderr) => {
+        const code = err
+          ? typeof (err as { code?: unknown }).code === 'number'
+            ? (err as { code: number }).code
+            : 1
+          : 0;
+        resolve({ code, stdout, stderr: stderr || (err ? err.message : '') });
+      },
+    );
     if (opts.input !== undefined) child.stdin!.end(opts.input);
   });
 }
@@ -53,11 +62,13 @@ async function must(cmd: string, ...args: string[]): Promise<string> {
   return r.stdout;
 }
 const ip = (...a: string[]): Promise<string> => must('/usr/sbin/ip', ...a);
-const inNode = (cmd: string, ...a: string[]): Promise<string> => must('/usr/sbin/ip', 'netns', 'exec', 'node', cmd, ...a);
+const inNode = (cmd: string, ...a: string[]): Promise<string> =>
+  must('/usr/sbin/ip', 'netns', 'exec', 'node', cmd, ...a);
 
 /** One TCP connection from the client: the answer ("<local> <peer>") or the error code. */
 async function probe(host: string, port: number): Promise<string> {
-  const js = `const s=require('net').connect(${port},'${host}');let d='';s.setTimeout(3000,()=>{console.log('ETIMEDOUT');process.exit(0)});` +
+  const js =
+    `const s=require('net').connect(${port},'${host}');let d='';s.setTimeout(3000,()=>{console.log('ETIMEDOUT');process.exit(0)});` +
     `s.on('data',(x)=>d+=x);s.on('end',()=>{console.log(d.trim());process.exit(0)});s.on('error',(e)=>{console.log(e.code);process.exit(0)})`;
   return (await must('/usr/sbin/ip', 'netns', 'exec', 'client', NODE_BIN, '-e', js)).trim();
 }
@@ -72,7 +83,8 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, ms: n
     } catch (e) {
       last = e;
     }
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > end)
+      throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
@@ -103,7 +115,13 @@ async function ipvsLines(): Promise<string[]> {
   return (await inNode('/usr/sbin/ipvsadm', '-Ln'))
     .split('\n')
     .map((l) => l.trim().replace(/\s+/g, ' '))
-    .filter((l) => l && !l.startsWith('IP Virtual Server') && !l.startsWith('Prot LocalAddress') && !l.startsWith('-> RemoteAddress'))
+    .filter(
+      (l) =>
+        l &&
+        !l.startsWith('IP Virtual Server') &&
+        !l.startsWith('Prot LocalAddress') &&
+        !l.startsWith('-> RemoteAddress'),
+    )
     .map((l) => (l.startsWith('->') ? l.split(' ').slice(0, 4).join(' ') : l));
 }
 
@@ -127,7 +145,9 @@ export const cases: VmCase[] = [
       }
       await ip('-n', 'node', 'link', 'set', 'lo', 'up');
       await inNode('/usr/sbin/sysctl', '-qw', 'net.ipv4.ip_forward=1');
-      const server = spawn('/usr/sbin/ip', ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', POD], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const server = spawn('/usr/sbin/ip', ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', POD], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       children.push(server);
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(() => reject(new Error('backend server did not start')), 90_000);
@@ -137,7 +157,10 @@ export const cases: VmCase[] = [
         });
       });
       mkdirSync(join(WORK, 'manifests'), { recursive: true });
-      writeFileSync(join(WORK, 'manifests', 'web.yaml'), serviceYAML({ name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, endpoints: [POD] }));
+      writeFileSync(
+        join(WORK, 'manifests', 'web.yaml'),
+        serviceYAML({ name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, endpoints: [POD] }),
+      );
 
       // Upstream's IPVS mode, as it leaves a node: its dummy link with the VIPs...
       await inNode('/usr/sbin/ip', 'link', 'add', 'kube-ipvs0', 'type', 'dummy');
@@ -154,14 +177,19 @@ export const cases: VmCase[] = [
       }
       await inNode('/usr/sbin/ipvsadm', '-A', '-u', '10.96.0.11:53', '-s', 'rr');
       // ...and its companion rules, which keep the sets busy.
-      const r = await run('/usr/sbin/ip', ['netns', 'exec', 'node', '/usr/sbin/iptables-nft-restore', '--noflush'], { input: readFileSync(FIXTURE, 'utf8') });
+      const r = await run('/usr/sbin/ip', ['netns', 'exec', 'node', '/usr/sbin/iptables-nft-restore', '--noflush'], {
+        input: readFileSync(FIXTURE, 'utf8'),
+      });
       assert.equal(r.code, 0, r.stderr);
       // Not upstream's: a fwmark virtual server and a set of someone else.
       await inNode('/usr/sbin/ipvsadm', '-A', '-f', '7', '-s', 'rr');
       await inNode('/usr/sbin/ipset', 'create', 'someone-elses', 'hash:ip');
 
       const stale = await probe(VIP, 80);
-      assert.ok(!stale.startsWith(POD), `before: upstream's virtual server takes the ClusterIP to a pod that is gone (${stale})`);
+      assert.ok(
+        !stale.startsWith(POD),
+        `before: upstream's virtual server takes the ClusterIP to a pod that is gone (${stale})`,
+      );
       note({ uname: (await must('/bin/uname', '-r')).trim(), before: await ipvsLines(), stale });
     },
   },
@@ -172,14 +200,22 @@ export const cases: VmCase[] = [
       const t0 = Date.now();
       const fd = openSync(DAEMON_LOG, 'a');
       const args = [
-        '--proxy-mode', 'nftables',
-        '--manifest-dir', join(WORK, 'manifests'),
-        '--hostname-override', 'node-a',
-        '--cluster-cidr', '10.244.0.0/16',
-        '--healthz-bind-address', '127.0.0.1:10256',
-        '--metrics-bind-address', '127.0.0.1:10249',
+        '--proxy-mode',
+        'nftables',
+        '--manifest-dir',
+        join(WORK, 'manifests'),
+        '--hostname-override',
+        'node-a',
+        '--cluster-cidr',
+        '10.244.0.0/16',
+        '--healthz-bind-address',
+        '127.0.0.1:10256',
+        '--metrics-bind-address',
+        '127.0.0.1:10249',
       ];
-      daemon = spawn('/usr/sbin/ip', ['netns', 'exec', 'node', NODE_BIN, ...DAEMON_NODE_FLAGS, BIN, ...args], { stdio: ['ignore', fd, fd] });
+      daemon = spawn('/usr/sbin/ip', ['netns', 'exec', 'node', NODE_BIN, ...DAEMON_NODE_FLAGS, BIN, ...args], {
+        stdio: ['ignore', fd, fd],
+      });
       closeSync(fd);
       children.push(daemon);
       const answer = await until(
@@ -202,7 +238,11 @@ export const cases: VmCase[] = [
       const link = await run('/usr/sbin/ip', ['netns', 'exec', 'node', '/usr/sbin/ip', 'link', 'show', 'kube-ipvs0']);
       assert.notEqual(link.code, 0, 'kube-ipvs0 is gone');
       const saved = (await inNode('/usr/sbin/iptables-nft-save')).split('\n');
-      assert.deepEqual(saved.filter((l) => l.includes('KUBE-')), [], 'no KUBE-* chain or rule is left');
+      assert.deepEqual(
+        saved.filter((l) => l.includes('KUBE-')),
+        [],
+        'no KUBE-* chain or rule is left',
+      );
       assert.deepEqual(
         saved.filter((l) => l.startsWith('-A ')),
         [
@@ -213,7 +253,8 @@ export const cases: VmCase[] = [
       );
       const log = daemonLog();
       assert.match(log, /Removed upstream kube-proxy IPVS virtual servers count=3/);
-      const sets = 'KUBE-LOOP-BACK,KUBE-CLUSTER-IP,KUBE-6-CLUSTER-IP,KUBE-LOAD-BALANCER,KUBE-NODE-PORT-TCP,KUBE-HEALTH-CHECK-NODE-PORT,KUBE-IPVS-IPS';
+      const sets =
+        'KUBE-LOOP-BACK,KUBE-CLUSTER-IP,KUBE-6-CLUSTER-IP,KUBE-LOAD-BALANCER,KUBE-NODE-PORT-TCP,KUBE-HEALTH-CHECK-NODE-PORT,KUBE-IPVS-IPS';
       assert.ok(log.includes(`Removed upstream kube-proxy ipsets sets=${sets}\n`), log);
       assert.match(log, /Removed upstream kube-proxy dummy link link=kube-ipvs0/);
       assert.doesNotMatch(log, /Could not remove/);

@@ -40,8 +40,12 @@ export interface BootResult {
 
 /** Runs prepare-tree.sh (a no-op once the cached tree is complete). */
 export function prepareTree(): string {
-  const r = spawnSync('/bin/bash', [join(HERE, 'prepare-tree.sh'), SYSTEMD_VM_CACHE], { encoding: 'utf8', timeout: 900_000 });
-  if (r.status !== 0) throw new Error(`test/vm/systemd/prepare-tree.sh failed (status ${r.status}, signal ${r.signal}):\n${r.stderr}`);
+  const r = spawnSync('/bin/bash', [join(HERE, 'prepare-tree.sh'), SYSTEMD_VM_CACHE], {
+    encoding: 'utf8',
+    timeout: 900_000,
+  });
+  if (r.status !== 0)
+    throw new Error(`test/vm/systemd/prepare-tree.sh failed (status ${r.status}, signal ${r.signal}):\n${r.stderr}`);
   return join(SYSTEMD_VM_CACHE, 'bookworm');
 }
 
@@ -95,7 +99,17 @@ exec /lib/systemd/systemd
 `;
 
 /** Units a test boot does not need (timers, fs checks, logins): fewer jobs under emulation. */
-const MASK = ['e2scrub_reap.service', 'e2scrub_all.timer', 'apt-daily.timer', 'apt-daily-upgrade.timer', 'dpkg-db-backup.timer', 'fstrim.timer', 'systemd-logind.service', 'systemd-update-utmp.service', 'systemd-update-utmp-runlevel.service'];
+const MASK = [
+  'e2scrub_reap.service',
+  'e2scrub_all.timer',
+  'apt-daily.timer',
+  'apt-daily-upgrade.timer',
+  'dpkg-db-backup.timer',
+  'fstrim.timer',
+  'systemd-logind.service',
+  'systemd-update-utmp.service',
+  'systemd-update-utmp-runlevel.service',
+];
 
 const TEST_UNIT = `[Unit]
 Description=kube-proxy-ts systemd boot test payload
@@ -146,7 +160,11 @@ export async function bootWithPackage(opts: BootOptions): Promise<BootResult> {
   writeFileSync(join(root, 'etc/systemd/system/kpts-test.service'), TEST_UNIT);
   for (const u of MASK) spawnSync('/bin/ln', ['-sf', '/dev/null', join(root, 'etc/systemd/system', u)]);
   mkdirSync(join(root, 'etc/systemd/system/multi-user.target.wants'), { recursive: true });
-  spawnSync('/bin/ln', ['-sf', '/etc/systemd/system/kpts-test.service', join(root, 'etc/systemd/system/multi-user.target.wants/kpts-test.service')]);
+  spawnSync('/bin/ln', [
+    '-sf',
+    '/etc/systemd/system/kpts-test.service',
+    join(root, 'etc/systemd/system/multi-user.target.wants/kpts-test.service'),
+  ]);
 
   const args = [
     // One host thread runs both vCPUs (thread=single), not one thread per vCPU (QEMU's
@@ -160,17 +178,35 @@ export async function bootWithPackage(opts: BootOptions): Promise<BootResult> {
     // the emulator's cross-vCPU handling of code that V8 writes from one thread while another
     // runs it, not a CPU feature and not the product. Two guest CPUs remain for the daemon's
     // threads, and on two shared host cores one QEMU thread is no slower.
-    '-accel', 'tcg,thread=single',
-    '-m', '2048M', '-smp', '2', '-cpu', 'max',
-    '-nographic', '-no-reboot', '-nodefaults', '-serial', 'stdio',
-    '-kernel', k.vmlinuz, '-initrd', k.initrd,
+    '-accel',
+    'tcg,thread=single',
+    '-m',
+    '2048M',
+    '-smp',
+    '2',
+    '-cpu',
+    'max',
+    '-nographic',
+    '-no-reboot',
+    '-nodefaults',
+    '-serial',
+    'stdio',
+    '-kernel',
+    k.vmlinuz,
+    '-initrd',
+    k.initrd,
     // no_timer_check: under emulation on a loaded host the kernel's IO-APIC timer check can
     // fail and panic the boot (as in test/vm/harness.ts).
-    '-append', 'console=ttyS0 loglevel=3 panic=-1 mitigations=off no_timer_check VMINIT=/kpts/init.sh systemd.show_status=auto systemd.journald.forward_to_console=0',
-    '-fsdev', `local,id=r,path=${root},security_model=passthrough,multidevs=remap`,
-    '-device', 'virtio-9p-pci,fsdev=r,mount_tag=hostroot',
-    '-fsdev', `local,id=m,path=${join(k.modulesRoot, 'lib/modules')},security_model=passthrough,readonly=on`,
-    '-device', 'virtio-9p-pci,fsdev=m,mount_tag=kmods',
+    '-append',
+    'console=ttyS0 loglevel=3 panic=-1 mitigations=off no_timer_check VMINIT=/kpts/init.sh systemd.show_status=auto systemd.journald.forward_to_console=0',
+    '-fsdev',
+    `local,id=r,path=${root},security_model=passthrough,multidevs=remap`,
+    '-device',
+    'virtio-9p-pci,fsdev=r,mount_tag=hostroot',
+    '-fsdev',
+    `local,id=m,path=${join(k.modulesRoot, 'lib/modules')},security_model=passthrough,readonly=on`,
+    '-device',
+    'virtio-9p-pci,fsdev=m,mount_tag=kmods',
   ];
   const started = Date.now();
   const qemu = spawn('/usr/bin/qemu-system-x86_64', args, { stdio: ['ignore', 'pipe', 'pipe'] });

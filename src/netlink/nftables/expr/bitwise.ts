@@ -6,7 +6,13 @@ import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { dataValue, need, pick, words, writeDataValue } from './common.ts';
 
-const SREG = 1, DREG = 2, LEN = 3, MASK = 4, XOR = 5, OP = 6, DATA = 7;
+const SREG = 1,
+  DREG = 2,
+  LEN = 3,
+  MASK = 4,
+  XOR = 5,
+  OP = 6,
+  DATA = 7;
 export const BitwiseOp = { bool: 0, lshift: 1, rshift: 2 } as const;
 export type BitwiseOpName = keyof typeof BitwiseOp;
 
@@ -47,7 +53,8 @@ export const bitwise: ExprCodec<BitwiseExpr> = {
     return e;
   },
   render(e: BitwiseExpr): string {
-    if (e.op === 'lshift' || e.op === 'rshift') return `bitwise reg ${e.dreg} = ( reg ${e.sreg} ${e.op === 'lshift' ? '<<' : '>>'} ${words(e.data ?? new Uint8Array())} )`;
+    if (e.op === 'lshift' || e.op === 'rshift')
+      return `bitwise reg ${e.dreg} = ( reg ${e.sreg} ${e.op === 'lshift' ? '<<' : '>>'} ${words(e.data ?? new Uint8Array())} )`;
     return `bitwise reg ${e.dreg} = ( reg ${e.sreg} & ${words(e.mask ?? new Uint8Array())} ) ^ ${words(e.xor ?? new Uint8Array())}`;
   },
 };

@@ -4,7 +4,9 @@ import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { dataValue, need, pick, words, writeDataValue } from './common.ts';
 
-const SREG = 1, OP = 2, DATA = 3;
+const SREG = 1,
+  OP = 2,
+  DATA = 3;
 export const CmpOp = { eq: 0, neq: 1, lt: 2, lte: 3, gt: 4, gte: 5 } as const;
 export type CmpOpName = keyof typeof CmpOp;
 

@@ -3,7 +3,8 @@
 import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 
-const BYTES = 1, PACKETS = 2;
+const BYTES = 1,
+  PACKETS = 2;
 
 export interface CounterExpr {
   type: 'counter';

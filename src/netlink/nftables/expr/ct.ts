@@ -4,12 +4,36 @@ import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { need, pick } from './common.ts';
 
-const DREG = 1, KEY = 2, DIRECTION = 3, SREG = 4;
+const DREG = 1,
+  KEY = 2,
+  DIRECTION = 3,
+  SREG = 4;
 /** enum nft_ct_keys. */
 export const CtKey = {
-  state: 0, direction: 1, status: 2, mark: 3, secmark: 4, expiration: 5, helper: 6, l3protocol: 7, src: 8, dst: 9,
-  protocol: 10, 'proto-src': 11, 'proto-dst': 12, label: 13, packets: 14, bytes: 15, avgpkt: 16, zone: 17,
-  event: 18, 'ip saddr': 19, 'ip daddr': 20, 'ip6 saddr': 21, 'ip6 daddr': 22, id: 23,
+  state: 0,
+  direction: 1,
+  status: 2,
+  mark: 3,
+  secmark: 4,
+  expiration: 5,
+  helper: 6,
+  l3protocol: 7,
+  src: 8,
+  dst: 9,
+  protocol: 10,
+  'proto-src': 11,
+  'proto-dst': 12,
+  label: 13,
+  packets: 14,
+  bytes: 15,
+  avgpkt: 16,
+  zone: 17,
+  event: 18,
+  'ip saddr': 19,
+  'ip daddr': 20,
+  'ip6 saddr': 21,
+  'ip6 daddr': 22,
+  id: 23,
 } as const;
 export type CtKeyName = keyof typeof CtKey;
 export const CtDirection = { original: 0, reply: 1 } as const;

@@ -6,7 +6,13 @@ import type { EncodeContext, ExprCodec } from './common.ts';
 import { need, pick } from './common.ts';
 import { cstr } from '../message.ts';
 
-const SET_NAME = 1, SET_ID = 2, OP = 3, SREG_KEY = 4, SREG_DATA = 5, TIMEOUT = 6, FLAGS = 9;
+const SET_NAME = 1,
+  SET_ID = 2,
+  OP = 3,
+  SREG_KEY = 4,
+  SREG_DATA = 5,
+  TIMEOUT = 6,
+  FLAGS = 9;
 export const DynsetOp = { add: 0, update: 1, delete: 2 } as const;
 
 export interface DynsetExpr {

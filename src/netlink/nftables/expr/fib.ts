@@ -5,7 +5,9 @@ import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { need, pick } from './common.ts';
 
-const DREG = 1, RESULT = 2, FLAGS = 3;
+const DREG = 1,
+  RESULT = 2,
+  FLAGS = 3;
 export const FibResult = { oif: 1, oifname: 2, type: 3 } as const;
 export const FibFlag = { saddr: 1, daddr: 2, mark: 4, iif: 8, oif: 16, present: 32 } as const;
 export type FibFlagName = keyof typeof FibFlag;

@@ -8,11 +8,11 @@ import { readVerdict, renderVerdict, writeVerdict } from '../verdict.ts';
 import type { ExprCodec } from './common.ts';
 import { need, words } from './common.ts';
 
-const DREG = 1, DATA = 2;
+const DREG = 1,
+  DATA = 2;
 
 export type ImmediateExpr =
-  | { type: 'immediate'; dreg: number; data: Uint8Array }
-  | { type: 'immediate'; verdict: Verdict };
+  { type: 'immediate'; dreg: number; data: Uint8Array } | { type: 'immediate'; verdict: Verdict };
 
 export const immediate: ExprCodec<ImmediateExpr> = {
   name: 'immediate',
@@ -34,5 +34,6 @@ export const immediate: ExprCodec<ImmediateExpr> = {
     if (!v) throw new NetlinkDecodeError(data.where, 0, 'immediate value missing');
     return { type: 'immediate', dreg, data: Uint8Array.from(v) };
   },
-  render: (e) => ('verdict' in e ? `immediate reg 0 ${renderVerdict(e.verdict)}` : `immediate reg ${e.dreg} ${words(e.data)}`),
+  render: (e) =>
+    'verdict' in e ? `immediate reg 0 ${renderVerdict(e.verdict)}` : `immediate reg ${e.dreg} ${words(e.data)}`,
 };

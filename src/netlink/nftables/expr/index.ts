@@ -58,14 +58,48 @@ export interface UnknownExpr {
 }
 
 export type NftExpr =
-  | PayloadExpr | MetaExpr | CmpExpr | BitwiseExpr | LookupExpr | ImmediateExpr | NumgenExpr | NatExpr | MasqExpr
-  | RejectExpr | CtExpr | FibExpr | CounterExpr | DynsetExpr | LimitExpr | LogExpr | NotrackExpr
-  | XtMatchExpr | XtTargetExpr | UnknownExpr;
+  | PayloadExpr
+  | MetaExpr
+  | CmpExpr
+  | BitwiseExpr
+  | LookupExpr
+  | ImmediateExpr
+  | NumgenExpr
+  | NatExpr
+  | MasqExpr
+  | RejectExpr
+  | CtExpr
+  | FibExpr
+  | CounterExpr
+  | DynsetExpr
+  | LimitExpr
+  | LogExpr
+  | NotrackExpr
+  | XtMatchExpr
+  | XtTargetExpr
+  | UnknownExpr;
 
 type Known = Exclude<NftExpr, UnknownExpr>;
 const CODECS: { [K in Known['type']]: ExprCodec<Extract<Known, { type: K }>> } = {
-  payload, meta, cmp, bitwise, lookup, immediate, numgen, nat, masq, reject, ct, fib, counter, dynset, limit, log, notrack,
-  xtmatch: xtMatch, xttarget: xtTarget,
+  payload,
+  meta,
+  cmp,
+  bitwise,
+  lookup,
+  immediate,
+  numgen,
+  nat,
+  masq,
+  reject,
+  ct,
+  fib,
+  counter,
+  dynset,
+  limit,
+  log,
+  notrack,
+  xtmatch: xtMatch,
+  xttarget: xtTarget,
 };
 const BY_NAME = new Map<string, ExprCodec<Known>>(Object.values(CODECS).map((c) => [c.name, c as ExprCodec<Known>]));
 
@@ -97,7 +131,8 @@ export function writeExprs(w: AttrWriter, exprs: readonly NftExpr[], ctx: Encode
 export function readExprs(list: AttrSet): NftExpr[] {
   const out: NftExpr[] = [];
   for (const el of list.all) {
-    if (el.type !== NFTA_LIST_ELEM) throw new NetlinkDecodeError(list.where, el.offset, `expected NFTA_LIST_ELEM, got ${el.type}`);
+    if (el.type !== NFTA_LIST_ELEM)
+      throw new NetlinkDecodeError(list.where, el.offset, `expected NFTA_LIST_ELEM, got ${el.type}`);
     const a = new AttrSet(el.data, `${list.where}/expr`, el.offset + 4);
     out.push(readExpr(a));
   }
@@ -128,8 +163,25 @@ export function renderExpr(e: NftExpr): string {
 export type { EncodeContext } from './common.ts';
 export { NO_SET_IDS } from './common.ts';
 export type {
-  PayloadExpr, MetaExpr, CmpExpr, BitwiseExpr, LookupExpr, ImmediateExpr, NumgenExpr, NatExpr, MasqExpr,
-  RejectExpr, CtExpr, FibExpr, CounterExpr, DynsetExpr, LimitExpr, LogExpr, NotrackExpr, XtMatchExpr, XtTargetExpr,
+  PayloadExpr,
+  MetaExpr,
+  CmpExpr,
+  BitwiseExpr,
+  LookupExpr,
+  ImmediateExpr,
+  NumgenExpr,
+  NatExpr,
+  MasqExpr,
+  RejectExpr,
+  CtExpr,
+  FibExpr,
+  CounterExpr,
+  DynsetExpr,
+  LimitExpr,
+  LogExpr,
+  NotrackExpr,
+  XtMatchExpr,
+  XtTargetExpr,
 };
 export { PayloadBase } from './payload.ts';
 export { MetaKey } from './meta.ts';

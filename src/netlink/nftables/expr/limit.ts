@@ -3,7 +3,11 @@ import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { need, pick } from './common.ts';
 
-const RATE = 1, UNIT = 2, BURST = 3, TYPE = 4, FLAGS = 5;
+const RATE = 1,
+  UNIT = 2,
+  BURST = 3,
+  TYPE = 4,
+  FLAGS = 5;
 export const LimitType = { packets: 0, bytes: 1 } as const;
 
 export interface LimitExpr {
@@ -19,7 +23,11 @@ export interface LimitExpr {
 export const limit: ExprCodec<LimitExpr> = {
   name: 'limit',
   encode(w: AttrWriter, e: LimitExpr): void {
-    w.u64(RATE, e.rate, 'net').u64(UNIT, e.unit, 'net').u32(BURST, e.burst, 'net').u32(TYPE, LimitType[e.kind], 'net').u32(FLAGS, e.invert ? 1 : 0, 'net');
+    w.u64(RATE, e.rate, 'net')
+      .u64(UNIT, e.unit, 'net')
+      .u32(BURST, e.burst, 'net')
+      .u32(TYPE, LimitType[e.kind], 'net')
+      .u32(FLAGS, e.invert ? 1 : 0, 'net');
   },
   decode(a: AttrSet): LimitExpr {
     const e: LimitExpr = {

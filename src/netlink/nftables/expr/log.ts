@@ -2,7 +2,12 @@
 import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 
-const GROUP = 1, PREFIX = 2, SNAPLEN = 3, QTHRESHOLD = 4, LEVEL = 5, FLAGS = 6;
+const GROUP = 1,
+  PREFIX = 2,
+  SNAPLEN = 3,
+  QTHRESHOLD = 4,
+  LEVEL = 5,
+  FLAGS = 6;
 
 export interface LogExpr {
   type: 'log';

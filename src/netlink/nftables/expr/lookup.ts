@@ -6,7 +6,11 @@ import type { EncodeContext, ExprCodec } from './common.ts';
 import { need } from './common.ts';
 import { cstr } from '../message.ts';
 
-const SET = 1, SREG = 2, DREG = 3, SET_ID = 4, FLAGS = 5;
+const SET = 1,
+  SREG = 2,
+  DREG = 3,
+  SET_ID = 4,
+  FLAGS = 5;
 const F_INV = 1;
 
 export interface LookupExpr {
@@ -28,12 +32,17 @@ export const lookup: ExprCodec<LookupExpr> = {
     if (e.invert) w.u32(FLAGS, F_INV, 'net');
   },
   decode(a: AttrSet): LookupExpr {
-    const e: LookupExpr = { type: 'lookup', set: need(a, SET, a.str(SET), 'lookup set'), sreg: need(a, SREG, a.u32(SREG, 'net'), 'lookup sreg') };
+    const e: LookupExpr = {
+      type: 'lookup',
+      set: need(a, SET, a.str(SET), 'lookup set'),
+      sreg: need(a, SREG, a.u32(SREG, 'net'), 'lookup sreg'),
+    };
     const d = a.u32(DREG, 'net');
     if (d !== undefined) e.dreg = d;
     const f = a.u32(FLAGS, 'net');
     if (f !== undefined && f & F_INV) e.invert = true;
     return e;
   },
-  render: (e) => `lookup reg ${e.sreg} set ${e.set}${e.dreg !== undefined ? ` dreg ${e.dreg}` : ''}${e.invert ? ' 0x1' : ''}`,
+  render: (e) =>
+    `lookup reg ${e.sreg} set ${e.set}${e.dreg !== undefined ? ` dreg ${e.dreg}` : ''}${e.invert ? ' 0x1' : ''}`,
 };

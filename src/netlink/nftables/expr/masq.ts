@@ -3,7 +3,9 @@
 import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 
-const FLAGS = 1, PROTO_MIN = 2, PROTO_MAX = 3;
+const FLAGS = 1,
+  PROTO_MIN = 2,
+  PROTO_MAX = 3;
 
 export interface MasqExpr {
   type: 'masq';

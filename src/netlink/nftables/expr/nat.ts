@@ -7,7 +7,13 @@ import { NFPROTO } from '../constants.ts';
 import type { ExprCodec } from './common.ts';
 import { need, pick } from './common.ts';
 
-const TYPE = 1, FAMILY = 2, ADDR_MIN = 3, ADDR_MAX = 4, PROTO_MIN = 5, PROTO_MAX = 6, FLAGS = 7;
+const TYPE = 1,
+  FAMILY = 2,
+  ADDR_MIN = 3,
+  ADDR_MAX = 4,
+  PROTO_MIN = 5,
+  PROTO_MAX = 6,
+  FLAGS = 7;
 export const NatType = { snat: 0, dnat: 1 } as const;
 const NatFamily = { ip: NFPROTO.ip, ip6: NFPROTO.ip6 } as const;
 

@@ -4,7 +4,10 @@ import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { need, pick } from './common.ts';
 
-const DREG = 1, MODULUS = 2, TYPE = 3, OFFSET = 4;
+const DREG = 1,
+  MODULUS = 2,
+  TYPE = 3,
+  OFFSET = 4;
 export const NumgenType = { inc: 0, random: 1 } as const;
 
 export interface NumgenExpr {
@@ -18,7 +21,10 @@ export interface NumgenExpr {
 export const numgen: ExprCodec<NumgenExpr> = {
   name: 'numgen',
   encode(w: AttrWriter, e: NumgenExpr): void {
-    w.u32(DREG, e.dreg, 'net').u32(MODULUS, e.modulus, 'net').u32(TYPE, NumgenType[e.mode], 'net').u32(OFFSET, e.offset ?? 0, 'net');
+    w.u32(DREG, e.dreg, 'net')
+      .u32(MODULUS, e.modulus, 'net')
+      .u32(TYPE, NumgenType[e.mode], 'net')
+      .u32(OFFSET, e.offset ?? 0, 'net');
   },
   decode(a: AttrSet): NumgenExpr {
     const e: NumgenExpr = {

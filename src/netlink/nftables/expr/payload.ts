@@ -5,7 +5,14 @@ import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { need, pick } from './common.ts';
 
-const DREG = 1, BASE = 2, OFFSET = 3, LEN = 4, SREG = 5, CSUM_TYPE = 6, CSUM_OFFSET = 7, CSUM_FLAGS = 8;
+const DREG = 1,
+  BASE = 2,
+  OFFSET = 3,
+  LEN = 4,
+  SREG = 5,
+  CSUM_TYPE = 6,
+  CSUM_OFFSET = 7,
+  CSUM_FLAGS = 8;
 export const PayloadBase = { ll: 0, network: 1, transport: 2, inner: 3 } as const;
 export type PayloadBaseName = keyof typeof PayloadBase;
 
@@ -54,6 +61,8 @@ export const payload: ExprCodec<PayloadExpr> = {
   },
   render(e: PayloadExpr): string {
     const where = `${e.len}b @ ${e.base === 'll' ? 'link' : e.base} header + ${e.offset}`;
-    return e.sreg !== undefined ? `payload write reg ${e.sreg} => ${where}` : `payload load ${where} => reg ${e.dreg ?? '?'}`;
+    return e.sreg !== undefined
+      ? `payload write reg ${e.sreg} => ${where}`
+      : `payload load ${where} => reg ${e.dreg ?? '?'}`;
   },
 };

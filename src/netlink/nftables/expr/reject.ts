@@ -6,7 +6,8 @@ import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { need, pick } from './common.ts';
 
-const TYPE = 1, CODE = 2;
+const TYPE = 1,
+  CODE = 2;
 export const RejectType = { icmp: 0, 'tcp-reset': 1, icmpx: 2 } as const;
 
 export interface RejectExpr {

@@ -9,7 +9,9 @@ import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { hex, need } from './common.ts';
 
-const NAME = 1, REV = 2, INFO = 3;
+const NAME = 1,
+  REV = 2,
+  INFO = 3;
 
 export interface XtMatchExpr {
   type: 'xtmatch';

@@ -43,7 +43,8 @@ const fail = (): never => {
   throw new NotOurs();
 };
 
-const u32le = (b: Uint8Array): number => (b.length === 4 ? new DataView(b.buffer, b.byteOffset, 4).getUint32(0, true) : fail());
+const u32le = (b: Uint8Array): number =>
+  b.length === 4 ? new DataView(b.buffer, b.byteOffset, 4).getUint32(0, true) : fail();
 /** The prefix length of a netmask (leading ones, then zeros), or -1. */
 function prefixOf(mask: Uint8Array): number {
   let bits = 0;
@@ -121,7 +122,13 @@ function markMatch(c: Cursor): Match {
   return op === 'neq' ? { ...m, invert: true } : m;
 }
 
-function xtMatch(name: string, info: Uint8Array, proto: L4Proto | undefined, family: IPFamily, ctx: IptDecodeContext): Match {
+function xtMatch(
+  name: string,
+  info: Uint8Array,
+  proto: L4Proto | undefined,
+  family: IPFamily,
+  ctx: IptDecodeContext,
+): Match {
   switch (name) {
     case 'comment':
       return { m: 'comment', text: readComment(info) };
@@ -132,7 +139,9 @@ function xtMatch(name: string, info: Uint8Array, proto: L4Proto | undefined, fam
     case 'addrtype': {
       const a = readAddrtype(info) ?? fail();
       if (a.type !== XT_ADDRTYPE_LOCAL) return fail();
-      return a.invert ? { m: 'addrtype', dir: a.dir, type: 'LOCAL', invert: true } : { m: 'addrtype', dir: a.dir, type: 'LOCAL' };
+      return a.invert
+        ? { m: 'addrtype', dir: a.dir, type: 'LOCAL', invert: true }
+        : { m: 'addrtype', dir: a.dir, type: 'LOCAL' };
     }
     case 'conntrack': {
       const s = readCtstate(info) ?? fail();
@@ -144,7 +153,12 @@ function xtMatch(name: string, info: Uint8Array, proto: L4Proto | undefined, fam
       const v = readIpvs(info) ?? fail();
       const len = family === 'IPv4' ? 4 : 16;
       if (v.vaddr.subarray(len).some((x) => x !== 0)) return fail();
-      return { m: 'ipvs', vaddr: ipFromBytes(v.vaddr.slice(0, len)).text, vproto: PROTO_NAME.get(v.l4proto) ?? fail(), vport: v.vport };
+      return {
+        m: 'ipvs',
+        vaddr: ipFromBytes(v.vaddr.slice(0, len)).text,
+        vproto: PROTO_NAME.get(v.l4proto) ?? fail(),
+        vport: v.vport,
+      };
     }
     case 'statistic':
       return { m: 'statistic', probability: probabilityText(readStatistic(info) ?? fail()) };
@@ -222,7 +236,12 @@ function nextMatch(c: Cursor, proto: L4Proto | undefined, family: IPFamily, ctx:
  * The rule as an IptRule of `table`, or undefined when it is not in the form iptables-nft (and
  * so encode.ts) gives one of our rule kinds.
  */
-export function decodeIptRule(rule: NftRule, table: IptTable, family: IPFamily, ctx: IptDecodeContext = {}): IptRule | undefined {
+export function decodeIptRule(
+  rule: NftRule,
+  table: IptTable,
+  family: IPFamily,
+  ctx: IptDecodeContext = {},
+): IptRule | undefined {
   try {
     const c = new Cursor(rule.exprs);
     const matches: Match[] = [];
@@ -246,7 +265,9 @@ export function decodeIptRule(rule: NftRule, table: IptTable, family: IPFamily, 
 /** The chain a rule jumps to (its -j CHAIN), without decoding the rest. */
 export function jumpTarget(rule: NftRule): string | undefined {
   const last = rule.exprs[rule.exprs.length - 1];
-  return last?.type === 'immediate' && 'verdict' in last && last.verdict.verdict === 'jump' ? last.verdict.chain : undefined;
+  return last?.type === 'immediate' && 'verdict' in last && last.verdict.verdict === 'jump'
+    ? last.verdict.chain
+    : undefined;
 }
 
 /** The `-m comment` text of a rule (the first one), without decoding the rest. */

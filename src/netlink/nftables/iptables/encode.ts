@@ -58,14 +58,16 @@ const u16be = (n: number): Uint8Array => Uint8Array.of((n >> 8) & 0xff, n & 0xff
 const cmp = (op: 'eq' | 'neq', data: Uint8Array): NftExpr => ({ type: 'cmp', sreg: 1, op, data });
 
 function checkPort(what: string, port: number): number {
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RangeError(`${what}: port ${port} is not in 1..65535`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new RangeError(`${what}: port ${port} is not in 1..65535`);
   return port;
 }
 
 /** -s / -d: iptables-nft's add_addr. */
 function addrExprs(dir: 'src' | 'dst', cidr: string, invert: boolean, family: IPFamily): NftExpr[] {
   const c = parseCIDR(cidr);
-  if (!c || c.family !== family) throw new Error(`rule ${dir === 'src' ? 'source' : 'destination'} ${cidr} is not an ${family} CIDR`);
+  if (!c || c.family !== family)
+    throw new Error(`rule ${dir === 'src' ? 'source' : 'destination'} ${cidr} is not an ${family} CIDR`);
   if (c.prefix === 0) {
     if (invert) throw new Error(`rule ${dir === 'src' ? '! -s' : '! -d'} ${cidr} matches nothing`);
     return []; // iptables drops a /0 address match
@@ -86,7 +88,8 @@ function addrExprs(dir: 'src' | 'dst', cidr: string, invert: boolean, family: IP
 function ifaceExprs(key: 'iifname' | 'oifname', name: string, invert: boolean): NftExpr[] {
   const wildcard = name.endsWith('+');
   const base = new TextEncoder().encode(wildcard ? name.slice(0, -1) : name);
-  if (base.length > 15 || name.length === 0 || base.includes(0)) throw new Error(`interface name ${JSON.stringify(name)} is not valid`);
+  if (base.length > 15 || name.length === 0 || base.includes(0))
+    throw new Error(`interface name ${JSON.stringify(name)} is not valid`);
   const load: NftExpr = { type: 'meta', key, dreg: 1 };
   if (wildcard && base.length === 0) return [load];
   const data = new Uint8Array(wildcard ? base.length : base.length + 1);
@@ -135,7 +138,10 @@ function matchExprs(m: Match, proto: L4Proto | undefined, family: IPFamily, ctx:
       if (m.proto !== proto) throw new Error(`-m ${m.proto} needs -p ${m.proto} in the same rule`);
       if (m.m === 'l4') return [m.proto === 'sctp' ? sctpMatch() : l4Match(m.proto)];
       if (m.proto === 'sctp') return [sctpMatch(checkPort('-m sctp --dport', m.port))];
-      return [{ type: 'payload', base: 'transport', offset: 2, len: 2, dreg: 1 }, cmp('eq', u16be(checkPort(`-m ${m.proto} --dport`, m.port)))];
+      return [
+        { type: 'payload', base: 'transport', offset: 2, len: 2, dreg: 1 },
+        cmp('eq', u16be(checkPort(`-m ${m.proto} --dport`, m.port))),
+      ];
     case 'comment':
       return [commentMatch(m.text)];
     case 'set':
@@ -144,7 +150,8 @@ function matchExprs(m: Match, proto: L4Proto | undefined, family: IPFamily, ctx:
       return [addrtypeMatch(m.dir, XT_ADDRTYPE_LOCAL, m.invert ?? false)];
     case 'mark': {
       const out: NftExpr[] = [{ type: 'meta', key: 'mark', dreg: 1 }];
-      if (m.mask >>> 0 !== 0xffffffff) out.push({ type: 'bitwise', sreg: 1, dreg: 1, len: 4, mask: u32le(m.mask), xor: u32le(0) });
+      if (m.mask >>> 0 !== 0xffffffff)
+        out.push({ type: 'bitwise', sreg: 1, dreg: 1, len: 4, mask: u32le(m.mask), xor: u32le(0) });
       out.push(cmp(m.invert ? 'neq' : 'eq', u32le(m.value)));
       return out;
     }
@@ -171,7 +178,8 @@ function matchExprs(m: Match, proto: L4Proto | undefined, family: IPFamily, ctx:
 function targetExprs(t: Target, family: IPFamily): NftExpr[] {
   switch (t.t) {
     case 'jump':
-      if (t.chain.length === 0 || t.chain.length > 28) throw new Error(`-j ${JSON.stringify(t.chain)}: a chain name has 1 to 28 characters`);
+      if (t.chain.length === 0 || t.chain.length > 28)
+        throw new Error(`-j ${JSON.stringify(t.chain)}: a chain name has 1 to 28 characters`);
       return [{ type: 'immediate', verdict: { verdict: 'jump', chain: t.chain } }];
     case 'ACCEPT':
       return [{ type: 'immediate', verdict: { verdict: 'accept' } }];
@@ -211,7 +219,8 @@ export function ruleExprs(rule: IptRule, family: IPFamily, ctx: IptEncodeContext
     .filter((m) => headerRank(m) !== undefined)
     .sort((a, b) => headerRank(a)! - headerRank(b)!);
   for (let i = 1; i < header.length; i++) {
-    if (headerRank(header[i]!) === headerRank(header[i - 1]!)) throw new Error(`rule in ${rule.chain} repeats -${header[i]!.m}`);
+    if (headerRank(header[i]!) === headerRank(header[i - 1]!))
+      throw new Error(`rule in ${rule.chain} repeats -${header[i]!.m}`);
   }
   const out: NftExpr[] = header.flatMap((m) => headerExprs(m, family));
   for (const m of rule.matches) if (headerRank(m) === undefined) out.push(...matchExprs(m, proto, family, ctx));

@@ -51,7 +51,13 @@ export type Match =
    * `-m recent --name NAME --set|--rcheck [--seconds S] [--reap] --mask ... --rsource`
    * (ClientIP session affinity; upstream always uses the source address).
    */
-  | { readonly m: 'recent'; readonly name: string; readonly mode: 'set' | 'rcheck'; readonly seconds?: number; readonly reap?: boolean };
+  | {
+      readonly m: 'recent';
+      readonly name: string;
+      readonly mode: 'set' | 'rcheck';
+      readonly seconds?: number;
+      readonly reap?: boolean;
+    };
 
 export type Target =
   /** `-j CHAIN`. */

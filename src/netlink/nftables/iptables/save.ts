@@ -64,7 +64,8 @@ export function saveString(s: string): string {
  */
 export function statisticThreshold(probability: string): number {
   const p = Number(probability);
-  if (!Number.isFinite(p) || p < 0 || p > 1) throw new RangeError(`statistic probability '${probability}' is not in 0..1`);
+  if (!Number.isFinite(p) || p < 0 || p > 1)
+    throw new RangeError(`statistic probability '${probability}' is not in 0..1`);
   return Math.round(p * 0x80000000);
 }
 
@@ -115,7 +116,13 @@ function matchArgs(m: Match, family: IPFamily, head: Map<string, string[]>, rest
       rest.push('-m', 'addrtype', ...not(m.invert), m.dir === 'src' ? '--src-type' : '--dst-type', m.type);
       return;
     case 'mark':
-      rest.push('-m', 'mark', ...not(m.invert), '--mark', m.mask === 0xffffffff ? hex(m.value) : `${hex(m.value)}/${hex(m.mask)}`);
+      rest.push(
+        '-m',
+        'mark',
+        ...not(m.invert),
+        '--mark',
+        m.mask === 0xffffffff ? hex(m.value) : `${hex(m.value)}/${hex(m.mask)}`,
+      );
       return;
     case 'ctstate':
       rest.push('-m', 'conntrack', ...not(m.invert), '--ctstate', m.states.join(','));
@@ -125,10 +132,26 @@ function matchArgs(m: Match, family: IPFamily, head: Map<string, string[]>, rest
       return;
     case 'ipvs':
       // iptables-save prints the protocol as a number and the address without a full-length mask.
-      rest.push('-m', 'ipvs', '--vproto', String(PROTO_NUMBER[m.vproto] ?? m.vproto), '--vaddr', m.vaddr, '--vport', String(m.vport));
+      rest.push(
+        '-m',
+        'ipvs',
+        '--vproto',
+        String(PROTO_NUMBER[m.vproto] ?? m.vproto),
+        '--vaddr',
+        m.vaddr,
+        '--vport',
+        String(m.vport),
+      );
       return;
     case 'statistic':
-      rest.push('-m', 'statistic', '--mode', 'random', '--probability', formatThreshold(statisticThreshold(m.probability)));
+      rest.push(
+        '-m',
+        'statistic',
+        '--mode',
+        'random',
+        '--probability',
+        formatThreshold(statisticThreshold(m.probability)),
+      );
       return;
     case 'recent': {
       const mode = m.mode === 'set' ? ['--set'] : ['--rcheck'];
@@ -195,10 +218,14 @@ export function tableToSave(t: IptRulesetTable, family: IPFamily): string {
   const byChain = new Map<string, IptRulesetChain>();
   for (const c of t.chains) {
     if (byChain.has(c.name)) throw new Error(`chain ${c.name} appears twice in table ${t.table}`);
-    if (BUILTIN.has(c.name) && !(builtins as readonly string[]).includes(c.name)) throw new Error(`table ${t.table} has no built-in chain ${c.name}`);
+    if (BUILTIN.has(c.name) && !(builtins as readonly string[]).includes(c.name))
+      throw new Error(`table ${t.table} has no built-in chain ${c.name}`);
     byChain.set(c.name, c);
   }
-  const own = t.chains.filter((c) => !BUILTIN.has(c.name)).map((c) => c.name).sort(byName);
+  const own = t.chains
+    .filter((c) => !BUILTIN.has(c.name))
+    .map((c) => c.name)
+    .sort(byName);
   const lines = [`*${t.table}`];
   for (const b of builtins) lines.push(`:${b} ACCEPT [0:0]`);
   for (const name of own) lines.push(`:${name} - [0:0]`);

@@ -18,9 +18,16 @@ export const IPT_TABLES: readonly IptTable[] = ['nat', 'filter', 'mangle'];
 /** The nf_tables family of iptables (ip) and ip6tables (ip6). */
 export const IPT_FAMILY: Readonly<Record<IPFamily, Family>> = { IPv4: 'ip', IPv6: 'ip6' };
 
-const NF_IP_PRI_MANGLE = -150, NF_IP_PRI_NAT_DST = -100, NF_IP_PRI_FILTER = 0, NF_IP_PRI_NAT_SRC = 100;
-const spec = (type: BaseChainSpec['type'], hook: BaseChainSpec['hook'], priority: number): BaseChainSpec =>
-  ({ type, hook, priority, policy: 'accept' });
+const NF_IP_PRI_MANGLE = -150,
+  NF_IP_PRI_NAT_DST = -100,
+  NF_IP_PRI_FILTER = 0,
+  NF_IP_PRI_NAT_SRC = 100;
+const spec = (type: BaseChainSpec['type'], hook: BaseChainSpec['hook'], priority: number): BaseChainSpec => ({
+  type,
+  hook,
+  priority,
+  policy: 'accept',
+});
 
 /** Each table's built-in chains, in the order iptables-nft lists them. */
 export const BUILTIN_CHAINS: Readonly<Record<IptTable, Readonly<Partial<Record<BuiltinChain, BaseChainSpec>>>>> = {
@@ -50,12 +57,14 @@ export function builtinChain(table: IptTable, name: string): NftChain | undefine
   return base ? { kind: 'chain', name, base: { ...base } } : undefined;
 }
 
-export const isBuiltinChain = (table: IptTable, name: string): name is BuiltinChain => builtinChain(table, name) !== undefined;
+export const isBuiltinChain = (table: IptTable, name: string): name is BuiltinChain =>
+  builtinChain(table, name) !== undefined;
 
 /** The built-in chains the rules of `table` are placed in, in first-use order. */
 export function builtinChainsOf(rules: readonly IptRule[], table: IptTable): BuiltinChain[] {
   const out: BuiltinChain[] = [];
-  for (const r of rules) if (r.table === table && isBuiltinChain(table, r.chain) && !out.includes(r.chain)) out.push(r.chain);
+  for (const r of rules)
+    if (r.table === table && isBuiltinChain(table, r.chain) && !out.includes(r.chain)) out.push(r.chain);
   return out;
 }
 
@@ -66,7 +75,12 @@ export function builtinChainsOf(rules: readonly IptRule[], table: IptTable): Bui
  * NLM_F_CREATE and no flags (a no-op on an existing table), NEWCHAIN with type, hook, priority
  * and policy accept. Never flushes; existing chains are left alone.
  */
-export function addTableAndBuiltins(tx: NftTransaction, table: IptTable, chains: Iterable<string>, existing: ReadonlySet<string>): void {
+export function addTableAndBuiltins(
+  tx: NftTransaction,
+  table: IptTable,
+  chains: Iterable<string>,
+  existing: ReadonlySet<string>,
+): void {
   tx.add({ kind: 'table' });
   const done = new Set<string>();
   for (const name of chains) {

@@ -39,7 +39,11 @@ export function commentMatch(text: string): XtMatchExpr {
   const bytes = Buffer.from(text, 'utf8');
   if (bytes.length > 255) throw new RangeError(`comment longer than 255 bytes: ${JSON.stringify(text)}`);
   if (bytes.includes(0)) throw new RangeError(`comment with a NUL byte: ${JSON.stringify(text)}`);
-  const m = match('comment', 0, struct(256, (_v, b) => b.set(bytes, 0)));
+  const m = match(
+    'comment',
+    0,
+    struct(256, (_v, b) => b.set(bytes, 0)),
+  );
   if (commentCache.size >= COMMENT_CACHE_MAX) commentCache.clear();
   commentCache.set(text, m);
   return m;
@@ -53,7 +57,8 @@ export const readComment = (info: Uint8Array): string => cString(info, 0, 256);
  */
 export function setMatch(index: number, dirs: readonly ('src' | 'dst')[]): XtMatchExpr {
   if (dirs.length < 1 || dirs.length > 6) throw new RangeError(`set match: 1 to 6 directions, not ${dirs.length}`);
-  if (!Number.isInteger(index) || index < 0 || index > 0xfffe) throw new RangeError(`set match: bad set index ${index}`);
+  if (!Number.isInteger(index) || index < 0 || index > 0xfffe)
+    throw new RangeError(`set match: bad set index ${index}`);
   const info = struct(48, (v) => {
     v.setUint16(0, index, true);
     v.setUint8(2, dirs.length);
@@ -68,9 +73,13 @@ export function setMatch(index: number, dirs: readonly ('src' | 'dst')[]): XtMat
 export function readSet(info: Uint8Array): { index: number; dirs: ('src' | 'dst')[] } | undefined {
   if (info.length < 48 || info.subarray(4).some((x) => x !== 0)) return undefined; // counters, inversion: not ours
   const v = view(info);
-  const dim = v.getUint8(2), flags = v.getUint8(3);
+  const dim = v.getUint8(2),
+    flags = v.getUint8(3);
   if (dim < 1 || dim > 6) return undefined;
-  return { index: v.getUint16(0, true), dirs: Array.from({ length: dim }, (_, i) => (flags & (1 << (i + 1)) ? 'src' : 'dst')) };
+  return {
+    index: v.getUint16(0, true),
+    dirs: Array.from({ length: dim }, (_, i) => (flags & (1 << (i + 1)) ? 'src' : 'dst')),
+  };
 }
 
 /** RTN_* bits of xt_addrtype (1 << RTN_LOCAL). */
@@ -88,7 +97,9 @@ export function addrtypeMatch(dir: 'src' | 'dst', type: number, invert = false):
 export function readAddrtype(info: Uint8Array): { dir: 'src' | 'dst'; type: number; invert: boolean } | undefined {
   if (info.length < 8) return undefined;
   const v = view(info);
-  const src = v.getUint16(0, true), dst = v.getUint16(2, true), flags = v.getUint32(4, true);
+  const src = v.getUint16(0, true),
+    dst = v.getUint16(2, true),
+    flags = v.getUint32(4, true);
   if (src !== 0 && dst === 0 && (flags & ~1) === 0) return { dir: 'src', type: src, invert: flags === 1 };
   if (dst !== 0 && src === 0 && (flags & ~2) === 0) return { dir: 'dst', type: dst, invert: flags === 2 };
   return undefined;
@@ -96,7 +107,11 @@ export function readAddrtype(info: Uint8Array): { dir: 'src' | 'dst'; type: numb
 
 /** `-m physdev ! --physdev-is-in` (xt_physdev_info: 4 x char[16], u8 invert, u8 bitmask; XT_PHYSDEV_OP_ISIN 0x08). */
 export function physdevNotIsInMatch(): XtMatchExpr {
-  return match('physdev', 0, struct(66, (v) => (v.setUint8(64, 0x08), v.setUint8(65, 0x08))));
+  return match(
+    'physdev',
+    0,
+    struct(66, (v) => (v.setUint8(64, 0x08), v.setUint8(65, 0x08))),
+  );
 }
 export const isPhysdevNotIsIn = (info: Uint8Array): boolean =>
   info.length >= 66 && info[64] === 0x08 && info[65] === 0x08 && info.subarray(0, 64).every((x) => x === 0);
@@ -116,14 +131,20 @@ export function ctstateMatch(states: readonly CtStateName[], invert = false): Xt
   const info = struct(162, (v) => {
     v.setUint16(146, 0x0001 /* XT_CONNTRACK_STATE */, true);
     if (invert) v.setUint16(148, 0x0001, true);
-    v.setUint16(150, states.reduce((m, s) => m | CtStateBit[s], 0), true);
+    v.setUint16(
+      150,
+      states.reduce((m, s) => m | CtStateBit[s], 0),
+      true,
+    );
   });
   return match('conntrack', 3, info);
 }
 export function readCtstate(info: Uint8Array): { states: CtStateName[]; invert: boolean } | undefined {
   if (info.length < 162) return undefined;
   const v = view(info);
-  const flags = v.getUint16(146, true), inv = v.getUint16(148, true), mask = v.getUint16(150, true);
+  const flags = v.getUint16(146, true),
+    inv = v.getUint16(148, true),
+    mask = v.getUint16(150, true);
   if (flags !== 1 || (inv & ~1) !== 0) return undefined;
   const states = CT_ORDER.filter((s) => mask & CtStateBit[s]);
   if (states.reduce((m, s) => m | CtStateBit[s], 0) !== mask || states.length === 0) return undefined;
@@ -146,7 +167,8 @@ export function ipvsMatch(vaddr: Uint8Array, l4proto: number, vport: number): Xt
   return match('ipvs', 0, info);
 }
 export function readIpvs(info: Uint8Array): { vaddr: Uint8Array; l4proto: number; vport: number } | undefined {
-  if (info.length < 40 || info[39] !== 0x0f || info[38] !== 0 || !info.subarray(16, 32).every((x) => x === 0xff)) return undefined;
+  if (info.length < 40 || info[39] !== 0x0f || info[38] !== 0 || !info.subarray(16, 32).every((x) => x === 0xff))
+    return undefined;
   const v = view(info);
   return { vaddr: info.slice(0, 16), l4proto: v.getUint8(34), vport: v.getUint16(32, false) };
 }
@@ -156,7 +178,8 @@ export function readIpvs(info: Uint8Array): { vaddr: Uint8Array; l4proto: number
  * with P parsed as a double (the multiplication by a power of two is exact).
  */
 export function probabilityThreshold(text: string): number {
-  if (!/^(0|1)?(\.\d+)?$/.test(text) || text === '' || text === '.') throw new RangeError(`statistic probability ${JSON.stringify(text)} is not a number in [0, 1]`);
+  if (!/^(0|1)?(\.\d+)?$/.test(text) || text === '' || text === '.')
+    throw new RangeError(`statistic probability ${JSON.stringify(text)} is not a number in [0, 1]`);
   const p = Number(text);
   if (!(p >= 0 && p <= 1)) throw new RangeError(`statistic probability ${text} is outside [0, 1]`);
   return Math.round(0x80000000 * p); // lround: half away from zero, the same for p >= 0
@@ -169,7 +192,11 @@ export function probabilityThreshold(text: string): number {
  */
 export function statisticMatch(probability: string): XtMatchExpr {
   const threshold = probabilityThreshold(probability);
-  return match('statistic', 0, struct(24, (v) => (v.setUint32(4, threshold, true), v.setUint32(12, threshold, true))));
+  return match(
+    'statistic',
+    0,
+    struct(24, (v) => (v.setUint32(4, threshold, true), v.setUint32(12, threshold, true))),
+  );
 }
 /** The threshold of a random-mode statistic match (undefined for nth mode or inversion). */
 export function readStatistic(info: Uint8Array): number | undefined {
@@ -195,7 +222,9 @@ export function probabilityText(threshold: number): string {
 }
 
 /** xt_recent check_set bits. */
-const RECENT_CHECK = 1, RECENT_SET = 2, RECENT_REAP = 32;
+const RECENT_CHECK = 1,
+  RECENT_SET = 2,
+  RECENT_REAP = 32;
 
 /**
  * `-m recent --name N (--set | --rcheck [--seconds S] [--reap]) --mask ALL-ONES --rsource`
@@ -207,8 +236,10 @@ export function recentMatch(
   family: 'IPv4' | 'IPv6',
 ): XtMatchExpr {
   const name = new TextEncoder().encode(o.name);
-  if (name.length < 1 || name.length > 199) throw new RangeError(`recent match: name must be 1 to 199 bytes: ${JSON.stringify(o.name)}`);
-  if (o.mode === 'set' && (o.seconds !== undefined || o.reap)) throw new RangeError('recent match: --seconds/--reap need --rcheck');
+  if (name.length < 1 || name.length > 199)
+    throw new RangeError(`recent match: name must be 1 to 199 bytes: ${JSON.stringify(o.name)}`);
+  if (o.mode === 'set' && (o.seconds !== undefined || o.reap))
+    throw new RangeError('recent match: --seconds/--reap need --rcheck');
   if (o.reap && o.seconds === undefined) throw new RangeError('recent match: --reap needs --seconds');
   const info = struct(228, (v, b) => {
     v.setUint32(0, o.seconds ?? 0, true);
@@ -224,9 +255,14 @@ export function readRecent(
 ): { name: string; mode: 'set' | 'rcheck'; seconds?: number; reap?: boolean } | undefined {
   if (info.length < 228) return undefined;
   const v = view(info);
-  const seconds = v.getUint32(0, true), hits = v.getUint32(4, true), check = v.getUint8(8), invert = v.getUint8(9);
+  const seconds = v.getUint32(0, true),
+    hits = v.getUint32(4, true),
+    check = v.getUint8(8),
+    invert = v.getUint8(9);
   const maskLen = family === 'IPv4' ? 4 : 16;
-  const fullMask = info.subarray(212, 212 + maskLen).every((x) => x === 0xff) && info.subarray(212 + maskLen, 228).every((x) => x === 0);
+  const fullMask =
+    info.subarray(212, 212 + maskLen).every((x) => x === 0xff) &&
+    info.subarray(212 + maskLen, 228).every((x) => x === 0);
   if (hits !== 0 || invert !== 0 || info[210] !== 0 /* XT_RECENT_SOURCE */ || !fullMask) return undefined;
   const name = cString(info, 10, 200);
   if (check === RECENT_SET && seconds === 0) return { name, mode: 'set' };
@@ -243,10 +279,17 @@ export function readRecent(
  * (a port becomes native payload/cmp); ranges are 0..65535 then.
  */
 export function l4Match(proto: 'tcp' | 'udp'): XtMatchExpr {
-  return match(proto, 0, struct(proto === 'tcp' ? 12 : 9, (v) => (v.setUint16(2, 0xffff, true), v.setUint16(6, 0xffff, true))));
+  return match(
+    proto,
+    0,
+    struct(proto === 'tcp' ? 12 : 9, (v) => (v.setUint16(2, 0xffff, true), v.setUint16(6, 0xffff, true))),
+  );
 }
 export const isBareL4 = (info: Uint8Array): boolean =>
-  info.length >= 9 && view(info).getUint32(0, true) === 0xffff0000 && view(info).getUint32(4, true) === 0xffff0000 && info.subarray(8).every((x) => x === 0);
+  info.length >= 9 &&
+  view(info).getUint32(0, true) === 0xffff0000 &&
+  view(info).getUint32(4, true) === 0xffff0000 &&
+  info.subarray(8).every((x) => x === 0);
 
 /**
  * `-m sctp [--dport N]` (xt_sctp_info: u16 dpts[2], spts[2], u32 chunkmap[64], chunk_match_type,
@@ -267,7 +310,9 @@ export function sctpMatch(dport?: number): XtMatchExpr {
 export function readSctp(info: Uint8Array): number | null | undefined {
   if (info.length < 292) return undefined;
   const v = view(info);
-  const d0 = v.getUint16(0, true), d1 = v.getUint16(2, true), flags = v.getUint32(284, true);
+  const d0 = v.getUint16(0, true),
+    d1 = v.getUint16(2, true),
+    flags = v.getUint32(284, true);
   if (v.getUint32(4, true) !== 0 || v.getUint32(288, true) !== 0 || v.getUint32(264, true) !== 0) return undefined;
   if (flags === 0 && d0 === 0 && d1 === 0) return null;
   if (flags === 0x02 && d0 === d1) return d0;
@@ -278,18 +323,25 @@ export function readSctp(info: Uint8Array): number | null | undefined {
 
 /** `-j MARK --set-xmark MARK/MASK` (xt_mark_tginfo2: u32 mark, u32 mask); --or-mark v is v/v, --xor-mark v is v/0. */
 export function markTarget(mark: number, mask: number): XtTargetExpr {
-  return target('MARK', 2, struct(8, (v) => (v.setUint32(0, mark >>> 0, true), v.setUint32(4, mask >>> 0, true))));
+  return target(
+    'MARK',
+    2,
+    struct(8, (v) => (v.setUint32(0, mark >>> 0, true), v.setUint32(4, mask >>> 0, true))),
+  );
 }
 export function readMark(info: Uint8Array): { op: 'or' | 'xor'; value: number } | undefined {
   if (info.length < 8) return undefined;
   const v = view(info);
-  const mark = v.getUint32(0, true), mask = v.getUint32(4, true);
+  const mark = v.getUint32(0, true),
+    mask = v.getUint32(4, true);
   if (mask === 0) return { op: 'xor', value: mark };
   if (mask === mark) return { op: 'or', value: mark };
   return undefined;
 }
 
-const NF_NAT_RANGE_MAP_IPS = 0x1, NF_NAT_RANGE_PROTO_SPECIFIED = 0x2, NF_NAT_RANGE_PROTO_RANDOM_FULLY = 0x10;
+const NF_NAT_RANGE_MAP_IPS = 0x1,
+  NF_NAT_RANGE_PROTO_SPECIFIED = 0x2,
+  NF_NAT_RANGE_PROTO_RANDOM_FULLY = 0x10;
 
 /**
  * `-j MASQUERADE [--random-fully]`. The info struct differs by family: iptables sends
@@ -309,9 +361,11 @@ export function masqueradeTarget(randomFully: boolean, family: 'IPv4' | 'IPv6' =
 export function readMasquerade(info: Uint8Array, family: 'IPv4' | 'IPv6'): boolean | undefined {
   const v = view(info);
   const flagsAt = family === 'IPv6' ? 0 : 4;
-  if (info.length < (family === 'IPv6' ? 40 : 24) || (family === 'IPv4' && v.getUint32(0, true) !== 1)) return undefined;
+  if (info.length < (family === 'IPv6' ? 40 : 24) || (family === 'IPv4' && v.getUint32(0, true) !== 1))
+    return undefined;
   const flags = v.getUint32(flagsAt, true);
-  if ((flags & ~NF_NAT_RANGE_PROTO_RANDOM_FULLY) !== 0 || info.subarray(flagsAt + 4).some((x) => x !== 0)) return undefined;
+  if ((flags & ~NF_NAT_RANGE_PROTO_RANDOM_FULLY) !== 0 || info.subarray(flagsAt + 4).some((x) => x !== 0))
+    return undefined;
   return flags !== 0;
 }
 
@@ -323,7 +377,14 @@ export function readMasquerade(info: Uint8Array, family: 'IPv4' | 'IPv6'): boole
 export function redirectTarget(port: number, family: 'IPv4' | 'IPv6'): XtTargetExpr {
   const info =
     family === 'IPv6'
-      ? struct(40, (v) => (v.setUint32(0, NF_NAT_RANGE_PROTO_SPECIFIED, true), v.setUint16(36, port, false), v.setUint16(38, port, false)))
+      ? struct(
+          40,
+          (v) => (
+            v.setUint32(0, NF_NAT_RANGE_PROTO_SPECIFIED, true),
+            v.setUint16(36, port, false),
+            v.setUint16(38, port, false)
+          ),
+        )
       : struct(20, (v) => {
           v.setUint32(0, 1, true);
           v.setUint32(4, NF_NAT_RANGE_PROTO_SPECIFIED, true);
@@ -360,9 +421,15 @@ export function readDnat(info: Uint8Array, family: 'IPv4' | 'IPv6'): { addr: Uin
   if (info.length < 42) return undefined;
   const v = view(info);
   const len = family === 'IPv4' ? 4 : 16;
-  const min = info.subarray(4, 4 + len), max = info.subarray(20, 20 + len);
+  const min = info.subarray(4, 4 + len),
+    max = info.subarray(20, 20 + len);
   if (v.getUint32(0, true) !== (NF_NAT_RANGE_MAP_IPS | NF_NAT_RANGE_PROTO_SPECIFIED)) return undefined;
-  if (!min.every((x, i) => x === max[i]) || v.getUint16(36, false) !== v.getUint16(38, false) || v.getUint16(40, false) !== 0) return undefined;
+  if (
+    !min.every((x, i) => x === max[i]) ||
+    v.getUint16(36, false) !== v.getUint16(38, false) ||
+    v.getUint16(40, false) !== 0
+  )
+    return undefined;
   return { addr: Uint8Array.from(min), port: v.getUint16(36, false) };
 }
 
@@ -373,7 +440,11 @@ export function readDnat(info: Uint8Array, family: 'IPv4' | 'IPv6'): { addr: Uin
  */
 export function rejectTarget(family: 'IPv4' | 'IPv6' = 'IPv4'): XtTargetExpr {
   const withCode = family === 'IPv6' ? 4 : 3;
-  return target('REJECT', 0, struct(4, (v) => v.setUint32(0, withCode, true)));
+  return target(
+    'REJECT',
+    0,
+    struct(4, (v) => v.setUint32(0, withCode, true)),
+  );
 }
 export const isDefaultReject = (info: Uint8Array, family: 'IPv4' | 'IPv6'): boolean =>
   info.length >= 4 && view(info).getUint32(0, true) === (family === 'IPv6' ? 4 : 3);

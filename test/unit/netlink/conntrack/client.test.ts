@@ -1,7 +1,15 @@
 // ConntrackClient over a real NetlinkConnection whose "kernel" is a function (FakeKernel):
 // pipelined deletes, ENOENT as already-gone, errors naming the flow, filter fallback.
 import test from 'ava';
-import { AttrSet, NetlinkConnection, NetlinkError, NLM_F_ACK, NLM_F_DUMP, parseMessages, splitNfPayload } from '../../../../src/netlink/core/index.ts';
+import {
+  AttrSet,
+  NetlinkConnection,
+  NetlinkError,
+  NLM_F_ACK,
+  NLM_F_DUMP,
+  parseMessages,
+  splitNfPayload,
+} from '../../../../src/netlink/core/index.ts';
 import type { InMessage } from '../../../../src/netlink/core/index.ts';
 import { ackReply, doneReply, errorReply, FakeKernel } from '../../../../src/netlink/core/fake-kernel.ts';
 import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
@@ -14,11 +22,21 @@ const ENOENT = 2;
 const EPERM = 1;
 const EOPNOTSUPP = 95;
 
-const tuple = (i: number): Tuple => ({ src: '10.0.0.1', dst: '10.96.0.10', proto: IPPROTO.UDP, srcPort: 10000 + i, dstPort: 53 });
+const tuple = (i: number): Tuple => ({
+  src: '10.0.0.1',
+  dst: '10.96.0.10',
+  proto: IPPROTO.UDP,
+  srcPort: 10000 + i,
+  dstPort: 53,
+});
 const attrsOf = (m: InMessage): AttrSet => new AttrSet(splitNfPayload(m.payload)!.attrs, 'request');
 const srcPortOf = (m: InMessage): number => readTuple(attrsOf(m).bytes(1)!).srcPort!;
 
-function client(handler: ConstructorParameters<typeof FakeKernel>[0]): { c: ConntrackClient; k: FakeKernel; conn: NetlinkConnection } {
+function client(handler: ConstructorParameters<typeof FakeKernel>[0]): {
+  c: ConntrackClient;
+  k: FakeKernel;
+  conn: NetlinkConnection;
+} {
   const k = new FakeKernel(handler);
   const conn = new NetlinkConnection(k, { timeoutMs: 2000 });
   return { c: new ConntrackClient(conn), k, conn };
@@ -37,13 +55,28 @@ test('deleteMany packs requests into datagrams, ACKs only the last of each, tall
     }
     return out;
   });
-  const report = await c.deleteMany(Array.from({ length: 1000 }, (_, i) => tuple(i)), { perDatagram: 256 });
+  const report = await c.deleteMany(
+    Array.from({ length: 1000 }, (_, i) => tuple(i)),
+    { perDatagram: 256 },
+  );
   t.is(k.sent.length, 4);
-  t.deepEqual(seen.map((d) => d.length), [256, 256, 256, 232]);
+  t.deepEqual(
+    seen.map((d) => d.length),
+    [256, 256, 256, 232],
+  );
   for (const d of seen) {
-    t.deepEqual(d.map((m) => (m.flags & NLM_F_ACK ? 1 : 0)), [...new Array<number>(d.length - 1).fill(0), 1]);
-    t.true(d.every((m, i) => i === 0 || m.seq === d[i - 1]!.seq + 1), 'consecutive seqs');
-    t.true(d.every((m) => m.type === 0x102 && attrsOf(m).has(1)), 'IPCTNL_MSG_CT_DELETE, always with CTA_TUPLE_ORIG');
+    t.deepEqual(
+      d.map((m) => (m.flags & NLM_F_ACK ? 1 : 0)),
+      [...new Array<number>(d.length - 1).fill(0), 1],
+    );
+    t.true(
+      d.every((m, i) => i === 0 || m.seq === d[i - 1]!.seq + 1),
+      'consecutive seqs',
+    );
+    t.true(
+      d.every((m) => m.type === 0x102 && attrsOf(m).has(1)),
+      'IPCTNL_MSG_CT_DELETE, always with CTA_TUPLE_ORIG',
+    );
   }
   t.is(report.notFound, 100);
   t.is(report.errors.length, 1);
@@ -64,7 +97,9 @@ test('delete(): true when removed, false when already gone, a NetlinkError namin
   t.false(await c.delete(tuple(2)));
   const err = await t.throwsAsync(c.delete(tuple(3)), { instanceOf: NetlinkError });
   t.is(err.message, 'delete conntrack udp 10.0.0.1:10003 -> 10.96.0.10:53: EPERM');
-  const bad = await t.throwsAsync(c.delete({ src: '10.0.0.1', dst: 'fd00::1', proto: 17, srcPort: 1, dstPort: 2 }), { instanceOf: NetlinkError });
+  const bad = await t.throwsAsync(c.delete({ src: '10.0.0.1', dst: 'fd00::1', proto: 17, srcPort: 1, dstPort: 2 }), {
+    instanceOf: NetlinkError,
+  });
   t.is(bad.code, 'EINVAL');
   t.regex(bad.op, /^delete conntrack udp 10\.0\.0\.1:1 -> \[fd00::1\]:2$/);
 });
@@ -104,7 +139,10 @@ test('a kernel that refuses CTA_FILTER gets a plain dump, filtered here, and is 
   const r1 = await c.dumpDetailed({ family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 } });
   t.false(r1.kernelTupleFilter);
   t.is(r1.received, 4);
-  t.deepEqual(r1.flows.map((f) => f.orig.srcPort), [40000]);
+  t.deepEqual(
+    r1.flows.map((f) => f.orig.srcPort),
+    [40000],
+  );
   t.is(requests.length, 2);
   t.true(requests.every((r) => (r.flags & NLM_F_DUMP) === NLM_F_DUMP));
   await c.dump({ family: 'IPv4', proto: IPPROTO.TCP });
@@ -144,7 +182,9 @@ test('stats and per-CPU stats decode the kernel replies captured from conntrack 
     const r = reqs[0]!;
     const cmd = r.type & 0xff;
     const src = cmd === 5 ? global : cpus;
-    const out: FakeReply[] = src.filter((m) => m.type !== 3 && m.type !== 2).map((m) => ({ type: m.type, flags: m.flags, payload: m.payload }));
+    const out: FakeReply[] = src
+      .filter((m) => m.type !== 3 && m.type !== 2)
+      .map((m) => ({ type: m.type, flags: m.flags, payload: m.payload }));
     return cmd === 5 ? [...out, ackReply(r)] : [...out, doneReply(r)];
   });
   const s = await c.stats();
@@ -152,7 +192,10 @@ test('stats and per-CPU stats decode the kernel replies captured from conntrack 
   t.is(typeof s.entries, 'number');
   const per = await c.statsPerCpu();
   t.true(per.length >= 1);
-  t.deepEqual(per.map((p) => p.cpu), per.map((_, i) => i));
+  t.deepEqual(
+    per.map((p) => p.cpu),
+    per.map((_, i) => i),
+  );
   t.is(typeof per[0]!.insertFailed, 'number');
 });
 
@@ -163,14 +206,24 @@ test('a datagram never exceeds what the socket accepts: pipeline splits by bytes
     return [ackReply(reqs.at(-1)!)];
   });
   k.maxSend = 1000;
-  const report = await c.deleteMany(Array.from({ length: 100 }, (_, i) => tuple(i)), { perDatagram: 256 });
+  const report = await c.deleteMany(
+    Array.from({ length: 100 }, (_, i) => tuple(i)),
+    { perDatagram: 256 },
+  );
   t.is(report.deleted, 100);
   t.true(sizes.length > 1);
-  t.true(sizes.every((n) => n <= 1000), String(sizes));
+  t.true(
+    sizes.every((n) => n <= 1000),
+    String(sizes),
+  );
 });
 
 /** IPCTNL_MSG_CT_GET_STATS answer holding `entries` (CTA_STATS_GLOBAL_ENTRIES, MAX_ENTRIES). */
-const statsReply = (entries: number): FakeReply => ({ type: 0x105, flags: 0, payload: bytes([0, 0, 0, 0, ...attr(1, be32(entries)), ...attr(2, be32(262144))]) });
+const statsReply = (entries: number): FakeReply => ({
+  type: 0x105,
+  flags: 0,
+  payload: bytes([0, 0, 0, 0, ...attr(1, be32(entries)), ...attr(2, be32(262144))]),
+});
 const CT_GET = 1;
 const CT_DELETE = 2;
 const CT_GET_STATS = 5;
@@ -204,9 +257,15 @@ test('deleteMatching: one dump per family and protocol, matched here, deleted wi
   t.deepEqual(report, { deleted: 2, notFound: 0, errors: [], matched: 2, dumps: 2, flushes: 0 });
   t.is(flushes.length, 1, 'one filtered flush tried, refused, not tried again');
   t.false(c.kernelFlushFilter);
-  t.deepEqual(dumps.map((d) => d.payload[0]), [2, 10]);
+  t.deepEqual(
+    dumps.map((d) => d.payload[0]),
+    [2, 10],
+  );
   t.deepEqual(deletes.map((d) => srcPortOf(d)).sort(), [40000, 40002]);
-  t.true(deletes.every((d) => attrsOf(d).has(12)), 'with CTA_ID');
+  t.true(
+    deletes.every((d) => attrsOf(d).has(12)),
+    'with CTA_ID',
+  );
   const bad = await t.throwsAsync(c.deleteMatching([{ orig: { dst: 'nope' } }]), { instanceOf: NetlinkError });
   t.is(bad.code, 'EINVAL');
 });
@@ -222,10 +281,19 @@ test('flushMatching: one DELETE with CTA_FILTER and partial tuples; the count is
     return [ackReply(r)];
   });
   t.is(c.kernelFlushFilter, undefined);
-  const filter = { family: 'IPv4' as const, proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 }, reply: { src: '10.244.1.5', srcPort: 8080 } };
+  const filter = {
+    family: 'IPv4' as const,
+    proto: IPPROTO.UDP,
+    orig: { dst: '10.96.0.10', dstPort: 53 },
+    reply: { src: '10.244.1.5', srcPort: 8080 },
+  };
   t.deepEqual(await c.flushMatching(filter), { deleted: 9_000 });
   t.true(c.kernelFlushFilter);
-  t.deepEqual(seen.map((m) => m.type), [0x105, 0x102, 0x105], 'stats, DELETE, stats');
+  t.deepEqual(
+    seen.map((m) => m.type),
+    [0x105, 0x102, 0x105],
+    'stats, DELETE, stats',
+  );
   // Expected bytes from the naive builder (flags host order; tuples hold only what is matched).
   const F_IP_SRC = 1;
   const F_IP_DST = 2;
@@ -233,8 +301,15 @@ test('flushMatching: one DELETE with CTA_FILTER and partial tuples; the count is
   const F_SRC_PORT = 16;
   const F_DST_PORT = 32;
   t.deepEqual(Array.from(seen[1]!.payload), [
-    2, 0, 0, 0,
-    ...nestedAttr(25, attr(1, le32(F_PROTO_NUM | F_IP_DST | F_DST_PORT)), attr(2, le32(F_PROTO_NUM | F_IP_SRC | F_SRC_PORT))),
+    2,
+    0,
+    0,
+    0,
+    ...nestedAttr(
+      25,
+      attr(1, le32(F_PROTO_NUM | F_IP_DST | F_DST_PORT)),
+      attr(2, le32(F_PROTO_NUM | F_IP_SRC | F_SRC_PORT)),
+    ),
     ...nestedAttr(1, nestedAttr(1, attr(2, [10, 96, 0, 10])), nestedAttr(2, attr(1, [17]), attr(3, be16(53)))),
     ...nestedAttr(2, nestedAttr(1, attr(1, [10, 244, 1, 5])), nestedAttr(2, attr(1, [17]), attr(2, be16(8080)))),
   ]);
@@ -260,7 +335,11 @@ test('flushMatching answers undefined, sending nothing, for filters the kernel w
     { family: 'IPv4' as const, proto: IPPROTO.SCTP, orig: { dst: '10.96.0.10', dstPort: 53 } }, // SCTP ports not compared
     { family: 'IPv4' as const, proto: IPPROTO.UDP }, // every UDP entry: never by flush
     { family: 'IPv4' as const, orig: { dst: '10.96.0.10' } }, // no protocol
-    { family: 'IPv4' as const, proto: IPPROTO.UDP, orig: { src: '10.0.0.1', dst: '10.96.0.10', srcPort: 1, dstPort: 53 } }, // a full tuple: 6.1 would delete that entry
+    {
+      family: 'IPv4' as const,
+      proto: IPPROTO.UDP,
+      orig: { src: '10.0.0.1', dst: '10.96.0.10', srcPort: 1, dstPort: 53 },
+    }, // a full tuple: 6.1 would delete that entry
     { family: 'IPv4' as const, proto: IPPROTO.UDP, orig: { dstPort: 53 }, mark: { value: 1 } },
     { family: 'IPv4' as const, proto: IPPROTO.UDP, orig: { dstPort: 70000 } },
     { proto: IPPROTO.UDP, orig: { dst: 'not an address', dstPort: 53 } },
@@ -271,8 +350,13 @@ test('flushMatching answers undefined, sending nothing, for filters the kernel w
   }
   t.is(seen.length, 0);
   t.true(c.canFlush({ family: 'IPv6', proto: IPPROTO.UDP, orig: { dstPort: 53 } }), 'IPv6 without addresses is exact');
-  t.true(c.canFlush({ proto: IPPROTO.TCP, orig: { dst: '10.96.0.10', dstPort: 80 } }), 'the family follows from the address');
-  const off = new ConntrackClient(new NetlinkConnection(new FakeKernel(() => []), { timeoutMs: 100 }), { kernelFlushFilter: false });
+  t.true(
+    c.canFlush({ proto: IPPROTO.TCP, orig: { dst: '10.96.0.10', dstPort: 80 } }),
+    'the family follows from the address',
+  );
+  const off = new ConntrackClient(new NetlinkConnection(new FakeKernel(() => []), { timeoutMs: 100 }), {
+    kernelFlushFilter: false,
+  });
   t.false(off.canFlush({ family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 } }));
 });
 
@@ -337,7 +421,10 @@ test('deleteMatching flushes the exact filters and dumps the rest', async (t) =>
   t.deepEqual(kinds, ['flush', 'dump 10', 'delete 1']);
   t.deepEqual(report, { deleted: 8, notFound: 0, errors: [], matched: 8, dumps: 1, flushes: 1 });
   kinds.length = 0;
-  const viaDump = await c.deleteMatching([{ family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 } }], { kernelFlush: false });
+  const viaDump = await c.deleteMatching(
+    [{ family: 'IPv4', proto: IPPROTO.UDP, orig: { dst: '10.96.0.10', dstPort: 53 } }],
+    { kernelFlush: false },
+  );
   t.deepEqual(kinds, ['dump 2', 'delete 1']);
   t.like(viaDump, { deleted: 1, flushes: 0, dumps: 1 });
 });

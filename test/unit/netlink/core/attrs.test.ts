@@ -1,6 +1,12 @@
 // Attribute encoding against a naive test-side builder, and decoding of real kernel replies.
 import test from 'ava';
-import { AttrSet, AttrWriter, readAttrs, NetlinkDecodeError, NLA_F_NESTED } from '../../../../src/netlink/core/index.ts';
+import {
+  AttrSet,
+  AttrWriter,
+  readAttrs,
+  NetlinkDecodeError,
+  NLA_F_NESTED,
+} from '../../../../src/netlink/core/index.ts';
 import { attr, be16, be32, cstr, le16, le32, nestedAttr } from '../../../helpers/naive-bytes.ts';
 
 const bytesOf = (w: AttrWriter): number[] => Array.from(w.finish());
@@ -38,7 +44,11 @@ test('a writer grows past its initial buffer without corrupting earlier bytes', 
 });
 
 test('decoding keeps every attribute, unknown ones included, with flags and offsets', (t) => {
-  const buf = Uint8Array.from([...attr(1, cstr('kpts')), ...attr(0x4000 | 99, be32(5)), ...nestedAttr(2, attr(1, [7]))]);
+  const buf = Uint8Array.from([
+    ...attr(1, cstr('kpts')),
+    ...attr(0x4000 | 99, be32(5)),
+    ...nestedAttr(2, attr(1, [7])),
+  ]);
   const attrs = [...readAttrs(buf, 'test')];
   t.deepEqual(
     attrs.map((a) => [a.type, a.nested, a.netOrder, a.offset]),
@@ -64,7 +74,13 @@ test('decoding rejects lies about lengths with a NetlinkDecodeError that names t
   const tooShort = Uint8Array.from([...le16(2), ...le16(1)]);
   t.throws(() => [...readAttrs(tooShort, 'x')], { instanceOf: NetlinkDecodeError, message: /below the header size/ });
   const trailing = Uint8Array.from([...attr(1, [1]), 9, 9]);
-  t.throws(() => [...readAttrs(trailing, 'x')], { instanceOf: NetlinkDecodeError, message: /offset 8: 2 trailing bytes/ });
+  t.throws(() => [...readAttrs(trailing, 'x')], {
+    instanceOf: NetlinkDecodeError,
+    message: /offset 8: 2 trailing bytes/,
+  });
   const shortU32 = Uint8Array.from(attr(3, [1, 2]));
-  t.throws(() => new AttrSet(shortU32, 'x').u32(3), { instanceOf: NetlinkDecodeError, message: /has 2 bytes, expected 4/ });
+  t.throws(() => new AttrSet(shortU32, 'x').u32(3), {
+    instanceOf: NetlinkDecodeError,
+    message: /has 2 bytes, expected 4/,
+  });
 });

@@ -27,8 +27,14 @@ import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
 import { fixture, hexdiff, maskSeqPid } from '../../../helpers/fixtures.ts';
 import { attr, cstr, le32 } from '../../../helpers/naive-bytes.ts';
 
-const msg = (label: string, cmd = 1): OutMessage => nfMessage(NfnlSubsys.NFTABLES, cmd, AF_INET, 0, label, (w) => w.str(1, label));
-const part = (req: InMessage, n: number, flags = NLM_F_MULTI): FakeReply => ({ type: req.type, flags, payload: Uint8Array.of(2, 0, 0, 0, ...attr(1, cstr(`obj${n}`))), seq: req.seq });
+const msg = (label: string, cmd = 1): OutMessage =>
+  nfMessage(NfnlSubsys.NFTABLES, cmd, AF_INET, 0, label, (w) => w.str(1, label));
+const part = (req: InMessage, n: number, flags = NLM_F_MULTI): FakeReply => ({
+  type: req.type,
+  flags,
+  payload: Uint8Array.of(2, 0, 0, 0, ...attr(1, cstr(`obj${n}`))),
+  seq: req.seq,
+});
 const open = (kernel: FakeKernel, timeoutMs = 1000): NetlinkConnection => new NetlinkConnection(kernel, { timeoutMs });
 
 test('a request gets its reply messages, then the ACK ends it', async (t) => {
@@ -50,7 +56,10 @@ test('an error reply becomes a NetlinkError naming the operation and the errno',
 });
 
 test('the extended ACK message and offset are carried on the error', async (t) => {
-  const tlvs = Uint8Array.from([...attr(NLMSGERR_ATTR_MSG, cstr('Chain already exists')), ...attr(NLMSGERR_ATTR_OFFS, le32(20))]);
+  const tlvs = Uint8Array.from([
+    ...attr(NLMSGERR_ATTR_MSG, cstr('Chain already exists')),
+    ...attr(NLMSGERR_ATTR_OFFS, le32(20)),
+  ]);
   const c = open(new FakeKernel(([req]) => [errorReply(req!, 17, tlvs, NLM_F_ACK_TLVS | NLM_F_CAPPED)]));
   const err = await t.throwsAsync(c.request(msg('add chain ip t c')), { instanceOf: NetlinkError });
   t.true(isExists(err));
@@ -143,7 +152,9 @@ test('concurrent callers are served one at a time, each with its own replies', a
 test('a batch is framed like nft frames it: begin and end carry the subsystem id', async (t) => {
   const kernel = new FakeKernel((reqs) => [ackReply(reqs.at(-2)!)]);
   const c = open(kernel);
-  const table = nfMessage(NfnlSubsys.NFTABLES, 0, AF_INET, 0, 'add table ip kpts', (w) => w.str(1, 'kpts').u32(2, 0, 'net'));
+  const table = nfMessage(NfnlSubsys.NFTABLES, 0, AF_INET, 0, 'add table ip kpts', (w) =>
+    w.str(1, 'kpts').u32(2, 0, 'net'),
+  );
   await c.batch(NfnlSubsys.NFTABLES, [table]);
   // We ask for an ACK on the last message (nft instead polls the socket); clear that bit.
   const sent = maskSeqPid(kernel.sent[0]!);

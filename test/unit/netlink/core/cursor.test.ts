@@ -85,7 +85,10 @@ test('a value larger than its payload is an error, reads return 0, and the walk 
   t.true(c.next());
   t.is(c.u32(), 0);
   t.false(c.next(), 'nothing after a latched error');
-  t.throws(() => c.check(), { instanceOf: NetlinkDecodeError, message: /short at offset 0: attribute 1 has 2 bytes, expected 4/ });
+  t.throws(() => c.check(), {
+    instanceOf: NetlinkDecodeError,
+    message: /short at offset 0: attribute 1 has 2 bytes, expected 4/,
+  });
 });
 
 test('an error inside a nest ends every level; exit() keeps it ended', (t) => {
@@ -100,7 +103,7 @@ test('an error inside a nest ends every level; exit() keeps it ended', (t) => {
   t.is(c.err()?.offset, 12);
 });
 
-test('fail() latches the caller\'s own objection at the current attribute', (t) => {
+test("fail() latches the caller's own objection at the current attribute", (t) => {
   const c = new AttrCursor(bytes([...attr(1, [1, 2, 3, 4]), ...attr(2, [9, 9, 9])]), 'addr', 4);
   c.next();
   c.next();

@@ -2,7 +2,16 @@
 // (detail) and the refused request's sequence number; callers test the errno, not the text.
 import test from 'ava';
 import {
-  AF_INET, errnoNumber, FakeKernel, isNotFound, isTimeout, NetlinkConnection, NetlinkError, nfMessage, NfnlSubsys, parseMessages,
+  AF_INET,
+  errnoNumber,
+  FakeKernel,
+  isNotFound,
+  isTimeout,
+  NetlinkConnection,
+  NetlinkError,
+  nfMessage,
+  NfnlSubsys,
+  parseMessages,
 } from '../../../../src/netlink/core/index.ts';
 import type { OutMessage } from '../../../../src/netlink/core/index.ts';
 import { errorReply } from '../../../../src/netlink/core/fake-kernel.ts';

@@ -26,9 +26,13 @@ test('an nf_tables message built by the core matches what nft sends for "add tab
   t.is(captured.length, 3, 'batch begin, new table, batch end');
   const newTable = captured[1]!;
   // nft 1.0.6 sends NEWTABLE with NLM_F_REQUEST alone (no NLM_F_CREATE).
-  const ours = nfMessage(NfnlSubsys.NFTABLES, 0, AF_INET, 0, 'add table ip kpts', (w) => w.str(1, 'kpts').u32(2, 0, 'net'));
+  const ours = nfMessage(NfnlSubsys.NFTABLES, 0, AF_INET, 0, 'add table ip kpts', (w) =>
+    w.str(1, 'kpts').u32(2, 0, 'net'),
+  );
   const a = maskSeqPid(encodeMessage({ ...ours, flags: ours.flags | NLM_F_REQUEST }, 0));
-  const e = maskSeqPid(encodeMessage({ type: newTable.type, flags: newTable.flags, payload: newTable.payload, label: '' }, 0));
+  const e = maskSeqPid(
+    encodeMessage({ type: newTable.type, flags: newTable.flags, payload: newTable.payload, label: '' }, 0),
+  );
   t.deepEqual(a, e, hexdiff(a, e));
 });
 
@@ -67,10 +71,18 @@ test('a real dump reply splits into table messages and NLMSG_DONE', (t) => {
 
 test('framing rejects truncated and lying headers with NetlinkDecodeError', (t) => {
   const good = fixture('core/nft-add-table-batch.hex');
-  t.throws(() => parseMessages(good.subarray(0, 10)), { instanceOf: NetlinkDecodeError, message: /too short for a message header/ });
-  t.throws(() => parseMessages(good.subarray(0, good.length - 4)), { instanceOf: NetlinkDecodeError, message: /claims \d+ bytes/ });
+  t.throws(() => parseMessages(good.subarray(0, 10)), {
+    instanceOf: NetlinkDecodeError,
+    message: /too short for a message header/,
+  });
+  t.throws(() => parseMessages(good.subarray(0, good.length - 4)), {
+    instanceOf: NetlinkDecodeError,
+    message: /claims \d+ bytes/,
+  });
   const zero = Uint8Array.from(good);
   zero[0] = 3;
   t.throws(() => parseMessages(zero), { instanceOf: NetlinkDecodeError, message: /below the header size/ });
-  t.throws(() => parseErrorPayload({ type: NLMSG_ERROR, flags: 0, seq: 0, pid: 0, payload: new Uint8Array(8) }), { instanceOf: NetlinkDecodeError });
+  t.throws(() => parseErrorPayload({ type: NLMSG_ERROR, flags: 0, seq: 0, pid: 0, payload: new Uint8Array(8) }), {
+    instanceOf: NetlinkDecodeError,
+  });
 });

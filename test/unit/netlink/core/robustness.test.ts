@@ -2,7 +2,14 @@
 // never another exception, a hang or an allocation sized from an unchecked length.
 import test from 'ava';
 import fc from 'fast-check';
-import { AttrSet, NetlinkDecodeError, parseErrorPayload, parseFamily, parseMessages, readAttrs } from '../../../../src/netlink/core/index.ts';
+import {
+  AttrSet,
+  NetlinkDecodeError,
+  parseErrorPayload,
+  parseFamily,
+  parseMessages,
+  readAttrs,
+} from '../../../../src/netlink/core/index.ts';
 import { fixture } from '../../../helpers/fixtures.ts';
 
 const onlyDecodeErrors = (fn: () => unknown): boolean => {
@@ -29,18 +36,33 @@ const decodeEverything = (buf: Uint8Array): void => {
 };
 
 test('random bytes', (t) => {
-  fc.assert(fc.property(fc.uint8Array({ maxLength: 512 }), (b) => onlyDecodeErrors(() => [...readAttrs(b, 'fuzz')]) && onlyDecodeErrors(() => decodeEverything(b))), { numRuns: 3000 });
+  fc.assert(
+    fc.property(
+      fc.uint8Array({ maxLength: 512 }),
+      (b) => onlyDecodeErrors(() => [...readAttrs(b, 'fuzz')]) && onlyDecodeErrors(() => decodeEverything(b)),
+    ),
+    { numRuns: 3000 },
+  );
   t.pass();
 });
 
-const seeds = ['core/nft-add-table-batch.hex', 'core/genl-getfamily-nlctrl.recv.hex', 'core/nft-create-table-eexist.recv.hex', 'core/nft-list-tables.recv.hex'].map(fixture);
+const seeds = [
+  'core/nft-add-table-batch.hex',
+  'core/genl-getfamily-nlctrl.recv.hex',
+  'core/nft-create-table-eexist.recv.hex',
+  'core/nft-list-tables.recv.hex',
+].map(fixture);
 
 test('every truncation of real kernel messages', (t) => {
-  for (const seed of seeds) for (let n = 0; n <= seed.length; n++) t.true(onlyDecodeErrors(() => decodeEverything(seed.subarray(0, n))));
+  for (const seed of seeds)
+    for (let n = 0; n <= seed.length; n++) t.true(onlyDecodeErrors(() => decodeEverything(seed.subarray(0, n))));
 });
 
 test('real kernel messages with random bytes overwritten', (t) => {
-  const arb = fc.record({ seed: fc.constantFrom(...seeds), edits: fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 8 }) });
+  const arb = fc.record({
+    seed: fc.constantFrom(...seeds),
+    edits: fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 8 }),
+  });
   fc.assert(
     fc.property(arb, ({ seed, edits }) => {
       const b = Uint8Array.from(seed);

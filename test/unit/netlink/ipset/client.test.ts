@@ -1,10 +1,24 @@
 // IpsetClient over the fake kernel: request shapes, bulk splitting, errors named by entry.
 import test from 'ava';
-import { ByteWriter, FakeKernel, NetlinkConnection, NetlinkError, NLM_F_EXCL, NLMSG_ERROR } from '../../../../src/netlink/core/index.ts';
+import {
+  ByteWriter,
+  FakeKernel,
+  NetlinkConnection,
+  NetlinkError,
+  NLM_F_EXCL,
+  NLMSG_ERROR,
+} from '../../../../src/netlink/core/index.ts';
 import type { InMessage } from '../../../../src/netlink/core/index.ts';
 import { ackReply } from '../../../../src/netlink/core/fake-kernel.ts';
 import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
-import { decodeEntry, IpsetAttr, IpsetClient, IpsetCmd, isEntryExists, isSetNotFound } from '../../../../src/netlink/ipset/index.ts';
+import {
+  decodeEntry,
+  IpsetAttr,
+  IpsetClient,
+  IpsetCmd,
+  isEntryExists,
+  isSetNotFound,
+} from '../../../../src/netlink/ipset/index.ts';
 import type { IpsetEntry } from '../../../../src/netlink/ipset/index.ts';
 import { ipsetAttrs } from '../../../../src/netlink/ipset/codec.ts';
 import { AttrSet } from '../../../../src/netlink/core/index.ts';
@@ -17,7 +31,13 @@ function ipsetError(req: InMessage, errno: number, lineno?: number): FakeReply {
     new DataView(echo.buffer).setUint32(a.offset + 4, lineno, false);
   }
   const w = new ByteWriter();
-  w.u32le(-errno >>> 0).u32le(16 + req.payload.length).u16le(req.type).u16le(req.flags).u32le(req.seq).u32le(req.pid).bytes(echo);
+  w.u32le(-errno >>> 0)
+    .u32le(16 + req.payload.length)
+    .u16le(req.type)
+    .u16le(req.flags)
+    .u32le(req.seq)
+    .u32le(req.pid)
+    .bytes(echo);
   return { type: NLMSG_ERROR, payload: w.toBytes(), seq: req.seq };
 }
 
@@ -30,7 +50,12 @@ const entriesOf = (m: InMessage): IpsetEntry[] => {
 };
 
 const many = (n: number): IpsetEntry[] =>
-  Array.from({ length: n }, (_, i) => ({ ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, proto: 'tcp' as const, port: 1 + (i % 65000), comment: `ns${i % 7}/svc${i}:p` }));
+  Array.from({ length: n }, (_, i) => ({
+    ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
+    proto: 'tcp' as const,
+    port: 1 + (i % 65000),
+    comment: `ns${i % 7}/svc${i}:p`,
+  }));
 
 test('create asks the kernel for the type revision once, then creates with it', async (t) => {
   const seen: number[] = [];
@@ -38,7 +63,17 @@ test('create asks the kernel for the type revision once, then creates with it', 
     seen.push(cmdOf(req!));
     if (cmdOf(req!) === IpsetCmd.TYPE) {
       const w = new ByteWriter();
-      w.u8(2).u8(0).u16be(0).u16le(5).u16le(IpsetAttr.PROTOCOL).u8(7).align4().u16le(5).u16le(IpsetAttr.REVISION).u8(7).align4();
+      w.u8(2)
+        .u8(0)
+        .u16be(0)
+        .u16le(5)
+        .u16le(IpsetAttr.PROTOCOL)
+        .u8(7)
+        .align4()
+        .u16le(5)
+        .u16le(IpsetAttr.REVISION)
+        .u8(7)
+        .align4();
       return [{ type: req!.type, payload: w.toBytes() }, ackReply(req!)];
     }
     if (cmdOf(req!) === IpsetCmd.CREATE) t.is(ipsetAttrs(req!, 'create').u8(IpsetAttr.REVISION), 7);
@@ -83,7 +118,10 @@ test('a refused entry in a bulk add is named, with its position; entries before 
   const err = await t.throwsAsync(c.addMany('KUBE-CLUSTER-IP', entries));
   t.true(err instanceof NetlinkError);
   t.true(isEntryExists(err));
-  t.is(err!.message, `add ${entries[4320]!.ip},tcp:${entries[4320]!.port} to ipset KUBE-CLUSTER-IP (entry 4321 of 5000): IPSET_ERR_EXIST`);
+  t.is(
+    err!.message,
+    `add ${entries[4320]!.ip},tcp:${entries[4320]!.port} to ipset KUBE-CLUSTER-IP (entry 4321 of 5000): IPSET_ERR_EXIST`,
+  );
 });
 
 test('an error the kernel blames on no entry (the set is missing) names the bulk, not an entry', async (t) => {

@@ -10,7 +10,19 @@ test('a LIST reply gives the header and the members, comments included', (t) => 
   const [set, ...rest] = decodeList([fixtureMessage('ipset/list.recv.hex', 2)]);
   t.is(rest.length, 0);
   const { entries, ...header } = set!;
-  t.like(header, { name: 'KUBE-CLUSTER-IP', type: 'hash:ip,port', family: 'inet', revision: 7, index: 0, hashSize: 1024, maxElem: 65536, comment: true, references: 0, elements: 2, bucketSize: 12 });
+  t.like(header, {
+    name: 'KUBE-CLUSTER-IP',
+    type: 'hash:ip,port',
+    family: 'inet',
+    revision: 7,
+    index: 0,
+    hashSize: 1024,
+    maxElem: 65536,
+    comment: true,
+    references: 0,
+    elements: 2,
+    bucketSize: 12,
+  });
   t.deepEqual(
     entries.sort((a, b) => String(a.ip).localeCompare(String(b.ip))),
     [
@@ -21,7 +33,9 @@ test('a LIST reply gives the header and the members, comments included', (t) => 
 });
 
 test('a LIST of all sets: every type decodes, IPv6 included', (t) => {
-  const msgs = fixtureLines('ipset/list-all.recv.hex').flatMap((l) => parseMessages(l)).filter((m) => m.type === (6 << 8 | 7));
+  const msgs = fixtureLines('ipset/list-all.recv.hex')
+    .flatMap((l) => parseMessages(l))
+    .filter((m) => m.type === ((6 << 8) | 7));
   const sets = decodeList(msgs);
   t.deepEqual(
     sets.map((s) => [s.name, s.type, s.family, s.entries]),

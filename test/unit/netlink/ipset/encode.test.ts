@@ -19,7 +19,7 @@ import { fixtureLines, sameAsFixture } from './fixture-lines.ts';
 const CIP = 'KUBE-CLUSTER-IP';
 const f = (name: string): string => `ipset/${name}.hex`;
 
-test('protocol and type queries equal the tool\'s (which sends them without NLM_F_ACK)', (t) => {
+test("protocol and type queries equal the tool's (which sends them without NLM_F_ACK)", (t) => {
   sameAsFixture(t, protocolMessage(), f('create-hash-ip-port'), 1, { maskFlags: true });
   sameAsFixture(t, typeMessage('hash:ip,port', 'inet'), f('create-hash-ip-port'), 2, { maskFlags: true });
   // The tool asks for the type's revisions with family inet even for an inet6 set; we ask with
@@ -32,25 +32,75 @@ test('protocol and type queries equal the tool\'s (which sends them without NLM_
 });
 
 test('create: every set type kube-proxy uses, byte for byte', (t) => {
-  sameAsFixture(t, createMessage(CIP, 'hash:ip,port', 7, { family: 'inet', hashSize: 1024, maxElem: 65536, comment: true }), f('create-hash-ip-port'), 3);
-  sameAsFixture(t, createMessage('KUBE-LOOP-BACK6', 'hash:ip', 6, { family: 'inet6', hashSize: 4096, maxElem: 131072 }), f('create-hash-ip-inet6'), 3);
-  sameAsFixture(t, createMessage('KUBE-LOOP-BACK', 'hash:ip,port,ip', 6, { hashSize: 1024, maxElem: 65536, comment: true }), f('create-hash-ip-port-ip'), 3);
-  sameAsFixture(t, createMessage('KUBE-LOAD-BALANCER-SOURCE-CIDR', 'hash:ip,port,net', 8, { hashSize: 1024, maxElem: 65536, comment: true }), f('create-hash-ip-port-net'), 3);
+  sameAsFixture(
+    t,
+    createMessage(CIP, 'hash:ip,port', 7, { family: 'inet', hashSize: 1024, maxElem: 65536, comment: true }),
+    f('create-hash-ip-port'),
+    3,
+  );
+  sameAsFixture(
+    t,
+    createMessage('KUBE-LOOP-BACK6', 'hash:ip', 6, { family: 'inet6', hashSize: 4096, maxElem: 131072 }),
+    f('create-hash-ip-inet6'),
+    3,
+  );
+  sameAsFixture(
+    t,
+    createMessage('KUBE-LOOP-BACK', 'hash:ip,port,ip', 6, { hashSize: 1024, maxElem: 65536, comment: true }),
+    f('create-hash-ip-port-ip'),
+    3,
+  );
+  sameAsFixture(
+    t,
+    createMessage('KUBE-LOAD-BALANCER-SOURCE-CIDR', 'hash:ip,port,net', 8, {
+      hashSize: 1024,
+      maxElem: 65536,
+      comment: true,
+    }),
+    f('create-hash-ip-port-net'),
+    3,
+  );
   sameAsFixture(t, createMessage('KUBE-SOURCE-RANGES', 'hash:net', 7, { comment: true }), f('create-hash-net'), 3);
-  sameAsFixture(t, createMessage('KUBE-NODE-PORT-TCP', 'bitmap:port', 3, { comment: true }), f('create-bitmap-port'), 3);
+  sameAsFixture(
+    t,
+    createMessage('KUBE-NODE-PORT-TCP', 'bitmap:port', 3, { comment: true }),
+    f('create-bitmap-port'),
+    3,
+  );
   sameAsFixture(t, createMessage('KPTS-TIMEOUT', 'hash:ip', 6, { timeout: 600 }), f('create-timeout'), 3);
 });
 
 test('add, del and test of one entry, with comment and with -exist', (t) => {
-  sameAsFixture(t, adtMessage('add', CIP, { ip: '10.96.0.1', proto: 'tcp', port: 443, comment: 'default/kubernetes:https' }), f('add-comment'), 3);
+  sameAsFixture(
+    t,
+    adtMessage('add', CIP, { ip: '10.96.0.1', proto: 'tcp', port: 443, comment: 'default/kubernetes:https' }),
+    f('add-comment'),
+    3,
+  );
   sameAsFixture(t, adtMessage('add', CIP, { ip: '10.96.0.10', proto: 'udp', port: 53 }, true), f('add-exist'), 3);
   sameAsFixture(t, adtMessage('del', CIP, { ip: '10.96.0.1', proto: 'tcp', port: 443 }), f('del'), 3);
   sameAsFixture(t, adtMessage('test', CIP, { ip: '10.96.0.1', proto: 'tcp', port: 443 }), f('test'), 3);
 });
 
 test('entries of every type', (t) => {
-  sameAsFixture(t, adtMessage('add', 'KUBE-LOOP-BACK', { ip: '10.244.1.5', proto: 'tcp', port: 8080, ip2: '10.244.1.5' }), f('add-ip-port-ip'), 3);
-  sameAsFixture(t, adtMessage('add', 'KUBE-LOAD-BALANCER-SOURCE-CIDR', { ip: '203.0.113.7', proto: 'tcp', port: 80, ip2: '192.168.0.0', cidr2: 16 }), f('add-ip-port-net'), 3);
+  sameAsFixture(
+    t,
+    adtMessage('add', 'KUBE-LOOP-BACK', { ip: '10.244.1.5', proto: 'tcp', port: 8080, ip2: '10.244.1.5' }),
+    f('add-ip-port-ip'),
+    3,
+  );
+  sameAsFixture(
+    t,
+    adtMessage('add', 'KUBE-LOAD-BALANCER-SOURCE-CIDR', {
+      ip: '203.0.113.7',
+      proto: 'tcp',
+      port: 80,
+      ip2: '192.168.0.0',
+      cidr2: 16,
+    }),
+    f('add-ip-port-net'),
+    3,
+  );
   sameAsFixture(t, adtMessage('add', 'KUBE-SOURCE-RANGES', { ip: '10.0.0.0', cidr: 8 }), f('add-net'), 3);
   sameAsFixture(t, adtMessage('add', 'KUBE-NODE-PORT-TCP', { port: 30080 }), f('add-bitmap-port'), 3);
   sameAsFixture(t, adtMessage('add', 'KUBE-CLUSTER-IP6', { ip: 'fd00::1', proto: 'sctp', port: 9 }), f('add-inet6'), 3);
@@ -90,8 +140,14 @@ test('bulk add equals what `ipset restore` sends: an ADT list with line numbers'
 });
 
 test('labels name the operation and the object', (t) => {
-  t.is(adtMessage('add', CIP, { ip: '10.0.0.1', proto: 'tcp', port: 80 }).label, 'add 10.0.0.1,tcp:80 to ipset KUBE-CLUSTER-IP');
-  t.is(adtMessage('del', CIP, { ip: '10.0.0.1', proto: 'udp', port: 53 }).label, 'del 10.0.0.1,udp:53 from ipset KUBE-CLUSTER-IP');
+  t.is(
+    adtMessage('add', CIP, { ip: '10.0.0.1', proto: 'tcp', port: 80 }).label,
+    'add 10.0.0.1,tcp:80 to ipset KUBE-CLUSTER-IP',
+  );
+  t.is(
+    adtMessage('del', CIP, { ip: '10.0.0.1', proto: 'udp', port: 53 }).label,
+    'del 10.0.0.1,udp:53 from ipset KUBE-CLUSTER-IP',
+  );
   t.is(createMessage('X', 'hash:net', 7, { family: 'inet6' }).label, 'create ipset X hash:net family inet6');
   t.is(swapMessage('A', 'B').label, 'swap ipsets A and B');
   t.throws(() => destroyMessage(''), { instanceOf: TypeError });

@@ -12,7 +12,10 @@ test('a proxier-style sync against the fake: create, bulk add, swap, destroy', a
   ]);
   await client.swap('KUBE-CLUSTER-IP', 'KUBE-CLUSTER-IP-TMP');
   await client.destroy('KUBE-CLUSTER-IP-TMP');
-  t.deepEqual(kernel.dump('KUBE-CLUSTER-IP'), { type: 'hash:ip,port', entries: ['10.96.0.1,tcp:443 comment "default/kubernetes:https"', '10.96.0.10,udp:53'] });
+  t.deepEqual(kernel.dump('KUBE-CLUSTER-IP'), {
+    type: 'hash:ip,port',
+    entries: ['10.96.0.1,tcp:443 comment "default/kubernetes:https"', '10.96.0.10,udp:53'],
+  });
   t.deepEqual(await client.getByName('KUBE-CLUSTER-IP'), { index: 0, family: 'inet' });
   const dup = await t.throwsAsync(client.add('KUBE-CLUSTER-IP', { ip: '10.96.0.10', proto: 'udp', port: 53 }));
   t.true(isEntryExists(dup));

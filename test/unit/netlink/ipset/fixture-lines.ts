@@ -3,7 +3,13 @@
 // output with them, seq and pid masked.
 import { readFileSync } from 'node:fs';
 import type { ExecutionContext } from 'ava';
-import { encodeMessage, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, parseMessages } from '../../../../src/netlink/core/index.ts';
+import {
+  encodeMessage,
+  NLM_F_ACK,
+  NLM_F_DUMP,
+  NLM_F_REQUEST,
+  parseMessages,
+} from '../../../../src/netlink/core/index.ts';
 import type { InMessage, OutMessage } from '../../../../src/netlink/core/index.ts';
 import { hexdiff, maskSeqPid } from '../../../helpers/fixtures.ts';
 
@@ -28,7 +34,13 @@ export function fixtureMessage(path: string, n: number): InMessage {
  * compares it with message `n` of the fixture, seq and pid masked. `maskFlags` also ignores
  * the flags, for requests the tool sends without NLM_F_ACK (our connection always asks).
  */
-export function sameAsFixture(t: ExecutionContext, msg: OutMessage, path: string, n: number, opts: { dump?: boolean; maskFlags?: boolean } = {}): void {
+export function sameAsFixture(
+  t: ExecutionContext,
+  msg: OutMessage,
+  path: string,
+  n: number,
+  opts: { dump?: boolean; maskFlags?: boolean } = {},
+): void {
   const expected = maskSeqPid(fixtureLines(path)[n - 1]!);
   const flags = msg.flags | NLM_F_REQUEST | (opts.dump ? NLM_F_DUMP : NLM_F_ACK);
   const actual = maskSeqPid(encodeMessage({ ...msg, flags }, 0, 0));

@@ -2,7 +2,15 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { AttrSet, AttrWriter, NetlinkDecodeError, parseMessages } from '../../../../src/netlink/core/index.ts';
-import { decodeEntry, decodeList, entryProblem, formatEntry, parseByNameReply, parseEntry, parseTypeReply } from '../../../../src/netlink/ipset/index.ts';
+import {
+  decodeEntry,
+  decodeList,
+  entryProblem,
+  formatEntry,
+  parseByNameReply,
+  parseEntry,
+  parseTypeReply,
+} from '../../../../src/netlink/ipset/index.ts';
 import type { IpsetEntry, IpsetType } from '../../../../src/netlink/ipset/index.ts';
 import { echoedLineno, writeEntry } from '../../../../src/netlink/ipset/codec.ts';
 import { fixtureLines } from './fixture-lines.ts';
@@ -10,19 +18,27 @@ import { fixtureLines } from './fixture-lines.ts';
 const v4 = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255)).map((p) => p.join('.'));
 const proto = fc.constantFrom('tcp' as const, 'udp' as const, 'sctp' as const);
 const port = fc.nat(65535);
-const comment = fc.option(fc.string({ maxLength: 40 }).filter((s) => !s.includes('\0')), { nil: undefined });
+const comment = fc.option(
+  fc.string({ maxLength: 40 }).filter((s) => !s.includes('\0')),
+  { nil: undefined },
+);
 
 const entryArb = (type: IpsetType, ip: fc.Arbitrary<string>, max: number): fc.Arbitrary<IpsetEntry> => {
-  const withComment = (e: IpsetEntry, c: string | undefined): IpsetEntry => (c === undefined ? e : { ...e, comment: c });
+  const withComment = (e: IpsetEntry, c: string | undefined): IpsetEntry =>
+    c === undefined ? e : { ...e, comment: c };
   switch (type) {
     case 'hash:ip':
       return fc.tuple(ip, comment).map(([a, c]) => withComment({ ip: a }, c));
     case 'hash:ip,port':
       return fc.tuple(ip, proto, port, comment).map(([a, p, n, c]) => withComment({ ip: a, proto: p, port: n }, c));
     case 'hash:ip,port,ip':
-      return fc.tuple(ip, proto, port, ip, comment).map(([a, p, n, b, c]) => withComment({ ip: a, proto: p, port: n, ip2: b }, c));
+      return fc
+        .tuple(ip, proto, port, ip, comment)
+        .map(([a, p, n, b, c]) => withComment({ ip: a, proto: p, port: n, ip2: b }, c));
     case 'hash:ip,port,net':
-      return fc.tuple(ip, proto, port, ip, fc.integer({ min: 1, max }), comment).map(([a, p, n, b, m, c]) => withComment({ ip: a, proto: p, port: n, ip2: b, cidr2: m }, c));
+      return fc
+        .tuple(ip, proto, port, ip, fc.integer({ min: 1, max }), comment)
+        .map(([a, p, n, b, m, c]) => withComment({ ip: a, proto: p, port: n, ip2: b, cidr2: m }, c));
     case 'hash:net':
       return fc.tuple(ip, fc.integer({ min: 1, max }), comment).map(([a, m, c]) => withComment({ ip: a, cidr: m }, c));
     case 'bitmap:port':
@@ -30,7 +46,14 @@ const entryArb = (type: IpsetType, ip: fc.Arbitrary<string>, max: number): fc.Ar
   }
 };
 
-const TYPES: IpsetType[] = ['hash:ip', 'hash:ip,port', 'hash:ip,port,ip', 'hash:ip,port,net', 'hash:net', 'bitmap:port'];
+const TYPES: IpsetType[] = [
+  'hash:ip',
+  'hash:ip,port',
+  'hash:ip,port,ip',
+  'hash:ip,port,net',
+  'hash:net',
+  'bitmap:port',
+];
 
 test('encode then decode gives the entry back, for every type (IPv4)', (t) => {
   for (const type of TYPES) {
@@ -87,7 +110,10 @@ test('entryProblem catches what the kernel would refuse', (t) => {
   t.regex(entryProblem('hash:net', 'inet', { ip: '10.0.0.0', cidr: 33 })!, /out of range/);
   t.regex(entryProblem('bitmap:port', 'inet', { port: 70000 })!, /out of range/);
   t.regex(entryProblem('hash:ip', 'inet', { ip: '10.0.0.1', port: 5 })!, /no port/);
-  t.is(entryProblem('hash:ip,port,net', 'inet6', { ip: 'fd00::1', proto: 'udp', port: 53, ip2: 'fd00::', cidr2: 64 }), undefined);
+  t.is(
+    entryProblem('hash:ip,port,net', 'inet6', { ip: 'fd00::1', proto: 'udp', port: 53, ip2: 'fd00::', cidr2: 64 }),
+    undefined,
+  );
 });
 
 const onlyDecodeErrors = (fn: () => unknown): boolean => {
@@ -110,10 +136,24 @@ const decodeAll = (buf: Uint8Array): void => {
   }
 };
 
-const seeds = ['ipset/list.recv.hex', 'ipset/list-all.recv.hex', 'ipset/restore.hex', 'ipset/add-ip-port-net.hex', 'ipset/add-inet6.hex'].flatMap((f) => fixtureLines(f));
+const seeds = [
+  'ipset/list.recv.hex',
+  'ipset/list-all.recv.hex',
+  'ipset/restore.hex',
+  'ipset/add-ip-port-net.hex',
+  'ipset/add-inet6.hex',
+].flatMap((f) => fixtureLines(f));
 
 test('robustness: random bytes give a value or a NetlinkDecodeError', (t) => {
-  fc.assert(fc.property(fc.uint8Array({ maxLength: 600 }), (b) => onlyDecodeErrors(() => decodeAll(b)) && onlyDecodeErrors(() => decodeList([{ type: 0x607, flags: 0, seq: 0, pid: 0, payload: b }]))), { numRuns: 3000 });
+  fc.assert(
+    fc.property(
+      fc.uint8Array({ maxLength: 600 }),
+      (b) =>
+        onlyDecodeErrors(() => decodeAll(b)) &&
+        onlyDecodeErrors(() => decodeList([{ type: 0x607, flags: 0, seq: 0, pid: 0, payload: b }])),
+    ),
+    { numRuns: 3000 },
+  );
   t.pass();
 });
 
@@ -121,15 +161,25 @@ test('robustness: every truncation and random edits of real messages', (t) => {
   for (const s of seeds) {
     for (let n = 0; n <= s.length; n++) {
       t.true(onlyDecodeErrors(() => decodeAll(s.subarray(0, n))));
-      t.true(onlyDecodeErrors(() => decodeList([{ type: 0x607, flags: 0, seq: 0, pid: 0, payload: s.subarray(16, Math.max(16, n)) }])));
+      t.true(
+        onlyDecodeErrors(() =>
+          decodeList([{ type: 0x607, flags: 0, seq: 0, pid: 0, payload: s.subarray(16, Math.max(16, n)) }]),
+        ),
+      );
     }
   }
-  const arb = fc.record({ seed: fc.constantFrom(...seeds), edits: fc.array(fc.tuple(fc.nat(), fc.nat(255)), { maxLength: 8 }) });
+  const arb = fc.record({
+    seed: fc.constantFrom(...seeds),
+    edits: fc.array(fc.tuple(fc.nat(), fc.nat(255)), { maxLength: 8 }),
+  });
   fc.assert(
     fc.property(arb, ({ seed, edits }) => {
       const b = Uint8Array.from(seed);
       for (const [at, v] of edits) b[at % b.length] = v;
-      return onlyDecodeErrors(() => decodeAll(b)) && onlyDecodeErrors(() => decodeList([{ type: 0x607, flags: 0, seq: 0, pid: 0, payload: b.subarray(16) }]));
+      return (
+        onlyDecodeErrors(() => decodeAll(b)) &&
+        onlyDecodeErrors(() => decodeList([{ type: 0x607, flags: 0, seq: 0, pid: 0, payload: b.subarray(16) }]))
+      );
     }),
     { numRuns: 5000 },
   );

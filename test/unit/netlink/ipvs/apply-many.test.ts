@@ -3,12 +3,30 @@
 // that are never sent, and the one-at-a-time fallback for a transport without pipeline().
 import test from 'ava';
 import { NetlinkConnection, NetlinkError } from '../../../../src/netlink/core/index.ts';
-import { IPVS_OPS_PER_DATAGRAM, IpvsClient, IpvsCmd, IpvsSchedulerError, isIpvsExists, isServiceNotFound } from '../../../../src/netlink/ipvs/index.ts';
+import {
+  IPVS_OPS_PER_DATAGRAM,
+  IpvsClient,
+  IpvsCmd,
+  IpvsSchedulerError,
+  isIpvsExists,
+  isServiceNotFound,
+} from '../../../../src/netlink/ipvs/index.ts';
 import type { IpvsOp, IpvsServiceSpec, IpvsTransport } from '../../../../src/netlink/ipvs/index.ts';
 import { FakeIpvs } from './fake-ipvs.ts';
 
-const svc = (i: number): IpvsServiceSpec => ({ family: 'IPv4', protocol: 'tcp', address: `10.96.${i >> 8}.${i & 255}`, port: 80, scheduler: 'rr' });
-const dest = (i: number, j: number) => ({ address: `10.0.${i & 255}.${j}`, port: 8080, weight: 1, forward: 'masq' as const });
+const svc = (i: number): IpvsServiceSpec => ({
+  family: 'IPv4',
+  protocol: 'tcp',
+  address: `10.96.${i >> 8}.${i & 255}`,
+  port: 80,
+  scheduler: 'rr',
+});
+const dest = (i: number, j: number) => ({
+  address: `10.0.${i & 255}.${j}`,
+  port: 8080,
+  weight: 1,
+  forward: 'masq' as const,
+});
 
 function setup(): { fake: FakeIpvs; conn: NetlinkConnection; client: IpvsClient } {
   const fake = new FakeIpvs();
@@ -56,7 +74,10 @@ test('each failure is its own NetlinkError naming the operation and object; the 
   t.true(isServiceNotFound(noService));
   t.is(noService!.message, 'add ipvs destination 10.0.2.1:8080 of TCP 10.96.0.2:80: ESRCH');
   t.true(noScheduler instanceof IpvsSchedulerError);
-  t.regex(noScheduler!.message, /^add ipvs service TCP 10\.96\.0\.3:80 scheduler nosuch: scheduler "nosuch" is not available/);
+  t.regex(
+    noScheduler!.message,
+    /^add ipvs service TCP 10\.96\.0\.3:80 scheduler nosuch: scheduler "nosuch" is not available/,
+  );
   t.is(ok1, undefined);
   t.is(ok2, undefined);
   t.true(isServiceNotFound(gone));
@@ -76,8 +97,14 @@ test('a value the encoders refuse is EINVAL naming the operation, never sent; th
   t.is(b, undefined);
   t.true(bad1 instanceof NetlinkError);
   t.is(bad1!.code, 'EINVAL');
-  t.is(bad1!.message, 'add ipvs destination 10.0.1.1:8080 of TCP 10.96.0.1:80: EINVAL (destination weight -1 is out of range)');
-  t.regex(bad2!.message, /^add ipvs destination not-an-ip:8080 of TCP 10\.96\.0\.1:80: EINVAL \(.*not an IP address\)$/);
+  t.is(
+    bad1!.message,
+    'add ipvs destination 10.0.1.1:8080 of TCP 10.96.0.1:80: EINVAL (destination weight -1 is out of range)',
+  );
+  t.regex(
+    bad2!.message,
+    /^add ipvs destination not-an-ip:8080 of TCP 10\.96\.0\.1:80: EINVAL \(.*not an IP address\)$/,
+  );
   t.deepEqual(bursts(fake), [2]);
 });
 
@@ -85,7 +112,11 @@ test(`at most ${IPVS_OPS_PER_DATAGRAM} requests per datagram, so every error rep
   const { fake, client } = setup();
   // Destinations of a service that does not exist: every request fails (ESRCH).
   const many = (j: number) => ({ ...dest(1, 1), address: `10.1.${j >> 8}.${j & 255}` });
-  const ops: IpvsOp[] = Array.from({ length: 600 }, (_, j) => ({ op: 'add-destination', service: svc(1), destination: many(j) }));
+  const ops: IpvsOp[] = Array.from({ length: 600 }, (_, j) => ({
+    op: 'add-destination',
+    service: svc(1),
+    destination: many(j),
+  }));
   const res = await client.applyMany(ops);
   t.deepEqual(bursts(fake), [256, 256, 88]);
   t.is(res.filter((e) => isServiceNotFound(e)).length, 600);
@@ -122,7 +153,9 @@ test('an exchange that fails (aborted) rejects: which operations took effect is 
   await client.familyId();
   const ac = new AbortController();
   ac.abort(new Error('sync aborted'));
-  await t.throwsAsync(client.applyMany([{ op: 'add-service', service: svc(1) }], { signal: ac.signal }), { message: 'sync aborted' });
+  await t.throwsAsync(client.applyMany([{ op: 'add-service', service: svc(1) }], { signal: ac.signal }), {
+    message: 'sync aborted',
+  });
 });
 
 test('the fake acknowledges only requests that ask for it, as the kernel does', async (t) => {

@@ -24,7 +24,14 @@ recvmsg(3, {msg_name={sa_family=AF_NETLINK, nl_pid=0, nl_groups=00000000}, msg_n
 
 test('hexdump blocks become syscalls; MSG_PEEK reads are skipped; nlctrl is dropped; seq/pid zeroed', (t) => {
   const calls = parseStrace(STRACE);
-  t.deepEqual(calls.map((c) => [c.dir, c.bytes.length]), [['send', 32], ['send', 20], ['recv', 36]]);
+  t.deepEqual(
+    calls.map((c) => [c.dir, c.bytes.length]),
+    [
+      ['send', 32],
+      ['send', 20],
+      ['recv', 36],
+    ],
+  );
   t.deepEqual(ipvsMessages(calls), [
     { dir: 'send', hex: '14000000200005000000000000000000' + '0f010000' },
     { dir: 'recv', hex: '24000000200000000000000000000000' + '0e01000008000100010201000800020000100000' },

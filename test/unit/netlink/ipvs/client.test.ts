@@ -2,7 +2,14 @@
 // predicates, the named scheduler error, the missing-family error, and deleteServices.
 import test from 'ava';
 import { NetlinkConnection, NetlinkError } from '../../../../src/netlink/core/index.ts';
-import { IpvsClient, IpvsSchedulerError, isDestinationNotFound, isIpvsExists, isSchedulerMissing, isServiceNotFound } from '../../../../src/netlink/ipvs/index.ts';
+import {
+  IpvsClient,
+  IpvsSchedulerError,
+  isDestinationNotFound,
+  isIpvsExists,
+  isSchedulerMissing,
+  isServiceNotFound,
+} from '../../../../src/netlink/ipvs/index.ts';
 import type { IpvsServiceKey, IpvsServiceSpec } from '../../../../src/netlink/ipvs/index.ts';
 import { FakeIpvs } from './fake-ipvs.ts';
 
@@ -45,7 +52,10 @@ test('an unknown scheduler is an IpvsSchedulerError naming the module', async (t
   t.true(isSchedulerMissing(e));
   t.is(e!.code, 'ENOENT');
   t.is(e!.scheduler, 'nosuch');
-  t.regex(e!.message, /add ipvs service TCP 10\.96\.0\.1:80 scheduler nosuch: scheduler "nosuch" is not available \(is module ip_vs_nosuch loadable\?\): ENOENT/);
+  t.regex(
+    e!.message,
+    /add ipvs service TCP 10\.96\.0\.1:80 scheduler nosuch: scheduler "nosuch" is not available \(is module ip_vs_nosuch loadable\?\): ENOENT/,
+  );
   t.true(e!.cause instanceof NetlinkError);
 });
 
@@ -56,10 +66,13 @@ test('destinations: add, list, edit weight, delete; ENOENT and ESRCH', async (t)
   await client.addDestination(WEB, { address: '10.0.0.3', port: 8080, weight: 1, upperThreshold: 5 });
   t.true(isIpvsExists(await t.throwsAsync(client.addDestination(WEB, { address: '10.0.0.2', port: 8080, weight: 1 }))));
   await client.editDestination(WEB, { address: '10.0.0.2', port: 8080, weight: 0 });
-  t.deepEqual((await client.listDestinations(WEB)).map((d) => [d.address, d.weight, d.upperThreshold, d.forward]), [
-    ['10.0.0.2', 0, 0, 'masq'],
-    ['10.0.0.3', 1, 5, 'masq'],
-  ]);
+  t.deepEqual(
+    (await client.listDestinations(WEB)).map((d) => [d.address, d.weight, d.upperThreshold, d.forward]),
+    [
+      ['10.0.0.2', 0, 0, 'masq'],
+      ['10.0.0.3', 1, 5, 'masq'],
+    ],
+  );
   await client.deleteDestination(WEB, { address: '10.0.0.2', port: 8080 });
   const e = await t.throwsAsync(client.deleteDestination(WEB, { address: '10.0.0.2', port: 8080 }));
   t.true(isDestinationNotFound(e));
@@ -100,7 +113,12 @@ test('add service on a kernel without IPVS: the family error, not a scheduler er
 
 test('a missing persistence engine is named with the scheduler', async (t) => {
   const { client } = setup();
-  const e = await t.throwsAsync(client.addService({ ...WEB, scheduler: 'nosuch', peName: 'sip' }), { instanceOf: IpvsSchedulerError });
+  const e = await t.throwsAsync(client.addService({ ...WEB, scheduler: 'nosuch', peName: 'sip' }), {
+    instanceOf: IpvsSchedulerError,
+  });
   t.is(e!.peName, 'sip');
-  t.regex(e!.message, /scheduler "nosuch" or persistence engine "sip" is not available \(modules ip_vs_nosuch, ip_vs_pe_sip\): ENOENT$/);
+  t.regex(
+    e!.message,
+    /scheduler "nosuch" or persistence engine "sip" is not available \(modules ip_vs_nosuch, ip_vs_pe_sip\): ENOENT$/,
+  );
 });

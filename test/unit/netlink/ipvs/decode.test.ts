@@ -1,7 +1,17 @@
 // Decoding what Debian's 6.1 kernel answered ipvsadm (test/fixtures/netlink/ipvs/list.hex etc.).
 // The expected values are read off `ipvsadm -Ln` of the same boot (list.ipvsadm.txt).
 import test from 'ava';
-import { IP_VS_SVC_F_PERSISTENT, IP_VS_SVC_F_SCHED_SH_FALLBACK, IP_VS_SVC_F_SCHED_SH_PORT, IpvsCmd, parseConfigReply, parseDestReply, parseInfoReply, parseServiceReply, zeroStats } from '../../../../src/netlink/ipvs/index.ts';
+import {
+  IP_VS_SVC_F_PERSISTENT,
+  IP_VS_SVC_F_SCHED_SH_FALLBACK,
+  IP_VS_SVC_F_SCHED_SH_PORT,
+  IpvsCmd,
+  parseConfigReply,
+  parseDestReply,
+  parseInfoReply,
+  parseServiceReply,
+  zeroStats,
+} from '../../../../src/netlink/ipvs/index.ts';
 import { received } from './fixture.ts';
 
 test('service dump entries decode to what ipvsadm -Ln printed', (t) => {
@@ -12,9 +22,36 @@ test('service dump entries decode to what ipvsadm -Ln printed', (t) => {
     return s;
   });
   t.deepEqual(brief, [
-    { family: 'IPv4', protocol: 'tcp', address: '10.96.0.2', port: 443, scheduler: 'sh', flags: IP_VS_SVC_F_PERSISTENT | IP_VS_SVC_F_SCHED_SH_FALLBACK | IP_VS_SVC_F_SCHED_SH_PORT, timeout: 300, netmask: 24 },
-    { family: 'IPv6', protocol: 'udp', address: 'fd00::10', port: 53, scheduler: 'rr', flags: 0, timeout: 0, netmask: 128 },
-    { family: 'IPv4', protocol: 'tcp', address: '10.96.0.1', port: 80, scheduler: 'wrr', flags: IP_VS_SVC_F_PERSISTENT, timeout: 10800, netmask: 32 },
+    {
+      family: 'IPv4',
+      protocol: 'tcp',
+      address: '10.96.0.2',
+      port: 443,
+      scheduler: 'sh',
+      flags: IP_VS_SVC_F_PERSISTENT | IP_VS_SVC_F_SCHED_SH_FALLBACK | IP_VS_SVC_F_SCHED_SH_PORT,
+      timeout: 300,
+      netmask: 24,
+    },
+    {
+      family: 'IPv6',
+      protocol: 'udp',
+      address: 'fd00::10',
+      port: 53,
+      scheduler: 'rr',
+      flags: 0,
+      timeout: 0,
+      netmask: 128,
+    },
+    {
+      family: 'IPv4',
+      protocol: 'tcp',
+      address: '10.96.0.1',
+      port: 80,
+      scheduler: 'wrr',
+      flags: IP_VS_SVC_F_PERSISTENT,
+      timeout: 10800,
+      netmask: 32,
+    },
     { family: 'IPv4', fwmark: 7, scheduler: 'rr', flags: 0, timeout: 0, netmask: 32 },
   ]);
 });
@@ -22,7 +59,18 @@ test('service dump entries decode to what ipvsadm -Ln printed', (t) => {
 test('destination dump entries decode to what ipvsadm -Ln printed', (t) => {
   const dests = received('list', IpvsCmd.NEW_DEST).map((m) => parseDestReply(m));
   t.deepEqual(
-    dests.map((d) => [d.family, d.address, d.port, d.forward, d.weight, d.upperThreshold, d.lowerThreshold, d.activeConns, d.inactiveConns, d.persistentConns]),
+    dests.map((d) => [
+      d.family,
+      d.address,
+      d.port,
+      d.forward,
+      d.weight,
+      d.upperThreshold,
+      d.lowerThreshold,
+      d.activeConns,
+      d.inactiveConns,
+      d.persistentConns,
+    ]),
     [
       ['IPv4', '10.0.0.3', 8080, 'masq', 5, 100, 10, 0, 0, 0],
       ['IPv4', '10.0.0.2', 8080, 'masq', 0, 0, 0, 0, 0, 0],

@@ -4,7 +4,12 @@
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { NetlinkConnection, parseMessages } from '../../../../src/netlink/core/index.ts';
-import { IP_VS_SVC_F_SCHED_SH_FALLBACK, IP_VS_SVC_F_SCHED_SH_PORT, IpvsClient, IpvsCmd } from '../../../../src/netlink/ipvs/index.ts';
+import {
+  IP_VS_SVC_F_SCHED_SH_FALLBACK,
+  IP_VS_SVC_F_SCHED_SH_PORT,
+  IpvsClient,
+  IpvsCmd,
+} from '../../../../src/netlink/ipvs/index.ts';
 import type { IpvsServiceKey } from '../../../../src/netlink/ipvs/index.ts';
 import { hexdiff, maskSeqPid } from '../../../helpers/fixtures.ts';
 import { capturedFamily, sentCommand } from './fixture.ts';
@@ -34,8 +39,14 @@ test('add service: ipvsadm -A -t 10.96.0.1:80 -s rr', async (t) => {
 test('add service with persistence, netmask and sh flags: ipvsadm -A -t 10.96.0.2:443 -s sh -p 300 -M 255.255.255.0 -b sh-fallback,sh-port', async (t) => {
   const { client, last } = setup('svc-add-persist-netmask');
   await client.addService({
-    family: 'IPv4', protocol: 'tcp', address: '10.96.0.2', port: 443, scheduler: 'sh',
-    flags: IP_VS_SVC_F_SCHED_SH_FALLBACK | IP_VS_SVC_F_SCHED_SH_PORT, timeout: 300, netmask: 24,
+    family: 'IPv4',
+    protocol: 'tcp',
+    address: '10.96.0.2',
+    port: 443,
+    scheduler: 'sh',
+    flags: IP_VS_SVC_F_SCHED_SH_FALLBACK | IP_VS_SVC_F_SCHED_SH_PORT,
+    timeout: 300,
+    netmask: 24,
   });
   sameBytes(t, last(), sentCommand('svc-add-persist-netmask', IpvsCmd.NEW_SERVICE).raw, 'NEW_SERVICE');
 });
@@ -65,7 +76,14 @@ test('add destination: ipvsadm -a -t 10.96.0.1:80 -r 10.0.0.2:8080 -m -w 1 (and 
   await client.addService({ ...WEB, scheduler: 'rr' });
   await client.addDestination(WEB, { address: '10.0.0.2', port: 8080, weight: 1 });
   sameDestRequest(t, last(), sentCommand('dest-add-masq', IpvsCmd.NEW_DEST).raw);
-  await client.addDestination(WEB, { address: '10.0.0.3', port: 8080, forward: 'masq', weight: 5, upperThreshold: 100, lowerThreshold: 10 });
+  await client.addDestination(WEB, {
+    address: '10.0.0.3',
+    port: 8080,
+    forward: 'masq',
+    weight: 5,
+    upperThreshold: 100,
+    lowerThreshold: 10,
+  });
   sameDestRequest(t, last(), sentCommand('dest-add-thresholds', IpvsCmd.NEW_DEST).raw);
 });
 
@@ -103,7 +121,7 @@ test('flush and the simple GETs: ipvsadm -C, -L --timeout, and the GET_INFO it s
 /** Attributes of a nest as [type, hex] pairs, ignoring the NLA_F_NESTED bit. */
 function attrList(b: Uint8Array): [number, string][] {
   const out: [number, string][] = [];
-  for (let off = 0; off + 4 <= b.length; ) {
+  for (let off = 0; off + 4 <= b.length;) {
     const len = b[off]! | (b[off + 1]! << 8);
     const type = (b[off + 2]! | (b[off + 3]! << 8)) & 0x3fff;
     out.push([type, Buffer.from(b.subarray(off + 4, off + len)).toString('hex')]);
@@ -129,7 +147,11 @@ function sameDestRequest(t: ExecutionContext, ours: Uint8Array, theirs: Uint8Arr
   const [theirSvc, theirDest] = nests(theirs);
   t.deepEqual(oursDest, theirDest, 'IPVS_CMD_ATTR_DEST');
   t.is(oursSvc![0], theirSvc![0]);
-  t.deepEqual(oursSvc![1], theirSvc![1].filter(([ty]) => [1, 2, 3, 4, 5].includes(ty)), 'service key attributes');
+  t.deepEqual(
+    oursSvc![1],
+    theirSvc![1].filter(([ty]) => [1, 2, 3, 4, 5].includes(ty)),
+    'service key attributes',
+  );
 }
 
 // For deletes and dumps ipvsadm sends the whole service (with an empty scheduler) and the whole
@@ -158,7 +180,7 @@ for (const [fixture, cmd, act] of [
   });
 }
 
-test('dumps: the service dump request is ipvsadm\'s GET_SERVICE; flags carry NLM_F_DUMP', async (t) => {
+test("dumps: the service dump request is ipvsadm's GET_SERVICE; flags carry NLM_F_DUMP", async (t) => {
   const { client, last } = setup('list');
   await client.listServices();
   const ours = last();

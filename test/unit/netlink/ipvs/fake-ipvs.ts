@@ -4,7 +4,18 @@
 // As the kernel's netlink_rcv_skb, it handles every request of a datagram in turn, answers
 // each failure with an error, and a success with an ACK only when the request asked for one
 // (pipelined requests ask on the last message only).
-import { AttrSet, AttrWriter, ByteWriter, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, FakeKernel, GENL_ID_CTRL, NLM_F_ACK, NLM_F_DUMP, NLM_F_MULTI } from '../../../../src/netlink/core/index.ts';
+import {
+  AttrSet,
+  AttrWriter,
+  ByteWriter,
+  CTRL_ATTR_FAMILY_ID,
+  CTRL_ATTR_FAMILY_NAME,
+  FakeKernel,
+  GENL_ID_CTRL,
+  NLM_F_ACK,
+  NLM_F_DUMP,
+  NLM_F_MULTI,
+} from '../../../../src/netlink/core/index.ts';
 import type { InMessage } from '../../../../src/netlink/core/index.ts';
 import { ackReply as ack, doneReply, errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
 import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
@@ -92,9 +103,18 @@ export class FakeIpvs {
         this.services.delete(key);
         return [ackReply(req)];
       case IpvsCmd.GET_SERVICE:
-        if (dump) return [...[...this.services.values()].map((e) => this.reply(IpvsCmd.NEW_SERVICE, (w) => writeServiceEntry(w, IpvsCmdAttr.SERVICE, e.svc), NLM_F_MULTI)), doneReply(req)];
+        if (dump)
+          return [
+            ...[...this.services.values()].map((e) =>
+              this.reply(IpvsCmd.NEW_SERVICE, (w) => writeServiceEntry(w, IpvsCmdAttr.SERVICE, e.svc), NLM_F_MULTI),
+            ),
+            doneReply(req),
+          ];
         if (!entry) return [errorReply(req, E.ESRCH)];
-        return [this.reply(IpvsCmd.NEW_SERVICE, (w) => writeServiceEntry(w, IpvsCmdAttr.SERVICE, entry.svc)), ackReply(req)];
+        return [
+          this.reply(IpvsCmd.NEW_SERVICE, (w) => writeServiceEntry(w, IpvsCmdAttr.SERVICE, entry.svc)),
+          ackReply(req),
+        ];
       case IpvsCmd.NEW_DEST:
       case IpvsCmd.SET_DEST:
       case IpvsCmd.DEL_DEST: {
@@ -104,12 +124,25 @@ export class FakeIpvs {
         if (cmd === IpvsCmd.NEW_DEST && entry.dests.has(dk)) return [errorReply(req, E.EEXIST)];
         if (cmd !== IpvsCmd.NEW_DEST && !entry.dests.has(dk)) return [errorReply(req, E.ENOENT)];
         if (cmd === IpvsCmd.DEL_DEST) entry.dests.delete(dk);
-        else entry.dests.set(dk, { ...d, activeConns: 0, inactiveConns: 0, persistentConns: 0, stats: zeroStats(), unknown: [] });
+        else
+          entry.dests.set(dk, {
+            ...d,
+            activeConns: 0,
+            inactiveConns: 0,
+            persistentConns: 0,
+            stats: zeroStats(),
+            unknown: [],
+          });
         return [ackReply(req)];
       }
       case IpvsCmd.GET_DEST:
         if (!entry) return [errorReply(req, E.ESRCH)];
-        return [...[...entry.dests.values()].map((d) => this.reply(IpvsCmd.NEW_DEST, (w) => writeDestinationEntry(w, IpvsCmdAttr.DEST, d), NLM_F_MULTI)), doneReply(req)];
+        return [
+          ...[...entry.dests.values()].map((d) =>
+            this.reply(IpvsCmd.NEW_DEST, (w) => writeDestinationEntry(w, IpvsCmdAttr.DEST, d), NLM_F_MULTI),
+          ),
+          doneReply(req),
+        ];
       case IpvsCmd.SET_CONFIG:
         this.timeouts = {
           tcp: attrs.u32(IpvsCmdAttr.TIMEOUT_TCP) || this.timeouts.tcp,
@@ -118,7 +151,15 @@ export class FakeIpvs {
         };
         return [ackReply(req)];
       case IpvsCmd.GET_CONFIG:
-        return [this.reply(IpvsCmd.SET_CONFIG, (w) => w.u32(IpvsCmdAttr.TIMEOUT_TCP, this.timeouts.tcp).u32(IpvsCmdAttr.TIMEOUT_TCP_FIN, this.timeouts.tcpFin).u32(IpvsCmdAttr.TIMEOUT_UDP, this.timeouts.udp)), ackReply(req)];
+        return [
+          this.reply(IpvsCmd.SET_CONFIG, (w) =>
+            w
+              .u32(IpvsCmdAttr.TIMEOUT_TCP, this.timeouts.tcp)
+              .u32(IpvsCmdAttr.TIMEOUT_TCP_FIN, this.timeouts.tcpFin)
+              .u32(IpvsCmdAttr.TIMEOUT_UDP, this.timeouts.udp),
+          ),
+          ackReply(req),
+        ];
       case IpvsCmd.FLUSH:
         this.services.clear();
         return [ackReply(req)];

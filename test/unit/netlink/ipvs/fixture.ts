@@ -26,13 +26,17 @@ export function capture(name: string): Captured[] {
 /** The sent IPVS message with genl command `cmd` (ipvsadm first asks GET_INFO, which is skipped). */
 export function sentCommand(name: string, cmd: number, index?: number): Captured {
   const found = capture(name).filter((c) => c.dir === 'send' && c.msg.payload[0] === cmd);
-  if (index === undefined && found.length !== 1) throw new Error(`${name}: ${found.length} sent messages with command ${cmd}`);
+  if (index === undefined && found.length !== 1)
+    throw new Error(`${name}: ${found.length} sent messages with command ${cmd}`);
   const c = found[index ?? 0];
   if (!c) throw new Error(`${name}: no sent message ${index} with command ${cmd}`);
   return c;
 }
 
-export const received = (name: string, cmd: number): InMessage[] => capture(name).filter((c) => c.dir === 'recv' && c.msg.payload[0] === cmd && c.msg.type >= 0x10).map((c) => c.msg);
+export const received = (name: string, cmd: number): InMessage[] =>
+  capture(name)
+    .filter((c) => c.dir === 'recv' && c.msg.payload[0] === cmd && c.msg.type >= 0x10)
+    .map((c) => c.msg);
 
 /** The IPVS family id of the capture's boot (the nlmsg type of its messages). */
 export const capturedFamily = (name: string): number => capture(name).find((c) => c.dir === 'send')!.msg.type;

@@ -4,7 +4,13 @@ import test from 'ava';
 import fc from 'fast-check';
 import { NetlinkDecodeError } from '../../../../src/netlink/core/index.ts';
 import type { InMessage } from '../../../../src/netlink/core/index.ts';
-import { IpvsCmd, parseConfigReply, parseDestReply, parseInfoReply, parseServiceReply } from '../../../../src/netlink/ipvs/index.ts';
+import {
+  IpvsCmd,
+  parseConfigReply,
+  parseDestReply,
+  parseInfoReply,
+  parseServiceReply,
+} from '../../../../src/netlink/ipvs/index.ts';
 import { received } from './fixture.ts';
 
 const decoders: Array<[string, (m: InMessage) => unknown]> = [
@@ -28,10 +34,16 @@ function safely(decode: (m: InMessage) => unknown, payload: Uint8Array): boolean
 
 test('random payloads', (t) => {
   for (const [name, decode] of decoders) {
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 400 }), (b) => safely(decode, b)), { numRuns: 500 });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 400 }), (b) => safely(decode, b)),
+      { numRuns: 500 },
+    );
     // With a plausible genl header in front, so the attribute parsers get exercised.
     for (const cmd of [IpvsCmd.NEW_SERVICE, IpvsCmd.NEW_DEST, IpvsCmd.SET_CONFIG, IpvsCmd.SET_INFO]) {
-      fc.assert(fc.property(fc.uint8Array({ maxLength: 400 }), (b) => safely(decode, Uint8Array.from([cmd, 1, 0, 0, ...b]))), { numRuns: 300 });
+      fc.assert(
+        fc.property(fc.uint8Array({ maxLength: 400 }), (b) => safely(decode, Uint8Array.from([cmd, 1, 0, 0, ...b]))),
+        { numRuns: 300 },
+      );
     }
     t.pass(name);
   }
@@ -39,9 +51,15 @@ test('random payloads', (t) => {
 
 test('every truncation and corruption of captured replies', (t) => {
   const samples: Array<[(m: InMessage) => unknown, Uint8Array]> = [
-    ...received('list', IpvsCmd.NEW_SERVICE).map((m) => [parseServiceReply, m.payload] as [(m: InMessage) => unknown, Uint8Array]),
-    ...received('list', IpvsCmd.NEW_DEST).map((m) => [(x: InMessage) => parseDestReply(x), m.payload] as [(m: InMessage) => unknown, Uint8Array]),
-    ...received('timeouts-get', IpvsCmd.SET_CONFIG).map((m) => [parseConfigReply, m.payload] as [(m: InMessage) => unknown, Uint8Array]),
+    ...received('list', IpvsCmd.NEW_SERVICE).map(
+      (m) => [parseServiceReply, m.payload] as [(m: InMessage) => unknown, Uint8Array],
+    ),
+    ...received('list', IpvsCmd.NEW_DEST).map(
+      (m) => [(x: InMessage) => parseDestReply(x), m.payload] as [(m: InMessage) => unknown, Uint8Array],
+    ),
+    ...received('timeouts-get', IpvsCmd.SET_CONFIG).map(
+      (m) => [parseConfigReply, m.payload] as [(m: InMessage) => unknown, Uint8Array],
+    ),
   ];
   let cases = 0;
   for (const [decode, payload] of samples) {

@@ -19,16 +19,49 @@ const v4 = fc.uint8Array({ minLength: 4, maxLength: 4 }).map((b) => ipFromBytes(
 const v6 = fc.uint8Array({ minLength: 16, maxLength: 16 }).map((b) => ipFromBytes(b).text);
 const u64 = fc.bigInt({ min: 0n, max: (1n << 64n) - 1n });
 const u32 = fc.integer({ min: 0, max: 0xffffffff });
-const stats: fc.Arbitrary<IpvsStats> = fc.record({ conns: u64, inPkts: u64, outPkts: u64, inBytes: u64, outBytes: u64, cps: u64, inPps: u64, outPps: u64, inBps: u64, outBps: u64 });
+const stats: fc.Arbitrary<IpvsStats> = fc.record({
+  conns: u64,
+  inPkts: u64,
+  outPkts: u64,
+  inBytes: u64,
+  outBytes: u64,
+  cps: u64,
+  inPps: u64,
+  outPps: u64,
+  inBps: u64,
+  outBps: u64,
+});
 const sched = fc.constantFrom('rr', 'wrr', 'lc', 'wlc', 'sh', 'dh', 'mh', 'sed', 'nq', 'fo', 'ovf');
 // An attribute type above every IPVS_SVC/DEST_ATTR_* (kept as unknown), with any payload.
-const unknownAttrs = fc.array(fc.record({ type: fc.integer({ min: 16, max: 0x3fff }), data: fc.uint8Array({ maxLength: 12 }) }), { maxLength: 2 });
+const unknownAttrs = fc.array(
+  fc.record({ type: fc.integer({ min: 16, max: 0x3fff }), data: fc.uint8Array({ maxLength: 12 }) }),
+  { maxLength: 2 },
+);
 
 const family = fc.constantFrom('IPv4' as const, 'IPv6' as const);
 const serviceArb: fc.Arbitrary<IpvsService> = fc
-  .record({ family, kind: fc.constantFrom('addr', 'fwmark'), a4: v4, a6: v6, protocol: fc.constantFrom('tcp' as const, 'udp' as const, 'sctp' as const), port: fc.integer({ min: 0, max: 65535 }), fwmark: fc.integer({ min: 1, max: 0xffffffff }), scheduler: sched, flags: fc.integer({ min: 0, max: 0x3d }), timeout: u32, prefix4: fc.integer({ min: 0, max: 32 }), prefix6: fc.integer({ min: 0, max: 128 }), stats, unknown: unknownAttrs, pe: fc.option(fc.constant('sip'), { nil: undefined }) })
+  .record({
+    family,
+    kind: fc.constantFrom('addr', 'fwmark'),
+    a4: v4,
+    a6: v6,
+    protocol: fc.constantFrom('tcp' as const, 'udp' as const, 'sctp' as const),
+    port: fc.integer({ min: 0, max: 65535 }),
+    fwmark: fc.integer({ min: 1, max: 0xffffffff }),
+    scheduler: sched,
+    flags: fc.integer({ min: 0, max: 0x3d }),
+    timeout: u32,
+    prefix4: fc.integer({ min: 0, max: 32 }),
+    prefix6: fc.integer({ min: 0, max: 128 }),
+    stats,
+    unknown: unknownAttrs,
+    pe: fc.option(fc.constant('sip'), { nil: undefined }),
+  })
   .map((r) => {
-    const key = r.kind === 'fwmark' ? { family: r.family, fwmark: r.fwmark } : { family: r.family, protocol: r.protocol, address: r.family === 'IPv4' ? r.a4 : r.a6, port: r.port };
+    const key =
+      r.kind === 'fwmark'
+        ? { family: r.family, fwmark: r.fwmark }
+        : { family: r.family, protocol: r.protocol, address: r.family === 'IPv4' ? r.a4 : r.a6, port: r.port };
     return {
       ...key,
       scheduler: r.scheduler,
@@ -41,7 +74,9 @@ const serviceArb: fc.Arbitrary<IpvsService> = fc
     } as IpvsService;
   });
 
-const strip = <T extends { unknown: readonly { type: number; data: Uint8Array }[] }>(x: T): Omit<T, 'unknown'> & { unknown: [number, string][] } => ({
+const strip = <T extends { unknown: readonly { type: number; data: Uint8Array }[] }>(
+  x: T,
+): Omit<T, 'unknown'> & { unknown: [number, string][] } => ({
   ...x,
   unknown: x.unknown.map((u) => [u.type, Buffer.from(u.data).toString('hex')] as [number, string]),
 });
@@ -60,11 +95,39 @@ test('service entries: decode(write(s)) == s, unknown attributes kept', (t) => {
 });
 
 const destArb: fc.Arbitrary<IpvsDestination> = fc
-  .record({ family, a4: v4, a6: v6, port: fc.integer({ min: 0, max: 65535 }), forward: fc.constantFrom('masq' as const, 'local' as const, 'tunnel' as const, 'route' as const, 'bypass' as const), weight: fc.integer({ min: 0, max: 0x7fffffff }), u: u32, l: u32, a: u32, i: u32, p: u32, tt: fc.integer({ min: 0, max: 2 }), tp: fc.integer({ min: 0, max: 65535 }), tf: fc.integer({ min: 0, max: 3 }), stats, unknown: unknownAttrs })
+  .record({
+    family,
+    a4: v4,
+    a6: v6,
+    port: fc.integer({ min: 0, max: 65535 }),
+    forward: fc.constantFrom('masq' as const, 'local' as const, 'tunnel' as const, 'route' as const, 'bypass' as const),
+    weight: fc.integer({ min: 0, max: 0x7fffffff }),
+    u: u32,
+    l: u32,
+    a: u32,
+    i: u32,
+    p: u32,
+    tt: fc.integer({ min: 0, max: 2 }),
+    tp: fc.integer({ min: 0, max: 65535 }),
+    tf: fc.integer({ min: 0, max: 3 }),
+    stats,
+    unknown: unknownAttrs,
+  })
   .map((r) => ({
-    family: r.family, address: r.family === 'IPv4' ? r.a4 : r.a6, port: r.port, forward: r.forward, weight: r.weight,
-    upperThreshold: r.u, lowerThreshold: r.l, activeConns: r.a, inactiveConns: r.i, persistentConns: r.p,
-    tunnelType: r.tt, tunnelPort: r.tp, tunnelFlags: r.tf, stats: r.stats,
+    family: r.family,
+    address: r.family === 'IPv4' ? r.a4 : r.a6,
+    port: r.port,
+    forward: r.forward,
+    weight: r.weight,
+    upperThreshold: r.u,
+    lowerThreshold: r.l,
+    activeConns: r.a,
+    inactiveConns: r.i,
+    persistentConns: r.p,
+    tunnelType: r.tt,
+    tunnelPort: r.tp,
+    tunnelFlags: r.tf,
+    stats: r.stats,
     unknown: r.unknown.map((u) => ({ type: u.type, nested: false, netOrder: false, data: u.data, offset: 0 })),
   }));
 
@@ -99,7 +162,15 @@ test('request specs decode back to themselves (PERSISTENT follows the timeout)',
       const w = new AttrWriter();
       w.nested(2, (n) => writeDestinationSpec(n, d));
       const back = decodeDestination(new AttrSet(w.finish(), 'rt').nested(2)!);
-      t.like(back, { family: d.family, address: d.address, port: d.port, forward: d.forward, weight: d.weight, upperThreshold: d.upperThreshold, lowerThreshold: d.lowerThreshold });
+      t.like(back, {
+        family: d.family,
+        address: d.address,
+        port: d.port,
+        forward: d.forward,
+        weight: d.weight,
+        upperThreshold: d.upperThreshold,
+        lowerThreshold: d.lowerThreshold,
+      });
     }),
     { numRuns: 200 },
   );
@@ -116,5 +187,8 @@ test('encoders refuse values the kernel would misread', (t) => {
   t.throws(() => write({ ...base, scheduler: 'a-name-far-too-long' }), { instanceOf: TypeError });
   t.throws(() => write({ ...base, netmask: 33 }), { instanceOf: TypeError });
   t.throws(() => write({ family: 'IPv4', fwmark: 0, scheduler: 'rr' }), { instanceOf: TypeError });
-  t.throws(() => new AttrWriter().nested(2, (n) => writeDestinationSpec(n, { address: '10.0.0.2', port: 1, weight: -1 })), { instanceOf: TypeError });
+  t.throws(
+    () => new AttrWriter().nested(2, (n) => writeDestinationSpec(n, { address: '10.0.0.2', port: 1, weight: -1 })),
+    { instanceOf: TypeError },
+  );
 });

@@ -7,5 +7,8 @@ import { EXPECTED } from '../../../helpers/nft-contract-expected.ts';
 
 test('FakeNft honours the contract the kernel honours', async (t) => {
   const got = await runContract(new FakeNft({ family: 'ip', table: 'kpts' }));
-  t.deepEqual(got.map((s) => [s.step, s.outcome]), EXPECTED);
+  t.deepEqual(
+    got.map((s) => [s.step, s.outcome]),
+    EXPECTED,
+  );
 });

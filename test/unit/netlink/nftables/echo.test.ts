@@ -37,7 +37,13 @@ test('runMessages({ echo }) asks for the echo of new rules only and maps each ha
   tx.delete({ kind: 'rule', chain: 'KUBE-SERVICES', exprs: [], handle: 7n });
   tx.insert({ kind: 'rule', chain: 'KUBE-SERVICES', exprs: [{ type: 'counter' }], position: 9n });
   const handles = await client.runMessages(client.encode(tx), undefined, { echo: true });
-  t.deepEqual([...handles], [[1, 100n], [3, 101n]]);
+  t.deepEqual(
+    [...handles],
+    [
+      [1, 100n],
+      [3, 101n],
+    ],
+  );
   t.true(flags.every((f) => (f & NLM_F_ECHO) !== 0));
   // Without echo: nothing asked, nothing returned.
   flags.length = 0;

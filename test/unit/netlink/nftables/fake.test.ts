@@ -16,7 +16,12 @@ async function seeded(): Promise<FakeNft> {
   tx.add({ kind: 'chain', name: 'svc-a' });
   tx.add({ kind: 'map', name: 'service-ips', key: ['ipv4_addr', 'inet_proto', 'inet_service'], data: 'verdict' });
   tx.add({ kind: 'set', name: 'cidrs', key: ['ipv4_addr'], flags: ['interval'] });
-  tx.add({ kind: 'element', set: 'service-ips', key: ['10.96.0.1', 'tcp', 80], value: { verdict: 'goto', chain: 'svc-a' } });
+  tx.add({
+    kind: 'element',
+    set: 'service-ips',
+    key: ['10.96.0.1', 'tcp', 80],
+    value: { verdict: 'goto', chain: 'svc-a' },
+  });
   tx.add({ kind: 'element', set: 'cidrs', key: ['10.0.0.0/8'] });
   tx.add(rule('ip', 'nat-prerouting').jump('services').build());
   tx.add(rule('ip', 'services').vmap(['ip daddr', 'meta l4proto', 'th dport'], 'service-ips').build());
@@ -60,7 +65,12 @@ test('a failing transaction changes nothing and fails with the kernel errno and 
   const before = f.dump();
   const tx = f.newTransaction();
   tx.add({ kind: 'chain', name: 'newcomer' });
-  tx.add({ kind: 'element', set: 'service-ips', key: ['10.96.0.2', 'udp', 53], value: { verdict: 'goto', chain: 'newcomer' } });
+  tx.add({
+    kind: 'element',
+    set: 'service-ips',
+    key: ['10.96.0.2', 'udp', 53],
+    value: { verdict: 'goto', chain: 'newcomer' },
+  });
   tx.add(rule('ip', 'services').jump('missing').build());
   const err = await t.throwsAsync(f.run(tx), { instanceOf: NetlinkError });
   t.is(err!.code, 'ENOENT');
@@ -86,8 +96,23 @@ test('kernel rules: EBUSY for referenced chains and sets, EEXIST for create and 
   t.is(await code((tx) => tx.delete({ kind: 'set', name: 'cidrs', key: ['ipv4_addr'] })), 'EBUSY');
   t.is(await code((tx) => tx.create({ kind: 'chain', name: 'services' })), 'EEXIST');
   t.is(await code((tx) => tx.add({ kind: 'chain', name: 'services' })), 'ok');
-  t.is(await code((tx) => tx.add({ kind: 'element', set: 'service-ips', key: ['10.96.0.1', 'tcp', 80], value: { verdict: 'drop' } })), 'EEXIST');
-  t.is(await code((tx) => tx.add({ kind: 'element', set: 'service-ips', key: ['10.96.0.1', 'tcp', 80], value: { verdict: 'goto', chain: 'svc-a' } })), 'ok');
+  t.is(
+    await code((tx) =>
+      tx.add({ kind: 'element', set: 'service-ips', key: ['10.96.0.1', 'tcp', 80], value: { verdict: 'drop' } }),
+    ),
+    'EEXIST',
+  );
+  t.is(
+    await code((tx) =>
+      tx.add({
+        kind: 'element',
+        set: 'service-ips',
+        key: ['10.96.0.1', 'tcp', 80],
+        value: { verdict: 'goto', chain: 'svc-a' },
+      }),
+    ),
+    'ok',
+  );
   t.is(await code((tx) => tx.delete({ kind: 'element', set: 'cidrs', key: ['192.168.0.0/16'] })), 'ENOENT');
   t.is(await code((tx) => tx.destroy({ kind: 'element', set: 'cidrs', key: ['192.168.0.0/16'] })), 'ok');
   t.is(await code((tx) => tx.destroy({ kind: 'chain', name: 'nothing-here' })), 'ok');
@@ -110,13 +135,19 @@ test('rules: handles, insert before, add after a position, replace and delete by
   tx.insert(rule('ip', 'services').ctState(['invalid']).drop().build());
   tx.add({ ...rule('ip', 'services').counter().build(), position: first!.handle! });
   await f.run(tx);
-  t.deepEqual((await f.listRules('services')).map((r) => r.text), ['ct state invalid drop', 'ip daddr . meta l4proto . th dport vmap @service-ips', 'counter']);
+  t.deepEqual(
+    (await f.listRules('services')).map((r) => r.text),
+    ['ct state invalid drop', 'ip daddr . meta l4proto . th dport vmap @service-ips', 'counter'],
+  );
   const rules = await f.listRules('services');
   tx = f.newTransaction();
   tx.replace({ ...rule('ip', 'services').accept().build(), handle: rules[2]!.handle! });
   tx.delete(rules[0]!);
   await f.run(tx);
-  t.deepEqual((await f.listRules('services')).map((r) => r.text), ['ip daddr . meta l4proto . th dport vmap @service-ips', 'accept']);
+  t.deepEqual(
+    (await f.listRules('services')).map((r) => r.text),
+    ['ip daddr . meta l4proto . th dport vmap @service-ips', 'accept'],
+  );
 });
 
 test('an invalid element is reported, not committed', async (t) => {

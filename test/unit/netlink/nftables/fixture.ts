@@ -36,12 +36,18 @@ export function loadFixture(name: string): Fixture {
 export const wire = (m: OutMessage): Uint8Array => encodeMessage({ ...m, flags: m.flags | NLM_F_REQUEST }, 0, 0);
 
 /** '' when our messages equal the fixture's, else a readable report per differing message. */
-export function compare(name: string, ours: readonly OutMessage[], pick?: readonly number[], theirs?: readonly number[]): string {
+export function compare(
+  name: string,
+  ours: readonly OutMessage[],
+  pick?: readonly number[],
+  theirs?: readonly number[],
+): string {
   const all = loadFixture(name);
   const fx = { ...all, messages: theirs ? theirs.map((i) => all.messages[i]!) : all.messages };
   const mine = (pick ? pick.map((i) => ours[i]!) : ours).map(wire);
   const out: string[] = [];
-  if (mine.length !== fx.messages.length) out.push(`${name}: ${mine.length} messages, nft sent ${fx.messages.length} (${fx.command})`);
+  if (mine.length !== fx.messages.length)
+    out.push(`${name}: ${mine.length} messages, nft sent ${fx.messages.length} (${fx.command})`);
   for (let i = 0; i < Math.min(mine.length, fx.messages.length); i++) {
     const d = hexdiff(mine[i]!, fx.messages[i]!, ['ours', 'nft']);
     if (d) out.push(`${name} message ${i} (${fx.command}):\n${d}`);

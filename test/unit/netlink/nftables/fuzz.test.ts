@@ -5,7 +5,16 @@ import fc from 'fast-check';
 import { readdirSync } from 'node:fs';
 import { AttrSet, NetlinkDecodeError } from '../../../../src/netlink/core/index.ts';
 import type { NftSetLike } from '../../../../src/netlink/nftables/index.ts';
-import { decodeChain, decodeRawElements, decodeRule, decodeSet, decodeTable, decodeUdata, readExprs, toElements } from '../../../../src/netlink/nftables/index.ts';
+import {
+  decodeChain,
+  decodeRawElements,
+  decodeRule,
+  decodeSet,
+  decodeTable,
+  decodeUdata,
+  readExprs,
+  toElements,
+} from '../../../../src/netlink/nftables/index.ts';
 import { loadFixture } from './fixture.ts';
 
 const SETS: NftSetLike[] = [
@@ -30,7 +39,11 @@ function safely(name: string, fn: (b: Uint8Array) => unknown, b: Uint8Array): tr
   try {
     fn(b);
   } catch (e) {
-    if (!(e instanceof NetlinkDecodeError)) throw new Error(`${name} threw ${(e as Error).name}: ${(e as Error).message} on ${Buffer.from(b).toString('hex')}`, { cause: e });
+    if (!(e instanceof NetlinkDecodeError))
+      throw new Error(
+        `${name} threw ${(e as Error).name}: ${(e as Error).message} on ${Buffer.from(b).toString('hex')}`,
+        { cause: e },
+      );
   }
   return true;
 }
@@ -42,7 +55,10 @@ const payloads = readdirSync(new URL('../../../fixtures/netlink/nftables/', impo
 
 for (const [name, fn] of DECODERS) {
   test(`${name}: random bytes give a value or a NetlinkDecodeError`, (t) => {
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 512 }), (b) => safely(name, fn, b)), { numRuns: 2000 });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 512 }), (b) => safely(name, fn, b)),
+      { numRuns: 2000 },
+    );
     t.pass();
   });
 
@@ -53,11 +69,15 @@ for (const [name, fn] of DECODERS) {
 
   test(`${name}: byte flips in fixture messages are handled`, (t) => {
     fc.assert(
-      fc.property(fc.constantFrom(...payloads), fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 6 }), (p, flips) => {
-        const b = Uint8Array.from(p);
-        for (const [at, v] of flips) b[at % b.length] = v;
-        return safely(name, fn, b);
-      }),
+      fc.property(
+        fc.constantFrom(...payloads),
+        fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 6 }),
+        (p, flips) => {
+          const b = Uint8Array.from(p);
+          for (const [at, v] of flips) b[at % b.length] = v;
+          return safely(name, fn, b);
+        },
+      ),
       { numRuns: 3000 },
     );
     t.pass();

@@ -58,7 +58,12 @@ test('listenMulticast joins the groups and hands over each message; ENOBUFS is a
   const got: number[] = [];
   let overflows = 0;
   const errors: string[] = [];
-  const l = listenMulticast(12, [7], { onMessage: (m) => got.push(m.type), onOverflow: () => overflows++, onError: (e) => errors.push(e.message) }, { open: () => sock });
+  const l = listenMulticast(
+    12,
+    [7],
+    { onMessage: (m) => got.push(m.type), onOverflow: () => overflows++, onError: (e) => errors.push(e.message) },
+    { open: () => sock },
+  );
   t.deepEqual(joined, [7]);
   t.is(l.localPort, 4242);
   const frame = (m: InMessage): Buffer => {
@@ -83,6 +88,16 @@ test('listenMulticast joins the groups and hands over each message; ENOBUFS is a
 });
 
 test('a socket that cannot join groups is refused clearly', (t) => {
-  const sock = { localPort: 1, send: () => Promise.resolve(), listen: () => {}, maxSendBytes: () => 0, close: () => {} };
-  t.throws(() => listenMulticast(12, [7], { onMessage: () => {}, onOverflow: () => {}, onError: () => {} }, { open: () => sock }), { message: /cannot join multicast groups/ });
+  const sock = {
+    localPort: 1,
+    send: () => Promise.resolve(),
+    listen: () => {},
+    maxSendBytes: () => 0,
+    close: () => {},
+  };
+  t.throws(
+    () =>
+      listenMulticast(12, [7], { onMessage: () => {}, onOverflow: () => {}, onError: () => {} }, { open: () => sock }),
+    { message: /cannot join multicast groups/ },
+  );
 });

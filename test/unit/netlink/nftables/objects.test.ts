@@ -6,18 +6,32 @@ import { FakeNft, NftTransaction, rule, toElements } from '../../../../src/netli
 import { codecOf } from '../../../../src/netlink/nftables/objects.ts';
 
 const scope = { family: 'ip', table: 'kube-proxy' } as const;
-const vmap: NftSetLike = { kind: 'map', name: 'service-ips', key: ['ipv4_addr', 'inet_proto', 'inet_service'], data: 'verdict', comment: 'VIPs' };
+const vmap: NftSetLike = {
+  kind: 'map',
+  name: 'service-ips',
+  key: ['ipv4_addr', 'inet_proto', 'inet_service'],
+  data: 'verdict',
+  comment: 'VIPs',
+};
 const cidrs: NftSetLike = { kind: 'set', name: 'cidrs', key: ['ipv4_addr'], flags: ['interval'] };
 
 /** One object of each kind, in an order a transaction can add them. */
 const OBJECTS: NftObject[] = [
   { kind: 'table', comment: 'rules for Kubernetes services' },
-  { kind: 'chain', name: 'nat-prerouting', base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' }, comment: 'entry' },
+  {
+    kind: 'chain',
+    name: 'nat-prerouting',
+    base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' },
+    comment: 'entry',
+  },
   { kind: 'chain', name: 'svc-x' },
   vmap,
   cidrs,
   { kind: 'element', set: 'service-ips', key: ['10.96.0.1', 'tcp', 443], value: { verdict: 'goto', chain: 'svc-x' } },
-  { ...rule('ip', 'nat-prerouting').vmap(['ip daddr', 'meta l4proto', 'th dport'], 'service-ips').build(), comment: 'services' },
+  {
+    ...rule('ip', 'nat-prerouting').vmap(['ip daddr', 'meta l4proto', 'th dport'], 'service-ips').build(),
+    comment: 'services',
+  },
 ];
 
 const strip = (o: NftObject): NftObject => {
@@ -46,7 +60,11 @@ for (const [i, obj] of OBJECTS.entries()) {
 
 test('elements: the element codec packs a run and decodes it back into the same elements', (t) => {
   const tx = new NftTransaction(scope);
-  const els: NftElement[] = ['10.0.0.0/8', '192.168.1.0/24', '172.16.0.1-172.16.0.9'].map((k) => ({ kind: 'element', set: 'cidrs', key: [k] }));
+  const els: NftElement[] = ['10.0.0.0/8', '192.168.1.0/24', '172.16.0.1-172.16.0.9'].map((k) => ({
+    kind: 'element',
+    set: 'cidrs',
+    key: [k],
+  }));
   for (const e of els) tx.add(e);
   const [msg] = tx.messages((n) => (n === 'cidrs' ? cidrs : undefined));
   const back = toElements(cidrs, (codecOf(els[0]!).decode(msg!) as { elements: never[] }).elements);
@@ -56,7 +74,12 @@ test('elements: the element codec packs a run and decodes it back into the same 
 test('render: every kind renders every verb it accepts, through the codec table', (t) => {
   const tx = new NftTransaction(scope);
   for (const o of OBJECTS) tx.add(o);
-  tx.delete({ kind: 'element', set: 'service-ips', key: ['10.96.0.1', 'tcp', 443], value: { verdict: 'goto', chain: 'svc-x' } });
+  tx.delete({
+    kind: 'element',
+    set: 'service-ips',
+    key: ['10.96.0.1', 'tcp', 443],
+    value: { verdict: 'goto', chain: 'svc-x' },
+  });
   tx.flush({ kind: 'chain', name: 'svc-x' });
   tx.destroy({ kind: 'set', name: 'cidrs', key: ['ipv4_addr'] });
   t.is(tx.error, undefined);
@@ -82,7 +105,10 @@ test('apply: what each kind stores in FakeNft lists back, and a removal takes it
   await fake.run(tx);
   t.deepEqual((await fake.listChains()).map((c) => c.name).sort(), ['nat-prerouting', 'svc-x']);
   t.deepEqual((await fake.listSets()).map((s) => s.name).sort(), ['cidrs', 'service-ips']);
-  t.deepEqual((await fake.listElements('service-ips')).map((e) => e.value), [{ verdict: 'goto', chain: 'svc-x' }]);
+  t.deepEqual(
+    (await fake.listElements('service-ips')).map((e) => e.value),
+    [{ verdict: 'goto', chain: 'svc-x' }],
+  );
   t.is((await fake.listRules('nat-prerouting')).length, 1);
   const down = fake.newTransaction();
   down.delete({ kind: 'element', set: 'service-ips', key: ['10.96.0.1', 'tcp', 443] });
@@ -92,6 +118,12 @@ test('apply: what each kind stores in FakeNft lists back, and a removal takes it
   await fake.run(down);
   t.deepEqual(await fake.listElements('service-ips'), []);
   t.deepEqual(await fake.listRules('nat-prerouting'), []);
-  t.deepEqual((await fake.listChains()).map((c) => c.name), ['nat-prerouting']);
-  t.deepEqual((await fake.listSets()).map((s) => s.name), ['service-ips']);
+  t.deepEqual(
+    (await fake.listChains()).map((c) => c.name),
+    ['nat-prerouting'],
+  );
+  t.deepEqual(
+    (await fake.listSets()).map((s) => s.name),
+    ['service-ips'],
+  );
 });

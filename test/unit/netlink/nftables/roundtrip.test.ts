@@ -3,7 +3,17 @@ import test from 'ava';
 import { AttrSet, AttrWriter } from '../../../../src/netlink/core/index.ts';
 import type { NftElement, NftExpr, NftSetLike } from '../../../../src/netlink/nftables/index.ts';
 import {
-  decodeChain, decodeRawElements, decodeRule, decodeSet, decodeTable, mergeIntervals, NFTA_LIST_ELEM, NFTA_RULE_EXPRESSIONS, NftTransaction, readExprs, toElements,
+  decodeChain,
+  decodeRawElements,
+  decodeRule,
+  decodeSet,
+  decodeTable,
+  mergeIntervals,
+  NFTA_LIST_ELEM,
+  NFTA_RULE_EXPRESSIONS,
+  NftTransaction,
+  readExprs,
+  toElements,
 } from '../../../../src/netlink/nftables/index.ts';
 import { writeExprs } from '../../../../src/netlink/nftables/expr/index.ts';
 import type { OutMessage } from '../../../../src/netlink/core/index.ts';
@@ -73,7 +83,12 @@ const one = (m: OutMessage[]): OutMessage => {
 test('table, chain, rule and set messages decode back to the objects', (t) => {
   const tx = new NftTransaction(scope);
   tx.add({ kind: 'table', comment: 'ours' });
-  tx.add({ kind: 'chain', name: 'pre', base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' }, comment: 'entry' });
+  tx.add({
+    kind: 'chain',
+    name: 'pre',
+    base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' },
+    comment: 'entry',
+  });
   tx.add({ kind: 'chain', name: 'services' });
   tx.add({ kind: 'rule', chain: 'services', exprs: EXPRS.slice(0, 12), comment: 'all of it' });
   const sets: NftSetLike[] = [
@@ -83,14 +98,28 @@ test('table, chain, rule and set messages decode back to the objects', (t) => {
     { kind: 'set', name: 'd', key: ['ipv4_addr'], flags: ['timeout', 'dynamic'], timeoutMs: 60_000 },
     { kind: 'map', name: 'e', key: ['ipv4_addr', 'inet_proto', 'inet_service'], data: 'verdict' },
     { kind: 'map', name: 'f', key: ['ipv4_addr', 'inet_service'], data: ['ipv4_addr', 'inet_service'] },
-    { kind: 'map', name: 'g', key: ['inet_proto', 'integer'], typeof: [{ expr: 'meta', key: 'l4proto' }, { expr: 'numgen', mode: 'random', modulus: 4 }], data: 'verdict' },
+    {
+      kind: 'map',
+      name: 'g',
+      key: ['inet_proto', 'integer'],
+      typeof: [
+        { expr: 'meta', key: 'l4proto' },
+        { expr: 'numgen', mode: 'random', modulus: 4 },
+      ],
+      data: 'verdict',
+    },
     { kind: 'set', name: 'h', key: ['mark', 'ifname', 'ether_addr', 'iface_index', 'ct_state'] },
   ];
   for (const s of sets) tx.add(s);
   const msgs = tx.messages();
   const table = decodeTable(msgs[0]!);
   t.deepEqual([table.family, table.name, table.table], ['ip', 'kube-proxy', { kind: 'table', comment: 'ours' }]);
-  t.deepEqual(decodeChain(msgs[1]!).chain, { kind: 'chain', name: 'pre', base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' }, comment: 'entry' });
+  t.deepEqual(decodeChain(msgs[1]!).chain, {
+    kind: 'chain',
+    name: 'pre',
+    base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' },
+    comment: 'entry',
+  });
   t.deepEqual(decodeChain(msgs[2]!).chain, { kind: 'chain', name: 'services' });
   const r = decodeRule(msgs[3]!);
   t.is(r.table, 'kube-proxy');
@@ -105,14 +134,48 @@ test('table, chain, rule and set messages decode back to the objects', (t) => {
 
 test('elements decode back: plain, concat, verdict, data, timeouts, comments, intervals of both kinds', (t) => {
   const cases: [NftSetLike, NftElement['key'][], Partial<NftElement>?][] = [
-    [{ kind: 'set', name: 'a', key: ['ipv4_addr', 'inet_proto', 'inet_service'] }, [['10.96.0.1', 'tcp', 443], ['10.96.0.10', 'udp', 53], ['10.0.0.1', 'sctp', 9]]],
-    [{ kind: 'set', name: 'b', key: ['ipv4_addr'], flags: ['interval'] }, [['10.0.0.0/8'], ['192.168.1.0/24'], ['172.16.0.1-172.16.0.9'], ['255.255.255.0/24'], ['1.2.3.4']]],
-    [{ kind: 'set', name: 'c', key: ['ipv6_addr'], flags: ['interval'] }, [['fd00::/64'], ['2001:db8::1'], ['ffff::/16']]],
-    [{ kind: 'set', name: 'd', key: ['ipv4_addr', 'inet_service'], flags: ['interval'] }, [['10.0.0.0/8', 80], ['192.168.0.1', '1000-2000']]],
+    [
+      { kind: 'set', name: 'a', key: ['ipv4_addr', 'inet_proto', 'inet_service'] },
+      [
+        ['10.96.0.1', 'tcp', 443],
+        ['10.96.0.10', 'udp', 53],
+        ['10.0.0.1', 'sctp', 9],
+      ],
+    ],
+    [
+      { kind: 'set', name: 'b', key: ['ipv4_addr'], flags: ['interval'] },
+      [['10.0.0.0/8'], ['192.168.1.0/24'], ['172.16.0.1-172.16.0.9'], ['255.255.255.0/24'], ['1.2.3.4']],
+    ],
+    [
+      { kind: 'set', name: 'c', key: ['ipv6_addr'], flags: ['interval'] },
+      [['fd00::/64'], ['2001:db8::1'], ['ffff::/16']],
+    ],
+    [
+      { kind: 'set', name: 'd', key: ['ipv4_addr', 'inet_service'], flags: ['interval'] },
+      [
+        ['10.0.0.0/8', 80],
+        ['192.168.0.1', '1000-2000'],
+      ],
+    ],
     [{ kind: 'set', name: 'e', key: ['inet_service'], flags: ['interval'] }, [['1000-2000'], [80]]],
-    [{ kind: 'set', name: 'f', key: ['ipv4_addr'], flags: ['timeout'] }, [['10.1.2.3']], { timeoutMs: 10_000, comment: 'hi' }],
-    [{ kind: 'map', name: 'g', key: ['ipv4_addr', 'inet_service'], data: ['ipv4_addr', 'inet_service'] }, [['10.96.0.20', 80]], { value: ['10.1.0.1', 8080] }],
-    [{ kind: 'map', name: 'h', key: ['inet_proto', 'integer'], data: 'verdict' }, [['tcp', 0], ['udp', 1]], { value: { verdict: 'goto', chain: 'ep' } }],
+    [
+      { kind: 'set', name: 'f', key: ['ipv4_addr'], flags: ['timeout'] },
+      [['10.1.2.3']],
+      { timeoutMs: 10_000, comment: 'hi' },
+    ],
+    [
+      { kind: 'map', name: 'g', key: ['ipv4_addr', 'inet_service'], data: ['ipv4_addr', 'inet_service'] },
+      [['10.96.0.20', 80]],
+      { value: ['10.1.0.1', 8080] },
+    ],
+    [
+      { kind: 'map', name: 'h', key: ['inet_proto', 'integer'], data: 'verdict' },
+      [
+        ['tcp', 0],
+        ['udp', 1],
+      ],
+      { value: { verdict: 'goto', chain: 'ep' } },
+    ],
     [{ kind: 'set', name: 'i', key: ['mark', 'ifname', 'ether_addr'] }, [[0x4000, 'eth0', '02:00:00:00:00:01']]],
   ];
   for (const [set, keys, more] of cases) {
@@ -124,7 +187,11 @@ test('elements decode back: plain, concat, verdict, data, timeouts, comments, in
     t.is(raw.set, set.name);
     const back = toElements(set, raw.elements);
     const sortKey = (e: NftElement) => JSON.stringify(e.key.map(String));
-    t.deepEqual([...back].sort((x, y) => sortKey(x).localeCompare(sortKey(y))), [...els].sort((x, y) => sortKey(x).localeCompare(sortKey(y))), set.name);
+    t.deepEqual(
+      [...back].sort((x, y) => sortKey(x).localeCompare(sortKey(y))),
+      [...els].sort((x, y) => sortKey(x).localeCompare(sortKey(y))),
+      set.name,
+    );
   }
 });
 
@@ -134,16 +201,25 @@ test('the rule expression list is one NFTA_RULE_EXPRESSIONS of NFTA_LIST_ELEMs',
   const msg = one(tx.messages());
   const attrs = new AttrSet(msg.payload.subarray(4), 'rule');
   const list = attrs.nested(NFTA_RULE_EXPRESSIONS)!;
-  t.deepEqual(list.all.map((a) => a.type), [NFTA_LIST_ELEM, NFTA_LIST_ELEM]);
+  t.deepEqual(
+    list.all.map((a) => a.type),
+    [NFTA_LIST_ELEM, NFTA_LIST_ELEM],
+  );
 });
 
 test('mergeIntervals makes overlapping ranges disjoint, keeps adjacent ones apart', (t) => {
-  t.deepEqual(mergeIntervals('ipv4_addr', ['10.1.0.0/16', '10.0.0.0/8', '11.0.0.0/8', '192.168.0.5', '192.168.0.0/24', '172.16.0.1-172.16.0.9', '172.16.0.5-172.16.0.20']), [
-    '10.0.0.0/8',
-    '11.0.0.0/8',
-    '172.16.0.1-172.16.0.20',
-    '192.168.0.0/24',
-  ]);
+  t.deepEqual(
+    mergeIntervals('ipv4_addr', [
+      '10.1.0.0/16',
+      '10.0.0.0/8',
+      '11.0.0.0/8',
+      '192.168.0.5',
+      '192.168.0.0/24',
+      '172.16.0.1-172.16.0.9',
+      '172.16.0.5-172.16.0.20',
+    ]),
+    ['10.0.0.0/8', '11.0.0.0/8', '172.16.0.1-172.16.0.20', '192.168.0.0/24'],
+  );
   t.deepEqual(mergeIntervals('ipv6_addr', ['fd00::/64', 'fd00::1']), ['fd00::/64']);
   t.deepEqual(mergeIntervals('inet_service', ['1000-2000', 1500, '1900-2100', 80]), [80, '1000-2100']);
 });

@@ -23,12 +23,27 @@ test('a rule event: table, chain, handle, jump verdict, id, interfaces', (t) => 
   ]);
   const [m] = parseMessages(bytes(msg));
   t.deepEqual(decodeTrace(m!), {
-    id: 0xdeadbeef, family: 'ip', table: 'kube-proxy-ts', chain: 'nat-prerouting', type: 'rule', ruleHandle: 12n, verdict: 'jump services', iif: 4, nfproto: 2,
+    id: 0xdeadbeef,
+    family: 'ip',
+    table: 'kube-proxy-ts',
+    chain: 'nat-prerouting',
+    type: 'rule',
+    ruleHandle: 12n,
+    verdict: 'jump services',
+    iif: 4,
+    nfproto: 2,
   });
 });
 
 test('a policy event reads NFTA_TRACE_POLICY; other messages are not events', (t) => {
-  const policy = nlmsg(TRACE, 0, 0, 0, [...nfgen(10), ...attr(1, cstr('t')), ...attr(2, cstr('c')), ...attr(4, be32(1)), ...attr(6, be32(7)), ...attr(16, be32(0))]);
+  const policy = nlmsg(TRACE, 0, 0, 0, [
+    ...nfgen(10),
+    ...attr(1, cstr('t')),
+    ...attr(2, cstr('c')),
+    ...attr(4, be32(1)),
+    ...attr(6, be32(7)),
+    ...attr(16, be32(0)),
+  ]);
   const e = decodeTrace(parseMessages(bytes(policy))[0]!);
   t.is(e?.family, 'ip6');
   t.is(e?.type, 'policy');

@@ -4,7 +4,15 @@ import test from 'ava';
 import { AttrSet, FakeKernel, NetlinkConnection, NetlinkError, nfnlCmd } from '../../../../src/netlink/core/index.ts';
 import { ackReply, doneReply } from '../../../../src/netlink/core/fake-kernel.ts';
 import type { NftElement, NftSetLike } from '../../../../src/netlink/nftables/index.ts';
-import { MAX_ELEMENTS_BYTES, NFTA_SET_ELEM_LIST_ELEMENTS, NftClient, NftMsg, NftTransaction, NftValidationError, rule } from '../../../../src/netlink/nftables/index.ts';
+import {
+  MAX_ELEMENTS_BYTES,
+  NFTA_SET_ELEM_LIST_ELEMENTS,
+  NftClient,
+  NftMsg,
+  NftTransaction,
+  NftValidationError,
+  rule,
+} from '../../../../src/netlink/nftables/index.ts';
 
 const scope = { family: 'ip', table: 'kube-proxy' } as const;
 
@@ -31,10 +39,22 @@ test('invalid objects are caught: bad key types, flushing a rule, elements of un
     }
     return '';
   };
-  t.regex(bad((tx) => tx.add({ kind: 'set', name: 's', key: ['nope' as 'mark'] })), /unknown key type nope/);
-  t.regex(bad((tx) => tx.add({ kind: 'set', name: '', key: ['mark'] })), /needs a name/);
-  t.regex(bad((tx) => tx.flush({ kind: 'rule', chain: 'c', exprs: [] } as never)), /cannot flush a rule/);
-  t.regex(bad((tx) => tx.add({ kind: 'element', set: 'ghost', key: ['1.2.3.4'] })), /unknown set/);
+  t.regex(
+    bad((tx) => tx.add({ kind: 'set', name: 's', key: ['nope' as 'mark'] })),
+    /unknown key type nope/,
+  );
+  t.regex(
+    bad((tx) => tx.add({ kind: 'set', name: '', key: ['mark'] })),
+    /needs a name/,
+  );
+  t.regex(
+    bad((tx) => tx.flush({ kind: 'rule', chain: 'c', exprs: [] } as never)),
+    /cannot flush a rule/,
+  );
+  t.regex(
+    bad((tx) => tx.add({ kind: 'element', set: 'ghost', key: ['1.2.3.4'] })),
+    /unknown set/,
+  );
   t.regex(
     bad((tx) => {
       tx.add({ kind: 'set', name: 's', key: ['ipv4_addr'] });
@@ -54,20 +74,48 @@ test('invalid objects are caught: bad key types, flushing a rule, elements of un
 test('toString() renders nft syntax for every verb and object', (t) => {
   const tx = new NftTransaction(scope);
   tx.add({ kind: 'table', comment: 'kube-proxy-ts' });
-  tx.add({ kind: 'chain', name: 'nat-prerouting', base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' } });
+  tx.add({
+    kind: 'chain',
+    name: 'nat-prerouting',
+    base: { type: 'nat', hook: 'prerouting', priority: -100, policy: 'accept' },
+  });
   tx.add({ kind: 'chain', name: 'services' });
-  tx.add({ kind: 'map', name: 'service-ips', key: ['ipv4_addr', 'inet_proto', 'inet_service'], data: 'verdict', comment: 'ClusterIPs' });
+  tx.add({
+    kind: 'map',
+    name: 'service-ips',
+    key: ['ipv4_addr', 'inet_proto', 'inet_service'],
+    data: 'verdict',
+    comment: 'ClusterIPs',
+  });
   tx.add({ kind: 'set', name: 'affinity', key: ['ipv4_addr'], flags: ['dynamic'], timeoutMs: 10_800_000 });
-  tx.add({ kind: 'map', name: 'pick', key: ['integer'], typeof: [{ expr: 'numgen', mode: 'random', modulus: 2 }], data: 'verdict' });
-  tx.add({ kind: 'element', set: 'service-ips', key: ['10.96.0.1', 'tcp', 443], value: { verdict: 'goto', chain: 'svc-a' } });
+  tx.add({
+    kind: 'map',
+    name: 'pick',
+    key: ['integer'],
+    typeof: [{ expr: 'numgen', mode: 'random', modulus: 2 }],
+    data: 'verdict',
+  });
+  tx.add({
+    kind: 'element',
+    set: 'service-ips',
+    key: ['10.96.0.1', 'tcp', 443],
+    value: { verdict: 'goto', chain: 'svc-a' },
+  });
   tx.add({ kind: 'element', set: 'affinity', key: ['10.1.2.3'], timeoutMs: 10_000 });
   tx.add(rule('ip', 'nat-prerouting').jump('services').build());
-  tx.add(rule('ip', 'services').vmap(['ip daddr', 'meta l4proto', 'th dport'], 'service-ips').comment('dispatch').build());
+  tx.add(
+    rule('ip', 'services').vmap(['ip daddr', 'meta l4proto', 'th dport'], 'service-ips').comment('dispatch').build(),
+  );
   tx.insert(rule('ip', 'services').ctState(['invalid']).drop().build());
   tx.replace({ ...rule('ip', 'services').counter().build(), handle: 4n });
   tx.flush({ kind: 'chain', name: 'services' });
   tx.flush({ kind: 'map', name: 'service-ips', key: ['ipv4_addr'], data: 'verdict' });
-  tx.delete({ kind: 'element', set: 'service-ips', key: ['10.96.0.1', 'tcp', 443], value: { verdict: 'goto', chain: 'svc-a' } });
+  tx.delete({
+    kind: 'element',
+    set: 'service-ips',
+    key: ['10.96.0.1', 'tcp', 443],
+    value: { verdict: 'goto', chain: 'svc-a' },
+  });
   tx.delete({ kind: 'rule', chain: 'services', exprs: [], handle: 7n });
   tx.delete({ kind: 'chain', name: 'old' });
   tx.destroy({ kind: 'set', name: 'gone', key: ['mark'] });
@@ -115,11 +163,21 @@ test('set ids: one per set name in order of first mention, shared by NEWSET, ele
 });
 
 test('elements are packed many per message and split below the 64 KiB attribute limit', (t) => {
-  const set: NftSetLike = { kind: 'map', name: 'big', key: ['ipv4_addr', 'inet_proto', 'inet_service'], data: 'verdict' };
+  const set: NftSetLike = {
+    kind: 'map',
+    name: 'big',
+    key: ['ipv4_addr', 'inet_proto', 'inet_service'],
+    data: 'verdict',
+  };
   const tx = new NftTransaction(scope);
   const n = 10_000;
   for (let i = 0; i < n; i++) {
-    tx.add({ kind: 'element', set: 'big', key: [`10.0.${i >> 8}.${i & 255}`, 'tcp', 80], value: { verdict: 'goto', chain: `svc-${i}` } });
+    tx.add({
+      kind: 'element',
+      set: 'big',
+      key: [`10.0.${i >> 8}.${i & 255}`, 'tcp', 80],
+      value: { verdict: 'goto', chain: `svc-${i}` },
+    });
   }
   const msgs = tx.messages(() => set);
   t.true(msgs.length > 1 && msgs.length < 20, `${msgs.length} messages`);
@@ -202,7 +260,10 @@ test('a kernel error names the operation that failed', async (t) => {
   conn.close();
 });
 
-function errPayload(req: { payload: Uint8Array; type: number; flags: number; seq: number; pid: number }, errno: number): Uint8Array {
+function errPayload(
+  req: { payload: Uint8Array; type: number; flags: number; seq: number; pid: number },
+  errno: number,
+): Uint8Array {
   const b = Buffer.alloc(20);
   b.writeInt32LE(-errno, 0);
   b.writeUInt32LE(16 + req.payload.length, 4);
@@ -245,9 +306,15 @@ test('destroy can be emulated as add + delete for kernels without DESTROY messag
   tx.destroy({ kind: 'chain', name: 'old', base: { type: 'nat', hook: 'output', priority: 0 } });
   tx.destroy({ kind: 'set', name: 's', key: ['mark'] });
   const native = tx.messages();
-  t.deepEqual(native.map((m) => nfnlCmd(m.type)), [NftMsg.DESTROYCHAIN, NftMsg.DESTROYSET]);
+  t.deepEqual(
+    native.map((m) => nfnlCmd(m.type)),
+    [NftMsg.DESTROYCHAIN, NftMsg.DESTROYSET],
+  );
   const emulated = tx.messages(() => undefined, { emulateDestroy: true });
-  t.deepEqual(emulated.map((m) => nfnlCmd(m.type)), [NftMsg.NEWCHAIN, NftMsg.DELCHAIN, NftMsg.NEWSET, NftMsg.DELSET]);
+  t.deepEqual(
+    emulated.map((m) => nfnlCmd(m.type)),
+    [NftMsg.NEWCHAIN, NftMsg.DELCHAIN, NftMsg.NEWSET, NftMsg.DELSET],
+  );
   // The emulating add is a plain chain add: no hook, so an existing base chain is left as it is.
   t.false(new AttrSet(emulated[0]!.payload.subarray(4), 'c').has(4));
   const bad = new NftTransaction(scope);

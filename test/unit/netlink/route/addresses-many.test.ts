@@ -2,7 +2,13 @@
 // pipelined with one named result per address, and linkAndNodeAddresses' single dump.
 import test from 'ava';
 import { FakeKernel, NetlinkConnection, NetlinkError } from '../../../../src/netlink/core/index.ts';
-import { ADDRS_PER_DATAGRAM, FakeRouteKernel, RouteClient, isNoSuchAddress, isRouteExists } from '../../../../src/netlink/route/index.ts';
+import {
+  ADDRS_PER_DATAGRAM,
+  FakeRouteKernel,
+  RouteClient,
+  isNoSuchAddress,
+  isRouteExists,
+} from '../../../../src/netlink/route/index.ts';
 
 function setup(): { kernel: FakeRouteKernel; sock: FakeKernel; client: RouteClient } {
   const kernel = new FakeRouteKernel();
@@ -37,7 +43,7 @@ test(`addAddresses: ${ADDRS_PER_DATAGRAM} per datagram, one result per address n
   t.deepEqual(await client.addAddresses(link.index, []), []);
 });
 
-test('linkAndNodeAddresses: one dump, split into the link\'s addresses and the node\'s own (no loopback, no link-local)', async (t) => {
+test("linkAndNodeAddresses: one dump, split into the link's addresses and the node's own (no loopback, no link-local)", async (t) => {
   const { kernel, sock, client } = setup();
   kernel.addLink('eth0', undefined);
   kernel.addAddr('eth0', '192.168.1.10', 24);
@@ -46,7 +52,10 @@ test('linkAndNodeAddresses: one dump, split into the link\'s addresses and the n
   const { link } = await client.ensureLink('kube-ipvs0');
   await client.addAddresses(link.index, ['10.96.0.1', '10.96.0.2', '192.168.1.10', 'fd00::1']);
   const sent = sock.sent.length;
-  t.deepEqual(await client.linkAndNodeAddresses(link.index, 'IPv4'), { link: ['10.96.0.1', '10.96.0.2', '192.168.1.10'], node: ['192.168.1.10'] });
+  t.deepEqual(await client.linkAndNodeAddresses(link.index, 'IPv4'), {
+    link: ['10.96.0.1', '10.96.0.2', '192.168.1.10'],
+    node: ['192.168.1.10'],
+  });
   t.is(sock.sent.length - sent, 1, 'one dump, no link look-up for an index');
   t.deepEqual(await client.linkAndNodeAddresses('kube-ipvs0', 'IPv6'), { link: ['fd00::1'], node: ['2001:db8::10'] });
   t.deepEqual(await client.nodeAddresses('IPv4', { exceptLink: 'kube-ipvs0' }), ['192.168.1.10']);

@@ -1,8 +1,24 @@
 // RouteClient over the fake kernel: name resolution, ensure semantics, error names.
 import test from 'ava';
-import { AttrSet, ByteWriter, FakeKernel, NetlinkConnection, NetlinkError } from '../../../../src/netlink/core/index.ts';
+import {
+  AttrSet,
+  ByteWriter,
+  FakeKernel,
+  NetlinkConnection,
+  NetlinkError,
+} from '../../../../src/netlink/core/index.ts';
 import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
-import { Ifa, Ifla, RouteClient, RTM_DELADDR, RTM_GETADDR, RTM_GETLINK, RTM_NEWADDR, RTM_NEWLINK, isNoSuchLink } from '../../../../src/netlink/route/index.ts';
+import {
+  Ifa,
+  Ifla,
+  RouteClient,
+  RTM_DELADDR,
+  RTM_GETADDR,
+  RTM_GETLINK,
+  RTM_NEWADDR,
+  RTM_NEWLINK,
+  isNoSuchLink,
+} from '../../../../src/netlink/route/index.ts';
 
 const ENODEV = 19;
 const EEXIST = 17;
@@ -38,8 +54,15 @@ function fakeRoute(): { kernel: FakeKernel; addrs: Set<string> } {
       const parts = [...addrs].map((hex) => {
         const b = Buffer.from(hex, 'hex');
         const w = new ByteWriter();
-        w.u8(b.length === 4 ? 2 : 10).u8(b.length * 8).u8(0x80).u8(0).u32le(5);
-        w.u16le(4 + b.length).u16le(Ifa.LOCAL).bytes(b).align4();
+        w.u8(b.length === 4 ? 2 : 10)
+          .u8(b.length * 8)
+          .u8(0x80)
+          .u8(0)
+          .u32le(5);
+        w.u16le(4 + b.length)
+          .u16le(Ifa.LOCAL)
+          .bytes(b)
+          .align4();
         return { type: RTM_NEWADDR, flags: 2, payload: w.toBytes() };
       });
       return [...parts, doneReply(r)];
@@ -57,8 +80,14 @@ test('names resolve to indexes; ensureAddress reports an address already bound',
   t.false(await c.ensureAddress('kube-ipvs0', '10.96.0.1'));
   t.true(await c.ensureAddress('kube-ipvs0', '10.96.0.1'));
   await c.addAddress(5, 'fd00::1');
-  t.deepEqual((await c.listAddresses({ link: 'kube-ipvs0' })).map((a) => `${a.address}/${a.prefixLen}`), ['10.96.0.1/32', 'fd00::1/128']);
-  t.deepEqual((await c.listAddresses({ family: 'IPv6' })).map((a) => a.address), ['fd00::1']);
+  t.deepEqual(
+    (await c.listAddresses({ link: 'kube-ipvs0' })).map((a) => `${a.address}/${a.prefixLen}`),
+    ['10.96.0.1/32', 'fd00::1/128'],
+  );
+  t.deepEqual(
+    (await c.listAddresses({ family: 'IPv6' })).map((a) => a.address),
+    ['fd00::1'],
+  );
   await c.deleteAddress('kube-ipvs0', '10.96.0.1');
   t.deepEqual(await c.nodeAddresses('IPv4'), []);
   t.deepEqual(await c.nodeAddresses('IPv6'), ['fd00::1']);

@@ -14,7 +14,14 @@ test('kube-ipvs0 with service addresses, and node addresses around it', async (t
   await client.setLinkUp(link.index);
   t.false(await client.ensureAddress(link.index, '10.96.0.1'));
   t.true(await client.ensureAddress(link.index, '10.96.0.1'));
-  t.deepEqual(kernel.dumpAddrs(), ['eth0 192.168.1.10/24', 'eth0 2001:db8::10/64', 'eth0 fe80::1/64', 'kube-ipvs0 10.96.0.1/32', 'lo 127.0.0.1/8', 'lo ::1/128']);
+  t.deepEqual(kernel.dumpAddrs(), [
+    'eth0 192.168.1.10/24',
+    'eth0 2001:db8::10/64',
+    'eth0 fe80::1/64',
+    'kube-ipvs0 10.96.0.1/32',
+    'lo 127.0.0.1/8',
+    'lo ::1/128',
+  ]);
   t.deepEqual(await client.nodeAddresses('IPv4', { exceptLink: 'kube-ipvs0' }), ['192.168.1.10']);
   t.deepEqual(await client.nodeAddresses('IPv6'), ['2001:db8::10']);
   t.true(isNoSuchAddress(await t.throwsAsync(client.deleteAddress('kube-ipvs0', '10.96.0.2'))));

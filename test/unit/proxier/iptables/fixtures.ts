@@ -1,7 +1,9 @@
 // A ServicePortInfo with plain defaults, for tests that need only a few of its fields.
 import type { ServicePortInfo } from '../../../../src/model/index.ts';
 
-export function servicePort(o: Partial<ServicePortInfo> & { namespace: string; name: string; portName: string }): ServicePortInfo {
+export function servicePort(
+  o: Partial<ServicePortInfo> & { namespace: string; name: string; portName: string },
+): ServicePortInfo {
   const protocol = o.protocol ?? 'TCP';
   const service = `${o.namespace}/${o.name}`;
   return {

@@ -2,7 +2,13 @@
 // so that tests state Services and endpoints the way upstream's proxier tests do.
 import type { DesiredState, ModelOptions } from '../../../../src/model/index.ts';
 import { rulesetToSave, ruleLine } from '../../../../src/netlink/nftables/iptables/save.ts';
-import { assembleRuleset, globalContext, globalRules, portContext, servicePortRules } from '../../../../src/proxier/iptables/index.ts';
+import {
+  assembleRuleset,
+  globalContext,
+  globalRules,
+  portContext,
+  servicePortRules,
+} from '../../../../src/proxier/iptables/index.ts';
 import type { IptablesOptions, ServicePortFragment } from '../../../../src/proxier/iptables/index.ts';
 import { newTracker } from '../../model/helpers.ts';
 
@@ -18,7 +24,11 @@ export function fragments(desired: DesiredState, opts: IptablesOptions = {}): Se
 }
 
 /** The whole ruleset as iptables-save prints it. */
-export function saveText(desired: DesiredState, opts: IptablesOptions = {}, nodePortIPs: readonly string[] = []): string {
+export function saveText(
+  desired: DesiredState,
+  opts: IptablesOptions = {},
+  nodePortIPs: readonly string[] = [],
+): string {
   const global = globalRules(globalContext(desired, nodePortIPs, opts));
   return rulesetToSave(assembleRuleset(global, fragments(desired, opts)));
 }
@@ -35,7 +45,10 @@ export function fragmentLines(f: ServicePortFragment, family: DesiredState['fami
 
 /** Dedent a template literal: strip the common leading whitespace and the first/last blank lines. */
 export function dedent(s: string): string {
-  const lines = s.replace(/^\n/, '').replace(/\n\s*$/, '').split('\n');
+  const lines = s
+    .replace(/^\n/, '')
+    .replace(/\n\s*$/, '')
+    .split('\n');
   const indent = Math.min(...lines.filter((l) => l.trim() !== '').map((l) => /^\s*/.exec(l)![0].length));
   return lines.map((l) => l.slice(indent)).join('\n') + '\n';
 }

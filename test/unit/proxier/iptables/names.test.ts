@@ -1,6 +1,11 @@
 // Chain names against the ones upstream's own tests and docs show for known inputs.
 import test from 'ava';
-import { endpointChainName, hash16, isServicePortChain, portChainNames } from '../../../../src/proxier/iptables/names.ts';
+import {
+  endpointChainName,
+  hash16,
+  isServicePortChain,
+  portChainNames,
+} from '../../../../src/proxier/iptables/names.ts';
 import { servicePort } from './fixtures.ts';
 
 test('ns1/svc1:p80 tcp has upstream’s KUBE-SVC/SVL/EXT/FW names', (t) => {
@@ -18,7 +23,10 @@ test('endpoint chains hash the endpoint too (upstream KUBE-SEP names)', (t) => {
 });
 
 test('default/kubernetes:https is KUBE-SVC-NPX46M4PTMTKRN6Y, as on every cluster', (t) => {
-  t.is(portChainNames(servicePort({ namespace: 'default', name: 'kubernetes', portName: 'https' })).svc, 'KUBE-SVC-NPX46M4PTMTKRN6Y');
+  t.is(
+    portChainNames(servicePort({ namespace: 'default', name: 'kubernetes', portName: 'https' })).svc,
+    'KUBE-SVC-NPX46M4PTMTKRN6Y',
+  );
 });
 
 test('an unnamed port hashes "ns/name" and the protocol is lower case', (t) => {
@@ -35,6 +43,8 @@ test('hash16 is the first 16 characters of RFC 4648 base32 of sha256', (t) => {
 });
 
 test('service port chains are recognised by prefix; fixed chains are not', (t) => {
-  for (const name of ['KUBE-SVC-XPGD46QRK7WJZT7O', 'KUBE-SVL-X', 'KUBE-EXT-X', 'KUBE-FW-X', 'KUBE-SEP-X']) t.true(isServicePortChain(name));
-  for (const name of ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-MARK-MASQ', 'KUBE-FORWARD']) t.false(isServicePortChain(name));
+  for (const name of ['KUBE-SVC-XPGD46QRK7WJZT7O', 'KUBE-SVL-X', 'KUBE-EXT-X', 'KUBE-FW-X', 'KUBE-SEP-X'])
+    t.true(isServicePortChain(name));
+  for (const name of ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-MARK-MASQ', 'KUBE-FORWARD'])
+    t.false(isServicePortChain(name));
 });

@@ -13,12 +13,47 @@ function upstreamCluster() {
   const t = cluster();
   const port = (nodePort?: number) => [{ name: 'p80', protocol: 'TCP', port: 80, ...(nodePort ? { nodePort } : {}) }];
   t.onService(undefined, svc('svc1', { ns: 'ns1', clusterIP: '172.30.0.41', ports: port() }));
-  t.onService(undefined, svc('svc2', { ns: 'ns2', type: 'LoadBalancer', eTP: 'Local', clusterIP: '172.30.0.42', ports: port(3001), ingress: [{ ip: '1.2.3.4' }], externalIPs: ['192.168.99.22'], hcPort: 30000 }));
+  t.onService(
+    undefined,
+    svc('svc2', {
+      ns: 'ns2',
+      type: 'LoadBalancer',
+      eTP: 'Local',
+      clusterIP: '172.30.0.42',
+      ports: port(3001),
+      ingress: [{ ip: '1.2.3.4' }],
+      externalIPs: ['192.168.99.22'],
+      hcPort: 30000,
+    }),
+  );
   t.onService(undefined, svc('svc3', { ns: 'ns3', type: 'NodePort', clusterIP: '172.30.0.43', ports: port(3003) }));
-  t.onService(undefined, svc('svc4', { ns: 'ns4', type: 'NodePort', clusterIP: '172.30.0.44', externalIPs: ['192.168.99.33'], ports: port() }));
-  t.onService(undefined, svc('svc5', { ns: 'ns5', type: 'LoadBalancer', clusterIP: '172.30.0.45', ports: port(3002), ingress: [{ ip: '5.6.7.8' }], hcPort: 30000, sourceRanges: ['203.0.113.0/25'], affinity: 'ClientIP', timeout: 10800 }));
+  t.onService(
+    undefined,
+    svc('svc4', {
+      ns: 'ns4',
+      type: 'NodePort',
+      clusterIP: '172.30.0.44',
+      externalIPs: ['192.168.99.33'],
+      ports: port(),
+    }),
+  );
+  t.onService(
+    undefined,
+    svc('svc5', {
+      ns: 'ns5',
+      type: 'LoadBalancer',
+      clusterIP: '172.30.0.45',
+      ports: port(3002),
+      ingress: [{ ip: '5.6.7.8' }],
+      hcPort: 30000,
+      sourceRanges: ['203.0.113.0/25'],
+      affinity: 'ClientIP',
+      timeout: 10800,
+    }),
+  );
   t.onService(undefined, svc('svc6', { ns: 'ns6', clusterIP: '172.30.0.46', ports: port() }));
-  const s = (ns: string, name: string, eps: ReturnType<typeof ep>[]) => t.onEndpointSlice(slice(`${name}-1`, name, eps, { ns, ports: P80 }), false);
+  const s = (ns: string, name: string, eps: ReturnType<typeof ep>[]) =>
+    t.onEndpointSlice(slice(`${name}-1`, name, eps, { ns, ports: P80 }), false);
   s('ns1', 'svc1', [ep('10.180.0.1')]);
   s('ns2', 'svc2', [ep('10.180.0.2')]); // no nodeName: not local
   s('ns3', 'svc3', [ep('10.180.0.3')]);
@@ -162,9 +197,6 @@ test('upstream’s overall cluster: every table, chain and rule, in iptables-sav
 
 test('with --random-fully (iptables-nft 1.8.9 has it) only the MASQUERADE rule changes', (t) => {
   const text = saveText(upstreamCluster().checkout().desired);
-  const want = EXPECTED.replace(
-    '-j MASQUERADE\n',
-    '-j MASQUERADE --random-fully\n',
-  );
+  const want = EXPECTED.replace('-j MASQUERADE\n', '-j MASQUERADE --random-fully\n');
   t.is(text, want);
 });

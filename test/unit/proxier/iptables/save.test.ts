@@ -2,7 +2,13 @@
 // printed for the same rule (test/kernel/iptables-save-render.test.ts compares whole rulesets).
 import test from 'ava';
 import type { IptRule } from '../../../../src/netlink/nftables/iptables/rule.ts';
-import { formatThreshold, ruleLine, saveString, statisticThreshold, tableToSave } from '../../../../src/netlink/nftables/iptables/save.ts';
+import {
+  formatThreshold,
+  ruleLine,
+  saveString,
+  statisticThreshold,
+  tableToSave,
+} from '../../../../src/netlink/nftables/iptables/save.ts';
 import { assembleRuleset, probability } from '../../../../src/proxier/iptables/index.ts';
 
 test('comments: bare when only letters, digits, _ and -; otherwise quoted with \\ before " \\ \'', (t) => {
@@ -48,27 +54,70 @@ test('a rule: -s -d -i -o -p first in that order, whatever the rule’s order; t
     ],
     target: { t: 'REDIRECT', port: 5353 },
   };
-  t.is(ruleLine(r), '-A X ! -s 10.0.0.0/8 -d 10.0.0.1/32 ! -i veth+ -o eth0 -p udp -m comment --comment c -m mark --mark 0x4000 -m udp --dport 53 -j REDIRECT --to-ports 5353');
+  t.is(
+    ruleLine(r),
+    '-A X ! -s 10.0.0.0/8 -d 10.0.0.1/32 ! -i veth+ -o eth0 -p udp -m comment --comment c -m mark --mark 0x4000 -m udp --dport 53 -j REDIRECT --to-ports 5353',
+  );
   t.is(ruleLine({ table: 'nat', chain: 'Y', matches: [], target: { t: 'none' } }), '-A Y');
 });
 
 test('a table: built-ins with ACCEPT, our chains sorted by byte order, rules chain by chain', (t) => {
-  const text = tableToSave({ table: 'nat', chains: [
-    { name: 'KUBE-SERVICES', rules: [{ table: 'nat', chain: 'KUBE-SERVICES', matches: [], target: { t: 'RETURN' } }] },
-    { name: 'KUBE-SEP-A', rules: [] },
-    { name: 'OUTPUT', rules: [{ table: 'nat', chain: 'OUTPUT', matches: [], target: { t: 'jump', chain: 'KUBE-SERVICES' } }] },
-  ] }, 'IPv4');
-  t.is(text, [
-    '*nat', ':PREROUTING ACCEPT [0:0]', ':INPUT ACCEPT [0:0]', ':OUTPUT ACCEPT [0:0]', ':POSTROUTING ACCEPT [0:0]',
-    ':KUBE-SEP-A - [0:0]', ':KUBE-SERVICES - [0:0]', '-A OUTPUT -j KUBE-SERVICES', '-A KUBE-SERVICES -j RETURN', 'COMMIT', '',
-  ].join('\n'));
-  t.throws(() => tableToSave({ table: 'filter', chains: [{ name: 'PREROUTING', rules: [] }] }, 'IPv4'), { message: /no built-in chain PREROUTING/ });
+  const text = tableToSave(
+    {
+      table: 'nat',
+      chains: [
+        {
+          name: 'KUBE-SERVICES',
+          rules: [{ table: 'nat', chain: 'KUBE-SERVICES', matches: [], target: { t: 'RETURN' } }],
+        },
+        { name: 'KUBE-SEP-A', rules: [] },
+        {
+          name: 'OUTPUT',
+          rules: [{ table: 'nat', chain: 'OUTPUT', matches: [], target: { t: 'jump', chain: 'KUBE-SERVICES' } }],
+        },
+      ],
+    },
+    'IPv4',
+  );
+  t.is(
+    text,
+    [
+      '*nat',
+      ':PREROUTING ACCEPT [0:0]',
+      ':INPUT ACCEPT [0:0]',
+      ':OUTPUT ACCEPT [0:0]',
+      ':POSTROUTING ACCEPT [0:0]',
+      ':KUBE-SEP-A - [0:0]',
+      ':KUBE-SERVICES - [0:0]',
+      '-A OUTPUT -j KUBE-SERVICES',
+      '-A KUBE-SERVICES -j RETURN',
+      'COMMIT',
+      '',
+    ].join('\n'),
+  );
+  t.throws(() => tableToSave({ table: 'filter', chains: [{ name: 'PREROUTING', rules: [] }] }, 'IPv4'), {
+    message: /no built-in chain PREROUTING/,
+  });
 });
 
 test('assembling refuses a chain declared twice and a rule for a chain that is not ours', (t) => {
-  const global = { family: 'IPv4' as const, chains: [{ table: 'nat' as const, name: 'KUBE-SERVICES' }], jumps: [], rules: [], tail: [] };
-  const f = { id: 'ns/a:p/TCP' as never, chains: [{ table: 'nat' as const, name: 'KUBE-SVC-A', rules: [] }], shared: [] };
+  const global = {
+    family: 'IPv4' as const,
+    chains: [{ table: 'nat' as const, name: 'KUBE-SERVICES' }],
+    jumps: [],
+    rules: [],
+    tail: [],
+  };
+  const f = {
+    id: 'ns/a:p/TCP' as never,
+    chains: [{ table: 'nat' as const, name: 'KUBE-SVC-A', rules: [] }],
+    shared: [],
+  };
   t.throws(() => assembleRuleset(global, [f, f]), { message: /KUBE-SVC-A is declared twice/ });
-  const stray = { ...f, chains: [], shared: [{ table: 'nat' as const, chain: 'KUBE-NOPE', matches: [], target: { t: 'ACCEPT' as const } }] };
+  const stray = {
+    ...f,
+    chains: [],
+    shared: [{ table: 'nat' as const, chain: 'KUBE-NOPE', matches: [], target: { t: 'ACCEPT' as const } }],
+  };
   t.throws(() => assembleRuleset(global, [stray]), { message: /KUBE-NOPE, which is not a chain of ours/ });
 });

@@ -50,7 +50,9 @@ export function harness(o: Partial<IpvsProxierOptions> = {}, model: Partial<Mode
     for (const { svc: s, dests } of ipvsFake.services.values()) {
       if ('fwmark' in s) continue;
       const head = `${s.protocol.toUpperCase()} ${s.family === 'IPv6' ? `[${s.address}]` : s.address}:${s.port}`;
-      out.push(`${head} ${s.scheduler}${s.timeout ? ` persistent ${s.timeout}` : ''}${s.flags & ~1 ? ` flags ${s.flags & ~1}` : ''}`);
+      out.push(
+        `${head} ${s.scheduler}${s.timeout ? ` persistent ${s.timeout}` : ''}${s.flags & ~1 ? ` flags ${s.flags & ~1}` : ''}`,
+      );
       for (const d of dests.values()) out.push(`${head} -> ${d.address}:${d.port} ${d.weight}`);
     }
     return out.sort();
@@ -66,7 +68,10 @@ export function harness(o: Partial<IpvsProxierOptions> = {}, model: Partial<Mode
   const addrs = (): string[] => {
     const link = [...routeK.links.values()].find((l) => l.name === 'kube-ipvs0');
     if (!link) return [];
-    return routeK.addrs.filter((a) => a.index === link.index).map((a) => [...a.bytes].join('.')).sort();
+    return routeK.addrs
+      .filter((a) => a.index === link.index)
+      .map((a) => [...a.bytes].join('.'))
+      .sort();
   };
   /** Counts of IPVS and ipset writes since the last call. */
   let ipvsSeen = 0;
@@ -76,7 +81,8 @@ export function harness(o: Partial<IpvsProxierOptions> = {}, model: Partial<Mode
     const ipsetReqs = ipsetK.requests.slice(ipsetSeen);
     ipvsSeen = ipvsFake.requests.length;
     ipsetSeen = ipsetK.requests.length;
-    const count = (reqs: typeof ipvsReqs, cmd: number, pick: (r: (typeof ipvsReqs)[number]) => number) => reqs.filter((r) => pick(r) === cmd).length;
+    const count = (reqs: typeof ipvsReqs, cmd: number, pick: (r: (typeof ipvsReqs)[number]) => number) =>
+      reqs.filter((r) => pick(r) === cmd).length;
     const c = (r: (typeof ipvsReqs)[number]) => (r.type === ipvsFake.familyId ? r.payload[0]! : -1);
     const s = (r: (typeof ipvsReqs)[number]) => r.type & 0xff;
     return {
@@ -92,9 +98,31 @@ export function harness(o: Partial<IpvsProxierOptions> = {}, model: Partial<Mode
       ipsetDel: count(ipsetReqs, IpsetCmd.DEL, s),
       ipsetList: count(ipsetReqs, IpsetCmd.LIST, s),
       ipsetCreate: count(ipsetReqs, IpsetCmd.CREATE, s),
-      ipvsOrder: ipvsReqs.filter((r) => r.type === ipvsFake.familyId).map((r) => Object.entries(IpvsCmd).find(([, v]) => v === r.payload[0])?.[0] ?? '?'),
+      ipvsOrder: ipvsReqs
+        .filter((r) => r.type === ipvsFake.familyId)
+        .map((r) => Object.entries(IpvsCmd).find(([, v]) => v === r.payload[0])?.[0] ?? '?'),
     };
   };
   const deps = { ipvs, ipset, route, sysctl, clock, logger: memoryLogger(records) };
-  return { deps, ipvs, ipset, route, proxier, tracker, ipvsFake, ipsetK, routeK, sysctl, clock, records, sync, full, vs, dest, set, addrs, writes };
+  return {
+    deps,
+    ipvs,
+    ipset,
+    route,
+    proxier,
+    tracker,
+    ipvsFake,
+    ipsetK,
+    routeK,
+    sysctl,
+    clock,
+    records,
+    sync,
+    full,
+    vs,
+    dest,
+    set,
+    addrs,
+    writes,
+  };
 }

@@ -9,7 +9,13 @@ test('IPv6: VSes, inet6 sets named KUBE-6-..., and the IPv4 state left alone', a
   h.tracker.onNode(node(NODE, { internal: ['fd00::10'] }));
   h.tracker.onService(
     undefined,
-    svc('v6', { clusterIPs: ['fd00:96::10'], type: 'LoadBalancer', ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }], ingress: [{ ip: 'fd00:51::20' }], sourceRanges: ['fd00:10::/64'] }),
+    svc('v6', {
+      clusterIPs: ['fd00:96::10'],
+      type: 'LoadBalancer',
+      ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }],
+      ingress: [{ ip: 'fd00:51::20' }],
+      sourceRanges: ['fd00:10::/64'],
+    }),
   );
   h.tracker.onEndpointSlice(slice('v6-1', 'v6', [ep('fd00:244::2')], { addressType: 'IPv6' }), false);
   // Someone else's IPv4 VS: not our family, never touched.

@@ -28,27 +28,98 @@ interface Row {
 }
 
 const rows: Row[] = [
-  { name: 'remote ready and remote terminating: the ready one', nodePort: true, eps: [readyRemote, termRemote], internal: ['10.0.0.1'], external: ['10.0.0.1'], any: true },
-  { name: 'only a remote terminating one: it', nodePort: true, eps: [termRemote], internal: ['10.0.0.2'], external: ['10.0.0.2'], any: true },
-  { name: 'remote terminating, serving unset: it', nodePort: true, eps: [termRemoteUnset], internal: ['10.0.0.4'], external: ['10.0.0.4'], any: true },
-  { name: 'a local terminating one beats a remote ready one', nodePort: true, eps: [termLocal, readyRemote], internal: ['10.0.0.3'], external: ['10.0.0.3'], any: true },
-  { name: 'local not serving, remote terminating: the remote one', nodePort: true, eps: [goneLocal, termRemote], internal: ['10.0.0.2'], external: ['10.0.0.2'], any: true },
-  { name: 'ClusterIP only, remote ready and terminating: none (no Cluster endpoints used)', nodePort: false, eps: [readyRemote, termRemote], internal: [], any: true },
-  { name: 'ClusterIP only, remote terminating with serving unset: none, but endpoints exist', nodePort: false, eps: [termRemoteUnset], internal: [], any: true },
-  { name: 'ClusterIP only, local terminating: it', nodePort: false, eps: [termLocal, readyRemote], internal: ['10.0.0.3'], any: true },
+  {
+    name: 'remote ready and remote terminating: the ready one',
+    nodePort: true,
+    eps: [readyRemote, termRemote],
+    internal: ['10.0.0.1'],
+    external: ['10.0.0.1'],
+    any: true,
+  },
+  {
+    name: 'only a remote terminating one: it',
+    nodePort: true,
+    eps: [termRemote],
+    internal: ['10.0.0.2'],
+    external: ['10.0.0.2'],
+    any: true,
+  },
+  {
+    name: 'remote terminating, serving unset: it',
+    nodePort: true,
+    eps: [termRemoteUnset],
+    internal: ['10.0.0.4'],
+    external: ['10.0.0.4'],
+    any: true,
+  },
+  {
+    name: 'a local terminating one beats a remote ready one',
+    nodePort: true,
+    eps: [termLocal, readyRemote],
+    internal: ['10.0.0.3'],
+    external: ['10.0.0.3'],
+    any: true,
+  },
+  {
+    name: 'local not serving, remote terminating: the remote one',
+    nodePort: true,
+    eps: [goneLocal, termRemote],
+    internal: ['10.0.0.2'],
+    external: ['10.0.0.2'],
+    any: true,
+  },
+  {
+    name: 'ClusterIP only, remote ready and terminating: none (no Cluster endpoints used)',
+    nodePort: false,
+    eps: [readyRemote, termRemote],
+    internal: [],
+    any: true,
+  },
+  {
+    name: 'ClusterIP only, remote terminating with serving unset: none, but endpoints exist',
+    nodePort: false,
+    eps: [termRemoteUnset],
+    internal: [],
+    any: true,
+  },
+  {
+    name: 'ClusterIP only, local terminating: it',
+    nodePort: false,
+    eps: [termLocal, readyRemote],
+    internal: ['10.0.0.3'],
+    any: true,
+  },
 ];
 
 for (const row of rows) {
   test(`iTP=Local${row.nodePort ? ', eTP=Local NodePort' : ''}: ${row.name}`, (t) => {
     const { t: tracker } = newTracker({ nodeName: NODE });
     const port = { name: 'p', protocol: 'TCP', port: 80, ...(row.nodePort ? { nodePort: 30080 } : {}) };
-    tracker.onService(undefined, svc('s', { clusterIP: '10.96.0.1', type: row.nodePort ? 'NodePort' : 'ClusterIP', ports: [port], iTP: 'Local', ...(row.nodePort ? { eTP: 'Local' } : {}) }));
+    tracker.onService(
+      undefined,
+      svc('s', {
+        clusterIP: '10.96.0.1',
+        type: row.nodePort ? 'NodePort' : 'ClusterIP',
+        ports: [port],
+        iTP: 'Local',
+        ...(row.nodePort ? { eTP: 'Local' } : {}),
+      }),
+    );
     tracker.onEndpointSlice(slice('s-1', 's', row.eps), false);
     const { desired } = tracker.checkout();
     const info = [...desired.services.values()][0]!;
     const sel = desired.selections.get(info.id);
     t.is(sel?.hasAnyEndpoints ?? false, row.any);
-    t.deepEqual(destinationsFor(sel, info.internalPolicyLocal).map((e) => e.ip), row.internal, 'cluster-IP VS');
-    if (row.external) t.deepEqual(destinationsFor(sel, info.externalPolicyLocal).map((e) => e.ip), row.external, 'node-port VS');
+    t.deepEqual(
+      destinationsFor(sel, info.internalPolicyLocal).map((e) => e.ip),
+      row.internal,
+      'cluster-IP VS',
+    );
+    if (row.external)
+      t.deepEqual(
+        destinationsFor(sel, info.externalPolicyLocal).map((e) => e.ip),
+        row.external,
+        'node-port VS',
+      );
   });
 }

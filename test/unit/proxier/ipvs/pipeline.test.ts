@@ -17,7 +17,14 @@ function refuseEinval(cmd: number, address: number[]): (req: { payload: Uint8Arr
 function bulk(h: ReturnType<typeof harness>, n: number, eps = 2): void {
   for (let i = 0; i < n; i++) {
     h.tracker.onService(undefined, svc(`s${i}`, { clusterIP: `10.97.${i >> 8}.${i & 255}` }));
-    h.tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, Array.from({ length: eps }, (_, j) => ep(`10.1.${i & 255}.${j + 1}`))), false);
+    h.tracker.onEndpointSlice(
+      slice(
+        `s${i}-1`,
+        `s${i}`,
+        Array.from({ length: eps }, (_, j) => ep(`10.1.${i & 255}.${j + 1}`)),
+      ),
+      false,
+    );
   }
 }
 
@@ -45,7 +52,9 @@ test('one refused VS is a named error; the other VSes and their real servers are
   bulk(h, 20);
   h.ipvsFake.refuse = refuseEinval(IpvsCmd.NEW_SERVICE, [10, 97, 0, 7]);
   const e = await t.throwsAsync(h.sync(), { instanceOf: IpvsSyncError });
-  t.deepEqual(e!.report.errors, ['ensure ipvs service TCP 10.97.0.7:80: add ipvs service TCP 10.97.0.7:80 scheduler rr: EINVAL']);
+  t.deepEqual(e!.report.errors, [
+    'ensure ipvs service TCP 10.97.0.7:80: add ipvs service TCP 10.97.0.7:80 scheduler rr: EINVAL',
+  ]);
   t.is(h.vs().length, 19 * 3);
   const w = h.writes();
   t.is(w.newDest, 19 * 2, 'no real server of the refused VS was sent');
@@ -62,7 +71,9 @@ test('one refused real server is a named error; the others are written', async (
   bulk(h, 5);
   h.ipvsFake.refuse = refuseEinval(IpvsCmd.NEW_DEST, [10, 1, 3, 2]);
   const e = await t.throwsAsync(h.sync(), { instanceOf: IpvsSyncError });
-  t.deepEqual(e!.report.errors, ['ensure real server 10.1.3.2:8080 of TCP 10.97.0.3:80: add ipvs destination 10.1.3.2:8080 of TCP 10.97.0.3:80: EINVAL']);
+  t.deepEqual(e!.report.errors, [
+    'ensure real server 10.1.3.2:8080 of TCP 10.97.0.3:80: add ipvs destination 10.1.3.2:8080 of TCP 10.97.0.3:80: EINVAL',
+  ]);
   t.is(h.vs().length, 5 * 3 - 1);
   h.ipvsFake.refuse = undefined;
   await h.sync();
@@ -74,7 +85,10 @@ test('a VS someone else made between syncs (EEXIST) is adopted: its real servers
   bulk(h, 1);
   await h.sync();
   await h.ipvs.addService({ family: 'IPv4', protocol: 'tcp', address: '10.97.0.9', port: 80, scheduler: 'wrr' });
-  await h.ipvs.addDestination({ family: 'IPv4', protocol: 'tcp', address: '10.97.0.9', port: 80 }, { address: '10.9.9.9', port: 8080, weight: 3 });
+  await h.ipvs.addDestination(
+    { family: 'IPv4', protocol: 'tcp', address: '10.97.0.9', port: 80 },
+    { address: '10.9.9.9', port: 8080, weight: 3 },
+  );
   h.tracker.onService(undefined, svc('late', { clusterIP: '10.97.0.9' }));
   h.tracker.onEndpointSlice(slice('late-1', 'late', [ep('10.1.9.1')]), false);
   const r = await h.sync();
@@ -105,7 +119,8 @@ test('graceful termination: drained real servers of many Services are deleted pi
   bulk(h, 100);
   await h.sync();
   // Every Service loses its second endpoint: 100 real servers go to weight 0 and drain.
-  for (let i = 0; i < 100; i++) h.tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.1.${i & 255}.1`)], { rv: '2' }), false);
+  for (let i = 0; i < 100; i++)
+    h.tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.1.${i & 255}.1`)], { rv: '2' }), false);
   await h.sync();
   t.is(h.proxier.terminating().length, 100);
   h.writes();
@@ -119,7 +134,11 @@ test('graceful termination: drained real servers of many Services are deleted pi
   t.is(w.delDest, 100);
   const multi = h.ipvsFake.datagrams.slice(before).filter((n) => n > 1);
   t.deepEqual(multi, [100], 'the 100 deletes went in one datagram');
-  t.deepEqual(h.proxier.terminating().map((x) => x.vs), ['TCP 10.97.0.7:80'], 'the refused one is still queued');
+  t.deepEqual(
+    h.proxier.terminating().map((x) => x.vs),
+    ['TCP 10.97.0.7:80'],
+    'the refused one is still queued',
+  );
   t.true(h.records.some((r) => r.msg === 'deleting a drained real server failed'));
   t.is(h.vs().length, 100 * 2 + 1);
   // The next tick deletes it.

@@ -7,7 +7,12 @@ import { nullLogger } from '../../../../src/base/logger.ts';
 import { IpvsProxier, IpvsSyncError } from '../../../../src/proxier/ipvs/index.ts';
 import { ep, harness, NODE_IP, slice, svc } from './harness.ts';
 
-const TCP = (port: number, nodePort?: number) => ({ name: 'p', protocol: 'TCP', port, ...(nodePort ? { nodePort } : {}) });
+const TCP = (port: number, nodePort?: number) => ({
+  name: 'p',
+  protocol: 'TCP',
+  port,
+  ...(nodePort ? { nodePort } : {}),
+});
 
 test('ClusterIP: one VS with masq real servers, VIP on kube-ipvs0, KUBE-CLUSTER-IP and KUBE-IPVS-IPS, sysctls', async (t) => {
   const h = harness();
@@ -15,7 +20,11 @@ test('ClusterIP: one VS with masq real servers, VIP on kube-ipvs0, KUBE-CLUSTER-
   h.tracker.onEndpointSlice(slice('web-1', 'web', [ep('10.0.0.1'), ep('10.0.0.2')]), false);
   const r = await h.sync();
   t.true(r.full);
-  t.deepEqual(h.vs(), ['TCP 10.96.0.10:80 -> 10.0.0.1:8080 1', 'TCP 10.96.0.10:80 -> 10.0.0.2:8080 1', 'TCP 10.96.0.10:80 rr']);
+  t.deepEqual(h.vs(), [
+    'TCP 10.96.0.10:80 -> 10.0.0.1:8080 1',
+    'TCP 10.96.0.10:80 -> 10.0.0.2:8080 1',
+    'TCP 10.96.0.10:80 rr',
+  ]);
   t.deepEqual(h.addrs(), ['10.96.0.10']);
   t.deepEqual(h.set('KUBE-CLUSTER-IP'), ['10.96.0.10,tcp:80']);
   t.deepEqual(h.set('KUBE-IPVS-IPS'), ['10.96.0.10']);
@@ -35,7 +44,10 @@ test('ClusterIP: one VS with masq real servers, VIP on kube-ipvs0, KUBE-CLUSTER-
 test('NodePort with externalTrafficPolicy=Local: a VS per node address with local endpoints, bitmap entries, KUBE-LOOP-BACK', async (t) => {
   const h = harness();
   h.tracker.onService(undefined, svc('np', { type: 'NodePort', ports: [TCP(80, 30080)], eTP: 'Local' }));
-  h.tracker.onEndpointSlice(slice('np-1', 'np', [ep('10.0.0.1', { node: NODE }), ep('10.0.1.1', { node: 'other' })]), false);
+  h.tracker.onEndpointSlice(
+    slice('np-1', 'np', [ep('10.0.0.1', { node: NODE }), ep('10.0.1.1', { node: 'other' })]),
+    false,
+  );
   await h.sync();
   t.deepEqual(h.vs(), [
     'TCP 10.96.0.10:80 -> 10.0.0.1:8080 1',
@@ -55,13 +67,19 @@ test('nodePortAddresses limits NodePort VSes to matching node addresses; SCTP us
   const h = harness({}, { nodePortAddresses: ['192.168.2.0/24'] });
   h.routeK.addLink('eth1', undefined);
   h.routeK.addAddr('eth1', '192.168.2.5', 24);
-  h.tracker.onService(undefined, svc('s', { type: 'NodePort', ports: [{ name: 'p', protocol: 'SCTP', port: 9, nodePort: 30009 }] }));
+  h.tracker.onService(
+    undefined,
+    svc('s', { type: 'NodePort', ports: [{ name: 'p', protocol: 'SCTP', port: 9, nodePort: 30009 }] }),
+  );
   await h.sync();
-  t.deepEqual(h.vs().filter((l) => l.includes(':30009')), ['SCTP 192.168.2.5:30009 rr']);
+  t.deepEqual(
+    h.vs().filter((l) => l.includes(':30009')),
+    ['SCTP 192.168.2.5:30009 rr'],
+  );
   t.deepEqual(h.set('KUBE-NODE-PORT-SCTP-HASH'), ['192.168.2.5,sctp:30009']);
 });
 
-test('externalIPs and LoadBalancer with source ranges: sets as upstream; the node\'s own address is not bound again', async (t) => {
+test("externalIPs and LoadBalancer with source ranges: sets as upstream; the node's own address is not bound again", async (t) => {
   const h = harness();
   h.tracker.onService(
     undefined,
@@ -73,24 +91,46 @@ test('externalIPs and LoadBalancer with source ranges: sets as upstream; the nod
       sourceRanges: ['192.168.1.0/24', '10.1.0.0/16'],
     }),
   );
-  h.tracker.onEndpointSlice(slice('lb-1', 'lb', [ep('10.0.0.1')], { ports: [{ name: 'p', protocol: 'TCP', port: 8443 }] }), false);
+  h.tracker.onEndpointSlice(
+    slice('lb-1', 'lb', [ep('10.0.0.1')], { ports: [{ name: 'p', protocol: 'TCP', port: 8443 }] }),
+    false,
+  );
   await h.sync();
   t.deepEqual(h.addrs(), ['10.96.0.10', '198.51.100.20', '203.0.113.7']);
   t.deepEqual(h.set('KUBE-EXTERNAL-IP'), [`${NODE_IP},tcp:443`, '203.0.113.7,tcp:443']);
   t.deepEqual(h.set('KUBE-LOAD-BALANCER'), ['198.51.100.20,tcp:443']);
   t.deepEqual(h.set('KUBE-LOAD-BALANCER-FW'), ['198.51.100.20,tcp:443']);
-  t.deepEqual(h.set('KUBE-LOAD-BALANCER-SOURCE-CIDR'), ['198.51.100.20,tcp:443,10.1.0.0/16', '198.51.100.20,tcp:443,192.168.1.0/24']);
+  t.deepEqual(h.set('KUBE-LOAD-BALANCER-SOURCE-CIDR'), [
+    '198.51.100.20,tcp:443,10.1.0.0/16',
+    '198.51.100.20,tcp:443,192.168.1.0/24',
+  ]);
   // A range covers the node's primary IP: the node may reach the LB IP itself.
   t.deepEqual(h.set('KUBE-LOAD-BALANCER-SOURCE-IP'), ['198.51.100.20,tcp:443,198.51.100.20']);
   t.deepEqual(h.set('KUBE-IPVS-IPS'), ['10.96.0.10', '198.51.100.20', '203.0.113.7']);
   const heads = h.vs().filter((l) => !l.includes('->'));
-  t.deepEqual(heads, ['TCP 10.96.0.10:443 rr', `TCP ${NODE_IP}:30443 rr`, `TCP ${NODE_IP}:443 rr`, 'TCP 198.51.100.20:443 rr', 'TCP 203.0.113.7:443 rr']);
+  t.deepEqual(heads, [
+    'TCP 10.96.0.10:443 rr',
+    `TCP ${NODE_IP}:30443 rr`,
+    `TCP ${NODE_IP}:443 rr`,
+    'TCP 198.51.100.20:443 rr',
+    'TCP 203.0.113.7:443 rr',
+  ]);
   t.deepEqual(h.proxier.rulesInput().noNodeAccess, []);
 });
 
 test('externalTrafficPolicy=Local LB with healthCheckNodePort: -LOCAL sets and KUBE-HEALTH-CHECK-NODE-PORT', async (t) => {
   const h = harness();
-  h.tracker.onService(undefined, svc('lb', { type: 'LoadBalancer', ports: [TCP(80, 30080)], eTP: 'Local', hcPort: 32000, ingress: [{ ip: '198.51.100.21' }], externalIPs: ['203.0.113.8'] }));
+  h.tracker.onService(
+    undefined,
+    svc('lb', {
+      type: 'LoadBalancer',
+      ports: [TCP(80, 30080)],
+      eTP: 'Local',
+      hcPort: 32000,
+      ingress: [{ ip: '198.51.100.21' }],
+      externalIPs: ['203.0.113.8'],
+    }),
+  );
   await h.sync();
   t.deepEqual(h.set('KUBE-LOAD-BALANCER-LOCAL'), ['198.51.100.21,tcp:80']);
   t.deepEqual(h.set('KUBE-EXTERNAL-IP-LOCAL'), ['203.0.113.8,tcp:80']);
@@ -115,7 +155,9 @@ test('session affinity is IPVS persistence with the Service timeout; the schedul
 
 test('an unknown scheduler is a construction error naming it', (t) => {
   const h = harness();
-  const e = t.throws(() => new IpvsProxier({ family: 'IPv4', scheduler: 'bogus' }, { ...depsOf(h), logger: nullLogger }));
+  const e = t.throws(
+    () => new IpvsProxier({ family: 'IPv4', scheduler: 'bogus' }, { ...depsOf(h), logger: nullLogger }),
+  );
   t.regex(e!.message, /unknown IPVS scheduler "bogus"/);
 });
 
@@ -131,7 +173,10 @@ test('a Service without endpoints keeps its VS with no real server (the kernel a
 test('internalTrafficPolicy=Local: only local endpoints; none local falls back to the cluster ones only when the port uses them (as upstream)', async (t) => {
   const h = harness();
   h.tracker.onService(undefined, svc('itp', { iTP: 'Local' }));
-  h.tracker.onEndpointSlice(slice('itp-1', 'itp', [ep('10.0.0.1', { node: NODE }), ep('10.0.1.1', { node: 'other' })]), false);
+  h.tracker.onEndpointSlice(
+    slice('itp-1', 'itp', [ep('10.0.0.1', { node: NODE }), ep('10.0.1.1', { node: 'other' })]),
+    false,
+  );
   await h.sync();
   t.deepEqual(h.vs(), ['TCP 10.96.0.10:80 -> 10.0.0.1:8080 1', 'TCP 10.96.0.10:80 rr']);
   h.tracker.onEndpointSlice(slice('itp-1', 'itp', [ep('10.0.1.1', { node: 'other' })], { rv: '2' }), false);
@@ -140,7 +185,7 @@ test('internalTrafficPolicy=Local: only local endpoints; none local falls back t
   t.deepEqual(h.vs(), ['TCP 10.96.0.10:80 -> 10.0.0.1:8080 0', 'TCP 10.96.0.10:80 rr']);
 });
 
-test('incremental: one new endpoint is one NEW_DEST; nothing listed (not even the node\'s addresses), no set written', async (t) => {
+test("incremental: one new endpoint is one NEW_DEST; nothing listed (not even the node's addresses), no set written", async (t) => {
   const h = harness();
   for (let i = 0; i < 20; i++) {
     h.tracker.onService(undefined, svc(`s${i}`, { clusterIP: `10.96.1.${i}` }));
@@ -193,7 +238,11 @@ test('add before remove: a replaced endpoint is added before the old one is drai
   h.tracker.onEndpointSlice(slice('web-1', 'web', [ep('10.0.0.2')], { rv: '2' }), false);
   await h.sync();
   t.deepEqual(h.writes().ipvsOrder, ['NEW_DEST', 'SET_DEST']);
-  t.deepEqual(h.vs(), ['TCP 10.96.0.10:80 -> 10.0.0.1:8080 0', 'TCP 10.96.0.10:80 -> 10.0.0.2:8080 1', 'TCP 10.96.0.10:80 rr']);
+  t.deepEqual(h.vs(), [
+    'TCP 10.96.0.10:80 -> 10.0.0.1:8080 0',
+    'TCP 10.96.0.10:80 -> 10.0.0.2:8080 1',
+    'TCP 10.96.0.10:80 rr',
+  ]);
 });
 
 test('graceful termination: weight 0, kept while connections remain, deleted when they end (fake clock)', async (t) => {
@@ -205,7 +254,10 @@ test('graceful termination: weight 0, kept while connections remain, deleted whe
   await h.sync();
   h.dest('TCP 10.96.0.10:80', '10.0.0.2:8080')!.activeConns = 3;
   t.is(h.dest('TCP 10.96.0.10:80', '10.0.0.2:8080')?.weight, 0);
-  t.deepEqual(h.proxier.terminating().map((x) => x.dest), ['10.0.0.2:8080']);
+  t.deepEqual(
+    h.proxier.terminating().map((x) => x.dest),
+    ['10.0.0.2:8080'],
+  );
   h.clock.advance(1000);
   await h.proxier.whenIdle();
   t.truthy(h.dest('TCP 10.96.0.10:80', '10.0.0.2:8080'), 'still serving its connections');
@@ -254,10 +306,16 @@ test('a draining server whose endpoint comes back gets weight 1 again and leaves
 test('UDP real servers are deleted at once', async (t) => {
   const h = harness();
   h.tracker.onService(undefined, svc('dns', { ports: [{ name: 'p', protocol: 'UDP', port: 53 }] }));
-  h.tracker.onEndpointSlice(slice('dns-1', 'dns', [ep('10.0.0.1'), ep('10.0.0.2')], { ports: [{ name: 'p', protocol: 'UDP', port: 5353 }] }), false);
+  h.tracker.onEndpointSlice(
+    slice('dns-1', 'dns', [ep('10.0.0.1'), ep('10.0.0.2')], { ports: [{ name: 'p', protocol: 'UDP', port: 5353 }] }),
+    false,
+  );
   await h.sync();
   h.writes();
-  h.tracker.onEndpointSlice(slice('dns-1', 'dns', [ep('10.0.0.1')], { rv: '2', ports: [{ name: 'p', protocol: 'UDP', port: 5353 }] }), false);
+  h.tracker.onEndpointSlice(
+    slice('dns-1', 'dns', [ep('10.0.0.1')], { rv: '2', ports: [{ name: 'p', protocol: 'UDP', port: 5353 }] }),
+    false,
+  );
   await h.sync();
   t.deepEqual(h.writes().ipvsOrder, ['DEL_DEST']);
   t.deepEqual(h.vs(), ['UDP 10.96.0.10:53 -> 10.0.0.1:5353 1', 'UDP 10.96.0.10:53 rr']);
@@ -280,9 +338,15 @@ test('restart recovery: a real server left at weight 0 whose endpoint is ready g
   await fresh.sync(desired, change, new AbortController().signal);
   t.is(h.dest('TCP 10.96.0.10:80', '10.0.0.2:8080')?.weight, 1);
   // The other one, gone from the endpoints and at weight 0 already, is tracked for deletion.
-  t.deepEqual(fresh.terminating().map((x) => x.dest), ['10.0.0.1:8080']);
+  t.deepEqual(
+    fresh.terminating().map((x) => x.dest),
+    ['10.0.0.1:8080'],
+  );
   // The scheduler probe (delete, add, delete 198.51.100.0:20000), then one weight fix; nothing recreated.
-  t.deepEqual(h.writes().ipvsOrder.filter((c) => !c.startsWith('GET')), ['DEL_SERVICE', 'NEW_SERVICE', 'DEL_SERVICE', 'SET_DEST']);
+  t.deepEqual(
+    h.writes().ipvsOrder.filter((c) => !c.startsWith('GET')),
+    ['DEL_SERVICE', 'NEW_SERVICE', 'DEL_SERVICE', 'SET_DEST'],
+  );
 });
 
 test('full sync repairs drift: deleted VS, real server, VIP and set entry come back; strangers of our family go; fwmark and excluded stay', async (t) => {
@@ -297,7 +361,10 @@ test('full sync repairs drift: deleted VS, real server, VIP and set entry come b
   const web = [...h.ipvsFake.services.values()].find((e) => 'address' in e.svc && e.svc.address === '10.96.0.10')!;
   web.dests.delete('10.0.0.2:8080');
   const link = [...h.routeK.links.values()].find((l) => l.name === 'kube-ipvs0')!;
-  h.routeK.addrs.splice(h.routeK.addrs.findIndex((a) => a.index === link.index), 1);
+  h.routeK.addrs.splice(
+    h.routeK.addrs.findIndex((a) => a.index === link.index),
+    1,
+  );
   await h.ipset.del('KUBE-CLUSTER-IP', { ip: '10.96.0.10', proto: 'tcp', port: 80 });
   const ipvs = h.ipvs;
   await ipvs.addService({ family: 'IPv4', protocol: 'tcp', address: '10.99.0.1', port: 1, scheduler: 'rr' });
@@ -336,13 +403,25 @@ test('node addresses changing re-plans NodePort VSes at the next full sync (incr
   h.routeK.addAddr('eth1', '192.168.9.9', 24);
   h.tracker.onService(undefined, svc('other', { clusterIP: '10.96.0.99' }));
   t.false((await h.sync()).full);
-  t.deepEqual(h.vs().filter((l) => l.includes('30080')), [`TCP ${NODE_IP}:30080 rr`]);
+  t.deepEqual(
+    h.vs().filter((l) => l.includes('30080')),
+    [`TCP ${NODE_IP}:30080 rr`],
+  );
   t.true((await h.full()).full);
-  t.deepEqual(h.vs().filter((l) => l.includes('30080')), [`TCP ${NODE_IP}:30080 rr`, 'TCP 192.168.9.9:30080 rr']);
+  t.deepEqual(
+    h.vs().filter((l) => l.includes('30080')),
+    [`TCP ${NODE_IP}:30080 rr`, 'TCP 192.168.9.9:30080 rr'],
+  );
   // Gone again: the next full sync removes its VS.
-  h.routeK.addrs.splice(h.routeK.addrs.findIndex((a) => a.bytes.join('.') === '192.168.9.9'), 1);
+  h.routeK.addrs.splice(
+    h.routeK.addrs.findIndex((a) => a.bytes.join('.') === '192.168.9.9'),
+    1,
+  );
   await h.full();
-  t.deepEqual(h.vs().filter((l) => l.includes('30080')), [`TCP ${NODE_IP}:30080 rr`]);
+  t.deepEqual(
+    h.vs().filter((l) => l.includes('30080')),
+    [`TCP ${NODE_IP}:30080 rr`],
+  );
 });
 
 test('cleanup removes our VSes, ipsets and kube-ipvs0, and leaves others alone', async (t) => {
@@ -354,7 +433,10 @@ test('cleanup removes our VSes, ipsets and kube-ipvs0, and leaves others alone',
   await h.proxier.cleanup();
   t.deepEqual(h.vs(), ['TCP 10.200.0.1:1 rr']);
   t.is(h.ipsetK.dump('KUBE-CLUSTER-IP'), undefined);
-  t.is([...h.routeK.links.values()].find((l) => l.name === 'kube-ipvs0'), undefined);
+  t.is(
+    [...h.routeK.links.values()].find((l) => l.name === 'kube-ipvs0'),
+    undefined,
+  );
   await h.proxier.cleanup();
   t.pass('twice is fine');
 });

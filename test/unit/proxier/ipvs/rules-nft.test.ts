@@ -38,9 +38,14 @@ function kinds(exprs: readonly CompatExpr[]): string[] {
 
 /** The same from the capture: chain -> rules -> kinds. */
 function capturedKinds(table: string): Map<string, string[][]> {
-  const text = readFileSync(new URL('../../../vm/scenarios/ipvs-proxier-companion.capture.txt', import.meta.url), 'utf8');
+  const text = readFileSync(
+    new URL('../../../vm/scenarios/ipvs-proxier-companion.capture.txt', import.meta.url),
+    'utf8',
+  );
   const out = new Map<string, string[][]>();
-  const section = text.slice(text.indexOf(`######## nft --debug=netlink list table ip ${table}`)).split('\ntable ip ')[0]!;
+  const section = text
+    .slice(text.indexOf(`######## nft --debug=netlink list table ip ${table}`))
+    .split('\ntable ip ')[0]!;
   for (const block of section.split(`\nip ${table} `).slice(1)) {
     const [head, ...lines] = block.split('\n');
     const chain = head!.split(' ')[0]!;
@@ -84,19 +89,30 @@ test('every rule of ours has the expression shape iptables-nft gives the same ru
     // The VM's state had fewer sets in use, so not every rule is in the capture; those that are must match one.
     const sameTarget = seen.filter((k) => k.at(-1) === got.at(-1) && k.length === got.length);
     if (sameTarget.length === 0) continue;
-    t.true(sameTarget.some((k) => JSON.stringify(k) === JSON.stringify(got)), `${r.chain}: ${got.join(' | ')} not among ${JSON.stringify(sameTarget)}`);
+    t.true(
+      sameTarget.some((k) => JSON.stringify(k) === JSON.stringify(got)),
+      `${r.chain}: ${got.join(' | ')} not among ${JSON.stringify(sameTarget)}`,
+    );
     checked++;
   }
   t.true(checked >= 20, `compared ${checked} rules`);
 });
 
 test('bytes of the native parts: -s as a 1-byte load for /8, mark mask and value, l4proto', (t) => {
-  const lo = ruleExprs(rules.rules.find((r) => r.chain === 'KUBE-SERVICES' && r.matches[0]?.m === 'src')!, 'IPv4', { setIndex: idx });
+  const lo = ruleExprs(
+    rules.rules.find((r) => r.chain === 'KUBE-SERVICES' && r.matches[0]?.m === 'src')!,
+    'IPv4',
+    { setIndex: idx },
+  );
   t.deepEqual(lo.slice(0, 2), [
     { type: 'payload', base: 'network', offset: 12, len: 1, dreg: 1 },
     { type: 'cmp', sreg: 1, op: 'eq', data: Uint8Array.of(127) },
   ]);
-  const notMarked = ruleExprs(rules.rules.find((r) => r.chain === 'KUBE-POSTROUTING' && r.matches[0]?.m === 'mark')!, 'IPv4', { setIndex: idx });
+  const notMarked = ruleExprs(
+    rules.rules.find((r) => r.chain === 'KUBE-POSTROUTING' && r.matches[0]?.m === 'mark')!,
+    'IPv4',
+    { setIndex: idx },
+  );
   t.deepEqual(notMarked.slice(0, 3), [
     { type: 'meta', key: 'mark', dreg: 1 },
     { type: 'bitwise', sreg: 1, dreg: 1, len: 4, mask: Uint8Array.of(0, 0x40, 0, 0), xor: new Uint8Array(4) },
@@ -107,10 +123,15 @@ test('bytes of the native parts: -s as a 1-byte load for /8, mark mask and value
     { type: 'meta', key: 'l4proto', dreg: 1 },
     { type: 'cmp', sreg: 1, op: 'eq', data: Uint8Array.of(6) },
   ]);
-  const v6 = ruleExprs({ table: 'nat', chain: 'X', matches: [{ m: 'src', cidr: 'fd00::/12', invert: true }], target: { t: 'ACCEPT' } }, 'IPv6', { setIndex: idx });
+  const v6 = ruleExprs(
+    { table: 'nat', chain: 'X', matches: [{ m: 'src', cidr: 'fd00::/12', invert: true }], target: { t: 'ACCEPT' } },
+    'IPv6',
+    { setIndex: idx },
+  );
   // A prefix that is not whole bytes: iptables-nft loads the whole address and masks it
   // (test/fixtures/netlink/iptables/restore-ipv6.hex, `-s fd00:244::/36`).
-  const full = (...head: number[]): Uint8Array => Uint8Array.from([...head, ...new Array<number>(16 - head.length).fill(0)]);
+  const full = (...head: number[]): Uint8Array =>
+    Uint8Array.from([...head, ...new Array<number>(16 - head.length).fill(0)]);
   t.deepEqual(v6.slice(0, 3), [
     { type: 'payload', base: 'network', offset: 8, len: 16, dreg: 1 },
     { type: 'bitwise', sreg: 1, dreg: 1, len: 16, mask: full(0xff, 0xf0), xor: new Uint8Array(16) },
@@ -122,9 +143,20 @@ test('every companion rule, xt match and target included, decodes from its own m
   const scope = { family: 'ip', table: 'nat' } as const;
   for (const r of rules.rules) {
     const exprs = ruleExprs(r, 'IPv4', { setIndex: idx });
-    const msg = ruleMessage(scope, NftMsg.NEWRULE, 0, { kind: 'rule', chain: r.chain, exprs }, r.chain, { handle: false, body: true }, NO_SET_IDS);
+    const msg = ruleMessage(
+      scope,
+      NftMsg.NEWRULE,
+      0,
+      { kind: 'rule', chain: r.chain, exprs },
+      r.chain,
+      { handle: false, body: true },
+      NO_SET_IDS,
+    );
     const back = decodeRule({ payload: msg.payload }).rule.exprs;
     t.deepEqual(back, exprs, r.chain);
-    t.false(back.some((e) => e.type === 'unknown'), `${r.chain}: every expression has a codec`);
+    t.false(
+      back.some((e) => e.type === 'unknown'),
+      `${r.chain}: every expression has a codec`,
+    );
   }
 });

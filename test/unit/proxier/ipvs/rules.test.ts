@@ -6,10 +6,21 @@ import { SetName } from '../../../../src/proxier/ipvs/index.ts';
 import type { LocalDetector } from '../../../../src/model/index.ts';
 
 const noDetect: LocalDetector = { mode: 'ClusterCIDR', cidrs: [], interfaceName: '', implemented: false };
-const clusterCIDR: LocalDetector = { mode: 'ClusterCIDR', cidrs: ['10.244.0.0/16'], interfaceName: '', implemented: true };
+const clusterCIDR: LocalDetector = {
+  mode: 'ClusterCIDR',
+  cidrs: ['10.244.0.0/16'],
+  interfaceName: '',
+  implemented: true,
+};
 
 test('a ClusterIP-only node: the static chains and the KUBE-CLUSTER-IP rules (no local detector: src,dst)', (t) => {
-  const r = companionRules({ family: 'IPv4', nonEmptySets: new Set([SetName.CLUSTER_IP, SetName.IPVS_IPS]), noNodeAccess: [], masqueradeAll: false, detectLocal: noDetect });
+  const r = companionRules({
+    family: 'IPv4',
+    nonEmptySets: new Set([SetName.CLUSTER_IP, SetName.IPVS_IPS]),
+    noNodeAccess: [],
+    masqueradeAll: false,
+    detectLocal: noDetect,
+  });
   t.is(
     toIptablesSave(r),
     `*nat
@@ -69,7 +80,14 @@ test('every set in use: set rules in upstream order, local detector, external IP
     detectLocal: clusterCIDR,
     randomFully: false,
   });
-  const nat = r.rules.filter((x) => x.table === 'nat').map((x) => `${x.chain} ${toIptablesSave({ ...r, jumps: [], chains: [], rules: [x] }).split('\n')[1]!.replace(/^-A \S+ /, '')}`);
+  const nat = r.rules
+    .filter((x) => x.table === 'nat')
+    .map(
+      (x) =>
+        `${x.chain} ${toIptablesSave({ ...r, jumps: [], chains: [], rules: [x] })
+          .split('\n')[1]!
+          .replace(/^-A \S+ /, '')}`,
+    );
   t.deepEqual(nat.slice(0, 10), [
     'KUBE-SERVICES -s 127.0.0.0/8 -j RETURN',
     'KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE',
@@ -83,19 +101,45 @@ test('every set in use: set rules in upstream order, local detector, external IP
     'KUBE-NODE-PORT -p sctp -m comment --comment "Kubernetes nodeport SCTP port for masquerade purpose with type \\\'hash ip:port\\\'" -m set --match-set KUBE-NODE-PORT-SCTP-HASH dst,dst -j KUBE-MARK-MASQ',
   ]);
   const text = toIptablesSave(r);
-  t.true(text.includes('-A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ\n'));
-  t.true(text.includes('-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT\n'));
-  t.true(text.includes('-A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL\n'));
-  t.true(text.includes('-A KUBE-IPVS-OUT-FILTER -s 198.51.100.20/32 -m ipvs --vproto 6 --vaddr 198.51.100.20 --vport 443 -j DROP\n'));
+  t.true(
+    text.includes(
+      '-A KUBE-SERVICES ! -s 10.244.0.0/16 -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ\n',
+    ),
+  );
+  t.true(
+    text.includes(
+      '-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT\n',
+    ),
+  );
+  t.true(
+    text.includes(
+      '-A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL\n',
+    ),
+  );
+  t.true(
+    text.includes(
+      '-A KUBE-IPVS-OUT-FILTER -s 198.51.100.20/32 -m ipvs --vproto 6 --vaddr 198.51.100.20 --vport 443 -j DROP\n',
+    ),
+  );
   t.true(text.includes('-j MASQUERADE\n'));
   t.false(text.includes('--random-fully'));
 });
 
 test('IPv6 uses the KUBE-6- set names and ::1/128; masqueradeAll marks every cluster IP packet', (t) => {
-  const r = companionRules({ family: 'IPv6', nonEmptySets: new Set([SetName.CLUSTER_IP, SetName.LOAD_BALANCER_SOURCE_CIDR]), noNodeAccess: [], masqueradeAll: true, detectLocal: clusterCIDR, masqueradeBit: 15 });
+  const r = companionRules({
+    family: 'IPv6',
+    nonEmptySets: new Set([SetName.CLUSTER_IP, SetName.LOAD_BALANCER_SOURCE_CIDR]),
+    noNodeAccess: [],
+    masqueradeAll: true,
+    detectLocal: clusterCIDR,
+    masqueradeBit: 15,
+  });
   const text = toIptablesSave(r);
   t.true(text.includes('-A KUBE-SERVICES -s ::1/128 -j RETURN\n'));
   t.true(text.includes('-m set --match-set KUBE-6-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ\n'));
-  t.true(text.includes('--match-set KUBE-6-LOAD-BALANCER-SOURCE-CID dst,dst,src -j RETURN'), 'cut to ipset\'s 31 characters, as upstream');
+  t.true(
+    text.includes('--match-set KUBE-6-LOAD-BALANCER-SOURCE-CID dst,dst,src -j RETURN'),
+    "cut to ipset's 31 characters, as upstream",
+  );
   t.true(text.includes('-j MARK --set-xmark 0x8000/0x8000\n'));
 });

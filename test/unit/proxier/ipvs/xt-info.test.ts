@@ -29,7 +29,7 @@ interface Captured {
 
 function unescape(s: string): Uint8Array {
   const out: number[] = [];
-  for (let i = 0; i < s.length; ) {
+  for (let i = 0; i < s.length;) {
     if (s[i] === '\\' && s[i + 1] === 'x') {
       out.push(parseInt(s.slice(i + 2, i + 4), 16));
       i += 4;
@@ -44,7 +44,7 @@ function unescape(s: string): Uint8Array {
 
 function* attrs(b: Uint8Array): Generator<[number, Uint8Array]> {
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  for (let o = 0; o + 4 <= b.length; ) {
+  for (let o = 0; o + 4 <= b.length;) {
     const len = v.getUint16(o, true);
     if (len < 4) return;
     yield [v.getUint16(o + 2, true) & 0x3fff, b.subarray(o + 4, o + len)];
@@ -56,7 +56,10 @@ const cstr = (b: Uint8Array | undefined): string => new TextDecoder().decode(b ?
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 
 function captured(): Captured[] {
-  const text = readFileSync(new URL('../../../vm/scenarios/ipvs-proxier-companion.capture.txt', import.meta.url), 'utf8');
+  const text = readFileSync(
+    new URL('../../../vm/scenarios/ipvs-proxier-companion.capture.txt', import.meta.url),
+    'utf8',
+  );
   const trace = text.slice(text.indexOf('######## strace'));
   const out: Captured[] = [];
   for (const part of trace.split('NFT_MSG_NEWRULE').slice(1)) {
@@ -68,7 +71,13 @@ function captured(): Captured[] {
       const kind = cstr(e.get(1));
       if (kind !== 'match' && kind !== 'target') continue;
       const d = new Map(attrs(e.get(2)!));
-      out.push({ chain, kind, name: cstr(d.get(1)), rev: new DataView(d.get(2)!.buffer, d.get(2)!.byteOffset).getUint32(0, false), info: hex(d.get(3)!) });
+      out.push({
+        chain,
+        kind,
+        name: cstr(d.get(1)),
+        rev: new DataView(d.get(2)!.buffer, d.get(2)!.byteOffset).getUint32(0, false),
+        info: hex(d.get(3)!),
+      });
     }
   }
   return out;
@@ -99,8 +108,14 @@ test('set match v4: index, dimensions and src flags as iptables-nft sends them',
 test('comment, addrtype, physdev, conntrack and ipvs matches', (t) => {
   const c = find('OUTPUT', 'comment');
   t.is(hex(commentMatch('kubernetes service portals').info), c.info);
-  t.is(hex(addrtypeMatch('src', XT_ADDRTYPE_LOCAL, true).info), find('KUBE-SERVICES', 'addrtype', (x) => x.info.startsWith('04')).info);
-  t.is(hex(addrtypeMatch('dst', XT_ADDRTYPE_LOCAL).info), find('KUBE-SERVICES', 'addrtype', (x) => x.info.startsWith('0000')).info);
+  t.is(
+    hex(addrtypeMatch('src', XT_ADDRTYPE_LOCAL, true).info),
+    find('KUBE-SERVICES', 'addrtype', (x) => x.info.startsWith('04')).info,
+  );
+  t.is(
+    hex(addrtypeMatch('dst', XT_ADDRTYPE_LOCAL).info),
+    find('KUBE-SERVICES', 'addrtype', (x) => x.info.startsWith('0000')).info,
+  );
   t.is(hex(physdevNotIsInMatch().info), find('KUBE-SERVICES', 'physdev').info);
   t.is(hex(ctstateMatch(['RELATED', 'ESTABLISHED']).info), find('KUBE-FORWARD', 'conntrack').info);
   t.is(hex(ctstateMatch(['NEW']).info), find('KUBE-IPVS-FILTER', 'conntrack').info);
@@ -110,8 +125,14 @@ test('comment, addrtype, physdev, conntrack and ipvs matches', (t) => {
 test('MARK, MASQUERADE and REJECT targets', (t) => {
   t.is(hex(markTarget(0x4000, 0).info), find('KUBE-POSTROUTING', 'MARK').info);
   t.is(hex(markTarget(0x4000, 0x4000).info), find('KUBE-MARK-MASQ', 'MARK').info);
-  t.is(hex(masqueradeTarget(false).info), find('KUBE-POSTROUTING', 'MASQUERADE', (x) => x.info.startsWith('0100000000')).info);
-  t.is(hex(masqueradeTarget(true).info), find('KUBE-POSTROUTING', 'MASQUERADE', (x) => x.info.startsWith('0100000010')).info);
+  t.is(
+    hex(masqueradeTarget(false).info),
+    find('KUBE-POSTROUTING', 'MASQUERADE', (x) => x.info.startsWith('0100000000')).info,
+  );
+  t.is(
+    hex(masqueradeTarget(true).info),
+    find('KUBE-POSTROUTING', 'MASQUERADE', (x) => x.info.startsWith('0100000010')).info,
+  );
   t.is(hex(rejectTarget().info), find('KUBE-IPVS-FILTER', 'REJECT').info);
 });
 

@@ -12,13 +12,21 @@ import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
 class RefusingNft extends FakeNft {
   refuse = false;
   override async run(tx: NftTransaction, signal?: AbortSignal) {
-    if (this.refuse && tx.operations.some((op) => op.verb === 'delete' && op.obj.kind === 'chain')) throw new Error('EBUSY: refused by the test');
+    if (this.refuse && tx.operations.some((op) => op.verb === 'delete' && op.obj.kind === 'chain'))
+      throw new Error('EBUSY: refused by the test');
     return super.run(tx, signal);
   }
 }
 
-/** How many chains of the table have this name (b's two endpoints use the pick-internal-2 picker, a's pick-internal-1). */
-const chainsOf = (nft: FakeNft, name: string): number => nft.dump().split('\n').filter((l) => /^add chain /.test(l) && l.split(' ').includes(name)).length;
+/**
+ * How many chains of the table have this name (b's two endpoints use the pick-internal-2 picker, a's pick-
+ * internal-1).
+ */
+const chainsOf = (nft: FakeNft, name: string): number =>
+  nft
+    .dump()
+    .split('\n')
+    .filter((l) => /^add chain /.test(l) && l.split(' ').includes(name)).length;
 
 test('a failed cleanup of stale chains does not fail the sync; it is reported and retried', async (t) => {
   const signal = new AbortController().signal;
@@ -40,7 +48,10 @@ test('a failed cleanup of stale chains does not fail the sync; it is reported an
   c = tracker.checkout();
   const r = await proxier.sync(c.desired, c.change, signal);
   t.true(r.cleanupFailed, 'reported');
-  t.true(r.errors.some((e) => e.includes('cleanup')), r.errors.join('\n'));
+  t.true(
+    r.errors.some((e) => e.includes('cleanup')),
+    r.errors.join('\n'),
+  );
   t.is(chainsOf(nft, 'pick-internal-2'), before, 'the stale chains are still there');
 
   nft.refuse = false;

@@ -25,9 +25,21 @@ function setup() {
     },
   });
   const change = (c: Partial<NftChange>): void =>
-    h.onChange({ kind: 'table', added: false, family: 'ip', table: 'kube-proxy-ts', object: undefined, portId: 555, ...c });
+    h.onChange({
+      kind: 'table',
+      added: false,
+      family: 'ip',
+      table: 'kube-proxy-ts',
+      object: undefined,
+      portId: 555,
+      ...c,
+    });
   return {
-    w, h: () => h, change, drifts, records,
+    w,
+    h: () => h,
+    change,
+    drifts,
+    records,
     closed: () => closed,
     tick: (ms: number) => void (now += ms),
     setSyncing: (v: boolean) => void (syncing = v),

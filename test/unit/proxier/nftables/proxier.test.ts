@@ -15,7 +15,10 @@ function setup(services: number) {
   for (let i = 0; i < services; i++) {
     const ip = `10.96.${i >> 8}.${i & 255}`;
     t.onService(undefined, svc(`s${i}`, { clusterIP: ip }));
-    t.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`), ep(`10.245.${i >> 8}.${(i & 255) + 1}`)]), false);
+    t.onEndpointSlice(
+      slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`), ep(`10.245.${i >> 8}.${(i & 255) + 1}`)]),
+      false,
+    );
   }
   return { t, nft, proxier };
 }
@@ -43,7 +46,10 @@ test('one endpoint added to one Service touches only that Service', async (t) =>
   t.false(r.full);
   t.is(r.servicesChanged, 1);
   const describe = (): string[] =>
-    nft.lastTransaction!.operations.map((o) => `${o.verb} ${o.obj.kind} ${'set' in o.obj ? o.obj.set : 'chain' in o.obj ? o.obj.chain : 'name' in o.obj ? String(o.obj.name) : ''}`);
+    nft.lastTransaction!.operations.map(
+      (o) =>
+        `${o.verb} ${o.obj.kind} ${'set' in o.obj ? o.obj.set : 'chain' in o.obj ? o.obj.chain : 'name' in o.obj ? String(o.obj.name) : ''}`,
+    );
   // 2 -> 3 endpoints: the first Service with 3 endpoints brings the picker for 3 (its map and
   // chain: the masquerade rule and one DNAT rule per protocol); the Service's frontend moves
   // from endpoints-2 to endpoints-3 and to that picker; one more hairpin element.
@@ -60,20 +66,31 @@ test('one endpoint added to one Service touches only that Service', async (t) =>
     'add element endpoints-3',
     'add element hairpin',
   ]);
-  t.true(nft.lastTransaction!.operations.every((o) => !JSON.stringify(o.obj).includes('10.96.0.8')), 'no other Service is touched');
+  t.true(
+    nft.lastTransaction!.operations.every((o) => !JSON.stringify(o.obj).includes('10.96.0.8')),
+    'no other Service is touched',
+  );
 
   // A second Service grows to 3: the picker exists, only its elements move.
   tracker.onEndpointSlice(slice('s8-1', 's8', [ep('10.244.0.9'), ep('10.245.0.9'), ep('10.246.0.9')]), false);
   const c2 = tracker.checkout();
   await proxier.sync(c2.desired, c2.change, signal);
-  t.true(describe().every((d) => d.includes(' element ')), describe().join('; '));
+  t.true(
+    describe().every((d) => d.includes(' element ')),
+    describe().join('; '),
+  );
   t.is(describe().length, 8);
 
   // An endpoint replaced by another: the same picker, its slot rewritten, nothing else.
   tracker.onEndpointSlice(slice('s8-1', 's8', [ep('10.244.0.9'), ep('10.245.0.9'), ep('10.246.0.99')]), false);
   const c3 = tracker.checkout();
   await proxier.sync(c3.desired, c3.change, signal);
-  t.deepEqual(describe(), ['delete element hairpin', 'delete element endpoints-3', 'add element endpoints-3', 'add element hairpin']);
+  t.deepEqual(describe(), [
+    'delete element hairpin',
+    'delete element endpoints-3',
+    'add element endpoints-3',
+    'add element hairpin',
+  ]);
 });
 
 test('a Service deleted leaves no element and no chain behind', async (t) => {
@@ -137,12 +154,27 @@ test('a full sync over a kernel that already holds the state changes no element'
   const c = tracker.checkout();
   await restarted.sync(c.desired, c.change, signal);
   const ops = nft.lastTransaction!.operations;
-  t.is(ops.filter((o) => o.obj.kind === 'element' && o.obj.set !== 'nodeport-ips' && o.obj.set !== 'pod-cidrs' && o.obj.set !== 'service-cidrs').length, 0, 'only the node-dependent sets are refilled');
+  t.is(
+    ops.filter(
+      (o) =>
+        o.obj.kind === 'element' &&
+        o.obj.set !== 'nodeport-ips' &&
+        o.obj.set !== 'pod-cidrs' &&
+        o.obj.set !== 'service-cidrs',
+    ).length,
+    0,
+    'only the node-dependent sets are refilled',
+  );
   t.is(nft.set('endpoints-2')!.elements.length, before);
 });
 
 /** The elements of a FakeNft set as nft text, e.g. "10.244.0.5 . 10.244.0.5". */
-const elementsOf = (nft: FakeNft, set: string): string[] => nft.dump().split('\n').filter((l) => l.startsWith(`add element ip ${TABLE} ${set} `)).map((l) => l.slice(l.indexOf('{ ') + 2, l.lastIndexOf(' }')));
+const elementsOf = (nft: FakeNft, set: string): string[] =>
+  nft
+    .dump()
+    .split('\n')
+    .filter((l) => l.startsWith(`add element ip ${TABLE} ${set} `))
+    .map((l) => l.slice(l.indexOf('{ ') + 2, l.lastIndexOf(' }')));
 
 test('an address listed twice by one service port keeps its hairpin element through later changes', async (t) => {
   // Two slices give the same pod under two target ports: one address, two endpoints.
@@ -150,13 +182,24 @@ test('an address listed twice by one service port keeps its hairpin element thro
   const nft = new FakeNft({ family: 'ip', table: TABLE });
   const proxier = new NftablesProxier({ nft, logger: memoryLogger() });
   tracker.onService(undefined, svc('web', { clusterIP: '10.96.0.10' }));
-  tracker.onEndpointSlice(slice('web-1', 'web', [ep('10.244.0.5')], { ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }), false);
-  tracker.onEndpointSlice(slice('web-2', 'web', [ep('10.244.0.5')], { ports: [{ name: 'p', protocol: 'TCP', port: 9090 }] }), false);
+  tracker.onEndpointSlice(
+    slice('web-1', 'web', [ep('10.244.0.5')], { ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }),
+    false,
+  );
+  tracker.onEndpointSlice(
+    slice('web-2', 'web', [ep('10.244.0.5')], { ports: [{ name: 'p', protocol: 'TCP', port: 9090 }] }),
+    false,
+  );
   const first = tracker.checkout();
   await proxier.sync(first.desired, first.change, signal);
   t.true(elementsOf(nft, 'hairpin').includes('10.244.0.5 . 10.244.0.5'));
   // A partial sync of the same port (one more endpoint) must not drop it.
-  tracker.onEndpointSlice(slice('web-1', 'web', [ep('10.244.0.5'), ep('10.244.0.6')], { ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] }), false);
+  tracker.onEndpointSlice(
+    slice('web-1', 'web', [ep('10.244.0.5'), ep('10.244.0.6')], {
+      ports: [{ name: 'p', protocol: 'TCP', port: 8080 }],
+    }),
+    false,
+  );
   const c = tracker.checkout();
   const r = await proxier.sync(c.desired, c.change, signal);
   t.false(r.full);
@@ -167,7 +210,13 @@ test('an external IP that is also the load-balancer IP keeps its frontend throug
   const { t: tracker } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
   const nft = new FakeNft({ family: 'ip', table: TABLE });
   const proxier = new NftablesProxier({ nft, logger: memoryLogger() });
-  const lb = svc('lb', { clusterIP: '10.96.0.20', type: 'LoadBalancer', externalIPs: ['192.0.2.7'], ingress: [{ ip: '192.0.2.7' }], ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] });
+  const lb = svc('lb', {
+    clusterIP: '10.96.0.20',
+    type: 'LoadBalancer',
+    externalIPs: ['192.0.2.7'],
+    ingress: [{ ip: '192.0.2.7' }],
+    ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }],
+  });
   tracker.onService(undefined, lb);
   tracker.onEndpointSlice(slice('lb-1', 'lb', [ep('10.244.0.7')]), false);
   const first = tracker.checkout();
@@ -186,7 +235,11 @@ test('nodePortAddresses covering localhost: said once (as upstream logs it), loo
   const { t: tracker } = newTracker({ nodePortAddresses: ['127.0.0.0/8', '192.168.1.0/24'] });
   const nft = new FakeNft({ family: 'ip', table: TABLE });
   const records: LogRecord[] = [];
-  const proxier = new NftablesProxier({ nft, logger: memoryLogger(records), localAddresses: () => Promise.resolve(['192.168.1.10', '10.0.0.5']) });
+  const proxier = new NftablesProxier({
+    nft,
+    logger: memoryLogger(records),
+    localAddresses: () => Promise.resolve(['192.168.1.10', '10.0.0.5']),
+  });
   tracker.onService(undefined, svc('web', { type: 'NodePort' }));
   const first = tracker.checkout();
   await proxier.sync(first.desired, first.change, signal);
@@ -196,5 +249,8 @@ test('nodePortAddresses covering localhost: said once (as upstream logs it), loo
   const warned = records.filter((r) => r.msg.includes('localhost NodePorts are not supported'));
   t.is(warned.length, 1, 'once, not on every full sync');
   t.deepEqual(warned[0]!.fields['cidrs'], ['127.0.0.0/8']);
-  t.deepEqual((await nft.listElements('nodeport-ips')).map((e) => e.key.join()), ['192.168.1.10']);
+  t.deepEqual(
+    (await nft.listElements('nodeport-ips')).map((e) => e.key.join()),
+    ['192.168.1.10'],
+  );
 });

@@ -16,7 +16,8 @@ class PoisonedNft extends FakeNft {
   poison = 'poison';
   override async run(tx: NftTransaction, s?: AbortSignal) {
     this.sent++;
-    if (tx.toString().includes(this.poison)) throw new NetlinkError('add set ip kube-proxy-ts affinity-…', errnoNumber('ENFILE'));
+    if (tx.toString().includes(this.poison))
+      throw new NetlinkError('add set ip kube-proxy-ts affinity-…', errnoNumber('ENFILE'));
     return super.run(tx, s);
   }
 }
@@ -25,7 +26,11 @@ function setup(services: number, maxBatchBytes?: number) {
   const { t } = newTracker({ clusterCIDRs: ['10.244.0.0/16'] });
   const nft = new PoisonedNft({ family: 'ip', table: TABLE });
   const records: LogRecord[] = [];
-  const proxier = new NftablesProxier({ nft, logger: memoryLogger(records), ...(maxBatchBytes ? { maxBatchBytes } : {}) });
+  const proxier = new NftablesProxier({
+    nft,
+    logger: memoryLogger(records),
+    ...(maxBatchBytes ? { maxBatchBytes } : {}),
+  });
   const add = (name: string, i: number): void => {
     t.onService(undefined, svc(name, { clusterIP: `10.96.${i >> 8}.${i & 255}`, affinity: 'ClientIP' }));
     t.onEndpointSlice(slice(`${name}-1`, name, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
@@ -35,7 +40,8 @@ function setup(services: number, maxBatchBytes?: number) {
 }
 
 const vipOf = (i: number) => `10.96.${i >> 8}.${i & 255}`;
-const programmed = (nft: FakeNft, i: number): boolean => nft.lookupVerdict('service-ips', [vipOf(i), 'tcp', 80]) !== undefined;
+const programmed = (nft: FakeNft, i: number): boolean =>
+  nft.lookupVerdict('service-ips', [vipOf(i), 'tcp', 80]) !== undefined;
 
 test('one refused service port is found, reported and skipped; all others are programmed', async (t) => {
   const { t: tracker, nft, proxier, add, records } = setup(100, 16_384);
@@ -85,7 +91,7 @@ test('a refused port that changes is tried again, and programmed once the kernel
   t.true(programmed(nft, 200));
 });
 
-test('a refusal that is no service port\'s (the skeleton) fails the sync as the kernel said it', async (t) => {
+test("a refusal that is no service port's (the skeleton) fails the sync as the kernel said it", async (t) => {
   const { t: tracker, nft, proxier } = setup(3);
   nft.poison = 'masquerading';
   const c = tracker.checkout();
@@ -113,7 +119,8 @@ test('an encoder refusal of one port is isolated like a kernel refusal', async (
   add('poison', 200);
   const run = FakeNft.prototype.run;
   nft.run = async function (tx, s) {
-    if (tx.toString().includes('poison')) throw new NftValidationError('add set: set name affinity-… is longer than 255 bytes');
+    if (tx.toString().includes('poison'))
+      throw new NftValidationError('add set: set name affinity-… is longer than 255 bytes');
     return run.call(this, tx, s);
   };
   const c = tracker.checkout();

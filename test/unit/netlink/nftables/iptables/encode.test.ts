@@ -18,7 +18,10 @@ function sameRules(t: ExecutionContext, fixture: string, family: IPFamily, rules
   rules.forEach((r, i) => {
     const ours = ourBytes(family, r.table, iptNftRule(r, family, ctx));
     const same = Buffer.from(ours).equals(Buffer.from(theirs[i]!.bytes));
-    t.true(same, `${fixture} rule ${i} (${r.table} ${r.chain} ${JSON.stringify(r.matches)} -> ${JSON.stringify(r.target)})\n${same ? '' : hexdiff(ours, theirs[i]!.bytes, ['ours', 'iptables-nft'])}`);
+    t.true(
+      same,
+      `${fixture} rule ${i} (${r.table} ${r.chain} ${JSON.stringify(r.matches)} -> ${JSON.stringify(r.target)})\n${same ? '' : hexdiff(ours, theirs[i]!.bytes, ['ours', 'iptables-nft'])}`,
+    );
   });
 }
 
@@ -35,12 +38,38 @@ test('-m ipvs: the bytes iptables-nft-restore sends', (t) => {
 });
 
 test('bad input is refused with an error naming it', (t) => {
-  const r = (matches: IptRule['matches'], target: IptRule['target'] = { t: 'ACCEPT' }): IptRule => ({ table: 'filter', chain: 'INPUT', matches, target });
-  t.throws(() => ruleExprs(r([{ m: 'src', cidr: 'fd00::/64' }]), 'IPv4', ctx), { message: /fd00::\/64 is not an IPv4 CIDR/ });
-  t.throws(() => ruleExprs(r([{ m: 'dport', proto: 'tcp', port: 80 }]), 'IPv4', ctx), { message: /-m tcp needs -p tcp/ });
-  t.throws(() => ruleExprs(r([{ m: 'proto', proto: 'tcp' }, { m: 'dport', proto: 'tcp', port: 0 }]), 'IPv4', ctx), { message: /port 0/ });
+  const r = (matches: IptRule['matches'], target: IptRule['target'] = { t: 'ACCEPT' }): IptRule => ({
+    table: 'filter',
+    chain: 'INPUT',
+    matches,
+    target,
+  });
+  t.throws(() => ruleExprs(r([{ m: 'src', cidr: 'fd00::/64' }]), 'IPv4', ctx), {
+    message: /fd00::\/64 is not an IPv4 CIDR/,
+  });
+  t.throws(() => ruleExprs(r([{ m: 'dport', proto: 'tcp', port: 80 }]), 'IPv4', ctx), {
+    message: /-m tcp needs -p tcp/,
+  });
+  t.throws(
+    () =>
+      ruleExprs(
+        r([
+          { m: 'proto', proto: 'tcp' },
+          { m: 'dport', proto: 'tcp', port: 0 },
+        ]),
+        'IPv4',
+        ctx,
+      ),
+    { message: /port 0/ },
+  );
   t.throws(() => ruleExprs(r([{ m: 'statistic', probability: '1.5' }]), 'IPv4', ctx), { message: /probability/ });
-  t.throws(() => ruleExprs(r([{ m: 'comment', text: 'x'.repeat(256) }]), 'IPv4', ctx), { message: /comment longer than 255/ });
-  t.throws(() => ruleExprs(r([], { t: 'DNAT', addr: '10.0.0.1', port: 80 }), 'IPv6', ctx), { message: /not an IPv6 address/ });
-  t.throws(() => ruleExprs(r([{ m: 'inIface', name: 'a-very-long-interface' }]), 'IPv4', ctx), { message: /interface name/ });
+  t.throws(() => ruleExprs(r([{ m: 'comment', text: 'x'.repeat(256) }]), 'IPv4', ctx), {
+    message: /comment longer than 255/,
+  });
+  t.throws(() => ruleExprs(r([], { t: 'DNAT', addr: '10.0.0.1', port: 80 }), 'IPv6', ctx), {
+    message: /not an IPv6 address/,
+  });
+  t.throws(() => ruleExprs(r([{ m: 'inIface', name: 'a-very-long-interface' }]), 'IPv4', ctx), {
+    message: /interface name/,
+  });
 });

@@ -9,7 +9,13 @@ import test from 'ava';
 import type { IPFamily } from '../../../../../src/base/ip.ts';
 import { NftTransaction } from '../../../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../../../src/netlink/nftables/iptables/rule.ts';
-import { BUILTIN_CHAINS, IPT_FAMILY, addTableAndBuiltins, builtinChain, builtinChainsOf } from '../../../../../src/netlink/nftables/iptables/tables.ts';
+import {
+  BUILTIN_CHAINS,
+  IPT_FAMILY,
+  addTableAndBuiltins,
+  builtinChain,
+  builtinChainsOf,
+} from '../../../../../src/netlink/nftables/iptables/tables.ts';
 import { ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
 import { hexdiff } from '../../../../helpers/hexdiff.ts';
 import { MSG, captured, ourBytes } from './fixture.ts';
@@ -17,8 +23,10 @@ import { MSG, captured, ourBytes } from './fixture.ts';
 /** A message's header (seq/pid masked, flags as given) and top-level attributes sorted by type, as hex. */
 function attrSet(b: Uint8Array, ignoreFlags = 0): string[] {
   const flags = (b[6]! | (b[7]! << 8)) & ~ignoreFlags;
-  const out: string[] = [`type ${b[4]! | (b[5]! << 8)} flags ${flags} nfgen ${Buffer.from(b.subarray(16, 20)).toString('hex')}`];
-  for (let off = 20; off + 4 <= b.length; ) {
+  const out: string[] = [
+    `type ${b[4]! | (b[5]! << 8)} flags ${flags} nfgen ${Buffer.from(b.subarray(16, 20)).toString('hex')}`,
+  ];
+  for (let off = 20; off + 4 <= b.length;) {
     const len = b[off]! | (b[off + 1]! << 8);
     if (len < 4) break;
     out.push(Buffer.from(b.subarray(off, off + len)).toString('hex'));
@@ -39,7 +47,10 @@ function capturedBuiltins(fixture: string): Map<string, Uint8Array> {
   return out;
 }
 
-for (const [family, fixture] of [['IPv4', 'restore-ipv4'], ['IPv6', 'restore-ipv6']] as [IPFamily, string][]) {
+for (const [family, fixture] of [
+  ['IPv4', 'restore-ipv4'],
+  ['IPv6', 'restore-ipv6'],
+] as [IPFamily, string][]) {
   test(`built-in chains of nat, filter, mangle, ${family}: the NEWCHAIN iptables-nft sends`, (t) => {
     const theirs = capturedBuiltins(fixture);
     t.is(theirs.size, 4 + 3 + 5, 'the capture created every built-in chain');
@@ -48,7 +59,8 @@ for (const [family, fixture] of [['IPv4', 'restore-ipv4'], ['IPv6', 'restore-ipv
         const want = theirs.get(`${table} ${name}`);
         const got = ourBytes(family, table, builtinChain(table, name)!);
         t.truthy(want, `${table} ${name} captured`);
-        if (want) t.deepEqual(attrSet(got), attrSet(want), `${table} ${name}\n${hexdiff(got, want, ['ours', 'iptables-nft'])}`);
+        if (want)
+          t.deepEqual(attrSet(got), attrSet(want), `${table} ${name}\n${hexdiff(got, want, ['ours', 'iptables-nft'])}`);
       }
     }
   });
@@ -57,7 +69,9 @@ for (const [family, fixture] of [['IPv4', 'restore-ipv4'], ['IPv6', 'restore-ipv
     const theirs = captured(fixture).filter((m) => m.type === MSG.NEWTABLE);
     const NLM_F_CREATE = 0x400;
     for (const table of ['nat', 'filter', 'mangle'] as IptTable[]) {
-      const got = attrSet(ourBytes(family, table, { kind: 'table' }), NLM_F_CREATE).filter((a) => a !== '0800020000000000');
+      const got = attrSet(ourBytes(family, table, { kind: 'table' }), NLM_F_CREATE).filter(
+        (a) => a !== '0800020000000000',
+      );
       const want = theirs.map((m) => attrSet(m.bytes, NLM_F_CREATE)).find((a) => a[1] === got[1]);
       t.deepEqual(got, want, table);
     }
