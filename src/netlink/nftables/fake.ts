@@ -96,6 +96,10 @@ export class FakeNft implements NftInterface {
     return this.state.table !== undefined;
   }
 
+  chainNames(): string[] {
+    return [...this.state.chains.keys()];
+  }
+
   chain(name: string): { chain: NftChain; rules: readonly NftRule[] } | undefined {
     return this.state.chains.get(name);
   }
