@@ -329,7 +329,6 @@ class Run {
         const port =
           e.regProtoMin === undefined ? undefined : decodeField('inet_service', this.regs.read(e.regProtoMin, 2));
         this.dnat = { addr, port: port as number | undefined };
-        this.rules.push(`dnat: ${r.text ?? ''}`);
         return { verdict: 'accept' };
       }
       case 'masq':

@@ -1,12 +1,26 @@
-// The nftables proxier over FakeNft (all-or-nothing, like the kernel): what a sync writes.
-// Behaviour with real packets is in test/kernel/nft-proxier.test.ts.
+// The nftables proxier over FakeNft (all-or-nothing, like the kernel): what a sync writes, and
+// (traced through the rules, test/helpers/nft-tracer.ts) where packets end after it. Per-kind
+// behaviour is in trace.test.ts; with real packets in test/kernel/nft-proxier.test.ts.
 import test from 'ava';
 import { memoryLogger, type LogRecord } from '../../../../src/base/logger.ts';
 import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
+import { NftTracer } from '../../../helpers/nft-tracer.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
 
 const signal = new AbortController().signal;
+const POD = '10.244.200.1';
+
+/** Where a new TCP connection from a local pod to vip:port can end (DNAT destinations). */
+const reach = (nft: FakeNft, vip: string, port = 80, saddr = POD): string[] => {
+  const r = new NftTracer(nft, { localAddresses: ['192.168.1.10'] }).trace({
+    protocol: 'tcp',
+    saddr,
+    daddr: vip,
+    dport: port,
+  });
+  return r.verdict === 'accept' ? r.endpoints : [r.verdict];
+};
 
 function setup(services: number) {
   const { t } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
@@ -29,7 +43,8 @@ test('a full sync writes everything; an unchanged state writes nothing', async (
   const r = await proxier.sync(first.desired, first.change, signal);
   t.true(r.full);
   t.is(r.servicesChanged, 50);
-  t.truthy(nft.chain('services'));
+  t.deepEqual(reach(nft, '10.96.0.7'), ['10.244.0.8:8080', '10.245.0.8:8080']);
+  t.deepEqual(reach(nft, '10.96.0.49'), ['10.244.0.50:8080', '10.245.0.50:8080']);
   const again = tracker.checkout();
   const r2 = await proxier.sync(again.desired, again.change, signal);
   t.false(r2.full);
@@ -66,6 +81,8 @@ test('one endpoint added to one Service touches only that Service', async (t) =>
     'add element endpoints-3',
     'add element hairpin',
   ]);
+  t.deepEqual(reach(nft, '10.96.0.7'), ['10.244.0.8:8080', '10.245.0.8:8080', '10.246.0.8:8080']);
+  t.deepEqual(reach(nft, '10.96.0.8'), ['10.244.0.9:8080', '10.245.0.9:8080'], 'its neighbour is unchanged');
   t.true(
     nft.lastTransaction!.operations.every((o) => !JSON.stringify(o.obj).includes('10.96.0.8')),
     'no other Service is touched',
@@ -91,21 +108,24 @@ test('one endpoint added to one Service touches only that Service', async (t) =>
     'add element endpoints-3',
     'add element hairpin',
   ]);
+  t.deepEqual(reach(nft, '10.96.0.8'), ['10.244.0.9:8080', '10.245.0.9:8080', '10.246.0.99:8080']);
+  t.deepEqual(reach(nft, '10.96.0.7'), ['10.244.0.8:8080', '10.245.0.8:8080', '10.246.0.8:8080']);
 });
 
 test('a Service deleted leaves no element and no chain behind', async (t) => {
   const { t: tracker, nft, proxier } = setup(3);
   const first = tracker.checkout();
   await proxier.sync(first.desired, first.change, signal);
-  const before = nft.dump();
-  t.true(before.includes('10.96.0.1'));
+  t.deepEqual(reach(nft, '10.96.0.1'), ['10.244.0.2:8080', '10.245.0.2:8080']);
   tracker.onService(svc('s1', { clusterIP: '10.96.0.1' }), undefined);
   const c = tracker.checkout();
   await proxier.sync(c.desired, c.change, signal);
+  t.deepEqual(reach(nft, '10.96.0.1'), ['drop'], 'an unused address of the service CIDR');
+  t.deepEqual(reach(nft, '10.96.0.2'), ['10.244.0.3:8080', '10.245.0.3:8080'], 'others stay');
   const after = nft.dump();
   t.false(after.includes('10.96.0.1 '), after);
   t.false(after.includes('10.244.0.2'), 'its endpoints are gone from the maps');
-  t.true(after.includes('10.96.0.2 '), 'others stay');
+  t.false(after.includes('s1'), 'and no chain of its own is left');
 });
 
 test('a failed transaction leaves the previous state and forces a full sync next', async (t) => {
@@ -121,11 +141,12 @@ test('a failed transaction leaves the previous state and forces a full sync next
   const c = tracker.checkout();
   await t.throwsAsync(proxier.sync(c.desired, c.change, signal), { message: 'kernel said no' });
   t.is(nft.dump(), before);
+  t.deepEqual(reach(nft, '10.96.0.0'), ['10.244.0.1:8080', '10.245.0.1:8080'], 'still the old endpoints');
   nft.run = realRun;
   const again = tracker.checkout();
   const r = await proxier.sync(again.desired, again.change, signal);
   t.true(r.full, 'after a failure the next sync is full');
-  t.false(nft.dump().includes('10.245.0.1 '), 'and it converges to the desired state');
+  t.deepEqual(reach(nft, '10.96.0.0'), ['10.244.0.1:8080'], 'and it converges to the desired state');
 });
 
 test('a full sync larger than the batch budget is cut into batches and ends in the same state', async (t) => {
@@ -193,6 +214,13 @@ test('an address listed twice by one service port keeps its hairpin element thro
   const first = tracker.checkout();
   await proxier.sync(first.desired, first.change, signal);
   t.true(elementsOf(nft, 'hairpin').includes('10.244.0.5 . 10.244.0.5'));
+  const hairpin = (pod: string): boolean => {
+    const toItself = new NftTracer(nft, { localAddresses: [] })
+      .paths({ protocol: 'tcp', saddr: pod, daddr: '10.96.0.10', dport: 80 })
+      .filter((p) => p.dnat?.startsWith(`${pod}:`));
+    return toItself.length > 0 && toItself.every((p) => p.masquerade);
+  };
+  t.true(hairpin('10.244.0.5'), 'the pod reaching itself is masqueraded');
   // A partial sync of the same port (one more endpoint) must not drop it.
   tracker.onEndpointSlice(
     slice('web-1', 'web', [ep('10.244.0.5'), ep('10.244.0.6')], {
@@ -204,6 +232,9 @@ test('an address listed twice by one service port keeps its hairpin element thro
   const r = await proxier.sync(c.desired, c.change, signal);
   t.false(r.full);
   t.deepEqual(elementsOf(nft, 'hairpin').sort(), ['10.244.0.5 . 10.244.0.5', '10.244.0.6 . 10.244.0.6']);
+  t.true(hairpin('10.244.0.5'));
+  t.true(hairpin('10.244.0.6'));
+  t.deepEqual(reach(nft, '10.96.0.10'), ['10.244.0.5:8080', '10.244.0.5:9090', '10.244.0.6:8080']);
 });
 
 test('an external IP that is also the load-balancer IP keeps its frontend through later changes', async (t) => {
@@ -229,6 +260,13 @@ test('an external IP that is also the load-balancer IP keeps its frontend throug
   const r = await proxier.sync(c.desired, c.change, signal);
   t.false(r.full);
   t.deepEqual(frontend(), ['192.0.2.7 . tcp . 80 : goto pick-external-1']);
+  const traced = new NftTracer(nft, { localAddresses: [] }).trace({
+    protocol: 'tcp',
+    saddr: '203.0.113.9',
+    daddr: '192.0.2.7',
+    dport: 80,
+  });
+  t.deepEqual([traced.endpoints, traced.masquerade], [['10.244.0.8:8080'], true]);
 });
 
 test('nodePortAddresses covering localhost: said once (as upstream logs it), loopback left out of the node-port addresses', async (t) => {
@@ -240,7 +278,10 @@ test('nodePortAddresses covering localhost: said once (as upstream logs it), loo
     logger: memoryLogger(records),
     localAddresses: () => Promise.resolve(['192.168.1.10', '10.0.0.5']),
   });
-  tracker.onService(undefined, svc('web', { type: 'NodePort' }));
+  tracker.onService(
+    undefined,
+    svc('web', { type: 'NodePort', ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] }),
+  );
   const first = tracker.checkout();
   await proxier.sync(first.desired, first.change, signal);
   tracker.requestFullSync();
@@ -253,4 +294,13 @@ test('nodePortAddresses covering localhost: said once (as upstream logs it), loo
     (await nft.listElements('nodeport-ips')).map((e) => e.key.join()),
     ['192.168.1.10'],
   );
+  tracker.onEndpointSlice(slice('web-1', 'web', [ep('10.244.0.7')]), false);
+  const c = tracker.checkout();
+  await proxier.sync(c.desired, c.change, signal);
+  const tracer = new NftTracer(nft, { localAddresses: ['192.168.1.10', '10.0.0.5'] });
+  const to = (daddr: string) =>
+    tracer.trace({ protocol: 'tcp', saddr: daddr, daddr, dport: 30080, from: 'local' }).endpoints;
+  t.deepEqual(to('192.168.1.10'), ['10.244.0.7:8080']);
+  t.deepEqual(to('10.0.0.5'), [], 'outside nodePortAddresses');
+  t.deepEqual(to('127.0.0.1'), [], 'loopback left out');
 });

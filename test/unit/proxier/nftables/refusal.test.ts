@@ -7,6 +7,7 @@ import { memoryLogger, type LogRecord } from '../../../../src/base/logger.ts';
 import { errnoNumber, NetlinkError } from '../../../../src/netlink/core/index.ts';
 import { FakeNft, NftValidationError, type NftTransaction } from '../../../../src/netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
+import { NftTracer } from '../../../helpers/nft-tracer.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
 
 const signal = new AbortController().signal;
@@ -40,8 +41,18 @@ function setup(services: number, maxBatchBytes?: number) {
 }
 
 const vipOf = (i: number) => `10.96.${i >> 8}.${i & 255}`;
-const programmed = (nft: FakeNft, i: number): boolean =>
-  nft.lookupVerdict('service-ips', [vipOf(i), 'tcp', 80]) !== undefined;
+/** A connection to the Service's VIP reaches its one endpoint (a packet traced through the rules). */
+const programmed = (nft: FakeNft, i: number, endpoint = `10.244.${i >> 8}.${(i & 255) + 1}`): boolean => {
+  const r = new NftTracer(nft, { localAddresses: [] }).trace({
+    protocol: 'tcp',
+    saddr: '10.244.250.1',
+    daddr: vipOf(i),
+    dport: 80,
+  });
+  if (r.endpoints.length === 0) return false;
+  if (r.endpoints.join() !== `${endpoint}:8080`) throw new Error(`${vipOf(i)} reaches ${r.endpoints.join()}`);
+  return true;
+};
 
 test('one refused service port is found, reported and skipped; all others are programmed', async (t) => {
   const { t: tracker, nft, proxier, add, records } = setup(100, 16_384);
@@ -88,7 +99,7 @@ test('a refused port that changes is tried again, and programmed once the kernel
   tracker.onEndpointSlice(slice('poison-1', 'poison', [ep('10.244.9.10')]), false);
   const p = tracker.checkout();
   await proxier.sync(p.desired, p.change, signal);
-  t.true(programmed(nft, 200));
+  t.true(programmed(nft, 200, '10.244.9.10'));
 });
 
 test("a refusal that is no service port's (the skeleton) fails the sync as the kernel said it", async (t) => {

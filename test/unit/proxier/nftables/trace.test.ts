@@ -368,7 +368,11 @@ test('an unknown expression makes the trace fail naming it', async (t) => {
     [slice('web-1', 'web', [ep('10.244.0.5')])],
   );
   const tx = nft.newTransaction();
-  tx.add({ kind: 'rule', chain: 'services', exprs: [{ type: 'limit', rate: 1n, unit: 1n, burst: 0, kind: 'packets' }] });
+  tx.add({
+    kind: 'rule',
+    chain: 'services',
+    exprs: [{ type: 'limit', rate: 1n, unit: 1n, burst: 0, kind: 'packets' }],
+  });
   await nft.run(tx);
   t.throws(() => tracer.trace(tcp(POD, '198.51.100.1', 80)), { message: /expression limit is not modelled/ });
 });
