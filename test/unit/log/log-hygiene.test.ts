@@ -1,26 +1,8 @@
 // Log forging: values from Kubernetes objects (a Service name with a newline and ANSI escapes)
 // never end a line, start a forged one, or reach a terminal as control sequences.
-import { Writable } from 'node:stream';
 import test from 'ava';
-import { createLogger, escapeControls, type LoggerOptions } from '../../../src/log/logger.ts';
-
-function capture(opts: Omit<LoggerOptions, 'stream'>) {
-  let text = '';
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      text += chunk.toString();
-      cb();
-    },
-  });
-  const logger = createLogger({ ...opts, stream, now: () => Date.UTC(2026, 10, 23, 3, 4, 5, 678) });
-  return {
-    logger,
-    async text(): Promise<string> {
-      await logger.close();
-      return text;
-    },
-  };
-}
+import { escapeControls } from '../../../src/log/logger.ts';
+import { captureLog } from '../../helpers/log-capture.ts';
 
 const EVIL = 'web\n2026-11-23T03:04:05.678Z info  all good\u001b[2J\u001b[31m\u009b31m\u007f\u2028x';
 // eslint-disable-next-line no-control-regex -- finding raw control characters is the point
@@ -28,7 +10,7 @@ const RAW_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/;
 
 for (const journal of [false, true]) {
   test(`text format${journal ? ' under journald' : ''}: control characters in messages and values are escaped`, async (t) => {
-    const c = capture({ journal });
+    const c = captureLog({ journal });
     c.logger.warn(`skipping invalid parts of Service default/${EVIL}: invalid-name`, {
       object: `default/${EVIL}`,
       plain: 'a\u001bb',
@@ -63,7 +45,7 @@ test('escapeControls leaves ordinary text alone (also non-ASCII)', (t) => {
 });
 
 test('JSON format keeps escaping on its own', async (t) => {
-  const c = capture({ format: 'json' });
+  const c = captureLog({ format: 'json' });
   c.logger.warn(`x ${EVIL}`, { object: EVIL });
   const text = await c.text();
   t.is(text.trim().split('\n').length, 1);

@@ -2,27 +2,9 @@ import { spawnSync } from 'node:child_process';
 import { closeSync, fstatSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import test from 'ava';
-import { createLogger, detectJournal, levelForVerbosity, type LoggerOptions } from '../../../src/log/logger.ts';
-
-function capture(opts: Omit<LoggerOptions, 'stream'>) {
-  let text = '';
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      text += chunk.toString();
-      cb();
-    },
-  });
-  const logger = createLogger({ ...opts, stream, now: () => Date.UTC(2026, 10, 23, 3, 4, 5, 678) });
-  return {
-    logger,
-    async lines(): Promise<string[]> {
-      await logger.close();
-      return text.split('\n').filter((l) => l !== '');
-    },
-  };
-}
+import { detectJournal, levelForVerbosity } from '../../../src/log/logger.ts';
+import { captureLog } from '../../helpers/log-capture.ts';
 
 test('klog verbosity: 0-1 info, 2 and above debug', (t) => {
   t.is(levelForVerbosity(0), 'info');
@@ -32,7 +14,7 @@ test('klog verbosity: 0-1 info, 2 and above debug', (t) => {
 });
 
 test('under journald every line carries its syslog priority', async (t) => {
-  const c = capture({ journal: true, verbosity: 2 });
+  const c = captureLog({ journal: true, verbosity: 2 });
   c.logger.error('Sync failed', { op: 'add chain ip kube-proxy services', errno: 'EEXIST' });
   c.logger.warn('Skipping Service', { service: 'default/web', reason: 'invalid clusterIP' });
   c.logger.info('Synced rules');
@@ -46,14 +28,14 @@ test('under journald every line carries its syslog priority', async (t) => {
 });
 
 test('debug is dropped at -v 0 and 1', async (t) => {
-  const c = capture({ journal: true, verbosity: 1 });
+  const c = captureLog({ journal: true, verbosity: 1 });
   c.logger.debug('hidden');
   c.logger.info('shown');
   t.deepEqual(await c.lines(), ['<6>shown']);
 });
 
 test('a multi-line error (stack) keeps the priority on every line', async (t) => {
-  const c = capture({ journal: true });
+  const c = captureLog({ journal: true });
   const err = new Error('netlink: ENOBUFS', { cause: new Error('socket buffer full') });
   c.logger.error('Unexpected exception', { err });
   const lines = await c.lines();
@@ -64,13 +46,13 @@ test('a multi-line error (stack) keeps the priority on every line', async (t) =>
 });
 
 test('child loggers add their fields', async (t) => {
-  const c = capture({ journal: true, fields: { component: 'kube-proxy-ts' } });
+  const c = captureLog({ journal: true, fields: { component: 'kube-proxy-ts' } });
   c.logger.child({ mode: 'nftables' }).info('Starting', { node: 'n1' });
   t.deepEqual(await c.lines(), ['<6>Starting component=kube-proxy-ts mode=nftables node=n1']);
 });
 
 test('outside journald: human-readable lines with time and level', async (t) => {
-  const c = capture({ journal: false });
+  const c = captureLog({ journal: false });
   c.logger.warn('Port taken', { port: 30_001 });
   c.logger.info('ok');
   t.deepEqual(await c.lines(), [
@@ -80,7 +62,7 @@ test('outside journald: human-readable lines with time and level', async (t) => 
 });
 
 test('JSON lines', async (t) => {
-  const c = capture({ journal: false, format: 'json', verbosity: 2 });
+  const c = captureLog({ journal: false, format: 'json', verbosity: 2 });
   c.logger.error('Sync failed', { op: 'batch', err: new Error('EPERM'), services: 3 });
   c.logger.debug('d');
   const [a, b] = (await c.lines()).map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -96,7 +78,7 @@ test('JSON lines', async (t) => {
 });
 
 test('JSON lines under journald are prefixed too', async (t) => {
-  const c = capture({ journal: true, format: 'json' });
+  const c = captureLog({ journal: true, format: 'json' });
   c.logger.warn('w');
   const [line] = await c.lines();
   t.true(line!.startsWith('<4>{'));

@@ -20,26 +20,12 @@ import {
   statsCpuRequest,
   statsRequest,
 } from '../../../../src/netlink/conntrack/index.ts';
-import { fixture, hexdiff, maskSeqPid } from '../../../helpers/fixtures.ts';
-
-/** Zeroes the padding after every attribute, recursing into nested ones (a naive walker). */
-function zeroPadding(buf: Uint8Array, start: number, end: number): void {
-  let off = start;
-  while (off + 4 <= end) {
-    const len = buf[off]! | (buf[off + 1]! << 8);
-    const type = buf[off + 2]! | (buf[off + 3]! << 8);
-    if (len < 4 || off + len > end) return;
-    if (type & 0x8000) zeroPadding(buf, off + 4, off + len);
-    const padded = (len + 3) & ~3;
-    for (let i = off + len; i < Math.min(off + padded, end); i++) buf[i] = 0;
-    off += padded;
-  }
-}
+import { fixture, hexdiff, maskSeqPid, zeroAttrPadding } from '../../../helpers/fixtures.ts';
 
 /** One message: seq/pid masked, padding zeroed (attributes start after nlmsghdr + nfgenmsg). */
 function normalize(msg: Uint8Array): Uint8Array {
   const out = maskSeqPid(msg);
-  zeroPadding(out, 20, out.length);
+  zeroAttrPadding(out, 20, out.length);
   return out;
 }
 
