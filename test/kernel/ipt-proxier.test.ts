@@ -1,33 +1,16 @@
 // The iptables proxier against the machine's kernel, proven with real packets: a node
 // namespace runs the model and the proxier, pods answer with their name and the source they
 // saw, an external client connects. iptables-nft-save (an independent reader) shows the rules.
+// What every mode does alike (ClusterIP, NodePort, no endpoints, external IPs and load balancers,
+// eTP=Local, affinity, IPv6) is proxier-semantics.ts, run here with this mode's own rule checks.
 import test from 'ava';
-import type { ExecutionContext } from 'ava';
-import { CLIENT_IP, ECHO, makeCluster, NODE_IP, NODE_IP6, podGateway, podIP, podIP6 } from '../helpers/cluster.ts';
+import { ECHO, makeCluster, NODE_IP, podGateway, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
-import { ep, node, slice, svc } from '../unit/model/helpers.ts';
+import { ep, slice, svc } from '../unit/model/helpers.ts';
+import { driver, MODEL, pods, proxierSemantics, tcpPort } from './proxier-semantics.ts';
 
 const P = new URL('./scenarios/ipt-proxier.ts', import.meta.url).href;
-const MODEL = { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] };
-const tcpPort = (port: number, nodePort?: number) => [
-  { name: 'p', protocol: 'TCP', port, ...(nodePort ? { nodePort } : {}) },
-];
-
-async function cluster(t: ExecutionContext, label: string, pods = 3, model: object = MODEL): Promise<Cluster> {
-  const c = await makeCluster(t, label, pods);
-  await c.nodeAgent.call(P, 'start', model);
-  return c;
-}
-
-const apply = (c: Cluster, change: object, full = false) =>
-  c.nodeAgent.call<{ errors: string[]; full: boolean; batches: number }>(P, 'apply', change, full);
-const from = (c: Cluster, who: 'client' | number) => (who === 'client' ? c.clientAgent : c.podAgents[who]!);
-const tcp = (c: Cluster, who: 'client' | number, ip: string, port: number) =>
-  from(c, who).call<string>(ECHO, 'tcp', ip, port);
-const tcpMany = (c: Cluster, who: 'client' | number, ip: string, port: number, n: number) =>
-  from(c, who).call<string[]>(ECHO, 'tcpMany', ip, port, n);
-const pods = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[0]));
-const sources = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[1]));
+const { cluster, apply, tcp, tcpMany } = driver(P);
 
 /** iptables-nft-save of the node, without counters and comments lines. */
 async function save(c: Cluster, tool = 'iptables-nft-save'): Promise<string> {
@@ -40,157 +23,35 @@ async function save(c: Cluster, tool = 'iptables-nft-save'): Promise<string> {
     .join('\n');
 }
 
+proxierSemantics({
+  label: 'ipt-',
+  scenario: P,
+  inspect: {
+    async clusterIPAndNodePort(t, c) {
+      const text = await save(c);
+      t.regex(
+        text,
+        /-A KUBE-SERVICES -d 10\.96\.0\.10\/32 -p tcp -m comment --comment "default\/web:p cluster IP" -m tcp --dport 80 -j KUBE-SVC-/,
+      );
+      t.regex(text, /-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES/);
+      t.deepEqual(await c.nodeAgent.call<string[]>(P, 'warnings'), []);
+    },
+    async affinity(t, c) {
+      t.regex(await save(c), /-m recent --rcheck --seconds 600 --reap --name KUBE-SEP-/);
+    },
+    async ipv6(t, c) {
+      t.regex(
+        await save(c, 'ip6tables-nft-save'),
+        /-A KUBE-SERVICES -d fd96::10\/128 -p tcp -m comment --comment "default\/web6:p cluster IP"/,
+      );
+    },
+  },
+});
+
 const web3 = {
   services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })],
   slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
 };
-
-test.serial(
-  'ClusterIP and NodePort: balanced over the endpoints, masqueraded from outside, hairpin masqueraded',
-  async (t) => {
-    const c = await cluster(t, 'ipt-np');
-    const r = await apply(c, web3);
-    t.deepEqual(r.errors, []);
-    const text = await save(c);
-    t.regex(
-      text,
-      /-A KUBE-SERVICES -d 10\.96\.0\.10\/32 -p tcp -m comment --comment "default\/web:p cluster IP" -m tcp --dport 80 -j KUBE-SVC-/,
-    );
-    t.regex(text, /-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES/);
-
-    const viaVip = await tcpMany(c, 'client', '10.96.0.10', 80, 15);
-    t.true(
-      viaVip.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)),
-      `answers: ${viaVip.join(', ')}`,
-    );
-    t.true(pods(viaVip).size >= 2, 'random balancing reached more than one endpoint');
-
-    const viaNodePort = await tcpMany(c, 'client', NODE_IP, 30080, 6);
-    t.true(
-      viaNodePort.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)),
-      `node port answers: ${viaNodePort.join(', ')}`,
-    );
-
-    const fromPod1 = await tcpMany(c, 0, '10.96.0.10', 80, 15);
-    for (const a of fromPod1) {
-      const [name, src] = a.split(' ');
-      t.is(src, name === 'pod1' ? podGateway(0) : podIP(0), `answer ${a}`);
-    }
-    t.deepEqual(await c.nodeAgent.call<string[]>(P, 'warnings'), []);
-  },
-);
-
-test.serial('no endpoints: REJECT, from outside and from a pod', async (t) => {
-  const c = await cluster(t, 'ipt-rej', 1);
-  await apply(c, {
-    services: [svc('web', { clusterIP: '10.96.0.10' }), svc('empty', { clusterIP: '10.96.0.11' })],
-    slices: [slice('web-1', 'web', [ep(podIP(0))])],
-  });
-  t.is(await tcp(c, 'client', '10.96.0.10', 80), `pod1 ${podGateway(0)}`);
-  t.is(await tcp(c, 'client', '10.96.0.11', 80), 'ECONNREFUSED', 'a Service without endpoints rejects');
-  t.is(await tcp(c, 0, '10.96.0.11', 80), 'ECONNREFUSED', 'also from a pod');
-});
-
-test.serial('externalIPs and load-balancer IPs; loadBalancerSourceRanges enforced', async (t) => {
-  const c = await cluster(t, 'ipt-lb', 2);
-  const lb = (ranges: string[]) =>
-    svc('lb', {
-      clusterIP: '10.96.0.20',
-      type: 'LoadBalancer',
-      ports: tcpPort(80, 30081),
-      externalIPs: ['10.50.0.1'],
-      ingress: [{ ip: '10.60.0.1' }],
-      sourceRanges: ranges,
-    });
-  await apply(c, { services: [lb([`${CLIENT_IP}/32`])], slices: [slice('lb-1', 'lb', [ep(podIP(0)), ep(podIP(1))])] });
-  t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'external IP, masqueraded');
-  t.regex(await tcp(c, 'client', '10.60.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'LB IP from an allowed source');
-  const r = await apply(c, { services: [lb(['192.0.2.0/24'])] });
-  t.false(r.full, 'a partial sync');
-  t.is(await tcp(c, 'client', '10.60.0.1', 80), 'ETIMEDOUT', 'LB IP from a source outside the ranges is dropped');
-  t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[123] /, 'source ranges apply to the LB IP only');
-});
-
-test.serial('externalTrafficPolicy=Local: local endpoints only, client source kept; none local: dropped', async (t) => {
-  const c = await cluster(t, 'ipt-etp', 2);
-  const s = svc('loc', {
-    clusterIP: '10.96.0.30',
-    type: 'NodePort',
-    ports: tcpPort(80, 30082),
-    eTP: 'Local',
-    externalIPs: ['10.50.0.2'],
-  });
-  await apply(c, {
-    node: node('node-a', { internal: [NODE_IP] }),
-    services: [s],
-    slices: [slice('loc-1', 'loc', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })])],
-  });
-  const ext = await tcpMany(c, 'client', NODE_IP, 30082, 8);
-  t.deepEqual([...pods(ext)], ['pod1'], `only the local endpoint: ${ext.join(', ')}`);
-  t.deepEqual([...sources(ext)], [CLIENT_IP], 'no SNAT: the client address is preserved');
-  t.deepEqual([...pods(await tcpMany(c, 'client', '10.50.0.2', 80, 4))], ['pod1']);
-  t.true(pods(await tcpMany(c, 0, '10.96.0.30', 80, 12)).size === 2, 'cluster traffic uses every endpoint');
-
-  await apply(c, { slices: [slice('loc-1', 'loc', [ep(podIP(1), { node: 'node-b' })])] });
-  t.is(await tcp(c, 'client', NODE_IP, 30082), 'ETIMEDOUT', 'no local endpoint: external traffic is dropped');
-  t.regex(await tcp(c, 0, '10.96.0.30', 80), /^pod2 /, 'the cluster IP still works');
-});
-
-test.serial('session affinity ClientIP: a client sticks to one endpoint until it goes away', async (t) => {
-  const c = await cluster(t, 'ipt-aff', 3);
-  const sticky = svc('sticky', {
-    clusterIP: '10.96.0.70',
-    type: 'NodePort',
-    ports: tcpPort(80, 30070),
-    affinity: 'ClientIP',
-    timeout: 600,
-  });
-  await apply(c, {
-    services: [sticky],
-    slices: [slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
-  });
-  const first = await tcpMany(c, 'client', '10.96.0.70', 80, 10);
-  t.is(pods(first).size, 1, `one endpoint for one client: ${first.join(', ')}`);
-  const chosen = [...pods(first)][0]!;
-  t.is(pods(await tcpMany(c, 'client', NODE_IP, 30070, 4)).size, 1, 'node port traffic sticks too');
-  t.regex(await save(c), /-m recent --rcheck --seconds 600 --reap --name KUBE-SEP-/);
-
-  const left = [0, 1, 2].filter((i) => `pod${i + 1}` !== chosen).map((i) => ep(podIP(i)));
-  await apply(c, { slices: [slice('sticky-1', 'sticky', left)] });
-  const after = await tcpMany(c, 'client', '10.96.0.70', 80, 8);
-  t.is(pods(after).size, 1, `sticks again: ${after.join(', ')}`);
-  t.false(pods(after).has(chosen));
-});
-
-test.serial(
-  'IPv6: ClusterIP and NodePort in ip6 nat, masqueraded from outside, reject without endpoints',
-  async (t) => {
-    const c = await cluster(t, 'ipt-v6', 2, {
-      family: 'IPv6',
-      clusterCIDRs: ['fd44::/16'],
-      serviceCIDRs: ['fd96::/112'],
-    });
-    const v6 = (name: string, ip: string, nodePort?: number) =>
-      svc(name, { clusterIPs: [ip], type: nodePort ? 'NodePort' : 'ClusterIP', ports: tcpPort(80, nodePort) });
-    const withFamily = (s: ReturnType<typeof svc>) => ({ ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } });
-    await apply(c, {
-      services: [withFamily(v6('web6', 'fd96::10', 30600)), withFamily(v6('empty6', 'fd96::11'))],
-      slices: [slice('web6-1', 'web6', [ep(podIP6(0)), ep(podIP6(1))], { addressType: 'IPv6' })],
-    });
-    const got = await tcpMany(c, 'client', 'fd96::10', 80, 10);
-    t.true(
-      got.every((a) => /^pod[12] fd44:[12]::1$/.test(a)),
-      `answers: ${got.join(', ')}`,
-    );
-    t.true(pods(got).size === 2);
-    t.regex(await tcp(c, 'client', NODE_IP6, 30600), /^pod[12] fd44:[12]::1$/);
-    t.is(await tcp(c, 'client', 'fd96::11', 80), 'ECONNREFUSED');
-    t.regex(
-      await save(c, 'ip6tables-nft-save'),
-      /-A KUBE-SERVICES -d fd96::10\/128 -p tcp -m comment --comment "default\/web6:p cluster IP"/,
-    );
-  },
-);
 
 test.serial(
   'localhost node ports (IPv4): route_localnet set, 127.0.0.1:nodePort answered from the node, martians dropped',

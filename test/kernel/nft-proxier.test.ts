@@ -1,34 +1,18 @@
 // The nftables proxier against the machine's kernel, proven with real packets: a node
 // namespace runs the model and the proxier, pods answer with their name and the source
 // they saw, an external client connects. `nft -j list ruleset` checks what is left behind.
+// What every mode does alike (ClusterIP, NodePort, no endpoints, external IPs and load balancers,
+// eTP=Local, affinity, IPv6) is proxier-semantics.ts, run here with this mode's own checks.
 import test from 'ava';
-import type { ExecutionContext } from 'ava';
-import { CLIENT_IP, ECHO, makeCluster, NODE_IP, NODE_IP6, podGateway, podIP, podIP6 } from '../helpers/cluster.ts';
+import { ECHO, NODE_IP, podGateway, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import type { NftJsonObject } from '../helpers/netns.ts';
 import { NFT_BINARIES, roundTrip } from './nft-binaries.ts';
 import { ep, node, slice, svc } from '../unit/model/helpers.ts';
+import { driver, MODEL, pods, proxierSemantics, tcpPort } from './proxier-semantics.ts';
 
 const P = new URL('./scenarios/nft-proxier.ts', import.meta.url).href;
-const MODEL = { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] };
-const tcpPort = (port: number, nodePort?: number) => [
-  { name: 'p', protocol: 'TCP', port, ...(nodePort ? { nodePort } : {}) },
-];
-
-async function cluster(t: ExecutionContext, label: string, pods = 3, model: object = MODEL): Promise<Cluster> {
-  const c = await makeCluster(t, label, pods);
-  await c.nodeAgent.call(P, 'start', model);
-  return c;
-}
-
-const apply = (c: Cluster, change: object) => c.nodeAgent.call<{ errors: string[] }>(P, 'apply', change);
-const from = (c: Cluster, who: 'client' | number) => (who === 'client' ? c.clientAgent : c.podAgents[who]!);
-const tcp = (c: Cluster, who: 'client' | number, ip: string, port: number) =>
-  from(c, who).call<string>(ECHO, 'tcp', ip, port);
-const tcpMany = (c: Cluster, who: 'client' | number, ip: string, port: number, n: number) =>
-  from(c, who).call<string[]>(ECHO, 'tcpMany', ip, port, n);
-const pods = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[0]));
-const sources = (answers: string[]) => new Set(answers.map((a) => a.split(' ')[1]));
+const { cluster, apply, tcp, tcpMany } = driver(P);
 
 /** Everything of ours in the ruleset, as text, to look for leftovers. */
 async function ours(c: Cluster): Promise<string> {
@@ -36,53 +20,35 @@ async function ours(c: Cluster): Promise<string> {
   return JSON.stringify(objs.filter((o) => JSON.stringify(o).includes('kube-proxy-ts')));
 }
 
-test.serial(
-  'ClusterIP and NodePort: balanced over the endpoints, masqueraded from outside, hairpin masqueraded',
-  async (t) => {
-    const c = await cluster(t, 'np');
-    const r = await apply(c, {
-      services: [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', ports: tcpPort(80, 30080) })],
-      slices: [slice('web-1', 'web', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
-    });
-    t.deepEqual(r.errors, []);
-
-    const viaVip = await tcpMany(c, 'client', '10.96.0.10', 80, 15);
-    t.true(
-      viaVip.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)),
-      `answers: ${viaVip.join(', ')}`,
-    );
-    t.true(pods(viaVip).size >= 2, 'random balancing reached more than one endpoint');
-
-    const viaNodePort = await tcpMany(c, 'client', NODE_IP, 30080, 6);
-    t.true(
-      viaNodePort.every((a) => /^pod[123] 10\.244\.[123]\.1$/.test(a)),
-      `node port answers: ${viaNodePort.join(', ')}`,
-    );
-
-    // A pod reaching the Service: not masqueraded, except when it lands on itself (hairpin).
-    const fromPod1 = await tcpMany(c, 0, '10.96.0.10', 80, 15);
-    for (const a of fromPod1) {
-      const [name, src] = a.split(' ');
-      t.is(src, name === 'pod1' ? podGateway(0) : podIP(0), `answer ${a}`);
-    }
+proxierSemantics({
+  label: '',
+  scenario: P,
+  inspect: {
+    async noEndpoints(t, c) {
+      t.is(await tcp(c, 'client', '10.96.0.10', 81), 'ECONNREFUSED', 'a port the Service does not expose is rejected');
+      t.is(
+        await tcp(c, 'client', '10.96.0.99', 80),
+        'ETIMEDOUT',
+        'an unallocated address in the service CIDR is dropped',
+      );
+    },
+    async affinity(t, c) {
+      // Affinity turned off: the per-endpoint sets and chains are gone, traffic spreads again.
+      await apply(c, {
+        services: [svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070) })],
+      });
+      const text = JSON.stringify(await c.node.nftJson());
+      t.false(/affinity-[A-Z0-9]{8}-/.test(text), 'no affinity set left');
+      t.false(/(service|external)-[A-Z0-9]{8}-/.test(text), 'no chain of its own left');
+      t.is(pods(await tcpMany(c, 'client', '10.96.0.70', 80, 16)).size, 2);
+    },
+    async ipv6(t, c) {
+      t.regex(
+        await c.node.run('nft', 'list', 'table', 'ip6', 'kube-proxy-ts'),
+        /dnat ip6 to ip6 daddr \. meta l4proto \. tcp dport \. numgen random mod 2 map @endpoints-2/,
+      );
+    },
   },
-);
-
-test.serial('rejected and dropped: no endpoints, unexposed port, unallocated service IP', async (t) => {
-  const c = await cluster(t, 'rej', 1);
-  await apply(c, {
-    services: [
-      svc('web', { clusterIP: '10.96.0.10' }),
-      svc('empty', { clusterIP: '10.96.0.11' }),
-      svc('udp-empty', { clusterIP: '10.96.0.12', ports: [{ name: 'p', protocol: 'UDP', port: 53 }] }),
-    ],
-    slices: [slice('web-1', 'web', [ep(podIP(0))])],
-  });
-  t.is(await tcp(c, 'client', '10.96.0.10', 80), `pod1 ${podGateway(0)}`);
-  t.is(await tcp(c, 'client', '10.96.0.11', 80), 'ECONNREFUSED', 'a Service without endpoints rejects');
-  t.is(await tcp(c, 0, '10.96.0.11', 80), 'ECONNREFUSED', 'also from a pod');
-  t.is(await tcp(c, 'client', '10.96.0.10', 81), 'ECONNREFUSED', 'a port the Service does not expose is rejected');
-  t.is(await tcp(c, 'client', '10.96.0.99', 80), 'ETIMEDOUT', 'an unallocated address in the service CIDR is dropped');
 });
 
 test.serial('changes: endpoint removed, Service type changed, Service deleted leave nothing stale', async (t) => {
@@ -109,51 +75,6 @@ test.serial('changes: endpoint removed, Service type changed, Service deleted le
   t.false(left.includes('10.96.0.10'), 'no element mentions the deleted Service');
   t.false(left.includes('default/web'), 'no chain of the deleted Service remains');
   t.is(await tcp(c, 'client', '10.96.0.10', 80), 'ETIMEDOUT', 'its address is now just unallocated');
-});
-
-test.serial('externalIPs and load-balancer IPs; loadBalancerSourceRanges enforced', async (t) => {
-  const c = await cluster(t, 'lb', 2);
-  const lb = (ranges: string[]) =>
-    svc('lb', {
-      clusterIP: '10.96.0.20',
-      type: 'LoadBalancer',
-      ports: tcpPort(80, 30081),
-      externalIPs: ['10.50.0.1'],
-      ingress: [{ ip: '10.60.0.1' }],
-      sourceRanges: ranges,
-    });
-  await apply(c, { services: [lb([`${CLIENT_IP}/32`])], slices: [slice('lb-1', 'lb', [ep(podIP(0)), ep(podIP(1))])] });
-  t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'external IP, masqueraded');
-  t.regex(await tcp(c, 'client', '10.60.0.1', 80), /^pod[12] 10\.244\.[12]\.1$/, 'LB IP from an allowed source');
-  await apply(c, { services: [lb(['192.0.2.0/24'])] });
-  t.is(await tcp(c, 'client', '10.60.0.1', 80), 'ETIMEDOUT', 'LB IP from a source outside the ranges is dropped');
-  t.regex(await tcp(c, 'client', '10.50.0.1', 80), /^pod[12] /, 'source ranges apply to the LB IP only');
-});
-
-test.serial('externalTrafficPolicy=Local: local endpoints only, client source kept; none local: dropped', async (t) => {
-  const c = await cluster(t, 'etp', 2);
-  const s = svc('loc', {
-    clusterIP: '10.96.0.30',
-    type: 'NodePort',
-    ports: tcpPort(80, 30082),
-    eTP: 'Local',
-    externalIPs: ['10.50.0.2'],
-  });
-  await apply(c, {
-    node: node('node-a', { internal: [NODE_IP] }),
-    services: [s],
-    slices: [slice('loc-1', 'loc', [ep(podIP(0), { node: 'node-a' }), ep(podIP(1), { node: 'node-b' })])],
-  });
-  const ext = await tcpMany(c, 'client', NODE_IP, 30082, 8);
-  t.deepEqual([...pods(ext)], ['pod1'], `only the local endpoint: ${ext.join(', ')}`);
-  t.deepEqual([...sources(ext)], [CLIENT_IP], 'no SNAT: the client address is preserved');
-  t.deepEqual([...pods(await tcpMany(c, 'client', '10.50.0.2', 80, 4))], ['pod1']);
-  // Cluster traffic still uses every endpoint.
-  t.true(pods(await tcpMany(c, 0, '10.96.0.30', 80, 12)).size === 2);
-
-  await apply(c, { slices: [slice('loc-1', 'loc', [ep(podIP(1), { node: 'node-b' })])] });
-  t.is(await tcp(c, 'client', NODE_IP, 30082), 'ETIMEDOUT', 'no local endpoint: external traffic is dropped');
-  t.regex(await tcp(c, 0, '10.96.0.30', 80), /^pod2 /, 'the cluster IP still works');
 });
 
 test.serial('internalTrafficPolicy=Local: pods reach only endpoints on this node', async (t) => {
@@ -313,66 +234,5 @@ test.serial(
     t.is(endpointsMap?.elem?.length, 180, '90 service ports x 2 endpoints, none duplicated or left over');
     const chains = json.filter((o) => o.chain && /^pick-/.test(String(o.chain.name))).map((o) => String(o.chain!.name));
     t.deepEqual(chains, ['pick-internal-2'], 'one picker for every two-endpoint Service');
-  },
-);
-
-test.serial('session affinity ClientIP: a client sticks to one endpoint until it goes away', async (t) => {
-  const c = await cluster(t, 'aff', 3);
-  const sticky = svc('sticky', {
-    clusterIP: '10.96.0.70',
-    type: 'NodePort',
-    ports: tcpPort(80, 30070),
-    affinity: 'ClientIP',
-    timeout: 600,
-  });
-  await apply(c, {
-    services: [sticky],
-    slices: [slice('sticky-1', 'sticky', [ep(podIP(0)), ep(podIP(1)), ep(podIP(2))])],
-  });
-  const first = await tcpMany(c, 'client', '10.96.0.70', 80, 10);
-  t.is(pods(first).size, 1, `one endpoint for one client: ${first.join(', ')}`);
-  const chosen = [...pods(first)][0]!;
-  t.is(pods(await tcpMany(c, 'client', NODE_IP, 30070, 4)).size, 1, 'node port traffic sticks too');
-
-  // The chosen endpoint goes away: the client moves to another one and sticks there.
-  const left = [0, 1, 2].filter((i) => `pod${i + 1}` !== chosen).map((i) => ep(podIP(i)));
-  await apply(c, { slices: [slice('sticky-1', 'sticky', left)] });
-  const after = await tcpMany(c, 'client', '10.96.0.70', 80, 8);
-  t.is(pods(after).size, 1, `sticks again: ${after.join(', ')}`);
-  t.false(pods(after).has(chosen));
-
-  // Affinity turned off: the per-endpoint sets and chains are gone, traffic spreads again.
-  await apply(c, {
-    services: [svc('sticky', { clusterIP: '10.96.0.70', type: 'NodePort', ports: tcpPort(80, 30070) })],
-  });
-  const text = JSON.stringify(await c.node.nftJson());
-  t.false(/affinity-[A-Z0-9]{8}-/.test(text), 'no affinity set left');
-  t.false(/(service|external)-[A-Z0-9]{8}-/.test(text), 'no chain of its own left');
-  t.is(pods(await tcpMany(c, 'client', '10.96.0.70', 80, 16)).size, 2);
-});
-
-test.serial(
-  'IPv6: ClusterIP and NodePort over the ip6 table, masqueraded from outside, reject without endpoints',
-  async (t) => {
-    const c = await cluster(t, 'v6', 2, { family: 'IPv6', clusterCIDRs: ['fd44::/16'], serviceCIDRs: ['fd96::/112'] });
-    const v6 = (name: string, ip: string, nodePort?: number) =>
-      svc(name, { clusterIPs: [ip], type: nodePort ? 'NodePort' : 'ClusterIP', ports: tcpPort(80, nodePort) });
-    const withFamily = (s: ReturnType<typeof svc>) => ({ ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } });
-    await apply(c, {
-      services: [withFamily(v6('web6', 'fd96::10', 30600)), withFamily(v6('empty6', 'fd96::11'))],
-      slices: [slice('web6-1', 'web6', [ep(podIP6(0)), ep(podIP6(1))], { addressType: 'IPv6' })],
-    });
-    const got = await tcpMany(c, 'client', 'fd96::10', 80, 10);
-    t.true(
-      got.every((a) => /^pod[12] fd44:[12]::1$/.test(a)),
-      `answers: ${got.join(', ')}`,
-    );
-    t.true(pods(got).size === 2);
-    t.regex(await tcp(c, 'client', NODE_IP6, 30600), /^pod[12] fd44:[12]::1$/);
-    t.is(await tcp(c, 'client', 'fd96::11', 80), 'ECONNREFUSED');
-    t.regex(
-      await c.node.run('nft', 'list', 'table', 'ip6', 'kube-proxy-ts'),
-      /dnat ip6 to ip6 daddr \. meta l4proto \. tcp dport \. numgen random mod 2 map @endpoints-2/,
-    );
   },
 );
