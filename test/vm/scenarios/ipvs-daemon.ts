@@ -37,7 +37,7 @@
 // before 5.9 would leave behind.
 
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -46,6 +46,8 @@ import { DAEMON_NODE_FLAGS } from '../../../src/daemon/node-flags.ts';
 import { FakeApiServer } from '../../helpers/fake-apiserver.ts';
 import type { KObject } from '../../helpers/fake-apiserver.ts';
 import type { VmCase } from '../run-cases.ts';
+import { ip, ipvsadmLines, must, run } from './vm-shell.ts';
+import type { Run } from './vm-shell.ts';
 
 const NODE_BIN = process.execPath;
 const BIN = new URL('../../../bin/kube-proxy-ts.js', import.meta.url).pathname;
@@ -80,32 +82,6 @@ const DAEMON_ARGS = [
   '--service-traffic-metrics',
 ];
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: readonly string[], timeoutMs = 60_000): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8', maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      const code = err
-        ? typeof (err as { code?: unknown }).code === 'number'
-          ? (err as { code: number }).code
-          : 1
-        : 0;
-      resolve({ code, stdout, stderr: stderr || (err ? err.message : '') });
-    });
-  });
-}
-
-async function must(cmd: string, ...args: string[]): Promise<string> {
-  const r = await run(cmd, args);
-  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.code}: ${r.stderr.trim()}`);
-  return r.stdout;
-}
-
-const ip = (...a: string[]): Promise<string> => must('/usr/sbin/ip', ...a);
 /** A tool inside the node namespace. */
 const inNode = (cmd: string, ...a: string[]): Promise<Run> => run('/usr/sbin/ip', ['netns', 'exec', 'node', cmd, ...a]);
 async function mustInNode(cmd: string, ...a: string[]): Promise<string> {
@@ -115,19 +91,8 @@ async function mustInNode(cmd: string, ...a: string[]): Promise<string> {
 }
 
 /** `ipvsadm -Ln` lines of the node, squeezed, headers dropped, connection counters cut off. */
-async function ipvsShape(...args: string[]): Promise<string[]> {
-  return (await mustInNode('/usr/sbin/ipvsadm', '-Ln', ...args))
-    .split('\n')
-    .map((l) => l.trim().replace(/\s+/g, ' '))
-    .filter(
-      (l) =>
-        l &&
-        !l.startsWith('IP Virtual Server') &&
-        !l.startsWith('Prot LocalAddress') &&
-        !l.startsWith('-> RemoteAddress'),
-    )
-    .map((l) => (l.startsWith('->') ? l.split(' ').slice(0, 4).join(' ') : l));
-}
+const ipvsShape = async (...args: string[]): Promise<string[]> =>
+  ipvsadmLines(await mustInNode('/usr/sbin/ipvsadm', '-Ln', ...args), { counters: false });
 
 /** One virtual server's lines ("TCP 10.96.0.10:80 rr", then its real servers sorted); [] when absent. */
 async function vs(proto: 'TCP' | 'UDP', addr: string): Promise<string[]> {
@@ -903,7 +868,8 @@ export const cases: VmCase[] = [
     name: 'explain through the control socket reads the VSes back (in sync); kubeproxyts_service_connections_total counts exactly the connections made (issue 19)',
     timeoutMs: 120_000,
     async run(note) {
-      const cli = async (...args: string[]): Promise<Run> => run('/usr/sbin/ip', daemonCommand(args), 60_000);
+      const cli = async (...args: string[]): Promise<Run> =>
+        run('/usr/sbin/ip', daemonCommand(args), { timeoutMs: 60_000 });
       const one = await cli('explain', 'default/web', '-o', 'json');
       assert.equal(one.code, 0, one.stderr);
       const web = (
@@ -1739,7 +1705,7 @@ export const cases: VmCase[] = [
       const cleanups: { code: number; ms: number; stderr: string }[] = [];
       for (let i = 0; i < 2; i++) {
         const t = Date.now();
-        const r = await run('/usr/sbin/ip', daemonCommand(['--cleanup', '--v', '2']), 120_000);
+        const r = await run('/usr/sbin/ip', daemonCommand(['--cleanup', '--v', '2']), { timeoutMs: 120_000 });
         cleanups.push({ code: r.code, ms: Date.now() - t, stderr: (r.stderr + r.stdout).slice(-3000) });
       }
       writeFileSync(join(RUN_DIR, 'cleanup.log'), cleanups.map((c) => c.stderr).join('\n----\n'));

@@ -13,10 +13,7 @@
 // the pods route back through the node). Read back with ipvsadm and real TCP connections.
 
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import readline from 'node:readline';
 import { systemClock } from '../../../src/base/clock.ts';
 import { nullLogger } from '../../../src/base/logger.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
@@ -29,25 +26,15 @@ import type { SysctlWriter } from '../../../src/proxier/ipvs/index.ts';
 import { ep, node, slice, svc } from '../../unit/model/helpers.ts';
 import type { EpOpts } from '../../unit/model/helpers.ts';
 import type { VmCase } from '../run-cases.ts';
+import { NODE_IP, PodsAndClient } from './pods-and-client.ts';
+import { must } from './vm-shell.ts';
 
-const NODE_BIN = process.execPath;
-const AGENT = new URL('./ipvs-proxier-agent.mjs', import.meta.url).pathname;
-const NODE_IP = '192.168.7.1';
 const LOCAL: EpOpts = { node: 'node-a' };
 const REMOTE: EpOpts = { node: 'node-b' };
 const TERMINATING: EpOpts = { ready: false, serving: true, terminating: true };
 /** `serving` left out: the API (and upstream) read it as true. */
 const TERMINATING_SERVING_UNSET: EpOpts = { ready: false, terminating: true };
 const GONE: EpOpts = { ready: false, serving: false, terminating: true };
-
-function must(cmd: string, ...args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(cmd, args, { timeout: 20_000, encoding: 'utf8' }, (err, stdout, stderr) =>
-      err ? reject(new Error(`${cmd} ${args.join(' ')}: ${stderr.trim() || err.message}`)) : resolve(stdout),
-    );
-  });
-}
-const ip = (...a: string[]): Promise<string> => must('/usr/sbin/ip', ...a);
 
 /** The real servers of one TCP VS with weight > 0 ("10.0.0.2:8080"), sorted. */
 async function realServers(vip: string, port: number): Promise<string[]> {
@@ -60,24 +47,10 @@ async function realServers(vip: string, port: number): Promise<string[]> {
     .sort();
 }
 
-// --- the client agent (as in ipvs-proxier.ts) ------------------------------------------------
+// --- the client agent ------------------------------------------------------------------------
 
-const children: ChildProcess[] = [];
-let client: ChildProcess | undefined;
-const waiting = new Map<number, (v: Record<string, unknown>) => void>();
-let nextId = 1;
-
-function ask(q: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const id = nextId++;
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`client agent did not answer ${JSON.stringify(q)}`)), 30_000);
-    waiting.set(id, (v) => {
-      clearTimeout(t);
-      resolve(v);
-    });
-    client!.stdin!.write(JSON.stringify({ ...q, id }) + '\n');
-  });
-}
+const net = new PodsAndClient();
+const ask = (q: Record<string, unknown>) => net.ask(q);
 
 /** The backends that answered n connections ("10.0.0.2"), or the error code of the first failure. */
 async function backends(host: string, port: number, n = 4): Promise<string[] | string> {
@@ -160,46 +133,7 @@ export const cases: VmCase[] = [
     name: 'setup: pods and client namespaces, backends, the proxier',
     timeoutMs: 120_000,
     async run() {
-      await ip('netns', 'add', 'pods');
-      await ip('netns', 'add', 'client');
-      await ip('link', 'add', 'vpods', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', 'pods');
-      await ip('link', 'add', 'vclient', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', 'client');
-      await ip('addr', 'add', '10.0.0.1/24', 'dev', 'vpods');
-      await ip('addr', 'add', `${NODE_IP}/24`, 'dev', 'vclient');
-      await ip('link', 'set', 'vpods', 'up');
-      await ip('link', 'set', 'vclient', 'up');
-      for (const [ns, addrs, gw] of [
-        ['pods', ['10.0.0.2/24', '10.0.0.3/24', '10.0.0.4/24'], '10.0.0.1'],
-        ['client', ['192.168.7.2/24'], NODE_IP],
-      ] as const) {
-        for (const a of addrs) await ip('-n', ns, 'addr', 'add', a, 'dev', 'eth0');
-        await ip('-n', ns, 'link', 'set', 'eth0', 'up');
-        await ip('-n', ns, 'link', 'set', 'lo', 'up');
-        await ip('-n', ns, 'route', 'add', 'default', 'via', gw);
-      }
-      const server = spawn(
-        '/usr/sbin/ip',
-        ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', '10.0.0.2', '10.0.0.3', '10.0.0.4'],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
-      );
-      children.push(server);
-      client = spawn('/usr/sbin/ip', ['netns', 'exec', 'client', NODE_BIN, AGENT, 'client'], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-      });
-      children.push(client);
-      const ready = (c: ChildProcess, what: string) =>
-        new Promise<void>((resolve, reject) => {
-          const t = setTimeout(() => reject(new Error(`${what} did not start`)), 60_000);
-          c.stdout!.once('data', () => {
-            clearTimeout(t);
-            resolve();
-          });
-        });
-      await Promise.all([ready(server, 'backend server'), ready(client, 'client agent')]);
-      readline.createInterface({ input: client.stdout! }).on('line', (l) => {
-        const v = JSON.parse(l) as Record<string, unknown>;
-        if (typeof v.id === 'number') waiting.get(v.id)?.(v);
-      });
+      await net.start(['10.0.0.2', '10.0.0.3', '10.0.0.4']);
       const genl = connect(Protocol.GENERIC, { timeoutMs: 10_000 });
       const ipset = openIpset({ timeoutMs: 10_000 });
       const route = openRoute({ timeoutMs: 10_000 });
@@ -298,7 +232,7 @@ export const cases: VmCase[] = [
 ];
 
 export async function teardown(): Promise<void> {
-  for (const c of children) c.kill();
+  net.stop();
   for (const c of closers) c();
   await proxier?.cleanup();
 }

@@ -7,7 +7,7 @@
 // first case sees a kernel without IPVS; the second loads the modules.
 
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { connect, Protocol } from '../../../src/netlink/core/index.ts';
@@ -25,50 +25,15 @@ import {
 import type { IpvsOp, IpvsServiceKey, IpvsServiceSpec } from '../../../src/netlink/ipvs/index.ts';
 import { isRouteExists, RouteClient } from '../../../src/netlink/route/index.ts';
 import type { VmCase } from '../run-cases.ts';
+import { ipvsadmLines, must, run } from './vm-shell.ts';
 
 const NODE = process.execPath;
 const MODPROBE = process.env.VM_MODPROBE ?? '/usr/sbin/modprobe';
 const MODULES = ['ip_vs', 'ip_vs_rr', 'ip_vs_wrr', 'ip_vs_sh', 'ip_vs_lc', 'nf_conntrack', 'veth', 'dummy'];
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: readonly string[], timeoutMs = 20_000): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8', maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      const code = err
-        ? typeof (err as { code?: unknown }).code === 'number'
-          ? (err as { code: number }).code
-          : 1
-        : 0;
-      resolve({ code, stdout, stderr: stderr || (err ? err.message : '') });
-    });
-  });
-}
-
-async function must(cmd: string, ...args: string[]): Promise<string> {
-  const r = await run(cmd, args);
-  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.code}: ${r.stderr.trim()}`);
-  return r.stdout;
-}
-
 /** `ipvsadm -Ln` (optionally of one service), lines trimmed and blank lines dropped. */
-async function ipvsadm(...args: string[]): Promise<string[]> {
-  const out = await must('/usr/sbin/ipvsadm', '-Ln', ...args);
-  return out
-    .split('\n')
-    .map((l) => l.trim().replace(/\s+/g, ' '))
-    .filter(
-      (l) =>
-        l &&
-        !l.startsWith('IP Virtual Server') &&
-        !l.startsWith('Prot LocalAddress') &&
-        !l.startsWith('-> RemoteAddress'),
-    );
-}
+const ipvsadm = async (...args: string[]): Promise<string[]> =>
+  ipvsadmLines(await must('/usr/sbin/ipvsadm', '-Ln', ...args));
 
 let conn: NetlinkConnection | undefined;
 let client: IpvsClient;

@@ -8,10 +8,7 @@
 // (`ipvsadm -Ln`, `ipset list`, `ip addr show kube-ipvs0`) and with real TCP/UDP traffic.
 
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import readline from 'node:readline';
 import { systemClock } from '../../../src/base/clock.ts';
 import { nullLogger } from '../../../src/base/logger.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
@@ -27,56 +24,18 @@ import type { IpvsProxierDeps, IpvsProxierOptions, SysctlWriter } from '../../..
 import type { SyncReport } from '../../../src/proxier/types.ts';
 import { ep, node, slice, svc } from '../../unit/model/helpers.ts';
 import type { VmCase } from '../run-cases.ts';
+import { NODE_IP, PodsAndClient } from './pods-and-client.ts';
+import { ip, ipvsadmLines, must, run } from './vm-shell.ts';
 
 const NODE_BIN = process.execPath;
-const AGENT = new URL('./ipvs-proxier-agent.mjs', import.meta.url).pathname;
-const NODE_IP = '192.168.7.1';
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: readonly string[], timeoutMs = 20_000): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8', maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      const code = err
-        ? typeof (err as { code?: unknown }).code === 'number'
-          ? (err as { code: number }).code
-          : 1
-        : 0;
-      resolve({ code, stdout, stderr: stderr || (err ? err.message : '') });
-    });
-  });
-}
-
-async function must(cmd: string, ...args: string[]): Promise<string> {
-  const r = await run(cmd, args);
-  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.code}: ${r.stderr.trim()}`);
-  return r.stdout;
-}
-
-const ip = (...a: string[]): Promise<string> => must('/usr/sbin/ip', ...a);
 
 /** `ipvsadm -Ln` lines, trimmed and squeezed, headers dropped; optionally one service's. */
-async function ipvsadm(...args: string[]): Promise<string[]> {
-  return (await must('/usr/sbin/ipvsadm', '-Ln', ...args))
-    .split('\n')
-    .map((l) => l.trim().replace(/\s+/g, ' '))
-    .filter(
-      (l) =>
-        l &&
-        !l.startsWith('IP Virtual Server') &&
-        !l.startsWith('Prot LocalAddress') &&
-        !l.startsWith('-> RemoteAddress'),
-    );
-}
+const ipvsadm = async (...args: string[]): Promise<string[]> =>
+  ipvsadmLines(await must('/usr/sbin/ipvsadm', '-Ln', ...args));
 
 /** `ipvsadm -Ln` with the connection counters cut off: "-> 10.0.0.2:8080 Masq 1". */
-async function ipvsShape(...args: string[]): Promise<string[]> {
-  return (await ipvsadm(...args)).map((l) => (l.startsWith('->') ? l.split(' ').slice(0, 4).join(' ') : l));
-}
+const ipvsShape = async (...args: string[]): Promise<string[]> =>
+  ipvsadmLines(await must('/usr/sbin/ipvsadm', '-Ln', ...args), { counters: false });
 
 /** Members of an ipset as `ipset list` prints them, sorted. */
 async function ipsetMembers(name: string): Promise<string[]> {
@@ -108,22 +67,8 @@ const sysctl: SysctlWriter = {
 
 // --- the client agent ---------------------------------------------------------------------
 
-const children: ChildProcess[] = [];
-let client: ChildProcess | undefined;
-const waiting = new Map<number, (v: Record<string, unknown>) => void>();
-let nextId = 1;
-
-function ask(q: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const id = nextId++;
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`client agent did not answer ${JSON.stringify(q)}`)), 30_000);
-    waiting.set(id, (v) => {
-      clearTimeout(t);
-      resolve(v);
-    });
-    client!.stdin!.write(JSON.stringify({ ...q, id }) + '\n');
-  });
-}
+const net = new PodsAndClient();
+const ask = (q: Record<string, unknown>) => net.ask(q);
 
 async function tcp(host: string, port: number, n = 1): Promise<string[]> {
   const r = await ask({ op: 'tcp', host, port, n });
@@ -199,7 +144,7 @@ async function fromPod(host: string, port: number): Promise<string> {
     s.on('data', (c) => d += c); s.on('end', () => console.log(d.trim())); s.on('error', (e) => console.log('ERR ' + e.code));
   `,
     ],
-    30_000,
+    { timeoutMs: 30_000 },
   );
   return r.stdout.trim();
 }
@@ -224,46 +169,7 @@ export const cases: VmCase[] = [
     name: 'setup: node, pods and client namespaces; backends; init() writes the sysctls and probes the scheduler',
     timeoutMs: 120_000,
     async run(note) {
-      await ip('netns', 'add', 'pods');
-      await ip('netns', 'add', 'client');
-      await ip('link', 'add', 'vpods', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', 'pods');
-      await ip('link', 'add', 'vclient', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', 'client');
-      await ip('addr', 'add', '10.0.0.1/24', 'dev', 'vpods');
-      await ip('addr', 'add', `${NODE_IP}/24`, 'dev', 'vclient');
-      await ip('link', 'set', 'vpods', 'up');
-      await ip('link', 'set', 'vclient', 'up');
-      for (const [ns, addrs, gw] of [
-        ['pods', ['10.0.0.2/24', '10.0.0.3/24'], '10.0.0.1'],
-        ['client', ['192.168.7.2/24'], NODE_IP],
-      ] as const) {
-        for (const a of addrs) await ip('-n', ns, 'addr', 'add', a, 'dev', 'eth0');
-        await ip('-n', ns, 'link', 'set', 'eth0', 'up');
-        await ip('-n', ns, 'link', 'set', 'lo', 'up');
-        await ip('-n', ns, 'route', 'add', 'default', 'via', gw);
-      }
-      const server = spawn(
-        '/usr/sbin/ip',
-        ['netns', 'exec', 'pods', NODE_BIN, AGENT, 'server', '10.0.0.2', '10.0.0.3'],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
-      );
-      children.push(server);
-      client = spawn('/usr/sbin/ip', ['netns', 'exec', 'client', NODE_BIN, AGENT, 'client'], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-      });
-      children.push(client);
-      const ready = (c: ChildProcess, what: string) =>
-        new Promise<void>((resolve, reject) => {
-          const t = setTimeout(() => reject(new Error(`${what} did not start`)), 60_000);
-          c.stdout!.once('data', () => {
-            clearTimeout(t);
-            resolve();
-          });
-        });
-      await Promise.all([ready(server, 'backend server'), ready(client, 'client agent')]);
-      readline.createInterface({ input: client.stdout! }).on('line', (l) => {
-        const v = JSON.parse(l) as Record<string, unknown>;
-        if (typeof v.id === 'number') waiting.get(v.id)?.(v);
-      });
+      await net.start(['10.0.0.2', '10.0.0.3']);
 
       const genl = connect(Protocol.GENERIC, { timeoutMs: 10_000 });
       const ipset = openIpset({ timeoutMs: 10_000 });
@@ -598,10 +504,13 @@ export const cases: VmCase[] = [
           '--noflush',
           file,
         ],
-        120_000,
+        { timeoutMs: 120_000 },
       );
       assert.equal(restore.code, 0, `iptables-nft-restore: ${restore.stderr}`);
-      const saved = (await run('/usr/sbin/iptables-nft-save', [], 60_000)).stdout.replace(/ \[\d+:\d+\]/g, '');
+      const saved = (await run('/usr/sbin/iptables-nft-save', [], { timeoutMs: 60_000 })).stdout.replace(
+        / \[\d+:\d+\]/g,
+        '',
+      );
       writeFileSync(`${process.env.RUN_DIR ?? '/tmp'}/iptables-nft-save.txt`, saved);
       const want = ruleLines(text);
       const got = ruleLines(saved);
@@ -651,7 +560,10 @@ export const cases: VmCase[] = [
       t = performance.now();
       const second = await writer.write(rules);
       const secondMs = Math.round(performance.now() - t);
-      const saved = (await run('/usr/sbin/iptables-nft-save', [], 60_000)).stdout.replace(/ \[\d+:\d+\]/g, '');
+      const saved = (await run('/usr/sbin/iptables-nft-save', [], { timeoutMs: 60_000 })).stdout.replace(
+        / \[\d+:\d+\]/g,
+        '',
+      );
       writeFileSync(`${process.env.RUN_DIR ?? '/tmp'}/iptables-nft-save-netlink.txt`, saved);
       const want = ruleLines(toIptablesSave(rules));
       const got = ruleLines(saved);
@@ -759,10 +671,10 @@ export const cases: VmCase[] = [
         '-j',
         'ACCEPT',
       );
-      const before = await run('/usr/sbin/iptables-nft-save', [], 60_000);
+      const before = await run('/usr/sbin/iptables-nft-save', [], { timeoutMs: 60_000 });
       assert.ok(before.stdout.includes('-A KUBE-SERVICES'), 'the sync wrote the rules');
       await proxier.cleanup();
-      const after = (await run('/usr/sbin/iptables-nft-save', [], 60_000)).stdout;
+      const after = (await run('/usr/sbin/iptables-nft-save', [], { timeoutMs: 60_000 })).stdout;
       note({ after });
       assert.ok(!after.includes('KUBE-'), after);
       assert.ok(after.includes('-A INPUT -p tcp -m tcp --dport 2222 -j ACCEPT'), after);
@@ -777,6 +689,6 @@ export const cases: VmCase[] = [
 ];
 
 export async function teardown(): Promise<void> {
-  for (const c of children) c.kill();
+  net.stop();
   for (const c of closers) c();
 }

@@ -11,13 +11,14 @@
 //   client 192.168.7.2 ── vclient 192.168.7.1 node (daemon) 10.0.0.1 vpods ── pods 10.0.0.2 (TCP 8080 "<local> <peer>")
 
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DAEMON_NODE_FLAGS } from '../../../src/daemon/node-flags.ts';
 import { serviceYAML } from '../../helpers/manifests.ts';
 import type { VmCase } from '../run-cases.ts';
+import { ip, ipvsadmLines, must, run } from './vm-shell.ts';
 
 const NODE_BIN = process.execPath;
 const BIN = new URL('../../../bin/kube-proxy-ts.js', import.meta.url).pathname;
@@ -31,37 +32,6 @@ const NODE_IP = '192.168.7.1';
 const POD = '10.0.0.2';
 const STALE_POD = '10.0.0.99';
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: readonly string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = execFile(
-      cmd,
-      args,
-      { timeout: opts.timeoutMs ?? 60_000, encoding: 'utf8' },
-      (err, stdout, stderr) => {
-        const code = err
-          ? typeof (err as { code?: unknown }).code === 'number'
-            ? (err as { code: number }).code
-            : 1
-          : 0;
-        resolve({ code, stdout, stderr: stderr || (err ? err.message : '') });
-      },
-    );
-    if (opts.input !== undefined) child.stdin!.end(opts.input);
-  });
-}
-
-async function must(cmd: string, ...args: string[]): Promise<string> {
-  const r = await run(cmd, args);
-  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.code}: ${r.stderr.trim()}`);
-  return r.stdout;
-}
-const ip = (...a: string[]): Promise<string> => must('/usr/sbin/ip', ...a);
 const inNode = (cmd: string, ...a: string[]): Promise<string> =>
   must('/usr/sbin/ip', 'netns', 'exec', 'node', cmd, ...a);
 
@@ -110,20 +80,9 @@ const SETS: readonly string[][] = [
   ['KUBE-6-CLUSTER-IP', 'hash:ip,port', 'family', 'inet6'],
 ];
 
-/** `ipvsadm -Ln` of the node, squeezed, headers dropped. */
-async function ipvsLines(): Promise<string[]> {
-  return (await inNode('/usr/sbin/ipvsadm', '-Ln'))
-    .split('\n')
-    .map((l) => l.trim().replace(/\s+/g, ' '))
-    .filter(
-      (l) =>
-        l &&
-        !l.startsWith('IP Virtual Server') &&
-        !l.startsWith('Prot LocalAddress') &&
-        !l.startsWith('-> RemoteAddress'),
-    )
-    .map((l) => (l.startsWith('->') ? l.split(' ').slice(0, 4).join(' ') : l));
-}
+/** `ipvsadm -Ln` of the node, squeezed, headers dropped, connection counters cut off. */
+const ipvsLines = async (): Promise<string[]> =>
+  ipvsadmLines(await inNode('/usr/sbin/ipvsadm', '-Ln'), { counters: false });
 
 export const cases: VmCase[] = [
   {
