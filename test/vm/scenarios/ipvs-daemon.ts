@@ -98,17 +98,7 @@ const ipvsShape = async (...args: string[]): Promise<string[]> =>
 async function vs(proto: 'TCP' | 'UDP', addr: string): Promise<string[]> {
   const r = await inNode('/usr/sbin/ipvsadm', '-Ln', proto === 'TCP' ? '-t' : '-u', addr);
   if (r.code !== 0) return [];
-  const lines = r.stdout
-    .split('\n')
-    .map((l) => l.trim().replace(/\s+/g, ' '))
-    .filter(
-      (l) =>
-        l &&
-        !l.startsWith('IP Virtual Server') &&
-        !l.startsWith('Prot LocalAddress') &&
-        !l.startsWith('-> RemoteAddress'),
-    )
-    .map((l) => (l.startsWith('->') ? l.split(' ').slice(0, 4).join(' ') : l));
+  const lines = ipvsadmLines(r.stdout, { counters: false });
   return [lines[0]!, ...lines.slice(1).sort()];
 }
 

@@ -376,3 +376,28 @@ test('an unknown expression makes the trace fail naming it', async (t) => {
   await nft.run(tx);
   t.throws(() => tracer.trace(tcp(POD, '198.51.100.1', 80)), { message: /expression limit is not modelled/ });
 });
+
+test('IPv6: the ip6 table sends a cluster IP and a node port to the endpoints, masqueraded from outside', async (t) => {
+  const { t: tracker } = newTracker({ family: 'IPv6', clusterCIDRs: ['fd44::/16'], serviceCIDRs: ['fd96::/112'] });
+  const nft = new FakeNft({ family: 'ip6', table: TABLE });
+  const proxier = new NftablesProxier({
+    nft,
+    logger: memoryLogger(),
+    localAddresses: () => Promise.resolve(['fd00::10']),
+  });
+  const s = svc('web6', {
+    clusterIPs: ['fd96::10'],
+    type: 'NodePort',
+    ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30600 }],
+  });
+  tracker.onService(undefined, { ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } });
+  tracker.onEndpointSlice(slice('web6-1', 'web6', [ep('fd44:1::1'), ep('fd44:2::1')], { addressType: 'IPv6' }), false);
+  const c = tracker.checkout();
+  await proxier.sync(c.desired, c.change, signal);
+  const tracer = new NftTracer(nft, { localAddresses: ['fd00::10'] });
+  const fromPod = tracer.trace(tcp('fd44:1::9', 'fd96::10', 80));
+  t.deepEqual([fromPod.endpoints, fromPod.masquerade], [['[fd44:1::1]:8080', '[fd44:2::1]:8080'], false]);
+  const nodePort = tracer.trace(tcp('2001:db8::9', 'fd00::10', 30600));
+  t.deepEqual([nodePort.endpoints, nodePort.masquerade], [['[fd44:1::1]:8080', '[fd44:2::1]:8080'], true]);
+  t.is(tracer.trace(tcp('fd44:1::9', 'fd96::10', 81)).verdict, 'reject');
+});
