@@ -13,20 +13,15 @@
 // the pods route back through the node). Read back with ipvsadm and real TCP connections.
 
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
 import { systemClock } from '../../../src/base/clock.ts';
 import { nullLogger } from '../../../src/base/logger.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
-import { connect, Protocol } from '../../../src/netlink/core/index.ts';
-import { openIpset } from '../../../src/netlink/ipset/index.ts';
-import { IpvsClient } from '../../../src/netlink/ipvs/index.ts';
-import { openRoute } from '../../../src/netlink/route/index.ts';
 import { IpvsProxier } from '../../../src/proxier/ipvs/index.ts';
-import type { SysctlWriter } from '../../../src/proxier/ipvs/index.ts';
 import { ep, node, slice, svc } from '../../unit/model/helpers.ts';
 import type { EpOpts } from '../../unit/model/helpers.ts';
 import type { VmCase } from '../run-cases.ts';
 import { NODE_IP, PodsAndClient } from './pods-and-client.ts';
+import { openIpvsDeps } from './ipvs-deps.ts';
 import { must } from './vm-shell.ts';
 
 const LOCAL: EpOpts = { node: 'node-a' };
@@ -65,13 +60,6 @@ let proxier: IpvsProxier;
 const tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4' }, { logger: nullLogger, clock: systemClock });
 const closers: (() => void)[] = [];
 let rv = 1;
-
-const sysctl: SysctlWriter = {
-  set(path, value) {
-    writeFileSync(`/proc/sys/${path}`, `${value}\n`);
-    return Promise.resolve();
-  },
-};
 
 /** One Service per case (its own VIP and node port: nothing drains from an earlier case). */
 async function service(
@@ -134,21 +122,9 @@ export const cases: VmCase[] = [
     timeoutMs: 120_000,
     async run() {
       await net.start(['10.0.0.2', '10.0.0.3', '10.0.0.4']);
-      const genl = connect(Protocol.GENERIC, { timeoutMs: 10_000 });
-      const ipset = openIpset({ timeoutMs: 10_000 });
-      const route = openRoute({ timeoutMs: 10_000 });
-      closers.push(() => genl.close(), ipset.close, route.close);
-      proxier = new IpvsProxier(
-        { family: 'IPv4', gracefulCheckIntervalMs: 500, gracefulTerminationMs: 60_000 },
-        {
-          ipvs: new IpvsClient(genl),
-          ipset: ipset.client,
-          route: route.client,
-          sysctl,
-          clock: systemClock,
-          logger: nullLogger,
-        },
-      );
+      const { deps, close } = openIpvsDeps();
+      closers.push(close);
+      proxier = new IpvsProxier({ family: 'IPv4', gracefulCheckIntervalMs: 500, gracefulTerminationMs: 60_000 }, deps);
       await proxier.init();
       tracker.onNode(node('node-a', { internal: [NODE_IP] }));
     },

@@ -15,16 +15,15 @@ import { ChangeTracker } from '../../../src/model/index.ts';
 import type { Service } from '../../../src/model/k8s.ts';
 import { connect, Protocol } from '../../../src/netlink/core/index.ts';
 import { openIpset } from '../../../src/netlink/ipset/index.ts';
-import { IpvsClient } from '../../../src/netlink/ipvs/index.ts';
-import { openRoute } from '../../../src/netlink/route/index.ts';
 import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import { IpvsProxier, toIptablesSave } from '../../../src/proxier/ipvs/index.ts';
 import { CompanionWriter } from '../../../src/proxier/ipvs/companion.ts';
-import type { IpvsProxierDeps, IpvsProxierOptions, SysctlWriter } from '../../../src/proxier/ipvs/index.ts';
+import type { IpvsProxierDeps, IpvsProxierOptions } from '../../../src/proxier/ipvs/index.ts';
 import type { SyncReport } from '../../../src/proxier/types.ts';
 import { ep, node, slice, svc } from '../../unit/model/helpers.ts';
 import type { VmCase } from '../run-cases.ts';
 import { NODE_IP, PodsAndClient } from './pods-and-client.ts';
+import { openIpvsDeps } from './ipvs-deps.ts';
 import { ip, ipvsadmLines, must, run } from './vm-shell.ts';
 
 const NODE_BIN = process.execPath;
@@ -57,13 +56,6 @@ async function vipAddrs(): Promise<string[]> {
     .filter((x): x is string => !!x)
     .sort();
 }
-
-const sysctl: SysctlWriter = {
-  set(path, value) {
-    writeFileSync(`/proc/sys/${path}`, `${value}\n`);
-    return Promise.resolve();
-  },
-};
 
 // --- the client agent ---------------------------------------------------------------------
 
@@ -171,18 +163,9 @@ export const cases: VmCase[] = [
     async run(note) {
       await net.start(['10.0.0.2', '10.0.0.3']);
 
-      const genl = connect(Protocol.GENERIC, { timeoutMs: 10_000 });
-      const ipset = openIpset({ timeoutMs: 10_000 });
-      const route = openRoute({ timeoutMs: 10_000 });
-      closers.push(() => genl.close(), ipset.close, route.close);
-      deps = {
-        ipvs: new IpvsClient(genl),
-        ipset: ipset.client,
-        route: route.client,
-        sysctl,
-        clock: systemClock,
-        logger: nullLogger,
-      };
+      const opened = openIpvsDeps();
+      closers.push(opened.close);
+      deps = opened.deps;
       for (const p of ['net/ipv4/vs/conntrack', 'net/ipv4/vs/expire_nodest_conn', 'net/ipv4/ip_forward'])
         writeFileSync(`/proc/sys/${p}`, '0\n');
       proxier = newProxier();
