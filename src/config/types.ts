@@ -80,6 +80,10 @@ export interface ProxyConfig {
    */
   nodePortAddresses: string[];
   oomScoreAdj: number;
+  /** --proxy-port-range (userspace mode): the ports proxy sockets may bind; undefined: the kernel picks. */
+  portRange: { first: number; last: number } | undefined;
+  /** --udp-timeout (userspace mode): a UDP client association idle this long is closed. */
+  udpIdleTimeoutMs: number;
   conntrack: {
     /** 0 leaves nf_conntrack_max as it is. */
     maxPerCore: number;
