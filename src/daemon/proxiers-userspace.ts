@@ -1,0 +1,175 @@
+// The userspace mode's proxiers: per IP family, the proxy sockets (proxier/userspace/proxy, the
+// data path) and a UserspaceProxier writing KUBE-PORTALS / KUBE-NODEPORT rules to them.
+//
+// The sockets bind --bind-address when it is a specific address of the family, else the
+// family's any-address (upstream's listenIP); a loopback bind address is refused, as upstream
+// (its REDIRECT/DNAT rules cannot reach a socket on lo).
+
+import type { IPFamily } from '../base/ip.ts';
+import { parseIP } from '../base/ip.ts';
+import type { ProxyConfig } from '../config/index.ts';
+import { Protocol } from '../netlink/core/index.ts';
+import type { NetlinkConnection } from '../netlink/core/index.ts';
+import { NftClient } from '../netlink/nftables/index.ts';
+import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
+import type { UserspaceSample } from '../metrics/index.ts';
+import { UserspaceProxier } from '../proxier/userspace/proxier.ts';
+import type { ProxyPorts, ProxyPortsOptions, ProxyStats } from '../proxier/userspace/proxy/types.ts';
+import { iptablesNftCodec } from '../proxier/xtables/index.ts';
+import { removeOtherModesLeftovers } from './cleanup.ts';
+import type { ProxierDeps, ProxierSet } from './proxiers.ts';
+
+/** The data path's module (the other half of the mode, proxier/userspace/proxy/index.ts). */
+const DATA_PATH = new URL('../proxier/userspace/proxy/index.ts', import.meta.url).href;
+
+type CreateProxyPorts = (o: ProxyPortsOptions) => ProxyPorts;
+
+/** '0.0.0.0' / '::', or the bind address when it is a specific address of `family`. */
+export function listenIPOf(bindAddress: string, family: IPFamily): string {
+  const any = family === 'IPv4' ? '0.0.0.0' : '::';
+  const ip = parseIP(bindAddress);
+  if (!ip || ip.family !== family || ip.text === any) return any;
+  return ip.text;
+}
+
+export function isLoopback(ip: string): boolean {
+  return ip === '::1' || ip.startsWith('127.');
+}
+
+/** Sums a family's per-port counters for the metrics. */
+export function sampleOf(family: IPFamily, s: ProxyStats): UserspaceSample {
+  let accepted = 0;
+  let failedOver = 0;
+  let refused = 0;
+  let bytesIn = 0;
+  let bytesOut = 0;
+  for (const p of s.perPort.values()) {
+    accepted += p.accepted;
+    failedOver += p.failedOver;
+    refused += p.refused;
+    bytesIn += p.bytesIn;
+    bytesOut += p.bytesOut;
+  }
+  return {
+    family,
+    activeConnections: s.activeConnections,
+    activeUdpAssociations: s.activeUdpAssociations,
+    accepted,
+    failedOver,
+    refused,
+    bytesIn,
+    bytesOut,
+  };
+}
+
+/**
+ * Proxy sockets made once the data path's module is loaded (init()); until then, and if it
+ * cannot be, apply() says so (the sync fails and names the cause).
+ */
+class DeferredPorts implements ProxyPorts {
+  private real: ProxyPorts | undefined;
+  private readonly opts: ProxyPortsOptions;
+  private failure: Error | undefined;
+
+  constructor(opts: ProxyPortsOptions) {
+    this.opts = opts;
+  }
+
+  make(create: CreateProxyPorts): void {
+    this.real = create(this.opts);
+  }
+
+  fail(e: Error): void {
+    this.failure = e;
+  }
+
+  apply(specs: Parameters<ProxyPorts['apply']>[0]): ReturnType<ProxyPorts['apply']> {
+    if (!this.real) return Promise.reject(this.failure ?? new Error('the userspace proxy sockets are not ready yet'));
+    return this.real.apply(specs);
+  }
+
+  stats(): ProxyStats {
+    return this.real?.stats() ?? { activeConnections: 0, activeUdpAssociations: 0, perPort: new Map() };
+  }
+
+  close(): Promise<void> {
+    return this.real?.close() ?? Promise.resolve();
+  }
+}
+
+export function userspaceSet(
+  config: ProxyConfig,
+  families: readonly IPFamily[],
+  deps: ProxierDeps,
+  open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection,
+  close: () => void,
+): ProxierSet {
+  const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
+  const proxiers = new Map<IPFamily, UserspaceProxier>();
+  const ports = new Map<IPFamily, DeferredPorts>();
+  for (const family of families) {
+    const listenIP = listenIPOf(config.bindAddress, family);
+    const p = new DeferredPorts({
+      family,
+      listenIP,
+      ...(config.portRange ? { portRange: config.portRange } : {}),
+      udpIdleTimeoutMs: config.udpIdleTimeoutMs,
+      logger: deps.logger.child({ component: 'userspace-proxy', family }),
+      clock: deps.clock,
+    });
+    ports.set(family, p);
+    const conn = open(Protocol.NETFILTER);
+    const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
+    const tables: IptTable[] = ['nat', 'filter'];
+    const clients = new Map(
+      tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn })]),
+    );
+    proxiers.set(
+      family,
+      new UserspaceProxier({
+        family,
+        ports: p,
+        listenIP,
+        clients,
+        sender: clients.get('nat')!,
+        codec: iptablesNftCodec(family),
+        logger: deps.logger,
+        maxBatchBytes: conn.maxBatchBytes,
+      }),
+    );
+  }
+  let closing: Promise<void> | undefined;
+  const closeAll = (): Promise<void> => {
+    closing ??= Promise.all([...ports.values()].map((p) => p.close())).then(() => close());
+    return closing;
+  };
+  return {
+    mode: 'userspace',
+    proxiers,
+    init: async () => {
+      if (isLoopback(config.bindAddress))
+        throw new Error(
+          `--bind-address ${config.bindAddress}: the userspace mode cannot proxy on localhost (as upstream)`,
+        );
+      let create: CreateProxyPorts;
+      try {
+        ({ createProxyPorts: create } = (await import(DATA_PATH)) as { createProxyPorts: CreateProxyPorts });
+      } catch (e) {
+        const err = new Error(`the userspace mode's data path is not in this build: ${(e as Error).message}`, {
+          cause: e,
+        });
+        for (const p of ports.values()) p.fail(err);
+        throw err;
+      }
+      for (const p of ports.values()) p.make(create);
+      deps.logger.info('userspace mode: Service traffic is proxied through sockets of this process', {
+        bindAddress: config.bindAddress,
+        portRange: config.portRange ? `${config.portRange.first}-${config.portRange.last}` : 'kernel-chosen',
+      });
+      await removeOtherModesLeftovers('userspace', leftoverDeps);
+    },
+    close: () => void closeAll(),
+    shutdown: closeAll,
+    proxyStats: () => [...ports].map(([family, p]) => sampleOf(family, p.stats())),
+  };
+}
