@@ -94,7 +94,9 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'bind-address',
     kind: 'string',
     target: 'bindAddress',
-    help: "Overrides kube-proxy's idea of what its node's primary IP is." + IGNORED_WITH_CONFIG,
+    help:
+      "Overrides kube-proxy's idea of what its node's primary IP is. In userspace mode, also the address the proxy sockets bind (0.0.0.0 or :: binds every address)." +
+      IGNORED_WITH_CONFIG,
   },
   {
     name: 'healthz-bind-address',

@@ -35,7 +35,7 @@ export interface ProxyConfig {
   mode: ProxyMode;
   /** Node name; '' means the host name (lower-cased), decided by the daemon. */
   hostnameOverride: string;
-  /** Overrides the node's primary IP (upstream's historical name; nothing binds to it). */
+  /** Overrides the node's primary IP; userspace mode also binds its proxy sockets to it when it is specific. */
   bindAddress: string;
   /** host:port for /healthz and /livez; '' disables the server. */
   healthzBindAddress: string;
