@@ -5,6 +5,7 @@
 // family's any-address (upstream's listenIP); a loopback bind address is refused, as upstream
 // (its REDIRECT/DNAT rules cannot reach a socket on lo).
 
+import { networkInterfaces } from 'node:os';
 import type { IPFamily } from '../base/ip.ts';
 import { parseIP } from '../base/ip.ts';
 import type { ProxyConfig } from '../config/index.ts';
@@ -14,15 +15,11 @@ import { NftClient } from '../netlink/nftables/index.ts';
 import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import type { UserspaceSample } from '../metrics/index.ts';
 import { UserspaceProxier } from '../proxier/userspace/proxier.ts';
-import type { ProxyPorts, ProxyPortsOptions, ProxyStats } from '../proxier/userspace/proxy/types.ts';
+import { createProxyPorts } from '../proxier/userspace/proxy/index.ts';
+import type { ProxyPorts, ProxyStats } from '../proxier/userspace/proxy/index.ts';
 import { iptablesNftCodec } from '../proxier/xtables/index.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
 import type { ProxierDeps, ProxierSet } from './proxiers.ts';
-
-/** The data path's module (the other half of the mode, proxier/userspace/proxy/index.ts). */
-const DATA_PATH = new URL('../proxier/userspace/proxy/index.ts', import.meta.url).href;
-
-type CreateProxyPorts = (o: ProxyPortsOptions) => ProxyPorts;
 
 /** '0.0.0.0' / '::', or the bind address when it is a specific address of `family`. */
 export function listenIPOf(bindAddress: string, family: IPFamily): string {
@@ -30,6 +27,16 @@ export function listenIPOf(bindAddress: string, family: IPFamily): string {
   const ip = parseIP(bindAddress);
   if (!ip || ip.family !== family || ip.text === any) return any;
   return ip.text;
+}
+
+/** The node's first global address of `family` ('' when none): the host rules' DNAT target without a Node IP. */
+export function hostAddressOf(family: IPFamily): string {
+  for (const list of Object.values(networkInterfaces()))
+    for (const a of list ?? []) {
+      if (a.internal || /^fe80:/i.test(a.address) || a.address.startsWith('169.254.')) continue;
+      if ((a.family === 'IPv6') === (family === 'IPv6')) return a.address;
+    }
+  return '';
 }
 
 export function isLoopback(ip: string): boolean {
@@ -62,41 +69,6 @@ export function sampleOf(family: IPFamily, s: ProxyStats): UserspaceSample {
   };
 }
 
-/**
- * Proxy sockets made once the data path's module is loaded (init()); until then, and if it
- * cannot be, apply() says so (the sync fails and names the cause).
- */
-class DeferredPorts implements ProxyPorts {
-  private real: ProxyPorts | undefined;
-  private readonly opts: ProxyPortsOptions;
-  private failure: Error | undefined;
-
-  constructor(opts: ProxyPortsOptions) {
-    this.opts = opts;
-  }
-
-  make(create: CreateProxyPorts): void {
-    this.real = create(this.opts);
-  }
-
-  fail(e: Error): void {
-    this.failure = e;
-  }
-
-  apply(specs: Parameters<ProxyPorts['apply']>[0]): ReturnType<ProxyPorts['apply']> {
-    if (!this.real) return Promise.reject(this.failure ?? new Error('the userspace proxy sockets are not ready yet'));
-    return this.real.apply(specs);
-  }
-
-  stats(): ProxyStats {
-    return this.real?.stats() ?? { activeConnections: 0, activeUdpAssociations: 0, perPort: new Map() };
-  }
-
-  close(): Promise<void> {
-    return this.real?.close() ?? Promise.resolve();
-  }
-}
-
 export function userspaceSet(
   config: ProxyConfig,
   families: readonly IPFamily[],
@@ -104,12 +76,14 @@ export function userspaceSet(
   open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection,
   close: () => void,
 ): ProxierSet {
+  if (isLoopback(config.bindAddress))
+    throw new Error(`--bind-address ${config.bindAddress}: the userspace mode cannot proxy on localhost (as upstream)`);
   const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const proxiers = new Map<IPFamily, UserspaceProxier>();
-  const ports = new Map<IPFamily, DeferredPorts>();
+  const ports = new Map<IPFamily, ProxyPorts>();
   for (const family of families) {
     const listenIP = listenIPOf(config.bindAddress, family);
-    const p = new DeferredPorts({
+    const p = createProxyPorts({
       family,
       listenIP,
       ...(config.portRange ? { portRange: config.portRange } : {}),
@@ -135,6 +109,7 @@ export function userspaceSet(
         codec: iptablesNftCodec(family),
         logger: deps.logger,
         maxBatchBytes: conn.maxBatchBytes,
+        hostAddress: () => hostAddressOf(family),
       }),
     );
   }
@@ -147,21 +122,6 @@ export function userspaceSet(
     mode: 'userspace',
     proxiers,
     init: async () => {
-      if (isLoopback(config.bindAddress))
-        throw new Error(
-          `--bind-address ${config.bindAddress}: the userspace mode cannot proxy on localhost (as upstream)`,
-        );
-      let create: CreateProxyPorts;
-      try {
-        ({ createProxyPorts: create } = (await import(DATA_PATH)) as { createProxyPorts: CreateProxyPorts });
-      } catch (e) {
-        const err = new Error(`the userspace mode's data path is not in this build: ${(e as Error).message}`, {
-          cause: e,
-        });
-        for (const p of ports.values()) p.fail(err);
-        throw err;
-      }
-      for (const p of ports.values()) p.make(create);
       deps.logger.info('userspace mode: Service traffic is proxied through sockets of this process', {
         bindAddress: config.bindAddress,
         portRange: config.portRange ? `${config.portRange.first}-${config.portRange.last}` : 'kernel-chosen',

@@ -33,6 +33,11 @@ export interface UserspaceProxierOptions {
   readonly logger: Logger;
   readonly maxBatchBytes?: number;
   readonly now?: () => number;
+  /**
+   * An address of the node of this family, for the host rules when the Node object gives none
+   * (upstream's ChooseHostInterface); '' when there is none.
+   */
+  readonly hostAddress?: () => string;
 }
 
 /** What the last successful sync wrote for a service port (for explain). */
@@ -76,7 +81,7 @@ export class UserspaceProxier implements Proxier {
     const ctx: RuleContext = {
       family: this.o.family,
       listenIP: this.o.listenIP,
-      hostIP: hostIPOf(this.o.listenIP, desired.node.primaryIP),
+      hostIP: hostIPOf(this.o.listenIP, desired.node.primaryIP || (this.o.hostAddress?.() ?? '')),
     };
     if (ctx.hostIP === '' && specs.length > 0)
       errors.push(

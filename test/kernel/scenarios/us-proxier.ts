@@ -1,5 +1,5 @@
 // Runs inside the node namespace (netns agent): the model and the userspace proxier against the
-// real kernel, its proxy sockets in this namespace, driven by Kubernetes objects the test passes.
+// real kernel, its proxy sockets (the real data path) in this namespace, driven by Kubernetes objects the test passes.
 import { systemClock } from '../../../src/base/clock.ts';
 import type { IPFamily } from '../../../src/base/ip.ts';
 import { memoryLogger } from '../../../src/base/logger.ts';
@@ -8,9 +8,9 @@ import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../src/netlink/nftables/iptables/rule.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
 import { UserspaceProxier } from '../../../src/proxier/userspace/proxier.ts';
-import type { ProxyPorts } from '../../../src/proxier/userspace/proxy/types.ts';
+import { createProxyPorts } from '../../../src/proxier/userspace/proxy/index.ts';
+import type { ProxyPorts } from '../../../src/proxier/userspace/proxy/index.ts';
 import { iptablesNftCodec } from '../../../src/proxier/xtables/index.ts';
-import { standInProxyPorts } from '../../helpers/proxy-ports-stand-in.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { ObjectFeed } from './object-feed.ts';
 import type { ObjectChange } from './object-feed.ts';
@@ -40,7 +40,7 @@ export async function start(opts: StartOptions = {}): Promise<void> {
     tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn! })]),
   );
   const listen = listenIP ?? (family === 'IPv6' ? '::' : '0.0.0.0');
-  ports = standInProxyPorts({ family, listenIP: listen, udpIdleTimeoutMs: 250, logger: logs });
+  ports = createProxyPorts({ family, listenIP: listen, udpIdleTimeoutMs: 250, logger: logs });
   proxier = new UserspaceProxier({
     family,
     ports,
