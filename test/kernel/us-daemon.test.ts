@@ -36,7 +36,10 @@ test.serial(
     await c.node.run('iptables-nft', '-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.1/32', '-j', 'ACCEPT');
     await c.node.run('iptables-nft', '-A', 'INPUT', '-s', '192.0.2.2/32', '-j', 'DROP');
     const theirs = foreign(await save(c));
+    const sock = join(dir, 'control.sock');
     const args = [
+      '--control-socket',
+      sock,
       '--proxy-mode',
       'userspace',
       '--manifest-dir',
@@ -94,6 +97,21 @@ test.serial(
         .split('\n')
         .filter((l) => l.includes('userspace'))
         .join('\n')}`,
+    );
+
+    // explain: the proxy socket and the rules, read back, agree with the last sync.
+    const ex = await runDaemon(c.node, ['explain', 'default/web', '-o', 'json', '--control-socket', sock]);
+    t.is(ex.code, 0, ex.stderr);
+    type Explained = { ports: { kernel: { agrees: boolean; kernel: { where: string; key: string }[] } }[] };
+    const kernel = (JSON.parse(ex.stdout) as Explained).ports[0]!.kernel;
+    t.true(kernel.agrees, ex.stdout);
+    t.true(
+      kernel.kernel.some((e) => e.where === 'proxy socket' && e.key === `TCP 0.0.0.0:${port}`),
+      ex.stdout,
+    );
+    t.true(
+      kernel.kernel.some((e) => e.where === 'nat KUBE-NODEPORT-HOST'),
+      ex.stdout,
     );
 
     d.signal('SIGTERM');
