@@ -115,6 +115,7 @@ export function userspaceSet(
   }
   let closing: Promise<void> | undefined;
   const closeAll = (): Promise<void> => {
+    for (const p of proxiers.values()) p.close();
     closing ??= Promise.all([...ports.values()].map((p) => p.close())).then(() => close());
     return closing;
   };

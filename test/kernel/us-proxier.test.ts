@@ -168,6 +168,40 @@ test.serial(
   },
 );
 
+test.serial(
+  'node ports are claimed as upstream: nobody else can take one; one already taken gets no rules',
+  async (t) => {
+    const c = await cluster(t, 'us-claim', 1);
+    t.teardown(() => c.nodeAgent.call(P, 'closeElsewhere').catch(() => undefined));
+    t.is(await c.nodeAgent.call<string>(P, 'listenElsewhere', 30240), 'listening', 'taken before the Service exists');
+    const np = (name: string, nodePort: number) =>
+      svc(name, {
+        clusterIP: name === 'a' ? '10.96.0.21' : '10.96.0.22',
+        type: 'NodePort',
+        ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort }],
+      });
+    const r = await apply(c, {
+      node: NODE,
+      services: [np('a', 30239), np('b', 30240)],
+      slices: [slice('a-1', 'a', [ep(podIP(0))]), slice('b-1', 'b', [ep(podIP(0))])],
+    });
+    t.is(r.errors.length, 1, r.errors.join('; '));
+    t.regex(
+      r.errors[0]!,
+      /^default\/b:p: can't open node port TCP\/30240: .*EADDRINUSE.*; its node port is not proxied$/,
+    );
+    t.is(await c.nodeAgent.call<string>(P, 'listenElsewhere', 30239), 'EADDRINUSE', 'a claimed node port');
+    t.regex(await tcp(c, 'client', NODE_IP, 30239), /^pod1 /);
+    t.regex(await tcp(c, 'client', '10.96.0.22', 80), /^pod1 /, "b's cluster IP still works");
+    const text = await save(c);
+    t.false(text.includes('--dport 30240'), text);
+    // The Service gone, its port is free again.
+    await apply(c, { services: ['default/a'] });
+    await c.nodeAgent.call(P, 'closeElsewhere');
+    t.is(await c.nodeAgent.call<string>(P, 'listenElsewhere', 30239), 'listening');
+  },
+);
+
 test.serial('IPv6: ClusterIP and NodePort in ip6 nat, from outside and from the node', async (t) => {
   const c = await cluster(t, 'us-v6', 2, { family: 'IPv6', clusterCIDRs: ['fd44::/16'], serviceCIDRs: ['fd96::/112'] });
   const s = svc('web6', {

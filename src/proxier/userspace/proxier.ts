@@ -10,15 +10,17 @@
 
 import type { IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
-import type { ChangeSet, DesiredState, ServicePortInfo } from '../../model/index.ts';
+import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { DescribeOptions, PortDescription, Proxier, SyncReport } from '../types.ts';
 import { BatchSink, Encoder, planFull, readKernel, removeAll } from '../xtables/index.ts';
 import type { BatchSender, Budget, Plan, RuleCodec, TableClient, UnitSource } from '../xtables/index.ts';
 import { describeUserspacePort } from './describe.ts';
+import { NodePortClaims } from './node-port-claims.ts';
 import type { ProxyPorts, ProxyPortSpec } from './proxy/types.ts';
 import { CHAINS, hostIPOf, isUserspaceChain, jumps, portalComment, servicePortRules } from './rules.ts';
 import type { RuleContext } from './rules.ts';
+import type { NodePortClaim } from './node-port-claims.ts';
 
 export interface UserspaceProxierOptions {
   readonly family: IPFamily;
@@ -54,11 +56,13 @@ export class UserspaceProxier implements Proxier {
   private readonly now: () => number;
   private readonly budget: Budget;
   private written = new Map<string, Written>();
+  private readonly claims: NodePortClaims;
 
   constructor(o: UserspaceProxierOptions) {
     this.o = o;
     this.log = o.logger.child({ proxier: 'userspace', family: o.family });
     this.enc = new Encoder(o.codec);
+    this.claims = new NodePortClaims(o.family, o.listenIP);
     this.now = o.now ?? (() => performance.now());
     this.budget = {
       bytes: Math.max(16384, Math.floor((o.maxBatchBytes ?? 4 << 20) / 2)),
@@ -87,12 +91,18 @@ export class UserspaceProxier implements Proxier {
       errors.push(
         `no node IP of ${this.o.family} (node status or --bind-address): the node's own traffic to Services is not proxied`,
       );
+    const unclaimed = await this.claimNodePorts(desired, applied.ports);
+    for (const [id, err] of unclaimed) {
+      const info = desired.services.get(id as ServicePortId);
+      errors.push(`${info ? portalComment(info) : id}: ${err.message}; its node port is not proxied`);
+    }
     const written = new Map<string, Written>();
     const units: UnitSource[] = [];
     for (const [id, info] of desired.services) {
       const proxyPort = applied.ports.get(id);
       if (proxyPort === undefined) continue;
-      const rules = servicePortRules(info, proxyPort, ctx);
+      // As upstream: a node port it could not claim gets no rules (something else holds it).
+      const rules = servicePortRules(unclaimed.has(id) ? { ...info, nodePort: 0 } : info, proxyPort, ctx);
       written.set(id, { proxyPort, rules });
       units.push({ id, unchanged: false, unit: () => ({ chains: [], rules }) });
     }
@@ -128,6 +138,16 @@ export class UserspaceProxier implements Proxier {
     };
   }
 
+  /** Holds the node ports of the service ports that have a proxy socket; returns those it could not. */
+  private claimNodePorts(desired: DesiredState, ports: ReadonlyMap<string, number>): Promise<Map<string, Error>> {
+    const wanted: NodePortClaim[] = [];
+    for (const [id, info] of desired.services) {
+      if (info.nodePort === 0 || info.protocol === 'SCTP' || !ports.has(id)) continue;
+      wanted.push({ protocol: info.protocol, port: info.nodePort, owner: id });
+    }
+    return this.claims.sync(wanted);
+  }
+
   /** The sockets wanted: one per TCP or UDP service port, balancing over the model's selection. */
   private specsOf(desired: DesiredState): ProxyPortSpec[] {
     const specs: ProxyPortSpec[] = [];
@@ -157,6 +177,11 @@ export class UserspaceProxier implements Proxier {
       { clients: this.o.clients, family: this.o.family, listenIP: this.o.listenIP, ...(w ? { written: w } : {}) },
       opts,
     );
+  }
+
+  /** Releases the node ports it holds (daemon exit; the proxy sockets are the daemon's to close). */
+  close(): void {
+    this.claims.close();
   }
 
   /** Our jumps, then our chains; the sockets stay (the daemon closes them on exit). */

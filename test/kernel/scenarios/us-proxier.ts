@@ -1,5 +1,7 @@
 // Runs inside the node namespace (netns agent): the model and the userspace proxier against the
 // real kernel, its proxy sockets (the real data path) in this namespace, driven by Kubernetes objects the test passes.
+import { createServer } from 'node:net';
+import type { Server } from 'node:net';
 import { systemClock } from '../../../src/base/clock.ts';
 import type { IPFamily } from '../../../src/base/ip.ts';
 import { memoryLogger } from '../../../src/base/logger.ts';
@@ -28,6 +30,7 @@ export interface StartOptions extends Partial<ModelOptions> {
 
 /** A fresh tracker, sockets and proxier (as a restarted daemon has), over the same kernel. */
 export async function start(opts: StartOptions = {}): Promise<void> {
+  proxier?.close();
   await ports?.close();
   conn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
@@ -84,6 +87,7 @@ export async function cleanup(): Promise<void> {
 }
 
 export async function stop(): Promise<void> {
+  proxier?.close();
   await ports?.close();
   conn?.close();
 }
@@ -92,4 +96,23 @@ export function warnings(): string[] {
   return logs.records
     .filter((r) => r.level === 'warn' || r.level === 'error')
     .map((r) => `${r.msg} ${JSON.stringify(r.fields)}`);
+}
+
+/** Listens on a TCP port of the node as another program would; the error code when it cannot. */
+export async function listenElsewhere(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? String(e)));
+    s.listen({ port, host: '0.0.0.0', exclusive: true }, () => {
+      others.push(s);
+      resolve('listening');
+    });
+  });
+}
+
+const others: Server[] = [];
+
+/** Closes what listenElsewhere opened. */
+export function closeElsewhere(): void {
+  for (const s of others.splice(0)) s.close();
 }
