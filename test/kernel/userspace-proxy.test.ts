@@ -226,3 +226,55 @@ test.serial('TCP: 1,000 concurrent connections through one port are all answered
   t.deepEqual([...per.values()].sort(), [333, 333, 334]);
   t.like(await portStats(c, 'many'), { accepted: 1000, failedOver: 0, refused: 0 });
 });
+
+test.serial(
+  'apply: ports from --proxy-port-range skip a busy one; exhaustion fails that id alone; a protocol change reopens',
+  async (t) => {
+    const c = await cluster(t, 'usapply', { portRange: { first: 30000, last: 30002 } });
+    await c.nodeAgent.call(S, 'holdPort', 30001);
+    const r = await c.nodeAgent.call<{ ports: Record<string, number>; errors: Record<string, string> }>(S, 'apply', [
+      spec('a', pods()),
+      spec('b', pods()),
+      spec('c', pods()),
+    ]);
+    t.deepEqual(Object.keys(r.ports).sort(), ['a', 'b']);
+    t.deepEqual([r.ports.a, r.ports.b].sort(), [30000, 30002], 'the held port was skipped');
+    t.regex(r.errors.c ?? '', /default\/c:p \(TCP\): no free port in --proxy-port-range 30000-30002/);
+    t.regex(await echo<string>(c, 'tcp', NODE_IP, r.ports.a), /^pod1 /);
+
+    const again = await apply(c, [spec('a', pods()), spec('b', pods(), { protocol: 'UDP' })]);
+    t.is(again.a, r.ports.a, 'an open port stays');
+    t.regex(await client<string>(c, 'udpFrom', NODE_IP, again.b, 40020), /^pod1 .* from 10\.1\.0\.1:3000[0-2]$/);
+    t.is(await echo<string>(c, 'tcp', NODE_IP, r.ports.b), 'ECONNREFUSED', 'the TCP listener of b is closed');
+    t.regex(await echo<string>(c, 'tcp', NODE_IP, again.a), /^pod2 /, 'a kept its rotation');
+  },
+);
+
+test.serial('TCP: out of descriptors while accepting, the proxy neither crashes nor stops serving', async (t) => {
+  const c = await cluster(t, 'usemfile');
+  await Promise.all(c.podAgents.map((a, i) => a.call(ECHO, 'serveStream', `pod${i + 1}`, 8081)));
+  const ports = await apply(c, [spec('hold', pods(8081)), spec('web', pods())]);
+  const pid = await c.nodeAgent.call<number>(S, 'pid');
+  const open = (await c.node.run('ls', `/proc/${pid}/fd`)).split('\n').filter(Boolean).length;
+  await c.node.run('prlimit', '--pid', String(pid), `--nofile=${open + 20}:20000`);
+
+  // Each proxied connection takes two descriptors: 60 connections need far more than 20.
+  t.is(await client<number>(c, 'openMany', NODE_IP, ports.hold, 60), 60, 'the kernel completes the handshakes');
+  const during = await until(
+    () => stats(c),
+    (s) => (s.perPort.get('default/hold:p')?.accepted ?? 0) > 0,
+  );
+  t.true(during.activeConnections <= 20, `connections the proxy kept: ${during.activeConnections}`);
+
+  await client(c, 'closeMany');
+  const after = await until(
+    () => portStats(c, 'hold'),
+    (s) => s.active === 0,
+  );
+  t.true(after.accepted < 60 || after.refused > 0, `not every connection was proxied: ${JSON.stringify(after)}`);
+  await c.node.run('prlimit', '--pid', String(pid), '--nofile=20000');
+  t.regex(await echo<string>(c, 'tcp', NODE_IP, ports.web), /^pod[123] /, 'serving again');
+  const logs = await c.nodeAgent.call<string[]>(S, 'logMessages');
+  const lines = logs.filter((l) => l.startsWith('warn'));
+  t.true(lines.length >= 1 && lines.length <= 3, `logged once per kind and interval: ${lines.join('\n')}`);
+});

@@ -223,3 +223,34 @@ export function udpFrom(host: string, port: number, srcPort: number, timeoutMs =
     s.bind(srcPort, () => s.send('hello', port, host));
   });
 }
+
+// ---- node: other programs' sockets ----
+
+/** A TCP listener of "another program" on the node, holding a port. */
+export function holdPort(port: number): Promise<void> {
+  return listen(createServer(), port);
+}
+
+// ---- client: many held connections ----
+
+const many: Socket[] = [];
+
+/** Opens n connections at once and keeps them; resolves how many connected. */
+export async function openMany(host: string, port: number, n: number): Promise<number> {
+  const results = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<boolean>((resolve) => {
+          const s = connect({ host, port }, () => resolve(true));
+          s.on('error', () => resolve(false));
+          many.push(s);
+        }),
+    ),
+  );
+  return results.filter(Boolean).length;
+}
+
+export function closeMany(): void {
+  for (const s of many.splice(0)) s.destroy();
+}
