@@ -202,6 +202,23 @@ test.serial(
   },
 );
 
+test.serial('a service port whose socket cannot open (port range used up) is reported and gets no rules', async (t) => {
+  const c = await makeCluster(t, 'us-full', 1);
+  t.teardown(() => c.nodeAgent.call(P, 'stop').catch(() => undefined));
+  await c.nodeAgent.call(P, 'start', { ...MODEL, portRange: { first: 40500, last: 40500 } });
+  const r = await apply(c, {
+    node: NODE,
+    services: [svc('a', { clusterIP: '10.96.0.31' }), svc('b', { clusterIP: '10.96.0.32' })],
+    slices: [slice('a-1', 'a', [ep(podIP(0))]), slice('b-1', 'b', [ep(podIP(0))])],
+  });
+  t.is(r.errors.length, 1, r.errors.join('; '));
+  t.regex(r.errors[0]!, /^default\/b:p: no proxy socket \(.+\); its rules are not written$/);
+  const text = await save(c);
+  t.regex(text, /-A KUBE-PORTALS-CONTAINER -d 10\.96\.0\.31\/32 .* -j REDIRECT --to-ports 40500/);
+  t.false(text.includes('10.96.0.32'), text);
+  t.regex(await tcp(c, 'client', '10.96.0.31', 80), /^pod1 /);
+});
+
 test.serial('IPv6: ClusterIP and NodePort in ip6 nat, from outside and from the node', async (t) => {
   const c = await cluster(t, 'us-v6', 2, { family: 'IPv6', clusterCIDRs: ['fd44::/16'], serviceCIDRs: ['fd96::/112'] });
   const s = svc('web6', {

@@ -17,7 +17,8 @@ import { BatchSink, Encoder, planFull, readKernel, removeAll } from '../xtables/
 import type { BatchSender, Budget, Plan, RuleCodec, TableClient, UnitSource } from '../xtables/index.ts';
 import { describeUserspacePort } from './describe.ts';
 import { NodePortClaims } from './node-port-claims.ts';
-import type { ProxyPorts, ProxyPortSpec } from './proxy/types.ts';
+import { proxySpecs } from './specs.ts';
+import type { ProxyPorts } from './proxy/types.ts';
 import { CHAINS, hostIPOf, isUserspaceChain, jumps, portalComment, servicePortRules } from './rules.ts';
 import type { RuleContext } from './rules.ts';
 import type { NodePortClaim } from './node-port-claims.ts';
@@ -76,7 +77,9 @@ export class UserspaceProxier implements Proxier {
       throw new Error(`an ${this.o.family} proxier was given ${desired.family} state`);
     const t0 = this.now();
     const errors: string[] = [];
-    const specs = this.specsOf(desired);
+    const specs = proxySpecs(desired, (name) =>
+      this.log.debug('SCTP service port skipped: the userspace mode proxies TCP and UDP only', { service: name }),
+    );
     const applied = await this.o.ports.apply(specs);
     for (const [id, err] of applied.errors) {
       const name = specs.find((s) => s.id === id)?.name ?? id;
@@ -146,28 +149,6 @@ export class UserspaceProxier implements Proxier {
       wanted.push({ protocol: info.protocol, port: info.nodePort, owner: id });
     }
     return this.claims.sync(wanted);
-  }
-
-  /** The sockets wanted: one per TCP or UDP service port, balancing over the model's selection. */
-  private specsOf(desired: DesiredState): ProxyPortSpec[] {
-    const specs: ProxyPortSpec[] = [];
-    for (const [id, info] of desired.services) {
-      const name = portalComment(info);
-      if (info.protocol === 'SCTP') {
-        // As upstream: its userspace proxy had no SCTP socket.
-        this.log.debug('SCTP service port skipped: the userspace mode proxies TCP and UDP only', { service: name });
-        continue;
-      }
-      const sel = desired.selections.get(id);
-      specs.push({
-        id,
-        name,
-        protocol: info.protocol,
-        backends: (sel?.cluster ?? []).map((e) => ({ ip: e.ip, port: e.port })),
-        affinitySeconds: info.sessionAffinity === 'ClientIP' ? info.stickyMaxAgeSeconds : 0,
-      });
-    }
-    return specs;
   }
 
   describe(info: ServicePortInfo, opts?: DescribeOptions): Promise<PortDescription> {

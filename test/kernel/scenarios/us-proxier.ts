@@ -26,6 +26,7 @@ const logs = memoryLogger();
 
 export interface StartOptions extends Partial<ModelOptions> {
   listenIP?: string;
+  portRange?: { first: number; last: number };
 }
 
 /** A fresh tracker, sockets and proxier (as a restarted daemon has), over the same kernel. */
@@ -34,7 +35,7 @@ export async function start(opts: StartOptions = {}): Promise<void> {
   await ports?.close();
   conn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
-  const { listenIP, ...model } = opts;
+  const { listenIP, portRange, ...model } = opts;
   const family: IPFamily = model.family ?? 'IPv4';
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock: systemClock });
   const tables: IptTable[] = ['nat', 'filter'];
@@ -43,7 +44,13 @@ export async function start(opts: StartOptions = {}): Promise<void> {
     tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn! })]),
   );
   const listen = listenIP ?? (family === 'IPv6' ? '::' : '0.0.0.0');
-  ports = createProxyPorts({ family, listenIP: listen, udpIdleTimeoutMs: 250, logger: logs });
+  ports = createProxyPorts({
+    family,
+    listenIP: listen,
+    udpIdleTimeoutMs: 250,
+    logger: logs,
+    ...(portRange ? { portRange } : {}),
+  });
   proxier = new UserspaceProxier({
     family,
     ports,
