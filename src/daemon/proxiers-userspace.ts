@@ -12,6 +12,7 @@ import type { ProxyConfig } from '../config/index.ts';
 import { Protocol } from '../netlink/core/index.ts';
 import type { NetlinkConnection } from '../netlink/core/index.ts';
 import { NftClient } from '../netlink/nftables/index.ts';
+import { ConntrackClient } from '../netlink/conntrack/index.ts';
 import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import type { UserspaceSample } from '../metrics/index.ts';
 import { UserspaceProxier } from '../proxier/userspace/proxier.ts';
@@ -81,6 +82,8 @@ export function userspaceSet(
   const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const proxiers = new Map<IPFamily, UserspaceProxier>();
   const ports = new Map<IPFamily, ProxyPorts>();
+  // UDP entries still leading to a socket that moved (a restart) are deleted after each sync.
+  const conntrack = new ConntrackClient(open(Protocol.NETFILTER, { recvMessageBytes: 65536 }));
   for (const family of families) {
     const listenIP = listenIPOf(config.bindAddress, family);
     const p = createProxyPorts({
@@ -110,6 +113,7 @@ export function userspaceSet(
         logger: deps.logger,
         maxBatchBytes: conn.maxBatchBytes,
         hostAddress: () => hostAddressOf(family),
+        conntrack,
       }),
     );
   }

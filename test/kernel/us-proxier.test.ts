@@ -169,6 +169,22 @@ test.serial(
 );
 
 test.serial(
+  'a UDP client keeping its source port across a restart reaches the new socket (stale conntrack entries deleted)',
+  async (t) => {
+    const c = await cluster(t, 'us-udpct', 1);
+    const dns = svc('dns', { clusterIP: '10.96.0.53', ports: [{ name: 'dns', protocol: 'UDP', port: 53 }] });
+    const eps = slice('dns-1', 'dns', [ep(podIP(0))], { ports: [{ name: 'dns', port: 8080, protocol: 'UDP' }] });
+    await apply(c, { node: NODE, services: [dns], slices: [eps] });
+    const ask = () => c.clientAgent.call<string>(ECHO, 'udp', '10.96.0.53', 53, 40053);
+    t.regex(await ask(), /^pod1 /);
+    await c.nodeAgent.call(P, 'start', MODEL);
+    const r = await apply(c, { node: NODE, services: [dns], slices: [eps] });
+    t.deepEqual(r.errors, []);
+    t.regex(await ask(), /^pod1 /, 'the same client address and port, after the sockets moved');
+  },
+);
+
+test.serial(
   'node ports are claimed as upstream: nobody else can take one; one already taken gets no rules',
   async (t) => {
     const c = await cluster(t, 'us-claim', 1);

@@ -18,6 +18,8 @@ import type { BatchSender, Budget, Plan, RuleCodec, TableClient, UnitSource } fr
 import { describeUserspacePort } from './describe.ts';
 import { NodePortClaims } from './node-port-claims.ts';
 import { proxySpecs } from './specs.ts';
+import { deleteStaleUdp } from './stale-udp.ts';
+import type { FlowTable, UdpFrontends } from './stale-udp.ts';
 import type { ProxyPorts } from './proxy/types.ts';
 import { CHAINS, hostIPOf, isUserspaceChain, jumps, portalComment, servicePortRules } from './rules.ts';
 import type { RuleContext } from './rules.ts';
@@ -41,6 +43,11 @@ export interface UserspaceProxierOptions {
    * (upstream's ChooseHostInterface); '' when there is none.
    */
   readonly hostAddress?: () => string;
+  /**
+   * The conntrack table: UDP entries still leading to a socket that moved are deleted after
+   * the rules are written (absent: not done).
+   */
+  readonly conntrack?: FlowTable;
 }
 
 /** What the last successful sync wrote for a service port (for explain). */
@@ -58,6 +65,8 @@ export class UserspaceProxier implements Proxier {
   private readonly budget: Budget;
   private written = new Map<string, Written>();
   private readonly claims: NodePortClaims;
+  /** The proxy port of each UDP service port after the last sync. */
+  private udpPorts = new Map<string, number>();
 
   constructor(o: UserspaceProxierOptions) {
     this.o = o;
@@ -129,6 +138,7 @@ export class UserspaceProxier implements Proxier {
       await late.finish();
     }
     this.written = written;
+    await this.forgetMovedUdp(desired, written, errors);
     const kernelMs = this.now() - tk;
     return {
       full: true,
@@ -139,6 +149,35 @@ export class UserspaceProxier implements Proxier {
       batches: sink.result.batches,
       longestBatchMs: sink.result.longestBatchMs,
     };
+  }
+
+  /** Deletes the conntrack entries of UDP service ports whose socket is new since the last sync. */
+  private async forgetMovedUdp(desired: DesiredState, written: Map<string, Written>, errors: string[]): Promise<void> {
+    const now = new Map<string, number>();
+    const moved: UdpFrontends[] = [];
+    for (const [id, w] of written) {
+      const info = desired.services.get(id as ServicePortId);
+      if (info?.protocol !== 'UDP') continue;
+      now.set(id, w.proxyPort);
+      if (this.udpPorts.get(id) === w.proxyPort) continue;
+      const ips = [info.clusterIP, ...info.externalIPs, ...info.loadBalancerVIPs].filter((ip) => ip !== '');
+      moved.push({
+        portals: ips.map((ip) => ({ ip, port: info.port })),
+        nodePort: info.nodePort,
+        proxyPort: w.proxyPort,
+      });
+    }
+    if (this.o.conntrack && moved.length > 0) {
+      try {
+        const n = await deleteStaleUdp(this.o.conntrack, this.o.family, moved);
+        if (n > 0) this.log.debug('Deleted conntrack entries of UDP sockets that moved', { entries: n });
+      } catch (e) {
+        // Retried at the next sync: udpPorts is only updated on success.
+        errors.push(`conntrack entries of moved UDP sockets not deleted: ${(e as Error).message}`);
+        return;
+      }
+    }
+    this.udpPorts = now;
   }
 
   /** Holds the node ports of the service ports that have a proxy socket; returns those it could not. */

@@ -9,6 +9,7 @@ import { connect, Protocol } from '../../../src/netlink/core/index.ts';
 import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../src/netlink/nftables/iptables/rule.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
+import { openConntrack } from '../../../src/netlink/conntrack/index.ts';
 import { UserspaceProxier } from '../../../src/proxier/userspace/proxier.ts';
 import { createProxyPorts } from '../../../src/proxier/userspace/proxy/index.ts';
 import type { ProxyPorts } from '../../../src/proxier/userspace/proxy/index.ts';
@@ -21,6 +22,7 @@ let tracker: ChangeTracker | undefined;
 let proxier: UserspaceProxier | undefined;
 let ports: ProxyPorts | undefined;
 let conn: ReturnType<typeof connect> | undefined;
+let ct: ReturnType<typeof openConntrack> | undefined;
 const objects = new ObjectFeed();
 const logs = memoryLogger();
 
@@ -35,6 +37,8 @@ export async function start(opts: StartOptions = {}): Promise<void> {
   await ports?.close();
   conn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
+  ct?.conn.close();
+  ct = openConntrack({ timeoutMs: 10_000 });
   const { listenIP, portRange, ...model } = opts;
   const family: IPFamily = model.family ?? 'IPv4';
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock: systemClock });
@@ -60,6 +64,7 @@ export async function start(opts: StartOptions = {}): Promise<void> {
     codec: iptablesNftCodec(family),
     logger: logs,
     maxBatchBytes: conn.maxBatchBytes,
+    conntrack: ct.client,
   });
   objects.clear();
 }
