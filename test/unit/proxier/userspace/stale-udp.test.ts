@@ -8,6 +8,7 @@ const flow = (dst: string, dport: number, replySrc: string, replySport: number):
   orig: { src: '10.1.0.2', dst, proto: 17, srcPort: 40053, dstPort: dport },
   reply: { src: replySrc, dst: '10.1.0.2', proto: 17, srcPort: replySport, dstPort: 40053 },
   status: 0,
+  unknown: [],
 });
 
 test('translated to another port than the current socket: stale; to it, or untranslated: kept', (t) => {
