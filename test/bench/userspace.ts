@@ -43,7 +43,7 @@ async function cluster(): Promise<{ c: Cluster; destroy: () => Promise<void> }> 
   }
 }
 
-async function setUp(c: Cluster): Promise<Way[]> {
+async function setUp(c: Cluster): Promise<{ ways: Way[]; idlePort: number }> {
   await c.podAgents[0]!.call(A, 'serveDiscard', SINK);
   await Promise.all(c.podAgents.map((a, i) => a.call(ECHO, 'serveStream', `pod${i + 1}`, LINES)));
   await c.nodeAgent.call(S, 'start', { family: 'IPv4', listenIP: '0.0.0.0', udpIdleTimeoutMs: 250 });
@@ -58,6 +58,7 @@ async function setUp(c: Cluster): Promise<Way[]> {
     spec('sink', SINK),
     spec('echo', ECHO_PORT),
     spec('lines', LINES),
+    spec('idle', LINES, 3),
   ]);
   const proxied = new Map([
     [SINK, r.ports.sink!],
@@ -69,11 +70,12 @@ async function setUp(c: Cluster): Promise<Way[]> {
     input: `table ip kpts_bench {\n chain pre {\n  type nat hook prerouting priority -100;\n${rules.join('\n')}\n }\n}\n`,
   });
   if (nft.code !== 0) throw new Error(`nft: ${nft.stderr}`);
-  return [
+  const ways: Way[] = [
     { name: 'direct to the pod', host: podIP(0), port: (p) => p },
     { name: 'kernel DNAT (the nftables mode’s path)', host: VIP, port: (p) => p },
     { name: 'userspace proxy', host: NODE_IP, port: (p) => proxied.get(p)! },
   ];
+  return { ways, idlePort: r.ports.idle! };
 }
 
 interface Figures {
@@ -116,19 +118,11 @@ async function measure(c: Cluster, ways: Way[], opts: BenchOptions): Promise<Fig
   return f;
 }
 
-async function measureRss(c: Cluster, n: number, opts: BenchOptions): Promise<Figures['rss']> {
-  const { ports } = await c.nodeAgent.call<{ ports: Record<string, number> }>(S, 'apply', [
-    {
-      id: 'idle',
-      name: 'idle',
-      protocol: 'TCP',
-      affinitySeconds: 0,
-      backends: [0, 1, 2].map((i) => ({ ip: podIP(i), port: LINES })),
-    },
-  ]);
+/** Before any traffic: RSS after moving gigabytes says more about malloc than about connections. */
+async function measureRss(c: Cluster, port: number, n: number, opts: BenchOptions): Promise<Figures['rss']> {
   const before = await c.nodeAgent.call<number>(A, 'rssMiB');
   opts.log(`userspace: ${formatCount(n)} idle connections`);
-  const opened = await c.clientAgent.call<number>(A, 'openIdle', NODE_IP, ports.idle, n);
+  const opened = await c.clientAgent.call<number>(A, 'openIdle', NODE_IP, port, n);
   let active = 0;
   for (let i = 0; i < 100 && active < opened; i++) {
     active = (await c.nodeAgent.call<{ activeConnections: number }>(S, 'stats')).activeConnections;
@@ -153,9 +147,10 @@ async function run(opts: BenchOptions): Promise<Section[]> {
   const { c, destroy } = await cluster();
   let f: Figures;
   try {
-    const ways = await setUp(c);
+    const { ways, idlePort } = await setUp(c);
+    const rss = await measureRss(c, idlePort, opts.quick ? 1_000 : 9_000, opts);
     f = await measure(c, ways, opts);
-    f.rss = await measureRss(c, opts.quick ? 1_000 : 9_000, opts);
+    f.rss = rss;
     await c.nodeAgent.call(S, 'close');
   } finally {
     await destroy();
