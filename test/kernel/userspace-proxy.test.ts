@@ -319,3 +319,19 @@ test.serial('IPv6: the proxy’s sockets of the IPv6 family balance over IPv6 en
   );
   t.is(await echo<string>(c, 'tcp', NODE_IP, ports.v6), 'ECONNREFUSED', 'IPv6 only: no IPv4 listener on that port');
 });
+
+test.serial('UDP: associations per port are bounded; the oldest gives way to a new client', async (t) => {
+  const c = await cluster(t, 'usudpmax', { udpIdleTimeoutMs: 60_000, udpMaxAssociations: 2 });
+  const ports = await apply(c, [spec('dns', pods(), { protocol: 'UDP' })]);
+  for (const src of [40030, 40031, 40032])
+    t.regex(await client<string>(c, 'udpFrom', NODE_IP, ports.dns, src), /^pod[123] /);
+  const s = await stats(c);
+  t.is(s.activeUdpAssociations, 2);
+  t.like(s.perPort.get('default/dns:p'), { accepted: 3, active: 2 });
+  t.regex(
+    await client<string>(c, 'udpFrom', NODE_IP, ports.dns, 40030),
+    /^pod1 /,
+    'the evicted client comes back as a new association (the rotation goes on: pod1 again after three)',
+  );
+  t.like((await stats(c)).perPort.get('default/dns:p'), { accepted: 4, active: 2 });
+});
