@@ -4,7 +4,17 @@
 // port the proxy bound, or to a Service address a test-side nft redirect sends to it.
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { BACKEND_PORT, ECHO, makeCluster, NODE_IP, podGateway, podIP } from '../helpers/cluster.ts';
+import {
+  BACKEND_PORT,
+  ECHO,
+  makeCluster,
+  NODE_IP,
+  NODE_IP6,
+  podGateway,
+  podGateway6,
+  podIP,
+  podIP6,
+} from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import type { ProxyPortSpec, ProxyStats } from '../../src/proxier/userspace/proxy/index.ts';
 
@@ -260,21 +270,68 @@ test.serial('TCP: out of descriptors while accepting, the proxy neither crashes 
 
   // Each proxied connection takes two descriptors: 60 connections need far more than 20.
   t.is(await client<number>(c, 'openMany', NODE_IP, ports.hold, 60), 60, 'the kernel completes the handshakes');
+  // Wait until the proxy stops taking connections (its count holds still while the client holds all 60).
+  let last = -1;
   const during = await until(
     () => stats(c),
-    (s) => (s.perPort.get('default/hold:p')?.accepted ?? 0) > 0,
+    (s) => {
+      const accepted = s.perPort.get('default/hold:p')?.accepted ?? 0;
+      const settled = accepted > 0 && accepted === last;
+      last = accepted;
+      return settled;
+    },
+    100,
+    200,
   );
-  t.true(during.activeConnections <= 20, `connections the proxy kept: ${during.activeConnections}`);
+  t.true(during.activeConnections <= 10, `proxied at once with 20 spare descriptors: ${during.activeConnections}`);
 
   await client(c, 'closeMany');
-  const after = await until(
-    () => portStats(c, 'hold'),
-    (s) => s.active === 0,
+  t.is(
+    (
+      await until(
+        () => portStats(c, 'hold'),
+        (s) => s.active === 0,
+      )
+    ).active,
+    0,
+    'every connection let go',
   );
-  t.true(after.accepted < 60 || after.refused > 0, `not every connection was proxied: ${JSON.stringify(after)}`);
   await c.node.run('prlimit', '--pid', String(pid), '--nofile=20000');
   t.regex(await echo<string>(c, 'tcp', NODE_IP, ports.web), /^pod[123] /, 'serving again');
-  const logs = await c.nodeAgent.call<string[]>(S, 'logMessages');
-  const lines = logs.filter((l) => l.startsWith('warn'));
-  t.true(lines.length >= 1 && lines.length <= 3, `logged once per kind and interval: ${lines.join('\n')}`);
+  // libuv drops what it cannot accept itself (its reserve-descriptor trick); what reaches us is
+  // logged once per kind and interval, however many connections it concerned.
+  const lines = (await c.nodeAgent.call<string[]>(S, 'logMessages')).filter((l) => l.startsWith('warn'));
+  t.true(lines.length <= 3, `warnings: ${lines.join('\n')}`);
+});
+
+test.serial('IPv6: the proxy’s sockets of the IPv6 family balance over IPv6 endpoints', async (t) => {
+  const c = await cluster(t, 'usv6', { family: 'IPv6', listenIP: '::' });
+  const ports = await apply(c, [
+    spec(
+      'v6',
+      [0, 1, 2].map((i) => ({ ip: podIP6(i), port: BACKEND_PORT })),
+    ),
+  ]);
+  const answers = await echo<string[]>(c, 'tcpMany', NODE_IP6, ports.v6, 3);
+  t.deepEqual(
+    answers,
+    [0, 1, 2].map((i) => `pod${i + 1} ${podGateway6(i)}`),
+  );
+  t.is(await echo<string>(c, 'tcp', NODE_IP, ports.v6), 'ECONNREFUSED', 'IPv6 only: no IPv4 listener on that port');
+});
+
+test.serial('UDP: associations per port are bounded; the oldest gives way to a new client', async (t) => {
+  const c = await cluster(t, 'usudpmax', { udpIdleTimeoutMs: 60_000, udpMaxAssociations: 2 });
+  const ports = await apply(c, [spec('dns', pods(), { protocol: 'UDP' })]);
+  for (const src of [40030, 40031, 40032])
+    t.regex(await client<string>(c, 'udpFrom', NODE_IP, ports.dns, src), /^pod[123] /);
+  const s = await stats(c);
+  t.is(s.activeUdpAssociations, 2);
+  t.like(s.perPort.get('default/dns:p'), { accepted: 3, active: 2 });
+  t.regex(
+    await client<string>(c, 'udpFrom', NODE_IP, ports.dns, 40030),
+    /^pod1 /,
+    'the evicted client comes back as a new association (the rotation goes on: pod1 again after three)',
+  );
+  t.like((await stats(c)).perPort.get('default/dns:p'), { accepted: 4, active: 2 });
 });

@@ -50,8 +50,8 @@ export class RateLimitedLog {
     this.last.set(key, { at: now, suppressed: 0 });
   }
 
-  /** Forgets a key (its port was closed), so the map does not grow with churn. */
-  forget(key: string): void {
-    this.last.delete(key);
+  /** Forgets the keys of a closed port ("<name>/..."), so the map does not grow with churn. */
+  forgetPrefix(prefix: string): void {
+    for (const key of this.last.keys()) if (key.startsWith(prefix)) this.last.delete(key);
   }
 }

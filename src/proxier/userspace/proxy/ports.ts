@@ -115,7 +115,7 @@ export class UserspaceProxyPorts implements ProxyPorts {
   private retire(id: string, e: Entry): void {
     this.entries.delete(id);
     this.alloc?.release(e.port);
-    this.rateLog.forget(e.spec.name);
+    this.rateLog.forgetPrefix(`${e.spec.name}/`);
     if (e.proxy instanceof TcpProxy) {
       e.proxy.stopListening();
       if (e.counters.active > 0) this.draining.add(e);

@@ -47,6 +47,14 @@ export async function dialEndpoint(ctx: DialContext, client: Socket): Promise<So
       if (!err) return current;
       current.destroy();
       const code = (err as NodeJS.ErrnoException).code ?? err.message;
+      if (code === 'EMFILE' || code === 'ENFILE') {
+        // Our own shortage, not the endpoint's fault: another endpoint would fail the same way.
+        ctx.rateLog.warn(`${ctx.name}/dial/${code}`, 'Out of file descriptors dialing an endpoint', {
+          service: ctx.name,
+          error: code,
+        });
+        return undefined;
+      }
       ctx.rateLog.warn(`${ctx.name}/dial/${code}`, 'Dial to an endpoint failed; trying the next one', {
         service: ctx.name,
         endpoint: `${backend.ip}:${backend.port}`,

@@ -12,6 +12,7 @@ import type { Clock } from '../../../base/clock.ts';
 import { RoundRobinBalancer } from './balancer.ts';
 import type { PortCounters, RateLimitedLog } from './counters.ts';
 import { dialEndpoint, KEEPALIVE_INITIAL_DELAY_MS } from './tcp-dial.ts';
+import type { DialContext } from './tcp-dial.ts';
 import { resetSocket, Splice } from './tcp-splice.ts';
 import type { ProxyPortSpec } from './types.ts';
 
@@ -33,6 +34,8 @@ export class TcpProxy {
   readonly protocol = 'TCP';
   readonly balancer: RoundRobinBalancer;
   private name: string;
+  /** What every dial of this port needs, made once (not per connection). */
+  private dial: DialContext;
   private server: Server | undefined;
   private readonly splices = new Set<Splice>();
   private readonly o: TcpProxyOptions;
@@ -44,6 +47,7 @@ export class TcpProxy {
     this.o = o;
     this.name = spec.name;
     this.balancer = new RoundRobinBalancer(o.clock, spec.backends, spec.affinitySeconds);
+    this.dial = { ...o, name: spec.name, balancer: this.balancer };
   }
 
   /** Binds the port (0: the kernel picks); resolves the port bound, rejects with the bind error. */
@@ -66,6 +70,7 @@ export class TcpProxy {
 
   update(spec: ProxyPortSpec): void {
     this.name = spec.name;
+    if (this.dial.name !== spec.name) this.dial = { ...this.dial, name: spec.name };
     this.balancer.update(spec.backends, spec.affinitySeconds);
   }
 
@@ -114,7 +119,7 @@ export class TcpProxy {
     }
     client.setKeepAlive(true, KEEPALIVE_INITIAL_DELAY_MS);
     c.active++;
-    void dialEndpoint({ ...this.o, name: this.name, balancer: this.balancer }, client).then(
+    void dialEndpoint(this.dial, client).then(
       (upstream) => this.connected(client, upstream),
       () => this.connected(client, undefined),
     );

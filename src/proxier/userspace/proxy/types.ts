@@ -67,6 +67,7 @@ export interface ProxyStats {
   readonly perPort: ReadonlyMap<
     string,
     {
+      /** TCP connections accepted; for UDP, client associations opened. */
       readonly accepted: number;
       /** A connect to an endpoint failed and the next one was tried. */
       readonly failedOver: number;
