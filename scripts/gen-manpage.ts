@@ -85,8 +85,19 @@ kube\\-proxy\\-ts \\- Kubernetes network proxy that programs the kernel over net
 .B kube\\-proxy\\-ts
 is a drop\\-in replacement for Kubernetes' kube\\-proxy.
 It watches Services and EndpointSlices (from the Kubernetes API, or from a directory of
-manifests) and programs the kernel (nftables or IPVS) over netlink so that traffic to
-Services reaches their endpoints.
+manifests) and programs the kernel (nftables, iptables\\-nft rules or IPVS) over netlink so
+that traffic to Services reaches their endpoints.
+.PP
+.B \\-\\-proxy\\-mode
+selects how: \\fBnftables\\fR (recommended), \\fBiptables\\fR (the default when blank, as
+upstream on Linux), \\fBipvs\\fR, or \\fBuserspace\\fR (upstream's first mode, removed there
+in 1.26): a TCP or UDP socket of the daemon's own per Service port, on a port from
+.BR \\-\\-proxy\\-port\\-range ,
+that copies each connection to an endpoint (trying the next one when a connect fails), with
+upstream's KUBE\\-PORTALS\\-* and KUBE\\-NODEPORT\\-* rules sending Service traffic to it.
+Endpoints see the node's address rather than the client's, and stopping the daemon ends the
+Service traffic it relayed.
+.PP
 It never starts another program.
 Its flags and its configuration file (a KubeProxyConfiguration, YAML or JSON) follow
 upstream kube\\-proxy.
@@ -114,7 +125,8 @@ logs why and exits with status 1, leaving its rules in place, so that the servic
 restarts it with the new file, as upstream does.
 .PP
 Stopping or restarting the daemon never removes the rules it programmed: traffic keeps
-flowing across restarts and upgrades.
+flowing across restarts and upgrades (in the kernel modes; in userspace mode the daemon
+itself carries the traffic, so a restart ends its connections).
 .B kube\\-proxy\\-ts \\-\\-cleanup
 removes every kernel object kube\\-proxy\\-ts created, and what upstream kube\\-proxy left
 (below), and nothing else.

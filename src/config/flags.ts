@@ -94,7 +94,9 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'bind-address',
     kind: 'string',
     target: 'bindAddress',
-    help: "Overrides kube-proxy's idea of what its node's primary IP is." + IGNORED_WITH_CONFIG,
+    help:
+      "Overrides kube-proxy's idea of what its node's primary IP is. In userspace mode, also the address the proxy sockets bind (0.0.0.0 or :: binds every address)." +
+      IGNORED_WITH_CONFIG,
   },
   {
     name: 'healthz-bind-address',
@@ -309,6 +311,20 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: 'duration',
     target: 'conntrack.udpStreamTimeout',
     help: 'Idle timeout for ASSURED UDP connections (0 to leave as-is).',
+  },
+  {
+    name: 'proxy-port-range',
+    kind: 'string',
+    target: 'portRange',
+    help:
+      'Range of host ports (beginPort-endPort, single port or beginPort+offset, inclusive) that may be consumed in order to proxy service traffic. If unspecified, 0, or 0-0, the kernel chooses each port. Only applicable for proxy-mode=userspace.' +
+      IGNORED_WITH_CONFIG,
+  },
+  {
+    name: 'udp-timeout',
+    kind: 'duration',
+    target: 'udpIdleTimeout',
+    help: "How long an idle UDP connection will be kept open (e.g. '250ms', '2s'). Must be greater than 0. Only applicable for proxy-mode=userspace (default 250ms).",
   },
   {
     name: 'config-sync-period',

@@ -182,6 +182,8 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
       .filter((s) => s !== ''),
     nodePortAddresses: nodePortAddresses.length > 0 ? nodePortAddresses : mode === 'nftables' ? ['primary'] : ['all'],
     oomScoreAdj: num('oomScoreAdj') ?? DEFAULT_OOM_SCORE_ADJ,
+    portRange: parsePortRange(str('portRange'), (m) => err('portRange', m)),
+    udpIdleTimeoutMs: orDefault('udpIdleTimeout', 250),
     conntrack: {
       maxPerCore: num('conntrack.maxPerCore') ?? 32 * 1024,
       min: num('conntrack.min') ?? 128 * 1024,
@@ -250,6 +252,7 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
     if (typeof bit === 'number' && (bit < 0 || bit > 31))
       err(`${sec}.masqueradeBit`, `${bit} must be within the range [0, 31]`);
   }
+  if (c.udpIdleTimeoutMs < 0) err('udpIdleTimeout', `${d(c.udpIdleTimeoutMs)} must be greater than 0`);
   if (c.oomScoreAdj < -1000 || c.oomScoreAdj > 1000)
     err('oomScoreAdj', `${c.oomScoreAdj} must be within the range [-1000, 1000]`);
 
@@ -349,4 +352,32 @@ export function appendPortIfNeeded(addr: string, port: number): string {
   const ip = parseIP(bare);
   if (ip === undefined) return addr; // left for validation to name
   return ip.family === 'IPv6' ? `[${bare}]:${port}` : `${bare}:${port}`;
+}
+
+/**
+ * --proxy-port-range as upstream's utilnet.PortRange parses it: "begin-end", "begin+offset" or one
+ * port, inclusive; '', "0" and "0-0" leave each port to the kernel (undefined).
+ */
+export function parsePortRange(
+  text: string,
+  err: (message: string) => void,
+): { first: number; last: number } | undefined {
+  const t = text.trim();
+  if (t === '' || t === '0' || t === '0-0') return undefined;
+  const m = /^(\d+)(?:([-+])(\d+))?$/.exec(t);
+  if (!m) {
+    err(`${show(text)} must be "begin-end", "begin+offset" or a single port (e.g. 30000-32767)`);
+    return undefined;
+  }
+  const first = Number(m[1]);
+  const last = m[2] === undefined ? first : m[2] === '-' ? Number(m[3]) : first + Number(m[3]);
+  if (first < 1 || last > 65535) {
+    err(`${show(text)} must lie within 1-65535`);
+    return undefined;
+  }
+  if (last < first) {
+    err(`${show(text)}: the end port ${last} is below the first ${first}`);
+    return undefined;
+  }
+  return { first, last };
 }

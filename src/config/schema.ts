@@ -72,6 +72,7 @@ export const FIELDS: ReadonlyMap<string, FieldKind> = new Map<string, FieldKind>
   ['conntrack.udpStreamTimeout', 'duration'],
   ['configSyncPeriod', 'duration'],
   ['portRange', 'string'],
+  ['udpIdleTimeout', 'duration'],
   ['windowsRunAsService', 'ignored'],
   ['kubeProxyTS.manifestDir', 'string'],
   ['kubeProxyTS.controlSocket', 'string'],

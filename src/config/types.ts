@@ -35,7 +35,7 @@ export interface ProxyConfig {
   mode: ProxyMode;
   /** Node name; '' means the host name (lower-cased), decided by the daemon. */
   hostnameOverride: string;
-  /** Overrides the node's primary IP (upstream's historical name; nothing binds to it). */
+  /** Overrides the node's primary IP; userspace mode also binds its proxy sockets to it when it is specific. */
   bindAddress: string;
   /** host:port for /healthz and /livez; '' disables the server. */
   healthzBindAddress: string;
@@ -80,6 +80,10 @@ export interface ProxyConfig {
    */
   nodePortAddresses: string[];
   oomScoreAdj: number;
+  /** --proxy-port-range (userspace mode): the ports proxy sockets may bind; undefined: the kernel picks. */
+  portRange: { first: number; last: number } | undefined;
+  /** --udp-timeout (userspace mode): a UDP client association idle this long is closed. */
+  udpIdleTimeoutMs: number;
   conntrack: {
     /** 0 leaves nf_conntrack_max as it is. */
     maxPerCore: number;

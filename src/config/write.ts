@@ -67,7 +67,8 @@ export function toKubeProxyConfiguration(c: ProxyConfig): Record<string, unknown
     },
     nodePortAddresses: [...c.nodePortAddresses],
     oomScoreAdj: c.oomScoreAdj,
-    portRange: '',
+    portRange: c.portRange ? `${c.portRange.first}-${c.portRange.last}` : '',
+    udpIdleTimeout: d(c.udpIdleTimeoutMs),
     showHiddenMetricsForVersion: '',
     // kube-proxy-ts's own settings; upstream kube-proxy ignores this key (lenient decoding).
     kubeProxyTS: {

@@ -7,7 +7,7 @@ import { cpus, hostname, networkInterfaces } from 'node:os';
 import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
 import type { ProxyConfig } from '../config/index.ts';
-import { createMetrics } from '../metrics/index.ts';
+import { createMetrics, registerUserspaceMetrics } from '../metrics/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 // Not ../sources/index.ts: that loads the Kubernetes client, which standalone mode never needs.
 import { ManifestDirSource } from '../sources/manifest-dir.ts';
@@ -86,6 +86,8 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   const metrics = createMetrics({ version: deps.version, mode: config.mode });
   const sysctl = new ProcSysctl();
   const proxiers = buildProxiers(config, families, { logger, clock, sysctl });
+  const proxyStats = proxiers.proxyStats?.bind(proxiers);
+  if (proxyStats) registerUserspaceMetrics(metrics.registry, proxyStats);
   let source: Source;
   try {
     source = await buildSource(config, nodeName, { logger, clock, metrics });

@@ -326,7 +326,10 @@ export class Daemon {
     await step('healthz server', async () => this.healthz?.close());
     await step('metrics server', async () => this.metricsServer?.close());
     await step('control socket', async () => this.control?.close());
-    this.p.proxiers.close();
+    const proxiers = this.p.proxiers;
+    // The userspace mode's sockets end with the process: their connections are closed here.
+    if (proxiers.shutdown) await step('proxiers', () => proxiers.shutdown!());
+    else proxiers.close();
     if (this.running) this.log.info('Stopped; the programmed rules stay in place');
   }
 }

@@ -6,11 +6,13 @@
 // stays where it is; rules are deleted by handle, so the order of the others is kept.
 //
 // Names transcribed from upstream's CleanupLeftovers (pkg/proxy/iptables/cleanup.go: the chains
-// it flushes and deletes, plus its service/endpoint chain prefixes) and pkg/proxy/ipvs
-// (iptablesCleanupChains = our IPVS companion CHAINS).
+// it flushes and deletes, plus its service/endpoint chain prefixes), pkg/proxy/ipvs
+// (iptablesCleanupChains = our IPVS companion CHAINS) and pkg/proxy/userspace (KUBE-PORTALS-*,
+// KUBE-NODEPORT-*: the userspace mode's rules.ts).
 
 import type { NftExpr, NftInterface, NftRule, NftTransaction } from '../netlink/nftables/index.ts';
 import { CHAINS as IPVS_CHAINS } from '../proxier/ipvs/index.ts';
+import { isUserspaceChain } from '../proxier/userspace/rules.ts';
 
 export type IptablesTable = 'nat' | 'filter' | 'mangle';
 export const IPTABLES_TABLES: readonly IptablesTable[] = ['nat', 'filter', 'mangle'];
@@ -72,9 +74,12 @@ export interface SweepPolicy {
 export function sweepPolicy(mode: string, table: IptablesTable): SweepPolicy {
   const ipt = (n: string): boolean => isUpstreamIptablesChain(table, n);
   const ipvs = (n: string): boolean => isIpvsChain(table, n);
-  if (mode === 'ipvs') return { remove: (n) => ipt(n) && !ipvs(n), takenOver: ipvs, dropSetRules: false };
-  if (mode === 'iptables') return { remove: (n) => ipvs(n) && !ipt(n), takenOver: ipt, dropSetRules: true };
-  return { remove: (n) => ipt(n) || ipvs(n), takenOver: () => false, dropSetRules: false };
+  // The userspace mode's KUBE-PORTALS-* / KUBE-NODEPORT-* (upstream's names too) share no name with the others.
+  const us = (n: string): boolean => isUserspaceChain(table, n);
+  if (mode === 'ipvs') return { remove: (n) => (ipt(n) && !ipvs(n)) || us(n), takenOver: ipvs, dropSetRules: false };
+  if (mode === 'iptables') return { remove: (n) => (ipvs(n) && !ipt(n)) || us(n), takenOver: ipt, dropSetRules: true };
+  if (mode === 'userspace') return { remove: (n) => ipt(n) || ipvs(n), takenOver: us, dropSetRules: false };
+  return { remove: (n) => ipt(n) || ipvs(n) || us(n), takenOver: () => false, dropSetRules: false };
 }
 
 /** A rule as the sweep needs it: where it is, its handle, the chains it jumps or goes to. */

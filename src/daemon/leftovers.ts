@@ -2,12 +2,13 @@
 // changes, and the upstream part of --cleanup. Each kind of state is one small step; the mode
 // decides which run, because in some modes upstream's names are ours:
 //
-//   upstream's state                                nftables  ipvs                iptables           --cleanup
-//   nftables tables `ip|ip6 kube-proxy`             removed   removed             removed            removed
-//   iptables-mode KUBE-* chains (+ jumps to them)   removed   shared names kept   kept (ours)        removed
-//   IPVS-mode KUBE-* chains (+ jumps to them)       removed   kept (ours)         shared names kept  removed
-//   KUBE-* ipsets                                   removed   kept (ours)         removed            removed
-//   IPVS virtual servers, kube-ipvs0                removed   kept (ours)         removed            (ipvs cleanup)
+//   upstream's state                          nftables  ipvs               iptables           userspace   --cleanup
+//   nftables tables `ip|ip6 kube-proxy`       removed   removed            removed            removed     removed
+//   iptables-mode KUBE-* chains (+ jumps)     removed   shared names kept  kept (ours)        removed     removed
+//   IPVS-mode KUBE-* chains (+ jumps)         removed   kept (ours)        shared names kept  removed     removed
+//   KUBE-PORTALS-*, KUBE-NODEPORT-* (+ jumps) removed   removed            removed            kept (ours) removed
+//   KUBE-* ipsets                             removed   kept (ours)        removed            removed     removed
+//   IPVS virtual servers, kube-ipvs0          removed   kept (ours)        removed            removed     ipvs cleanup
 //   legacy-iptables KUBE-* rules                    detected and named for the operator, every mode
 //
 // Our own nftables table is `kube-proxy-ts`, so upstream's `kube-proxy` tables are never ours.

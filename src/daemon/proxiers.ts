@@ -20,6 +20,8 @@ import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import { checkLegacyIptables } from './legacy-iptables.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
 import type { Proxier } from '../proxier/types.ts';
+import { userspaceSet } from './proxiers-userspace.ts';
+import type { UserspaceSample } from '../metrics/index.ts';
 
 export interface ProxierSet {
   readonly mode: string;
@@ -32,6 +34,10 @@ export interface ProxierSet {
   watchDrift?(onDrift: (why: string) => void, syncing: () => boolean): { close(): void };
   /** Modes that notice kernel drift between syncs (iptables: the canary chains) call `kick` to ask for a sync. */
   watch?(kick: () => void): void;
+  /** userspace mode: the proxy sockets' counters per family, for the metrics. */
+  proxyStats?(): readonly UserspaceSample[];
+  /** close(), awaited (userspace mode: the proxy sockets' listeners and connections end too). */
+  shutdown?(): Promise<void>;
 }
 
 export interface ProxierDeps {
@@ -43,7 +49,7 @@ export interface ProxierDeps {
 }
 
 /** Modes this build can run; the others are a start-up error naming the mode. */
-export const AVAILABLE_MODES: readonly string[] = ['nftables', 'ipvs', 'iptables'];
+export const AVAILABLE_MODES: readonly string[] = ['nftables', 'ipvs', 'iptables', 'userspace'];
 
 export class ModeUnavailableError extends Error {
   constructor(mode: string) {
@@ -119,6 +125,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
       return { mode: config.mode, proxiers, init, close, watchDrift };
     }
     if (config.mode === 'iptables') return iptablesSet(config, families, deps, open, close);
+    if (config.mode === 'userspace') return userspaceSet(config, families, deps, open, close);
     if (config.mode === 'ipvs') {
       const route = new RouteClient(open(Protocol.ROUTE));
       const ipvsList: IpvsProxier[] = [];

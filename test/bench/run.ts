@@ -66,6 +66,12 @@ export const REGISTRY: readonly Entry[] = [
     load: async () => (await import('./e2e.ts')).bench,
   },
   {
+    name: 'userspace',
+    summary:
+      'userspace proxy data path vs direct and kernel DNAT: throughput, connections/s, round trips, RSS (issue 15)',
+    load: async () => (await import('./userspace.ts')).bench,
+  },
+  {
     name: 'conntrack',
     summary: 'stale UDP entries deleted vs `conntrack -D` (issue 6)',
     load: async () => (await import('./conntrack-suite.ts')).bench,

@@ -26,5 +26,5 @@ export { ifLocal, ifNotLocal } from './detect-local.ts';
 // The proxier and its writer.
 export { IptablesProxier, IPTABLES_RECV_BYTES, isOurs, ROUTE_LOCALNET } from './proxier.ts';
 export type { IptablesProxierOptions, SysctlWriter as IptablesSysctl } from './proxier.ts';
-export { iptablesNftCodec } from './codec.ts';
-export { removeAll as removeIptablesObjects } from './remove.ts';
+export { iptablesNftCodec } from '../xtables/codec.ts';
+export { removeAll as removeIptablesObjects } from '../xtables/remove.ts';

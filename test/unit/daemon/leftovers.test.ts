@@ -138,6 +138,43 @@ test('iptables mode: upstream iptables names are ours; IPVS-only chains and the 
   t.true(rules.includes('PREROUTING: -> KUBE-SERVICES'));
 });
 
+/** `ip nat` after upstream's iptables mode and the userspace mode both ran. */
+async function withPortals(): Promise<FakeNft> {
+  const nft = await upstreamNat();
+  const tx = nft.newTransaction();
+  for (const name of ['KUBE-PORTALS-CONTAINER', 'KUBE-PORTALS-HOST', 'KUBE-NODEPORT-CONTAINER', 'KUBE-NODEPORT-HOST'])
+    tx.add({ kind: 'chain', name });
+  tx.add(rule('ip', 'PREROUTING').jump('KUBE-PORTALS-CONTAINER').build());
+  tx.add(rule('ip', 'OUTPUT').jump('KUBE-PORTALS-HOST').build());
+  tx.add(rule('ip', 'PREROUTING').jump('KUBE-NODEPORT-CONTAINER').build());
+  tx.add(rule('ip', 'OUTPUT').jump('KUBE-NODEPORT-HOST').build());
+  tx.add(rule('ip', 'KUBE-PORTALS-CONTAINER').match('th dport', 80).accept().build());
+  await nft.run(tx);
+  return nft;
+}
+
+const PORTAL_CHAINS = ['KUBE-NODEPORT-CONTAINER', 'KUBE-NODEPORT-HOST', 'KUBE-PORTALS-CONTAINER', 'KUBE-PORTALS-HOST'];
+
+test("userspace mode: KUBE-PORTALS/KUBE-NODEPORT chains are ours; the iptables and IPVS modes' chains go", async (t) => {
+  const nft = await withPortals();
+  const r = await sweepTable(nft, sweepPolicy('userspace', 'nat'));
+  t.false(r.removedChains.some((c) => PORTAL_CHAINS.includes(c)));
+  t.true(r.removedChains.includes('KUBE-SERVICES'));
+  const { chains, rules } = await shape(nft);
+  for (const c of PORTAL_CHAINS) t.true(chains.includes(c), c);
+  t.true(rules.includes('PREROUTING: -> KUBE-PORTALS-CONTAINER'));
+  t.false(rules.includes('PREROUTING: -> KUBE-SERVICES'));
+});
+
+for (const mode of ['iptables', 'ipvs', 'nftables', 'cleanup']) {
+  test(`${mode}: the userspace mode's chains and the jumps to them go`, async (t) => {
+    const nft = await withPortals();
+    const r = await sweepTable(nft, sweepPolicy(mode, 'nat'));
+    for (const c of PORTAL_CHAINS) t.true(r.removedChains.includes(c), c);
+    t.false((await shape(nft)).rules.some((x) => /PORTALS|NODEPORT-/.test(x)));
+  });
+}
+
 test('a large leftover (3,000 endpoint chains) is removed in bounded batches', async (t) => {
   const nft = new FakeNft({ family: 'ip', table: 'nat' });
   const tx = nft.newTransaction();

@@ -108,13 +108,6 @@ test('serve: an uncaught exception exits 1; a failed start exits 1', async (t) =
   t.deepEqual(h2.exits, [1]);
 });
 
-test('a mode this build does not have is a clear start-up error', async (t) => {
-  const h = harness();
-  t.is(await main(['--proxy-mode', 'userspace'], h.deps), 1);
-  t.deepEqual(h.exits, [1]);
-  t.regex(h.log(), /userspace mode is not available in this build yet/);
-});
-
 test('--init-only runs the one-time set-up and exits with its code, never building the daemon', async (t) => {
   let built = 0;
   let inits = 0;

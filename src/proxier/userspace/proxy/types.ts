@@ -41,6 +41,14 @@ export interface ProxyPortsOptions {
   readonly udpIdleTimeoutMs: number;
   readonly logger: Logger;
   readonly clock?: Clock;
+  /**
+   * A TCP connection with no byte either way for this long is reset on both sides. Default
+   * DEFAULT_TCP_IDLE_TIMEOUT_MS (24 h: upstream had none; keep-alive already finds dead peers,
+   * this bounds connections whose peers are alive but forgot them); 0: never.
+   */
+  readonly tcpIdleTimeoutMs?: number;
+  /** UDP associations per service port at most (default 4096: each holds a descriptor). */
+  readonly udpMaxAssociations?: number;
 }
 
 export interface ApplyResult {
@@ -54,9 +62,12 @@ export interface ApplyResult {
 export interface ProxyStats {
   readonly activeConnections: number;
   readonly activeUdpAssociations: number;
+  /** Bytes waiting in the daemon's TCP write buffers over all live connections (backpressure bounds it). */
+  readonly bufferedBytes?: number;
   readonly perPort: ReadonlyMap<
     string,
     {
+      /** TCP connections accepted; for UDP, client associations opened. */
       readonly accepted: number;
       /** A connect to an endpoint failed and the next one was tried. */
       readonly failedOver: number;

@@ -1,0 +1,167 @@
+// ProxyPorts: the sockets of one family, keyed by service port id. apply() opens sockets for
+// new ids, swaps the endpoints of existing ones in place, and retires the ones gone: a TCP
+// listener stops accepting while its connections finish (draining), a UDP socket closes with
+// its associations. One apply() runs at a time.
+
+import { isIP } from 'node:net';
+import { systemClock } from '../../../base/clock.ts';
+import type { Clock } from '../../../base/clock.ts';
+import type { Logger } from '../../../base/logger.ts';
+import { newCounters, RateLimitedLog } from './counters.ts';
+import type { PortCounters } from './counters.ts';
+import { bindInRange, PortAllocator } from './port-allocator.ts';
+import { TcpProxy } from './tcp-proxy.ts';
+import { DEFAULT_MAX_UDP_ASSOCIATIONS, UdpProxy } from './udp-proxy.ts';
+import type { ApplyResult, ProxyPorts, ProxyPortSpec, ProxyPortsOptions, ProxyStats } from './types.ts';
+
+export const DEFAULT_TCP_IDLE_TIMEOUT_MS = 24 * 3600_000;
+
+interface Entry {
+  spec: ProxyPortSpec;
+  readonly proxy: TcpProxy | UdpProxy;
+  readonly port: number;
+  readonly counters: PortCounters;
+}
+
+type PerPort = ProxyStats['perPort'] extends ReadonlyMap<string, infer V> ? V : never;
+
+export class UserspaceProxyPorts implements ProxyPorts {
+  private readonly entries = new Map<string, Entry>();
+  /** Retired TCP entries whose connections still run. */
+  private readonly draining = new Set<Entry>();
+  private readonly alloc: PortAllocator | undefined;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly rateLog: RateLimitedLog;
+  private readonly opts: ProxyPortsOptions;
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  constructor(opts: ProxyPortsOptions) {
+    if (isIP(opts.listenIP) !== (opts.family === 'IPv4' ? 4 : 6))
+      throw new Error(`proxy listen address ${JSON.stringify(opts.listenIP)}: not an ${opts.family} address`);
+    if (!(opts.udpIdleTimeoutMs > 0))
+      throw new Error(`--udp-timeout ${opts.udpIdleTimeoutMs} ms: must be greater than 0`);
+    this.opts = opts;
+    this.clock = opts.clock ?? systemClock;
+    this.logger = opts.logger.child({ component: 'userspace-proxy', family: opts.family });
+    this.rateLog = new RateLimitedLog(this.logger, this.clock);
+    this.alloc = opts.portRange ? new PortAllocator(opts.portRange) : undefined;
+  }
+
+  apply(specs: readonly ProxyPortSpec[]): Promise<ApplyResult> {
+    const run = this.queue.then(() => this.applyNow(specs));
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  private async applyNow(specs: readonly ProxyPortSpec[]): Promise<ApplyResult> {
+    if (this.closed) throw new Error('userspace proxy ports: apply() after close()');
+    const ports = new Map<string, number>();
+    const errors = new Map<string, Error>();
+    const wanted = new Map<string, ProxyPortSpec>();
+    for (const spec of specs) {
+      if (wanted.has(spec.id)) errors.set(spec.id, new Error(`service port ${spec.id}: given twice to apply()`));
+      else wanted.set(spec.id, spec);
+    }
+    for (const [id, e] of this.entries) {
+      const spec = wanted.get(id);
+      if (!spec || spec.protocol !== e.proxy.protocol) this.retire(id, e);
+    }
+    for (const [id, spec] of wanted) {
+      if (errors.has(id)) continue;
+      try {
+        const e = this.entries.get(id) ?? (await this.open(spec));
+        e.proxy.update(spec);
+        e.spec = spec;
+        e.proxy.balancer.sweep();
+        ports.set(id, e.port);
+      } catch (err) {
+        errors.set(
+          id,
+          new Error(`service port ${spec.name} (${spec.protocol}): ${(err as Error).message}`, { cause: err }),
+        );
+      }
+    }
+    this.pruneDrained();
+    return { ports, errors };
+  }
+
+  private async open(spec: ProxyPortSpec): Promise<Entry> {
+    if (spec.protocol !== 'TCP' && spec.protocol !== 'UDP')
+      throw new Error(`protocol ${String(spec.protocol)}: the userspace proxy serves TCP and UDP only`);
+    const counters = newCounters();
+    const common = { listenIP: this.opts.listenIP, clock: this.clock, rateLog: this.rateLog, counters };
+    const proxy =
+      spec.protocol === 'TCP'
+        ? new TcpProxy(spec, {
+            ...common,
+            ipv6Only: this.opts.family === 'IPv6',
+            idleTimeoutMs: this.opts.tcpIdleTimeoutMs ?? DEFAULT_TCP_IDLE_TIMEOUT_MS,
+          })
+        : new UdpProxy(spec, {
+            ...common,
+            type: this.opts.family === 'IPv4' ? 'udp4' : 'udp6',
+            idleTimeoutMs: this.opts.udpIdleTimeoutMs,
+            maxAssociations: this.opts.udpMaxAssociations ?? DEFAULT_MAX_UDP_ASSOCIATIONS,
+          });
+    const port = this.alloc ? await bindInRange(this.alloc, (p) => proxy.listen(p)) : await proxy.listen(0);
+    const e: Entry = { spec, proxy, port, counters };
+    this.entries.set(spec.id, e);
+    this.logger.debug('Opened proxy socket', { service: spec.name, protocol: spec.protocol, port });
+    return e;
+  }
+
+  private retire(id: string, e: Entry): void {
+    this.entries.delete(id);
+    this.alloc?.release(e.port);
+    this.rateLog.forgetPrefix(`${e.spec.name}/`);
+    if (e.proxy instanceof TcpProxy) {
+      e.proxy.stopListening();
+      if (e.counters.active > 0) this.draining.add(e);
+    } else e.proxy.destroy();
+    this.logger.debug('Closed proxy socket', { service: e.spec.name, protocol: e.spec.protocol, port: e.port });
+  }
+
+  private pruneDrained(): void {
+    for (const e of this.draining) if (e.counters.active === 0) this.draining.delete(e);
+  }
+
+  stats(): ProxyStats {
+    this.pruneDrained();
+    const perPort = new Map<string, PerPort>();
+    let activeConnections = 0;
+    let activeUdpAssociations = 0;
+    let bufferedBytes = 0;
+    for (const e of [...this.entries.values(), ...this.draining]) {
+      const c = e.counters;
+      let bytesIn = c.bytesIn;
+      let bytesOut = c.bytesOut;
+      if (e.proxy instanceof TcpProxy) {
+        const b = e.proxy.bytes();
+        bytesIn = b.in;
+        bytesOut = b.out;
+        activeConnections += c.active;
+        bufferedBytes += e.proxy.buffered();
+      } else activeUdpAssociations += c.active;
+      const prev = perPort.get(e.spec.name);
+      perPort.set(e.spec.name, {
+        accepted: c.accepted + (prev?.accepted ?? 0),
+        failedOver: c.failedOver + (prev?.failedOver ?? 0),
+        refused: c.refused + (prev?.refused ?? 0),
+        bytesIn: bytesIn + (prev?.bytesIn ?? 0),
+        bytesOut: bytesOut + (prev?.bytesOut ?? 0),
+        active: c.active + (prev?.active ?? 0),
+      });
+    }
+    return { activeConnections, activeUdpAssociations, bufferedBytes, perPort };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.queue;
+    for (const e of [...this.entries.values(), ...this.draining]) e.proxy.destroy();
+    this.entries.clear();
+    this.draining.clear();
+  }
+}

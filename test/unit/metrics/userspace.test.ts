@@ -1,0 +1,49 @@
+// The userspace mode's data-path metrics, read from the proxy sockets' counters at scrape time.
+import test from 'ava';
+import { Registry } from 'prom-client';
+import { registerUserspaceMetrics } from '../../../src/metrics/index.ts';
+import { listenIPOf, sampleOf } from '../../../src/daemon/proxiers-userspace.ts';
+
+const port = (accepted: number, failedOver: number, refused: number, bytesIn: number, bytesOut: number) => ({
+  accepted,
+  failedOver,
+  refused,
+  bytesIn,
+  bytesOut,
+  active: 0,
+});
+
+test('per-port counters are summed per family and exported on each scrape', async (t) => {
+  const registry = new Registry();
+  let stats = {
+    activeConnections: 3,
+    activeUdpAssociations: 1,
+    perPort: new Map([
+      ['default/a:', port(10, 1, 2, 100, 200)],
+      ['default/b:p', port(5, 0, 1, 50, 60)],
+    ]),
+  };
+  registerUserspaceMetrics(registry, () => [sampleOf('IPv4', stats)]);
+  const text = await registry.metrics();
+  for (const line of [
+    'kubeproxyts_userspace_active_connections{ip_family="IPv4"} 3',
+    'kubeproxyts_userspace_active_udp_associations{ip_family="IPv4"} 1',
+    'kubeproxyts_userspace_accepted_connections_total{ip_family="IPv4"} 15',
+    'kubeproxyts_userspace_failed_over_connections_total{ip_family="IPv4"} 1',
+    'kubeproxyts_userspace_refused_connections_total{ip_family="IPv4"} 3',
+    'kubeproxyts_userspace_bytes_total{ip_family="IPv4",direction="in"} 150',
+    'kubeproxyts_userspace_bytes_total{ip_family="IPv4",direction="out"} 260',
+  ])
+    t.true(text.split('\n').includes(line), `${line}\n${text}`);
+  stats = { ...stats, perPort: new Map([['default/a:', port(11, 1, 2, 100, 200)]]) };
+  t.true((await registry.metrics()).includes('kubeproxyts_userspace_accepted_connections_total{ip_family="IPv4"} 11'));
+});
+
+test('the sockets bind --bind-address when it is a specific address of the family, else any', (t) => {
+  t.is(listenIPOf('0.0.0.0', 'IPv4'), '0.0.0.0');
+  t.is(listenIPOf('0.0.0.0', 'IPv6'), '::');
+  t.is(listenIPOf('10.0.0.5', 'IPv4'), '10.0.0.5');
+  t.is(listenIPOf('10.0.0.5', 'IPv6'), '::');
+  t.is(listenIPOf('fd00::5', 'IPv6'), 'fd00::5');
+  t.is(listenIPOf('::', 'IPv4'), '0.0.0.0');
+});
