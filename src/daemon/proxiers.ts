@@ -102,6 +102,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
             logger: deps.logger,
             masqueradeBit: config.masqueradeBit,
             localAddresses: () => route.nodeAddresses(family),
+            serviceTraffic: config.kubeProxyTS.serviceTrafficMetrics,
           }),
         );
       }
