@@ -56,14 +56,9 @@ export async function apply(change: ObjectChange, forceFull = false): Promise<Sy
 }
 
 /** The per-Service traffic counters (--service-traffic-metrics), keyed "id|frontend". */
-export async function traffic(): Promise<Record<string, { packets: number; bytes: number; connections?: number }>> {
-  const out: Record<string, { packets: number; bytes: number; connections?: number }> = {};
-  for (const s of await proxier!.trafficCounters())
-    out[`${s.id}|${s.frontend}`] = {
-      packets: s.packets,
-      bytes: s.bytes,
-      ...(s.connections !== undefined ? { connections: s.connections } : {}),
-    };
+export async function traffic(): Promise<Record<string, { packets?: number; bytes?: number; connections?: number }>> {
+  const out: Record<string, { packets?: number; bytes?: number; connections?: number }> = {};
+  for (const { id, frontend, ...counts } of await proxier!.trafficCounters()) out[`${id}|${frontend}`] = counts;
   return out;
 }
 
