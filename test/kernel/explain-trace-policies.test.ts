@@ -6,7 +6,7 @@
 // explain-trace.test.ts; here: externalIP, LB with source ranges, eTP/iTP Local, affinity,
 // terminating endpoints, detect-local, an unexposed port, an unallocated service IP, and
 // masquerade-all.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -15,37 +15,15 @@ import type { TraceResult } from '../../src/explain/trace.ts';
 import { CLIENT_IP, ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
-import { ep, slice, svc } from '../unit/model/helpers.ts';
+import { writeServiceManifests } from '../helpers/manifests.ts';
+import { ep, svc } from '../unit/model/helpers.ts';
 import type { EpOpts } from '../unit/model/helpers.ts';
 
 const TCP = (port: number, nodePort?: number) => [
   { name: 'http', protocol: 'TCP', port, targetPort: 8080, ...(nodePort ? { nodePort } : {}) },
 ];
-const PORTS = { ports: [{ name: 'http', protocol: 'TCP', port: 8080 }] };
 /** pod i's endpoint, on this node (node-a) or another. */
 const at = (i: number, node: 'node-a' | 'node-b', o: EpOpts = {}) => ep(podIP(i), { node, ...o });
-
-/** Writes Services and their EndpointSlices (one slice each) as JSON manifests. */
-async function writeManifests(
-  dir: string,
-  services: { svc: ReturnType<typeof svc>; eps: ReturnType<typeof ep>[] }[],
-): Promise<void> {
-  for (const { svc: s, eps } of services) {
-    const name = s.metadata!.name!;
-    const items = [
-      { apiVersion: 'v1', kind: 'Service', ...s },
-      { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', ...slice(`${name}-1`, name, eps, PORTS) },
-    ];
-    await writeFile(join(dir, `${name}.json`), JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
-  }
-  const cidr = {
-    apiVersion: 'networking.k8s.io/v1',
-    kind: 'ServiceCIDR',
-    metadata: { name: 'kubernetes' },
-    spec: { cidrs: ['10.96.0.0/16'] },
-  };
-  await writeFile(join(dir, 'service-cidr.json'), JSON.stringify(cidr));
-}
 
 interface Daemon {
   trace(from: string, to: string): Promise<TraceResult>;
@@ -146,7 +124,7 @@ test.serial('trace predicts what real packets meet, policy by policy', async (t)
   const c = await makeCluster(t, 'xtp', 3);
   const dir = await mkdtemp(join(tmpdir(), 'kpts-trace-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await writeManifests(dir, [
+  await writeServiceManifests(dir, [
     { svc: svc('web', { clusterIP: '10.96.0.1', ports: TCP(80) }), eps: [at(0, 'node-a'), at(1, 'node-b')] },
     {
       svc: svc('ext', { clusterIP: '10.96.0.2', ports: TCP(80), externalIPs: ['10.50.0.1'] }),
@@ -269,7 +247,7 @@ test.serial('masquerade-all: trace says masqueraded from a pod too, and it is', 
   const c = await makeCluster(t, 'xtm', 2);
   const dir = await mkdtemp(join(tmpdir(), 'kpts-trace-ma-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await writeManifests(dir, [
+  await writeServiceManifests(dir, [
     { svc: svc('web', { clusterIP: '10.96.0.1', ports: TCP(80) }), eps: [at(0, 'node-a'), at(1, 'node-b')] },
   ]);
   const d = await startDaemon(t, c, dir, ['--masquerade-all']);
