@@ -3,14 +3,14 @@
 // without the flag the table holds no counter at all, and turning it off removes them.
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
+import { ECHO, makeCluster, NODE_IP, NODE_IP6, podIP, podIP6 } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { NFT_BINARIES, roundTrip } from './nft-binaries.ts';
 import { ep, slice, svc } from '../unit/model/helpers.ts';
 
 const P = new URL('./scenarios/nft-proxier.ts', import.meta.url).href;
 const MODEL = { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] };
-type Counts = Record<string, { packets: number; bytes: number; connections?: number }>;
+type Counts = Record<string, { packets?: number; bytes?: number; connections?: number }>;
 
 const ID = 'default/dns:p/UDP';
 /** "hello" in one IPv4 UDP datagram: 20 (IP) + 8 (UDP) + 5 bytes, as nf_tables counts a packet. */
@@ -78,7 +78,7 @@ test.serial('counters rise by exactly the datagrams and flows sent, per frontend
   );
   const tcp = (await counts(c))['default/web:p/TCP|cluster-ip']!;
   t.is(tcp.connections, 5);
-  t.true(tcp.packets >= 5 * 3, `at least SYN, ACK and FIN per connection: ${tcp.packets}`);
+  t.true(tcp.packets! >= 5 * 3, `at least SYN, ACK and FIN per connection: ${tcp.packets}`);
 
   // nft prints the counting ruleset cleanly and loads its printout back (every binary at hand).
   for (const [i, nft] of NFT_BINARIES.entries()) await roundTrip(t, nft, c.node, `trf-rt-${i}`);
@@ -100,4 +100,38 @@ test.serial('without the flag the table holds no counter; turning it off removes
   await c.nodeAgent.call(P, 'apply', { services: [service], slices: [endpoints] });
   t.false(/counter|traffic|count-/.test(await text()), 'restarted without the flag: all gone');
   t.regex(await udp(c, 'client', '10.96.0.53', 53, 42100), /^pod[12] /, 'and the Service still works');
+});
+
+test.serial('IPv6: the ip6 table counts connections and packets per frontend kind', async (t) => {
+  const c = await makeCluster(t, 'trf6', 2);
+  await c.nodeAgent.call(P, 'start', {
+    family: 'IPv6',
+    clusterCIDRs: ['fd44::/16'],
+    serviceCIDRs: ['fd96::/112'],
+    serviceTraffic: true,
+  });
+  const s = svc('web6', {
+    clusterIPs: ['fd96::10'],
+    type: 'NodePort',
+    ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30600 }],
+  });
+  const r = await c.nodeAgent.call<{ errors: string[] }>(P, 'apply', {
+    services: [{ ...s, spec: { ...s.spec, ipFamilies: ['IPv6'] } }],
+    slices: [slice('web6-1', 'web6', [ep(podIP6(0)), ep(podIP6(1))], { addressType: 'IPv6' })],
+  });
+  t.deepEqual(r.errors, []);
+  const viaVip = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', 'fd96::10', 80, 4);
+  const viaNodePort = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', NODE_IP6, 30600, 2);
+  t.true(
+    [...viaVip, ...viaNodePort].every((a) => /^pod[12] /.test(a)),
+    [...viaVip, ...viaNodePort].join(', '),
+  );
+  const counts = await c.nodeAgent.call<Counts>(P, 'traffic');
+  const vip = counts['default/web6:p/TCP|cluster-ip']!;
+  const np = counts['default/web6:p/TCP|node-port']!;
+  t.is(vip.connections, 4);
+  t.is(np.connections, 2);
+  t.true(vip.packets! >= 4 * 3 && np.packets! >= 2 * 3, `SYN, ACK, FIN at least: ${vip.packets}, ${np.packets}`);
+  // IPv6 headers are 40 bytes: a TCP packet without payload is at least 60.
+  t.true(vip.bytes! >= vip.packets! * 60, `${vip.bytes} bytes in ${vip.packets} packets`);
 });
