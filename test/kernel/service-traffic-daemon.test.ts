@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
-import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
 import { writeServiceManifests } from '../helpers/manifests.ts';
 import { ep, svc } from '../unit/model/helpers.ts';
 
@@ -39,7 +39,7 @@ for (const mode of ['nftables', 'iptables'] as const) {
       '--cluster-cidr',
       '10.244.0.0/16',
       '--control-socket',
-      '',
+      join(dir, 'control.sock'),
       '--healthz-bind-address',
       '127.0.0.1:10256',
       '--metrics-bind-address',
@@ -84,6 +84,9 @@ for (const mode of ['nftables', 'iptables'] as const) {
     } else {
       t.is(value(after, 'packets'), undefined, 'iptables mode counts connections only');
     }
+    // explain reads the counting objects back as well: in sync, not a false drift.
+    const explain = await runDaemon(c.node, ['explain', 'default/dns', '--control-socket', join(dir, 'control.sock')]);
+    t.regex(explain.stdout, new RegExp(`Kernel \\(${mode}\\): in sync`), explain.stdout);
     d.signal('SIGTERM');
     t.is((await d.exited).code, 0);
   });

@@ -35,7 +35,7 @@ test('without the flag: no counting map, chain or counter', async (t) => {
 });
 
 test('with the flag: a chain per frontend kind and counter; partial syncs keep and remove them', async (t) => {
-  const { t: tracker, nft, sync } = setup(true);
+  const { t: tracker, nft, proxier, sync } = setup(true);
   tracker.onService(undefined, np);
   tracker.onEndpointSlice(slice('np-1', 'np', [ep('10.244.1.2')]), false);
   await sync();
@@ -49,6 +49,14 @@ test('with the flag: a chain per frontend kind and counter; partial syncs keep a
   t.notRegex(dump, /traffic-external-/, 'no external IP, no external counter');
   t.truthy(nft.lookupVerdict('traffic-nodeports', ['tcp', 30080]));
   t.truthy(nft.lookupVerdict('connections-services', ['10.96.0.10', 'tcp', 80]));
+
+  // explain reads the counting objects back too: the kernel agrees with the plan (no false drift).
+  const info = [...tracker.checkout().desired.services.values()][0]!;
+  const d = await proxier.describe(info);
+  const text = (es: typeof d.kernel) => es.map((e) => `${e.where} ${e.key} ${e.value}`).sort();
+  t.deepEqual(text(d.kernel), text(d.expected));
+  t.true(text(d.kernel).some((e) => /^chain traffic-node-port-\S+ 1 rules$/.test(e)));
+  t.true(text(d.kernel).some((e) => /^connections-nodeports tcp \. 30080 goto connections-node-port-/.test(e)));
 
   // An endpoint change leaves the counting chains alone (their counts survive).
   tracker.onEndpointSlice(slice('np-1', 'np', [ep('10.244.1.2'), ep('10.244.1.3')]), false);
