@@ -79,6 +79,9 @@ kube\\-proxy\\-ts \\- Kubernetes network proxy that programs the kernel over net
 .RB [ \\-\\-in\\-interface
 .IR if ]
 .br
+.B kube\\-proxy\\-ts completion
+.BR bash | zsh
+.br
 .B kube\\-proxy\\-ts
 .RB [ \\-h | \\-\\-help | \\-\\-version ]
 .SH DESCRIPTION
@@ -174,6 +177,13 @@ sends nothing), waits at most
 seconds (default 10), prints the chains and rules that packet really met, and removes
 what it armed (table
 .IR "kube\\-proxy\\-ts\\-trace" ).
+.TP
+.B completion bash\\fR|\\fBzsh
+Prints a completion script for the shell, made from the same flag table as this page:
+load it with
+.BR "source <(kube\\-proxy\\-ts completion bash)" .
+The packages install the bash one in
+.IR /usr/share/bash\\-completion/completions .
 .PP
 Exit status of the commands: 0 answered, 1 the daemon refused the query, 2 usage error,
 3 no daemon answers on the socket.

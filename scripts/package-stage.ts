@@ -11,6 +11,7 @@
 //                                               and the built native addons
 //   usr/bin/kube-proxy-ts                       sh wrapper: exec the bundled node on the launcher
 //   usr/share/man/man8/kube-proxy-ts.8          generated from src/config/flags.ts
+//   usr/share/bash-completion/completions/kube-proxy-ts   likewise (src/cli/completion.ts)
 //
 //   node scripts/package-stage.ts DESTROOT
 //
@@ -31,6 +32,7 @@ import { basename, dirname, join, relative, resolve } from 'node:path';
 import { FLAGS } from '../src/config/flags.ts';
 import { DAEMON_NODE_FLAGS } from '../src/daemon/node-flags.ts';
 import { renderManPage } from './gen-manpage.ts';
+import { completionScript } from '../src/cli/completion.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
 export const LIBDIR = 'usr/lib/kube-proxy-ts';
@@ -189,6 +191,11 @@ export function stage(destRoot: string, opts: { repo?: string; modules?: string;
     renderManPage(FLAGS, { version: pkg.version, ...(opts.date !== undefined ? { date: opts.date } : {}) }),
     { mode: 0o644 },
   );
+  files++;
+
+  const completion = join(destRoot, 'usr/share/bash-completion/completions/kube-proxy-ts');
+  mkdirSync(dirname(completion), { recursive: true, mode: 0o755 });
+  writeFileSync(completion, completionScript('bash'), { mode: 0o644 });
   files++;
   return { files, packages: prod.length };
 }

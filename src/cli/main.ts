@@ -35,7 +35,8 @@ The daemon answers on its control socket (default ${DEFAULT_CONTROL_SOCKET}, roo
 
 class UsageError extends Error {}
 
-const OPTIONS = {
+/** The options of explain and trace (also what `completion` offers). */
+export const CLI_OPTIONS = {
   output: { type: 'string', short: 'o', default: 'table' },
   'control-socket': { type: 'string', default: DEFAULT_CONTROL_SOCKET },
   from: { type: 'string' },
@@ -48,7 +49,7 @@ const OPTIONS = {
 
 function parse(argv: readonly string[]) {
   try {
-    return parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
+    return parseArgs({ args: [...argv], options: CLI_OPTIONS, allowPositionals: true, strict: true });
   } catch (e) {
     throw new UsageError((e as Error).message);
   }

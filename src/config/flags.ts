@@ -449,7 +449,7 @@ export const FLAGS: readonly FlagSpec[] = [
     target: 'kubeProxyTS.serviceTrafficMetrics',
     overridesFile: true,
     ours: true,
-    help: '[kube-proxy-ts] Export packets, bytes and connections per Service port (kubeproxyts_service_*), read from the kernel at scrape time; IPVS mode only for now (config file: kubeProxyTS.serviceTrafficMetrics).',
+    help: '[kube-proxy-ts] Export packets, bytes and connections per Service port (kubeproxyts_service_*), read from the kernel at scrape time; IPVS and nftables modes (nftables: adds counting chains, docs/nftables-ruleset.md), iptables mode connections only (config file: kubeProxyTS.serviceTrafficMetrics).',
   },
 ];
 

@@ -118,7 +118,7 @@ export interface ProxyConfig {
     controlSocket: string;
     /**
      * Export per-Service traffic counters (kubeproxyts_service_*), read from the kernel at
-     * scrape time. Opt-in: their number grows with the Services. IPVS mode only for now.
+     * scrape time. Opt-in: their number grows with the Services. IPVS and nftables modes.
      */
     serviceTrafficMetrics: boolean;
   };

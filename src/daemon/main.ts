@@ -76,6 +76,7 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
   // `explain` and `trace` ask the running daemon; they load none of its parts.
   if (argv[0] === 'explain' || argv[0] === 'trace')
     return (await import('../cli/main.ts')).runCli(argv, { stdout: out, stderr: err });
+  if (argv[0] === 'completion') return (await import('../cli/completion.ts')).runCompletion(argv.slice(1), out, err);
   const version = packageVersion();
   // The --config text as read, for the watcher (a change after this read must still count).
   const configTexts = new Map<string, string>();

@@ -108,6 +108,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
             logger: deps.logger,
             masqueradeBit: config.masqueradeBit,
             localAddresses: () => route.nodeAddresses(family),
+            serviceTraffic: config.kubeProxyTS.serviceTrafficMetrics,
           }),
         );
       }

@@ -27,8 +27,8 @@ export async function readServiceTraffic(
         port: info.portName || String(info.port),
         protocol: info.protocol,
         frontend: s.frontend,
-        packets: s.packets,
-        bytes: s.bytes,
+        ...(s.packets !== undefined ? { packets: s.packets } : {}),
+        ...(s.bytes !== undefined ? { bytes: s.bytes } : {}),
         ...(s.connections !== undefined ? { connections: s.connections } : {}),
       });
     }

@@ -14,8 +14,9 @@ export interface ServiceTrafficSample {
   readonly protocol: string;
   /** cluster-ip, external, node-port. */
   readonly frontend: string;
-  readonly packets: number;
-  readonly bytes: number;
+  /** Absent where the mode does not count them (iptables mode). */
+  readonly packets?: number;
+  readonly bytes?: number;
   /** Absent where the kernel does not count connections. */
   readonly connections?: number;
 }

@@ -105,8 +105,9 @@ export interface TrafficSample {
   readonly id: ServicePortId;
   /** cluster-ip, external, node-port (IPVS: the virtual server's kind). */
   readonly frontend: string;
-  readonly packets: number;
-  readonly bytes: number;
-  /** New connections, where the kernel counts them (IPVS). */
+  /** Client-to-Service packets and bytes, where the mode counts them (IPVS, nftables; not iptables). */
+  readonly packets?: number;
+  readonly bytes?: number;
+  /** New connections, where the mode counts them (all but the IPVS kinds without stats). */
   readonly connections?: number;
 }

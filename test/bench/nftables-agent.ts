@@ -45,12 +45,13 @@ function withRoundTrips<T extends { batches: Batch[] }>(r: T): T {
 }
 
 /** A fresh tracker and proxier for n Services (objects built, nothing fed yet); returns the socket's batch limit. */
-export function start(n: number): number {
+export function start(n: number, serviceTraffic = false): number {
   conn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 300_000 });
   const maxBatchBytes = conn.maxBatchBytes;
   harness = new Harness(new NftClient({ family: 'ip', table: TABLE, transport: timedTransport(conn) }), n, {
     maxBatchBytes,
+    serviceTraffic,
   });
   roundTrips = [];
   return maxBatchBytes;
@@ -62,6 +63,12 @@ export async function fullSync(): Promise<FullSyncResult> {
 
 export async function change(r: number): Promise<ChangeResult> {
   return withRoundTrips(await harness!.change(r));
+}
+
+/** New connections counted for the first Service's cluster IP (--service-traffic-metrics), or undefined. */
+export async function firstServiceConnections(): Promise<number | undefined> {
+  const all = await harness!.trafficCounters();
+  return all.find((s) => s.id.startsWith('ns0/svc0:') && s.frontend === 'cluster-ip')?.connections;
 }
 
 /** Removes the table and drops the tracker and proxier. */

@@ -149,7 +149,11 @@ export class Harness {
    * cuts large full syncs into batches under it); give a FakeNft run the kernel run's value
    * so that both split the same way.
    */
-  constructor(inner: NftInterface, n: number, opts: { keepTransactions?: boolean; maxBatchBytes?: number } = {}) {
+  constructor(
+    inner: NftInterface,
+    n: number,
+    opts: { keepTransactions?: boolean; maxBatchBytes?: number; serviceTraffic?: boolean } = {},
+  ) {
     this.n = n;
     const t = timedNft(inner, opts.keepTransactions ?? false);
     this.batches = t.batches;
@@ -162,10 +166,16 @@ export class Harness {
       nft: t.nft,
       logger: nullLogger,
       ...(opts.maxBatchBytes !== undefined ? { maxBatchBytes: opts.maxBatchBytes } : {}),
+      ...(opts.serviceTraffic !== undefined ? { serviceTraffic: opts.serviceTraffic } : {}),
     });
     // The objects a watch would have decoded: built before the clock starts.
     this.services = Array.from({ length: n }, (_, i) => service(i));
     this.slices = Array.from({ length: n }, (_, i) => endpointSlice(i, [], 1));
+  }
+
+  /** The per-Service traffic counters (--service-traffic-metrics). */
+  trafficCounters(): ReturnType<NftablesProxier['trafficCounters']> {
+    return this.proxier.trafficCounters();
   }
 
   async fullSync(): Promise<FullSyncResult> {

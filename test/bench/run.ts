@@ -72,6 +72,11 @@ export const REGISTRY: readonly Entry[] = [
     load: async () => (await import('./userspace.ts')).bench,
   },
   {
+    name: 'traffic',
+    summary: 'per-Service traffic counters: first-packet latency with and without, nftables mode (issue 19)',
+    load: async () => (await import('./traffic.ts')).bench,
+  },
+  {
     name: 'conntrack',
     summary: 'stale UDP entries deleted vs `conntrack -D` (issue 6)',
     load: async () => (await import('./conntrack-suite.ts')).bench,

@@ -1,6 +1,11 @@
 // Service and EndpointSlice manifests as YAML, for the manifest-directory source (standalone
 // mode) in kernel tests and the demo.
 
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Endpoint, EndpointPort, Service } from '../../src/model/k8s.ts';
+import { slice } from '../unit/model/helpers.ts';
+
 export interface WebService {
   name: string;
   namespace?: string;
@@ -51,4 +56,30 @@ ports:
 endpoints:
 ${eps === '' ? '  []' : eps}
 `;
+}
+
+/**
+ * Writes each Service with one EndpointSlice of `eps` (target ports `ports`) as a JSON List,
+ * and a ServiceCIDR for 10.96.0.0/16, into a manifest directory.
+ */
+export async function writeServiceManifests(
+  dir: string,
+  services: readonly { svc: Service; eps: Endpoint[]; ports?: EndpointPort[] }[],
+): Promise<void> {
+  for (const { svc, eps, ports } of services) {
+    const name = svc.metadata!.name!;
+    const es = slice(`${name}-1`, name, eps, { ports: ports ?? [{ name: 'http', protocol: 'TCP', port: 8080 }] });
+    const items = [
+      { apiVersion: 'v1', kind: 'Service', ...svc },
+      { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', ...es },
+    ];
+    await writeFile(join(dir, `${name}.json`), JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
+  }
+  const cidr = {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'ServiceCIDR',
+    metadata: { name: 'kubernetes' },
+    spec: { cidrs: ['10.96.0.0/16'] },
+  };
+  await writeFile(join(dir, 'service-cidr.json'), JSON.stringify(cidr));
 }

@@ -220,6 +220,17 @@ export class RuleBuilder {
     });
   }
 
+  /** `ct direction original|reply`. */
+  ctDirection(direction: 'original' | 'reply'): this {
+    return this.guard(() => {
+      this.exprs.push(
+        { type: 'ct', key: 'direction', dreg: 1 },
+        { type: 'cmp', sreg: 1, op: 'eq', data: Uint8Array.of(direction === 'original' ? 0 : 1) },
+      );
+      this.words.push(`ct direction ${direction}`);
+    });
+  }
+
   /** `fib daddr|saddr type [!=] local`. */
   fibLocal(which: 'daddr' | 'saddr', negate = false): this {
     return this.guard(() => {

@@ -14,7 +14,7 @@ import type { IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
-import type { DescribeOptions, PortDescription, Proxier, SyncReport } from '../types.ts';
+import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
 import { SyncFailedError } from '../types.ts';
 import type { CanaryProbe } from './canary.ts';
 import { describeIptPort } from './describe.ts';
@@ -34,6 +34,7 @@ import { Encoder } from '../xtables/plan-common.ts';
 import { planFull } from '../xtables/plan-full.ts';
 import { planPartial } from '../xtables/plan-partial.ts';
 import { removeAll } from '../xtables/remove.ts';
+import { iptablesTrafficCounters } from './traffic.ts';
 import { servicePortRules } from './rules.ts';
 import { globalRules } from './global.ts';
 import type { WriterState } from '../xtables/state.ts';
@@ -314,6 +315,12 @@ export class IptablesProxier implements Proxier {
     const last = this.inputs.get(info.id);
     const unit = last && this.lastCtx ? unitOf(servicePortRules(last.info, last.sel, this.lastCtx)) : undefined;
     return describeIptPort(info, { clients: this.o.clients, family: this.o.family, unit }, opts);
+  }
+
+  /** New connections per service port and frontend kind, from our nat rules' counters (traffic.ts). */
+  trafficCounters(): Promise<readonly TrafficSample[]> {
+    const ports = [...this.inputs.values()].map((p) => p.info);
+    return iptablesTrafficCounters(this.o.clients.get('nat'), this.o.family, ports);
   }
 
   /** Asks for a full resync through `kick` when the canary chains disappear. */

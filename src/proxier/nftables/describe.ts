@@ -2,7 +2,7 @@
 // port owns, read back from the kernel, beside what its plan (port-plan.ts) says the last
 // sync wrote. The port's objects are found by its frontends: every element of the shared
 // sets and maps whose key starts with `clusterIP . proto . port`, `vip . proto . port` or
-// `proto . nodePort`, and the affinity chains and sets named after it.
+// `proto . nodePort`, and the affinity and traffic-counting chains and sets named after it.
 //
 // The kernel is read once per query (a snapshot kept in the describe session) and indexed by
 // frontend, so explaining every Service reads each map once: O(elements + ports), not their
@@ -13,7 +13,7 @@ import { isNotFound } from '../../netlink/core/index.ts';
 import type { NftElement, NftInterface } from '../../netlink/nftables/index.ts';
 import type { DescribeOptions, PortDescription, ProgrammedEntry } from '../types.ts';
 import { keyText, slotElement } from './elements.ts';
-import { externalChain, isEndpointsMap, serviceChain, SET } from './names.ts';
+import { CHAIN, externalChain, isEndpointsMap, serviceChain, SET, trafficChain } from './names.ts';
 import type { PortPlan } from './port-plan.ts';
 
 /** The sets and maps whose elements belong to service ports (hairpin is shared by endpoint address, so left out). */
@@ -25,9 +25,18 @@ const PORT_SETS: ReadonlySet<string> = new Set([
   SET.noEndpointNodePorts,
   SET.firewallProtected,
   SET.firewallAllow,
+  SET.trafficServices,
+  SET.trafficNodePorts,
+  SET.connectionsServices,
+  SET.connectionsNodePorts,
 ]);
 /** Keyed by `proto . nodePort` (2 fields) rather than `address . proto . port` (3). */
-const NODE_PORT_SETS: ReadonlySet<string> = new Set([SET.serviceNodePorts, SET.noEndpointNodePorts]);
+const NODE_PORT_SETS: ReadonlySet<string> = new Set([
+  SET.serviceNodePorts,
+  SET.noEndpointNodePorts,
+  SET.trafficNodePorts,
+  SET.connectionsNodePorts,
+]);
 
 type Field = string | number;
 
@@ -68,6 +77,8 @@ export interface NftSnapshot {
   readonly chains: ReadonlySet<string>;
   readonly byFrontend: ReadonlyMap<string, readonly ProgrammedEntry[]>;
   readonly affinitySets: readonly string[];
+  /** Rules per chain, read when the table counts traffic (traffic.ts): one dump, not one per port. */
+  readonly ruleCounts?: ReadonlyMap<string, number>;
 }
 
 export async function readSnapshot(nft: NftInterface): Promise<NftSnapshot> {
@@ -93,7 +104,10 @@ export async function readSnapshot(nft: NftInterface): Promise<NftSnapshot> {
       else byFrontend.set(f, [entryOf(e)]);
     }
   }
-  return { chains, byFrontend, affinitySets };
+  if (!chains.has(CHAIN.countTraffic)) return { chains, byFrontend, affinitySets };
+  const ruleCounts = new Map<string, number>();
+  for (const r of await nft.listRules()) ruleCounts.set(r.chain, (ruleCounts.get(r.chain) ?? 0) + 1);
+  return { chains, byFrontend, affinitySets, ruleCounts };
 }
 
 /** What the plan wrote: one entry per element, chain and set. */
@@ -125,6 +139,13 @@ export async function kernelEntries(nft: NftInterface, s: NftSnapshot, p: Servic
     const rules = await nft.listRules(name);
     out.push({ where: 'chain', key: name, value: `${rules.length} rules` });
   }
+  // The traffic counters' chains (--service-traffic-metrics), counted from the snapshot's dump.
+  if (s.ruleCounts)
+    for (const kind of ['cluster-ip', 'external', 'node-port'] as const)
+      for (const what of ['traffic', 'connections'] as const) {
+        const name = trafficChain(p, kind, what);
+        if (s.chains.has(name)) out.push({ where: 'chain', key: name, value: `${s.ruleCounts.get(name) ?? 0} rules` });
+      }
   return out;
 }
 

@@ -28,6 +28,11 @@ export const SET = {
   podCIDRs: 'pod-cidrs',
   serviceCIDRs: 'service-cidrs',
   hairpin: 'hairpin',
+  /** --service-traffic-metrics only: frontend -> goto its counting chain (traffic.ts). */
+  trafficServices: 'traffic-services',
+  trafficNodePorts: 'traffic-nodeports',
+  connectionsServices: 'connections-services',
+  connectionsNodePorts: 'connections-nodeports',
 } as const;
 
 /** The fixed chains. */
@@ -48,6 +53,9 @@ export const CHAIN = {
   filterForward: 'filter-forward',
   filterOutput: 'filter-output',
   filterOutputPostDNAT: 'filter-output-post-dnat',
+  /** --service-traffic-metrics only (traffic.ts). */
+  countConnections: 'count-connections',
+  countTraffic: 'count-traffic',
 } as const;
 
 /** Characters kept in the readable part of a name; each is one byte. */
@@ -67,6 +75,12 @@ export const serviceChain = (p: ServicePortInfo): string => portChain('service',
 /** Entry for node ports, external IPs and load-balancer IPs (external traffic policy). */
 export const externalChain = (p: ServicePortInfo): string => portChain('external', p);
 
+/** The frontend kinds a Service port's traffic is counted by (the metrics' `frontend` label). */
+export type TrafficFrontend = 'cluster-ip' | 'external' | 'node-port';
+/** --service-traffic-metrics only: the chain whose counter counts one frontend kind's packets (or connections). */
+export const trafficChain = (p: ServicePortInfo, kind: TrafficFrontend, what: 'traffic' | 'connections'): string =>
+  portChain(`${what}-${kind}`, p);
+
 const endpointPart = (p: ServicePortInfo, ep: { ip: string; port: number }): string =>
   `${p.namespace}/${p.name}/${p.protocol.toLowerCase()}/${p.portName || p.port}__${ep.ip}/${ep.port}`;
 
@@ -80,7 +94,8 @@ export const affinitySet = (p: ServicePortInfo, ep: { ip: string; port: number }
   );
 
 /** Per-service-port chains (session affinity only) carry one of these prefixes. */
-export const isPortChain = (name: string): boolean => /^(service|external|endpoint)-[A-Z0-9]{8}-/.test(name);
+export const isPortChain = (name: string): boolean =>
+  /^(service|external|endpoint|(traffic|connections)-(cluster-ip|external|node-port))-[A-Z0-9]{8}-/.test(name);
 /** The shared chains that pick one of N endpoints (pickers.ts): `pick-internal-3`, `pick-nodeport-local-1-3`. */
 export const isPickChain = (name: string): boolean => /^pick-[a-z-]+-\d+(-\d+)?$/.test(name);
 /**

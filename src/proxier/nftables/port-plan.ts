@@ -22,12 +22,15 @@ import { firewallSources } from './firewall.ts';
 import { affinitySet, CHAIN, externalChain, serviceChain, SET } from './names.ts';
 import type { PickerContext, PickerSpec } from './pickers.ts';
 import { endpointsMapName, internalMarkRules, localTraffic, pickerName } from './pickers.ts';
+import { trafficPlan } from './traffic.ts';
 
 export interface PortChain {
   readonly name: string;
   readonly rules: readonly NftRule[];
   /** The rules as nft text: two chains with equal signatures need no rewrite. */
   readonly signature: string;
+  /** Left alone when it exists (a traffic chain: its rules never change, its counts must survive syncs). */
+  readonly keep?: boolean;
 }
 
 export interface PortPlan extends PortElements {
@@ -42,6 +45,8 @@ export interface PortPlan extends PortElements {
 export interface PlanContext extends PickerContext {
   /** The node's IP of this family ('' when unknown): a source range holding it admits the node (firewall.ts). */
   readonly nodeIP: string;
+  /** --service-traffic-metrics: each port gets its traffic chains and map elements (traffic.ts). */
+  readonly serviceTraffic?: boolean;
 }
 
 /** Endpoints used by traffic to the cluster IP, and by traffic from outside. */
@@ -211,7 +216,14 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
     }
   }
 
-  const own = affinity ? affinityObjects(ctx, p, s) : { chains: [], sets: [] };
+  const own: { chains: PortChain[]; sets: NftSetLike[] } = affinity
+    ? affinityObjects(ctx, p, s)
+    : { chains: [], sets: [] };
+  if (ctx.serviceTraffic) {
+    const traffic = trafficPlan(ctx.traits, p);
+    own.chains.push(...traffic.chains);
+    out.push(...traffic.contributions);
+  }
   // hairpin: ip . ip for every endpoint this node may send to (the model's list, not a copy).
   return { chains: own.chains, sets: own.sets, pickers, contributions: out, hairpin: s?.allReachable ?? [] };
 }

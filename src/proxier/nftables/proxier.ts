@@ -11,7 +11,7 @@ import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
-import type { DescribeOptions, PortDescription, Proxier, SyncReport } from '../types.ts';
+import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
 import { describeNftPort } from './describe.ts';
 import { ElementIndex, emptyDelta, keyText, NO_ELEMENTS } from './elements.ts';
 import type { ElementDelta } from './elements.ts';
@@ -24,6 +24,7 @@ import type { PlanContext, PortPlan } from './port-plan.ts';
 import { endpointsMap, pickerMaps, pickerName, pickerRules } from './pickers.ts';
 import type { PickerSpec } from './pickers.ts';
 import { skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
+import { readTrafficCounters, trafficSets } from './traffic.ts';
 import { applyGroups, estimateTransaction, OpGroup } from './op-group.ts';
 import { RefCounts } from './ref-counts.ts';
 import { BatchSender, isRefusal, ServicePortRefusedError } from './batch-sender.ts';
@@ -43,6 +44,8 @@ export interface NftablesProxierOptions {
    * into batches of at most half of it. Unlimited when absent (FakeNft).
    */
   maxBatchBytes?: number;
+  /** --service-traffic-metrics: count each Service port's traffic in the table (traffic.ts). */
+  serviceTraffic?: boolean;
 }
 
 export class NftablesProxier implements Proxier {
@@ -53,6 +56,7 @@ export class NftablesProxier implements Proxier {
   private readonly mark: number;
   private readonly localAddresses: (() => Promise<readonly string[]>) | undefined;
   private readonly now: () => number;
+  private readonly serviceTraffic: boolean;
   /**
    * What each programmed service port was planned from (objects the model holds anyway).
    * Its plan is computed again when it changes, rather than kept: plans are pure, and a
@@ -86,6 +90,7 @@ export class NftablesProxier implements Proxier {
     this.mark = (1 << bit) >>> 0;
     this.localAddresses = opts.localAddresses;
     this.now = opts.now ?? (() => performance.now());
+    this.serviceTraffic = opts.serviceTraffic ?? false;
     this.batchBudget = opts.maxBatchBytes === undefined ? Infinity : Math.max(4096, Math.floor(opts.maxBatchBytes / 2));
   }
 
@@ -104,6 +109,15 @@ export class NftablesProxier implements Proxier {
     return describeNftPort(this.nft, info, this.ctx && this.plan(this.ports.get(info.id)), opts);
   }
 
+  /** The traffic counters of every programmed service port (--service-traffic-metrics only). */
+  async trafficCounters(): Promise<readonly TrafficSample[]> {
+    if (!this.serviceTraffic) return [];
+    return readTrafficCounters(
+      this.nft,
+      [...this.ports.values()].map((p) => p.info),
+    );
+  }
+
   private planContext(desired: DesiredState): PlanContext {
     const d = desired.masquerade.detectLocal;
     const ctx = {
@@ -111,6 +125,7 @@ export class NftablesProxier implements Proxier {
       masqueradeAll: desired.masquerade.all,
       masqueradeMark: this.mark,
       nodeIP: desired.node.primaryIP,
+      serviceTraffic: this.serviceTraffic,
     };
     if (d.implemented && (d.mode === 'BridgeInterface' || d.mode === 'InterfaceNamePrefix') && d.interfaceName !== '') {
       // nft's wildcard ("veth*") matches every interface whose name starts with the prefix.
@@ -200,7 +215,7 @@ export class NftablesProxier implements Proxier {
       wantedSets: new Set(),
     };
     const { ports, index, pickers, maps, delta, wantedChains, wantedSets } = st;
-    await batches.push(this.skeletonGroup(desired, await this.fixedElements(desired)));
+    await batches.push(this.skeletonGroup(desired, await this.fixedElements(desired), existing, existingSets));
     const refused = this.refused;
     for (const [id, info] of desired.services) {
       if (refused.size > 0 && refused.has(id)) continue;
@@ -289,6 +304,7 @@ export class NftablesProxier implements Proxier {
     }
     for (const c of plan.chains) {
       st.wantedChains.add(c.name);
+      if (c.keep && st.existingChains.has(c.name)) continue;
       if (st.existingChains.has(c.name)) g.flush({ kind: 'chain', name: c.name });
       else g.add({ kind: 'chain', name: c.name });
       for (const r of c.rules) g.add(r);
@@ -326,6 +342,8 @@ export class NftablesProxier implements Proxier {
     const sets = new Set((await this.nft.listSets()).map((s) => s.name));
     for (const set of sets) {
       if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) continue;
+      // Without the flag the traffic maps are deleted whole (skeletonGroup), not element by element.
+      if (!this.serviceTraffic && TRAFFIC_SETS.has(set)) continue;
       for (const e of await this.nft.listElements(set))
         elements.set(elementId(e), { element: e, value: elementValue(e) });
     }
@@ -333,21 +351,33 @@ export class NftablesProxier implements Proxier {
   }
 
   /** The table, its sets and maps, the fixed chains and rules, and the node-dependent elements. */
-  private skeletonGroup(desired: DesiredState, fixed: readonly NftElement[]): OpGroup {
+  private skeletonGroup(
+    desired: DesiredState,
+    fixed: readonly NftElement[],
+    existingChains: ReadonlySet<string>,
+    existingSets: ReadonlySet<string>,
+  ): OpGroup {
     const g = new OpGroup();
     g.add({ kind: 'table' });
-    const sets = skeletonSets(this.traits);
+    const sets = skeletonSets(this.traits, this.serviceTraffic);
     for (const s of sets) g.add(s);
     for (const s of sets) if (FIXED_SETS.has(s.name)) g.flush(s);
-    const chains = skeletonChains();
+    const chains = skeletonChains(this.serviceTraffic);
     for (const c of chains) g.add(c);
     for (const c of chains) g.flush(c);
     for (const r of skeletonRules({
       traits: this.traits,
       masqueradeMark: this.mark,
       nodePortsOnAllAddresses: desired.nodePortAddresses.matchAll,
+      serviceTraffic: this.serviceTraffic,
     }))
       g.add(r);
+    if (!this.serviceTraffic) {
+      // Counted before (the flag was on): the counting chains go before the maps they read,
+      // and the maps before the traffic chains their elements name (the clean-up's).
+      for (const c of [CHAIN.countConnections, CHAIN.countTraffic]) if (existingChains.has(c)) g.removeChain(c);
+      for (const s of trafficSets(this.traits)) if (existingSets.has(s.name)) g.delete(s);
+    }
     for (const e of fixed) g.add(e);
     return g;
   }
@@ -537,6 +567,16 @@ const SHARED_SETS = new Set<string>([
   SET.firewallProtected,
   SET.firewallAllow,
   SET.hairpin,
+  SET.trafficServices,
+  SET.trafficNodePorts,
+  SET.connectionsServices,
+  SET.connectionsNodePorts,
+]);
+const TRAFFIC_SETS = new Set<string>([
+  SET.trafficServices,
+  SET.trafficNodePorts,
+  SET.connectionsServices,
+  SET.connectionsNodePorts,
 ]);
 const FIXED_SETS = new Set<string>([SET.nodePortIPs, SET.podCIDRs, SET.serviceCIDRs]);
 

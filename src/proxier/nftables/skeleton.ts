@@ -2,10 +2,11 @@
 // Services, the base chains hooked into netfilter, and the helper chains they jump to.
 // Rewritten as a whole on every full sync (it is small), never touched by partial syncs.
 
-import type { NftChain, NftRule, NftSetLike } from '../../netlink/nftables/index.ts';
+import type { NftChain, NftRule, NftSetLike, RuleBuilder } from '../../netlink/nftables/index.ts';
 import { rule } from '../../netlink/nftables/index.ts';
 import type { FamilyTraits } from './family.ts';
 import { CHAIN, SET } from './names.ts';
+import { countConnectionsJump, trafficChains, trafficRules, trafficSets } from './traffic.ts';
 
 export interface SkeletonOptions {
   readonly traits: FamilyTraits;
@@ -13,11 +14,14 @@ export interface SkeletonOptions {
   readonly masqueradeMark: number;
   /** Node ports answer on every local address (fib), else on the addresses in @nodeport-ips. */
   readonly nodePortsOnAllAddresses: boolean;
+  /** --service-traffic-metrics: the counting chains and maps (traffic.ts); without it, none. */
+  readonly serviceTraffic?: boolean;
 }
 
-export function skeletonSets(t: FamilyTraits): NftSetLike[] {
+export function skeletonSets(t: FamilyTraits, serviceTraffic = false): NftSetLike[] {
   const a = t.addrType;
   return [
+    ...(serviceTraffic ? trafficSets(t) : []),
     { kind: 'set', name: SET.clusterIPs, key: [a], comment: 'cluster IPs: a port no Service exposes is rejected' },
     {
       kind: 'map',
@@ -83,9 +87,10 @@ const base = (
   base: { type, hook, priority, policy: 'accept' },
 });
 
-export function skeletonChains(): NftChain[] {
+export function skeletonChains(serviceTraffic = false): NftChain[] {
   const plain = (name: string): NftChain => ({ kind: 'chain', name });
   return [
+    ...(serviceTraffic ? trafficChains() : []),
     plain(CHAIN.markForMasquerade),
     plain(CHAIN.masquerading),
     plain(CHAIN.services),
@@ -111,14 +116,17 @@ export function skeletonRules(o: SkeletonOptions): NftRule[] {
   const { traits: t, masqueradeMark: mark } = o;
   const r = (chain: string) => rule(t.nft, chain);
   const frontend = [t.daddr, 'meta l4proto', 'th dport'] as const;
-  const nodePortRule = (chain: string, map: string): NftRule => {
-    if (!o.nodePortsOnAllAddresses)
-      return r(chain).inSet([t.daddr], SET.nodePortIPs).vmap(['meta l4proto', 'th dport'], map).build();
-    // Every local address except loopback (upstream's nftables mode has no localhost node ports).
-    return r(chain).fibDaddrLocal().match(t.daddr, t.loopback, 'neq').vmap(['meta l4proto', 'th dport'], map).build();
-  };
+  // Every local address except loopback (upstream's nftables mode has no localhost node ports).
+  const nodePortGuard = (b: RuleBuilder): RuleBuilder =>
+    o.nodePortsOnAllAddresses
+      ? b.fibDaddrLocal().match(t.daddr, t.loopback, 'neq')
+      : b.inSet([t.daddr], SET.nodePortIPs);
+  const nodePortRule = (chain: string, map: string): NftRule =>
+    nodePortGuard(r(chain)).vmap(['meta l4proto', 'th dport'], map).build();
   const newConn = (chain: string, target: string): NftRule => r(chain).ctState(['new']).jump(target).build();
+  const traffic = o.serviceTraffic ? trafficRules(t, nodePortGuard) : [];
   return [
+    ...(o.serviceTraffic ? [countConnectionsJump(t)] : []),
     r(CHAIN.markForMasquerade).setMarkOr(mark).build(),
     r(CHAIN.masquerading).inSet([t.saddr, t.daddr], SET.hairpin).jump(CHAIN.markForMasquerade).build(),
     r(CHAIN.masquerading).markAnd(mark, 0).return().build(),
@@ -151,5 +159,6 @@ export function skeletonRules(o: SkeletonOptions): NftRule[] {
     newConn(CHAIN.filterOutput, CHAIN.serviceEndpointsCheck),
     newConn(CHAIN.filterOutput, CHAIN.firewallCheck),
     newConn(CHAIN.filterOutputPostDNAT, CHAIN.clusterIPsCheck),
+    ...traffic,
   ];
 }

@@ -94,6 +94,13 @@ export function apply(change: ObjectChange, forceFull = false): Promise<SyncRepo
   return p;
 }
 
+/** The per-Service traffic counters (--service-traffic-metrics), keyed "id|frontend". */
+export async function traffic(): Promise<Record<string, { packets?: number; bytes?: number; connections?: number }>> {
+  const out: Record<string, { packets?: number; bytes?: number; connections?: number }> = {};
+  for (const { id, frontend, ...counts } of await proxier!.trafficCounters()) out[`${id}|${frontend}`] = counts;
+  return out;
+}
+
 export async function cleanup(): Promise<void> {
   proxier!.stop();
   await proxier!.cleanup();

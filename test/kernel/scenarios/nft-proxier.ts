@@ -20,7 +20,9 @@ const objects = new ObjectFeed();
 const logs = memoryLogger();
 
 /** A fresh tracker and proxier (as a restarted daemon has), over the same kernel. */
-export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number; maxBatchBytes?: number } = {}): void {
+export function start(
+  opts: Partial<ModelOptions> & { masqueradeBit?: number; maxBatchBytes?: number; serviceTraffic?: boolean } = {},
+): void {
   conn?.close();
   routeConn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
@@ -28,7 +30,7 @@ export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number; ma
   routeConn = connect(Protocol.ROUTE, { timeoutMs: 10_000 });
   const route = new RouteClient(routeConn);
   const clock = new FakeClock();
-  const { masqueradeBit, maxBatchBytes, ...model } = opts;
+  const { masqueradeBit, maxBatchBytes, serviceTraffic, ...model } = opts;
   const family = model.family ?? 'IPv4';
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock });
   const nft = new NftClient({ family: model.family === 'IPv6' ? 'ip6' : 'ip', table: TABLE, transport: conn });
@@ -38,6 +40,7 @@ export function start(opts: Partial<ModelOptions> & { masqueradeBit?: number; ma
     localAddresses: () => route.nodeAddresses(family),
     ...(masqueradeBit !== undefined ? { masqueradeBit } : {}),
     ...(maxBatchBytes !== undefined ? { maxBatchBytes } : {}),
+    ...(serviceTraffic !== undefined ? { serviceTraffic } : {}),
   });
   objects.clear();
 }
@@ -50,6 +53,13 @@ export async function apply(change: ObjectChange, forceFull = false): Promise<Sy
   const { desired, change: cs } = t.checkout();
   const r = await proxier!.sync(desired, cs, new AbortController().signal);
   return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors, batches: r.batches ?? 0 };
+}
+
+/** The per-Service traffic counters (--service-traffic-metrics), keyed "id|frontend". */
+export async function traffic(): Promise<Record<string, { packets?: number; bytes?: number; connections?: number }>> {
+  const out: Record<string, { packets?: number; bytes?: number; connections?: number }> = {};
+  for (const { id, frontend, ...counts } of await proxier!.trafficCounters()) out[`${id}|${frontend}`] = counts;
+  return out;
 }
 
 export async function cleanup(): Promise<void> {

@@ -139,6 +139,8 @@ export function rulesFor(): NftRule[] {
     r('misc').log('kp: ').drop().build(),
     r('misc').match('meta mark', 0x4000).match('th sport', 53).accept().build(),
     r('misc').match('ip saddr', '10.0.0.0/8').match('ip daddr', '10.16.0.0/12', 'neq').accept().build(),
+    r('misc').ctDirection('original').counter().build(),
+    r('misc').ctDirection('reply').return().build(),
     r('raw-prerouting').match('ip daddr', '10.96.0.10').match('meta l4proto', 'udp').notrack().build(),
     {
       kind: 'rule',

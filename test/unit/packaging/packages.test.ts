@@ -68,6 +68,7 @@ const EXPECTED = [
   `${LIB}/node_modules/winston/package.json`,
   'etc/kube-proxy-ts/config.yaml',
   'usr/share/man/man8/kube-proxy-ts.8.gz',
+  'usr/share/bash-completion/completions/kube-proxy-ts',
 ];
 
 test('the .deb holds the program, its runtime and production modules, unit, config and man page', (t) => {
