@@ -108,6 +108,10 @@ test.serial('TCP: a refusing endpoint is failed over; no endpoint or none answer
   t.is(await echo<string>(c, 'tcp', NODE_IP, ports.dead), 'ECONNRESET');
   t.like(await portStats(c, 'none'), { accepted: 1, refused: 1, failedOver: 0, active: 0 });
   t.like(await portStats(c, 'dead'), { accepted: 1, refused: 1, failedOver: 4, active: 0 });
+
+  await apply(c, []);
+  t.like(await portStats(c, 'fo'), { accepted: 4, failedOver: 4 }, 'counters outlive the port (since start)');
+  t.like(await portStats(c, 'dead'), { accepted: 1, refused: 1, failedOver: 4 });
 });
 
 test.serial('TCP: a live connection survives its endpoint leaving the list and its service going away', async (t) => {
@@ -128,6 +132,7 @@ test.serial('TCP: a live connection survives its endpoint leaving the list and i
   t.is(await echo<string>(c, 'streamRoundTrip', id, 'three'), 'pod1 three', 'the live connection finishes its work');
   const s = await stats(c);
   t.is(s.activeConnections, 2, 'counted while draining');
+  t.like(s.perPort.get('default/live:p'), { accepted: 2, active: 2 });
 });
 
 test.serial('TCP: half-close both ways, and a reset from the endpoint reaches the client', async (t) => {

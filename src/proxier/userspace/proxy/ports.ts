@@ -29,6 +29,12 @@ export class UserspaceProxyPorts implements ProxyPorts {
   private readonly entries = new Map<string, Entry>();
   /** Retired TCP entries whose connections still run. */
   private readonly draining = new Set<Entry>();
+  /**
+   * The final counters of ports gone (by name), so that the counters stay "since start" and sums
+   * over them never go backwards (the metrics are Prometheus counters). One small record per
+   * service port name ever proxied.
+   */
+  private readonly retired = new Map<string, PerPort>();
   private readonly alloc: PortAllocator | undefined;
   private readonly clock: Clock;
   private readonly logger: Logger;
@@ -119,40 +125,39 @@ export class UserspaceProxyPorts implements ProxyPorts {
     if (e.proxy instanceof TcpProxy) {
       e.proxy.stopListening();
       if (e.counters.active > 0) this.draining.add(e);
-    } else e.proxy.destroy();
+      else this.fold(e);
+    } else {
+      e.proxy.destroy();
+      this.fold(e);
+    }
     this.logger.debug('Closed proxy socket', { service: e.spec.name, protocol: e.spec.protocol, port: e.port });
   }
 
   private pruneDrained(): void {
-    for (const e of this.draining) if (e.counters.active === 0) this.draining.delete(e);
+    for (const e of this.draining)
+      if (e.counters.active === 0) {
+        this.draining.delete(e);
+        this.fold(e);
+      }
+  }
+
+  /** Keeps a finished entry's counters under its name. */
+  private fold(e: Entry): void {
+    this.retired.set(e.spec.name, add(this.retired.get(e.spec.name), countersOf(e)));
   }
 
   stats(): ProxyStats {
     this.pruneDrained();
-    const perPort = new Map<string, PerPort>();
+    const perPort = new Map<string, PerPort>(this.retired);
     let activeConnections = 0;
     let activeUdpAssociations = 0;
     let bufferedBytes = 0;
     for (const e of [...this.entries.values(), ...this.draining]) {
-      const c = e.counters;
-      let bytesIn = c.bytesIn;
-      let bytesOut = c.bytesOut;
       if (e.proxy instanceof TcpProxy) {
-        const b = e.proxy.bytes();
-        bytesIn = b.in;
-        bytesOut = b.out;
-        activeConnections += c.active;
+        activeConnections += e.counters.active;
         bufferedBytes += e.proxy.buffered();
-      } else activeUdpAssociations += c.active;
-      const prev = perPort.get(e.spec.name);
-      perPort.set(e.spec.name, {
-        accepted: c.accepted + (prev?.accepted ?? 0),
-        failedOver: c.failedOver + (prev?.failedOver ?? 0),
-        refused: c.refused + (prev?.refused ?? 0),
-        bytesIn: bytesIn + (prev?.bytesIn ?? 0),
-        bytesOut: bytesOut + (prev?.bytesOut ?? 0),
-        active: c.active + (prev?.active ?? 0),
-      });
+      } else activeUdpAssociations += e.counters.active;
+      perPort.set(e.spec.name, add(perPort.get(e.spec.name), countersOf(e)));
     }
     return { activeConnections, activeUdpAssociations, bufferedBytes, perPort };
   }
@@ -164,4 +169,23 @@ export class UserspaceProxyPorts implements ProxyPorts {
     this.entries.clear();
     this.draining.clear();
   }
+}
+
+/** An entry's counters now; TCP bytes are read from its sockets. */
+function countersOf(e: Entry): PerPort {
+  const c = e.counters;
+  const bytes = e.proxy instanceof TcpProxy ? e.proxy.bytes() : { in: c.bytesIn, out: c.bytesOut };
+  return { ...c, bytesIn: bytes.in, bytesOut: bytes.out };
+}
+
+function add(a: PerPort | undefined, b: PerPort): PerPort {
+  if (!a) return b;
+  return {
+    accepted: a.accepted + b.accepted,
+    failedOver: a.failedOver + b.failedOver,
+    refused: a.refused + b.refused,
+    bytesIn: a.bytesIn + b.bytesIn,
+    bytesOut: a.bytesOut + b.bytesOut,
+    active: a.active + b.active,
+  };
 }
