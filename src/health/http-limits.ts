@@ -17,7 +17,7 @@ export interface HttpServerLimits {
 }
 
 export const DEFAULT_HTTP_LIMITS: HttpServerLimits = {
-  maxConnections: 512,
+  maxConnections: 256,
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
   keepAliveTimeoutMs: 5_000,
