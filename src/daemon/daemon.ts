@@ -34,6 +34,7 @@ import type { ProxierSet } from './proxiers.ts';
 import type { Notifier } from './sd-notify.ts';
 import { serveWithRetry } from './serve.ts';
 import type { Closable, Served } from './serve.ts';
+import { NodeWait } from './node-wait.ts';
 import { makeSync } from './sync.ts';
 import type { FamilyPipeline, StaleFlowSink } from './sync.ts';
 import { SyncLoop } from './sync-loop.ts';
@@ -60,6 +61,8 @@ export interface DaemonParts {
   staleFlows?: StaleFlowSink;
   /** The control socket's path (explain, trace); unset: none (tests). */
   controlSocket?: string;
+  /** How long the first sync waits for this node's Node (node-wait.ts); unset or 0: no wait. */
+  nodeWaitMs?: number;
 }
 
 export class Daemon {
@@ -237,13 +240,26 @@ export class Daemon {
         );
       }
       await this.startControl();
-      const feed = trackerFeed({
+      const trackersFeed = trackerFeed({
         trackers: [...this.trackers.values()],
         changed: () => this.loop.changed(),
         health: this.health,
         metrics,
         logger: this.log,
       });
+      const nodeWait = new NodeWait({
+        nodeName: this.p.nodeName,
+        timeoutMs: this.p.nodeWaitMs ?? 0,
+        clock,
+        logger: this.log,
+      });
+      const feed = {
+        ...trackersFeed,
+        onNode: (node: Parameters<typeof trackersFeed.onNode>[0]) => {
+          trackersFeed.onNode(node);
+          nodeWait.node(node);
+        },
+      };
       if (this.abort.signal.aborted) {
         // stop() ran while the servers were starting: close what it could not see yet.
         await this.healthz?.close();
@@ -254,7 +270,7 @@ export class Daemon {
       await source.start(feed);
       // Upstream's birth cry, once the informers run.
       this.p.events?.eventf(nodeRef(this.p.nodeName), 'Normal', 'Starting', 'StartKubeProxy', '');
-      this.loop.start(source.waitForSync(this.abort.signal));
+      this.loop.start(nodeWait.gate(source.waitForSync(this.abort.signal), this.abort.signal));
       this.drift = proxiers.watchDrift?.(
         (why) => this.loop.repair(why),
         () => this.loop.isSyncing(),

@@ -40,3 +40,11 @@ export async function stopApiServer(): Promise<void> {
   await server?.close();
   server = undefined;
 }
+
+/** Starts it over plain HTTP without a token (the daemon's --master http://...), holding `objects`; returns its port. */
+export async function startPlainApiServer(objects: KObject[]): Promise<number> {
+  if (server) throw new Error('the API server is already running in this agent');
+  server = await FakeApiServer.start();
+  for (const o of objects) server.create(o);
+  return Number(new URL(server.url).port);
+}
