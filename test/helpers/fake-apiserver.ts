@@ -20,9 +20,9 @@
 //
 // What tests control: mutations (create/update/upsert/remove, each taking the next global
 // resourceVersion), compact(), bookmark(), dropWatches() (cut every open watch mid-stream,
-// no terminating chunk), closeWatches() (clean end), down (every request's connection is
-// reset), hung (accepts, never answers), responseDelayMs (slow answers), failNext(),
-// disableResource(), and a request log.
+// no terminating chunk), closeWatches() (clean end), stallWatches() (open, silent for good),
+// down (every request's connection is reset), hung (accepts, never answers), responseDelayMs
+// (slow answers), failNext(), disableResource(), and a request log.
 
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -357,6 +357,18 @@ export class FakeApiServer {
   set hung(on: boolean) {
     if (on && !this.isHung) this.dropWatches();
     this.isHung = on;
+  }
+
+  /**
+   * Every open watch hangs mid-stream: its connection stays open but nothing more is sent on
+   * it, not even the end at timeoutSeconds (a wedged server, or a middlebox that lost the
+   * path). New requests, new watches included, are answered as usual.
+   */
+  stallWatches(): void {
+    for (const w of [...this.watchers]) {
+      this.watchers.delete(w);
+      if (w.timer) clearTimeout(w.timer);
+    }
   }
 
   /** Ends every open watch cleanly, as the server does at timeoutSeconds. */
