@@ -41,10 +41,15 @@ export async function stopApiServer(): Promise<void> {
   server = undefined;
 }
 
-/** Starts it over plain HTTP without a token (the daemon's --master http://...), holding `objects`; returns its port. */
-export async function startPlainApiServer(objects: KObject[]): Promise<number> {
+/** Starts it over plain HTTP (the daemon's --master http://...), holding `objects`; returns its port. */
+export async function startPlainApiServer(objects: KObject[], token?: string): Promise<number> {
   if (server) throw new Error('the API server is already running in this agent');
-  server = await FakeApiServer.start();
+  server = await FakeApiServer.start(token === undefined ? {} : { token });
   for (const o of objects) server.create(o);
   return Number(new URL(server.url).port);
+}
+
+/** Makes the next `count` requests fail with `status` (a metav1.Status body). */
+export function apiFailNext(count: number, status: number): void {
+  running().failNext(count, status);
 }
