@@ -69,7 +69,7 @@ async function logged(t: ExecutionContext, d: DaemonProcess, re: RegExp, count: 
         .filter((x) => re.test(x));
       return l.length >= count ? l : undefined;
     },
-    30_000,
+    90_000,
   ).catch((e: unknown) => {
     t.log(d.log().slice(-4000));
     throw e;
@@ -82,6 +82,7 @@ const answers = (c: Cluster) => async (): Promise<true | undefined> =>
   (await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80, 300)).startsWith('pod1 ') ? true : undefined;
 
 test.serial('401 (a wrong token) and 403 (RBAC) are named in the log, retried, and then it syncs', async (t) => {
+  t.timeout(300_000);
   const c = await makeCluster(t, 'apierr', 1);
   const port = await c.nodeAgent.call<number>(API, 'startPlainApiServer', objects, 'the-right-token');
   t.teardown(() => c.nodeAgent.call(API, 'stopApiServer').catch(() => undefined));
@@ -100,13 +101,14 @@ test.serial('401 (a wrong token) and 403 (RBAC) are named in the log, retried, a
   const forbidden = await logged(t, d2, /list\/watch failed; retrying.*403/, 2);
   t.regex(forbidden[0]!, /Forbidden|403/);
   t.log(forbidden[0]);
-  await pollUntil('the ClusterIP to answer once allowed', answers(c), 60_000).catch((e: unknown) => {
+  await pollUntil('the ClusterIP to answer once allowed', answers(c), 90_000).catch((e: unknown) => {
     t.log(d2.log().slice(-4000));
     throw e;
   });
 });
 
 test.serial('a server certificate the daemon does not trust: named in the log, retried, no crash', async (t) => {
+  t.timeout(200_000);
   const c = await makeCluster(t, 'apitls', 1);
   const work = await mkdtemp(join(tmpdir(), 'kpts-apitls-'));
   t.teardown(() => rm(work, { recursive: true, force: true }));

@@ -16,6 +16,7 @@ const MIN_SYNC_MS = 1000;
 const TAMPERS = 40;
 
 test.serial('repeated tampering: repairs bounded by --min-sync-period, the table repaired at the end', async (t) => {
+  t.timeout(240_000);
   const c = await makeCluster(t, 'storm', 1);
   const dir = await mkdtemp(join(tmpdir(), 'kpts-storm-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -48,7 +49,7 @@ test.serial('repeated tampering: repairs bounded by --min-sync-period, the table
   };
   const answers = async (): Promise<true | undefined> =>
     (await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80, 100)).startsWith('pod1 ') ? true : undefined;
-  await pollUntil('the ClusterIP to answer', answers, 20_000).catch(failWithLog);
+  await pollUntil('the ClusterIP to answer', answers, 90_000).catch(failWithLog);
   const fullSyncs = async (): Promise<number> => {
     const r = await c.nodeAgent.call<{ body: string }>(AGENT, 'httpGet', 'http://127.0.0.1:10249/metrics');
     const m = /^kubeproxy_sync_full_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} (\d+)$/m.exec(r.body);

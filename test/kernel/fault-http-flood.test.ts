@@ -15,6 +15,7 @@ const FLOOD = new URL('./scenarios/http-flood.ts', import.meta.url).href;
 const CLIENTS = 1000;
 
 test.serial('a /metrics flood of 1,000 keep-alive clients: a change still lands, /healthz answers', async (t) => {
+  t.timeout(300_000);
   const c = await makeCluster(t, 'flood', 1);
   const dir = await mkdtemp(join(tmpdir(), 'kpts-flood-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -45,7 +46,7 @@ test.serial('a /metrics flood of 1,000 keep-alive clients: a change still lands,
     t.log(d.log().slice(-5000));
     throw e;
   };
-  await pollUntil('the first ClusterIP to answer', answers('10.96.0.10'), 20_000).catch(failWithLog);
+  await pollUntil('the first ClusterIP to answer', answers('10.96.0.10'), 90_000).catch(failWithLog);
 
   const timedGet = (port: number, path: string) =>
     c.nodeAgent.call<{ status: number; ms: number }>(AGENT, 'timedGet', `http://127.0.0.1:${port}${path}`, 5000);
@@ -68,8 +69,10 @@ test.serial('a /metrics flood of 1,000 keep-alive clients: a change still lands,
   await flooder.call(FLOOD, 'startFlood', 'http://127.0.0.1:10249/metrics', CLIENTS);
   t.teardown(() => flooder.call(FLOOD, 'stopFlood').then(() => undefined));
   // The flood is on once many requests have been answered.
-  await pollUntil('the flood to be answered', async () =>
-    (await flooder.call<{ ok: number }>(FLOOD, 'floodCount')).ok >= 100 ? true : undefined,
+  await pollUntil(
+    'the flood to be answered',
+    async () => ((await flooder.call<{ ok: number }>(FLOOD, 'floodCount')).ok >= 20 ? true : undefined),
+    60_000,
   );
 
   await settle();

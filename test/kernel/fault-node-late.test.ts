@@ -34,6 +34,7 @@ const objects = [
 ];
 
 test.serial('a Node that arrives after the Services: the first sync and READY wait for it', async (t) => {
+  t.timeout(240_000);
   const c = await makeCluster(t, 'nlate', 1);
   const port = await c.nodeAgent.call<number>(API, 'startPlainApiServer', objects);
   t.teardown(() => c.nodeAgent.call(API, 'stopApiServer').catch(() => undefined));
@@ -61,7 +62,7 @@ test.serial('a Node that arrives after the Services: the first sync and READY wa
   await pollUntil(
     'the daemon to wait for its Node (or to sync without it)',
     async () => (d.log().includes(WAITING) || d.log().includes(READY) ? true : undefined),
-    30_000,
+    90_000,
   ).catch(failWithLog);
   t.false(d.log().includes(READY), 'no sync, no READY before the Node is known');
   // Still waiting a moment later: the wait is for the Node, not for a first event.
@@ -74,8 +75,10 @@ test.serial('a Node that arrives after the Services: the first sync and READY wa
     status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] },
   });
   const tcp = (ip: string, p: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, p, 300);
-  await pollUntil('the NodePort to answer on the node IP', async () =>
-    (await tcp(NODE_IP, 30080)).startsWith('pod1 ') ? true : undefined,
+  await pollUntil(
+    'the NodePort to answer on the node IP',
+    async () => ((await tcp(NODE_IP, 30080)).startsWith('pod1 ') ? true : undefined),
+    60_000,
   ).catch(failWithLog);
   const log = d.log();
   t.true(log.indexOf('Node arrived; starting the first sync') < log.indexOf(READY), 'READY after the Node arrived');
