@@ -53,3 +53,8 @@ export async function startPlainApiServer(objects: KObject[], token?: string): P
 export function apiFailNext(count: number, status: number): void {
   running().failNext(count, status);
 }
+
+/** Hangs the server (accepts, never answers; open watches cut) or lets it answer again. */
+export function apiHung(on: boolean): void {
+  running().hung = on;
+}
