@@ -80,6 +80,8 @@ test.serial('a Node that arrives after the Services: the first sync and READY wa
     async () => ((await tcp(NODE_IP, 30080)).startsWith('pod1 ') ? true : undefined),
     60_000,
   ).catch(failWithLog);
+  // The rules answer as soon as they are committed, a moment before the sync says so.
+  await pollUntil('READY', async () => (d.log().includes(READY) ? true : undefined), 30_000).catch(failWithLog);
   const log = d.log();
   t.true(log.indexOf('Node arrived; starting the first sync') < log.indexOf(READY), 'READY after the Node arrived');
   // The first sync had the node's address: the node port is not open on its other addresses.
