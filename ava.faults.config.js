@@ -15,6 +15,7 @@ export default {
     'test/unit/sources/kubernetes.test.ts',
     'test/unit/sources/kube-api.test.ts',
     'test/kernel/fault-api-errors.test.ts',
+    'test/kernel/fault-api-hung.test.ts',
     'test/kernel/fault-node-late.test.ts',
     // Floods and big input: /metrics, a large manifest file.
     'test/unit/metrics/render-cache.test.ts',
