@@ -5,12 +5,17 @@
 // that the first round's garbage does not explain.
 //
 // SOAK_SECONDS (default 120; --quick 20) and SOAK_RATE (updates per second, default 100).
+// SOAK_HEAP=1 also takes a heap snapshot after the first and the last round and reports the
+// live JS heap (a snapshot forces a full GC and costs memory: the RSS after it is perturbed).
 
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { DaemonProcess } from '../helpers/daemon-process.ts';
 import { makeCluster } from '../helpers/cluster.ts';
 import { clusterIP } from './e2e-agent.ts';
 import { spawnMeasured } from './e2e.ts';
+import { heapBreakdown, takeSnapshot } from './heap-summary.ts';
 import type { Bench, BenchOptions, Section } from './section.ts';
 import { formatCount } from './stats.ts';
 
@@ -24,6 +29,8 @@ interface Sample {
   updates: number;
   rssMiB: number;
   fds: number;
+  /** The live JS heap (SOAK_HEAP=1, first and last round). */
+  heapMiB?: number;
 }
 
 async function sampleOf(pid: number): Promise<{ rssMiB: number; fds: number }> {
@@ -32,14 +39,21 @@ async function sampleOf(pid: number): Promise<{ rssMiB: number; fds: number }> {
   return { rssMiB: rss, fds: (await readdir(`/proc/${pid}/fd`)).length };
 }
 
-async function soak(opts: BenchOptions, seconds: number, rate: number): Promise<Sample[]> {
+/** The live JS heap of the daemon, MiB, from a heap snapshot written into `dir`. */
+async function liveHeapMiB(d: DaemonProcess, dir: string): Promise<number> {
+  for (const f of await readdir(dir)) await rm(join(dir, f), { force: true });
+  return heapBreakdown(await takeSnapshot(() => d.signal('SIGUSR2'), dir)).total / 2 ** 20;
+}
+
+async function soak(opts: BenchOptions, seconds: number, rate: number, heap: boolean): Promise<Sample[]> {
   let destroy: (() => Promise<void>) | undefined;
   let d: DaemonProcess | undefined;
+  const snapshots = await mkdtemp(join(tmpdir(), 'kpts-soak-'));
   try {
     const c = await makeCluster({ teardown: (fn) => void (destroy = fn) }, 'soak', 2);
     const pods = [0, 1].map((p) => Array.from({ length: ENDPOINTS }, (_, j) => `10.244.${p + 1}.${j + 2}`));
     const { url } = await c.nodeAgent.call<{ url: string }>(AGENT, 'startApi', N, ENDPOINTS, pods);
-    d = spawnMeasured(c, url);
+    d = spawnMeasured(c, url, heap ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`] : []);
     const last = await c.clientAgent.call<number | undefined>(
       AGENT,
       'firstAnswer',
@@ -56,7 +70,9 @@ async function soak(opts: BenchOptions, seconds: number, rate: number): Promise<
     const t0 = Date.now();
     for (let round = 1; round <= ROUNDS; round++) {
       updates += await c.nodeAgent.call<number>(AGENT, 'churn', per, rate);
-      samples.push({ seconds: Math.round((Date.now() - t0) / 1000), updates, ...(await sampleOf(d.pid)) });
+      const sample: Sample = { seconds: Math.round((Date.now() - t0) / 1000), updates, ...(await sampleOf(d.pid)) };
+      if (heap && (round === 1 || round === ROUNDS)) sample.heapMiB = await liveHeapMiB(d, snapshots);
+      samples.push(sample);
       opts.log(`soak: ${formatCount(updates)} updates, RSS ${samples.at(-1)!.rssMiB.toFixed(0)} MiB`);
     }
     if (d.log().includes('Sync failed')) opts.log('soak: the daemon logged failed syncs');
@@ -65,6 +81,7 @@ async function soak(opts: BenchOptions, seconds: number, rate: number): Promise<
   } finally {
     await d?.kill();
     await destroy?.();
+    await rm(snapshots, { recursive: true, force: true });
   }
 }
 
@@ -73,7 +90,8 @@ export const bench: Bench = {
   async run(opts: BenchOptions): Promise<Section[]> {
     const seconds = Number(process.env['SOAK_SECONDS'] ?? (opts.quick ? 20 : 120));
     const rate = Number(process.env['SOAK_RATE'] ?? 100);
-    const s = await soak(opts, seconds, rate);
+    const heap = process.env['SOAK_HEAP'] === '1';
+    const s = await soak(opts, seconds, rate, heap);
     const first = s[1]!;
     const end = s.at(-1)!;
     return [
@@ -85,12 +103,14 @@ export const bench: Bench = {
           { title: 'updates', align: 'right' },
           { title: 'RSS', align: 'right' },
           { title: 'open fds', align: 'right' },
+          ...(heap ? [{ title: 'live JS heap', align: 'right' as const }] : []),
         ],
         rows: s.map((x) => [
           x.updates === 0 ? 'first sync' : `${x.seconds} s`,
           formatCount(x.updates),
           `${x.rssMiB.toFixed(0)} MiB`,
           String(x.fds),
+          ...(heap ? [x.heapMiB === undefined ? '-' : `${x.heapMiB.toFixed(1)} MiB`] : []),
         ]),
         notes: [
           `Trend from the first round to the last: RSS ${(end.rssMiB - first.rssMiB >= 0 ? '+' : '') + (end.rssMiB - first.rssMiB).toFixed(1)} MiB, fds ${end.fds - first.fds >= 0 ? '+' : ''}${end.fds - first.fds} over ${formatCount(end.updates - first.updates)} updates.`,
