@@ -15,7 +15,7 @@ import type { DaemonProcess } from '../helpers/daemon-process.ts';
 import { makeCluster } from '../helpers/cluster.ts';
 import { clusterIP } from './e2e-agent.ts';
 import { spawnMeasured } from './e2e.ts';
-import { heapBreakdown, takeSnapshot } from './heap-summary.ts';
+import { heapBreakdown, smapsByMapping, takeSnapshot } from './heap-summary.ts';
 import type { Bench, BenchOptions, Section } from './section.ts';
 import { formatCount } from './stats.ts';
 
@@ -28,15 +28,25 @@ interface Sample {
   seconds: number;
   updates: number;
   rssMiB: number;
+  /** Of the RSS: the malloc heap ([heap]) and anonymous mappings (V8's heap spaces, thread arenas). */
+  mallocMiB: number;
+  anonMiB: number;
   fds: number;
   /** The live JS heap (SOAK_HEAP=1, first and last round). */
   heapMiB?: number;
 }
 
-async function sampleOf(pid: number): Promise<{ rssMiB: number; fds: number }> {
+async function sampleOf(pid: number): Promise<Omit<Sample, 'seconds' | 'updates'>> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const rss = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN) / 1024;
-  return { rssMiB: rss, fds: (await readdir(`/proc/${pid}/fd`)).length };
+  const maps = smapsByMapping(await readFile(`/proc/${pid}/smaps`, 'utf8'));
+  const mib = (name: string): number => (maps.find(([m]) => m === name)?.[1] ?? 0) / 1024;
+  return {
+    rssMiB: rss,
+    mallocMiB: mib('[heap]'),
+    anonMiB: mib('[anon]'),
+    fds: (await readdir(`/proc/${pid}/fd`)).length,
+  };
 }
 
 /** The live JS heap of the daemon, MiB, from a heap snapshot written into `dir`. */
@@ -102,6 +112,7 @@ export const bench: Bench = {
           { title: 'after', align: 'right' },
           { title: 'updates', align: 'right' },
           { title: 'RSS', align: 'right' },
+          { title: 'of it malloc / anonymous', align: 'right' },
           { title: 'open fds', align: 'right' },
           ...(heap ? [{ title: 'live JS heap', align: 'right' as const }] : []),
         ],
@@ -109,6 +120,7 @@ export const bench: Bench = {
           x.updates === 0 ? 'first sync' : `${x.seconds} s`,
           formatCount(x.updates),
           `${x.rssMiB.toFixed(0)} MiB`,
+          `${x.mallocMiB.toFixed(0)} / ${x.anonMiB.toFixed(0)} MiB`,
           String(x.fds),
           ...(heap ? [x.heapMiB === undefined ? '-' : `${x.heapMiB.toFixed(1)} MiB`] : []),
         ]),
