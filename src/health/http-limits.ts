@@ -23,6 +23,13 @@ export const DEFAULT_HTTP_LIMITS: HttpServerLimits = {
   keepAliveTimeoutMs: 5_000,
 };
 
+/**
+ * Options for createServer: node:http checks the header and request time-outs only every
+ * connectionsCheckingInterval (30 s by default), which would let a slow client hold a
+ * connection three times longer than headersTimeout says.
+ */
+export const HTTP_SERVER_OPTIONS = { connectionsCheckingInterval: 1000 } as const;
+
 export function applyHttpLimits(server: Server, limits: HttpServerLimits = DEFAULT_HTTP_LIMITS): void {
   server.maxConnections = limits.maxConnections;
   server.headersTimeout = limits.headersTimeoutMs;

@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../base/logger.ts';
 import { nullLogger } from '../base/logger.ts';
-import { applyHttpLimits } from '../health/http-limits.ts';
+import { applyHttpLimits, HTTP_SERVER_OPTIONS } from '../health/http-limits.ts';
 import type { ProxyMetrics } from './metrics.ts';
 import { PacedRenderCache } from './render-cache.ts';
 
@@ -72,7 +72,7 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
     }
     send(404, 'text/plain; charset=utf-8', '404 page not found\n');
   };
-  const server = createServer(handler);
+  const server = createServer(HTTP_SERVER_OPTIONS, handler);
   applyHttpLimits(server);
   await listen(server, host, port);
   const bound = (server.address() as AddressInfo).port;
