@@ -24,7 +24,7 @@ import { ChangeTracker, RejectLog } from '../model/index.ts';
 import type { DesiredState } from '../model/index.ts';
 import { nodeRef } from '../sources/events.ts';
 import type { EventSink } from '../sources/events.ts';
-import type { Source } from '../sources/index.ts';
+import type { Source, SourceHandler } from '../sources/index.ts';
 import { startControl } from './control.ts';
 import type { ControlServer } from '../control/server.ts';
 import { modelOptionsFor } from './families.ts';
@@ -240,26 +240,7 @@ export class Daemon {
         );
       }
       await this.startControl();
-      const trackersFeed = trackerFeed({
-        trackers: [...this.trackers.values()],
-        changed: () => this.loop.changed(),
-        health: this.health,
-        metrics,
-        logger: this.log,
-      });
-      const nodeWait = new NodeWait({
-        nodeName: this.p.nodeName,
-        timeoutMs: this.p.nodeWaitMs ?? 0,
-        clock,
-        logger: this.log,
-      });
-      const feed = {
-        ...trackersFeed,
-        onNode: (node: Parameters<typeof trackersFeed.onNode>[0]) => {
-          trackersFeed.onNode(node);
-          nodeWait.node(node);
-        },
-      };
+      const { feed, nodeWait } = this.sourceFeed();
       if (this.abort.signal.aborted) {
         // stop() ran while the servers were starting: close what it could not see yet.
         await this.healthz?.close();
@@ -285,6 +266,31 @@ export class Daemon {
       await this.stop().catch(() => undefined);
       throw e;
     }
+  }
+
+  /** What the source feeds: the trackers, and the first sync's wait for this node's Node. */
+  private sourceFeed(): { feed: SourceHandler; nodeWait: NodeWait } {
+    const trackersFeed = trackerFeed({
+      trackers: [...this.trackers.values()],
+      changed: () => this.loop.changed(),
+      health: this.health,
+      metrics: this.p.metrics,
+      logger: this.log,
+    });
+    const nodeWait = new NodeWait({
+      nodeName: this.p.nodeName,
+      timeoutMs: this.p.nodeWaitMs ?? 0,
+      clock: this.p.clock,
+      logger: this.log,
+    });
+    const feed: SourceHandler = {
+      ...trackersFeed,
+      onNode: (node) => {
+        trackersFeed.onNode(node);
+        nodeWait.node(node);
+      },
+    };
+    return { feed, nodeWait };
   }
 
   /** The control socket is a diagnostic: a daemon that cannot open it still proxies (said once). */
