@@ -92,6 +92,15 @@ export interface FakeApiServerOptions {
 
 type Requirement = (labels: Record<string, string>) => boolean;
 
+/** metav1.Status reasons of injected failures, as kube-apiserver names them. */
+const FAILURE_REASONS: Record<number, string> = {
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  429: 'TooManyRequests',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
+};
+
 /** Parses a label selector (=, ==, !=, in, notin, exists, !exists). Throws on bad syntax. */
 export function parseLabelSelector(sel: string): Requirement {
   const parts: string[] = [];
@@ -483,7 +492,7 @@ export class FakeApiServer {
     const f = this.failures.find((x) => x.count > 0 && path.startsWith(x.pathPrefix));
     if (f) {
       f.count--;
-      const reason = f.status === 503 ? 'ServiceUnavailable' : f.status === 504 ? 'Timeout' : 'InternalError';
+      const reason = FAILURE_REASONS[f.status] ?? 'InternalError';
       return this.status(res, f.status, reason, 'injected failure', f.causes);
     }
     const m =
