@@ -147,6 +147,8 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     staleFlows,
     localAddresses,
     controlSocket: config.kubeProxyTS.controlSocket,
+    // API mode waits for its Node as upstream does (about 30 s); standalone has no Node to wait for.
+    nodeWaitMs: config.kubeProxyTS.manifestDir === '' ? 30_000 : 0,
     ...(events ? { events } : {}),
   });
   if (config.kubeProxyTS.serviceTrafficMetrics)

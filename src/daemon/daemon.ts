@@ -24,7 +24,7 @@ import { ChangeTracker, RejectLog } from '../model/index.ts';
 import type { DesiredState } from '../model/index.ts';
 import { nodeRef } from '../sources/events.ts';
 import type { EventSink } from '../sources/events.ts';
-import type { Source } from '../sources/index.ts';
+import type { Source, SourceHandler } from '../sources/index.ts';
 import { startControl } from './control.ts';
 import type { ControlServer } from '../control/server.ts';
 import { modelOptionsFor } from './families.ts';
@@ -34,6 +34,7 @@ import type { ProxierSet } from './proxiers.ts';
 import type { Notifier } from './sd-notify.ts';
 import { serveWithRetry } from './serve.ts';
 import type { Closable, Served } from './serve.ts';
+import { NodeWait } from './node-wait.ts';
 import { makeSync } from './sync.ts';
 import type { FamilyPipeline, StaleFlowSink } from './sync.ts';
 import { SyncLoop } from './sync-loop.ts';
@@ -60,6 +61,8 @@ export interface DaemonParts {
   staleFlows?: StaleFlowSink;
   /** The control socket's path (explain, trace); unset: none (tests). */
   controlSocket?: string;
+  /** How long the first sync waits for this node's Node (node-wait.ts); unset or 0: no wait. */
+  nodeWaitMs?: number;
 }
 
 export class Daemon {
@@ -237,13 +240,7 @@ export class Daemon {
         );
       }
       await this.startControl();
-      const feed = trackerFeed({
-        trackers: [...this.trackers.values()],
-        changed: () => this.loop.changed(),
-        health: this.health,
-        metrics,
-        logger: this.log,
-      });
+      const { feed, nodeWait } = this.sourceFeed();
       if (this.abort.signal.aborted) {
         // stop() ran while the servers were starting: close what it could not see yet.
         await this.healthz?.close();
@@ -254,7 +251,7 @@ export class Daemon {
       await source.start(feed);
       // Upstream's birth cry, once the informers run.
       this.p.events?.eventf(nodeRef(this.p.nodeName), 'Normal', 'Starting', 'StartKubeProxy', '');
-      this.loop.start(source.waitForSync(this.abort.signal));
+      this.loop.start(nodeWait.gate(source.waitForSync(this.abort.signal), this.abort.signal));
       this.drift = proxiers.watchDrift?.(
         (why) => this.loop.repair(why),
         () => this.loop.isSyncing(),
@@ -269,6 +266,31 @@ export class Daemon {
       await this.stop().catch(() => undefined);
       throw e;
     }
+  }
+
+  /** What the source feeds: the trackers, and the first sync's wait for this node's Node. */
+  private sourceFeed(): { feed: SourceHandler; nodeWait: NodeWait } {
+    const trackersFeed = trackerFeed({
+      trackers: [...this.trackers.values()],
+      changed: () => this.loop.changed(),
+      health: this.health,
+      metrics: this.p.metrics,
+      logger: this.log,
+    });
+    const nodeWait = new NodeWait({
+      nodeName: this.p.nodeName,
+      timeoutMs: this.p.nodeWaitMs ?? 0,
+      clock: this.p.clock,
+      logger: this.log,
+    });
+    const feed: SourceHandler = {
+      ...trackersFeed,
+      onNode: (node) => {
+        trackersFeed.onNode(node);
+        nodeWait.node(node);
+      },
+    };
+    return { feed, nodeWait };
   }
 
   /** The control socket is a diagnostic: a daemon that cannot open it still proxies (said once). */

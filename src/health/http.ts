@@ -4,6 +4,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { applyHttpLimits, HTTP_SERVER_OPTIONS } from './http-limits.ts';
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -18,9 +19,9 @@ export type ListenFn = (host: string, port: number, handler: HttpHandler) => Pro
 
 export const nodeHttpListen: ListenFn = (host, port, handler) =>
   new Promise((resolve, reject) => {
-    const server: Server = createServer(handler);
-    // Probes must not keep sockets around for long.
-    server.keepAliveTimeout = 5000;
+    const server: Server = createServer(HTTP_SERVER_OPTIONS, handler);
+    // Probes must not keep sockets around for long, nor any number of clients starve the sync loop.
+    applyHttpLimits(server);
     const onError = (err: Error) => reject(err);
     server.once('error', onError);
     server.listen({ host: host === '' ? undefined : host, port, exclusive: true }, () => {

@@ -1,12 +1,16 @@
 // The metrics HTTP server (upstream's default 127.0.0.1:10249): /metrics rendered by
 // prom-client, plus what upstream serves on the same port: /healthz ("ok", the process
 // answers), /proxyMode (the mode as plain text) and /configz (the effective configuration).
+// Serving is bounded (render-cache.ts, http-limits.ts) so that no number of clients starves
+// the sync loop sharing the event loop.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../base/logger.ts';
 import { nullLogger } from '../base/logger.ts';
+import { applyHttpLimits, HTTP_SERVER_OPTIONS } from '../health/http-limits.ts';
 import type { ProxyMetrics } from './metrics.ts';
+import { PacedRenderCache } from './render-cache.ts';
 
 export interface MetricsServerOptions {
   /** "host:port" or "[v6]:port"; port 0 picks a free port (tests). */
@@ -16,6 +20,10 @@ export interface MetricsServerOptions {
   /** Returns the object served at /configz; omit to not serve it. */
   configz?: () => unknown;
   logger?: Logger;
+  /** How long a /metrics render is reused; default 1 s. */
+  renderMaxAgeMs?: number;
+  /** /metrics responses per second at most; default 20 (later requests wait their turn). */
+  metricsPerSecond?: number;
 }
 
 export interface MetricsServer {
@@ -27,15 +35,21 @@ export interface MetricsServer {
 export async function startMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer> {
   const log = opts.logger ?? nullLogger;
   const { host, port } = parseListenAddress(opts.address);
+  const cache = new PacedRenderCache({
+    render: () => opts.metrics.registry.metrics(),
+    maxAgeMs: opts.renderMaxAgeMs ?? 1000,
+    perSecond: opts.metricsPerSecond ?? 20,
+  });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '/').split('?')[0];
     const send = (code: number, type: string, body: string) => {
+      if (res.destroyed) return;
       res.writeHead(code, { 'Content-Type': type, 'X-Content-Type-Options': 'nosniff' });
       res.end(req.method === 'HEAD' ? undefined : body);
     };
     switch (path) {
       case '/metrics':
-        opts.metrics.registry.metrics().then(
+        cache.get().then(
           (text) => send(200, opts.metrics.registry.contentType, text),
           (err: unknown) => {
             log.error('Rendering metrics failed', { op: 'GET /metrics', err });
@@ -58,13 +72,17 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
     }
     send(404, 'text/plain; charset=utf-8', '404 page not found\n');
   };
-  const server = createServer(handler);
+  const server = createServer(HTTP_SERVER_OPTIONS, handler);
+  applyHttpLimits(server);
   await listen(server, host, port);
   const bound = (server.address() as AddressInfo).port;
   log.info('Serving metrics', { address: opts.address, port: bound });
   return {
     port: bound,
-    close: () => closeServer(server),
+    close: () => {
+      cache.close();
+      return closeServer(server);
+    },
   };
 }
 

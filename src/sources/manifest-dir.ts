@@ -27,7 +27,8 @@ import { watch as fsWatch } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Node as YamlNode } from 'yaml';
-import { isMap, isSeq, LineCounter, parseAllDocuments } from 'yaml';
+import type { Document } from 'yaml';
+import { Composer, isMap, isSeq, LineCounter, Parser } from 'yaml';
 import type { Clock, TimerHandle } from '../base/clock.ts';
 import { systemClock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
@@ -93,89 +94,96 @@ const slot = (kind: string, key: string) => `${kind}\u0000${key}`;
 /**
  * Parses one manifest file's text. Pure; exported for tests. `previous` is the file's last
  * good content: a structurally invalid object that was valid there is carried over.
+ *
+ * Documents are composed and converted one at a time (yaml's Parser and Composer are
+ * generators), so a file of thousands of documents never has all their syntax trees in
+ * memory at once: only the compact objects it yields are kept.
  */
 export function parseManifest(text: string, previous?: ReadonlyMap<string, ParsedObject>): ParseResult {
   const lc = new LineCounter();
-  const docs = parseAllDocuments(text, { lineCounter: lc, uniqueKeys: true });
+  const composer = new Composer({ uniqueKeys: true });
   const result: ParseResult = { objects: [], rejects: [] };
-  const lineOf = (node: { range?: [number, number, number] | null } | null | undefined, fallback = 1) =>
-    node?.range ? lc.linePos(node.range[0]).line : fallback;
-  if (!Array.isArray(docs)) return result; // an empty stream
-  for (const doc of docs) {
-    const err = doc.errors[0];
-    if (err) {
-      const pos = err.linePos?.[0];
-      const first = err.message.split('\n')[0] ?? err.message;
-      result.error = {
-        line: pos?.line ?? 1,
-        column: pos?.col ?? 1,
-        message: first.replace(/ at line \d+, column \d+:?$/, ''),
-      };
-      return result;
-    }
-  }
-  const items: { raw: unknown; line: number }[] = [];
-  for (const doc of docs) {
-    let js: unknown;
-    try {
-      js = doc.toJS({ maxAliasCount: 100 });
-    } catch (e) {
-      const line = lineOf(doc.contents as YamlNode | null);
-      result.error = { line, column: 1, message: (e as Error).message };
-      return result;
-    }
-    if (js === null || js === undefined) continue;
-    const docLine = lineOf(doc.contents as YamlNode | null);
-    const kind = typeof js === 'object' && !Array.isArray(js) ? (js as { kind?: unknown }).kind : undefined;
-    if (typeof kind === 'string' && kind.endsWith('List') && Array.isArray((js as { items?: unknown }).items)) {
-      const list = (js as { items: unknown[] }).items;
-      const seq = isMap(doc.contents) ? doc.contents.get('items', true) : undefined;
-      list.forEach((raw, i) => {
-        const node = isSeq(seq) ? (seq.items[i] as YamlNode | undefined) : undefined;
-        items.push({ raw, line: lineOf(node, docLine) });
-      });
-    } else {
-      items.push({ raw: js, line: docLine });
-    }
-  }
   const seen = new Set<string>();
-  for (const { raw, line } of items) {
-    const kind = typeof raw === 'object' && raw !== null ? (raw as { kind?: unknown }).kind : undefined;
-    if (typeof kind !== 'string' || !(SOURCE_KINDS as readonly string[]).includes(kind)) {
-      result.rejects.push({
-        line,
-        kind: typeof kind === 'string' ? kind : '(none)',
-        key: undefined,
-        reason: typeof kind === 'string' ? `unsupported kind ${kind}` : 'no kind',
-      });
-      continue;
-    }
-    const k = kind as SourceKind;
-    let input = raw as Record<string, unknown>;
-    const meta = input['metadata'];
-    if (NAMESPACED[k] && typeof meta === 'object' && meta !== null && !Array.isArray(meta)) {
-      const m = meta as Record<string, unknown>;
-      if (m['namespace'] === undefined || m['namespace'] === null)
-        input = { ...input, metadata: { ...m, namespace: 'default' } };
-    }
-    const c = CONVERTERS[k](input);
-    if (!c.ok) {
-      result.rejects.push({ line, kind: k, key: c.key, reason: c.reason });
-      const had = c.key !== undefined ? previous?.get(slot(k, c.key)) : undefined;
-      if (had && !seen.has(slot(k, had.key))) {
-        seen.add(slot(k, had.key));
-        result.objects.push(had);
-      }
-      continue;
-    }
-    if (seen.has(slot(k, c.key))) {
-      result.rejects.push({ line, kind: k, key: c.key, reason: 'defined twice in this file' });
-      continue;
-    }
-    seen.add(slot(k, c.key));
-    result.objects.push({ kind: k, key: c.key, obj: c.obj, json: JSON.stringify(c.obj), line });
+  for (const doc of composer.compose(new Parser(lc.addNewLine).parse(text))) {
+    const items = documentItems(doc, lc);
+    if ('error' in items) return { ...result, error: items.error };
+    for (const item of items) convertItem(item, previous, seen, result);
   }
   return result;
+}
+
+/** One document's objects (a `kind: *List` document's items) with their lines, or why it does not parse. */
+function documentItems(doc: Document.Parsed, lc: LineCounter): { raw: unknown; line: number }[] | { error: Problem } {
+  const lineOf = (node: { range?: [number, number, number] | null } | null | undefined, fallback = 1) =>
+    node?.range ? lc.linePos(node.range[0]).line : fallback;
+  const err = doc.errors[0];
+  if (err) {
+    const pos = lc.linePos(err.pos[0]);
+    const first = err.message.split('\n')[0] ?? err.message;
+    return {
+      error: { line: pos.line, column: pos.col, message: first.replace(/ at line \d+, column \d+:?$/, '') },
+    };
+  }
+  let js: unknown;
+  try {
+    js = doc.toJS({ maxAliasCount: 100 });
+  } catch (e) {
+    return { error: { line: lineOf(doc.contents as YamlNode | null), column: 1, message: (e as Error).message } };
+  }
+  if (js === null || js === undefined) return [];
+  const docLine = lineOf(doc.contents as YamlNode | null);
+  const kind = typeof js === 'object' && !Array.isArray(js) ? (js as { kind?: unknown }).kind : undefined;
+  if (typeof kind === 'string' && kind.endsWith('List') && Array.isArray((js as { items?: unknown }).items)) {
+    const seq = isMap(doc.contents) ? doc.contents.get('items', true) : undefined;
+    return (js as { items: unknown[] }).items.map((raw, i) => {
+      const node = isSeq(seq) ? (seq.items[i] as YamlNode | undefined) : undefined;
+      return { raw, line: lineOf(node, docLine) };
+    });
+  }
+  return [{ raw: js, line: docLine }];
+}
+
+/** Converts one object to its compact form into `result` (or records why it was skipped). */
+function convertItem(
+  { raw, line }: { raw: unknown; line: number },
+  previous: ReadonlyMap<string, ParsedObject> | undefined,
+  seen: Set<string>,
+  result: ParseResult,
+): void {
+  const kind = typeof raw === 'object' && raw !== null ? (raw as { kind?: unknown }).kind : undefined;
+  if (typeof kind !== 'string' || !(SOURCE_KINDS as readonly string[]).includes(kind)) {
+    result.rejects.push({
+      line,
+      kind: typeof kind === 'string' ? kind : '(none)',
+      key: undefined,
+      reason: typeof kind === 'string' ? `unsupported kind ${kind}` : 'no kind',
+    });
+    return;
+  }
+  const k = kind as SourceKind;
+  let input = raw as Record<string, unknown>;
+  const meta = input['metadata'];
+  if (NAMESPACED[k] && typeof meta === 'object' && meta !== null && !Array.isArray(meta)) {
+    const m = meta as Record<string, unknown>;
+    if (m['namespace'] === undefined || m['namespace'] === null)
+      input = { ...input, metadata: { ...m, namespace: 'default' } };
+  }
+  const c = CONVERTERS[k](input);
+  if (!c.ok) {
+    result.rejects.push({ line, kind: k, key: c.key, reason: c.reason });
+    const had = c.key !== undefined ? previous?.get(slot(k, c.key)) : undefined;
+    if (had && !seen.has(slot(k, had.key))) {
+      seen.add(slot(k, had.key));
+      result.objects.push(had);
+    }
+    return;
+  }
+  if (seen.has(slot(k, c.key))) {
+    result.rejects.push({ line, kind: k, key: c.key, reason: 'defined twice in this file' });
+    return;
+  }
+  seen.add(slot(k, c.key));
+  result.objects.push({ kind: k, key: c.key, obj: c.obj, json: JSON.stringify(c.obj), line });
 }
 
 export class ManifestDirSource implements Source {
@@ -347,8 +355,10 @@ export class ManifestDirSource implements Source {
       this.files.set(name, next);
       let problem: Problem | undefined;
       let parsed: ParseResult | undefined;
-      if (st.size > BigInt(this.o.maxFileBytes ?? 8 << 20)) {
-        problem = { line: 1, column: 1, message: `file is larger than ${this.o.maxFileBytes ?? 8 << 20} bytes` };
+      const maxBytes = this.o.maxFileBytes ?? 8 << 20;
+      if (st.size > BigInt(maxBytes)) {
+        const message = `file is ${st.size} bytes, over the limit of ${maxBytes} bytes per manifest file (split it)`;
+        problem = { line: 1, column: 1, message };
       } else {
         let text: string | undefined;
         try {

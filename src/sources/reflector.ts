@@ -57,6 +57,16 @@ export function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<vo
   });
 }
 
+/**
+ * A watch that brought nothing, not even a bookmark, for this long is presumed hung (the
+ * connection open, the server or a middlebox silent) and re-established from its last
+ * resourceVersion. kube-apiserver's watch cache sends a bookmark about every minute to a watch
+ * that allows them; client-go notices a dead HTTP/2 connection by its pings within about 45 s,
+ * which HTTP/1.1 does not have. A server that sends no periodic bookmarks costs one cheap
+ * re-watch (no relist) per quiet watch per period.
+ */
+const WATCH_IDLE_MS = 90_000;
+
 /** An AbortSignal that aborts after ms on the clock (AbortSignal.timeout ignores our Clock). */
 function clockTimeout(
   clock: Clock,
@@ -107,7 +117,7 @@ export interface ReflectorOptions<T> {
   resyncPeriodMs?: number;
   /** Watches ask the server to end them after [min, 2*min) seconds, as client-go does. Default 300. */
   minWatchTimeoutSeconds?: number;
-  /** A watch with no event for this long is abandoned and reopened. Default: its timeout + 30 s. */
+  /** A watch with no event for this long is abandoned and reopened. Default: 90 s (WATCH_IDLE_MS). */
   watchIdleTimeoutMs?: number;
   /** Each list page must answer within this. Default 60 s. */
   listTimeoutMs?: number;
@@ -405,7 +415,7 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
     const min = this.o.minWatchTimeoutSeconds ?? 300;
     const random = this.o.random ?? Math.random;
     const timeoutSeconds = Math.floor(min * (1 + random()));
-    const idleMs = this.o.watchIdleTimeoutMs ?? timeoutSeconds * 1000 + 30_000;
+    const idleMs = this.o.watchIdleTimeoutMs ?? Math.min(timeoutSeconds * 1000 + 30_000, WATCH_IDLE_MS);
     const idle = clockTimeout(this.o.clock, idleMs, `watch ${this.o.path} idle for ${idleMs} ms`);
     const started = this.o.clock.now();
     let count = 0;

@@ -77,6 +77,11 @@ export const REGISTRY: readonly Entry[] = [
     load: async () => (await import('./traffic.ts')).bench,
   },
   {
+    name: 'soak',
+    summary: 'the daemon under 2 minutes of endpoint churn: RSS and open fds per round (issue 18)',
+    load: async () => (await import('./soak.ts')).bench,
+  },
+  {
     name: 'conntrack',
     summary: 'stale UDP entries deleted vs `conntrack -D` (issue 6)',
     load: async () => (await import('./conntrack-suite.ts')).bench,

@@ -20,9 +20,9 @@
 //
 // What tests control: mutations (create/update/upsert/remove, each taking the next global
 // resourceVersion), compact(), bookmark(), dropWatches() (cut every open watch mid-stream,
-// no terminating chunk), closeWatches() (clean end), down (every request's connection is
-// reset), hung (accepts, never answers), responseDelayMs (slow answers), failNext(),
-// disableResource(), and a request log.
+// no terminating chunk), closeWatches() (clean end), stallWatches() (open, silent for good),
+// down (every request's connection is reset), hung (accepts, never answers), responseDelayMs
+// (slow answers), failNext(), disableResource(), and a request log.
 
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -91,6 +91,15 @@ export interface FakeApiServerOptions {
 }
 
 type Requirement = (labels: Record<string, string>) => boolean;
+
+/** metav1.Status reasons of injected failures, as kube-apiserver names them. */
+const FAILURE_REASONS: Record<number, string> = {
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  429: 'TooManyRequests',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
+};
 
 /** Parses a label selector (=, ==, !=, in, notin, exists, !exists). Throws on bad syntax. */
 export function parseLabelSelector(sel: string): Requirement {
@@ -359,6 +368,18 @@ export class FakeApiServer {
     this.isHung = on;
   }
 
+  /**
+   * Every open watch hangs mid-stream: its connection stays open but nothing more is sent on
+   * it, not even the end at timeoutSeconds (a wedged server, or a middlebox that lost the
+   * path). New requests, new watches included, are answered as usual.
+   */
+  stallWatches(): void {
+    for (const w of [...this.watchers]) {
+      this.watchers.delete(w);
+      if (w.timer) clearTimeout(w.timer);
+    }
+  }
+
   /** Ends every open watch cleanly, as the server does at timeoutSeconds. */
   closeWatches(): void {
     for (const w of [...this.watchers]) this.endWatcher(w, true);
@@ -471,7 +492,7 @@ export class FakeApiServer {
     const f = this.failures.find((x) => x.count > 0 && path.startsWith(x.pathPrefix));
     if (f) {
       f.count--;
-      const reason = f.status === 503 ? 'ServiceUnavailable' : f.status === 504 ? 'Timeout' : 'InternalError';
+      const reason = FAILURE_REASONS[f.status] ?? 'InternalError';
       return this.status(res, f.status, reason, 'injected failure', f.causes);
     }
     const m =

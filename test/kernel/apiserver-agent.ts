@@ -40,3 +40,21 @@ export async function stopApiServer(): Promise<void> {
   await server?.close();
   server = undefined;
 }
+
+/** Starts it over plain HTTP (the daemon's --master http://...), holding `objects`; returns its port. */
+export async function startPlainApiServer(objects: KObject[], token?: string): Promise<number> {
+  if (server) throw new Error('the API server is already running in this agent');
+  server = await FakeApiServer.start(token === undefined ? {} : { token });
+  for (const o of objects) server.create(o);
+  return Number(new URL(server.url).port);
+}
+
+/** Makes the next `count` requests fail with `status` (a metav1.Status body). */
+export function apiFailNext(count: number, status: number): void {
+  running().failNext(count, status);
+}
+
+/** Hangs the server (accepts, never answers; open watches cut) or lets it answer again. */
+export function apiHung(on: boolean): void {
+  running().hung = on;
+}

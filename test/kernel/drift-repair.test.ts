@@ -78,6 +78,7 @@ test.serial('drift repair: our table deleted, the ruleset flushed, a map flushed
   await tamper('nft flush map ip kube-proxy-ts service-ips', 'flush', 'map', 'ip', 'kube-proxy-ts', 'service-ips');
 
   // A rule added by hand that drops the Service's traffic: the repair rewrites the chain.
+  const handStart = Date.now();
   const hand = await c.node.exec('nft', [
     'insert',
     'rule',
@@ -99,6 +100,7 @@ test.serial('drift repair: our table deleted, the ruleset flushed, a map flushed
     10_000,
     20,
   );
+  t.log(`a rule added by hand: gone again ${Date.now() - handStart} ms after nft was started`);
   t.truthy(await answers());
   t.regex(d.log(), /changed by someone else; repairing now/);
 });

@@ -354,6 +354,23 @@ test('a watch that stays idle past its deadline is reopened', async (t) => {
   await waitFor(() => h.rec.services.has('default/after'), 'still watching');
 });
 
+test('a watch that hangs mid-stream (open, silent) is detected by its idle deadline and re-established', async (t) => {
+  const h = await harness(t, (s) => s.create(svc('default', 'web')), { watchIdleTimeoutMs: 300 });
+  await h.source.waitForSync(AbortSignal.timeout(10_000));
+  await waitFor(() => h.server.watchCount('Service') === 1, 'watch open');
+  const watches = () => h.server.requests.filter((r) => r.path === '/api/v1/services' && r.watch).length;
+  const lists = () => h.server.requests.filter((r) => r.path === '/api/v1/services' && !r.watch).length;
+  const before = watches();
+  const listsBefore = lists();
+  h.server.stallWatches();
+  // A change the hung stream never delivers: it arrives through the re-established watch.
+  h.server.create(svc('default', 'during'));
+  await waitFor(() => h.rec.services.has('default/during'), 'the change seen after the watch was re-established');
+  t.true(watches() > before, 'a new watch was opened');
+  t.true(h.logger.records.some((r) => r.msg === 'watch idle; reopening'));
+  t.is(lists(), listsBefore, 'resumed from its resourceVersion, no relist');
+});
+
 test('watches ask for bookmarks and a bounded server-side timeout', async (t) => {
   const h = await harness(t, () => {}, { minWatchTimeoutSeconds: 300 });
   await h.source.waitForSync(AbortSignal.timeout(10_000));

@@ -337,3 +337,26 @@ test('a directory that disappears keeps what was loaded; when it is back, it is 
   t.true(rec.services.has('default/c'));
   t.deepEqual(rec.violations, []);
 });
+
+test('a file over the size limit is refused by name and limit; the others keep working', async (t) => {
+  const h = await harness(t, { 'a.yaml': service('a', 80) }, { maxFileBytes: 4096 });
+  const big = Array.from({ length: 100 }, (_, i) => service(`big-${i}`, 80)).join('---\n');
+  await writeFile(join(h.dir, 'big.yaml'), big);
+  await writeFile(join(h.dir, 'b.yaml'), service('b', 81));
+  await waitFor(() => h.rec.services.has('default/b'), 'b loaded');
+  await waitFor(() => h.logger.records.some((r) => r.fields['file'] === 'big.yaml'), 'big.yaml refused');
+  const warn = h.logger.records.find((r) => r.level === 'warn' && r.fields['file'] === 'big.yaml')!;
+  t.regex(warn.msg, new RegExp(`^manifest big\\.yaml:1:1: file is ${big.length} bytes, over the limit of 4096 bytes`));
+  t.false([...h.rec.services.keys()].some((k) => k.startsWith('default/big-')));
+  t.true(h.rec.services.has('default/a'));
+});
+
+test('documents are parsed one at a time: a later broken document refuses the whole file, with its line', (t) => {
+  const docs = Array.from({ length: 50 }, (_, i) => service(`s-${i}`, 80 + i));
+  const r = parseManifest(docs.join('---\n'));
+  t.is(r.objects.length, 50);
+  t.is(r.error, undefined);
+  const broken = parseManifest([...docs, 'kind: Service\nmetadata: [oops\n'].join('---\n'));
+  t.truthy(broken.error);
+  t.true(broken.error!.line > 400, `the error is in the last document, line ${broken.error!.line}`);
+});
