@@ -23,6 +23,9 @@
 #define MAX_CHUNKS 1024      /* IOV_MAX on Linux */
 #define READS_PER_WAKEUP 64  /* then yield to the event loop; the poll is level-triggered */
 #define PEEK_FLOOR 4096      /* the scratch buffer never shrinks below this */
+#define MAX_UNEXPLAINED 16
+#define DRAIN_MAX 65536      /* datagrams read after an overrun before it is reported */
+#define READ_OVERRUN 2
 
 typedef struct {
   napi_env env;
@@ -37,6 +40,7 @@ typedef struct {
   napi_ref on_message;
   napi_ref on_error;
   napi_async_context async_ctx;
+  int unexplained_errors; /* poll errors in a row that SO_ERROR did not explain */
 } nlsock;
 
 static void maybe_free(nlsock *s) {
@@ -138,7 +142,10 @@ static ssize_t recv_retry(int fd, void *buf, size_t len, int flags) {
   return n;
 }
 
-/* Reads one datagram. Returns 1 when one was handled, 0 when the queue is empty, -1 to stop. */
+/*
+ * Reads one datagram. Returns 1 when one was handled, 0 when the queue is empty, -1 to stop,
+ * READ_OVERRUN when recvmsg reported ENOBUFS.
+ */
 static int read_one(nlsock *s) {
   size_t want = s->fixed_bytes;
   if (want == 0) {
@@ -175,27 +182,67 @@ static int read_one(nlsock *s) {
 
 failed:
   if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-  {
-    int err = errno;
-    report_errno(s, err, "recvmsg");
-    /* ENOBUFS is the kernel telling us it dropped replies; the socket goes on working. */
-    if (s->fd < 0) return -1;
-    return err == ENOBUFS ? 1 : -1;
-  }
+  /* The kernel dropped datagrams for us; the caller drains the queue, then reports it. */
+  if (errno == ENOBUFS) return READ_OVERRUN;
+  report_errno(s, errno, "recvmsg");
+  return -1;
 }
 
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/*
+ * libuv turns EPOLLERR into status UV_EBADF and stops the handle. On a netlink socket
+ * EPOLLERR means a pending socket error, in practice ENOBUFS (the kernel dropped datagrams
+ * because the receive queue was full). SO_ERROR reads and clears it, and the poll is started
+ * again: the datagrams still queued are valid. Returns the error, 0 if SO_ERROR had none,
+ * -1 to stop.
+ */
+static int recover_poll(nlsock *s, int status) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err == 0) {
+    report_errno(s, -status, "uv_poll");
+    /* An error that SO_ERROR does not explain and that keeps coming back: stop, rather than spin. */
+    if (++s->unexplained_errors > MAX_UNEXPLAINED) close_socket(s);
+  }
+  if (s->fd < 0) return -1;
+  int rc = uv_poll_start(&s->poll, UV_READABLE, on_poll);
+  if (rc != 0) {
+    report_errno(s, -rc, "uv_poll_start");
+    return -1;
+  }
+  return err;
+}
+
+/*
+ * After an overrun the kernel drops every new datagram for this socket until a read empties
+ * its queue (NETLINK_S_CONGESTED). So the queue is drained (bounded) before the error goes
+ * to JavaScript: a request its handler sends then gets its reply.
+ */
 static void on_poll(uv_poll_t *h, int status, int events) {
   (void)events;
   nlsock *s = h->data;
   if (s->fd < 0 || !s->listening) return;
   napi_handle_scope scope;
   napi_open_handle_scope(s->env, &scope);
+  int pending = 0;
   if (status < 0) {
-    report_errno(s, -status, "uv_poll");
+    pending = recover_poll(s, status);
   } else {
-    for (int i = 0; i < READS_PER_WAKEUP && s->fd >= 0; i++)
-      if (read_one(s) <= 0) break;
+    s->unexplained_errors = 0;
   }
+  int limit = pending > 0 ? DRAIN_MAX : READS_PER_WAKEUP;
+  for (int i = 0; pending >= 0 && i < limit && s->fd >= 0; i++) {
+    int r = read_one(s);
+    if (r == READ_OVERRUN) {
+      pending = ENOBUFS;
+      limit = DRAIN_MAX;
+    } else if (r <= 0) {
+      break;
+    }
+  }
+  if (pending > 0 && s->fd >= 0) report_errno(s, pending, "recvmsg");
   napi_close_handle_scope(s->env, scope);
 }
 
