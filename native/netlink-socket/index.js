@@ -1,3 +1,4 @@
-'use strict';
-// Loads the addon node-gyp built (build/Release), the only place `npm ci` puts it.
-module.exports = require('./build/Release/netlink_socket.node');
+// The addon node-gyp built: `npm ci` runs `node-gyp rebuild` here (package.json "install").
+import { createRequire } from 'node:module';
+
+export const { NetlinkSocket } = createRequire(import.meta.url)('./build/Release/netlink_socket.node');

@@ -2,7 +2,7 @@
 // native/netlink-socket (socket, sendmsg, recvmsg on a libuv poll, setsockopt); tests
 // substitute a function-backed fake kernel (fake-kernel.ts).
 
-import { createRequire } from 'node:module';
+import { NetlinkSocket } from 'netlink-socket';
 import { errnoName } from './errors.ts';
 
 export interface SocketFailure {
@@ -78,25 +78,12 @@ const NETLINK_ADD_MEMBERSHIP = 1;
 const NETLINK_CAP_ACK = 10;
 const NETLINK_EXT_ACK = 11;
 
-/** The addon's socket (native/netlink-socket/src/netlink_socket.c). Methods throw NativeErr-shaped errors. */
-interface NativeSocket {
-  readonly port: number;
-  send(chunks: Uint8Array[]): number;
-  listen(onMessage: (buf: Buffer) => void, onError: (err: NativeErr) => void, fixedBytes: number): void;
-  setsockopt(level: number, name: number, value: number): void;
-  getsockopt(level: number, name: number): number;
-  unref(): void;
-  close(): void;
-}
+type NativeSocket = NetlinkSocket;
 
 interface NativeErr {
   errno?: number;
   code?: string;
 }
-
-const { NetlinkSocket } = createRequire(import.meta.url)('netlink-socket') as {
-  NetlinkSocket: new (protocol: number) => NativeSocket;
-};
 
 const toFailure = (e: NativeErr): SocketFailure => {
   const errno = Math.abs(e.errno ?? 0);

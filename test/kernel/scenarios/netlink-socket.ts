@@ -8,6 +8,8 @@ import type { OutMessage, SocketOptions } from '../../../src/netlink/core/index.
 import { errorView } from './outcomes.ts';
 import type { ErrorView } from './outcomes.ts';
 
+export type { ErrorView };
+
 const NETLINK_ROUTE = 0;
 const NETLINK_NETFILTER = 12;
 const RTM_GETLINK = 18;
