@@ -8,6 +8,7 @@ import { nullLogger } from '../../src/base/logger.ts';
 import type { EndpointSlice, Service } from '../../src/model/k8s.ts';
 import { ChangeTracker } from '../../src/model/index.ts';
 import { connect, Protocol } from '../../src/netlink/core/index.ts';
+import type { SocketOptions } from '../../src/netlink/core/index.ts';
 import { NftClient } from '../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../src/netlink/nftables/iptables/rule.ts';
 import { rulesetToSave } from '../../src/netlink/nftables/iptables/save.ts';
@@ -57,9 +58,10 @@ function newTracker(): ChangeTracker {
   );
 }
 
-export function start(size: number): void {
+/** `sock`: socket options to compare (buffer sizes, forceBuffers); the daemon's by default. */
+export function start(size: number, sock: SocketOptions = {}): void {
   conn?.close();
-  conn = connect(Protocol.NETFILTER, { timeoutMs: 600_000, recvMessageBytes: IPTABLES_RECV_BYTES });
+  conn = connect(Protocol.NETFILTER, { timeoutMs: 600_000, recvMessageBytes: IPTABLES_RECV_BYTES, ...sock });
   const tables: IptTable[] = ['nat', 'filter', 'mangle'];
   const clients = new Map(tables.map((table) => [table, new NftClient({ family: 'ip', table, transport: conn! })]));
   proxier = new IptablesProxier({
