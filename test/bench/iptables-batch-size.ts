@@ -39,7 +39,8 @@ for (let r = 0; r < runs; r++) {
     const c = await once(n, sock);
     console.log(
       `${n} Services, ${name}: total ${formatMs(c.totalMs)}, kernel ${formatMs(c.kernelMs)}, ` +
-        `plan ${formatMs(c.planMs)}, ${c.batches} batches, longest ${formatMs(c.longestBatchMs)}`,
+        `plan ${formatMs(c.planMs)}, ${c.batches} batches, longest ${formatMs(c.longestBatchMs)}; ` +
+        `CPU user ${formatMs(c.cpu!.userMs)}, system ${formatMs(c.cpu!.systemMs)}`,
     );
   }
 }
