@@ -186,11 +186,12 @@ export function iptablesClients(family: IPFamily, conn: NetlinkConnection): Map<
 /**
  * SO_SNDBUF(FORCE) for the iptables mode's socket: 4 MiB, which the kernel doubles, so full-sync
  * batches of up to 8 MiB whatever net.core.wmem_max says (Debian's stock 212,992 would cut them
- * to 416 KiB). Cold full sync at 10,000 Services (test/bench/iptables-batch-size.ts): 286
- * batches and 47.7 s of kernel time at the stock cap, 15 batches and 31.4 s at 8 MiB, one batch
- * and 30.1 s when the whole ruleset goes at once (as iptables-nft-restore sends it) but holding
- * the nf_tables lock 4.7 s instead of at most 2.2 s. The receive buffer is forced alike (16 MiB),
- * so that a partial sync's echoes, budgeted at a quarter of the send buffer, fit.
+ * to 416 KiB). Cold full sync at 10,000 Services (test/bench/iptables-batch-size.ts, 3 runs on
+ * a loaded machine): at the stock cap 286 batches and 8.6-10.1 s of system CPU (every commit
+ * validates the table again); at 8 MiB 15 batches and 3.4-3.6 s; the whole ruleset in one
+ * batch, as iptables-nft-restore sends it, 2.9-3.6 s but 2-3 s more user CPU and the nf_tables
+ * lock held 4.7-7.3 s at once instead of at most 2.2 s. The receive buffer is forced alike
+ * (16 MiB), so that a partial sync's echoes, budgeted at a quarter of the send buffer, fit.
  */
 const IPTABLES_SEND_BYTES = 4 << 20;
 
