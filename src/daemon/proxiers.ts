@@ -186,7 +186,7 @@ export function iptablesClients(family: IPFamily, conn: NetlinkConnection): Map<
 /**
  * SO_SNDBUF(FORCE) for the iptables mode's socket: 4 MiB, which the kernel doubles, so full-sync
  * batches of up to 8 MiB whatever net.core.wmem_max says (Debian's stock 212,992 would cut them
- * to 416 KiB). Cold full sync at 10,000 Services (test/bench/iptables-batch-size.ts, 3 runs on
+ * to 416 KiB). Cold full sync at 10,000 Services (test/bench/iptables-batch-size.ts, 2 runs on
  * a loaded machine): at the stock cap 286 batches and 8.6-10.1 s of system CPU (every commit
  * validates the table again); at 8 MiB 15 batches and 3.4-3.6 s; the whole ruleset in one
  * batch, as iptables-nft-restore sends it, 2.9-3.6 s but 2-3 s more user CPU and the nf_tables
