@@ -11,7 +11,7 @@ const src = join(root, 'src');
 
 interface Edge {
   from: string; // src-relative file
-  to: string; // src-relative file, or a package name ("netlink", "node:fs")
+  to: string; // src-relative file, or a package name ("netlink-socket", "node:fs")
   typeOnly: boolean;
 }
 
@@ -81,7 +81,6 @@ const IO_MODULES = [
   'node:fs',
   'node:fs/promises',
   'node:child_process',
-  'netlink',
   'netlink-socket',
   '@kubernetes/client-node',
   'winston',
