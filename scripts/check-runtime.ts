@@ -7,7 +7,7 @@ const problems: string[] = [];
 const major = Number(process.versions.node.split('.')[0]);
 if (major !== 24)
   problems.push(`running on Node ${process.version}, expected the pinned Node 24 (node_modules/.bin/node)`);
-for (const addon of ['netlink', 'sd-notify']) {
+for (const addon of ['netlink-socket', 'sd-notify']) {
   try {
     require(addon);
   } catch (err) {
@@ -19,4 +19,4 @@ if (problems.length > 0) {
   console.error('check-runtime: run scripts/setup.sh to (re)install dependencies');
   process.exit(1);
 }
-console.log(`check-runtime: Node ${process.version}, netlink and sd-notify load`);
+console.log(`check-runtime: Node ${process.version}, netlink-socket and sd-notify load`);

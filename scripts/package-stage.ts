@@ -38,6 +38,9 @@ const REPO = resolve(import.meta.dirname, '..');
 export const LIBDIR = 'usr/lib/kube-proxy-ts';
 
 interface LockPackage {
+  /** A `file:` dependency: node_modules/<name> links to the lock entry `resolved` (native/...). */
+  link?: boolean;
+  resolved?: string;
   dev?: boolean;
   optional?: boolean;
   devOptional?: boolean;
@@ -45,10 +48,14 @@ interface LockPackage {
   cpu?: string[];
 }
 
-/** The lock entries ("node_modules/a", "node_modules/a/node_modules/b") production needs. */
+/**
+ * The lock entries ("node_modules/a", "node_modules/a/node_modules/b") production needs. A
+ * local package (native/netlink-socket) is staged through its node_modules/ link, never under
+ * its own path.
+ */
 export function productionPackages(lock: { packages: Record<string, LockPackage> }): string[] {
   return Object.entries(lock.packages)
-    .filter(([path, p]) => path !== '' && p.dev !== true && p.devOptional !== true)
+    .filter(([path, p]) => /(^|\/)node_modules\//.test(path) && p.dev !== true && p.devOptional !== true)
     .map(([path]) => path)
     .sort();
 }
@@ -87,7 +94,7 @@ export function keepFile(pkg: string, rel: string, arch = process.arch, gyp = fa
   if (short === 'node') return rel === 'package.json' || rel === 'bin/node' || /^licen[cs]e/i.test(rel);
   // Prebuilt addons (netlink; the bare-* helpers tar-fs pulls in): only this platform's.
   if (parts[0] === 'prebuilds') return parts[1] === `linux-${NODE_ARCH[arch] ?? arch}`;
-  if (short === 'netlink' && parts[0] === 'src') return false; // C++ sources of the prebuilt addon
+  if ((short === 'netlink' || short === 'netlink-socket') && parts[0] === 'src') return false; // the addons' C/C++ sources
   if (gyp && parts[0] === 'build') return parts.length === 3 && parts[1] === 'Release' && name.endsWith('.node'); // node-gyp output: only the addon
   return true;
 }

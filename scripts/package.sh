@@ -30,7 +30,7 @@ if $if_stale; then
   rpm=$(ls "$out"/kube-proxy-ts-"$version"-*.rpm 2>/dev/null | head -n1 || true)
   if [ -n "$deb" ] && [ -n "$rpm" ]; then
     oldest=$deb; [ "$rpm" -ot "$deb" ] && oldest=$rpm
-    newer=$(cd "$repo" && find bin src debian systemd packaging scripts package.json package-lock.json \
+    newer=$(cd "$repo" && find bin src native/netlink-socket/src native/netlink-socket/binding.gyp debian systemd packaging scripts package.json package-lock.json \
       node_modules/.package-lock.json -newer "$oldest" -print -quit 2>/dev/null || true)
     if [ -z "$newer" ]; then
       echo "package: up to date: $deb $rpm"

@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 
 # System packages:
-# - libsystemd-dev, g++, make, python3: build the sd-notify addon (python3 also runs the
-#   kernel tests' SCTP client and backend, test/kernel/scenarios/sctp.py);
+# - libsystemd-dev, g++, make, python3: build the sd-notify addon and our netlink socket
+#   addon (native/netlink-socket, C; npm ci runs its node-gyp build); python3 also runs the
+#   kernel tests' SCTP client and backend, test/kernel/scenarios/sctp.py;
 # - iproute2: test namespaces; nftables, ipset, ipvsadm, conntrack, iptables: independent
 #   readers used by the tests only (the daemon never runs them);
 # - qemu-system-x86, busybox-static, cpio, kmod: boot Debian's stock kernel for VM tests.

@@ -8,6 +8,7 @@ import { nullLogger } from '../../src/base/logger.ts';
 import type { EndpointSlice, Service } from '../../src/model/k8s.ts';
 import { ChangeTracker } from '../../src/model/index.ts';
 import { connect, Protocol } from '../../src/netlink/core/index.ts';
+import type { SocketOptions } from '../../src/netlink/core/index.ts';
 import { NftClient } from '../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../src/netlink/nftables/iptables/rule.ts';
 import { rulesetToSave } from '../../src/netlink/nftables/iptables/save.ts';
@@ -39,6 +40,8 @@ export interface SyncTiming {
   batches: number;
   longestBatchMs: number;
   full: boolean;
+  /** CPU of the whole sync, in this process: nf_tables runs a batch in its sender's sendmsg (system time). */
+  cpu?: { userMs: number; systemMs: number };
 }
 
 let conn: ReturnType<typeof connect> | undefined;
@@ -57,9 +60,10 @@ function newTracker(): ChangeTracker {
   );
 }
 
-export function start(size: number): void {
+/** `sock`: socket options to compare (buffer sizes, forceBuffers); the daemon's by default. */
+export function start(size: number, sock: SocketOptions = {}): void {
   conn?.close();
-  conn = connect(Protocol.NETFILTER, { timeoutMs: 600_000, recvMessageBytes: IPTABLES_RECV_BYTES });
+  conn = connect(Protocol.NETFILTER, { timeoutMs: 600_000, recvMessageBytes: IPTABLES_RECV_BYTES, ...sock });
   const tables: IptTable[] = ['nat', 'filter', 'mangle'];
   const clients = new Map(tables.map((table) => [table, new NftClient({ family: 'ip', table, transport: conn! })]));
   proxier = new IptablesProxier({
@@ -80,6 +84,7 @@ export function start(size: number): void {
 
 export async function fullSync(): Promise<SyncTiming> {
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   for (let i = 0; i < n; i++) {
     tracker!.onService(undefined, services[i]!);
     tracker!.onEndpointSlice(slices[i]!, false);
@@ -88,6 +93,7 @@ export async function fullSync(): Promise<SyncTiming> {
   const t1 = performance.now();
   const r = await proxier!.sync(desired, change, new AbortController().signal);
   if (r.errors.length) throw new Error(r.errors.join('; '));
+  const cpu = process.cpuUsage(cpu0);
   return {
     totalMs: performance.now() - t0,
     modelMs: t1 - t0,
@@ -96,6 +102,7 @@ export async function fullSync(): Promise<SyncTiming> {
     batches: r.batches ?? 0,
     longestBatchMs: r.longestBatchMs ?? 0,
     full: r.full,
+    cpu: { userMs: cpu.user / 1000, systemMs: cpu.system / 1000 },
   };
 }
 

@@ -11,7 +11,7 @@ const src = join(root, 'src');
 
 interface Edge {
   from: string; // src-relative file
-  to: string; // src-relative file, or a package name ("netlink", "node:fs")
+  to: string; // src-relative file, or a package name ("netlink-socket", "node:fs")
   typeOnly: boolean;
 }
 
@@ -81,7 +81,7 @@ const IO_MODULES = [
   'node:fs',
   'node:fs/promises',
   'node:child_process',
-  'netlink',
+  'netlink-socket',
   '@kubernetes/client-node',
   'winston',
   'prom-client',
@@ -100,7 +100,7 @@ function violations(rule: (e: Edge) => string | undefined): string[] {
 
 test('the edge reader sees imports (sanity: the core imports its siblings)', (t) => {
   t.true(edges.some((e) => e.from === 'netlink/core/connection.ts' && e.to === 'netlink/core/bytes.ts'));
-  t.true(edges.some((e) => e.from === 'netlink/core/raw-socket.ts' && e.to === 'netlink'));
+  t.true(edges.some((e) => e.from === 'netlink/core/raw-socket.ts' && e.to === 'netlink-socket'));
 });
 
 test('no child_process anywhere in src/', (t) => {

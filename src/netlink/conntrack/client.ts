@@ -140,12 +140,12 @@ export function flowKey(t: DeleteTarget, matchId = true): FlowKey {
  * error message of its own, about 800 bytes of receive buffer each, all queued before we read
  * any. The socket asks for 8 MiB, but the kernel caps that at net.core.rmem_max, doubled:
  * 416 KiB with the stock 212992 (Debian 12), where about 520 errors fit. Past that the kernel
- * drops replies and flags the socket (ENOBUFS), and the `netlink` package's poll callback
- * then aborts the whole process (it builds its error with a null syscall name): measured with
- * a 1,024-delete datagram of absent entries on 6.18 and on Debian's 6.1 (test/kernel and
- * test/vm). 256 keeps every failure in, at a small cost: deleting 10,000 present entries took
- * a median 53 ms wall / 32 ms CPU at 256 per datagram against 50 / 24 at 1024 (6.18, 14 runs
- * each, load 5 on 2 CPUs); the kernel's work per request dominates, not the round trips.
+ * drops replies and flags the socket (ENOBUFS): the datagram's exchange then fails as a whole
+ * and its per-request results are lost (it no longer takes the process down, as the `netlink`
+ * package's poll callback did: test/kernel/netlink-socket.test.ts). 256 keeps every failure
+ * in, at a small cost: deleting 10,000 present entries took a median 53 ms wall / 32 ms CPU at
+ * 256 per datagram against 50 / 24 at 1024 (6.18, 14 runs each, load 5 on 2 CPUs); the
+ * kernel's work per request dominates, not the round trips.
  */
 export const DEFAULT_PER_DATAGRAM = 256;
 

@@ -74,8 +74,8 @@ export interface IpvsTransport extends NetlinkTransport {
  * request (an IPVS request is 60-150 bytes; the reply costs about 800 bytes of receive buffer,
  * as ctnetlink's do: see conntrack's DEFAULT_PER_DATAGRAM). The receive buffer is capped at
  * net.core.rmem_max doubled, 416 KiB with the stock 212992, so about 520 error replies fit.
- * Past that the kernel drops replies (ENOBUFS), and the `netlink` package's poll callback
- * then aborts the whole process. 256 leaves half the buffer spare even when every request of
+ * Past that the kernel drops replies (ENOBUFS) and the datagram's exchange fails as a whole
+ * (test/kernel/netlink-socket.test.ts). 256 leaves half the buffer spare even when every request of
  * a datagram fails (test/vm/scenarios/ipvs-netlink.ts sends 2,048 failing ones), and already
  * cuts a 60,000-request full sync to about 240 round trips.
  */

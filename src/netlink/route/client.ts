@@ -49,8 +49,8 @@ export interface RouteTransport extends NetlinkTransport {
  * datagram's messages in turn before we read any answer, and each failure (EEXIST,
  * EADDRNOTAVAIL) queues an error reply echoing its request, several hundred bytes of receive
  * buffer each. The buffer is net.core.rmem_max doubled (416 KiB stock); past it the kernel
- * drops replies and the `netlink` package aborts the process. 256 keeps even an all-failing
- * datagram at about half of it, as conntrack's and IPVS's pipelines do.
+ * drops replies (ENOBUFS: the datagram's exchange fails, its per-request results are lost). 256
+ * keeps even an all-failing datagram at about half of it, as conntrack's and IPVS's pipelines do.
  */
 export const ADDRS_PER_DATAGRAM = 256;
 

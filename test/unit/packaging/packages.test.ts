@@ -63,7 +63,7 @@ const EXPECTED = [
   `${LIB}/node_modules/node/bin/node`,
   `${LIB}/node_modules/node/LICENSE`,
   `${LIB}/node_modules/sd-notify/build/Release/notify.node`,
-  `${LIB}/node_modules/netlink/prebuilds/linux-x64/node.napi.node`,
+  `${LIB}/node_modules/netlink-socket/build/Release/netlink_socket.node`,
   `${LIB}/node_modules/@kubernetes/client-node/package.json`,
   `${LIB}/node_modules/winston/package.json`,
   'etc/kube-proxy-ts/config.yaml',
@@ -265,8 +265,8 @@ test('the unpacked package runs on its bundled Node: entry point, native addons,
 const r = createRequire(${JSON.stringify(join(debRoot, LIB, 'package.json'))});
 (async () => {
   for (const d of ${JSON.stringify(deps)}) await import(r.resolve(d));
-  const n = r('netlink'); const s = r('sd-notify');
-  if (typeof s.ready !== 'function' || typeof n !== 'object') throw new Error('addons');
+  const n = r('netlink-socket'); const s = r('sd-notify');
+  if (typeof s.ready !== 'function' || typeof n.NetlinkSocket !== 'function') throw new Error('addons');
   console.log('ok');
 })().catch((e) => { console.error(e); process.exit(1); });`;
   const r = tool(node, ['-e', script], { allowFail: true, env: { PATH: '/usr/bin:/bin' } });

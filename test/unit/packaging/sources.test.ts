@@ -126,9 +126,14 @@ test('package.json, debian/changelog and the spec agree on the version; npm run 
 
 test('debian/copyright and the spec cover every license of the bundled modules', (t) => {
   const lock = JSON.parse(read('package-lock.json')) as {
-    packages: Record<string, { license?: string; dev?: boolean }>;
+    packages: Record<string, { license?: string; dev?: boolean; link?: boolean; resolved?: string }>;
   };
-  const licenses = new Set(productionPackages(lock).map((p) => lock.packages[p]?.license ?? 'UNKNOWN'));
+  // A `file:` dependency's license is on the entry its node_modules/ link resolves to.
+  const entry = (p: string) => {
+    const e = lock.packages[p];
+    return e?.link && e.resolved !== undefined ? lock.packages[e.resolved] : e;
+  };
+  const licenses = new Set(productionPackages(lock).map((p) => entry(p)?.license ?? 'UNKNOWN'));
   const declared = ['MIT', 'ISC', 'Apache-2.0', 'PSF-2.0', 'Unlicense'];
   t.deepEqual(
     [...licenses].filter((l) => !declared.includes(l)),
@@ -151,9 +156,17 @@ test("staging keeps production packages only, this platform's addons only, no bu
       'node_modules/ava': { dev: true },
       'node_modules/b/node_modules/c': {},
       'node_modules/x': { devOptional: true },
+      'native/netlink-socket': {},
+      'node_modules/netlink-socket': { link: true, resolved: 'native/netlink-socket' },
     },
   };
-  t.deepEqual(productionPackages(lock), ['node_modules/a', 'node_modules/b/node_modules/c']);
+  t.deepEqual(productionPackages(lock), [
+    'node_modules/a',
+    'node_modules/b/node_modules/c',
+    'node_modules/netlink-socket',
+  ]);
+  t.true(keepFile('node_modules/netlink-socket', 'build/Release/netlink_socket.node', 'x64', true));
+  t.false(keepFile('node_modules/netlink-socket', 'src/netlink_socket.c', 'x64', true));
   t.true(keepFile('node_modules/netlink', 'prebuilds/linux-x64/node.napi.node', 'x64'));
   t.false(keepFile('node_modules/netlink', 'prebuilds/linux-arm64/node.napi.node', 'x64'));
   t.false(keepFile('node_modules/bare-fs', 'prebuilds/darwin-arm64/bare-fs.bare', 'x64'));

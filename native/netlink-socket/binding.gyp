@@ -1,0 +1,10 @@
+{
+  "targets": [
+    {
+      "target_name": "netlink_socket",
+      "sources": ["src/netlink_socket.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags": ["-Wall", "-Wextra", "-Werror", "-std=gnu11", "-fvisibility=hidden"]
+    }
+  ]
+}
