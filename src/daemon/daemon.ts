@@ -56,7 +56,7 @@ export interface DaemonParts {
   events?: EventSink;
   /** This node's interface addresses (health-check node ports bind to those nodePortAddresses selects). */
   localAddresses?: () => readonly string[];
-  /** The conntrack flusher (issue 6, not wired by build.ts yet); unset: stale targets are only logged. */
+  /** The conntrack flusher (build.ts opens one); unset (tests): stale targets are only logged. */
   staleFlows?: StaleFlowSink;
   /** The control socket's path (explain, trace); unset: none (tests). */
   controlSocket?: string;
