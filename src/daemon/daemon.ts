@@ -12,6 +12,7 @@
 // (an in-flight sync is aborted), the source, the servers, the sockets. The programmed rules
 // stay, so traffic keeps flowing across a restart, as upstream.
 
+import { errorMessage } from '../base/errors.ts';
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
@@ -158,13 +159,7 @@ export class Daemon {
     try {
       return await serving;
     } catch (err) {
-      this.p.events?.eventf(
-        nodeRef(this.p.nodeName),
-        'Warning',
-        reason,
-        'StartKubeProxy',
-        err instanceof Error ? err.message : String(err),
-      );
+      this.p.events?.eventf(nodeRef(this.p.nodeName), 'Warning', reason, 'StartKubeProxy', errorMessage(err));
       await this.p.events?.flush?.();
       throw err;
     }

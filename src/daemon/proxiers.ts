@@ -1,6 +1,7 @@
 // The proxiers of the selected mode, one per IP family, on their own netlink sockets in this
 // process's network namespace. The only place that knows how each mode is built.
 
+import { errorMessage } from '../base/errors.ts';
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
@@ -158,10 +159,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
           try {
             await ipvs.familyId();
           } catch (e) {
-            throw new Error(
-              `IPVS mode is unavailable: ${e instanceof Error ? e.message : String(e)} (is module ip_vs loadable?)`,
-              { cause: e },
-            );
+            throw new Error(`IPVS mode is unavailable: ${errorMessage(e)} (is module ip_vs loadable?)`, { cause: e });
           }
           await removeOtherModesLeftovers('ipvs', leftoverDeps);
           for (const p of ipvsList) await p.init(signal);

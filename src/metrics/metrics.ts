@@ -13,8 +13,6 @@ import {
   linearBuckets,
 } from 'prom-client';
 
-export type IPFamilyLabel = 'IPv4' | 'IPv6';
-
 /** Upstream: ExponentialBuckets(0.001, 2, 15): 1 ms .. ~16 s. */
 export const SYNC_DURATION_BUCKETS: readonly number[] = exponentialBuckets(0.001, 2, 15);
 

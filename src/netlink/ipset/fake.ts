@@ -13,6 +13,7 @@ import {
   AttrSet,
   AttrWriter,
   ByteWriter,
+  ERRNO,
   FakeKernel,
   NetlinkConnection,
   NetlinkDecodeError,
@@ -44,8 +45,7 @@ import { decodeEntry, entryProblem, formatEntry, ipsetAttrs, isKnownType, writeE
 import { IpsetClient } from './client.ts';
 import type { IpsetEntry, IpsetFamily, IpsetType } from './types.ts';
 
-const ENOENT = 2;
-const EEXIST = 17;
+const { ENOENT, EEXIST, EOPNOTSUPP } = ERRNO;
 const E = {
   PROTOCOL: 4097,
   FIND_TYPE: 4098,
@@ -136,7 +136,7 @@ export class FakeIpsetKernel {
   handle(req: InMessage): FakeReply[] {
     this.requests.push(req);
     try {
-      if (req.type >> 8 !== NfnlSubsys.IPSET) return [errorReply(req, 95 /* EOPNOTSUPP */)];
+      if (req.type >> 8 !== NfnlSubsys.IPSET) return [errorReply(req, EOPNOTSUPP)];
       const a = ipsetAttrs(req, 'fake ipset request');
       const proto = a.u8(IpsetAttr.PROTOCOL);
       if (proto === undefined || proto < IPSET_PROTOCOL_MIN) throw new Refusal(E.PROTOCOL);

@@ -15,6 +15,8 @@
 // Ownership: IPVS services carry no name. As upstream (cleanLegacyService), every address
 // virtual server of this family outside excludeCIDRs is ours; fwmark services never are.
 
+import { errorMessage } from '../../base/errors.ts';
+import { SerialQueue } from '../../base/serial.ts';
 import type { Clock, TimerHandle } from '../../base/clock.ts';
 import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
 import type { CIDR, IPFamily } from '../../base/ip.ts';
@@ -92,7 +94,7 @@ export interface IpvsProxierDeps {
   readonly companion?: CompanionSink;
   /** --iptables-masquerade-bit (default 14), for the companion rules. */
   readonly masqueradeBit?: number;
-  /** Monotonic milliseconds, for the report's timings (as the nftables and iptables proxiers); default performance.now. */
+  /** Monotonic milliseconds for the report's timings, as in the other proxiers; default performance.now. */
   readonly now?: () => number;
 }
 
@@ -123,7 +125,6 @@ export class IpvsSyncError extends Error {
 /** The probe upstream's CanUseIPVSProxier makes (TEST-NET-2, RFC 5737). */
 const PROBE: IpvsAddrKey = { family: 'IPv4', protocol: 'tcp', address: '198.51.100.0', port: 20000 };
 
-const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 const VS_FLAG_MASK = ~(IP_VS_SVC_F_PERSISTENT | 0x0002); /* HASHED is internal */
 
 export class IpvsProxier implements Proxier {
@@ -163,7 +164,7 @@ export class IpvsProxier implements Proxier {
   private initialized = false;
   private needFull = true;
   private timer: TimerHandle | undefined;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly serial = new SerialQueue();
   private readonly now: () => number;
   /** The running sync's (or graceful check's) stats; kernelCall and fail add to it. */
   private stats = newStats();
@@ -194,18 +195,12 @@ export class IpvsProxier implements Proxier {
 
   /** Runs `f` after every earlier sync, check or cleanup: one writer at a time. */
   private exclusive<T>(f: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(f, f);
-    this.queue = run.catch(() => undefined);
-    return run;
+    return this.serial.run(f);
   }
 
   /** Resolves when nothing is running or queued (tests drive the graceful timer with a fake clock). */
-  async whenIdle(): Promise<void> {
-    let q: Promise<unknown>;
-    do {
-      q = this.queue;
-      await q;
-    } while (q !== this.queue);
+  whenIdle(): Promise<void> {
+    return this.serial.idle();
   }
 
   /** Runs one kernel call, timed and counted in the running sync's stats; `requests`: the netlink requests it sends. */
@@ -222,8 +217,8 @@ export class IpvsProxier implements Proxier {
   }
 
   private fail(what: string, e: unknown): void {
-    this.stats.errors.push(`${what}: ${errText(e)}`);
-    this.log.error('ipvs kernel operation failed', { op: what, error: errText(e) });
+    this.stats.errors.push(`${what}: ${errorMessage(e)}`);
+    this.log.error('ipvs kernel operation failed', { op: what, error: errorMessage(e) });
   }
 
   /**
@@ -238,13 +233,13 @@ export class IpvsProxier implements Proxier {
     try {
       await ipvs.familyId();
     } catch (e) {
-      throw new Error(`IPVS mode is unavailable: ${errText(e)} (is module ip_vs loadable?)`, { cause: e });
+      throw new Error(`IPVS mode is unavailable: ${errorMessage(e)} (is module ip_vs loadable?)`, { cause: e });
     }
     for (const [path, value] of ipvsSysctls(this.opts.strictARP ?? false)) {
       try {
         await sysctl.set(path, value);
       } catch (e) {
-        throw new Error(`IPVS mode needs sysctl ${path}=${value}: ${errText(e)}`, { cause: e });
+        throw new Error(`IPVS mode needs sysctl ${path}=${value}: ${errorMessage(e)}`, { cause: e });
       }
     }
     try {
@@ -254,7 +249,9 @@ export class IpvsProxier implements Proxier {
       await ipvs.addService({ ...PROBE, scheduler: this.scheduler }, o);
       await ipvs.deleteService(PROBE, o);
     } catch (e) {
-      throw new Error(`IPVS scheduler ${JSON.stringify(this.scheduler)} is unavailable: ${errText(e)}`, { cause: e });
+      throw new Error(`IPVS scheduler ${JSON.stringify(this.scheduler)} is unavailable: ${errorMessage(e)}`, {
+        cause: e,
+      });
     }
     const fam = this.family === 'IPv6' ? 'inet6' : 'inet';
     for (const type of new Set(SETS.map((s) => s.type))) {
@@ -262,7 +259,7 @@ export class IpvsProxier implements Proxier {
         await ipset.typeRevision(type, type === 'bitmap:port' ? 'inet' : fam, o);
       } catch (e) {
         throw new Error(
-          `IPVS mode needs ipset type ${type}: ${errText(e)} (is module ip_set_${type.replace(/[:,]/g, '_')} loadable?)`,
+          `IPVS mode needs ipset type ${type}: ${errorMessage(e)} (is module ip_set_${type.replace(/[:,]/g, '_')} loadable?)`,
           { cause: e },
         );
       }
@@ -504,7 +501,7 @@ export class IpvsProxier implements Proxier {
     this.timer = this.deps.clock.setTimer(this.checkMs, () => {
       this.timer = undefined;
       this.exclusive(() => this.checkGraceful()).catch((e: unknown) =>
-        this.log.error('graceful termination check failed', { error: errText(e) }),
+        this.log.error('graceful termination check failed', { error: errorMessage(e) }),
       );
     });
   }
@@ -556,7 +553,7 @@ export class IpvsProxier implements Proxier {
         const { vk, vs, dk, connections, since } = of[i]!;
         if (e && !isDestinationNotFound(e) && !isServiceNotFound(e)) {
           // Stays queued: the next tick tries again.
-          this.log.warn('deleting a drained real server failed', { vs: vk, dest: dk, error: errText(e) });
+          this.log.warn('deleting a drained real server failed', { vs: vk, dest: dk, error: errorMessage(e) });
           return;
         }
         vs.dests.delete(dk);
@@ -616,7 +613,7 @@ export class IpvsProxier implements Proxier {
       if (this.deps.companion) {
         await this.deps.companion
           .remove()
-          .catch((e: unknown) => problems.push(`remove companion rules: ${errText(e)}`));
+          .catch((e: unknown) => problems.push(`remove companion rules: ${errorMessage(e)}`));
         this.lastRules = undefined;
       }
       try {
@@ -624,20 +621,22 @@ export class IpvsProxier implements Proxier {
         for (const s of await ipvs.listServices()) if (!isFwmarkKey(s) && this.ours(s)) ours.push(s);
         const ops = ours.map((s): IpvsOp => ({ op: 'delete-service', service: s }));
         (await ipvs.applyMany(ops)).forEach((e, i) => {
-          if (e && !isServiceNotFound(e)) problems.push(`delete ipvs service ${vsKey(ours[i]!)}: ${errText(e)}`);
+          if (e && !isServiceNotFound(e)) problems.push(`delete ipvs service ${vsKey(ours[i]!)}: ${errorMessage(e)}`);
         });
       } catch (e) {
-        problems.push(`list or delete ipvs services: ${errText(e)}`);
+        problems.push(`list or delete ipvs services: ${errorMessage(e)}`);
       }
       for (const s of SETS) {
         const name = ipsetName(s.key, this.family);
         await ipset.destroy(name).catch((e: unknown) => {
           if (isSetNotFound(e)) return;
-          problems.push(`destroy ipset ${name}: ${errText(e)}${isSetBusy(e) ? ' (still referenced by a rule)' : ''}`);
+          problems.push(
+            `destroy ipset ${name}: ${errorMessage(e)}${isSetBusy(e) ? ' (still referenced by a rule)' : ''}`,
+          );
         });
       }
       await route.deleteLink(DUMMY_DEVICE).catch((e: unknown) => {
-        if (!isNoSuchLink(e)) problems.push(`delete link ${DUMMY_DEVICE}: ${errText(e)}`);
+        if (!isNoSuchLink(e)) problems.push(`delete link ${DUMMY_DEVICE}: ${errorMessage(e)}`);
       });
       this.index.clear();
       this.mirror = new AppliedMirror();
