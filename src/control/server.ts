@@ -61,7 +61,7 @@ function serve(socket: Socket, handler: ControlHandler, log: Logger, closing: Ab
     try {
       request = JSON.parse(buf.slice(0, nl));
     } catch (e) {
-      answer({ ok: false, error: `not JSON: ${(e as Error).message}` });
+      answer({ ok: false, error: `not JSON: ${errorMessage(e)}` });
       return;
     }
     if (typeof request !== 'object' || request === null || Array.isArray(request)) {
