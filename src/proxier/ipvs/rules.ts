@@ -2,10 +2,10 @@
 // (and the masquerade policy) to the KUBE-* chains, the jumps into them and their rules, in
 // upstream's order (pkg/proxy/ipvs/proxier.go writeIptablesRules, createAndLinkKubeChain).
 //
-// They are meant to be written in the iptables-nft form (tables `ip nat` / `ip filter`, the
+// companion.ts writes them in the iptables-nft form (tables `ip nat` / `ip filter`, the
 // xtables-compat `set`, `comment`, `addrtype`, `mark`, `conntrack`, `physdev`, `ipvs` matches and
 // `MARK`/`MASQUERADE`/`REJECT` targets) so that `iptables-nft-save` shows upstream's rules. Each
-// match and target is a typed value, so the nfnetlink encoder can map it one to one;
+// match and target is a typed value, which the shared iptables dialect encodes one to one;
 // toIptablesSave() renders the same data the way iptables-save prints it, for logs and golden
 // tests. Set names are kernel names (KUBE-6-... for IPv6).
 
