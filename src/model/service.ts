@@ -6,7 +6,7 @@
 
 import { parseCIDR, parseIPText, type IPFamily } from '../base/ip.ts';
 import { PROTOCOLS, serviceKey, servicePortId, type Protocol, type ServiceKey } from './ids.ts';
-import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, nameOf, str } from './guards.ts';
+import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, namedObject, str } from './guards.ts';
 import { Issues } from './issues.ts';
 import type { Limits, ServicePortInfo, ServiceType } from './types.ts';
 import { isDNS1035Label, isDNS1123Label, specialEndpointIP } from './validate.ts';
@@ -85,21 +85,15 @@ interface Named {
 }
 
 function serviceName(input: unknown, issues: Issues): Named | undefined {
-  if (!isObject(input)) {
-    issues.add('not-an-object', typeof input);
-    return undefined;
-  }
-  const { namespace, name } = nameOf(input['metadata']);
-  if (!namespace || !name) {
-    issues.add('missing-name', `namespace '${namespace}', name '${name}'`);
-    return undefined;
-  }
+  const named = namedObject(input, issues);
+  if (!named) return undefined;
+  const { obj, namespace, name } = named;
   // Names become kernel object names and log text: only what the API server would accept.
   if (!isDNS1123Label(namespace) || !isDNS1035Label(name)) {
     issues.add('invalid-name', `namespace ${JSON.stringify(namespace)}, name ${JSON.stringify(name)} (not DNS labels)`);
     return undefined;
   }
-  return { key: serviceKey(namespace, name), namespace, name, obj: input };
+  return { key: serviceKey(namespace, name), namespace, name, obj };
 }
 
 /** What every port of a Service shares. */
