@@ -51,8 +51,8 @@ lib=/usr/lib/kube-proxy-ts
 # The entry point runs the bundled Node on the launcher with the daemon's V8 flags, as the
 # .deb's /usr/bin/kube-proxy-ts does; without that sh wrapper, for the image has no shell.
 entrypoint=$(cd "$repo" && "$node" --input-type=module -e "
-  import { DAEMON_NODE_FLAGS } from './src/daemon/node-flags.ts';
-  console.log(JSON.stringify(['$lib/node_modules/node/bin/node', ...DAEMON_NODE_FLAGS, '$lib/bin/kube-proxy-ts.js']));")
+  import { DAEMON_V8_OPTIONS } from './src/daemon/v8-options.ts';
+  console.log(JSON.stringify(['$lib/node_modules/node/bin/node', ...DAEMON_V8_OPTIONS, '$lib/bin/kube-proxy-ts.js']));")
 key=$( { sha256sum <"$deb"; cat "$repo/scripts/image.sh" "$repo/scripts/image-prune.sh" | sha256sum; echo "$epoch $entrypoint"; cat "$sources"; } | sha256sum | cut -c1-32)
 name=kube-proxy-ts_${version}_amd64.oci.tar
 cached=$repo/.cache/image/$key.tar

@@ -30,7 +30,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { FLAGS } from '../src/config/flags.ts';
-import { DAEMON_NODE_FLAGS } from '../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../src/daemon/v8-options.ts';
 import { renderManPage } from './gen-manpage.ts';
 import { completionScript } from '../src/cli/completion.ts';
 
@@ -124,7 +124,7 @@ function put(src: string, dst: string, mode?: number): void {
 export const WRAPPER = `#!/bin/sh
 # kube-proxy-ts: runs the daemon on the Node.js 24 runtime bundled with the package.
 # exec keeps the PID, so systemd's Type=notify and watchdog see the daemon itself.
-exec /${LIBDIR}/node_modules/node/bin/node ${DAEMON_NODE_FLAGS.join(' ')} /${LIBDIR}/bin/kube-proxy-ts.js "$@"
+exec /${LIBDIR}/node_modules/node/bin/node ${DAEMON_V8_OPTIONS.join(' ')} /${LIBDIR}/bin/kube-proxy-ts.js "$@"
 `;
 
 export interface StageResult {

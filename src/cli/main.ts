@@ -3,6 +3,7 @@
 // text (default) or JSON. Exit codes: 0 answered, 1 the daemon refused the query, 2 bad
 // usage, 3 no daemon to ask.
 
+import { errorMessage } from '../base/errors.ts';
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONTROL_SOCKET } from '../config/index.ts';
 import { askDaemon, NoDaemonError } from '../control/client.ts';
@@ -51,7 +52,7 @@ function parse(argv: readonly string[]) {
   try {
     return parseArgs({ args: [...argv], options: CLI_OPTIONS, allowPositionals: true, strict: true });
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    throw new UsageError(errorMessage(e));
   }
 }
 
@@ -121,7 +122,7 @@ export async function runCli(argv: readonly string[], deps: CliDeps = {}): Promi
       err(`kube-proxy-ts ${command}: ${e.message}\n`);
       return 3;
     }
-    err(`kube-proxy-ts ${command}: ${e instanceof Error ? e.message : String(e)}\n`);
+    err(`kube-proxy-ts ${command}: ${errorMessage(e)}\n`);
     return 1;
   }
 }

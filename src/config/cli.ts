@@ -12,6 +12,7 @@
 // flag value that fails validation); 1 a bad or unreadable --config file.
 
 import { readFileSync } from 'node:fs';
+import { errorMessage } from '../base/errors.ts';
 import { parseConfigFile } from './file.ts';
 import { FLAGS, parseFlags, type GivenFlag } from './flags.ts';
 import {
@@ -58,6 +59,8 @@ export type CommandLineResult =
 
 const PROGRAM = 'kube-proxy-ts';
 
+type ExitResult = Extract<CommandLineResult, { kind: 'exit' }>;
+
 export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps = {}): CommandLineResult {
   const version = deps.version ?? 'v0.0.0-unknown';
   const flags = parseFlags(argv, version);
@@ -71,37 +74,17 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
 
   const configFile = control('config') as string | undefined;
   const writeConfigTo = control('write-config-to') as string | undefined;
-  const cleanup = control('cleanup') === true;
-  const initOnly = control('init-only') === true;
-
   for (const g of flags.given) {
     if (g.spec.deprecated !== undefined) warnings.push(`--${g.spec.name} is deprecated: ${g.spec.deprecated}`);
     if (g.spec.noEffect)
       warnings.push(`--${g.spec.name} is accepted for compatibility and has no effect in kube-proxy-ts`);
   }
 
-  let values: FlatValues = new Map();
-  const origins = new Map<string, string>();
-  let fileErrors: ConfigError[] = [];
-
-  if (configFile !== undefined && configFile !== '') {
-    let text: string;
-    try {
-      text = (deps.readFile ?? ((p: string) => readFileSync(p, 'utf8')))(configFile);
-    } catch (e) {
-      return {
-        kind: 'exit',
-        code: 1,
-        stdout: '',
-        stderr: `${PROGRAM}: cannot read --config ${configFile}: ${(e as Error).message}\n`,
-      };
-    }
-    const parsed = parseConfigFile(text, configFile);
-    values = parsed.values;
-    fileErrors = parsed.errors;
-    warnings.push(...parsed.warnings);
-  }
   const withFile = configFile !== undefined && configFile !== '';
+  const file = withFile ? readConfigFile(configFile, deps, warnings) : { values: new Map(), errors: [] };
+  if ('kind' in file) return file;
+  const values: FlatValues = file.values;
+  const origins = new Map<string, string>();
 
   // The mode decides where the mode-dependent flags land, so it is settled first.
   const modeFlag = byName.get('proxy-mode');
@@ -114,82 +97,15 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
     typeof modeText === 'string' && (PROXY_MODES as readonly string[]).includes(modeText)
       ? (modeText as ProxyMode)
       : DEFAULT_MODE;
-
-  for (const g of flags.given) {
-    const { spec } = g;
-    if (spec.control || spec.noEffect) continue;
-    if (withFile && !spec.overridesFile) {
-      warnings.push(
-        `--${spec.name} is ignored because --config is given (as upstream kube-proxy does); set it in the file`,
-      );
-      continue;
-    }
-    // Upstream applies --iptables-* periods in every mode but ipvs, and --ipvs-* only in ipvs.
-    if (
-      (spec.name.startsWith('iptables-') && spec.name.endsWith('sync-period') && mode === 'ipvs') ||
-      (spec.name.startsWith('ipvs-') && spec.name.endsWith('sync-period') && mode !== 'ipvs')
-    ) {
-      warnings.push(`--${spec.name} has no effect in ${mode} mode`);
-      continue;
-    }
-    if (spec.name === 'healthz-port' || spec.name === 'metrics-port' || spec.name === 'proxy-mode') continue; // handled apart
-    let target = spec.target;
-    if (target === '@syncPeriod') target = `${syncSection(mode)}.syncPeriod`;
-    else if (target === '@minSyncPeriod') target = `${syncSection(mode)}.minSyncPeriod`;
-    else if (target === '@masqueradeAll') target = `${mode === 'nftables' ? 'nftables' : 'iptables'}.masqueradeAll`;
-    if (target === undefined) continue;
-    values.set(target, g.value);
-    origins.set(target, `--${spec.name}`);
-  }
-
-  // Deprecated --healthz-port / --metrics-port: 0 disables, otherwise replaces the port.
-  if (!withFile) {
-    for (const [flag, field, port] of [
-      ['healthz-port', 'healthzBindAddress', HEALTHZ_PORT],
-      ['metrics-port', 'metricsBindAddress', METRICS_PORT],
-    ] as const) {
-      const g = byName.get(flag);
-      if (g === undefined) continue;
-      const p = g.value as number;
-      const cur = values.get(field);
-      origins.set(field, `--${flag}`);
-      if (p === 0) {
-        values.set(field, '');
-        continue;
-      }
-      const base =
-        typeof cur === 'string' && cur !== '' ? cur : field === 'healthzBindAddress' ? '0.0.0.0' : '127.0.0.1';
-      const hp = splitHostPort(appendPortIfNeeded(base, port));
-      const host = hp?.host ?? base;
-      values.set(field, host.includes(':') ? `[${host}]:${p}` : `${host}:${p}`);
-    }
-  }
+  for (const g of flags.given) applyFlag(g, { values, origins, mode, withFile, warnings });
+  if (!withFile) applyPortFlags(byName, values, origins);
 
   const resolved = resolveConfig(values, origins);
   warnings.push(...resolved.warnings);
-  const errors = [...fileErrors, ...resolved.errors];
-  if (errors.length > 0) {
-    const fromFlags = errors.some((e) => e.flag !== undefined);
-    const where = withFile ? `--config ${configFile}` : 'the command line';
-    const lines = errors.map((e) => `  ${formatConfigError(e)}`).join('\n');
-    return {
-      kind: 'exit',
-      code: fromFlags ? 2 : 1,
-      stdout: '',
-      stderr: `${PROGRAM}: invalid configuration from ${where}:\n${lines}\n`,
-    };
-  }
+  const errors = [...file.errors, ...resolved.errors];
+  if (errors.length > 0) return invalidConfig(errors, withFile ? `--config ${configFile}` : 'the command line');
 
-  // Upstream's order in Options.Run: write the config, else clean up, else initialise (and stop there with --init-
-  // only).
-  const action: ConfigAction =
-    writeConfigTo !== undefined && writeConfigTo !== ''
-      ? 'write-config'
-      : cleanup
-        ? 'cleanup'
-        : initOnly
-          ? 'init-only'
-          : 'serve';
+  const action = actionOf(writeConfigTo, control('cleanup') === true, control('init-only') === true);
   return {
     kind: 'run',
     action,
@@ -198,6 +114,110 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
     ...(action === 'write-config' ? { writeConfigTo: writeConfigTo! } : {}),
     warnings,
   };
+}
+
+/** The --config file's values, or the exit for a file that cannot be read. */
+function readConfigFile(
+  configFile: string,
+  deps: CommandLineDeps,
+  warnings: string[],
+): { values: FlatValues; errors: ConfigError[] } | ExitResult {
+  let text: string;
+  try {
+    text = (deps.readFile ?? ((p: string) => readFileSync(p, 'utf8')))(configFile);
+  } catch (e) {
+    return {
+      kind: 'exit',
+      code: 1,
+      stdout: '',
+      stderr: `${PROGRAM}: cannot read --config ${configFile}: ${errorMessage(e)}\n`,
+    };
+  }
+  const parsed = parseConfigFile(text, configFile);
+  warnings.push(...parsed.warnings);
+  return { values: parsed.values, errors: parsed.errors };
+}
+
+interface FlagTarget {
+  values: FlatValues;
+  /** Field path -> the flag that set it, for error messages. */
+  origins: Map<string, string>;
+  mode: ProxyMode;
+  withFile: boolean;
+  warnings: string[];
+}
+
+/** Sets the field a given flag maps to, in the selected mode's section; says why when it is ignored. */
+function applyFlag(g: GivenFlag, { values, origins, mode, withFile, warnings }: FlagTarget): void {
+  const { spec } = g;
+  if (spec.control || spec.noEffect) return;
+  if (withFile && !spec.overridesFile) {
+    warnings.push(
+      `--${spec.name} is ignored because --config is given (as upstream kube-proxy does); set it in the file`,
+    );
+    return;
+  }
+  // Upstream applies --iptables-* periods in every mode but ipvs, and --ipvs-* only in ipvs.
+  if (
+    (spec.name.startsWith('iptables-') && spec.name.endsWith('sync-period') && mode === 'ipvs') ||
+    (spec.name.startsWith('ipvs-') && spec.name.endsWith('sync-period') && mode !== 'ipvs')
+  ) {
+    warnings.push(`--${spec.name} has no effect in ${mode} mode`);
+    return;
+  }
+  if (spec.name === 'healthz-port' || spec.name === 'metrics-port' || spec.name === 'proxy-mode') return; // handled apart
+  let target = spec.target;
+  if (target === '@syncPeriod') target = `${syncSection(mode)}.syncPeriod`;
+  else if (target === '@minSyncPeriod') target = `${syncSection(mode)}.minSyncPeriod`;
+  else if (target === '@masqueradeAll') target = `${mode === 'nftables' ? 'nftables' : 'iptables'}.masqueradeAll`;
+  if (target === undefined) return;
+  values.set(target, g.value);
+  origins.set(target, `--${spec.name}`);
+}
+
+/** Deprecated --healthz-port / --metrics-port: 0 disables, otherwise replaces the port. */
+function applyPortFlags(
+  byName: ReadonlyMap<string, GivenFlag>,
+  values: FlatValues,
+  origins: Map<string, string>,
+): void {
+  for (const [flag, field, port] of [
+    ['healthz-port', 'healthzBindAddress', HEALTHZ_PORT],
+    ['metrics-port', 'metricsBindAddress', METRICS_PORT],
+  ] as const) {
+    const g = byName.get(flag);
+    if (g === undefined) continue;
+    const p = g.value as number;
+    const cur = values.get(field);
+    origins.set(field, `--${flag}`);
+    if (p === 0) {
+      values.set(field, '');
+      continue;
+    }
+    const base = typeof cur === 'string' && cur !== '' ? cur : field === 'healthzBindAddress' ? '0.0.0.0' : '127.0.0.1';
+    const hp = splitHostPort(appendPortIfNeeded(base, port));
+    const host = hp?.host ?? base;
+    values.set(field, host.includes(':') ? `[${host}]:${p}` : `${host}:${p}`);
+  }
+}
+
+/** Exit 2 when a flag set a bad value (a usage error), 1 when only the file did. */
+function invalidConfig(errors: readonly ConfigError[], where: string): ExitResult {
+  const fromFlags = errors.some((e) => e.flag !== undefined);
+  const lines = errors.map((e) => `  ${formatConfigError(e)}`).join('\n');
+  return {
+    kind: 'exit',
+    code: fromFlags ? 2 : 1,
+    stdout: '',
+    stderr: `${PROGRAM}: invalid configuration from ${where}:\n${lines}\n`,
+  };
+}
+
+/** Upstream's order in Options.Run: write the config, else clean up, else initialise (--init-only: and stop). */
+function actionOf(writeConfigTo: string | undefined, cleanup: boolean, initOnly: boolean): ConfigAction {
+  if (writeConfigTo !== undefined && writeConfigTo !== '') return 'write-config';
+  if (cleanup) return 'cleanup';
+  return initOnly ? 'init-only' : 'serve';
 }
 
 /** Writes the effective configuration for --write-config-to (the daemon calls this, then exits). */

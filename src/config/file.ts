@@ -2,6 +2,7 @@
 // Like upstream, unknown fields do not fail the load (upstream falls back to lenient
 // decoding and logs); we return them as warnings. A wrong type fails, naming the field.
 
+import { errorMessage } from '../base/errors.ts';
 import { parseDocument } from 'yaml';
 import { parseDuration } from './duration.ts';
 import { API_VERSION, FIELDS, KIND, isObjectPath, type FieldKind, type FlatValue, type FlatValues } from './schema.ts';
@@ -94,7 +95,7 @@ function convert(kind: Exclude<FieldKind, 'ignored'>, raw: unknown): Converted {
       try {
         return ok(parseDuration(raw));
       } catch (e) {
-        return bad((e as Error).message);
+        return bad(errorMessage(e));
       }
     case 'strings':
       if (Array.isArray(raw) && raw.every((s) => typeof s === 'string')) return ok(raw as string[]);

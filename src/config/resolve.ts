@@ -44,6 +44,54 @@ export function syncSection(mode: ProxyMode): 'iptables' | 'ipvs' | 'nftables' {
   return mode === 'ipvs' ? 'ipvs' : mode === 'nftables' ? 'nftables' : 'iptables';
 }
 
+/** Reports a bad field: the error names the flag that set it (or `originField`'s) when a flag did. */
+type ErrFn = (field: string, message: string, originField?: string) => void;
+
+/** Typed reads of the flat values; a value of another type reads as unset. */
+interface Reader {
+  str(p: string, d?: string): string;
+  num(p: string): number | undefined;
+  bool(p: string, d: boolean): boolean;
+  /** A list with blank items dropped. */
+  list(p: string): string[];
+  /** Durations and counts where 0 (or unset) means "use the default", as upstream defaults them. */
+  orDefault(p: string, d: number): number;
+}
+
+function reader(values: FlatValues): Reader {
+  const num = (p: string): number | undefined => {
+    const v = values.get(p);
+    return typeof v === 'number' ? v : undefined;
+  };
+  return {
+    str: (p, d = '') => {
+      const v = values.get(p);
+      return typeof v === 'string' ? v : d;
+    },
+    num,
+    bool: (p, d) => {
+      const v = values.get(p);
+      return typeof v === 'boolean' ? v : d;
+    },
+    list: (p) => {
+      const v: FlatValue | undefined = values.get(p);
+      return Array.isArray(v) ? v.map((s) => s.trim()).filter((s) => s !== '') : [];
+    },
+    orDefault: (p, d) => {
+      const v = num(p);
+      return v === undefined || v === 0 ? d : v;
+    },
+  };
+}
+
+/** `text` when it is one of `known`; blank: `fallback`; anything else: `fallback`, after `bad(the known list)`. */
+function oneOf<T extends string>(text: string, known: readonly T[], fallback: T, bad: (known: string) => void): T {
+  if (text === '') return fallback;
+  if ((known as readonly string[]).includes(text)) return text as T;
+  bad(known.join(', '));
+  return fallback;
+}
+
 /**
  * @param origins field path -> the flag that set it; a value set by a flag to '' disables
  *   the healthz/metrics server (upstream: defaulting runs before flags apply).
@@ -53,44 +101,55 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
   const warnings: string[] = [];
   // The flag behind a field: "nodePortAddresses[1]" -> "nodePortAddresses"; errors about a
   // field required by another (detectLocal.* by detectLocalMode) name that one's flag.
-  const err = (field: string, message: string, originField?: string): void => {
+  const err: ErrFn = (field, message, originField) => {
     const base = field.replace(/\[\d+\]$/, '');
     const flag = origins.get(base) ?? (originField === undefined ? undefined : origins.get(originField));
     errors.push(flag === undefined ? { field, message } : { field, message, flag });
   };
+  const r = reader(values);
+  const modeText = r.str('mode');
+  const mode = oneOf(modeText, PROXY_MODES, DEFAULT_MODE, (known) =>
+    err('mode', `${show(modeText)} must be one of ${known} (or blank for ${DEFAULT_MODE})`),
+  );
+  const enums = readEnums(r, mode, err, warnings);
+  const config = readConfig(r, values, origins, mode, enums, err);
+  validate(config, { section: syncSection(mode), masqSection: masqSectionOf(mode), err, warnings, values });
+  return { config, errors, warnings };
+}
 
-  const str = (p: string, d = ''): string => {
-    const v = values.get(p);
-    return typeof v === 'string' ? v : d;
-  };
-  const num = (p: string): number | undefined => {
-    const v = values.get(p);
-    return typeof v === 'number' ? v : undefined;
-  };
-  const bool = (p: string, d: boolean): boolean => {
-    const v = values.get(p);
-    return typeof v === 'boolean' ? v : d;
-  };
-  const list = (p: string): string[] => {
-    const v: FlatValue | undefined = values.get(p);
-    return Array.isArray(v) ? v.map((s) => s.trim()).filter((s) => s !== '') : [];
-  };
-  /** Durations and counts where 0 (or unset) means "use the default", as upstream defaults them. */
-  const orDefault = (p: string, d: number): number => {
-    const v = num(p);
-    return v === undefined || v === 0 ? d : v;
-  };
+const masqSectionOf = (mode: ProxyMode): 'iptables' | 'nftables' => (mode === 'nftables' ? 'nftables' : 'iptables');
 
-  // --- mode
-  const modeText = str('mode');
-  let mode: ProxyMode = DEFAULT_MODE;
-  if (modeText !== '') {
-    if ((PROXY_MODES as readonly string[]).includes(modeText)) mode = modeText as ProxyMode;
-    else err('mode', `${show(modeText)} must be one of ${PROXY_MODES.join(', ')} (or blank for ${DEFAULT_MODE})`);
-  }
+interface Enums {
+  scheduler: IpvsScheduler;
+  detectLocalMode: DetectLocalMode;
+  format: LogFormat;
+}
 
-  // --- addresses
-  const bindAddress = str('bindAddress') || '0.0.0.0';
+/** The enum fields besides the mode; an unknown scheduler only matters (is an error) in ipvs mode. */
+function readEnums(r: Reader, mode: ProxyMode, err: ErrFn, warnings: string[]): Enums {
+  const schedText = r.str('ipvs.scheduler');
+  const scheduler = oneOf(schedText, IPVS_SCHEDULERS, 'rr', (known) => {
+    if (mode === 'ipvs') err('ipvs.scheduler', `${show(schedText)} is not a known scheduler (one of ${known})`);
+    else warnings.push(`ipvs.scheduler: ${show(schedText)} is not a known scheduler; ignored outside ipvs mode`);
+  });
+  const dlmText = r.str('detectLocalMode');
+  const detectLocalMode = oneOf(dlmText, DETECT_LOCAL_MODES, 'ClusterCIDR', (known) =>
+    err('detectLocalMode', `${show(dlmText)} must be one of ${known} (or blank for ClusterCIDR)`),
+  );
+  const formatText = r.str('logging.format');
+  const format = oneOf(formatText, LOG_FORMATS, 'text', (known) =>
+    err('logging.format', `${show(formatText)} must be one of ${known}`),
+  );
+  return { scheduler, detectLocalMode, format };
+}
+
+/** The healthz and metrics listen addresses: bindAddress's family's default host, or a flag's '' to disable. */
+function serverAddresses(
+  r: Reader,
+  values: FlatValues,
+  origins: ReadonlyMap<string, string>,
+): Pick<ProxyConfig, 'bindAddress' | 'healthzBindAddress' | 'metricsBindAddress'> {
+  const bindAddress = r.str('bindAddress') || '0.0.0.0';
   const bindIsV4 = parseIP(bindAddress)?.family !== 'IPv6';
   const serverAddress = (p: string, v4Host: string, v6Host: string, port: number): string => {
     const v = values.get(p);
@@ -100,123 +159,127 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
     }
     return appendPortIfNeeded(v, port);
   };
-
-  // --- sync periods from the selected mode's section (upstream's conversion)
-  const section = syncSection(mode);
-  const syncPeriodMs = orDefault(`${section}.syncPeriod`, 30 * SECOND);
-  // Upstream defaults ipvs.minSyncPeriod to 0 (every change syncs at once); the others to 1s.
-  const minSyncRaw = num(`${section}.minSyncPeriod`);
-  const minSyncPeriodMs =
-    section === 'ipvs' ? (minSyncRaw ?? 0) : minSyncRaw === undefined || minSyncRaw === 0 ? SECOND : minSyncRaw;
-
-  const masqSection = mode === 'nftables' ? 'nftables' : 'iptables';
-  const masqueradeBit = num(`${masqSection}.masqueradeBit`) ?? 14;
-
-  // --- enums
-  let scheduler: IpvsScheduler = 'rr';
-  const schedText = str('ipvs.scheduler');
-  if (schedText !== '') {
-    if ((IPVS_SCHEDULERS as readonly string[]).includes(schedText)) scheduler = schedText as IpvsScheduler;
-    else if (mode === 'ipvs')
-      err('ipvs.scheduler', `${show(schedText)} is not a known scheduler (one of ${IPVS_SCHEDULERS.join(', ')})`);
-    else warnings.push(`ipvs.scheduler: ${show(schedText)} is not a known scheduler; ignored outside ipvs mode`);
-  }
-
-  let detectLocalMode: DetectLocalMode = 'ClusterCIDR';
-  const dlmText = str('detectLocalMode');
-  if (dlmText !== '') {
-    if ((DETECT_LOCAL_MODES as readonly string[]).includes(dlmText)) detectLocalMode = dlmText as DetectLocalMode;
-    else
-      err(
-        'detectLocalMode',
-        `${show(dlmText)} must be one of ${DETECT_LOCAL_MODES.join(', ')} (or blank for ClusterCIDR)`,
-      );
-  }
-
-  let format: LogFormat = 'text';
-  const formatText = str('logging.format');
-  if (formatText !== '') {
-    if ((LOG_FORMATS as readonly string[]).includes(formatText)) format = formatText as LogFormat;
-    else err('logging.format', `${show(formatText)} must be one of ${LOG_FORMATS.join(', ')}`);
-  }
-
-  const nodePortAddresses = list('nodePortAddresses');
-
-  const config: ProxyConfig = {
-    mode,
-    hostnameOverride: str('hostnameOverride').trim().toLowerCase(),
+  return {
     bindAddress,
     healthzBindAddress: serverAddress('healthzBindAddress', '0.0.0.0', '[::]', HEALTHZ_PORT),
     metricsBindAddress: serverAddress('metricsBindAddress', '127.0.0.1', '[::1]', METRICS_PORT),
-    bindAddressHardFail: bool('bindAddressHardFail', false),
+  };
+}
+
+/** Sync periods and masquerade settings come from the selected mode's section (upstream's conversion). */
+function modeSettings(
+  r: Reader,
+  mode: ProxyMode,
+): Pick<ProxyConfig, 'syncPeriodMs' | 'minSyncPeriodMs' | 'masqueradeBit' | 'masqueradeAll'> {
+  const section = syncSection(mode);
+  // Upstream defaults ipvs.minSyncPeriod to 0 (every change syncs at once); the others to 1s.
+  const minSyncRaw = r.num(`${section}.minSyncPeriod`);
+  const masqSection = masqSectionOf(mode);
+  return {
+    syncPeriodMs: r.orDefault(`${section}.syncPeriod`, 30 * SECOND),
+    minSyncPeriodMs:
+      section === 'ipvs' ? (minSyncRaw ?? 0) : minSyncRaw === undefined || minSyncRaw === 0 ? SECOND : minSyncRaw,
+    masqueradeBit: r.num(`${masqSection}.masqueradeBit`) ?? 14,
+    masqueradeAll: r.bool(`${masqSection}.masqueradeAll`, false),
+  };
+}
+
+function conntrackConfig(r: Reader): ProxyConfig['conntrack'] {
+  return {
+    maxPerCore: r.num('conntrack.maxPerCore') ?? 32 * 1024,
+    min: r.num('conntrack.min') ?? 128 * 1024,
+    tcpEstablishedTimeoutMs: r.num('conntrack.tcpEstablishedTimeout') ?? 24 * HOUR,
+    tcpCloseWaitTimeoutMs: r.num('conntrack.tcpCloseWaitTimeout') ?? HOUR,
+    tcpBeLiberal: r.bool('conntrack.tcpBeLiberal', false),
+    udpTimeoutMs: r.num('conntrack.udpTimeout') ?? 0,
+    udpStreamTimeoutMs: r.num('conntrack.udpStreamTimeout') ?? 0,
+  };
+}
+
+/** Every field read, defaulted as upstream's v1alpha1 defaults; validation comes after. */
+function readConfig(
+  r: Reader,
+  values: FlatValues,
+  origins: ReadonlyMap<string, string>,
+  mode: ProxyMode,
+  { scheduler, detectLocalMode, format }: Enums,
+  err: ErrFn,
+): ProxyConfig {
+  const nodePortAddresses = r.list('nodePortAddresses');
+  const m = modeSettings(r, mode);
+  return {
+    mode,
+    hostnameOverride: r.str('hostnameOverride').trim().toLowerCase(),
+    ...serverAddresses(r, values, origins),
+    bindAddressHardFail: r.bool('bindAddressHardFail', false),
     clientConnection: {
-      kubeconfig: str('clientConnection.kubeconfig'),
-      master: str('clientConnection.master'),
-      contentType: str('clientConnection.contentType') || 'application/vnd.kubernetes.protobuf',
-      acceptContentTypes: str('clientConnection.acceptContentTypes'),
-      qps: orDefault('clientConnection.qps', 5),
-      burst: orDefault('clientConnection.burst', 10),
+      kubeconfig: r.str('clientConnection.kubeconfig'),
+      master: r.str('clientConnection.master'),
+      contentType: r.str('clientConnection.contentType') || 'application/vnd.kubernetes.protobuf',
+      acceptContentTypes: r.str('clientConnection.acceptContentTypes'),
+      qps: r.orDefault('clientConnection.qps', 5),
+      burst: r.orDefault('clientConnection.burst', 10),
     },
-    syncPeriodMs,
-    minSyncPeriodMs,
-    configSyncPeriodMs: orDefault('configSyncPeriod', 15 * MINUTE),
-    masqueradeBit,
-    masqueradeAll: bool(`${masqSection}.masqueradeAll`, false),
-    localhostNodePorts: bool('iptables.localhostNodePorts', true),
+    syncPeriodMs: m.syncPeriodMs,
+    minSyncPeriodMs: m.minSyncPeriodMs,
+    configSyncPeriodMs: r.orDefault('configSyncPeriod', 15 * MINUTE),
+    masqueradeBit: m.masqueradeBit,
+    masqueradeAll: m.masqueradeAll,
+    localhostNodePorts: r.bool('iptables.localhostNodePorts', true),
     ipvs: {
       scheduler,
-      excludeCIDRs: list('ipvs.excludeCIDRs'),
-      strictARP: bool('ipvs.strictARP', false),
-      tcpTimeoutMs: num('ipvs.tcpTimeout') ?? 0,
-      tcpFinTimeoutMs: num('ipvs.tcpFinTimeout') ?? 0,
-      udpTimeoutMs: num('ipvs.udpTimeout') ?? 0,
+      excludeCIDRs: r.list('ipvs.excludeCIDRs'),
+      strictARP: r.bool('ipvs.strictARP', false),
+      tcpTimeoutMs: r.num('ipvs.tcpTimeout') ?? 0,
+      tcpFinTimeoutMs: r.num('ipvs.tcpFinTimeout') ?? 0,
+      udpTimeoutMs: r.num('ipvs.udpTimeout') ?? 0,
     },
     detectLocalMode,
     detectLocal: {
-      bridgeInterface: str('detectLocal.bridgeInterface'),
-      interfaceNamePrefix: str('detectLocal.interfaceNamePrefix'),
+      bridgeInterface: r.str('detectLocal.bridgeInterface'),
+      interfaceNamePrefix: r.str('detectLocal.interfaceNamePrefix'),
     },
-    clusterCIDRs: str('clusterCIDR')
+    clusterCIDRs: r
+      .str('clusterCIDR')
       .split(',')
       .map((s) => s.trim())
       .filter((s) => s !== ''),
     nodePortAddresses: nodePortAddresses.length > 0 ? nodePortAddresses : mode === 'nftables' ? ['primary'] : ['all'],
-    oomScoreAdj: num('oomScoreAdj') ?? DEFAULT_OOM_SCORE_ADJ,
-    portRange: parsePortRange(str('portRange'), (m) => err('portRange', m)),
-    udpIdleTimeoutMs: orDefault('udpIdleTimeout', 250),
-    conntrack: {
-      maxPerCore: num('conntrack.maxPerCore') ?? 32 * 1024,
-      min: num('conntrack.min') ?? 128 * 1024,
-      tcpEstablishedTimeoutMs: num('conntrack.tcpEstablishedTimeout') ?? 24 * HOUR,
-      tcpCloseWaitTimeoutMs: num('conntrack.tcpCloseWaitTimeout') ?? HOUR,
-      tcpBeLiberal: bool('conntrack.tcpBeLiberal', false),
-      udpTimeoutMs: num('conntrack.udpTimeout') ?? 0,
-      udpStreamTimeoutMs: num('conntrack.udpStreamTimeout') ?? 0,
-    },
+    oomScoreAdj: r.num('oomScoreAdj') ?? DEFAULT_OOM_SCORE_ADJ,
+    portRange: parsePortRange(r.str('portRange'), (msg) => err('portRange', msg)),
+    udpIdleTimeoutMs: r.orDefault('udpIdleTimeout', 250),
+    conntrack: conntrackConfig(r),
     featureGates: { ...((values.get('featureGates') as Record<string, boolean> | undefined) ?? {}) },
-    logging: { verbosity: num('logging.verbosity') ?? 0, format },
+    logging: { verbosity: r.num('logging.verbosity') ?? 0, format },
     kubeProxyTS: {
-      manifestDir: str('kubeProxyTS.manifestDir'),
-      controlSocket: str('kubeProxyTS.controlSocket', DEFAULT_CONTROL_SOCKET),
-      serviceTrafficMetrics: bool('kubeProxyTS.serviceTrafficMetrics', false),
+      manifestDir: r.str('kubeProxyTS.manifestDir'),
+      controlSocket: r.str('kubeProxyTS.controlSocket', DEFAULT_CONTROL_SOCKET),
+      serviceTrafficMetrics: r.bool('kubeProxyTS.serviceTrafficMetrics', false),
     },
   };
-
-  validate(config, { section, masqSection, err, warnings, values });
-  return { config, errors, warnings };
 }
 
 interface ValidateCtx {
   section: string;
   masqSection: string;
-  err: (field: string, message: string, originField?: string) => void;
+  err: ErrFn;
   warnings: string[];
   values: FlatValues;
 }
 
-function validate(c: ProxyConfig, { section, masqSection, err, warnings, values }: ValidateCtx): void {
-  const d = (ms: number): string => show(formatDuration(ms));
+function validate(c: ProxyConfig, ctx: ValidateCtx): void {
+  validatePeriods(c, ctx);
+  validateAddresses(c, ctx);
+  validateRanges(c, ctx);
+  validateDetectLocal(c, ctx);
+  validateCounts(c, ctx);
+  warnIgnored(c, ctx);
+}
 
+const showMs = (ms: number): string => show(formatDuration(ms));
+
+function validatePeriods(c: ProxyConfig, { section, err }: ValidateCtx): void {
+  const d = showMs;
   if (c.syncPeriodMs <= 0) err(`${section}.syncPeriod`, `${d(c.syncPeriodMs)} must be greater than 0`);
   if (c.minSyncPeriodMs < 0)
     err(`${section}.minSyncPeriod`, `${d(c.minSyncPeriodMs)} must be greater than or equal to 0`);
@@ -227,7 +290,9 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
     );
   }
   if (c.configSyncPeriodMs <= 0) err('configSyncPeriod', `${d(c.configSyncPeriodMs)} must be greater than 0`);
+}
 
+function validateAddresses(c: ProxyConfig, { err, values }: ValidateCtx): void {
   if (parseIP(c.bindAddress) === undefined) err('bindAddress', `${show(c.bindAddress)} is not a valid IP address`);
   if (c.healthzBindAddress !== '') validateHostPort('healthzBindAddress', c.healthzBindAddress, err);
   if (c.metricsBindAddress !== '') validateHostPort('metricsBindAddress', c.metricsBindAddress, err);
@@ -246,13 +311,16 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
       err('clusterCIDR', `${show(clusterCIDR)} must be a dual-stack pair: one IPv4 and one IPv6 CIDR`);
     }
   }
+}
 
+/** Bits, scores and timeouts within their ranges; in ipvs mode its timeouts and exclude CIDRs too. */
+function validateRanges(c: ProxyConfig, { masqSection, err, values }: ValidateCtx): void {
   for (const sec of new Set(['iptables', masqSection])) {
     const bit = values.get(`${sec}.masqueradeBit`);
     if (typeof bit === 'number' && (bit < 0 || bit > 31))
       err(`${sec}.masqueradeBit`, `${bit} must be within the range [0, 31]`);
   }
-  if (c.udpIdleTimeoutMs < 0) err('udpIdleTimeout', `${d(c.udpIdleTimeoutMs)} must be greater than 0`);
+  if (c.udpIdleTimeoutMs < 0) err('udpIdleTimeout', `${showMs(c.udpIdleTimeoutMs)} must be greater than 0`);
   if (c.oomScoreAdj < -1000 || c.oomScoreAdj > 1000)
     err('oomScoreAdj', `${c.oomScoreAdj} must be within the range [-1000, 1000]`);
 
@@ -276,7 +344,7 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
         err(`ipvs.excludeCIDRs[${i}]`, `${show(s)} must be a valid CIDR`);
     });
   }
-  for (const [field, ms] of ctDurations) if (ms < 0) err(field, `${d(ms)} must be greater than or equal to 0`);
+  for (const [field, ms] of ctDurations) if (ms < 0) err(field, `${showMs(ms)} must be greater than or equal to 0`);
 
   c.nodePortAddresses.forEach((s, i) => {
     if (s === 'primary' || s === 'localhost' || s === 'all') return;
@@ -284,7 +352,9 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
       err(`nodePortAddresses[${i}]`, `${show(s)} must be a valid CIDR or one of "primary", "localhost", "all"`);
     }
   });
+}
 
+function validateDetectLocal(c: ProxyConfig, { err }: ValidateCtx): void {
   if (c.detectLocalMode === 'BridgeInterface' && c.detectLocal.bridgeInterface === '') {
     err(
       'detectLocal.bridgeInterface',
@@ -299,12 +369,18 @@ function validate(c: ProxyConfig, { section, masqSection, err, warnings, values 
       'detectLocalMode',
     );
   }
+}
+
+function validateCounts(c: ProxyConfig, { err }: ValidateCtx): void {
   if (c.clientConnection.burst < 0)
     err('clientConnection.burst', `${c.clientConnection.burst} must be greater than or equal to 0`);
   if (c.clientConnection.qps < 0)
     err('clientConnection.qps', `${c.clientConnection.qps} must be greater than or equal to 0`);
   if (c.logging.verbosity < 0) err('logging.verbosity', `${c.logging.verbosity} must be greater than or equal to 0`);
+}
 
+/** Settings that are accepted and ignored, said so. */
+function warnIgnored(c: ProxyConfig, { warnings, values }: ValidateCtx): void {
   if (
     c.mode === 'nftables' &&
     values.has('iptables.masqueradeBit') &&

@@ -3,6 +3,7 @@
 // replaces a symlink at the target itself, so what the link pointed at is never written, and
 // a reader never sees half a file.
 
+import { errorMessage } from '../base/errors.ts';
 import { closeSync, constants, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
@@ -25,6 +26,6 @@ export function writeNewFile(path: string, content: string, mode = 0o644): void 
     } catch {
       // already gone
     }
-    throw new Error(`cannot write ${path}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    throw new Error(`cannot write ${path}: ${errorMessage(e)}`, { cause: e });
   }
 }

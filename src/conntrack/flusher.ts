@@ -33,6 +33,7 @@
 // errs towards keeping entries, or deletes one early that the old rules re-create and the
 // next flush removes.
 
+import { errorMessage } from '../base/errors.ts';
 import type { IPFamily } from '../base/ip.ts';
 import type { Clock } from '../base/clock.ts';
 import { systemClock } from '../base/clock.ts';
@@ -345,7 +346,7 @@ export class ConntrackFlusher {
         else {
           totals.errors++;
           this.log.warn('Deleting conntrack entries failed', {
-            error: String((e as Error)?.message ?? e),
+            error: errorMessage(e),
             batch: end - start,
           });
         }
@@ -388,7 +389,7 @@ export class ConntrackFlusher {
           run.errors++;
           this.log.warn('Flushing conntrack entries by filter failed', {
             filter: filterText(pf.filter),
-            error: String((e as Error)?.message ?? e),
+            error: errorMessage(e),
           });
         }
         continue;
@@ -414,70 +415,86 @@ export class ConntrackFlusher {
       kernelFlushes: 0,
       aborted: false,
     };
-    const failedKeys = run.failedKeys;
     let kept = 0;
     try {
-      const plan = planFlush(batch);
-      const indexes = new Map<IPFamily, ServingIndex | undefined>();
-      const indexOf = (family: IPFamily): ServingIndex | undefined => {
-        if (!indexes.has(family)) indexes.set(family, this.index(family));
-        return indexes.get(family);
-      };
-      const budget = { left: this.maxKernelFlushes };
-      const toDelete: Flow[] = [];
-      /** The targets that chose each entry of toDelete (same index). */
-      const owners: (readonly string[])[] = [];
-      for (const whole of plan.groups) {
-        const flushed = signal.aborted
-          ? new Set<PlannedFilter>()
-          : await this.flushGroup(whole, indexOf(whole.family), budget, signal, run);
-        const group = withoutFilters(whole, flushed);
-        if (!group) continue;
-        if (signal.aborted) {
-          run.aborted = true;
-          for (const k of group.targets) failedKeys.add(k);
-          continue;
-        }
-        let flows: Flow[];
-        try {
-          flows = await this.client.dump(group.dump, { signal });
-        } catch (e) {
-          if (signal.aborted) run.aborted = true;
-          else {
-            run.errors++;
-            this.log.warn('Dumping conntrack entries failed', {
-              filter: filterText(group.dump),
-              error: String((e as Error)?.message ?? e),
-            });
-          }
-          for (const k of group.targets) failedKeys.add(k);
-          continue;
-        }
-        const sel = selectStale(group, flows, indexOf(group.family));
-        kept += sel.kept;
-        for (const s of sel.selected) {
-          toDelete.push(s.flow);
-          owners.push(s.targets);
-        }
-      }
-      run.matched += toDelete.length;
-      const del = await this.deleteBatches(toDelete, signal, run);
-      run.aborted ||= del.aborted;
-      for (const [start, end] of del.failed)
-        for (let i = start; i < end; i++) for (const k of owners[i]!) failedKeys.add(k);
+      kept = await this.flushBatch(batch, signal, run);
     } catch (e) {
       // A bad target (an address the filter refuses): it would fail again, so it is dropped.
       run.errors++;
-      this.log.error('Conntrack flush could not be planned', {
-        error: String((e as Error)?.message ?? e),
-        targets: batch.size,
-      });
+      this.log.error('Conntrack flush could not be planned', { error: errorMessage(e), targets: batch.size });
     } finally {
       done();
     }
+    if (run.aborted) run.errors++;
+    this.finishFlush(batch, run, kept, this.clock.now() - t0, signal);
+  }
+
+  /**
+   * Plans the batch, flushes what the kernel can flush by filter, dumps the rest and deletes
+   * the stale entries; returns how many entries were kept (still served).
+   */
+  private async flushBatch(batch: Map<string, PendingTarget>, signal: AbortSignal, run: RunTotals): Promise<number> {
+    const { failedKeys } = run;
+    let kept = 0;
+    const plan = planFlush(batch);
+    const indexes = new Map<IPFamily, ServingIndex | undefined>();
+    const indexOf = (family: IPFamily): ServingIndex | undefined => {
+      if (!indexes.has(family)) indexes.set(family, this.index(family));
+      return indexes.get(family);
+    };
+    const budget = { left: this.maxKernelFlushes };
+    const toDelete: Flow[] = [];
+    /** The targets that chose each entry of toDelete (same index). */
+    const owners: (readonly string[])[] = [];
+    for (const whole of plan.groups) {
+      const flushed = signal.aborted
+        ? new Set<PlannedFilter>()
+        : await this.flushGroup(whole, indexOf(whole.family), budget, signal, run);
+      const group = withoutFilters(whole, flushed);
+      if (!group) continue;
+      if (signal.aborted) {
+        run.aborted = true;
+        for (const k of group.targets) failedKeys.add(k);
+        continue;
+      }
+      let flows: Flow[];
+      try {
+        flows = await this.client.dump(group.dump, { signal });
+      } catch (e) {
+        if (signal.aborted) run.aborted = true;
+        else {
+          run.errors++;
+          this.log.warn('Dumping conntrack entries failed', { filter: filterText(group.dump), error: errorMessage(e) });
+        }
+        for (const k of group.targets) failedKeys.add(k);
+        continue;
+      }
+      const sel = selectStale(group, flows, indexOf(group.family));
+      kept += sel.kept;
+      for (const s of sel.selected) {
+        toDelete.push(s.flow);
+        owners.push(s.targets);
+      }
+    }
+    run.matched += toDelete.length;
+    const del = await this.deleteBatches(toDelete, signal, run);
+    run.aborted ||= del.aborted;
+    for (const [start, end] of del.failed)
+      for (let i = start; i < end; i++) for (const k of owners[i]!) failedKeys.add(k);
+    return kept;
+  }
+
+  /** Keeps the failed targets for the next run (up to maxAttempts), then logs and reports the run. */
+  private finishFlush(
+    batch: Map<string, PendingTarget>,
+    run: RunTotals,
+    kept: number,
+    durationMs: number,
+    signal: AbortSignal,
+  ): void {
     const aborted = run.aborted;
-    if (aborted) run.errors++;
-    const { keep, dropped } = retainFailed([...failedKeys].map((k) => batch.get(k)!).filter(Boolean), this.maxAttempts);
+    const failed = [...run.failedKeys].map((k) => batch.get(k)!).filter(Boolean);
+    const { keep, dropped } = retainFailed(failed, this.maxAttempts);
     if (!this.closing.signal.aborted) mergeTargets(this.failed, keep);
     for (const d of dropped)
       this.log.error('Gave up deleting stale conntrack entries', {
@@ -485,7 +502,6 @@ export class ConntrackFlusher {
         service: d.target.service,
         attempts: d.attempts,
       });
-    const durationMs = this.clock.now() - t0;
     const fields = {
       targets: batch.size,
       matched: run.matched,
@@ -505,21 +521,8 @@ export class ConntrackFlusher {
     else if (run.errors > 0)
       this.log.warn('Conntrack flush had errors; its targets are retried at the next sync', fields);
     else this.log.debug('Flushed stale conntrack entries', fields);
-    this.report({
-      mode: 'flush',
-      families: [],
-      targets: batch.size,
-      matched: run.matched,
-      deleted: run.deleted,
-      notFound: run.notFound,
-      kept,
-      errors: run.errors,
-      kernelFlushes: run.kernelFlushes,
-      durationMs,
-      timedOut: aborted,
-      retained: keep.length,
-      dropped: dropped.length,
-    });
+    const { retained, ...counts } = fields;
+    this.report({ mode: 'flush', families: [], ...counts, timedOut: aborted, retained, dropped: dropped.length });
   }
 
   private async runReconcile(families: readonly IPFamily[]): Promise<void> {
@@ -548,7 +551,7 @@ export class ConntrackFlusher {
               totals.errors++;
               this.log.warn('Dumping conntrack entries failed', {
                 filter: filterText(filter),
-                error: String((e as Error)?.message ?? e),
+                error: errorMessage(e),
               });
             }
             retry.add(family);

@@ -7,6 +7,7 @@
 // no other user ever sees it with looser permissions. A socket file left by a daemon that
 // died is replaced; one a running daemon still answers on is not (a clear start-up error).
 
+import { errorMessage } from '../base/errors.ts';
 import { chmodSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
@@ -60,7 +61,7 @@ function serve(socket: Socket, handler: ControlHandler, log: Logger, closing: Ab
     try {
       request = JSON.parse(buf.slice(0, nl));
     } catch (e) {
-      answer({ ok: false, error: `not JSON: ${(e as Error).message}` });
+      answer({ ok: false, error: `not JSON: ${errorMessage(e)}` });
       return;
     }
     if (typeof request !== 'object' || request === null || Array.isArray(request)) {
@@ -71,7 +72,7 @@ function serve(socket: Socket, handler: ControlHandler, log: Logger, closing: Ab
       (result) => answer({ ok: true, result }),
       (e: unknown) => {
         log.debug('Control query failed', { op: 'control', err: e });
-        answer({ ok: false, error: e instanceof Error ? e.message : String(e) });
+        answer({ ok: false, error: errorMessage(e) });
       },
     );
   });

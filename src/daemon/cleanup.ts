@@ -23,6 +23,7 @@
 // names of ours and go with them.
 // Starting a mode removes what the other modes and upstream left (removeOtherModesLeftovers).
 
+import { errorMessage } from '../base/errors.ts';
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
@@ -56,8 +57,6 @@ class AbsentIpvs extends IpvsClient {
   }
 }
 
-const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
-
 /** Runs every step (a failed one does not stop the others); returns the failures. */
 export async function runCleanupSteps(steps: readonly CleanupStep[], logger: Logger): Promise<string[]> {
   const failures: string[] = [];
@@ -66,7 +65,7 @@ export async function runCleanupSteps(steps: readonly CleanupStep[], logger: Log
       await s.run();
       logger.info('Cleaned up', { what: s.what });
     } catch (e) {
-      failures.push(`${s.what}: ${errText(e)}`);
+      failures.push(`${s.what}: ${errorMessage(e)}`);
       logger.error('Cleanup failed', { op: 'cleanup', what: s.what, err: e });
     }
   }
@@ -110,7 +109,7 @@ export async function kernelCleanupSteps(deps: {
   try {
     await ipvs.familyId();
   } catch (e) {
-    deps.logger.debug('No IPVS in this kernel; no virtual servers to remove', { err: errText(e) });
+    deps.logger.debug('No IPVS in this kernel; no virtual servers to remove', { err: errorMessage(e) });
     ipvs = new AbsentIpvs(genl);
   }
   const route = new RouteClient(open(Protocol.ROUTE));

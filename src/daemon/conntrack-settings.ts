@@ -14,6 +14,7 @@
 // hashsize"). Failures are logged, not fatal: in a container or a non-initial network
 // namespace nf_conntrack_max and /sys are read-only.
 
+import { errorMessage } from '../base/errors.ts';
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Logger } from '../base/logger.ts';
 import type { ProxyConfig } from '../config/index.ts';
@@ -65,11 +66,10 @@ export function conntrackSysctls(c: ProxyConfig['conntrack']): [string, number][
   return out;
 }
 
-const errText = (e: unknown): string =>
-  (e as NodeJS.ErrnoException).code ?? (e instanceof Error ? e.message : String(e));
+const codeOrMessage = (e: unknown): string => (e as NodeJS.ErrnoException).code ?? errorMessage(e);
 
 function failed(logger: Logger, what: string, value: number, err: unknown): void {
-  const text = errText(err);
+  const text = codeOrMessage(err);
   const fields = { op: 'set conntrack tunable', what, value, err: text };
   // Read-only: a container, or outside the host's network namespace (as upstream tolerates).
   if (/\b(EACCES|EROFS|EPERM)\b/.test(text))

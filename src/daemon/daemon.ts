@@ -12,6 +12,7 @@
 // (an in-flight sync is aborted), the source, the servers, the sockets. The programmed rules
 // stay, so traffic keeps flowing across a restart, as upstream.
 
+import { errorMessage } from '../base/errors.ts';
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
@@ -57,7 +58,7 @@ export interface DaemonParts {
   events?: EventSink;
   /** This node's interface addresses (health-check node ports bind to those nodePortAddresses selects). */
   localAddresses?: () => readonly string[];
-  /** The conntrack flusher (issue 6, not wired by build.ts yet); unset: stale targets are only logged. */
+  /** The conntrack flusher (build.ts opens one); unset (tests): stale targets are only logged. */
   staleFlows?: StaleFlowSink;
   /** The control socket's path (explain, trace); unset: none (tests). */
   controlSocket?: string;
@@ -161,13 +162,7 @@ export class Daemon {
     try {
       return await serving;
     } catch (err) {
-      this.p.events?.eventf(
-        nodeRef(this.p.nodeName),
-        'Warning',
-        reason,
-        'StartKubeProxy',
-        err instanceof Error ? err.message : String(err),
-      );
+      this.p.events?.eventf(nodeRef(this.p.nodeName), 'Warning', reason, 'StartKubeProxy', errorMessage(err));
       await this.p.events?.flush?.();
       throw err;
     }

@@ -12,8 +12,6 @@ import { parseIP } from '../base/ip.ts';
 import type { ProxyConfig } from '../config/index.ts';
 import type { ModelOptions } from '../model/index.ts';
 
-export type { IPFamily };
-
 /** What the daemon found out about the host (families.ts does no I/O). */
 export interface HostFacts {
   /** The kernel has IPv6 (/proc/sys/net/ipv6 exists: absent with ipv6.disable=1). */

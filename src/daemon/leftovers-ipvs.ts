@@ -7,6 +7,7 @@
 // would have deleted as its own: every non-fwmark virtual server outside --ipvs-exclude-cidrs.
 // A node running keepalived or another IPVS user without kube-ipvs0 keeps its services.
 
+import { errorMessage } from '../base/errors.ts';
 import type { CIDR } from '../base/ip.ts';
 import { cidrContains, parseCIDR, parseIP } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
@@ -17,8 +18,6 @@ import { isFwmarkKey, isServiceNotFound } from '../netlink/ipvs/index.ts';
 import type { RouteClient } from '../netlink/route/index.ts';
 import { isNoSuchLink } from '../netlink/route/index.ts';
 import { DUMMY_DEVICE, SETS, ipsetName } from '../proxier/ipvs/index.ts';
-
-const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /** Every ipset name upstream's IPVS mode creates, both families. */
 export function upstreamIpsetNames(): string[] {
@@ -39,7 +38,7 @@ export async function removeUpstreamVirtualServers(ipvs: IpvsClient, excludeCIDR
   const errors = (await ipvs.applyMany(doomed.map((service) => ({ op: 'delete-service' as const, service })))).filter(
     (e) => e && !isServiceNotFound(e),
   );
-  if (errors.length > 0) throw new Error(`delete ${errors.length} ipvs virtual server(s): ${errText(errors[0])}`);
+  if (errors.length > 0) throw new Error(`delete ${errors.length} ipvs virtual server(s): ${errorMessage(errors[0])}`);
   return doomed.length;
 }
 
@@ -76,7 +75,7 @@ export async function removeUpstreamIpsets(ipset: IpsetClient, wait: ReleaseWait
       } catch (e) {
         if (isSetNotFound(e)) continue;
         const hint = isSetBusy(e) ? ' (still referenced by an iptables rule; legacy iptables?)' : '';
-        problems.set(name, `${name}: ${errText(e)}${hint}`);
+        problems.set(name, `${name}: ${errorMessage(e)}${hint}`);
         if (isSetBusy(e)) busy.push(name);
       }
     }

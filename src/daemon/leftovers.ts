@@ -14,6 +14,7 @@
 // Our own nftables table is `kube-proxy-ts`, so upstream's `kube-proxy` tables are never ours.
 // Order: nftables and iptables rules first, since a rule matching an ipset keeps it busy.
 
+import { errorMessage } from '../base/errors.ts';
 import { existsSync } from 'node:fs';
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
@@ -186,7 +187,7 @@ export async function cleanUpstreamLeftovers(mode: string, o: LeftoverOptions): 
     opened = await openLeftoverClients();
   } catch (e) {
     o.logger.warn('Could not look for leftovers of another proxy', { err: e });
-    return [`open netlink sockets: ${e instanceof Error ? e.message : String(e)}`];
+    return [`open netlink sockets: ${errorMessage(e)}`];
   }
   const { clients, close } = opened;
   const failures: string[] = [];
@@ -195,7 +196,7 @@ export async function cleanUpstreamLeftovers(mode: string, o: LeftoverOptions): 
       try {
         await s.run();
       } catch (e) {
-        failures.push(`${s.what}: ${e instanceof Error ? e.message : String(e)}`);
+        failures.push(`${s.what}: ${errorMessage(e)}`);
         o.logger.warn('Could not remove leftovers of another proxy', { what: s.what, err: e });
       }
     }

@@ -2,6 +2,7 @@
 // between serve, --cleanup and --write-config-to; build.ts makes the parts, daemon.ts runs
 // them, signals.ts turns SIGTERM/SIGINT into a clean stop (exit 0, rules left in place).
 
+import { errorMessage } from '../base/errors.ts';
 import { readFileSync } from 'node:fs';
 import { systemClock } from '../base/clock.ts';
 import type { Clock } from '../base/clock.ts';
@@ -55,11 +56,9 @@ function packageVersion(): string {
   }
 }
 
-const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
-
 /** One readable line for the operator; the stack and causes at --v=2. */
 function startFailed(logger: Logger, op: string, config: ProxyConfig, e: unknown): void {
-  logger.error(`Cannot start: ${errText(e)}`, { op, mode: config.mode });
+  logger.error(`Cannot start: ${errorMessage(e)}`, { op, mode: config.mode });
   logger.debug('Start-up failure details', { op, err: e });
 }
 
@@ -118,7 +117,7 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
       const init = deps.initOnly ?? (await import('./init-only.ts')).initOnly;
       code = await init(config, { logger, clock });
     } catch (e) {
-      logger.error(`Initialization failed: ${errText(e)}`, { op: 'init-only', mode: config.mode });
+      logger.error(`Initialization failed: ${errorMessage(e)}`, { op: 'init-only', mode: config.mode });
       code = 1;
     }
     await closeLogger(logger);

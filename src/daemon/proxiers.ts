@@ -1,6 +1,7 @@
 // The proxiers of the selected mode, one per IP family, on their own netlink sockets in this
 // process's network namespace. The only place that knows how each mode is built.
 
+import { errorMessage } from '../base/errors.ts';
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
@@ -127,56 +128,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
     }
     if (config.mode === 'iptables') return iptablesSet(config, families, deps, open, close);
     if (config.mode === 'userspace') return userspaceSet(config, families, deps, open, close);
-    if (config.mode === 'ipvs') {
-      const route = new RouteClient(open(Protocol.ROUTE));
-      const ipvsList: IpvsProxier[] = [];
-      const ipvs = new IpvsClient(open(Protocol.GENERIC));
-      const ipset = new IpsetClient(open(Protocol.NETFILTER));
-      for (const family of families) {
-        const companion = companionWriter(family, ipset, open);
-        const p = new IpvsProxier(
-          {
-            family,
-            scheduler: config.ipvs.scheduler,
-            strictARP: config.ipvs.strictARP,
-            excludeCIDRs: config.ipvs.excludeCIDRs,
-            tcpTimeoutSeconds: sec(config.ipvs.tcpTimeoutMs),
-            tcpFinTimeoutSeconds: sec(config.ipvs.tcpFinTimeoutMs),
-            udpTimeoutSeconds: sec(config.ipvs.udpTimeoutMs),
-          },
-          {
-            ipvs,
-            ipset,
-            route,
-            sysctl: deps.sysctl,
-            clock: deps.clock,
-            logger: deps.logger,
-            companion,
-            masqueradeBit: config.masqueradeBit,
-          },
-        );
-        ipvsList.push(p);
-        proxiers.set(family, p);
-      }
-      return {
-        mode: config.mode,
-        proxiers,
-        init: async (signal) => {
-          // Asked first, so a kernel without IPVS is named as such (not as a missing sysctl).
-          try {
-            await ipvs.familyId();
-          } catch (e) {
-            throw new Error(
-              `IPVS mode is unavailable: ${e instanceof Error ? e.message : String(e)} (is module ip_vs loadable?)`,
-              { cause: e },
-            );
-          }
-          await removeOtherModesLeftovers('ipvs', leftoverDeps);
-          for (const p of ipvsList) await p.init(signal);
-        },
-        close,
-      };
-    }
+    if (config.mode === 'ipvs') return ipvsSet(config, families, deps, open, close);
   } catch (e) {
     close();
     throw e;
@@ -189,6 +141,63 @@ export function iptablesClients(family: IPFamily, conn: NetlinkConnection): Map<
   const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
   const tables: IptTable[] = ['nat', 'filter', 'mangle'];
   return new Map(tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn })]));
+}
+
+/** IPVS mode: one IpvsProxier per family on shared IPVS, ipset and route sockets. */
+function ipvsSet(
+  config: ProxyConfig,
+  families: readonly IPFamily[],
+  deps: ProxierDeps,
+  open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection,
+  close: () => void,
+): ProxierSet {
+  const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
+  const proxiers = new Map<IPFamily, Proxier>();
+  const route = new RouteClient(open(Protocol.ROUTE));
+  const ipvsList: IpvsProxier[] = [];
+  const ipvs = new IpvsClient(open(Protocol.GENERIC));
+  const ipset = new IpsetClient(open(Protocol.NETFILTER));
+  for (const family of families) {
+    const companion = companionWriter(family, ipset, open);
+    const p = new IpvsProxier(
+      {
+        family,
+        scheduler: config.ipvs.scheduler,
+        strictARP: config.ipvs.strictARP,
+        excludeCIDRs: config.ipvs.excludeCIDRs,
+        tcpTimeoutSeconds: sec(config.ipvs.tcpTimeoutMs),
+        tcpFinTimeoutSeconds: sec(config.ipvs.tcpFinTimeoutMs),
+        udpTimeoutSeconds: sec(config.ipvs.udpTimeoutMs),
+      },
+      {
+        ipvs,
+        ipset,
+        route,
+        sysctl: deps.sysctl,
+        clock: deps.clock,
+        logger: deps.logger,
+        companion,
+        masqueradeBit: config.masqueradeBit,
+      },
+    );
+    ipvsList.push(p);
+    proxiers.set(family, p);
+  }
+  return {
+    mode: config.mode,
+    proxiers,
+    init: async (signal) => {
+      // Asked first, so a kernel without IPVS is named as such (not as a missing sysctl).
+      try {
+        await ipvs.familyId();
+      } catch (e) {
+        throw new Error(`IPVS mode is unavailable: ${errorMessage(e)} (is module ip_vs loadable?)`, { cause: e });
+      }
+      await removeOtherModesLeftovers('ipvs', leftoverDeps);
+      for (const p of ipvsList) await p.init(signal);
+    },
+    close,
+  };
 }
 
 /**

@@ -11,13 +11,12 @@
 //     WATCHDOG=1 while healthy and no sync is stuck, STOPPING=1 on stop.
 
 import type { Clock } from '../base/clock.ts';
+import type { IPFamily } from '../base/ip.ts';
 import { nullLogger, type Logger } from '../base/logger.ts';
 import type { ProxyHealth } from '../health/proxy-health.ts';
 import type { ProxyMetrics } from '../metrics/metrics.ts';
 import { BoundedFrequencyRunner, type RunInfo, type RunReason } from '../sync/bounded-frequency-runner.ts';
 import type { Notifier } from './sd-notify.ts';
-
-export type IPFamily = 'IPv4' | 'IPv6';
 
 export interface SyncRequest {
   /** Re-read and repair everything (first sync, periodic, after a failure), or only what changed. */

@@ -3,11 +3,10 @@
 // health-check servers, the network-programming latency, the no-local-endpoints gauges, and
 // the stale-flow targets for the conntrack flusher.
 //
-// Conntrack (issue 6) is not wired yet: `staleFlows` is the seam, shaped as the
-// ConntrackFlusher of src/conntrack expects to be driven (its wiring note): reconcile(desired)
-// after the first committed sync of each family, schedule(change.stale, desired) after every
-// committed sync, hold(change.stale) for a sync that failed (deleted only after the next
-// commit). Without it, stale targets are only logged.
+// `staleFlows` is the ConntrackFlusher of src/conntrack (build.ts opens it), driven as it expects:
+// reconcile(desired) after the first committed sync of each family, schedule(change.stale,
+// desired) after every committed sync, hold(change.stale) for a sync that failed (deleted only
+// after the next commit). Without one (tests), stale targets are only logged.
 
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
@@ -147,7 +146,7 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
         if (!committed.has(p.family)) o.staleFlows.reconcile(desired);
         o.staleFlows.schedule(change.stale, desired);
       } else if (change.stale.length > 0) {
-        o.logger.debug('Stale conntrack targets (no conntrack flusher wired yet)', {
+        o.logger.debug('Stale conntrack targets (no conntrack flusher)', {
           family: p.family,
           targets: change.stale.length,
         });

@@ -2,6 +2,7 @@
 // settings under /proc/sys have no netlink interface, so this is the daemon's one write
 // outside netlink; proxiers never touch /proc themselves.
 
+import { errorMessage } from '../base/errors.ts';
 import { readFile, writeFile } from 'node:fs/promises';
 import type { SysctlWriter } from '../proxier/ipvs/index.ts';
 
@@ -20,7 +21,7 @@ export class ProcSysctl implements SysctlWriter {
       if ((await readFile(file, 'utf8')).trim() === String(value)) return;
       await writeFile(file, `${value}\n`);
     } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+      const code = (e as NodeJS.ErrnoException).code ?? errorMessage(e);
       throw new Error(`sysctl ${path}=${value}: ${code}`);
     }
   }

@@ -4,7 +4,6 @@ export {
   TO_BE_DELETED_TAINT,
   type HealthAnswer,
   type HealthCounters,
-  type IPFamily,
   type ProxyHealthOptions,
   type ProxyHealthServerOptions,
 } from './proxy-health.ts';

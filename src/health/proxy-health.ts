@@ -12,14 +12,13 @@
 // Counting responses by code (proxy_healthz_total, proxy_livez_total) is injected.
 
 import type { Clock } from '../base/clock.ts';
+import type { IPFamily } from '../base/ip.ts';
 import { nullLogger, type Logger } from '../base/logger.ts';
 import type { Node } from '../model/k8s.ts';
 import { formatGoTime } from './go-time.ts';
 import { nodeHttpListen, parseHostPort, sendJSON, type HttpListener, type ListenFn } from './http.ts';
 
 export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
-
-export type IPFamily = 'IPv4' | 'IPv6';
 
 export interface HealthCounters {
   healthz(code: number): void;

@@ -9,6 +9,8 @@
 // them for Services that are gone. A listen failure (port taken) is logged and retried on
 // a timer and on every sync; it never fails the sync or the daemon.
 
+import { asError } from '../base/errors.ts';
+import { SerialQueue } from '../base/serial.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock, TimerHandle } from '../base/clock.ts';
 import { nullLogger, type Logger } from '../base/logger.ts';
@@ -66,7 +68,7 @@ export class ServiceHealthServers {
   private readonly retryMs: number;
   private readonly onListenError: ServiceHealthOptions['onListenError'];
   private readonly services = new Map<string, Instance>();
-  private queue: Promise<void> = Promise.resolve();
+  private readonly serial = new SerialQueue();
   private retryTimer: TimerHandle | undefined;
   private closed = false;
 
@@ -142,9 +144,7 @@ export class ServiceHealthServers {
   }
 
   private enqueue(task: () => Promise<void>): Promise<void> {
-    const next = this.queue.then(task, task);
-    this.queue = next.catch(() => undefined);
-    return next;
+    return this.serial.run(task);
   }
 
   private async doSync(wanted: Map<string, ServiceHealthEntry>): Promise<void> {
@@ -192,7 +192,7 @@ export class ServiceHealthServers {
         inst.lastError = undefined;
         if (!first) this.log.info('Service health check listening after retry', { service: key, port: inst.port });
       } catch (e) {
-        const err = e instanceof Error ? e : new Error(String(e));
+        const err = asError(e);
         // Close what opened, so a retry (or another owner of the port) starts clean.
         await this.closeInstance(inst);
         const repeated = previous.message === err.message;

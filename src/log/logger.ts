@@ -8,6 +8,7 @@
 //   - format 'json': one JSON object a line {"ts","level","msg",...fields} (prefixed under journald).
 //   - Verbosity as klog's -v: 0 and 1 log error/warn/info, 2 and above add debug.
 
+import { errorMessage } from '../base/errors.ts';
 import { fstatSync } from 'node:fs';
 import type { Writable } from 'node:stream';
 import winston from 'winston';
@@ -161,7 +162,7 @@ function errorText(e: Error): string {
   let text = e.message;
   let cause: unknown = e.cause;
   for (let depth = 0; cause !== undefined && depth < 5; depth++) {
-    text += `: ${cause instanceof Error ? cause.message : String(cause)}`;
+    text += `: ${errorMessage(cause)}`;
     cause = cause instanceof Error ? cause.cause : undefined;
   }
   return text;

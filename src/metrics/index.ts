@@ -3,7 +3,6 @@ export {
   epochSeconds,
   NETWORK_PROGRAMMING_BUCKETS,
   SYNC_DURATION_BUCKETS,
-  type IPFamilyLabel,
   type MetricsOptions,
   type ProxyMetrics,
 } from './metrics.ts';

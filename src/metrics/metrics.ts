@@ -13,8 +13,6 @@ import {
   linearBuckets,
 } from 'prom-client';
 
-export type IPFamilyLabel = 'IPv4' | 'IPv6';
-
 /** Upstream: ExponentialBuckets(0.001, 2, 15): 1 ms .. ~16 s. */
 export const SYNC_DURATION_BUCKETS: readonly number[] = exponentialBuckets(0.001, 2, 15);
 
@@ -168,19 +166,30 @@ export interface MetricsOptions {
   mode?: string;
 }
 
-export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
-  const registry = opts.registry ?? new Registry();
-  const registers = [registry];
+/** Metric constructors bound to the registries the metrics go to. */
+interface Makers {
+  hist<L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    buckets: readonly number[],
+  ): Histogram<L>;
+  gauge<L extends string>(name: string, help: string, labelNames?: readonly L[]): Gauge<L>;
+  counter<L extends string>(name: string, help: string, labelNames?: readonly L[]): Counter<L>;
+}
 
-  const hist = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: readonly number[]) =>
-    new Histogram<L>({ name, help, labelNames, buckets: [...buckets], registers });
-  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) =>
-    new Gauge<L>({ name, help, labelNames, registers });
-  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) =>
-    new Counter<L>({ name, help, labelNames, registers });
+function makers(registers: Registry[]): Makers {
+  return {
+    hist: (name, help, labelNames, buckets) =>
+      new Histogram({ name, help, labelNames, buckets: [...buckets], registers }),
+    gauge: (name, help, labelNames = []) => new Gauge({ name, help, labelNames, registers }),
+    counter: (name, help, labelNames = []) => new Counter({ name, help, labelNames, registers }),
+  };
+}
 
-  const m: ProxyMetrics = {
-    registry,
+/** Upstream's sync latencies and timestamps, network programming latency, and pending changes. */
+function syncMetrics({ hist, gauge, counter }: Makers) {
+  return {
     syncProxyRulesDuration: hist(
       'kubeproxy_sync_proxy_rules_duration_seconds',
       'SyncProxyRules latency in seconds',
@@ -231,8 +240,20 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       'kubeproxy_sync_proxy_rules_service_changes_total',
       'Cumulative proxy rules Service changes',
     ),
+  };
+}
+
+/** Upstream's healthz and livez answers. */
+function healthMetrics({ counter }: Makers) {
+  return {
     proxyHealthzTotal: counter('kubeproxy_proxy_healthz_total', 'Cumulative proxy healthz HTTP status', ['code']),
     proxyLivezTotal: counter('kubeproxy_proxy_livez_total', 'Cumulative proxy livez HTTP status', ['code']),
+  };
+}
+
+/** Upstream's per-sync rule figures: Local-policy Services without endpoints, nftables failures. */
+function ruleMetrics({ gauge, counter }: Makers) {
+  return {
     noLocalEndpointsTotal: gauge(
       'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
       'Number of services with a Local traffic policy and no endpoints',
@@ -248,6 +269,12 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       'Cumulative proxy nftables cleanup failures',
       ['ip_family'],
     ),
+  };
+}
+
+/** Upstream's conntrack reconciler. */
+function conntrackMetrics({ hist, counter }: Makers) {
+  return {
     conntrackReconcilerSyncDuration: hist(
       'kubeproxy_conntrack_reconciler_sync_duration_seconds',
       'ReconcileConntrackFlowsLatency latency in seconds',
@@ -259,8 +286,12 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       'Cumulative conntrack flows deleted by conntrack reconciler',
       ['ip_family'],
     ),
+  };
+}
 
-    ...modeMetrics(opts.mode === 'iptables' ? registers : []),
+/** component-base: the build, and our API client (client-go's rest_client_*). */
+function clientMetrics({ hist, gauge, counter }: Makers) {
+  return {
     kubernetesBuildInfo: gauge(
       'kubernetes_build_info',
       "A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running.",
@@ -293,7 +324,12 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       ['verb', 'host'],
       REST_CLIENT_BUCKETS,
     ),
+  };
+}
 
+/** Ours: kubeproxyts_*. */
+function ownMetrics({ gauge, counter }: Makers) {
+  return {
     netlinkErrorsTotal: counter(
       'kubeproxyts_netlink_errors_total',
       'Netlink requests that failed, by subsystem and operation',
@@ -320,6 +356,23 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
       'A metric with a constant 1 value labelled with the version, proxy mode and Node.js version',
       ['version', 'mode', 'node_version'],
     ),
+  };
+}
+
+export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
+  const registry = opts.registry ?? new Registry();
+  const registers = [registry];
+  const mk = makers(registers);
+  // Registered in this order, which is the order of the exposition.
+  const m: ProxyMetrics = {
+    registry,
+    ...syncMetrics(mk),
+    ...healthMetrics(mk),
+    ...ruleMetrics(mk),
+    ...conntrackMetrics(mk),
+    ...modeMetrics(opts.mode === 'iptables' ? registers : []),
+    ...clientMetrics(mk),
+    ...ownMetrics(mk),
   };
   m.kubernetesBuildInfo.set(kubernetesBuildLabels(opts.version ?? 'v0.0.0-unknown'), 1);
   m.buildInfo.set(

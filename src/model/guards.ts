@@ -1,6 +1,7 @@
 // Guards for untrusted JSON-shaped input: every read tolerates a missing field or a value of
 // the wrong type, so a malformed object yields issues, never an exception.
 
+import type { Issues } from './issues.ts';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from './k8s.ts';
 
 export const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -24,6 +25,23 @@ export function labelsOf(meta: unknown): Record<string, unknown> {
 export function nameOf(meta: unknown): { namespace: string; name: string } {
   if (!isObject(meta)) return { namespace: '', name: '' };
   return { namespace: str(meta['namespace']), name: str(meta['name']) };
+}
+
+/** An object with a namespace and a name; undefined, with an issue, when it is not an object or lacks one. */
+export function namedObject(
+  input: unknown,
+  issues: Issues,
+): { obj: Record<string, unknown>; namespace: string; name: string } | undefined {
+  if (!isObject(input)) {
+    issues.add('not-an-object', typeof input);
+    return undefined;
+  }
+  const { namespace, name } = nameOf(input['metadata']);
+  if (!namespace || !name) {
+    issues.add('missing-name', `namespace '${namespace}', name '${name}'`);
+    return undefined;
+  }
+  return { obj: input, namespace, name };
 }
 
 /** kube-proxy's informers never see objects another proxy owns, nor headless ones. */

@@ -6,7 +6,7 @@
 
 import { parseCIDR, parseIPText, type IPFamily } from '../base/ip.ts';
 import { PROTOCOLS, serviceKey, servicePortId, type Protocol, type ServiceKey } from './ids.ts';
-import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, nameOf, str } from './guards.ts';
+import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, namedObject, str } from './guards.ts';
 import { Issues } from './issues.ts';
 import type { Limits, ServicePortInfo, ServiceType } from './types.ts';
 import { isDNS1035Label, isDNS1123Label, specialEndpointIP } from './validate.ts';
@@ -32,31 +32,19 @@ const TYPES: ReadonlySet<string> = new Set(['ClusterIP', 'NodePort', 'LoadBalanc
 
 export function normalizeService(input: unknown, family: IPFamily, limits: Limits): ServiceResult {
   const issues = new Issues();
-  if (!isObject(input)) {
-    issues.add('not-an-object', typeof input);
-    return { key: undefined, ports: [], rejected: true, issues };
-  }
-  const { namespace, name } = nameOf(input['metadata']);
-  if (!namespace || !name) {
-    issues.add('missing-name', `namespace '${namespace}', name '${name}'`);
-    return { key: undefined, ports: [], rejected: true, issues };
-  }
-  // Names become kernel object names and log text: only what the API server would accept.
-  if (!isDNS1123Label(namespace) || !isDNS1035Label(name)) {
-    issues.add('invalid-name', `namespace ${JSON.stringify(namespace)}, name ${JSON.stringify(name)} (not DNS labels)`);
-    return { key: undefined, ports: [], rejected: true, issues };
-  }
-  const key = serviceKey(namespace, name);
+  const named = serviceName(input, issues);
+  if (named === undefined) return { key: undefined, ports: [], rejected: true, issues };
+  const { key, namespace, name, obj } = named;
   // Built when returned: most Services are neither skipped nor rejected.
   const none = (): ServiceResult => ({ key, ports: [], rejected: false, issues });
   const rejected = (): ServiceResult => ({ key, ports: [], rejected: true, issues });
-  if (isIgnoredByLabel(labelsOf(input['metadata']))) return none();
+  if (isIgnoredByLabel(labelsOf(obj['metadata']))) return none();
 
-  if (input['spec'] !== undefined && !isObject(input['spec'])) {
+  if (obj['spec'] !== undefined && !isObject(obj['spec'])) {
     issues.add('not-an-object', 'spec');
     return rejected();
   }
-  const spec = isObject(input['spec']) ? input['spec'] : {};
+  const spec = isObject(obj['spec']) ? obj['spec'] : {};
   const rawType = spec['type'] === undefined ? 'ClusterIP' : str(spec['type']);
   if (!TYPES.has(rawType)) {
     issues.add('unknown-type', `type '${String(spec['type'])}'`);
@@ -66,8 +54,8 @@ export function normalizeService(input: unknown, family: IPFamily, limits: Limit
   const type = rawType as ServiceType;
 
   const clusterIP = clusterIPFor(spec, family, issues);
-  if (clusterIP === null) return rejected();
-  if (clusterIP === undefined) return none();
+  if (clusterIP.kind === 'invalid') return rejected();
+  if (clusterIP.kind === 'skip') return none();
 
   if (spec['ports'] !== undefined && !Array.isArray(spec['ports']))
     issues.add('invalid-port', 'spec.ports is not a list');
@@ -77,6 +65,62 @@ export function normalizeService(input: unknown, family: IPFamily, limits: Limit
     return rejected();
   }
 
+  const shared = sharedFields(obj, spec, { key, namespace, name, family, type, clusterIP: clusterIP.ip }, issues);
+  const ports: ServicePortInfo[] = [];
+  const seen = { names: new Set<string>(), numbers: new Set<string>() };
+  for (let i = 0; i < rawPorts.length; i++) {
+    const port = normalizePort(rawPorts[i], i, type, seen, issues);
+    if (port) ports.push(portInfo(shared, port));
+  }
+  ports.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return { key, ports, rejected: false, issues };
+}
+
+/** The Service's key, or undefined (with an issue) when it has no usable namespace/name. */
+interface Named {
+  readonly key: ServiceKey;
+  readonly namespace: string;
+  readonly name: string;
+  readonly obj: Record<string, unknown>;
+}
+
+function serviceName(input: unknown, issues: Issues): Named | undefined {
+  const named = namedObject(input, issues);
+  if (!named) return undefined;
+  const { obj, namespace, name } = named;
+  // Names become kernel object names and log text: only what the API server would accept.
+  if (!isDNS1123Label(namespace) || !isDNS1035Label(name)) {
+    issues.add('invalid-name', `namespace ${JSON.stringify(namespace)}, name ${JSON.stringify(name)} (not DNS labels)`);
+    return undefined;
+  }
+  return { key: serviceKey(namespace, name), namespace, name, obj };
+}
+
+/** What every port of a Service shares. */
+interface Shared {
+  readonly key: ServiceKey;
+  readonly namespace: string;
+  readonly name: string;
+  readonly family: IPFamily;
+  readonly type: ServiceType;
+  readonly clusterIP: string;
+  readonly externalIPs: string[];
+  readonly loadBalancerVIPs: string[];
+  readonly ranges: string[];
+  readonly sessionAffinity: 'None' | 'ClientIP';
+  readonly stickyMaxAgeSeconds: number;
+  readonly externalPolicyLocal: boolean;
+  readonly internalPolicyLocal: boolean;
+  readonly healthCheckNodePort: number;
+}
+
+function sharedFields(
+  input: Record<string, unknown>,
+  spec: Record<string, unknown>,
+  base: Pick<Shared, 'key' | 'namespace' | 'name' | 'family' | 'type' | 'clusterIP'>,
+  issues: Issues,
+): Shared {
+  const { family, type } = base;
   const externalIPs = ipsOfFamily(arr(spec['externalIPs']), family, 'invalid-external-ip', issues);
   const { ranges, valid: rangesValid } = sourceRanges(arr(spec['loadBalancerSourceRanges']), family, issues);
   // Fail closed: dropping a bad range would widen who may reach the load balancer (an empty
@@ -95,99 +139,125 @@ export function normalizeService(input: unknown, family: IPFamily, limits: Limit
     if (isPortNumber(p)) healthCheckNodePort = p;
     else issues.add('invalid-health-check-node-port', `healthCheckNodePort ${String(p)}`);
   }
-
   const { sessionAffinity, stickyMaxAgeSeconds } = affinity(spec, issues);
+  return {
+    ...base,
+    externalIPs,
+    loadBalancerVIPs,
+    ranges,
+    sessionAffinity,
+    stickyMaxAgeSeconds,
+    externalPolicyLocal,
+    internalPolicyLocal,
+    healthCheckNodePort,
+  };
+}
 
-  const ports: ServicePortInfo[] = [];
-  const seenNames = new Set<string>();
-  const seenNumbers = new Set<string>();
-  for (let i = 0; i < rawPorts.length; i++) {
-    const raw = rawPorts[i];
-    if (!isObject(raw)) {
-      issues.add('invalid-port', `ports[${i}] is not an object`);
-      continue;
-    }
-    const portName = str(raw['name']);
-    if (portName !== '' && !isDNS1123Label(portName)) {
-      issues.add('invalid-port', `ports[${i}]: name ${JSON.stringify(portName)} is not a DNS label`);
-      continue;
-    }
-    const label = `port '${portName || `#${i}`}'`;
-    const protocol = raw['protocol'] === undefined ? 'TCP' : str(raw['protocol']);
-    if (!PROTOCOLS.has(protocol)) {
-      issues.add('unknown-protocol', `${label}: protocol '${String(raw['protocol'])}'`);
-      continue;
-    }
-    if (!isPortNumber(raw['port'])) {
-      issues.add('invalid-port', `${label}: port ${String(raw['port'])}`);
-      continue;
-    }
-    // Names key the join with slices; (port, protocol) keys the rules: both must be unique.
-    const number = `${raw['port']}/${protocol}`;
-    if (seenNames.has(portName) || seenNumbers.has(number)) {
-      issues.add('duplicate-port', `${label} (${number}) repeats a name or port`);
-      continue;
-    }
-    let nodePort = 0;
-    // Only NodePort and LoadBalancer Services have node ports; a stray value elsewhere is ignored.
-    if (type !== 'ClusterIP' && raw['nodePort'] !== undefined && raw['nodePort'] !== 0) {
-      if (!isPortNumber(raw['nodePort'])) {
-        issues.add('invalid-node-port', `${label}: nodePort ${String(raw['nodePort'])}`);
-        continue;
-      }
-      nodePort = raw['nodePort'];
-    }
-    seenNames.add(portName);
-    seenNumbers.add(number);
-    const externallyAccessible = nodePort !== 0 || loadBalancerVIPs.length > 0 || externalIPs.length > 0;
-    ports.push({
-      id: servicePortId(key, portName, protocol as Protocol),
-      service: key,
-      namespace,
-      name,
-      portName,
-      family,
-      protocol: protocol as Protocol,
-      type,
-      clusterIP,
-      port: raw['port'],
-      nodePort,
-      externalIPs,
-      loadBalancerVIPs,
-      loadBalancerSourceRanges: ranges,
-      sessionAffinity,
-      stickyMaxAgeSeconds,
-      externalPolicyLocal,
-      internalPolicyLocal,
-      healthCheckNodePort,
-      externallyAccessible,
-      usesClusterEndpoints: !internalPolicyLocal || externallyAccessible,
-      usesLocalEndpoints: internalPolicyLocal || (externalPolicyLocal && externallyAccessible),
-    });
+interface PortSpec {
+  readonly portName: string;
+  readonly protocol: Protocol;
+  readonly port: number;
+  readonly nodePort: number;
+}
+
+/** One entry of spec.ports, or undefined (with an issue) when it is invalid or repeats another. */
+function normalizePort(
+  raw: unknown,
+  i: number,
+  type: ServiceType,
+  seen: { names: Set<string>; numbers: Set<string> },
+  issues: Issues,
+): PortSpec | undefined {
+  if (!isObject(raw)) {
+    issues.add('invalid-port', `ports[${i}] is not an object`);
+    return undefined;
   }
-  ports.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  return { key, ports, rejected: false, issues };
+  const portName = str(raw['name']);
+  if (portName !== '' && !isDNS1123Label(portName)) {
+    issues.add('invalid-port', `ports[${i}]: name ${JSON.stringify(portName)} is not a DNS label`);
+    return undefined;
+  }
+  const label = `port '${portName || `#${i}`}'`;
+  const protocol = raw['protocol'] === undefined ? 'TCP' : str(raw['protocol']);
+  if (!PROTOCOLS.has(protocol)) {
+    issues.add('unknown-protocol', `${label}: protocol '${String(raw['protocol'])}'`);
+    return undefined;
+  }
+  const port = raw['port'];
+  if (!isPortNumber(port)) {
+    issues.add('invalid-port', `${label}: port ${String(port)}`);
+    return undefined;
+  }
+  // Names key the join with slices; (port, protocol) keys the rules: both must be unique.
+  const number = `${port}/${protocol}`;
+  if (seen.names.has(portName) || seen.numbers.has(number)) {
+    issues.add('duplicate-port', `${label} (${number}) repeats a name or port`);
+    return undefined;
+  }
+  let nodePort = 0;
+  // Only NodePort and LoadBalancer Services have node ports; a stray value elsewhere is ignored.
+  if (type !== 'ClusterIP' && raw['nodePort'] !== undefined && raw['nodePort'] !== 0) {
+    if (!isPortNumber(raw['nodePort'])) {
+      issues.add('invalid-node-port', `${label}: nodePort ${String(raw['nodePort'])}`);
+      return undefined;
+    }
+    nodePort = raw['nodePort'];
+  }
+  seen.names.add(portName);
+  seen.numbers.add(number);
+  return { portName, protocol: protocol as Protocol, port, nodePort };
+}
+
+function portInfo(s: Shared, { portName, protocol, port, nodePort }: PortSpec): ServicePortInfo {
+  const externallyAccessible = nodePort !== 0 || s.loadBalancerVIPs.length > 0 || s.externalIPs.length > 0;
+  return {
+    id: servicePortId(s.key, portName, protocol),
+    service: s.key,
+    namespace: s.namespace,
+    name: s.name,
+    portName,
+    family: s.family,
+    protocol,
+    type: s.type,
+    clusterIP: s.clusterIP,
+    port,
+    nodePort,
+    externalIPs: s.externalIPs,
+    loadBalancerVIPs: s.loadBalancerVIPs,
+    loadBalancerSourceRanges: s.ranges,
+    sessionAffinity: s.sessionAffinity,
+    stickyMaxAgeSeconds: s.stickyMaxAgeSeconds,
+    externalPolicyLocal: s.externalPolicyLocal,
+    internalPolicyLocal: s.internalPolicyLocal,
+    healthCheckNodePort: s.healthCheckNodePort,
+    externallyAccessible,
+    usesClusterEndpoints: !s.internalPolicyLocal || externallyAccessible,
+    usesLocalEndpoints: s.internalPolicyLocal || (s.externalPolicyLocal && externallyAccessible),
+  };
 }
 
 /**
- * The cluster IP of this family; undefined to skip the Service (headless: "None" or unset, as
- * upstream IsServiceIPSet; or no IP of this family); null when an IP is invalid.
+ * The cluster IP of this family; skip: headless ("None" or unset, as upstream IsServiceIPSet) or
+ * no IP of this family.
  */
-function clusterIPFor(spec: Record<string, unknown>, family: IPFamily, issues: Issues): string | undefined | null {
+type ClusterIP = { kind: 'ip'; ip: string } | { kind: 'skip' } | { kind: 'invalid' };
+
+/** Any invalid IP in the list (with an issue) makes the Service's cluster IP invalid. */
+function clusterIPFor(spec: Record<string, unknown>, family: IPFamily, issues: Issues): ClusterIP {
   const list = arr(spec['clusterIPs']);
   const ips = list.length > 0 ? list : spec['clusterIP'] === undefined ? [] : [spec['clusterIP']];
   const first = ips[0];
-  if (first === undefined || first === '' || first === 'None') return undefined;
+  if (first === undefined || first === '' || first === 'None') return { kind: 'skip' };
   let found: string | undefined;
   for (const raw of ips) {
     const ip = parseIPText(str(raw));
     if (!ip) {
       issues.add('invalid-cluster-ip', `cluster IP '${String(raw)}'`);
-      return null;
+      return { kind: 'invalid' };
     }
     if (ip.family === family && found === undefined) found = ip.text;
   }
-  return found;
+  return found === undefined ? { kind: 'skip' } : { kind: 'ip', ip: found };
 }
 
 function ipsOfFamily(

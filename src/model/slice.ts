@@ -5,7 +5,7 @@
 import { parseIPText, type IPFamily } from '../base/ip.ts';
 import { LABEL_SERVICE_NAME } from './k8s.ts';
 import { endpointKey, PROTOCOLS, serviceKey, type Protocol, type ServiceKey } from './ids.ts';
-import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, nameOf, str } from './guards.ts';
+import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, namedObject, str } from './guards.ts';
 import { Issues } from './issues.ts';
 import type { EndpointInfo, Limits } from './types.ts';
 import { isDNS1035Label, isDNS1123Label, isDNS1123Subdomain, specialEndpointIP } from './validate.ts';
@@ -92,16 +92,10 @@ export const TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trig
 
 /** Just the identity: enough to forget a deleted slice without validating its contents. */
 export function sliceIdentity(input: unknown, issues: Issues): { key: ServiceKey; name: string } | undefined {
-  if (!isObject(input)) {
-    issues.add('not-an-object', typeof input);
-    return undefined;
-  }
-  const { namespace, name } = nameOf(input['metadata']);
-  if (!namespace || !name) {
-    issues.add('missing-name', `namespace '${namespace}', name '${name}'`);
-    return undefined;
-  }
-  const svc = str(labelsOf(input['metadata'])[LABEL_SERVICE_NAME]);
+  const named = namedObject(input, issues);
+  if (!named) return undefined;
+  const { obj, namespace, name } = named;
+  const svc = str(labelsOf(obj['metadata'])[LABEL_SERVICE_NAME]);
   if (!svc) {
     issues.add('missing-service-name', `no ${LABEL_SERVICE_NAME} label`);
     return undefined;

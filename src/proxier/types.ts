@@ -2,6 +2,7 @@
 // its name, is idempotent (the same desired state twice changes nothing), and reports what
 // a sync cost so the daemon can fill metrics and logs.
 
+import { errorMessage } from '../base/errors.ts';
 import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../model/index.ts';
 
 export type ProxyMode = 'nftables' | 'ipvs' | 'iptables' | 'userspace';
@@ -48,7 +49,7 @@ export class SyncFailedError extends Error {
   readonly commitFailed: boolean;
 
   constructor(cause: unknown, partial: boolean, commitFailed: boolean) {
-    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    super(errorMessage(cause), { cause });
     this.name = 'SyncFailedError';
     this.partial = partial;
     this.commitFailed = commitFailed;

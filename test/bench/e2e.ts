@@ -16,7 +16,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { DAEMON_NODE_FLAGS } from '../../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { makeCluster } from '../helpers/cluster.ts';
 import type { DaemonProcess } from '../helpers/daemon-process.ts';
@@ -104,7 +104,7 @@ export function daemonArgs(url: string): string[] {
 
 export function spawnMeasured(c: Cluster, url: string, extraNodeOptions: readonly string[] = []): DaemonProcess {
   return spawnDaemon(c.node, daemonArgs(url), {
-    env: { NODE_OPTIONS: [...DAEMON_NODE_FLAGS, ...extraNodeOptions].join(' ') },
+    env: { NODE_OPTIONS: [...DAEMON_V8_OPTIONS, ...extraNodeOptions].join(' ') },
   });
 }
 
@@ -251,7 +251,7 @@ export const bench: Bench = {
     return [
       {
         title: 'End to end: the daemon process against a test API server (issue 17)',
-        description: `The real daemon (bin/kube-proxy-ts.js, NODE_OPTIONS=${DAEMON_NODE_FLAGS.join(' ')}, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at 50/s.`,
+        description: `The real daemon (bin/kube-proxy-ts.js, NODE_OPTIONS=${DAEMON_V8_OPTIONS.join(' ')}, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at 50/s.`,
         columns: [
           { title: 'N × 10' },
           { title: 'cold start: first / last Service answers', align: 'right' },

@@ -5,7 +5,7 @@
 //
 //   npx node test/bench/iptables-batch-size.ts [SERVICES] [RUNS]   (root; default 10,000 × 1)
 
-import { DAEMON_NODE_FLAGS } from '../../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { SocketOptions } from '../../src/netlink/core/index.ts';
 import { Netns } from '../helpers/netns.ts';
 import type { SyncTiming } from './iptables-agent.ts';
@@ -22,7 +22,7 @@ const LIMITS: readonly { name: string; sock: SocketOptions }[] = [
 async function once(n: number, sock: SocketOptions): Promise<SyncTiming> {
   const ns = await Netns.create('iptbs');
   try {
-    const a = await ns.agent(DAEMON_NODE_FLAGS);
+    const a = await ns.agent(DAEMON_V8_OPTIONS);
     await a.call(AGENT, 'start', n, sock);
     const cold = await a.call<SyncTiming>(AGENT, 'fullSync');
     await a.call(AGENT, 'stop');

@@ -16,7 +16,7 @@
 // Needs root. In the suite: npm run bench -- iptables [--quick].
 
 import { performance } from 'node:perf_hooks';
-import { DAEMON_NODE_FLAGS } from '../../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import { Netns } from '../helpers/netns.ts';
 import type { SyncTiming } from './iptables-agent.ts';
 import { restoreTexts } from './iptables-agent.ts';
@@ -63,7 +63,7 @@ async function measureSize(n: number, cfg: Config, log: (s: string) => void): Pr
   const node = await Netns.create('iptb-ours');
   let ours: Pick<SizeResult, 'cold' | 'resync' | 'changes' | 'rssMiB' | 'maxRssMiB'>;
   try {
-    const a = await node.agent(DAEMON_NODE_FLAGS);
+    const a = await node.agent(DAEMON_V8_OPTIONS);
     await a.call(AGENT, 'start', n);
     const cold = await a.call<SyncTiming>(AGENT, 'fullSync');
     log(`iptables: ${n} Services, ours cold full sync ${formatMs(cold.totalMs)} (${cold.batches} batches)`);

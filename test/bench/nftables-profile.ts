@@ -10,7 +10,7 @@
 //   --changes=K: then K one-endpoint changes, and RSS after them (as the benchmark reads it);
 //   --expose-gc settles the heap before the memory figures; --cpu-prof for a profile;
 //   --alloc=FILE.heapprofile samples every allocation of the sync, collected ones included.
-// (--max-semi-space-size=8: the daemon's V8 option, src/daemon/node-flags.ts, which the
+// (--max-semi-space-size=8: the daemon's V8 option, src/daemon/v8-options.ts, which the
 // benchmark's agent uses too.)
 //
 // One sync per process: a daemon starts cold, so each run should too; run it several times

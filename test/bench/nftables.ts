@@ -15,7 +15,7 @@
 //
 // Needs root. In the suite: npm run bench -- nftables [--quick]. Alone: node test/bench/nftables.ts [--quick]
 
-import { DAEMON_NODE_FLAGS } from '../../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { FakeNft } from '../../src/netlink/nftables/index.ts';
@@ -126,7 +126,7 @@ async function chainCount(ns: Netns, table: string): Promise<number> {
 async function cluster(label: string): Promise<Cluster> {
   let destroy: (() => Promise<void>) | undefined;
   try {
-    return await makeCluster({ teardown: (fn) => void (destroy = fn) }, label, 1, DAEMON_NODE_FLAGS);
+    return await makeCluster({ teardown: (fn) => void (destroy = fn) }, label, 1, DAEMON_V8_OPTIONS);
   } catch (e) {
     await destroy?.();
     throw e;
@@ -150,7 +150,7 @@ async function measureSize(n: number, cfg: Config, log: (s: string) => void): Pr
   for (let rep = 1; rep < cfg.fullRepeats(n); rep++) {
     const ns = await Netns.create('nftb-rep');
     try {
-      const a = await ns.agent(DAEMON_NODE_FLAGS);
+      const a = await ns.agent(DAEMON_V8_OPTIONS);
       await a.call(AGENT, 'start', n);
       await quiet(log);
       log(`nftables: ${size}, ours full sync ${rep}/${cfg.fullRepeats(n)}`);
@@ -606,7 +606,7 @@ function sections(results: SizeResult[], cfg: Config, quick: boolean): Section[]
       title: 'nftables proxier (issue 4): nfnetlink commits, memory, first-packet latency',
       description:
         'Commits: every `run()` of the proxier’s nf_tables client timed on its own (encoding, send, the kernel’s processing and commit, the ACKs): the longest one is the longest time the nf_tables commit lock can be held by one batch. ' +
-        `Memory: the node-namespace agent process (Node, the model and the proxier for ${sizeOf(largest.n)}, as a daemon holds them; nothing else; run with the packaged daemon's V8 options, src/daemon/node-flags.ts), process.memoryUsage() and resourceUsage().maxRSS. ` +
+        `Memory: the node-namespace agent process (Node, the model and the proxier for ${sizeOf(largest.n)}, as a daemon holds them; nothing else; run with the packaged daemon's V8 options, src/daemon/v8-options.ts), process.memoryUsage() and resourceUsage().maxRSS. ` +
         `First packet: from a client namespace through the node (the proxier’s rules) to one pod namespace holding the endpoints of the first and last Service programmed; ${cfg.connects} TCP connects per target after 20 of warm-up, targets interleaved in a rotating order, each timed from connect() to established (one SYN/SYN-ACK round trip through DNAT and, on the way in, masquerading).`,
       columns: [
         { title: 'Services × endpoints' },

@@ -15,7 +15,7 @@
 //
 // Needs root. In the suite: npm run bench -- traffic [--quick].
 
-import { DAEMON_NODE_FLAGS } from '../../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import { makeCluster } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { clusterIP, ENDPOINTS, endpointIP, SERVICE_PORT } from './nftables-workload.ts';
@@ -49,7 +49,7 @@ interface SizeResult {
 async function cluster(label: string): Promise<Cluster> {
   let destroy: (() => Promise<void>) | undefined;
   try {
-    return await makeCluster({ teardown: (fn) => void (destroy = fn) }, label, 1, DAEMON_NODE_FLAGS);
+    return await makeCluster({ teardown: (fn) => void (destroy = fn) }, label, 1, DAEMON_V8_OPTIONS);
   } catch (e) {
     await destroy?.();
     throw e;

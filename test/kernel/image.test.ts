@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { DAEMON_NODE_FLAGS } from '../../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
 import type { DaemonProcess } from '../helpers/daemon-process.ts';
@@ -77,7 +77,7 @@ test.serial(
     t.is(c.architecture, 'amd64');
     t.deepEqual(c.config.Entrypoint, [
       `${LIB}/node_modules/node/bin/node`,
-      ...DAEMON_NODE_FLAGS,
+      ...DAEMON_V8_OPTIONS,
       `${LIB}/bin/kube-proxy-ts.js`,
     ]);
     t.is(c.config.Cmd, undefined, "no default arguments: the flags are the pod's");

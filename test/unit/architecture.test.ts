@@ -226,3 +226,30 @@ test('explain/ is pure; control/ is the socket only; cli/ talks to the daemon th
     [],
   );
 });
+
+/** Functions (declarations, methods, arrows, accessors) over `max` lines, from their first line to their last. */
+function longFunctions(max: number): string[] {
+  const out: string[] = [];
+  for (const file of files(src)) {
+    const sf = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
+    const visit = (n: ts.Node): void => {
+      if (ts.isFunctionLike(n) && 'body' in n && n.body) {
+        const first = sf.getLineAndCharacterOfPosition(n.getStart(sf)).line;
+        const lines = sf.getLineAndCharacterOfPosition(n.getEnd()).line - first + 1;
+        const name =
+          n.name?.getText(sf) ??
+          (ts.isVariableDeclaration(n.parent) || ts.isPropertyAssignment(n.parent)
+            ? n.parent.name.getText(sf)
+            : '(anonymous)');
+        if (lines > max) out.push(`${relative(src, file)}:${first + 1} ${name}: ${lines} lines`);
+      }
+      ts.forEachChild(n, visit);
+    };
+    visit(sf);
+  }
+  return out;
+}
+
+test('no function in src/ is over 100 lines (split it along its seams)', (t) => {
+  t.deepEqual(longFunctions(100), []);
+});

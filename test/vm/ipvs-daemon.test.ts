@@ -1,4 +1,4 @@
-// The real daemon in IPVS mode (node + src/daemon/node-flags.ts + bin/kube-proxy-ts.js, as the
+// The real daemon in IPVS mode (node + src/daemon/v8-options.ts + bin/kube-proxy-ts.js, as the
 // package runs it) against Debian's stock 6.1 kernel under QEMU, fed by the test API server
 // through a kubeconfig: one boot runs every case of scenarios/ipvs-daemon.ts (start and
 // healthz, TCP ClusterIP/NodePort traffic, UDP endpoint replacement with the conntrack flush,

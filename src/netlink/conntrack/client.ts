@@ -20,6 +20,7 @@
 // An older kernel refuses the request before deleting anything; the client then remembers
 // that and answers undefined, and callers dump and delete.
 
+import { errorMessage } from '../../base/errors.ts';
 import type { IPFamily } from '../../base/ip.ts';
 import type { InMessage, NetlinkError, OutMessage, RequestOptions } from '../core/index.ts';
 import {
@@ -158,7 +159,7 @@ const sig = (opts: { signal?: AbortSignal }): { signal?: AbortSignal } => (opts.
 
 /** An invalid request (bad address ...) reported like a kernel refusal, naming the operation. */
 function invalid(op: string, cause: unknown): NetlinkError {
-  return new NetlinkErrorClass(op, EINVAL, { msg: (cause as Error).message }, { cause });
+  return new NetlinkErrorClass(op, EINVAL, { msg: errorMessage(cause) }, { cause });
 }
 
 export interface ConntrackClientOptions {

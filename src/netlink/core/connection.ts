@@ -5,6 +5,7 @@
 // never see each other's replies. A reply whose seq belongs to no live exchange (for
 // instance the late answer to a request that timed out) is dropped.
 
+import { SerialQueue } from '../../base/serial.ts';
 import { align4, ByteWriter } from './bytes.ts';
 import {
   NFNETLINK_V0,
@@ -83,7 +84,7 @@ export class NetlinkConnection implements NetlinkTransport {
   private readonly timeoutMs: number;
   private readonly dumpRetries: number;
   private seq: number;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly serial = new SerialQueue();
   private current: { ex: Exchange; finish: (err?: Error) => void } | undefined;
   private closed = false;
 
@@ -111,9 +112,7 @@ export class NetlinkConnection implements NetlinkTransport {
   }
 
   private enqueue<T>(op: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(op, op);
-    this.queue = run.catch(() => undefined);
-    return run;
+    return this.serial.run(op);
   }
 
   request(msg: OutMessage, opts: RequestOptions = {}): Promise<InMessage[]> {

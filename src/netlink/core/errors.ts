@@ -11,6 +11,9 @@ export function errnoName(errno: number): string {
   return errnoNames.get(errno) ?? `errno ${errno}`;
 }
 
+/** The system's errno numbers by name (os.constants.errno): fakes and clients name an errno, never its number. */
+export const ERRNO = osConstants.errno;
+
 export function errnoNumber(code: string): number {
   const n = (osConstants.errno as Record<string, number>)[code];
   if (n === undefined) throw new Error(`unknown errno name ${code}`);

@@ -6,6 +6,7 @@
 // next read fails with ENOBUFS. That is reported as an overflow, so the owner can assume
 // that anything may have changed.
 
+import { asError } from '../../base/errors.ts';
 import type { InMessage } from './message.ts';
 import { parseMessages } from './message.ts';
 import { openRawSocket } from './raw-socket.ts';
@@ -49,7 +50,7 @@ export function listenMulticast(
       try {
         msgs = parseMessages(buf);
       } catch (e) {
-        handlers.onError(e instanceof Error ? e : new Error(String(e)));
+        handlers.onError(asError(e));
         return;
       }
       for (const m of msgs) handlers.onMessage(m);

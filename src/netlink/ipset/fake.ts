@@ -13,6 +13,7 @@ import {
   AttrSet,
   AttrWriter,
   ByteWriter,
+  ERRNO,
   FakeKernel,
   NetlinkConnection,
   NetlinkDecodeError,
@@ -44,8 +45,7 @@ import { decodeEntry, entryProblem, formatEntry, ipsetAttrs, isKnownType, writeE
 import { IpsetClient } from './client.ts';
 import type { IpsetEntry, IpsetFamily, IpsetType } from './types.ts';
 
-const ENOENT = 2;
-const EEXIST = 17;
+const { ENOENT, EEXIST, EOPNOTSUPP } = ERRNO;
 const E = {
   PROTOCOL: 4097,
   FIND_TYPE: 4098,
@@ -136,7 +136,7 @@ export class FakeIpsetKernel {
   handle(req: InMessage): FakeReply[] {
     this.requests.push(req);
     try {
-      if (req.type >> 8 !== NfnlSubsys.IPSET) return [errorReply(req, 95 /* EOPNOTSUPP */)];
+      if (req.type >> 8 !== NfnlSubsys.IPSET) return [errorReply(req, EOPNOTSUPP)];
       const a = ipsetAttrs(req, 'fake ipset request');
       const proto = a.u8(IpsetAttr.PROTOCOL);
       if (proto === undefined || proto < IPSET_PROTOCOL_MIN) throw new Refusal(E.PROTOCOL);
@@ -144,99 +144,107 @@ export class FakeIpsetKernel {
       const exist = (req.flags & NLM_F_EXCL) === 0;
       switch (cmd) {
         case IpsetCmd.PROTOCOL:
-          return [
-            this.reply(req, cmd, (w) =>
-              w.u8(IpsetAttr.PROTOCOL, IPSET_PROTOCOL).u8(IpsetAttr.PROTOCOL_MIN, IPSET_PROTOCOL_MIN),
-            ),
-            ack(req),
-          ];
-        case IpsetCmd.TYPE: {
-          const type = a.str(IpsetAttr.TYPENAME) ?? '';
-          if (!isKnownType(type)) throw new Refusal(E.FIND_TYPE);
-          return [
-            this.reply(req, cmd, (w) =>
-              w
-                .u8(IpsetAttr.PROTOCOL, proto)
-                .str(IpsetAttr.TYPENAME, type)
-                .u8(IpsetAttr.FAMILY, a.u8(IpsetAttr.FAMILY) ?? 0)
-                .u8(IpsetAttr.REVISION, REVISIONS[type])
-                .u8(IpsetAttr.REVISION_MIN, 0),
-            ),
-            ack(req),
-          ];
-        }
+        case IpsetCmd.TYPE:
+        case IpsetCmd.HEADER:
+        case IpsetCmd.GET_BYNAME:
+          return [this.info(req, a, cmd, proto), ack(req)];
         case IpsetCmd.CREATE:
           this.create(a, exist);
-          return [ack(req)];
+          break;
         case IpsetCmd.DESTROY:
           this.destroy(a.str(IpsetAttr.SETNAME));
-          return [ack(req)];
-        case IpsetCmd.FLUSH: {
-          const s = this.need(a);
-          s.entries.clear();
-          return [ack(req)];
-        }
-        case IpsetCmd.RENAME: {
-          const s = this.need(a);
-          const to = a.str(IpsetAttr.SETNAME2) ?? '';
-          if (this.find(to)) throw new Refusal(E.EXIST_SETNAME2);
-          if (s.references > 0) throw new Refusal(E.REFERENCED);
-          s.name = to;
-          return [ack(req)];
-        }
-        case IpsetCmd.SWAP: {
-          const from = this.need(a);
-          const to = this.find(a.str(IpsetAttr.SETNAME2) ?? '');
-          if (!to) throw new Refusal(E.EXIST_SETNAME2);
-          if (from.type !== to.type || from.family !== to.family) throw new Refusal(E.TYPE_MISMATCH);
-          const i = this.slots.indexOf(from);
-          const j = this.slots.indexOf(to);
-          // The kernel swaps the sets between the two slots and swaps their names back.
-          [from.name, to.name] = [to.name, from.name];
-          this.slots[i] = to;
-          this.slots[j] = from;
-          return [ack(req)];
-        }
+          break;
+        case IpsetCmd.FLUSH:
+          this.need(a).entries.clear();
+          break;
+        case IpsetCmd.RENAME:
+          this.rename(a);
+          break;
+        case IpsetCmd.SWAP:
+          this.swap(a);
+          break;
         case IpsetCmd.ADD:
         case IpsetCmd.DEL:
           this.adt(req, a, cmd, exist);
-          return [ack(req)];
-        case IpsetCmd.TEST: {
-          const s = this.need(a);
-          const d = a.nested(IpsetAttr.DATA);
-          if (!d) throw new Refusal(E.PROTOCOL);
-          const key = this.key(s, decodeEntry(d));
-          if (!s.entries.has(key)) throw new Refusal(E.EXIST);
-          return [ack(req)];
-        }
+          break;
+        case IpsetCmd.TEST:
+          this.test(a);
+          break;
         case IpsetCmd.LIST:
         case IpsetCmd.SAVE:
           return this.list(req, a, cmd);
-        case IpsetCmd.HEADER:
-        case IpsetCmd.GET_BYNAME: {
-          const s = this.need(a);
-          const index = this.slots.indexOf(s);
-          return [
-            this.reply(req, cmd, (w) => {
-              w.u8(IpsetAttr.PROTOCOL, proto);
-              if (cmd === IpsetCmd.HEADER)
-                w.str(IpsetAttr.SETNAME, s.name)
-                  .str(IpsetAttr.TYPENAME, s.type)
-                  .u8(IpsetAttr.FAMILY, s.family)
-                  .u8(IpsetAttr.REVISION, s.revision);
-              else w.u8(IpsetAttr.FAMILY, s.family).u16(IpsetAttr.INDEX | NET, index, 'net');
-            }),
-            ack(req),
-          ];
-        }
         default:
           throw new Refusal(E.PROTOCOL);
       }
+      return [ack(req)];
     } catch (e) {
       if (e instanceof Refusal) return [errorReply(req, e.errno, e.lineno)];
       if (e instanceof NetlinkDecodeError) return [errorReply(req, E.PROTOCOL)];
       throw e;
     }
+  }
+
+  /** The answer to PROTOCOL, TYPE, HEADER and GET_BYNAME: one message of attributes. */
+  private info(req: InMessage, a: AttrSet, cmd: number, proto: number): FakeReply {
+    switch (cmd) {
+      case IpsetCmd.PROTOCOL:
+        return this.reply(req, cmd, (w) =>
+          w.u8(IpsetAttr.PROTOCOL, IPSET_PROTOCOL).u8(IpsetAttr.PROTOCOL_MIN, IPSET_PROTOCOL_MIN),
+        );
+      case IpsetCmd.TYPE: {
+        const type = a.str(IpsetAttr.TYPENAME) ?? '';
+        if (!isKnownType(type)) throw new Refusal(E.FIND_TYPE);
+        return this.reply(req, cmd, (w) =>
+          w
+            .u8(IpsetAttr.PROTOCOL, proto)
+            .str(IpsetAttr.TYPENAME, type)
+            .u8(IpsetAttr.FAMILY, a.u8(IpsetAttr.FAMILY) ?? 0)
+            .u8(IpsetAttr.REVISION, REVISIONS[type])
+            .u8(IpsetAttr.REVISION_MIN, 0),
+        );
+      }
+      default: {
+        const s = this.need(a);
+        const index = this.slots.indexOf(s);
+        return this.reply(req, cmd, (w) => {
+          w.u8(IpsetAttr.PROTOCOL, proto);
+          if (cmd === IpsetCmd.HEADER)
+            w.str(IpsetAttr.SETNAME, s.name)
+              .str(IpsetAttr.TYPENAME, s.type)
+              .u8(IpsetAttr.FAMILY, s.family)
+              .u8(IpsetAttr.REVISION, s.revision);
+          else w.u8(IpsetAttr.FAMILY, s.family).u16(IpsetAttr.INDEX | NET, index, 'net');
+        });
+      }
+    }
+  }
+
+  private rename(a: AttrSet): void {
+    const s = this.need(a);
+    const to = a.str(IpsetAttr.SETNAME2) ?? '';
+    if (this.find(to)) throw new Refusal(E.EXIST_SETNAME2);
+    if (s.references > 0) throw new Refusal(E.REFERENCED);
+    s.name = to;
+  }
+
+  private swap(a: AttrSet): void {
+    const from = this.need(a);
+    const to = this.find(a.str(IpsetAttr.SETNAME2) ?? '');
+    if (!to) throw new Refusal(E.EXIST_SETNAME2);
+    if (from.type !== to.type || from.family !== to.family) throw new Refusal(E.TYPE_MISMATCH);
+    const i = this.slots.indexOf(from);
+    const j = this.slots.indexOf(to);
+    // The kernel swaps the sets between the two slots and swaps their names back.
+    [from.name, to.name] = [to.name, from.name];
+    this.slots[i] = to;
+    this.slots[j] = from;
+  }
+
+  private test(a: AttrSet): void {
+    const s = this.need(a);
+    const d = a.nested(IpsetAttr.DATA);
+    if (!d) throw new Refusal(E.PROTOCOL);
+    if (!s.entries.has(this.key(s, decodeEntry(d)))) throw new Refusal(E.EXIST);
   }
 
   private need(a: AttrSet): FakeSet {

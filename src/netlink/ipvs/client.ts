@@ -14,6 +14,7 @@
 //   add destination: EEXIST; edit/delete destination: ENOENT when it does not exist
 //   bad values: EINVAL (weight < 0, thresholds, unknown protocol or family)
 
+import { errorMessage } from '../../base/errors.ts';
 import { errnoNumber, GenlFamilies, isNotFound, NetlinkError } from '../core/index.ts';
 import type { NetlinkTransport, OutMessage } from '../core/index.ts';
 import { IPVS_GENL_NAME } from './constants.ts';
@@ -210,12 +211,7 @@ export class IpvsClient {
         msgs.push(opMessage(family, o));
         index.push(i);
       } catch (e) {
-        results[i] = new NetlinkError(
-          opLabel(o),
-          errnoNumber('EINVAL'),
-          { msg: e instanceof Error ? e.message : String(e) },
-          { cause: e },
-        );
+        results[i] = new NetlinkError(opLabel(o), errnoNumber('EINVAL'), { msg: errorMessage(e) }, { cause: e });
       }
     });
     const sig = opts.signal ? { signal: opts.signal } : {};

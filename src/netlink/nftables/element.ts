@@ -2,6 +2,7 @@
 // packed many per message, encoded by element-encode.ts), decoding what the kernel lists
 // (interval ends paired back into ranges), nft syntax, and FakeNft's rules for elements.
 
+import { errorMessage } from '../../base/errors.ts';
 import type { InMessage } from '../core/index.ts';
 import { AttrCursor, NetlinkDecodeError, NLM_F_CREATE, NLM_F_EXCL } from '../core/index.ts';
 import {
@@ -330,10 +331,9 @@ export class ElementRun {
     try {
       encodeElementInto(this.buf, this.set, o, isRemoval(this.verb) ? KEYS_ONLY : WITH_DATA);
     } catch (e) {
-      throw new NftValidationError(
-        `${this.verb} element ${fam} ${o.set} { ${safeRender(o)} }: ${(e as Error).message}`,
-        { cause: e },
-      );
+      throw new NftValidationError(`${this.verb} element ${fam} ${o.set} { ${safeRender(o)} }: ${errorMessage(e)}`, {
+        cause: e,
+      });
     }
   }
 
@@ -426,7 +426,7 @@ export const elementCodec: ObjectCodec<NftElement, ReturnType<typeof decodeRawEl
         .join('');
       if (!isRemoval(verb)) encodeElement(set.def, obj, WITH_DATA);
     } catch (e) {
-      throw new NftValidationError(`${verb} element ${obj.set}: ${(e as Error).message}`, { cause: e });
+      throw new NftValidationError(`${verb} element ${obj.set}: ${errorMessage(e)}`, { cause: e });
     }
     const cur = set.elements.get(key);
     if (isRemoval(verb)) {

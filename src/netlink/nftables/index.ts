@@ -1,12 +1,12 @@
 // nf_tables over nfnetlink: typed objects, expressions, transactions, a kernel client and
-// an in-memory fake. See client.ts for the entry point and build.ts for writing rules.
+// an in-memory fake. See client.ts for the entry point and rule-builder.ts for writing rules.
 export * from './constants.ts';
 export * from './types.ts';
 export * from './datatypes.ts';
 export * from './verdict.ts';
 export * from './expr/index.ts';
-export { RuleBuilder, rule } from './build.ts';
-export type { Field, RejectWith } from './build.ts';
+export { RuleBuilder, rule } from './rule-builder.ts';
+export type { Field, RejectWith } from './rule-builder.ts';
 export { NftTransaction, NftValidationError, renderOp } from './transaction.ts';
 export type { Operation, Verb, SetSchema } from './transaction.ts';
 export { NftClient } from './client.ts';

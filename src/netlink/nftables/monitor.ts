@@ -4,6 +4,7 @@
 // nlmsghdr carries the port id of the socket that made the change (0 for the kernel itself),
 // which tells our own changes from everyone else's.
 
+import { asError } from '../../base/errors.ts';
 import { AttrSet, listenMulticast, nfnlCmd, nfnlSubsys, NfnlSubsys, Protocol, splitNfPayload } from '../core/index.ts';
 import type { InMessage, MulticastListener, SocketOptions } from '../core/index.ts';
 import { familyName, NftMsg } from './constants.ts';
@@ -94,7 +95,7 @@ export function monitorNftables(h: NftMonitorHandlers, opts: SocketOptions = {})
         try {
           c = decodeNftChange(m);
         } catch (e) {
-          h.onError(e instanceof Error ? e : new Error(String(e)));
+          h.onError(asError(e));
           return;
         }
         if (c) h.onChange(c);

@@ -1,6 +1,7 @@
 // The rtnetlink client for what kube-proxy's IPVS mode needs: the kube-ipvs0 dummy link, the
 // service addresses bound to it, and the node's own addresses (for NodePorts).
 
+import { errorMessage } from '../../base/errors.ts';
 import { errnoNumber, NetlinkError } from '../core/index.ts';
 import type { NetlinkTransport, OutMessage } from '../core/index.ts';
 import { parseIP } from '../../base/ip.ts';
@@ -19,7 +20,8 @@ import {
 } from './codec.ts';
 import { RTM_NEWADDR, RTM_NEWLINK } from './constants.ts';
 import { isNoSuchLink, isRouteExists } from './errors.ts';
-import type { Addr, AddrFamily, AddrOptions, Link } from './types.ts';
+import type { IPFamily } from '../../base/ip.ts';
+import type { Addr, AddrOptions, Link } from './types.ts';
 
 /** A link by name, or by index (which saves a lookup). */
 export type LinkRef = string | number;
@@ -188,7 +190,7 @@ export class RouteClient {
   }
 
   /** Addresses, optionally of one link and/or one family. */
-  async listAddresses(filter: { link?: LinkRef; family?: AddrFamily } & RouteCallOptions = {}): Promise<Addr[]> {
+  async listAddresses(filter: { link?: LinkRef; family?: IPFamily } & RouteCallOptions = {}): Promise<Addr[]> {
     const index =
       filter.link === undefined
         ? undefined
@@ -209,7 +211,7 @@ export class RouteClient {
    * once, sorted. `exceptLink` leaves out the addresses of one link (kube-ipvs0), unless
    * another link has them too.
    */
-  async nodeAddresses(family: AddrFamily, opts: { exceptLink?: string } & RouteCallOptions = {}): Promise<string[]> {
+  async nodeAddresses(family: IPFamily, opts: { exceptLink?: string } & RouteCallOptions = {}): Promise<string[]> {
     const except = opts.exceptLink === undefined ? undefined : await this.getLink(opts.exceptLink, opts);
     const addrs = await this.listAddresses({ family, ...(opts.signal ? { signal: opts.signal } : {}) });
     return selectNodeAddresses(addrs, except?.index);
@@ -222,7 +224,7 @@ export class RouteClient {
    */
   async linkAndNodeAddresses(
     link: LinkRef,
-    family: AddrFamily,
+    family: IPFamily,
     opts: RouteCallOptions = {},
   ): Promise<{ link: string[]; node: string[] }> {
     const { index } = await this.resolve(link, `list addresses of ${String(link)}`, opts);
@@ -284,12 +286,7 @@ export class RouteClient {
         msgs.push(build(a));
         at.push(i);
       } catch (e) {
-        results[i] = new NetlinkError(
-          label(a),
-          errnoNumber('EINVAL'),
-          { msg: e instanceof Error ? e.message : String(e) },
-          { cause: e },
-        );
+        results[i] = new NetlinkError(label(a), errnoNumber('EINVAL'), { msg: errorMessage(e) }, { cause: e });
       }
     });
     const sig = opts.signal ? { signal: opts.signal } : {};

@@ -39,7 +39,8 @@ import {
   RTM_NEWADDR,
   RTM_NEWLINK,
 } from './constants.ts';
-import type { Addr, AddrFamily, AddrOptions, Link } from './types.ts';
+import type { IPFamily } from '../../base/ip.ts';
+import type { Addr, AddrOptions, Link } from './types.ts';
 
 export interface IfInfo {
   family: number;
@@ -118,7 +119,7 @@ export const getLinkByIndexMessage = (index: number): OutMessage =>
 export const listLinksMessage = (): OutMessage =>
   linkMessage(RTM_GETLINK, 0, 'list links', {}, (w) => w.u32(Ifla.EXT_MASK, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS));
 
-const familyNumber = (f: AddrFamily): number => (f === 'IPv4' ? AF_INET : AF_INET6);
+const familyNumber = (f: IPFamily): number => (f === 'IPv4' ? AF_INET : AF_INET6);
 
 function addrMessage(
   type: number,
@@ -189,7 +190,7 @@ export function delAddrMessage(index: number, address: string, prefixLen?: numbe
  * RTM_GETADDR dump. The kernel filters by family; it honours `index` only on sockets with
  * NETLINK_GET_STRICT_CHK, so callers filter by link themselves (as iproute2 does).
  */
-export function listAddrsMessage(family?: AddrFamily, index = 0): OutMessage {
+export function listAddrsMessage(family?: IPFamily, index = 0): OutMessage {
   const out = new ByteWriter(8);
   out
     .u8(family ? familyNumber(family) : AF_UNSPEC)

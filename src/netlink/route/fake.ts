@@ -11,6 +11,7 @@ import {
   AttrSet,
   AttrWriter,
   ByteWriter,
+  ERRNO,
   FakeKernel,
   NetlinkConnection,
   NetlinkDecodeError,
@@ -47,11 +48,7 @@ import {
   RTM_NEWLINK,
 } from './constants.ts';
 
-const ENODEV = 19;
-const EEXIST = 17;
-const EINVAL = 22;
-const EOPNOTSUPP = 95;
-const EADDRNOTAVAIL = 99;
+const { ENODEV, EEXIST, EINVAL, EOPNOTSUPP, EADDRNOTAVAIL } = ERRNO;
 const ARPHRD_ETHER = 1;
 const ARPHRD_LOOPBACK = 772;
 const IF_OPER_UNKNOWN = 0;

@@ -1,6 +1,6 @@
 // Links and addresses as the route client reports them: plain data.
 
-export type AddrFamily = 'IPv4' | 'IPv6';
+import type { IPFamily } from '../../base/ip.ts';
 
 export interface Link {
   index: number;
@@ -22,7 +22,7 @@ export interface Link {
 export interface Addr {
   /** The interface index the address is on. */
   index: number;
-  family: AddrFamily;
+  family: IPFamily;
   /** The local address (IFA_LOCAL, else IFA_ADDRESS). */
   address: string;
   prefixLen: number;

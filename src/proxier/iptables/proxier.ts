@@ -166,19 +166,7 @@ export class IptablesProxier implements Proxier {
     if (gctx.localhostNodePorts && this.o.sysctl) await this.o.sysctl.set(ROUTE_LOCALNET, 1);
     const skeleton = this.tally.skeleton(skeletonOf(globalRules(gctx)));
     const inputs = new Map<string, PortInputs>();
-    const last = this.inputs;
-    const sameContext = this.ctxKey === JSON.stringify(portContext(desired, this.o));
-    const tally = this.tally;
-    const units = (function* (): Generator<UnitSource> {
-      for (const [id, info] of desired.services) {
-        const sel = desired.selections.get(id);
-        inputs.set(id, { info, sel });
-        const was = last.get(id);
-        const unchanged = sameContext && was !== undefined && was.info === info && was.sel === sel;
-        tally.keep(id);
-        yield { id, unchanged, unit: () => tally.unit(id, unitOf(servicePortRules(info, sel, gctx))) };
-      }
-    })();
+    const units = this.unitSources(desired, gctx, inputs);
     const tr = this.now();
     // Rules are listed only where the plan compares them with the kernel: the skeleton's
     // chains and the shared ones (and the built-in chains). Service-port chains are trusted
@@ -265,6 +253,30 @@ export class IptablesProxier implements Proxier {
       batches: totals.batches,
       longestBatchMs: totals.longest,
     };
+  }
+
+  /**
+   * Every service port as the full plan takes it, lazily: unchanged (same inputs and context
+   * as the last sync) or with its rules to make. Records each port's inputs in `inputs`.
+   */
+  private unitSources(
+    desired: DesiredState,
+    gctx: ReturnType<typeof globalContext>,
+    inputs: Map<string, PortInputs>,
+  ): Generator<UnitSource> {
+    const last = this.inputs;
+    const sameContext = this.ctxKey === JSON.stringify(portContext(desired, this.o));
+    const tally = this.tally;
+    return (function* (): Generator<UnitSource> {
+      for (const [id, info] of desired.services) {
+        const sel = desired.selections.get(id);
+        inputs.set(id, { info, sel });
+        const was = last.get(id);
+        const unchanged = sameContext && was !== undefined && was.info === info && was.sel === sel;
+        tally.keep(id);
+        yield { id, unchanged, unit: () => tally.unit(id, unitOf(servicePortRules(info, sel, gctx))) };
+      }
+    })();
   }
 
   private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {

@@ -45,7 +45,7 @@ export interface ApplyContext {
   readonly mirror: AppliedMirror;
   readonly graceful: GracefulQueue;
   /** Runs one kernel call (timed and counted); `requests`: the netlink requests it sends. */
-  k<T>(f: () => Promise<T>, requests?: number): Promise<T>;
+  kernelCall<T>(f: () => Promise<T>, requests?: number): Promise<T>;
   /** Records a failed operation on a named object; the sync goes on and fails at the end. */
   fail(what: string, e: unknown): void;
 }
@@ -67,7 +67,7 @@ const masq = (d: { address: string; port: number }, weight: number): IpvsDestina
 
 /** Sends IPVS operations pipelined; one result per operation (see IpvsClient.applyMany). */
 function ipvsMany(c: ApplyContext, ops: readonly IpvsOp[], o: Signal) {
-  return ops.length === 0 ? Promise.resolve([]) : c.k(() => c.ipvs.applyMany(ops, o), ops.length);
+  return ops.length === 0 ? Promise.resolve([]) : c.kernelCall(() => c.ipvs.applyMany(ops, o), ops.length);
 }
 
 export async function applyTouched(c: ApplyContext, t: Touched, o: Signal): Promise<void> {
@@ -109,7 +109,7 @@ export async function applyTouched(c: ApplyContext, t: Touched, o: Signal): Prom
 
 async function bindVips(c: ApplyContext, addrs: string[], o: Signal): Promise<void> {
   if (addrs.length === 0) return;
-  const res = await c.k(() => c.route.addAddresses(c.link, addrs, o), addrs.length);
+  const res = await c.kernelCall(() => c.route.addAddresses(c.link, addrs, o), addrs.length);
   res.forEach((e, i) => {
     const a = addrs[i]!;
     if (!e || isRouteExists(e)) c.mirror.addrs.add(a);
@@ -119,7 +119,7 @@ async function bindVips(c: ApplyContext, addrs: string[], o: Signal): Promise<vo
 
 async function unbindVips(c: ApplyContext, addrs: string[], o: Signal): Promise<void> {
   if (addrs.length === 0) return;
-  const res = await c.k(() => c.route.deleteAddresses(c.link, addrs, o), addrs.length);
+  const res = await c.kernelCall(() => c.route.deleteAddresses(c.link, addrs, o), addrs.length);
   res.forEach((e, i) => {
     const a = addrs[i]!;
     if (!e || isNoSuchAddress(e)) c.mirror.addrs.delete(a);
@@ -134,25 +134,25 @@ async function unbindVips(c: ApplyContext, addrs: string[], o: Signal): Promise<
 async function ensureVss(c: ApplyContext, keys: Iterable<string>, o: Signal): Promise<Set<string>> {
   const ops: IpvsOp[] = [];
   const of: string[] = [];
-  for (const k of keys) {
-    const want = c.index.vss.get(k);
+  for (const vk of keys) {
+    const want = c.index.vss.get(vk);
     if (!want) continue;
-    const have = c.mirror.vss.get(k);
+    const have = c.mirror.vss.get(vk);
     if (!have) ops.push({ op: 'add-service', service: vsSpec(want) });
     else if (differs(have, want)) ops.push({ op: 'edit-service', service: vsSpec(want) });
     else continue;
-    of.push(k);
+    of.push(vk);
   }
   const failed = new Set<string>();
   const adopt: string[] = [];
   (await ipvsMany(c, ops, o)).forEach((e, i) => {
-    const k = of[i]!;
-    const want = c.index.vss.get(k)!;
+    const vk = of[i]!;
+    const want = c.index.vss.get(vk)!;
     if (!e) {
-      const have = c.mirror.vss.get(k);
+      const have = c.mirror.vss.get(vk);
       if (have) Object.assign(have, { scheduler: want.scheduler, flags: want.flags, timeout: want.timeout });
       else
-        c.mirror.vss.set(k, {
+        c.mirror.vss.set(vk, {
           addr: want.addr,
           scheduler: want.scheduler,
           flags: want.flags,
@@ -160,25 +160,25 @@ async function ensureVss(c: ApplyContext, keys: Iterable<string>, o: Signal): Pr
           dests: new Map(),
         });
     } else if (ops[i]!.op === 'add-service' && isIpvsExists(e)) {
-      adopt.push(k);
+      adopt.push(vk);
     } else {
-      c.fail(`ensure ipvs service ${k}`, e);
-      failed.add(k);
+      c.fail(`ensure ipvs service ${vk}`, e);
+      failed.add(vk);
     }
   });
   // Someone made these behind our back (rare): learn their real servers, then set ours.
-  for (const k of adopt) {
-    const want = c.index.vss.get(k)!;
+  for (const vk of adopt) {
+    const want = c.index.vss.get(vk)!;
     try {
       const have: AppliedVs = { addr: want.addr, scheduler: '', flags: -1, timeout: -1, dests: new Map() };
-      for (const d of await c.k(() => c.ipvs.listDestinations(want.addr, o)))
+      for (const d of await c.kernelCall(() => c.ipvs.listDestinations(want.addr, o)))
         have.dests.set(destKey(d.address, d.port), { address: d.address, port: d.port, weight: d.weight });
-      c.mirror.vss.set(k, have);
-      await c.k(() => c.ipvs.editService(vsSpec(want), o));
+      c.mirror.vss.set(vk, have);
+      await c.kernelCall(() => c.ipvs.editService(vsSpec(want), o));
       Object.assign(have, { scheduler: want.scheduler, flags: want.flags, timeout: want.timeout });
     } catch (e) {
-      c.fail(`ensure ipvs service ${k}`, e);
-      failed.add(k);
+      c.fail(`ensure ipvs service ${vk}`, e);
+      failed.add(vk);
     }
   }
   return failed;
@@ -195,11 +195,11 @@ async function ensureDests(
   o: Signal,
 ): Promise<void> {
   const ops: IpvsOp[] = [];
-  const of: { k: string; dk: string; have: AppliedVs }[] = [];
-  for (const k of keys) {
-    const want = c.index.vss.get(k);
-    const have = c.mirror.vss.get(k);
-    if (!want || !have || skip.has(k)) continue;
+  const of: { vk: string; dk: string; have: AppliedVs }[] = [];
+  for (const vk of keys) {
+    const want = c.index.vss.get(vk);
+    const have = c.mirror.vss.get(vk);
+    if (!want || !have || skip.has(vk)) continue;
     for (const [dk, d] of want.dests) {
       const cur = have.dests.get(dk);
       // A draining server whose endpoint is back, or one found at weight 0 after a restart
@@ -207,24 +207,24 @@ async function ensureDests(
       if (!cur) ops.push({ op: 'add-destination', service: want.addr, destination: masq(d, 1) });
       else if (cur.weight !== 1) ops.push({ op: 'edit-destination', service: want.addr, destination: masq(d, 1) });
       else {
-        c.graceful.delete(k, dk);
+        c.graceful.delete(vk, dk);
         continue;
       }
-      of.push({ k, dk, have });
+      of.push({ vk, dk, have });
     }
   }
   const done = (i: number): void => {
-    const { k, dk, have } = of[i]!;
+    const { vk, dk, have } = of[i]!;
     const d = (ops[i] as { destination: IpvsDestinationSpec }).destination;
     have.dests.set(dk, { address: d.address, port: d.port, weight: 1 });
-    c.graceful.delete(k, dk);
+    c.graceful.delete(vk, dk);
   };
   // A real server someone else added (EEXIST) is edited to our settings in a second round.
   const retry: number[] = [];
   (await ipvsMany(c, ops, o)).forEach((e, i) => {
     if (!e) done(i);
     else if (ops[i]!.op === 'add-destination' && isIpvsExists(e)) retry.push(i);
-    else c.fail(`ensure real server ${of[i]!.dk} of ${of[i]!.k}`, e);
+    else c.fail(`ensure real server ${of[i]!.dk} of ${of[i]!.vk}`, e);
   });
   const edits: IpvsOp[] = retry.map((i) => ({
     ...(ops[i] as IpvsOp & { op: 'add-destination' }),
@@ -233,7 +233,7 @@ async function ensureDests(
   (await ipvsMany(c, edits, o)).forEach((e, j) => {
     const i = retry[j]!;
     if (!e) done(i);
-    else c.fail(`ensure real server ${of[i]!.dk} of ${of[i]!.k}`, e);
+    else c.fail(`ensure real server ${of[i]!.dk} of ${of[i]!.vk}`, e);
   });
 }
 
@@ -248,10 +248,10 @@ async function writeEntries(
     const opts = { exist: true, type: SET_INFO.get(set)!.type, ...o };
     try {
       if (verb === 'add') {
-        await c.k(() => c.ipset.addMany(name, entries, opts));
+        await c.kernelCall(() => c.ipset.addMany(name, entries, opts));
         for (const e of entries) c.mirror.set(set).set(formatEntry(e), e);
       } else {
-        await c.k(() => c.ipset.delMany(name, entries, opts));
+        await c.kernelCall(() => c.ipset.delMany(name, entries, opts));
         for (const e of entries) c.mirror.set(set).delete(formatEntry(e));
       }
     } catch (e) {
@@ -268,59 +268,59 @@ async function writeEntries(
 /** Real servers whose endpoint went away: UDP ones go at once, others drain at weight 0. */
 async function drainDests(c: ApplyContext, keys: Iterable<string>, o: Signal): Promise<void> {
   const ops: IpvsOp[] = [];
-  const of: { k: string; dk: string; vs: AppliedVs }[] = [];
-  for (const k of keys) {
-    const want = c.index.vss.get(k);
-    const vs = c.mirror.vss.get(k);
+  const of: { vk: string; dk: string; vs: AppliedVs }[] = [];
+  for (const vk of keys) {
+    const want = c.index.vss.get(vk);
+    const vs = c.mirror.vss.get(vk);
     if (!want || !vs) continue;
     for (const [dk, d] of vs.dests) {
       if (want.dests.has(dk)) continue;
       if (vs.addr.protocol === 'udp')
         ops.push({ op: 'delete-destination', service: vs.addr, destination: { address: d.address, port: d.port } });
-      else if (c.graceful.has(k, dk)) continue;
+      else if (c.graceful.has(vk, dk)) continue;
       else if (d.weight !== 0) ops.push({ op: 'edit-destination', service: vs.addr, destination: masq(d, 0) });
       else {
-        startDrain(c, k, vs, dk);
+        startDrain(c, vk, vs, dk);
         continue;
       }
-      of.push({ k, dk, vs });
+      of.push({ vk, dk, vs });
     }
   }
   (await ipvsMany(c, ops, o)).forEach((e, i) => {
-    const { k, dk, vs } = of[i]!;
+    const { vk, dk, vs } = of[i]!;
     // Gone already (by hand, or the whole service): nothing left to drain.
     if (e && (isDestinationNotFound(e) || isServiceNotFound(e))) vs.dests.delete(dk);
-    else if (e) c.fail(`drain real server ${dk} of ${k}`, e);
+    else if (e) c.fail(`drain real server ${dk} of ${vk}`, e);
     else if (ops[i]!.op === 'delete-destination') vs.dests.delete(dk);
     else {
       vs.dests.get(dk)!.weight = 0;
-      startDrain(c, k, vs, dk);
+      startDrain(c, vk, vs, dk);
     }
   });
 }
 
-function startDrain(c: ApplyContext, k: string, vs: AppliedVs, dk: string): void {
+function startDrain(c: ApplyContext, vk: string, vs: AppliedVs, dk: string): void {
   const d = vs.dests.get(dk)!;
-  c.graceful.add({ vsKey: k, vs: vs.addr, destKey: dk, address: d.address, port: d.port, since: c.clock.now() });
+  c.graceful.add({ vsKey: vk, vs: vs.addr, destKey: dk, address: d.address, port: d.port, since: c.clock.now() });
 }
 
 async function deleteVss(c: ApplyContext, keys: Iterable<string>, o: Signal): Promise<void> {
   const ops: IpvsOp[] = [];
   const of: string[] = [];
-  for (const k of keys) {
-    const have = c.mirror.vss.get(k);
-    if (!have || c.index.vss.has(k)) continue;
+  for (const vk of keys) {
+    const have = c.mirror.vss.get(vk);
+    if (!have || c.index.vss.has(vk)) continue;
     ops.push({ op: 'delete-service', service: have.addr });
-    of.push(k);
+    of.push(vk);
   }
   (await ipvsMany(c, ops, o)).forEach((e, i) => {
-    const k = of[i]!;
+    const vk = of[i]!;
     if (e && !isServiceNotFound(e)) {
-      c.fail(`delete ipvs service ${k}`, e);
+      c.fail(`delete ipvs service ${vk}`, e);
       return;
     }
-    c.mirror.vss.delete(k);
-    c.graceful.dropVs(k);
+    c.mirror.vss.delete(vk);
+    c.graceful.dropVs(vk);
   });
 }
 

@@ -15,6 +15,8 @@
 // Ownership: IPVS services carry no name. As upstream (cleanLegacyService), every address
 // virtual server of this family outside excludeCIDRs is ours; fwmark services never are.
 
+import { errorMessage } from '../../base/errors.ts';
+import { SerialQueue } from '../../base/serial.ts';
 import type { Clock, TimerHandle } from '../../base/clock.ts';
 import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
 import type { CIDR, IPFamily } from '../../base/ip.ts';
@@ -92,7 +94,21 @@ export interface IpvsProxierDeps {
   readonly companion?: CompanionSink;
   /** --iptables-masquerade-bit (default 14), for the companion rules. */
   readonly masqueradeBit?: number;
+  /** Monotonic milliseconds for the report's timings, as in the other proxiers; default performance.now. */
+  readonly now?: () => number;
 }
+
+/** What one sync's kernel calls cost and which failed: made anew per sync, so nothing leaks between syncs. */
+interface SyncStats {
+  /** Kernel calls, a pipelined burst counting once. */
+  ops: number;
+  /** Netlink requests, a pipelined burst counting each message. */
+  requests: number;
+  kernelMs: number;
+  errors: string[];
+}
+
+const newStats = (): SyncStats => ({ ops: 0, requests: 0, kernelMs: 0, errors: [] });
 
 /** A sync that wrote what it could and failed some kernel calls; the next sync is full. */
 export class IpvsSyncError extends Error {
@@ -109,7 +125,6 @@ export class IpvsSyncError extends Error {
 /** The probe upstream's CanUseIPVSProxier makes (TEST-NET-2, RFC 5737). */
 const PROBE: IpvsAddrKey = { family: 'IPv4', protocol: 'tcp', address: '198.51.100.0', port: 20000 };
 
-const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 const VS_FLAG_MASK = ~(IP_VS_SVC_F_PERSISTENT | 0x0002); /* HASHED is internal */
 
 export class IpvsProxier implements Proxier {
@@ -149,15 +164,14 @@ export class IpvsProxier implements Proxier {
   private initialized = false;
   private needFull = true;
   private timer: TimerHandle | undefined;
-  private queue: Promise<unknown> = Promise.resolve();
-  private kernelMs = 0;
-  private errors: string[] = [];
+  private readonly serial = new SerialQueue();
+  private readonly now: () => number;
+  /** The running sync's (or graceful check's) stats; kernelCall and fail add to it. */
+  private stats = newStats();
   /** Kernel calls made by the last sync, a pipelined burst counting once (for logs and tests). */
   lastOps = 0;
   /** Netlink requests the last sync's writes and reads sent (a pipelined burst counts each message). */
   lastRequests = 0;
-  private ops = 0;
-  private requests = 0;
 
   constructor(opts: IpvsProxierOptions, deps: IpvsProxierDeps) {
     const scheduler = opts.scheduler || DEFAULT_SCHEDULER;
@@ -176,39 +190,35 @@ export class IpvsProxier implements Proxier {
     this.log = deps.logger.child({ proxier: 'ipvs', family: opts.family });
     this.graceMs = opts.gracefulTerminationMs ?? 15 * 60_000;
     this.checkMs = opts.gracefulCheckIntervalMs ?? 5_000;
+    this.now = deps.now ?? (() => performance.now());
   }
 
   /** Runs `f` after every earlier sync, check or cleanup: one writer at a time. */
   private exclusive<T>(f: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(f, f);
-    this.queue = run.catch(() => undefined);
-    return run;
+    return this.serial.run(f);
   }
 
   /** Resolves when nothing is running or queued (tests drive the graceful timer with a fake clock). */
-  async whenIdle(): Promise<void> {
-    let q: Promise<unknown>;
-    do {
-      q = this.queue;
-      await q;
-    } while (q !== this.queue);
+  whenIdle(): Promise<void> {
+    return this.serial.idle();
   }
 
-  private async k<T>(f: () => Promise<T>, requests = 1): Promise<T> {
-    const t = performance.now();
-    this.ops++;
-    this.requests += requests;
+  /** Runs one kernel call, timed and counted in the running sync's stats; `requests`: the netlink requests it sends. */
+  private async kernelCall<T>(f: () => Promise<T>, requests = 1): Promise<T> {
+    const stats = this.stats;
+    const t = this.now();
+    stats.ops++;
+    stats.requests += requests;
     try {
       return await f();
     } finally {
-      this.kernelMs += performance.now() - t;
+      stats.kernelMs += this.now() - t;
     }
   }
 
   private fail(what: string, e: unknown): void {
-    const line = `${what}: ${errText(e)}`;
-    this.errors.push(line);
-    this.log.error('ipvs kernel operation failed', { op: what, error: errText(e) });
+    this.stats.errors.push(`${what}: ${errorMessage(e)}`);
+    this.log.error('ipvs kernel operation failed', { op: what, error: errorMessage(e) });
   }
 
   /**
@@ -223,13 +233,13 @@ export class IpvsProxier implements Proxier {
     try {
       await ipvs.familyId();
     } catch (e) {
-      throw new Error(`IPVS mode is unavailable: ${errText(e)} (is module ip_vs loadable?)`, { cause: e });
+      throw new Error(`IPVS mode is unavailable: ${errorMessage(e)} (is module ip_vs loadable?)`, { cause: e });
     }
     for (const [path, value] of ipvsSysctls(this.opts.strictARP ?? false)) {
       try {
         await sysctl.set(path, value);
       } catch (e) {
-        throw new Error(`IPVS mode needs sysctl ${path}=${value}: ${errText(e)}`, { cause: e });
+        throw new Error(`IPVS mode needs sysctl ${path}=${value}: ${errorMessage(e)}`, { cause: e });
       }
     }
     try {
@@ -239,7 +249,9 @@ export class IpvsProxier implements Proxier {
       await ipvs.addService({ ...PROBE, scheduler: this.scheduler }, o);
       await ipvs.deleteService(PROBE, o);
     } catch (e) {
-      throw new Error(`IPVS scheduler ${JSON.stringify(this.scheduler)} is unavailable: ${errText(e)}`, { cause: e });
+      throw new Error(`IPVS scheduler ${JSON.stringify(this.scheduler)} is unavailable: ${errorMessage(e)}`, {
+        cause: e,
+      });
     }
     const fam = this.family === 'IPv6' ? 'inet6' : 'inet';
     for (const type of new Set(SETS.map((s) => s.type))) {
@@ -247,7 +259,7 @@ export class IpvsProxier implements Proxier {
         await ipset.typeRevision(type, type === 'bitmap:port' ? 'inet' : fam, o);
       } catch (e) {
         throw new Error(
-          `IPVS mode needs ipset type ${type}: ${errText(e)} (is module ip_set_${type.replace(/[:,]/g, '_')} loadable?)`,
+          `IPVS mode needs ipset type ${type}: ${errorMessage(e)} (is module ip_set_${type.replace(/[:,]/g, '_')} loadable?)`,
           { cause: e },
         );
       }
@@ -274,11 +286,8 @@ export class IpvsProxier implements Proxier {
   }
 
   private async doSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
-    const started = performance.now();
-    this.kernelMs = 0;
-    this.ops = 0;
-    this.requests = 0;
-    this.errors = [];
+    const started = this.now();
+    const stats = (this.stats = newStats());
     if (desired.family !== this.family) throw new Error(`ipvs proxier for ${this.family} got ${desired.family} state`);
     if (!this.initialized) await this.init(signal);
     const full = change.full || this.needFull;
@@ -290,8 +299,8 @@ export class IpvsProxier implements Proxier {
     if (full) {
       const { route } = this.deps;
       // Later address calls name the link by index: no look-up per address.
-      this.link = (await this.k(() => route.ensureLink(DUMMY_DEVICE, 'dummy', o))).link.index;
-      const addrs = await this.k(() => route.linkAndNodeAddresses(this.link, this.family, o));
+      this.link = (await this.kernelCall(() => route.ensureLink(DUMMY_DEVICE, 'dummy', o))).link.index;
+      const addrs = await this.kernelCall(() => route.linkAndNodeAddresses(this.link, this.family, o));
       this.nodeAddrs = addrs.node;
       bound = addrs.link;
     }
@@ -309,7 +318,7 @@ export class IpvsProxier implements Proxier {
     this.ctx = ctx;
 
     let touched = newTouched();
-    const planT = performance.now();
+    const planT = this.now();
     let ids: Iterable<ServicePortId>;
     if (full || ctxChanged) {
       // Every port is re-planned; ports the index knows that are gone get removed.
@@ -329,7 +338,7 @@ export class IpvsProxier implements Proxier {
       );
       planned++;
     }
-    let planMs = performance.now() - planT;
+    let planMs = this.now() - planT;
 
     if (full) {
       await this.readKernel(bound ?? [], o);
@@ -339,18 +348,18 @@ export class IpvsProxier implements Proxier {
     this.scheduleCheck();
     await this.writeCompanion(desired, full, signal);
 
-    const total = performance.now() - started;
-    planMs = Math.max(planMs, total - this.kernelMs);
+    const total = this.now() - started;
+    planMs = Math.max(planMs, total - stats.kernelMs);
     const report: SyncReport = {
       full,
       servicesChanged: full ? desired.services.size : planned,
-      kernelMs: this.kernelMs,
+      kernelMs: stats.kernelMs,
       planMs,
-      errors: this.errors,
+      errors: stats.errors,
     };
-    this.lastOps = this.ops;
-    this.lastRequests = this.requests;
-    if (this.errors.length > 0) {
+    this.lastOps = stats.ops;
+    this.lastRequests = stats.requests;
+    if (stats.errors.length > 0) {
       this.needFull = true;
       throw new IpvsSyncError(report);
     }
@@ -358,9 +367,9 @@ export class IpvsProxier implements Proxier {
     this.log.debug('ipvs sync done', {
       full,
       services: report.servicesChanged,
-      kernelOps: this.ops,
-      kernelRequests: this.requests,
-      kernelMs: Math.round(this.kernelMs),
+      kernelOps: stats.ops,
+      kernelRequests: stats.requests,
+      kernelMs: Math.round(stats.kernelMs),
       planMs: Math.round(planMs),
     });
     return report;
@@ -379,7 +388,7 @@ export class IpvsProxier implements Proxier {
     const text = toIptablesSave(rules);
     if (!full && text === this.lastRules) return;
     try {
-      await this.k(() => sink.write(rules, signal));
+      await this.kernelCall(() => sink.write(rules, signal));
       this.lastRules = text;
     } catch (e) {
       this.lastRules = undefined;
@@ -421,7 +430,7 @@ export class IpvsProxier implements Proxier {
       index: this.index,
       mirror: this.mirror,
       graceful: this.graceful,
-      k: (f, requests) => this.k(f, requests),
+      kernelCall: (f, requests) => this.kernelCall(f, requests),
       fail: (what, e) => this.fail(what, e),
     };
   }
@@ -437,7 +446,7 @@ export class IpvsProxier implements Proxier {
     for (const s of SETS) {
       const name = ipsetName(s.key, this.family);
       try {
-        await this.k(() =>
+        await this.kernelCall(() =>
           ipset.create(name, s.type, {
             ...(s.type === 'bitmap:port'
               ? { portRange: { from: 0, to: 65535 } }
@@ -451,14 +460,14 @@ export class IpvsProxier implements Proxier {
             ...o,
           }),
         );
-        const [info] = await this.k(() => ipset.list(name, o));
+        const [info] = await this.kernelCall(() => ipset.list(name, o));
         const m = mirror.set(s.key);
         for (const e of info?.entries ?? []) m.set(formatEntry(e), e);
       } catch (e) {
         this.fail(`ensure ipset ${name}`, e);
       }
     }
-    const services = await this.k(() => ipvs.listServices(o));
+    const services = await this.kernelCall(() => ipvs.listServices(o));
     for (const s of services) {
       if (isFwmarkKey(s)) continue;
       const addr: IpvsAddrKey = { family: s.family, protocol: s.protocol, address: s.address, port: s.port };
@@ -471,7 +480,7 @@ export class IpvsProxier implements Proxier {
         dests: new Map(),
       };
       try {
-        for (const d of await this.k(() => ipvs.listDestinations(addr, o)))
+        for (const d of await this.kernelCall(() => ipvs.listDestinations(addr, o)))
           vs.dests.set(destKey(d.address, d.port), { address: d.address, port: d.port, weight: d.weight });
       } catch (e) {
         if (!isServiceNotFound(e)) throw e;
@@ -492,7 +501,7 @@ export class IpvsProxier implements Proxier {
     this.timer = this.deps.clock.setTimer(this.checkMs, () => {
       this.timer = undefined;
       this.exclusive(() => this.checkGraceful()).catch((e: unknown) =>
-        this.log.error('graceful termination check failed', { error: errText(e) }),
+        this.log.error('graceful termination check failed', { error: errorMessage(e) }),
       );
     });
   }
@@ -503,22 +512,23 @@ export class IpvsProxier implements Proxier {
    * deletes of all of them then go out pipelined (IpvsClient.applyMany), not one by one.
    */
   private async checkGraceful(): Promise<void> {
+    this.stats = newStats();
     try {
       const now = this.deps.clock.now();
       const ops: IpvsOp[] = [];
-      const of: { k: string; vs: AppliedVs; dk: string; connections: number; since: number }[] = [];
-      for (const [k, items] of this.graceful.byVs()) {
-        const vs = this.mirror.vss.get(k);
+      const of: { vk: string; vs: AppliedVs; dk: string; connections: number; since: number }[] = [];
+      for (const [vk, items] of this.graceful.byVs()) {
+        const vs = this.mirror.vss.get(vk);
         if (!vs) {
-          this.graceful.dropVs(k);
+          this.graceful.dropVs(vk);
           continue;
         }
         let dests;
         try {
-          dests = await this.k(() => this.deps.ipvs.listDestinations(vs.addr));
+          dests = await this.kernelCall(() => this.deps.ipvs.listDestinations(vs.addr));
         } catch (e) {
           if (isServiceNotFound(e)) {
-            this.graceful.dropVs(k);
+            this.graceful.dropVs(vk);
             continue;
           }
           throw e;
@@ -530,25 +540,25 @@ export class IpvsProxier implements Proxier {
           if (verdict === 'wait') continue;
           if (verdict === 'gone') {
             vs.dests.delete(t.destKey);
-            this.graceful.delete(k, t.destKey);
+            this.graceful.delete(vk, t.destKey);
             continue;
           }
           ops.push({ op: 'delete-destination', service: vs.addr, destination: { address: t.address, port: t.port } });
-          of.push({ k, vs, dk: t.destKey, connections: d ? d.activeConns + d.inactiveConns : 0, since: t.since });
+          of.push({ vk, vs, dk: t.destKey, connections: d ? d.activeConns + d.inactiveConns : 0, since: t.since });
         }
       }
       if (ops.length === 0) return;
-      const results = await this.k(() => this.deps.ipvs.applyMany(ops), ops.length);
+      const results = await this.kernelCall(() => this.deps.ipvs.applyMany(ops), ops.length);
       results.forEach((e, i) => {
-        const { k, vs, dk, connections, since } = of[i]!;
+        const { vk, vs, dk, connections, since } = of[i]!;
         if (e && !isDestinationNotFound(e) && !isServiceNotFound(e)) {
           // Stays queued: the next tick tries again.
-          this.log.warn('deleting a drained real server failed', { vs: k, dest: dk, error: errText(e) });
+          this.log.warn('deleting a drained real server failed', { vs: vk, dest: dk, error: errorMessage(e) });
           return;
         }
         vs.dests.delete(dk);
-        this.graceful.delete(k, dk);
-        if (!e) this.log.debug('drained real server deleted', { vs: k, dest: dk, connections, afterMs: now - since });
+        this.graceful.delete(vk, dk);
+        if (!e) this.log.debug('drained real server deleted', { vs: vk, dest: dk, connections, afterMs: now - since });
       });
     } finally {
       // Even after a failed check: the queue is retried on the next tick.
@@ -567,8 +577,8 @@ export class IpvsProxier implements Proxier {
   }
 
   /**
-   * The iptables-nft companion rules for the state of the last sync (rules.ts). Not written to
-   * the kernel yet: that needs the nft_compat expressions of the nftables layer.
+   * The iptables-nft companion rules for the state of the last sync (rules.ts); the companion sink
+   * (companion.ts) writes them.
    */
   companionRules(desired: DesiredState, opts: { masqueradeBit?: number; randomFully?: boolean } = {}): CompanionRules {
     return companionRules({
@@ -581,7 +591,6 @@ export class IpvsProxier implements Proxier {
     });
   }
 
-  /** Removes our virtual servers, ipsets and kube-ipvs0; leaves every other object alone. */
   /** explain: the port's virtual and real servers read back from the kernel, beside the last plan. */
   describe(info: ServicePortInfo): Promise<PortDescription> {
     return describeIpvsPort(this.deps.ipvs, info, this.index.ports.get(info.id), this.ctx);
@@ -592,6 +601,7 @@ export class IpvsProxier implements Proxier {
     return ipvsTrafficCounters(this.deps.ipvs, this.index.ports, this.ctx);
   }
 
+  /** Removes our virtual servers, ipsets and kube-ipvs0; leaves every other object alone. */
   cleanup(): Promise<void> {
     return this.exclusive(async () => {
       this.timer?.cancel();
@@ -603,7 +613,7 @@ export class IpvsProxier implements Proxier {
       if (this.deps.companion) {
         await this.deps.companion
           .remove()
-          .catch((e: unknown) => problems.push(`remove companion rules: ${errText(e)}`));
+          .catch((e: unknown) => problems.push(`remove companion rules: ${errorMessage(e)}`));
         this.lastRules = undefined;
       }
       try {
@@ -611,20 +621,22 @@ export class IpvsProxier implements Proxier {
         for (const s of await ipvs.listServices()) if (!isFwmarkKey(s) && this.ours(s)) ours.push(s);
         const ops = ours.map((s): IpvsOp => ({ op: 'delete-service', service: s }));
         (await ipvs.applyMany(ops)).forEach((e, i) => {
-          if (e && !isServiceNotFound(e)) problems.push(`delete ipvs service ${vsKey(ours[i]!)}: ${errText(e)}`);
+          if (e && !isServiceNotFound(e)) problems.push(`delete ipvs service ${vsKey(ours[i]!)}: ${errorMessage(e)}`);
         });
       } catch (e) {
-        problems.push(`list or delete ipvs services: ${errText(e)}`);
+        problems.push(`list or delete ipvs services: ${errorMessage(e)}`);
       }
       for (const s of SETS) {
         const name = ipsetName(s.key, this.family);
         await ipset.destroy(name).catch((e: unknown) => {
           if (isSetNotFound(e)) return;
-          problems.push(`destroy ipset ${name}: ${errText(e)}${isSetBusy(e) ? ' (still referenced by a rule)' : ''}`);
+          problems.push(
+            `destroy ipset ${name}: ${errorMessage(e)}${isSetBusy(e) ? ' (still referenced by a rule)' : ''}`,
+          );
         });
       }
       await route.deleteLink(DUMMY_DEVICE).catch((e: unknown) => {
-        if (!isNoSuchLink(e)) problems.push(`delete link ${DUMMY_DEVICE}: ${errText(e)}`);
+        if (!isNoSuchLink(e)) problems.push(`delete link ${DUMMY_DEVICE}: ${errorMessage(e)}`);
       });
       this.index.clear();
       this.mirror = new AppliedMirror();

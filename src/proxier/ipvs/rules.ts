@@ -2,10 +2,10 @@
 // (and the masquerade policy) to the KUBE-* chains, the jumps into them and their rules, in
 // upstream's order (pkg/proxy/ipvs/proxier.go writeIptablesRules, createAndLinkKubeChain).
 //
-// They are meant to be written in the iptables-nft form (tables `ip nat` / `ip filter`, the
+// companion.ts writes them in the iptables-nft form (tables `ip nat` / `ip filter`, the
 // xtables-compat `set`, `comment`, `addrtype`, `mark`, `conntrack`, `physdev`, `ipvs` matches and
 // `MARK`/`MASQUERADE`/`REJECT` targets) so that `iptables-nft-save` shows upstream's rules. Each
-// match and target is a typed value, so the nfnetlink encoder can map it one to one;
+// match and target is a typed value, which the shared iptables dialect encodes one to one;
 // toIptablesSave() renders the same data the way iptables-save prints it, for logs and golden
 // tests. Set names are kernel names (KUBE-6-... for IPv6).
 
@@ -215,20 +215,40 @@ function ifNotLocal(d: LocalDetector): Match[] {
   }
 }
 
-export function companionRules(input: RulesInput): CompanionRules {
-  const fam = input.family;
-  const name = (k: SetKey): string => ipsetName(k, fam);
-  const has = (k: SetKey): boolean => input.nonEmptySets.has(k);
-  const comment = (k: SetKey): Match => ({ m: 'comment', text: SET_INFO.get(k)!.comment });
-  const set = (k: SetKey, ...dirs: SetDir[]): Match => ({ m: 'set', set: name(k), dirs });
-  const mark = 1 << (input.masqueradeBit ?? 14);
-  const rules: IptRule[] = [];
-  const add = (table: IptTable, chain: string, matches: Match[], target: Target): void => {
-    rules.push({ table, chain, matches, target });
-  };
-  const toMasq: Target = { t: 'jump', chain: Chain.MARK_MASQ };
+/** What the rule groups below write with: the rule list, and the input's sets and mark. */
+interface RuleWriter {
+  readonly input: RulesInput;
+  readonly mark: number;
+  readonly toMasq: Target;
+  add(table: IptTable, chain: string, matches: Match[], target: Target): void;
+  /** The set has entries: rules on an empty set are left out, as upstream. */
+  has(k: SetKey): boolean;
+  comment(k: SetKey): Match;
+  set(k: SetKey, ...dirs: SetDir[]): Match;
+}
 
-  add('nat', Chain.SERVICES, [{ m: 'src', cidr: fam === 'IPv6' ? '::1/128' : '127.0.0.0/8' }], { t: 'RETURN' });
+export function companionRules(input: RulesInput): CompanionRules {
+  const rules: IptRule[] = [];
+  const w: RuleWriter = {
+    input,
+    mark: 1 << (input.masqueradeBit ?? 14),
+    toMasq: { t: 'jump', chain: Chain.MARK_MASQ },
+    add: (table, chain, matches, target) => rules.push({ table, chain, matches, target }),
+    has: (k) => input.nonEmptySets.has(k),
+    comment: (k) => ({ m: 'comment', text: SET_INFO.get(k)!.comment }),
+    set: (k, ...dirs) => ({ m: 'set', set: ipsetName(k, input.family), dirs }),
+  };
+  serviceRules(w);
+  nodeRules(w);
+  filterRules(w);
+  postroutingRules(w);
+  return { family: input.family, chains: CHAINS, jumps: JUMPS, rules };
+}
+
+/** KUBE-SERVICES: the set matches, masquerading of cluster and external IPs. */
+function serviceRules({ input, toMasq, add, has, comment, set }: RuleWriter): void {
+  const loopback = input.family === 'IPv6' ? '::1/128' : '127.0.0.0/8';
+  add('nat', Chain.SERVICES, [{ m: 'src', cidr: loopback }], { t: 'RETURN' });
 
   for (const r of SET_RULES) {
     if (!has(r.set)) continue;
@@ -267,7 +287,10 @@ export function companionRules(input: RulesInput): CompanionRules {
     externalIPRules(SetName.EXTERNAL_IP);
   }
   if (has(SetName.EXTERNAL_IP_LOCAL)) externalIPRules(SetName.EXTERNAL_IP_LOCAL);
+}
 
+/** Node ports, load balancers and their firewall, VIPs the node may not reach, and the ACCEPT of IPVS traffic. */
+function nodeRules({ input, toMasq, add, has, set }: RuleWriter): void {
   add('nat', Chain.SERVICES, [{ m: 'addrtype', dir: 'dst', type: 'LOCAL' }], { t: 'jump', chain: Chain.NODE_PORT });
   add('nat', Chain.LOAD_BALANCER, [], toMasq);
   add('filter', Chain.SOURCE_RANGES_FIREWALL, [], { t: 'DROP' });
@@ -287,7 +310,10 @@ export function companionRules(input: RulesInput): CompanionRules {
   // acceptIPVSTraffic: at the end of KUBE-SERVICES.
   for (const k of [SetName.CLUSTER_IP, SetName.LOAD_BALANCER] as const)
     if (has(k)) add('nat', Chain.SERVICES, [set(k, 'dst', 'dst')], { t: 'ACCEPT' });
+}
 
+/** KUBE-FORWARD, the health-check node ports, and KUBE-IPVS-FILTER. */
+function filterRules({ mark, add, comment, set }: RuleWriter): void {
   add(
     'filter',
     Chain.FORWARD,
@@ -318,7 +344,10 @@ export function companionRules(input: RulesInput): CompanionRules {
     add('filter', Chain.IPVS_FILTER, [set(k, 'dst', 'dst')], { t: 'RETURN' });
   add('filter', Chain.IPVS_FILTER, [set(SetName.HEALTH_CHECK_NODE_PORT, 'dst')], { t: 'RETURN' });
   add('filter', Chain.IPVS_FILTER, [{ m: 'ctstate', states: ['NEW'] }, set(SetName.IPVS_IPS, 'dst')], { t: 'REJECT' });
+}
 
+/** KUBE-POSTROUTING and KUBE-MARK-MASQ: masquerade what carries the mark. */
+function postroutingRules({ input, mark, add }: RuleWriter): void {
   add('nat', Chain.POSTROUTING, [{ m: 'mark', value: mark, mask: mark, invert: true }], { t: 'RETURN' });
   add('nat', Chain.POSTROUTING, [], { t: 'MARK', op: 'xor', value: mark });
   add('nat', Chain.POSTROUTING, [{ m: 'comment', text: 'kubernetes service traffic requiring SNAT' }], {
@@ -326,8 +355,6 @@ export function companionRules(input: RulesInput): CompanionRules {
     randomFully: input.randomFully ?? true,
   });
   add('nat', Chain.MARK_MASQ, [], { t: 'MARK', op: 'or', value: mark });
-
-  return { family: fam, chains: CHAINS, jumps: JUMPS, rules };
 }
 
 /** One rule's arguments as iptables-save prints them (netlink/nftables/iptables/save.ts renders them). */

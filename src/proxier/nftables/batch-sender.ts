@@ -10,6 +10,7 @@
 // sends find the first group the kernel refuses on its own. The proxier then starts the
 // full sync again without that service port.
 
+import { errorMessage } from '../../base/errors.ts';
 import type { ServicePortId } from '../../model/index.ts';
 import { NetlinkError } from '../../netlink/core/index.ts';
 import { NftValidationError } from '../../netlink/nftables/index.ts';
@@ -21,7 +22,7 @@ export class ServicePortRefusedError extends Error {
   readonly id: ServicePortId;
 
   constructor(id: ServicePortId, cause: unknown) {
-    super(`service port ${JSON.stringify(id)} refused: ${cause instanceof Error ? cause.message : String(cause)}`, {
+    super(`service port ${JSON.stringify(id)} refused: ${errorMessage(cause)}`, {
       cause,
     });
     this.id = id;

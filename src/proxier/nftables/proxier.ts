@@ -7,6 +7,7 @@
 // last sync committed, in one batch: never a re-listing of the table (upstream's per-sync
 // listing costs a minute at 44k Services).
 
+import { errorMessage } from '../../base/errors.ts';
 import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
@@ -251,7 +252,7 @@ export class NftablesProxier implements Proxier {
       if (signal.aborted) throw e;
       cleanupFailed = true;
       delta.conflicts.push(
-        `cleanup of stale chains and sets failed (retried at the next full sync): ${e instanceof Error ? e.message : String(e)}`,
+        `cleanup of stale chains and sets failed (retried at the next full sync): ${errorMessage(e)}`,
       );
     }
 

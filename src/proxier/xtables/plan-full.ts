@@ -115,31 +115,7 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
     skContent.set(chainId(c.table, c.name), digestOf(skOwned.get(chainId(c.table, c.name)) ?? []));
   }
 
-  // Shared chains: what the kernel has, and where the tail (the skeleton's last rules) stands.
-  const sharedIds = new Set(sk.shared.map((c) => chainId(c.table, c.name)));
-  const pools = new Map<string, Pool>();
-  const tailEntries: SharedEntry[] = [];
-  const tailBefore = new Map<string, bigint | undefined>();
-  const tails = skRules.filter((r) => sharedIds.has(chainId(r.rule.table, r.rule.chain)));
-  for (const c of sk.shared) {
-    const id = chainId(c.table, c.name);
-    const pool = new Pool(listed(c));
-    pools.set(id, pool);
-    const mine = tails.filter((t) => t.rule.table === c.table && t.rule.chain === c.name);
-    const kept = mine.map((t) => pool.take(t.key));
-    // The tail stays only if it is complete, in order, and nothing but tail follows it.
-    const firstIdx = kept[0] ? pool.all.indexOf(kept[0]) : -1;
-    const ok =
-      kept.every((k, i) => k !== undefined && pool.all.indexOf(k) === firstIdx + i) &&
-      firstIdx + kept.length === pool.all.length;
-    if (ok && kept.length > 0) {
-      tailBefore.set(id, kept[0]!.handle);
-      mine.forEach((t, i) => tailEntries.push({ table: c.table, chain: c.name, key: t.key, handle: kept[i]!.handle }));
-    } else {
-      for (const k of kept) if (k) pool.release(k);
-      tailBefore.set(id, undefined);
-    }
-  }
+  const { sharedIds, pools, tailEntries, tailBefore, tails } = sharedChains(sk.shared, skRules, listed);
 
   // Service ports.
   const units = new Map<string, UnitState>();
@@ -189,6 +165,42 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
     shared: [...tailEntries, ...jumpEntries],
   };
   return { plan, state: { skeleton, units } };
+}
+
+/**
+ * Shared chains: what the kernel has (a pool per chain, from which units take their rules), and
+ * where the tail (the skeleton's last rules) stands: kept only if it is complete, in order, and
+ * nothing but tail follows it.
+ */
+function sharedChains(
+  shared: readonly ChainRef[],
+  skRules: readonly Encoded[],
+  listed: (c: ChainRef) => readonly ListedEntry[],
+) {
+  const sharedIds = new Set(shared.map((c) => chainId(c.table, c.name)));
+  const pools = new Map<string, Pool>();
+  const tailEntries: SharedEntry[] = [];
+  const tailBefore = new Map<string, bigint | undefined>();
+  const tails = skRules.filter((r) => sharedIds.has(chainId(r.rule.table, r.rule.chain)));
+  for (const c of shared) {
+    const id = chainId(c.table, c.name);
+    const pool = new Pool(listed(c));
+    pools.set(id, pool);
+    const mine = tails.filter((t) => t.rule.table === c.table && t.rule.chain === c.name);
+    const kept = mine.map((t) => pool.take(t.key));
+    const firstIdx = kept[0] ? pool.all.indexOf(kept[0]) : -1;
+    const ok =
+      kept.every((k, i) => k !== undefined && pool.all.indexOf(k) === firstIdx + i) &&
+      firstIdx + kept.length === pool.all.length;
+    if (ok && kept.length > 0) {
+      tailBefore.set(id, kept[0]!.handle);
+      mine.forEach((t, i) => tailEntries.push({ table: c.table, chain: c.name, key: t.key, handle: kept[i]!.handle }));
+    } else {
+      for (const k of kept) if (k) pool.release(k);
+      tailBefore.set(id, undefined);
+    }
+  }
+  return { sharedIds, pools, tailEntries, tailBefore, tails };
 }
 
 /**

@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensurePackages, missingTools, REPO, tool, toolAsync, type Packages } from './build.ts';
-import { DAEMON_NODE_FLAGS } from '../../../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../../../src/daemon/v8-options.ts';
 
 const LIB = 'usr/lib/kube-proxy-ts';
 const missing = missingTools();
@@ -246,11 +246,11 @@ test('the unpacked package runs on its bundled Node: entry point, native addons,
   const wrapper = readFileSync(join(debRoot, 'usr/bin/kube-proxy-ts'), 'utf8');
   t.true(
     wrapper.includes(
-      `\nexec /usr/lib/kube-proxy-ts/node_modules/node/bin/node ${DAEMON_NODE_FLAGS.join(' ')} /usr/lib/kube-proxy-ts/bin/kube-proxy-ts.js "$@"\n`,
+      `\nexec /usr/lib/kube-proxy-ts/node_modules/node/bin/node ${DAEMON_V8_OPTIONS.join(' ')} /usr/lib/kube-proxy-ts/bin/kube-proxy-ts.js "$@"\n`,
     ),
     wrapper,
   );
-  const v = tool(node, [...DAEMON_NODE_FLAGS, join(debRoot, LIB, 'bin/kube-proxy-ts.js'), '--version'], {
+  const v = tool(node, [...DAEMON_V8_OPTIONS, join(debRoot, LIB, 'bin/kube-proxy-ts.js'), '--version'], {
     allowFail: true,
   });
   t.is(v.status, 0, v.stderr);

@@ -1,7 +1,7 @@
 // The real daemon in IPVS mode against Debian's 6.1 kernel, inside the QEMU VM (run by
 // run-cases.ts from ipvs-daemon.test.ts). Unlike ipvs-proxier.ts, nothing is driven in-process:
 // the daemon runs as the packaged binary runs it (this repository's Node 24 with the V8 flags
-// of src/daemon/node-flags.ts, bin/kube-proxy-ts.js, `--proxy-mode ipvs`), in its own network
+// of src/daemon/v8-options.ts, bin/kube-proxy-ts.js, `--proxy-mode ipvs`), in its own network
 // namespace "node", fed by the test API server (test/helpers/fake-apiserver.ts, the real
 // list/watch protocol) through a kubeconfig with a bearer token: every Service, EndpointSlice
 // and Node change below is an API write the daemon sees as a watch event. Every assertion
@@ -42,7 +42,7 @@ import type { ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import readline from 'node:readline';
-import { DAEMON_NODE_FLAGS } from '../../../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../../../src/daemon/v8-options.ts';
 import { FakeApiServer } from '../../helpers/fake-apiserver.ts';
 import type { KObject } from '../../helpers/fake-apiserver.ts';
 import type { VmCase } from '../run-cases.ts';
@@ -508,7 +508,7 @@ let daemonExit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> 
 
 /** The daemon as /usr/bin/kube-proxy-ts starts it (scripts/package-stage.ts), in the node namespace. */
 function daemonCommand(args: readonly string[]): string[] {
-  return ['netns', 'exec', 'node', NODE_BIN, ...DAEMON_NODE_FLAGS, BIN, ...args];
+  return ['netns', 'exec', 'node', NODE_BIN, ...DAEMON_V8_OPTIONS, BIN, ...args];
 }
 
 function startDaemon(): void {
@@ -758,7 +758,7 @@ export const cases: VmCase[] = [
         'ACCEPT',
       );
       await mustInNode('/usr/sbin/ipvsadm', '-A', '-f', '7', '-s', 'rr');
-      note({ uname: (await must('/bin/uname', '-r')).trim(), node: NODE_BIN, flags: DAEMON_NODE_FLAGS, api: api.url });
+      note({ uname: (await must('/bin/uname', '-r')).trim(), node: NODE_BIN, flags: DAEMON_V8_OPTIONS, api: api.url });
     },
   },
   {

@@ -15,7 +15,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DAEMON_NODE_FLAGS } from '../../../src/daemon/node-flags.ts';
+import { DAEMON_V8_OPTIONS } from '../../../src/daemon/v8-options.ts';
 import { serviceYAML } from '../../helpers/manifests.ts';
 import type { VmCase } from '../run-cases.ts';
 import { ip, ipvsadmLines, must, run } from './vm-shell.ts';
@@ -172,7 +172,7 @@ export const cases: VmCase[] = [
         '--metrics-bind-address',
         '127.0.0.1:10249',
       ];
-      daemon = spawn('/usr/sbin/ip', ['netns', 'exec', 'node', NODE_BIN, ...DAEMON_NODE_FLAGS, BIN, ...args], {
+      daemon = spawn('/usr/sbin/ip', ['netns', 'exec', 'node', NODE_BIN, ...DAEMON_V8_OPTIONS, BIN, ...args], {
         stdio: ['ignore', fd, fd],
       });
       closeSync(fd);

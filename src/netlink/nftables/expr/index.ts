@@ -5,6 +5,7 @@
 //       NFTA_EXPR_NAME  string           "payload", "cmp", ...
 //       NFTA_EXPR_DATA  (nested)         the expression's own attributes (absent for notrack)
 
+import { errorMessage } from '../../../base/errors.ts';
 import type { AttrWriter } from '../../core/index.ts';
 import { AttrSet, NetlinkDecodeError } from '../../core/index.ts';
 import { NFTA_EXPR_DATA, NFTA_EXPR_NAME, NFTA_LIST_ELEM } from '../constants.ts';
@@ -150,7 +151,7 @@ export function readExpr(a: AttrSet): NftExpr {
     return c.decode(data);
   } catch (err) {
     if (err instanceof NetlinkDecodeError) throw err;
-    throw new NetlinkDecodeError(`${a.where}/${name}`, 0, (err as Error).message);
+    throw new NetlinkDecodeError(`${a.where}/${name}`, 0, errorMessage(err));
   }
 }
 

@@ -5,6 +5,7 @@
 // little endian) unless a field is __be*; every struct is padded to XT_ALIGN (8 bytes).
 // Readers return undefined for a struct that is not one our rule model can express.
 
+import type { IPFamily } from '../../../base/ip.ts';
 import type { XtMatchExpr } from '../expr/xt-match.ts';
 import type { XtTargetExpr } from '../expr/xt-target.ts';
 
@@ -233,7 +234,7 @@ const RECENT_CHECK = 1,
  */
 export function recentMatch(
   o: { name: string; mode: 'set' | 'rcheck'; seconds?: number; reap?: boolean },
-  family: 'IPv4' | 'IPv6',
+  family: IPFamily,
 ): XtMatchExpr {
   const name = new TextEncoder().encode(o.name);
   if (name.length < 1 || name.length > 199)
@@ -251,7 +252,7 @@ export function recentMatch(
 }
 export function readRecent(
   info: Uint8Array,
-  family: 'IPv4' | 'IPv6',
+  family: IPFamily,
 ): { name: string; mode: 'set' | 'rcheck'; seconds?: number; reap?: boolean } | undefined {
   if (info.length < 228) return undefined;
   const v = view(info);
@@ -349,7 +350,7 @@ const NF_NAT_RANGE_MAP_IPS = 0x1,
  * nf_nat_range (flags u32 first, then addresses and ports: 40 bytes); the kernel refuses the
  * other family's struct with EINVAL.
  */
-export function masqueradeTarget(randomFully: boolean, family: 'IPv4' | 'IPv6' = 'IPv4'): XtTargetExpr {
+export function masqueradeTarget(randomFully: boolean, family: IPFamily = 'IPv4'): XtTargetExpr {
   const flags = randomFully ? NF_NAT_RANGE_PROTO_RANDOM_FULLY : 0;
   const info =
     family === 'IPv6'
@@ -358,7 +359,7 @@ export function masqueradeTarget(randomFully: boolean, family: 'IPv4' | 'IPv6' =
   return target('MASQUERADE', 0, info);
 }
 /** random-fully of a MASQUERADE struct (undefined when it names addresses or ports). */
-export function readMasquerade(info: Uint8Array, family: 'IPv4' | 'IPv6'): boolean | undefined {
+export function readMasquerade(info: Uint8Array, family: IPFamily): boolean | undefined {
   const v = view(info);
   const flagsAt = family === 'IPv6' ? 0 : 4;
   if (info.length < (family === 'IPv6' ? 40 : 24) || (family === 'IPv4' && v.getUint32(0, true) !== 1))
@@ -374,7 +375,7 @@ export function readMasquerade(info: Uint8Array, family: 'IPv4' | 'IPv6'): boole
  * max_ip, __be16 min, max: 24 bytes), IPv6 nf_nat_range (flags, min_addr, max_addr, __be16
  * min_proto @36, max_proto @38: 40 bytes); flags NF_NAT_RANGE_PROTO_SPECIFIED.
  */
-export function redirectTarget(port: number, family: 'IPv4' | 'IPv6'): XtTargetExpr {
+export function redirectTarget(port: number, family: IPFamily): XtTargetExpr {
   const info =
     family === 'IPv6'
       ? struct(
@@ -393,7 +394,7 @@ export function redirectTarget(port: number, family: 'IPv4' | 'IPv6'): XtTargetE
         });
   return target('REDIRECT', 0, info);
 }
-export function readRedirect(info: Uint8Array, family: 'IPv4' | 'IPv6'): number | undefined {
+export function readRedirect(info: Uint8Array, family: IPFamily): number | undefined {
   const v = view(info);
   const [flagsAt, portAt, size] = family === 'IPv6' ? [0, 36, 40] : [4, 16, 20];
   if (info.length < size || (family === 'IPv4' && v.getUint32(0, true) !== 1)) return undefined;
@@ -417,7 +418,7 @@ export function dnatTarget(addr: Uint8Array, port: number): XtTargetExpr {
   });
   return target('DNAT', 2, info);
 }
-export function readDnat(info: Uint8Array, family: 'IPv4' | 'IPv6'): { addr: Uint8Array; port: number } | undefined {
+export function readDnat(info: Uint8Array, family: IPFamily): { addr: Uint8Array; port: number } | undefined {
   if (info.length < 42) return undefined;
   const v = view(info);
   const len = family === 'IPv4' ? 4 : 16;
@@ -438,7 +439,7 @@ export function readDnat(info: Uint8Array, family: 'IPv4' | 'IPv6'): { addr: Uin
  * IPT_ICMP_PORT_UNREACHABLE is 3, ip6t_reject_info's IP6T_ICMP6_PORT_UNREACH is 4 (3 there
  * would be address-unreachable).
  */
-export function rejectTarget(family: 'IPv4' | 'IPv6' = 'IPv4'): XtTargetExpr {
+export function rejectTarget(family: IPFamily = 'IPv4'): XtTargetExpr {
   const withCode = family === 'IPv6' ? 4 : 3;
   return target(
     'REJECT',
@@ -446,5 +447,5 @@ export function rejectTarget(family: 'IPv4' | 'IPv6' = 'IPv4'): XtTargetExpr {
     struct(4, (v) => v.setUint32(0, withCode, true)),
   );
 }
-export const isDefaultReject = (info: Uint8Array, family: 'IPv4' | 'IPv6'): boolean =>
+export const isDefaultReject = (info: Uint8Array, family: IPFamily): boolean =>
   info.length >= 4 && view(info).getUint32(0, true) === (family === 'IPv6' ? 4 : 3);

@@ -6,4 +6,4 @@
 // sync) followed by long idle times, so that memory is mostly held for nothing: measured at
 // 10,000 Services x 10 after a full sync, RSS 472 MiB with the default and 336-340 MiB with
 // 1, 2, 4 or 8 MiB semi-spaces, for the same sync time within the noise.
-export const DAEMON_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=8'];
+export const DAEMON_V8_OPTIONS: readonly string[] = ['--max-semi-space-size=8'];

@@ -396,19 +396,18 @@ export class RuleBuilder {
     return this.natTo('snat', addr, port);
   }
 
+  /** Looks reg 1 up in `map`, whose data (address . port) lands in reg 1 onwards, and DNATs to it. */
+  private dnatThroughMap(map: string, natFamily: 'ip' | 'ip6'): void {
+    const addrWords = natFamily === 'ip' ? 1 : 4;
+    this.exprs.push({ type: 'lookup', set: map, sreg: 1, dreg: 1 });
+    this.exprs.push({ type: 'nat', nat: 'dnat', family: natFamily, regAddrMin: 1, regProtoMin: registerAt(addrWords) });
+  }
+
   /** `dnat [ip|ip6] to FIELDS map @map` where the map yields address . port. */
   dnatMap(fields: readonly Field[], map: string, natFamily: 'ip' | 'ip6' = this.family === 'ip6' ? 'ip6' : 'ip'): this {
     return this.guard(() => {
       const text = this.loadConcat(fields);
-      const addrWords = natFamily === 'ip' ? 1 : 4;
-      this.exprs.push({ type: 'lookup', set: map, sreg: 1, dreg: 1 });
-      this.exprs.push({
-        type: 'nat',
-        nat: 'dnat',
-        family: natFamily,
-        regAddrMin: 1,
-        regProtoMin: registerAt(addrWords),
-      });
+      this.dnatThroughMap(map, natFamily);
       this.words.push(`dnat${this.family === 'inet' ? ` ${natFamily}` : ''} to ${text} map @${ident(map)}`);
     });
   }
@@ -427,16 +426,8 @@ export class RuleBuilder {
     return this.guard(() => {
       if (!Number.isInteger(modulus) || modulus < 1)
         throw new TypeError(`numgen modulus ${modulus} must be a positive integer`);
-      const addrWords = natFamily === 'ip' ? 1 : 4;
       this.exprs.push({ type: 'numgen', mode: 'random', modulus, offset, dreg: 1 });
-      this.exprs.push({ type: 'lookup', set: map, sreg: 1, dreg: 1 });
-      this.exprs.push({
-        type: 'nat',
-        nat: 'dnat',
-        family: natFamily,
-        regAddrMin: 1,
-        regProtoMin: registerAt(addrWords),
-      });
+      this.dnatThroughMap(map, natFamily);
       this.words.push(
         `dnat ${natFamily} to numgen random mod ${modulus}${offset ? ` offset ${offset}` : ''} map @${ident(map)}`,
       );
