@@ -15,7 +15,7 @@ import { CompanionWriter, IpvsProxier } from '../proxier/ipvs/index.ts';
 import type { SysctlWriter } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import { NftDriftWatch } from '../proxier/nftables/drift-watch.ts';
-import { iptablesNftCodec, IPTABLES_RECV_BYTES, IptablesProxier } from '../proxier/iptables/index.ts';
+import { IptDriftWatch, iptablesNftCodec, IPTABLES_RECV_BYTES, IptablesProxier } from '../proxier/iptables/index.ts';
 import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import { checkLegacyIptables } from './legacy-iptables.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
@@ -81,6 +81,11 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
     conns.push(c);
     return c;
   };
+  const openWithPort = (protocol: number, opts: { recvMessageBytes?: number } = {}) => {
+    const r = connectWithPort(protocol, { timeoutMs, ...opts });
+    conns.push(r.conn);
+    return r;
+  };
   const close = (): void => {
     for (const c of conns.splice(0)) c.close();
   };
@@ -118,7 +123,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
       const init = (): Promise<void> => removeOtherModesLeftovers('nftables', leftoverDeps);
       return { mode: config.mode, proxiers, init, close, watchDrift };
     }
-    if (config.mode === 'iptables') return iptablesSet(config, families, deps, open, close);
+    if (config.mode === 'iptables') return iptablesSet(config, families, deps, { open, openWithPort }, close);
     if (config.mode === 'ipvs') {
       const route = new RouteClient(open(Protocol.ROUTE));
       const ipvsList: IpvsProxier[] = [];
@@ -187,15 +192,22 @@ function iptablesSet(
   config: ProxyConfig,
   families: readonly IPFamily[],
   deps: ProxierDeps,
-  open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection,
+  sockets: {
+    open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection;
+    openWithPort: (protocol: number, opts?: { recvMessageBytes?: number }) => { conn: NetlinkConnection; port: number };
+  },
   close: () => void,
 ): ProxierSet {
+  const { open, openWithPort } = sockets;
   const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const route = new RouteClient(open(Protocol.ROUTE));
   const proxiers = new Map<IPFamily, IptablesProxier>();
+  const ownPorts = new Set<number>();
   for (const family of families) {
     // A fixed receive buffer: the kernel then sends dumps in 32 KiB datagrams (IPTABLES_RECV_BYTES).
-    const conn = open(Protocol.NETFILTER, { recvMessageBytes: IPTABLES_RECV_BYTES });
+    // Its port id marks the kernel's announcements of our own changes (drift-watch.ts).
+    const { conn, port } = openWithPort(Protocol.NETFILTER, { recvMessageBytes: IPTABLES_RECV_BYTES });
+    ownPorts.add(port);
     const clients = iptablesClients(family, conn);
     proxiers.set(
       family,
@@ -233,6 +245,16 @@ function iptablesSet(
     },
     watch: (kick) => {
       for (const p of proxiers.values()) p.watch(kick);
+    },
+    watchDrift: (onDrift, syncing) => {
+      const targets = new Map([...proxiers].map(([f, p]) => [f === 'IPv4' ? 'ip' : 'ip6', p]));
+      try {
+        return new IptDriftWatch({ targets, ownPorts, onDrift, syncing, logger: deps.logger });
+      } catch (err) {
+        // Not fatal: the periodic full sync still repairs drift of the shared chains, only later.
+        deps.logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });
+        return { close: () => {} };
+      }
     },
   };
 }
