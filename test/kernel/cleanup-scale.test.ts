@@ -3,13 +3,13 @@
 // companion rules with the ipsets they match. One run removes all of it (no set left busy by a
 // rule that still references it), and a second finds nothing; foreign rules stay.
 import test from 'ava';
+import type { ExecutionContext } from 'ava';
 import { performance } from 'node:perf_hooks';
 import { Netns } from '../helpers/netns.ts';
 import { runDaemon } from '../helpers/daemon-process.ts';
 import { restoreTexts } from '../bench/iptables-agent.ts';
 import { readFile } from 'node:fs/promises';
 
-const SERVICES = 5_000;
 const IPSETS: [string, string][] = [
   ['KUBE-CLUSTER-IP', 'hash:ip,port'],
   ['KUBE-LOOP-BACK', 'hash:ip,port,ip'],
@@ -27,7 +27,7 @@ async function load(ns: Netns, tool: string, args: string[], input: string): Pro
 const kubeChains = (save: string): string[] =>
   save.split('\n').filter((l) => /^:KUBE-/.test(l) && !/^:KUBE-(FIREWALL|KUBELET-CANARY|MARK-DROP) /.test(l));
 
-test('--cleanup removes 5,000 Services of iptables-mode state and IPVS-mode rules with their ipsets in one run', async (t) => {
+async function cleanupBoth(t: ExecutionContext, SERVICES: number): Promise<void> {
   t.timeout(600_000);
   const ns = await Netns.create('kpts-clscale');
   try {
@@ -70,4 +70,9 @@ test('--cleanup removes 5,000 Services of iptables-mode state and IPVS-mode rule
   } finally {
     await ns.destroy();
   }
-});
+}
+
+test('--cleanup removes 100 Services of iptables-mode state and IPVS-mode rules with their ipsets in one run', (t) =>
+  cleanupBoth(t, 100));
+test('--cleanup removes 5,000 Services of iptables-mode state and IPVS-mode rules with their ipsets in one run', (t) =>
+  cleanupBoth(t, 5_000));
