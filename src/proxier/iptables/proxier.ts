@@ -111,6 +111,8 @@ export class IptablesProxier implements Proxier, DriftTarget {
   private lastCtx: IptContext | undefined;
   /** Service-port chains someone else changed since the last full sync began (drift-watch.ts). */
   private tainted = new Set<string>();
+  /** Drift of anything (a chain of ours deleted, announcements lost), perhaps while a sync runs. */
+  private distrust = false;
 
   constructor(o: IptablesProxierOptions) {
     this.o = o;
@@ -142,7 +144,8 @@ export class IptablesProxier implements Proxier, DriftTarget {
       this.trusted = false;
     }
     this.needFull = true; // until this sync succeeds
-    const wasTrusted = this.trusted;
+    const wasTrusted = this.trusted && !this.distrust;
+    this.distrust = false;
     this.trusted = false;
     this.tally.begin(full);
     let report: SyncReport;
@@ -158,8 +161,8 @@ export class IptablesProxier implements Proxier, DriftTarget {
     this.ctxKey = key;
     this.lastCtx = ctx;
     // Drift seen while this sync ran is repaired by the next one.
-    this.needFull = this.tainted.size > 0;
-    this.trusted = true;
+    this.needFull = this.tainted.size > 0 || this.distrust;
+    this.trusted = !this.distrust;
     return report;
   }
 
@@ -174,6 +177,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
     if (!this.state) return false;
     if (table === undefined || chain === undefined || (what === 'chain' && isOurs(table, chain))) {
       this.trusted = false;
+      this.distrust = true;
     } else if (!isOurs(table, chain)) {
       return false;
     } else if (isServicePortChain(chain)) {
