@@ -203,6 +203,14 @@ function iptablesSet(
   const route = new RouteClient(open(Protocol.ROUTE));
   const proxiers = new Map<IPFamily, IptablesProxier>();
   const ownPorts = new Set<number>();
+  // The drift watch stops listening while a full sync of ours runs (drift-watch.ts, pause).
+  let watch: IptDriftWatch | undefined;
+  let fullSyncs = 0;
+  const onFullSync = (running: boolean): void => {
+    fullSyncs += running ? 1 : -1;
+    if (running) watch?.pause();
+    else watch?.resume();
+  };
   for (const family of families) {
     // A fixed receive buffer: the kernel then sends dumps in 32 KiB datagrams (IPTABLES_RECV_BYTES).
     // Its port id marks the kernel's announcements of our own changes (drift-watch.ts).
@@ -223,6 +231,7 @@ function iptablesSet(
         sysctl: deps.sysctl,
         maxBatchBytes: conn.maxBatchBytes,
         clock: deps.clock,
+        onFullSync,
       }),
     );
   }
@@ -249,7 +258,15 @@ function iptablesSet(
     watchDrift: (onDrift, syncing) => {
       const targets = new Map([...proxiers].map(([f, p]) => [f === 'IPv4' ? 'ip' : 'ip6', p]));
       try {
-        return new IptDriftWatch({ targets, ownPorts, onDrift, syncing, logger: deps.logger });
+        const w = new IptDriftWatch({ targets, ownPorts, onDrift, syncing, logger: deps.logger });
+        for (let i = 0; i < fullSyncs; i++) w.pause();
+        watch = w;
+        return {
+          close: () => {
+            w.close();
+            if (watch === w) watch = undefined;
+          },
+        };
       } catch (err) {
         // Not fatal: the periodic full sync still repairs drift of the shared chains, only later.
         deps.logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });

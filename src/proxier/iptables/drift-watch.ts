@@ -50,20 +50,49 @@ export interface IptDriftWatchOptions {
 export class IptDriftWatch {
   private readonly o: IptDriftWatchOptions;
   private readonly now: () => number;
-  private readonly listener: MulticastListener;
+  private listener: MulticastListener | undefined;
+  private paused = 0;
+  private closed = false;
   private lastOwnAt = -Infinity;
   private lastLogAt = -Infinity;
 
   constructor(o: IptDriftWatchOptions) {
     this.o = o;
     this.now = o.now ?? (() => performance.now());
-    const open = o.monitor ?? ((h: NftMonitorHandlers) => monitorNftables(h));
-    this.listener = open({
+    this.listener = this.open();
+  }
+
+  private open(): MulticastListener {
+    const open = this.o.monitor ?? ((h: NftMonitorHandlers) => monitorNftables(h));
+    return open({
       skip: (port) => this.isOwn(port),
       onChange: (c) => this.onChange(c),
       onOverflow: () => this.onOverflow(),
-      onError: (e) => o.logger.warn('nf_tables notification not understood; ignored', { err: e }),
+      onError: (e) => this.o.logger.warn('nf_tables notification not understood; ignored', { err: e }),
     });
+  }
+
+  /**
+   * Stops listening while one of our full syncs runs: it announces every rule it writes (a
+   * cold start at 1,000 Services overflows any receive buffer, and the kernel builds every
+   * announcement only while someone listens). A change by someone else meanwhile goes unseen,
+   * as announcements lost during our own sync would. Counted: resume() after as many calls.
+   */
+  pause(): void {
+    if (this.paused++ > 0) return;
+    this.listener?.close();
+    this.listener = undefined;
+  }
+
+  resume(): void {
+    if (this.paused === 0 || --this.paused > 0 || this.closed) return;
+    try {
+      this.listener = this.open();
+    } catch (err) {
+      this.o.logger.warn('Cannot listen to nf_tables changes again; drift is repaired by the periodic sync only', {
+        err,
+      });
+    }
   }
 
   private isOwn(port: number): boolean {
@@ -104,6 +133,8 @@ export class IptDriftWatch {
   }
 
   close(): void {
-    this.listener.close();
+    this.closed = true;
+    this.listener?.close();
+    this.listener = undefined;
   }
 }

@@ -80,6 +80,8 @@ export interface IptablesProxierOptions extends IptablesOptions {
    * the last sync committed (upstream's iptables mode restores everything hourly); default 1 h.
    */
   readonly rewritePeriodMs?: number;
+  /** Told when a full sync starts (true) and ends (false): the drift watch stops listening meanwhile. */
+  readonly onFullSync?: (running: boolean) => void;
   /** How often the canary chains are checked; default 10 s (upstream: 30 s). */
   readonly canaryIntervalMs?: number;
   readonly now?: () => number;
@@ -149,6 +151,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
     this.trusted = false;
     this.tally.begin(full);
     let report: SyncReport;
+    if (full) this.o.onFullSync?.(true);
     try {
       report = full
         ? await this.fullSync(desired, signal, wasTrusted)
@@ -156,6 +159,8 @@ export class IptablesProxier implements Proxier, DriftTarget {
     } catch (e) {
       this.tally.fail();
       throw new SyncFailedError(e, !full, this.tally.commitFailed);
+    } finally {
+      if (full) this.o.onFullSync?.(false);
     }
     report = { ...report, iptables: this.tally.commit() };
     this.ctxKey = key;

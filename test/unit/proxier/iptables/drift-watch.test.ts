@@ -83,3 +83,34 @@ test('a table deleted, or announcements lost outside our syncs, mark everything'
   t.deepEqual(s.told, ['ip * *', 'ip6 * *']);
   t.is(s.drifts.length, 2);
 });
+
+test('paused while our full syncs run: the socket is closed, and opened again after as many resumes', (t) => {
+  let opened = 0;
+  let open = 0;
+  const w = new IptDriftWatch({
+    targets: new Map(),
+    ownPorts: new Set(),
+    onDrift: () => {},
+    syncing: () => false,
+    logger: memoryLogger(),
+    monitor: () => {
+      opened++;
+      open++;
+      return { localPort: 1, close: () => void open-- };
+    },
+  });
+  t.is(open, 1);
+  w.pause();
+  w.pause();
+  t.is(open, 0);
+  w.resume();
+  t.is(open, 0);
+  w.resume();
+  t.is(open, 1);
+  w.resume();
+  t.is(opened, 2, 'an extra resume opens nothing');
+  w.close();
+  w.pause();
+  w.resume();
+  t.is(open, 0, 'closed for good');
+});
