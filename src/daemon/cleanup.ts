@@ -39,7 +39,7 @@ import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import { removeTraceTable, TRACE_TABLE } from './live-trace.ts';
 import type { Proxier } from '../proxier/types.ts';
 import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from './leftovers.ts';
-import { iptablesNftCodec, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
+import { iptablesNftCodec, IPTABLES_RECV_BYTES, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
 import { companionWriter, iptablesClients } from './proxiers.ts';
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
@@ -79,7 +79,9 @@ export async function kernelCleanupSteps(deps: {
 }): Promise<{ steps: CleanupStep[]; close(): void }> {
   const conns: NetlinkConnection[] = [];
   const open = (protocol: number): NetlinkConnection => {
-    const c = connect(protocol, { timeoutMs: 30_000 });
+    // nf_tables dumps of large tables in 32 KiB datagrams rather than 4 KiB (IPTABLES_RECV_BYTES).
+    const big = protocol === Protocol.NETFILTER ? { recvMessageBytes: IPTABLES_RECV_BYTES } : {};
+    const c = connect(protocol, { timeoutMs: 30_000, ...big });
     conns.push(c);
     return c;
   };
@@ -113,7 +115,9 @@ export async function kernelCleanupSteps(deps: {
     ipvs = new AbsentIpvs(genl);
   }
   const route = new RouteClient(open(Protocol.ROUTE));
-  const ipset = new IpsetClient(open(Protocol.NETFILTER));
+  const ipsetConn = connect(Protocol.NETFILTER, { timeoutMs: 30_000 });
+  conns.push(ipsetConn);
+  const ipset = new IpsetClient(ipsetConn);
   for (const family of FAMILIES) {
     const companion = companionWriter(family, ipset, open);
     const p = new IpvsProxier(

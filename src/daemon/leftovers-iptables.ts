@@ -10,6 +10,7 @@
 // (iptablesCleanupChains = our IPVS companion CHAINS) and pkg/proxy/userspace (KUBE-PORTALS-*,
 // KUBE-NODEPORT-*: the userspace mode's rules.ts).
 
+import { isNotFound } from '../netlink/core/index.ts';
 import type { NftExpr, NftInterface, NftRule, NftTransaction } from '../netlink/nftables/index.ts';
 import { CHAINS as IPVS_CHAINS } from '../proxier/ipvs/index.ts';
 import { isUserspaceChain } from '../proxier/userspace/rules.ts';
@@ -151,6 +152,52 @@ export function planSweep(
 /** Operations per transaction: far below the socket's batch limit (~416 KiB) at ~100 bytes each. */
 const OPS_PER_BATCH = 1000;
 
+/**
+ * The sweep's plan, reading only the rules it looks at: those of the chains that stay (built-in,
+ * fixed taken-over ones, foreign). The rules of removed chains matter only when a foreign chain keeps one
+ * of them; then the kept chains are read too and the plan made again. Read chain by chain: the
+ * kernel walks a whole table again for each datagram of a dump (quadratic: minutes at 5,000
+ * Services' chains), but only the named chain for a dump of one.
+ */
+async function sweepPlanOf(
+  client: NftInterface,
+  chains: readonly { name: string; base: boolean }[],
+  policy: SweepPolicy,
+): Promise<SweepPlan> {
+  const rules: SweepRule[] = [];
+  const read = new Set<string>();
+  const readChains = async (names: Iterable<string>): Promise<void> => {
+    for (const name of names) {
+      if (read.has(name)) continue;
+      read.add(name);
+      let listed: NftRule[];
+      try {
+        listed = await client.listRules(name);
+      } catch (e) {
+        if (isNotFound(e)) continue; // deleted since listed
+        throw e;
+      }
+      for (const r of listed) {
+        const sr = r.chain === name ? sweepRule(r) : undefined;
+        if (sr) rules.push(sr);
+      }
+    }
+  };
+  // A taken-over service or endpoint chain (iptables mode over upstream's) holds no rule the
+  // sweep deletes: neither ipset matches nor jumps to the IPVS mode's chains.
+  const perService = (n: string): boolean => policy.takenOver(n) && SERVICE_CHAIN_PREFIXES.some((p) => n.startsWith(p));
+  await readChains(chains.filter((c) => c.base || (!policy.remove(c.name) && !perService(c.name))).map((c) => c.name));
+  for (let round = 0; round <= chains.length; round++) {
+    const plan = planSweep(chains, rules, policy);
+    const removed = new Set(plan.chains);
+    // Chains the policy removes but a foreign chain keeps: what they jump to is kept too.
+    const unread = chains.map((c) => c.name).filter((n) => policy.remove(n) && !removed.has(n) && !read.has(n));
+    if (unread.length === 0) return plan;
+    await readChains(unread);
+  }
+  return planSweep(chains, rules, policy);
+}
+
 /** What one table's sweep did. */
 export interface SweepResult {
   table: string;
@@ -174,8 +221,7 @@ export async function sweepTable(
   const chains = listed.map((c) => ({ name: c.name, base: c.base !== undefined }));
   const empty: SweepResult = { table, removedChains: [], deletedRules: 0, kept: [] };
   if (!chains.some((c) => !c.base && (policy.remove(c.name) || policy.takenOver(c.name)))) return empty;
-  const rules = (await client.listRules()).map(sweepRule).filter((r): r is SweepRule => r !== undefined);
-  const plan = planSweep(chains, rules, policy);
+  const plan = await sweepPlanOf(client, chains, policy);
   const ops: ((tx: NftTransaction) => void)[] = [
     ...plan.deleteRules.map((r) => (tx: NftTransaction) => {
       tx.delete({ kind: 'rule', chain: r.chain, exprs: [], handle: r.handle });

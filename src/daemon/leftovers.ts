@@ -27,6 +27,7 @@ import type { Family } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
 import type { CleanupStep } from './cleanup.ts';
 import { IPTABLES_TABLES, sweepPolicy, sweepTable } from './leftovers-iptables.ts';
+import { IPTABLES_RECV_BYTES } from '../proxier/iptables/index.ts';
 import { removeIpvsLeftovers, removeUpstreamIpsets } from './leftovers-ipvs.ts';
 import { warnAboutLegacyIptables } from './leftovers-legacy.ts';
 import type { LegacyProbe } from './leftovers-legacy.ts';
@@ -151,8 +152,8 @@ export async function openLeftoverClients(
   loaded: (module: string) => boolean = moduleLoaded,
 ): Promise<{ clients: LeftoverClients; close(): void }> {
   const conns: NetlinkConnection[] = [];
-  const open = (protocol: number): NetlinkConnection => {
-    const conn = connect(protocol, { timeoutMs });
+  const open = (protocol: number, recvMessageBytes?: number): NetlinkConnection => {
+    const conn = connect(protocol, { timeoutMs, ...(recvMessageBytes ? { recvMessageBytes } : {}) });
     conns.push(conn);
     return conn;
   };
@@ -160,7 +161,8 @@ export async function openLeftoverClients(
     for (const conn of conns.splice(0)) conn.close();
   };
   try {
-    const nftConn = open(Protocol.NETFILTER);
+    // Dumps of large tables in 32 KiB datagrams rather than 4 KiB (IPTABLES_RECV_BYTES).
+    const nftConn = open(Protocol.NETFILTER, IPTABLES_RECV_BYTES);
     let ipvs: IpvsClient | undefined = loaded('ip_vs') ? new IpvsClient(open(Protocol.GENERIC)) : undefined;
     await ipvs?.familyId().catch(() => (ipvs = undefined));
     const clients: LeftoverClients = {

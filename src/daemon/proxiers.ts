@@ -16,7 +16,7 @@ import { CompanionWriter, IpvsProxier } from '../proxier/ipvs/index.ts';
 import type { SysctlWriter } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import { NftDriftWatch } from '../proxier/nftables/drift-watch.ts';
-import { iptablesNftCodec, IPTABLES_RECV_BYTES, IptablesProxier } from '../proxier/iptables/index.ts';
+import { IptDriftWatch, iptablesNftCodec, IPTABLES_RECV_BYTES, IptablesProxier } from '../proxier/iptables/index.ts';
 import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import { checkLegacyIptables } from './legacy-iptables.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
@@ -88,6 +88,11 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
     conns.push(c);
     return c;
   };
+  const openWithPort = (protocol: number, opts: SocketOptions = {}) => {
+    const r = connectWithPort(protocol, { timeoutMs, ...opts });
+    conns.push(r.conn);
+    return r;
+  };
   const close = (): void => {
     for (const c of conns.splice(0)) c.close();
   };
@@ -126,7 +131,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
       const init = (): Promise<void> => removeOtherModesLeftovers('nftables', leftoverDeps);
       return { mode: config.mode, proxiers, init, close, watchDrift };
     }
-    if (config.mode === 'iptables') return iptablesSet(config, families, deps, open, close);
+    if (config.mode === 'iptables') return iptablesSet(config, families, deps, { open, openWithPort }, close);
     if (config.mode === 'userspace') return userspaceSet(config, families, deps, open, close);
     if (config.mode === 'ipvs') return ipvsSet(config, families, deps, open, close);
   } catch (e) {
@@ -216,20 +221,35 @@ function iptablesSet(
   config: ProxyConfig,
   families: readonly IPFamily[],
   deps: ProxierDeps,
-  open: (protocol: number, opts?: SocketOptions) => NetlinkConnection,
+  sockets: {
+    open: (protocol: number, opts?: SocketOptions) => NetlinkConnection;
+    openWithPort: (protocol: number, opts?: SocketOptions) => { conn: NetlinkConnection; port: number };
+  },
   close: () => void,
 ): ProxierSet {
+  const { open, openWithPort } = sockets;
   const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const route = new RouteClient(open(Protocol.ROUTE));
   const proxiers = new Map<IPFamily, IptablesProxier>();
+  const ownPorts = new Set<number>();
+  // The drift watch stops listening while a full sync of ours runs (drift-watch.ts, pause).
+  let watch: IptDriftWatch | undefined;
+  let fullSyncs = 0;
+  const onFullSync = (running: boolean): void => {
+    fullSyncs += running ? 1 : -1;
+    if (running) watch?.pause();
+    else watch?.resume();
+  };
   for (const family of families) {
     // A fixed receive buffer: the kernel then sends dumps in 32 KiB datagrams (IPTABLES_RECV_BYTES).
-    // Forced buffers (IPTABLES_SEND_BYTES) keep full-sync batches large on stock wmem_max.
-    const conn = open(Protocol.NETFILTER, {
+    // Forced buffers (IPTABLES_SEND_BYTES) keep full-sync batches large on stock wmem_max. Its
+    // port id marks the kernel's announcements of our own changes (drift-watch.ts).
+    const { conn, port } = openWithPort(Protocol.NETFILTER, {
       recvMessageBytes: IPTABLES_RECV_BYTES,
       sendBufferBytes: IPTABLES_SEND_BYTES,
       forceBuffers: true,
     });
+    ownPorts.add(port);
     const clients = iptablesClients(family, conn);
     proxiers.set(
       family,
@@ -245,6 +265,7 @@ function iptablesSet(
         sysctl: deps.sysctl,
         maxBatchBytes: conn.maxBatchBytes,
         clock: deps.clock,
+        onFullSync,
       }),
     );
   }
@@ -267,6 +288,24 @@ function iptablesSet(
     },
     watch: (kick) => {
       for (const p of proxiers.values()) p.watch(kick);
+    },
+    watchDrift: (onDrift, syncing) => {
+      const targets = new Map([...proxiers].map(([f, p]) => [f === 'IPv4' ? 'ip' : 'ip6', p]));
+      try {
+        const w = new IptDriftWatch({ targets, ownPorts, onDrift, syncing, logger: deps.logger });
+        for (let i = 0; i < fullSyncs; i++) w.pause();
+        watch = w;
+        return {
+          close: () => {
+            w.close();
+            if (watch === w) watch = undefined;
+          },
+        };
+      } catch (err) {
+        // Not fatal: the periodic full sync still repairs drift of the shared chains, only later.
+        deps.logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });
+        return { close: () => {} };
+      }
     },
   };
 }

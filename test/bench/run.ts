@@ -61,6 +61,11 @@ export const REGISTRY: readonly Entry[] = [
     load: async () => (await import('./iptables.ts')).bench,
   },
   {
+    name: 'iptables-latency',
+    summary: 'first-packet latency, first vs last Service, iptables mode vs nftables mode; RSS (issue 14)',
+    load: async () => (await import('./iptables-latency.ts')).bench,
+  },
+  {
     name: 'e2e',
     summary: 'the daemon process against a test API server, timed with packets: cold start, changes, RSS (issue 17)',
     load: async () => (await import('./e2e.ts')).bench,

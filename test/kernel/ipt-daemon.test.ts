@@ -134,10 +134,12 @@ test.serial(
     );
     t.deepEqual(foreign(text), theirs);
 
-    // Someone flushes nat: the canary notices, a full resync repairs it.
-    await ipt('-t', 'nat', '-F');
-    await ipt('-t', 'nat', '-X');
+    // Someone flushes nat and deletes its chains in one transaction (as iptables-restore or a
+    // firewalld reload does; `-F` then `-X` races the repair the announcements of `-F` start).
+    const flushed = await c.node.exec('iptables-nft-restore', [], { input: '*nat\nCOMMIT\n' });
+    t.is(flushed.code, 0, flushed.stderr);
     await answers('the flushed rules to be repaired');
+    t.regex(d.log(), /our iptables chains were changed by someone else|Canary chain gone/);
     d.signal('SIGTERM');
     await d.exited;
 

@@ -4,6 +4,7 @@
 // What every mode does alike (ClusterIP, NodePort, no endpoints, external IPs and load balancers,
 // eTP=Local, affinity, IPv6) is proxier-semantics.ts, run here with this mode's own rule checks.
 import test from 'ava';
+import type { ExecutionContext } from 'ava';
 import { ECHO, makeCluster, NODE_IP, podGateway, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { ep, slice, svc } from '../unit/model/helpers.ts';
@@ -371,5 +372,66 @@ test.serial(
     const r = await apply(c, {}, true);
     t.true(r.full);
     t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+  },
+);
+
+/** Waits (bounded) for the syncs the drift watch asked for to finish; returns how many ran. */
+async function driftRepaired(t: ExecutionContext, c: Cluster): Promise<number> {
+  type Entry = { at: number; done?: number; error?: string };
+  for (let i = 0; i < 200; i++) {
+    const syncs = await c.nodeAgent.call<Entry[]>(P, 'driftSyncs');
+    for (const s of syncs) t.falsy(s.error);
+    if (syncs.length > 0 && syncs.every((s) => s.done !== undefined)) {
+      await c.nodeAgent.call(P, 'clearDriftSyncs');
+      return syncs.length;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  t.fail('no repair sync finished within 10 s');
+  return 0;
+}
+
+test.serial(
+  "a service port's own chains changed by someone else (-F KUBE-SVC, a KUBE-SEP rule or chain deleted, -F KUBE-SERVICES, -t nat -F): repaired by the sync the announcement asks for",
+  async (t) => {
+    const c = await makeCluster(t, 'ipt-drift', 1);
+    await c.nodeAgent.call(P, 'start', { ...MODEL, watchDrift: true });
+    await apply(c, {
+      services: [svc('web', { clusterIP: '10.96.0.10' })],
+      slices: [slice('web-1', 'web', [ep(podIP(0))])],
+    });
+    t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /);
+    const chainOf = async (prefix: string): Promise<string> => {
+      const m = new RegExp(`^:(${prefix}-[A-Z0-9]+) `, 'm').exec(await save(c));
+      if (!m) throw new Error(`no ${prefix} chain`);
+      return m[1]!;
+    };
+    const svcChain = await chainOf('KUBE-SVC');
+    const sepChain = await chainOf('KUBE-SEP');
+    const before = await save(c);
+    const tamper: [string, string[]][] = [
+      [`-F ${svcChain}`, ['-t', 'nat', '-F', svcChain]],
+      // The endpoint chain's DNAT rule (its second; the first marks hairpin traffic).
+      [`-D ${sepChain} 2`, ['-t', 'nat', '-D', sepChain, '2']],
+      ['-F KUBE-SERVICES', ['-t', 'nat', '-F', 'KUBE-SERVICES']],
+      ['-t nat -F', ['-t', 'nat', '-F']],
+    ];
+    // An endpoint chain deleted (after the service chain that jumps to it, in one transaction):
+    // nothing of ours is trusted any more, every chain is written again.
+    const restore = ['-F', svcChain, '-X', sepChain].join(' ');
+    for (const [what, args] of [...tamper, [restore, []] as [string, string[]]]) {
+      // (The repair may be done before the tampered state could be read back.)
+      if (what === restore) {
+        const input = `flush chain ip nat ${svcChain}\ndelete chain ip nat ${sepChain}\n`;
+        const r = await c.node.exec('nft', ['-f', '-'], { input });
+        t.is(r.code, 0, r.stderr);
+      } else await c.node.run('iptables-nft', ...args);
+      t.true((await driftRepaired(t, c)) >= 1, what);
+      t.is(await save(c), before, `${what}: the rules are back as they were`);
+      t.regex(await tcp(c, 'client', '10.96.0.10', 80), /^pod1 /, what);
+    }
+    // Nothing of ours touched since: a full sync sends nothing.
+    t.is((await apply(c, {}, true)).batches, 0);
+    await c.nodeAgent.call(P, 'stop');
   },
 );

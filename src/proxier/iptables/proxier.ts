@@ -17,6 +17,7 @@ import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
 import { SyncFailedError } from '../types.ts';
 import type { CanaryProbe } from './canary.ts';
+import type { DriftTarget } from './drift-watch.ts';
 import { describeIptPort } from './describe.ts';
 import type { IptContext } from './types.ts';
 import { canaryPresent } from './canary.ts';
@@ -39,6 +40,7 @@ import { servicePortRules } from './rules.ts';
 import { globalRules } from './global.ts';
 import type { WriterState } from '../xtables/state.ts';
 import type { Unit, UnitSource } from '../xtables/units.ts';
+import { chainId } from '../xtables/units.ts';
 import { SyncTally } from './sync-tally.ts';
 import { Chain, isServicePortChain } from './names.ts';
 import type { BatchSender, TableClient } from '../xtables/writer-types.ts';
@@ -79,12 +81,14 @@ export interface IptablesProxierOptions extends IptablesOptions {
    * the last sync committed (upstream's iptables mode restores everything hourly); default 1 h.
    */
   readonly rewritePeriodMs?: number;
+  /** Told when a full sync starts (true) and ends (false): the drift watch stops listening meanwhile. */
+  readonly onFullSync?: (running: boolean) => void;
   /** How often the canary chains are checked; default 10 s (upstream: 30 s). */
   readonly canaryIntervalMs?: number;
   readonly now?: () => number;
 }
 
-export class IptablesProxier implements Proxier {
+export class IptablesProxier implements Proxier, DriftTarget {
   readonly mode = 'iptables' as const;
   private readonly o: IptablesProxierOptions;
   private readonly log: Logger;
@@ -108,6 +112,10 @@ export class IptablesProxier implements Proxier {
   private readonly sender: BatchSender;
   /** The port context of the last successful sync (describe() makes its units again). */
   private lastCtx: IptContext | undefined;
+  /** Service-port chains someone else changed since the last full sync began (drift-watch.ts). */
+  private tainted = new Set<string>();
+  /** Drift of anything (a chain of ours deleted, announcements lost), perhaps while a sync runs. */
+  private distrust = false;
 
   constructor(o: IptablesProxierOptions) {
     this.o = o;
@@ -139,10 +147,12 @@ export class IptablesProxier implements Proxier {
       this.trusted = false;
     }
     this.needFull = true; // until this sync succeeds
-    const wasTrusted = this.trusted;
+    const wasTrusted = this.trusted && !this.distrust;
+    this.distrust = false;
     this.trusted = false;
     this.tally.begin(full);
     let report: SyncReport;
+    if (full) this.o.onFullSync?.(true);
     try {
       report = full
         ? await this.fullSync(desired, signal, wasTrusted)
@@ -150,17 +160,44 @@ export class IptablesProxier implements Proxier {
     } catch (e) {
       this.tally.fail();
       throw new SyncFailedError(e, !full, this.tally.commitFailed);
+    } finally {
+      if (full) this.o.onFullSync?.(false);
     }
     report = { ...report, iptables: this.tally.commit() };
     this.ctxKey = key;
     this.lastCtx = ctx;
-    this.needFull = false;
-    this.trusted = true;
+    // Drift seen while this sync ran is repaired by the next one.
+    this.needFull = this.tainted.size > 0 || this.distrust;
+    this.trusted = !this.distrust;
     return report;
+  }
+
+  /**
+   * Someone else changed a rule of `chain` in `table`, deleted the chain (`what`), or anything
+   * (no chain) (drift-watch.ts). A service-port chain is refilled by the next full sync; the
+   * fixed and shared chains are listed and compared by every full sync anyway. A chain of ours
+   * deleted, or announcements lost: nothing committed is trusted any more. True when it
+   * concerns us (then a full sync is due).
+   */
+  drifted(table?: IptTable, chain?: string, what: 'rule' | 'chain' = 'rule'): boolean {
+    if (!this.state) return false;
+    if (table === undefined || chain === undefined || (what === 'chain' && isOurs(table, chain))) {
+      this.trusted = false;
+      this.distrust = true;
+    } else if (!isOurs(table, chain)) {
+      return false;
+    } else if (isServicePortChain(chain)) {
+      this.tainted.add(chainId(table, chain));
+    }
+    this.needFull = true;
+    return true;
   }
 
   private async fullSync(desired: DesiredState, signal: AbortSignal, trustState: boolean): Promise<SyncReport> {
     const t0 = this.now();
+    // Taken now: drift announced while this sync runs is for the next one.
+    const tainted = this.tainted;
+    this.tainted = new Set();
     const ips = desired.nodePortAddresses.matchAll ? [] : await nodePortIPs(desired, this.o.localAddresses);
     const gctx = globalContext(desired, ips, this.o);
     if (gctx.localhostNodePorts && this.o.sysctl) await this.o.sysctl.set(ROUTE_LOCALNET, 1);
@@ -211,6 +248,7 @@ export class IptablesProxier implements Proxier {
       drain,
       ...(trusted ? { trusted } : {}),
       ...(assumePresent ? { assumePresent } : {}),
+      ...(tainted.size > 0 ? { tainted: (t: IptTable, c: string) => tainted.has(chainId(t, c)) } : {}),
     });
     await drain(plan);
     await timed(() => sink.finish());

@@ -42,6 +42,8 @@ export interface FullPlanInput {
   readonly trusted?: WriterState;
   /** Chains taken as present though the kernel state does not list them (a light read). */
   readonly assumePresent?: (table: IptTable, chain: string) => boolean;
+  /** Chains someone else changed since the last sync (drift-watch.ts): refilled even when trusted. */
+  readonly tainted?: (table: IptTable, chain: string) => boolean;
 }
 
 /** Kernel rules of a shared chain not yet matched, by key, in chain order. */
@@ -88,6 +90,7 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   const present = (t: IptTable, name: string): boolean =>
     (kernel.tables.get(t)?.chains.has(name) ?? false) || (inp.assumePresent?.(t, name) ?? false);
   const listed = (c: ChainRef): readonly ListedEntry[] => kernel.rules.get(chainId(c.table, c.name)) ?? [];
+  const tainted = inp.tainted ?? ((): boolean => false);
 
   // Tables, the built-in chains our jumps need, the skeleton's chains.
   const skRules = enc.all(sk.rules);
@@ -123,7 +126,7 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   for (const src of desired.units) {
     const id = src.id;
     const before = inp.trusted?.units.get(id);
-    const kept = src.unchanged && before ? keepUnit(before, present, pools) : undefined;
+    const kept = src.unchanged && before ? keepUnit(before, present, pools, tainted) : undefined;
     if (kept) {
       for (const c of kept.chains) want.add(chainId(c.table, c.name));
       units.set(id, kept);
@@ -131,7 +134,18 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
     }
     const unit = src.unit();
     for (const c of unit.chains) want.add(chainId(c.table, c.name));
-    units.set(id, writeUnit(plan, unit, src.unit, enc, { present, listed, pools, tailBefore, sharedIds, before }));
+    units.set(
+      id,
+      writeUnit(plan, unit, src.unit, enc, {
+        present,
+        listed,
+        pools,
+        tailBefore,
+        sharedIds,
+        before,
+        tainted,
+      }),
+    );
     if (plan.size > DRAIN_OPS) {
       await inp.drain(plan);
       plan = new Plan();
@@ -205,14 +219,16 @@ function sharedChains(
 
 /**
  * A unit unchanged since the last trusted sync, kept as committed when the kernel still has
- * its chains and every one of its shared rules; undefined (nothing taken) otherwise.
+ * its chains untouched by others and every one of its shared rules; undefined (nothing taken)
+ * otherwise.
  */
 function keepUnit(
   before: UnitState,
   present: (t: IptTable, name: string) => boolean,
   pools: Map<string, Pool>,
+  tainted: (t: IptTable, name: string) => boolean,
 ): UnitState | undefined {
-  if (!before.chains.every((c) => present(c.table, c.name))) return undefined;
+  if (!before.chains.every((c) => present(c.table, c.name) && !tainted(c.table, c.name))) return undefined;
   const taken: [Pool, ListedEntry][] = [];
   const shared: SharedEntry[] = [];
   for (const e of before.shared) {
@@ -243,6 +259,7 @@ interface UnitCtx {
   pools: Map<string, Pool>;
   tailBefore: Map<string, bigint | undefined>;
   sharedIds: Set<string>;
+  tainted(t: IptTable, name: string): boolean;
 }
 
 /** `remake`: makes the same unit again (for its digests, computed only when a later sync asks). */
@@ -259,7 +276,11 @@ function writeUnit(plan: Plan, unit: Unit, remake: () => Unit, enc: Encoder, ctx
     const want = owned.get(id) ?? [];
     if (!ctx.present(c.table, c.name)) {
       if (want.length > 0) refill(plan, c, want, false);
-    } else if (ctx.before === undefined || ctx.before.content.get(id) !== unitDigest(want)) {
+    } else if (
+      ctx.before === undefined ||
+      ctx.tainted(c.table, c.name) ||
+      ctx.before.content.get(id) !== unitDigest(want)
+    ) {
       refill(plan, c, want, true);
     }
   }

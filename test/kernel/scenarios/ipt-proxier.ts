@@ -2,12 +2,12 @@
 // real kernel, driven by Kubernetes objects the test passes in.
 import { systemClock } from '../../../src/base/clock.ts';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { connect, Protocol } from '../../../src/netlink/core/index.ts';
+import { connect, connectWithPort, Protocol } from '../../../src/netlink/core/index.ts';
 import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../src/netlink/nftables/iptables/rule.ts';
 import { RouteClient } from '../../../src/netlink/route/index.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
-import { IptablesProxier, iptablesNftCodec } from '../../../src/proxier/iptables/index.ts';
+import { IptDriftWatch, IptablesProxier, iptablesNftCodec } from '../../../src/proxier/iptables/index.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { ObjectFeed } from './object-feed.ts';
 import { ProcSysctl } from '../../../src/daemon/sysctl.ts';
@@ -17,6 +17,8 @@ let tracker: ChangeTracker | undefined;
 let proxier: IptablesProxier | undefined;
 let conn: ReturnType<typeof connect> | undefined;
 let routeConn: ReturnType<typeof connect> | undefined;
+let watcher: IptDriftWatch | undefined;
+let syncing = false;
 const objects = new ObjectFeed();
 const logs = memoryLogger();
 const sysctls = new Map<string, number>();
@@ -29,17 +31,22 @@ export interface StartOptions extends Partial<ModelOptions> {
   localhostNodePorts?: boolean;
   /** Poll the canary chains this often (real clock); off when absent. */
   canaryIntervalMs?: number;
+  /** Listen to nf_tables announcements (drift-watch.ts): a change to our chains by someone else asks for a sync. */
+  watchDrift?: boolean;
 }
 
 /** A fresh tracker and proxier (as a restarted daemon has), over the same kernel. */
 export function start(opts: StartOptions = {}): void {
   proxier?.stop();
+  watcher?.close();
+  watcher = undefined;
   conn?.close();
   routeConn?.close();
-  conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
+  const opened = connectWithPort(Protocol.NETFILTER, { timeoutMs: 10_000 });
+  conn = opened.conn;
   routeConn = connect(Protocol.ROUTE, { timeoutMs: 10_000 });
   const route = new RouteClient(routeConn);
-  const { masqueradeBit, maxBatchBytes, localhostNodePorts, canaryIntervalMs, ...model } = opts;
+  const { masqueradeBit, maxBatchBytes, localhostNodePorts, canaryIntervalMs, watchDrift, ...model } = opts;
   const family = model.family ?? 'IPv4';
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock: systemClock });
   const nftFamily = family === 'IPv6' ? 'ip6' : 'ip';
@@ -66,14 +73,23 @@ export function start(opts: StartOptions = {}): void {
     ...(localhostNodePorts !== undefined ? { localhostNodePorts } : {}),
     ...(canaryIntervalMs !== undefined ? { clock: systemClock, canaryIntervalMs } : {}),
   });
-  proxier.watch(() => {
+  const resync = (): void => {
     const entry: (typeof drift)[number] = { at: Date.now() };
     drift.push(entry);
     apply({}).then(
       () => (entry.done = Date.now()),
       (e: unknown) => (entry.error = String(e)),
     );
-  });
+  };
+  proxier.watch(resync);
+  if (watchDrift)
+    watcher = new IptDriftWatch({
+      targets: new Map([[nftFamily, proxier]]),
+      ownPorts: new Set([opened.port]),
+      onDrift: resync,
+      syncing: () => syncing,
+      logger: logs,
+    });
   objects.clear();
 }
 
@@ -86,7 +102,8 @@ export function apply(change: ObjectChange, forceFull = false): Promise<SyncRepo
     objects.feed(t, change);
     if (forceFull) t.requestFullSync();
     const { desired, change: cs } = t.checkout();
-    const r = await proxier!.sync(desired, cs, new AbortController().signal);
+    syncing = true;
+    const r = await proxier!.sync(desired, cs, new AbortController().signal).finally(() => (syncing = false));
     return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors, batches: r.batches ?? 0 };
   };
   const p = chain.then(run, run);
@@ -108,6 +125,8 @@ export async function cleanup(): Promise<void> {
 
 export function stop(): void {
   proxier?.stop();
+  watcher?.close();
+  watcher = undefined;
 }
 
 export function sysctlValues(): Record<string, number> {
@@ -116,6 +135,11 @@ export function sysctlValues(): Record<string, number> {
 
 export function driftSyncs(): typeof drift {
   return drift;
+}
+
+/** Forgets the syncs asked for so far. */
+export function clearDriftSyncs(): void {
+  drift.length = 0;
 }
 
 export function warnings(): string[] {

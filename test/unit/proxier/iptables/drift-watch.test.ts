@@ -1,0 +1,116 @@
+// Which nf_tables announcements mark our chains: rules of iptables-nft tables changed by
+// someone else, told to the proxier of their family; our own and the built-in chains' changes
+// do not; lost announcements mark everything unless our own sync explains them.
+import test from 'ava';
+import { memoryLogger } from '../../../../src/base/logger.ts';
+import type { NftChange, NftMonitorHandlers } from '../../../../src/netlink/nftables/index.ts';
+import type { IptTable } from '../../../../src/netlink/nftables/iptables/rule.ts';
+import { IptDriftWatch } from '../../../../src/proxier/iptables/drift-watch.ts';
+import type { DriftTarget } from '../../../../src/proxier/iptables/drift-watch.ts';
+
+function setup() {
+  let h!: NftMonitorHandlers;
+  let now = 10_000;
+  let syncing = false;
+  const told: string[] = [];
+  const drifts: string[] = [];
+  const target = (fam: string): DriftTarget => ({
+    drifted: (table?: IptTable, chain?: string, what?: string) => {
+      told.push(`${fam} ${table ?? '*'} ${chain ?? '*'} ${what ?? ''}`.trim());
+      return chain === undefined || chain.startsWith('KUBE-');
+    },
+  });
+  new IptDriftWatch({
+    targets: new Map([
+      ['ip', target('ip')],
+      ['ip6', target('ip6')],
+    ]),
+    ownPorts: new Set([111]),
+    onDrift: (why) => drifts.push(why),
+    syncing: () => syncing,
+    logger: memoryLogger(),
+    now: () => now,
+    monitor: (handlers) => {
+      h = handlers;
+      return { localPort: 999, close: () => {} };
+    },
+  });
+  const change = (c: Partial<NftChange>): void =>
+    h.onChange({ kind: 'rule', added: false, family: 'ip', table: 'nat', object: 'KUBE-SVC-X', portId: 555, ...c });
+  return {
+    h: () => h,
+    change,
+    told,
+    drifts,
+    tick: (ms: number) => void (now += ms),
+    setSyncing: (v: boolean) => void (syncing = v),
+  };
+}
+
+test('a rule of one of our chains changed by someone else is told to its family and asks for a repair', (t) => {
+  const s = setup();
+  s.change({});
+  s.change({ family: 'ip6', table: 'filter', object: 'KUBE-FORWARD', added: true });
+  s.change({ kind: 'chain', object: 'KUBE-SEP-Y' });
+  t.deepEqual(s.told, ['ip nat KUBE-SVC-X rule', 'ip6 filter KUBE-FORWARD rule', 'ip nat KUBE-SEP-Y chain']);
+  t.is(s.drifts.length, 3);
+});
+
+test('our own changes, other tables, a chain added and a chain not ours ask for nothing', (t) => {
+  const s = setup();
+  s.change({ portId: 111 });
+  s.change({ table: 'kube-proxy-ts' });
+  s.change({ family: 'inet' });
+  s.change({ kind: 'chain', added: true });
+  s.change({ object: 'DOCKER' });
+  t.deepEqual(s.told, ['ip nat DOCKER rule']);
+  t.deepEqual(s.drifts, []);
+});
+
+test('a table deleted, or announcements lost outside our syncs, mark everything', (t) => {
+  const s = setup();
+  s.change({ kind: 'table', object: undefined });
+  t.deepEqual(s.told, ['ip * *']);
+  s.told.length = 0;
+  s.setSyncing(true);
+  s.h().onOverflow();
+  s.setSyncing(false);
+  s.change({ portId: 111 });
+  s.h().onOverflow();
+  t.deepEqual(s.told, [], 'during or just after our own sync: ours');
+  s.tick(5_000);
+  s.h().onOverflow();
+  t.deepEqual(s.told, ['ip * *', 'ip6 * *']);
+  t.is(s.drifts.length, 2);
+});
+
+test('paused while our full syncs run: the socket is closed, and opened again after as many resumes', (t) => {
+  let opened = 0;
+  let open = 0;
+  const w = new IptDriftWatch({
+    targets: new Map(),
+    ownPorts: new Set(),
+    onDrift: () => {},
+    syncing: () => false,
+    logger: memoryLogger(),
+    monitor: () => {
+      opened++;
+      open++;
+      return { localPort: 1, close: () => void open-- };
+    },
+  });
+  t.is(open, 1);
+  w.pause();
+  w.pause();
+  t.is(open, 0);
+  w.resume();
+  t.is(open, 0);
+  w.resume();
+  t.is(open, 1);
+  w.resume();
+  t.is(opened, 2, 'an extra resume opens nothing');
+  w.close();
+  w.pause();
+  w.resume();
+  t.is(open, 0, 'closed for good');
+});
