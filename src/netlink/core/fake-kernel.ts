@@ -3,7 +3,16 @@
 // matching, ACKs, dumps, batches) runs for real. Used by unit tests of protocol clients.
 
 import { ByteWriter } from './bytes.ts';
-import { NLM_F_MULTI, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN } from './constants.ts';
+import { AttrWriter } from './attrs.ts';
+import {
+  NLM_F_ACK_TLVS,
+  NLM_F_CAPPED,
+  NLM_F_MULTI,
+  NLMSG_DONE,
+  NLMSG_ERROR,
+  NLMSG_HDRLEN,
+  NLMSGERR_ATTR_MSG,
+} from './constants.ts';
 import { errnoNumber } from './errors.ts';
 import type { InMessage } from './message.ts';
 import { parseMessages } from './message.ts';
@@ -101,6 +110,12 @@ export function errorReply(req: InMessage, errno: number, tlvs?: Uint8Array, fla
 }
 
 export const ackReply = (req: InMessage): FakeReply => errorReply(req, 0);
+
+/** An NLMSG_ERROR reply carrying the kernel's extended-ACK text (NLMSGERR_ATTR_MSG), request capped. */
+export function extAckErrorReply(req: InMessage, errno: number, message: string): FakeReply {
+  const tlvs = new AttrWriter().str(NLMSGERR_ATTR_MSG, message).out.toBytes();
+  return errorReply(req, errno, tlvs, NLM_F_CAPPED | NLM_F_ACK_TLVS);
+}
 
 export function doneReply(req: InMessage, status = 0, flags = NLM_F_MULTI): FakeReply {
   const w = new ByteWriter();

@@ -19,10 +19,10 @@ import {
   NLM_F_EXCL,
   NLM_F_MULTI,
   NLMSG_DONE,
-  NLMSG_ERROR,
 } from '../core/index.ts';
 import type { InMessage } from '../core/index.ts';
 import type { FakeReply } from '../core/fake-kernel.ts';
+import { errorReply, extAckErrorReply } from '../core/fake-kernel.ts';
 import { ipFromBytes, parseIP } from '../../base/ip.ts';
 import { RouteClient } from './client.ts';
 import { parseIfInfo } from './codec.ts';
@@ -76,9 +76,12 @@ interface FakeAddr {
 
 class Refusal extends Error {
   readonly errno: number;
-  constructor(errno: number) {
+  /** The extended-ACK text the kernel sends with this refusal, if any. */
+  readonly extAck: string | undefined;
+  constructor(errno: number, extAck?: string) {
     super(`errno ${errno}`);
     this.errno = errno;
+    this.extAck = extAck;
   }
 }
 
@@ -188,7 +191,8 @@ export class FakeRouteKernel {
           throw new Refusal(EOPNOTSUPP);
       }
     } catch (e) {
-      if (e instanceof Refusal) return [errorReply(req, e.errno)];
+      if (e instanceof Refusal)
+        return [e.extAck === undefined ? errorReply(req, e.errno) : extAckErrorReply(req, e.errno, e.extAck)];
       if (e instanceof NetlinkDecodeError) return [errorReply(req, EINVAL)];
       throw e;
     }
@@ -213,7 +217,8 @@ export class FakeRouteKernel {
       }
       const info = attrs.nested(Ifla.LINKINFO);
       const kind = info?.str(IFLA_INFO_KIND);
-      if (kind === undefined || !this.kinds.has(kind)) throw new Refusal(EOPNOTSUPP);
+      // rtnl_newlink's words for a kind the kernel has no driver for.
+      if (kind === undefined || !this.kinds.has(kind)) throw new Refusal(EOPNOTSUPP, 'Unknown device type');
       this.addLink(name, kind);
       return [errorReply(req, 0)];
     }
@@ -240,11 +245,16 @@ export class FakeRouteKernel {
       (family === AF_INET6 || a.prefixLen === prefixLen);
     const at = this.addrs.findIndex(same);
     if (req.type === RTM_DELADDR) {
-      if (at < 0) throw new Refusal(EADDRNOTAVAIL);
+      if (at < 0) throw new Refusal(EADDRNOTAVAIL, family === AF_INET ? 'ipv4: Address not found' : undefined);
       this.addrs.splice(at, 1);
       return [errorReply(req, 0)];
     }
-    if (at >= 0) throw new Refusal(EEXIST);
+    // The kernel's words (__inet_insert_ifa, ipv6_add_addr); route-contract.test.ts holds the fake to them.
+    if (at >= 0)
+      throw new Refusal(
+        EEXIST,
+        family === AF_INET ? 'ipv4: Address already assigned' : 'ipv6: address already assigned',
+      );
     const flags = IFA_F_PERMANENT | ((attrs.u32(Ifa.FLAGS) ?? p[2]!) & IFA_F_NOPREFIXROUTE);
     this.addrs.push({ index, family, bytes: Uint8Array.from(bytes), prefixLen, scope: p[3]!, flags });
     return [errorReply(req, 0)];
@@ -288,18 +298,6 @@ export class FakeRouteKernel {
       .map((a) => `${this.links.get(a.index)?.name ?? a.index} ${ipFromBytes(a.bytes).text}/${a.prefixLen}`)
       .sort();
   }
-}
-
-function errorReply(req: InMessage, errno: number): FakeReply {
-  const w = new ByteWriter(36 + req.payload.length);
-  w.u32le(-errno >>> 0)
-    .u32le(16 + req.payload.length)
-    .u16le(req.type)
-    .u16le(req.flags)
-    .u32le(req.seq)
-    .u32le(req.pid);
-  if (errno !== 0) w.bytes(req.payload);
-  return { type: NLMSG_ERROR, payload: w.toBytes(), seq: req.seq };
 }
 
 function done(req: InMessage): FakeReply {

@@ -28,7 +28,7 @@ test(`addAddresses: ${ADDRS_PER_DATAGRAM} per datagram, one result per address n
   t.is(sock.sent.length - sent, 2, '300 addresses in two datagrams');
   t.is(res.length, 301);
   t.true(isRouteExists(res[5]));
-  t.is(res[5]!.message, `add address 10.96.0.5/32 to #${link.index}: EEXIST`);
+  t.is(res[5]!.message, `add address 10.96.0.5/32 to #${link.index}: EEXIST (ipv4: Address already assigned)`);
   t.true(res[300] instanceof NetlinkError);
   t.is(res[300]!.code, 'EINVAL');
   t.regex(res[300]!.message, /^add address bogus to #\d+: EINVAL/);

@@ -31,5 +31,5 @@ test('a kernel without the dummy kind refuses it, as Linux does without CONFIG_D
   const { client } = fakeRoute({ kinds: ['ifb'] });
   const e = await t.throwsAsync(client.createLink('kube-ipvs0', 'dummy'));
   t.true(isKindUnsupported(e));
-  t.is(e!.message, 'create link kube-ipvs0 type dummy: ENOTSUP');
+  t.is(e!.message, 'create link kube-ipvs0 type dummy: ENOTSUP (Unknown device type)');
 });
