@@ -38,7 +38,7 @@ test(`addAddresses: ${ADDRS_PER_DATAGRAM} per datagram, one result per address n
   const del = await client.deleteAddresses('kube-ipvs0', [vip(1), vip(1), vip(2)]);
   t.is(del[0], undefined);
   t.true(isNoSuchAddress(del[1]));
-  t.is(del[1]!.message, 'delete address 10.96.0.1/32 from kube-ipvs0: EADDRNOTAVAIL');
+  t.is(del[1]!.message, 'delete address 10.96.0.1/32 from kube-ipvs0: EADDRNOTAVAIL (ipv4: Address not found)');
   t.is(del[2], undefined);
   t.deepEqual(await client.addAddresses(link.index, []), []);
 });
