@@ -1,13 +1,13 @@
 // IP families as upstream decides them, with the real daemon: a dual-stack node (namespace)
 // given only an IPv4 --cluster-cidr still serves its IPv6 Services (the IPv6 ClusterIP
 // answers from the client namespace), and the daemon says which families it serves.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import { ECHO, makeCluster, podIP, podIP6 } from '../helpers/cluster.ts';
-import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const VIP4 = '10.96.0.10';
 const VIP6 = 'fd00:96::10';
@@ -42,31 +42,18 @@ ${eps}
 
 test('an IPv4 --cluster-cidr on a dual-stack node: the IPv6 Service answers too, and the families are logged', async (t) => {
   const c = await makeCluster(t, 'dfam', 2);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-families-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'families');
   await writeFile(
     join(dir, 'web4.yaml'),
     serviceYAML({ name: 'web4', clusterIP: VIP4, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),
   );
   await writeFile(join(dir, 'web6.yaml'), ipv6ServiceYAML('web6', VIP6, [podIP6(1)]));
 
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--manifest-dir',
-    dir,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--healthz-bind-address',
-    '',
-    '--metrics-bind-address',
-    '',
-    '--min-sync-period',
-    '100ms',
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(
+    t,
+    c.node,
+    nodeDaemonArgs('nftables', { manifestDir: dir }, ['--min-sync-period', '100ms'], { healthz: '', metrics: '' }),
+  );
   const tcp = (ip: string) => c.clientAgent.call<string>(ECHO, 'tcp', ip, 80);
   try {
     await pollUntil(

@@ -3,15 +3,15 @@
 // /healthz and /metrics, a manifest change applied, SIGTERM leaving the rules, --cleanup
 // removing exactly ours (twice).
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import test from 'ava';
 import { normaliseNftJson } from '../helpers/nft-json.ts';
 import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
-import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil, runDaemon } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const AGENT = new URL('./daemon-agent.ts', import.meta.url).href;
 const VIP = '10.96.0.10';
@@ -20,8 +20,7 @@ test.serial(
   'standalone daemon: traffic, healthz, metrics, manifest changes, SIGTERM keeps rules, --cleanup twice',
   async (t) => {
     const c = await makeCluster(t, 'dmn', 3);
-    const dir = await mkdtemp(join(tmpdir(), 'kpts-manifests-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDir(t, 'manifests');
     const web = { name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, nodeName: 'node-a' };
     await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(0), podIP(1), podIP(2)] }));
 
@@ -31,23 +30,7 @@ test.serial(
     await c.node.run('nft', 'add', 'rule', 'ip', 'someone-else', 'input', 'tcp dport 9 counter accept');
     const before = normaliseNftJson(await c.node.nftJson());
 
-    const d = spawnDaemon(c.node, [
-      '--proxy-mode',
-      'nftables',
-      '--manifest-dir',
-      dir,
-      '--hostname-override',
-      'node-a',
-      '--cluster-cidr',
-      '10.244.0.0/16',
-      '--healthz-bind-address',
-      '127.0.0.1:10256',
-      '--metrics-bind-address',
-      '127.0.0.1:10249',
-      '--min-sync-period',
-      '100ms',
-    ]);
-    t.teardown(() => d.kill());
+    const d = startDaemon(t, c.node, nodeDaemonArgs('nftables', { manifestDir: dir }, ['--min-sync-period', '100ms']));
     const tcp = (ip: string, port: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, port);
     const tcpMany = (ip: string, port: number, n: number) => c.clientAgent.call<string[]>(ECHO, 'tcpMany', ip, port, n);
     const get = (path: string, port = 10256) =>
@@ -135,8 +118,7 @@ while True:
 
 test.serial('sd-notify: READY=1 after the first full sync, STATUS lines, STOPPING=1 on SIGTERM', async (t) => {
   const c = await makeCluster(t, 'dsd', 1);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-notify-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'notify');
   await writeFile(
     join(dir, 'web.yaml'),
     serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),
@@ -150,25 +132,9 @@ test.serial('sd-notify: READY=1 after the first full sync, STATUS lines, STOPPIN
   );
   await readyToListen;
 
-  const d = spawnDaemon(
-    c.node,
-    [
-      '--proxy-mode',
-      'nftables',
-      '--manifest-dir',
-      dir,
-      '--hostname-override',
-      'node-a',
-      '--healthz-bind-address',
-      '127.0.0.1:10256',
-      '--metrics-bind-address',
-      '127.0.0.1:10249',
-    ],
-    {
-      env: { NOTIFY_SOCKET: sock, WATCHDOG_USEC: '2000000' },
-    },
-  );
-  t.teardown(() => d.kill());
+  const d = startDaemon(t, c.node, nodeDaemonArgs('nftables', { manifestDir: dir }, [], { clusterCIDR: false }), {
+    env: { NOTIFY_SOCKET: sock, WATCHDOG_USEC: '2000000' },
+  });
   await pollUntil('READY=1', () => Promise.resolve(lines.includes('READY=1') ? true : undefined), 20_000).catch(
     (e: unknown) => {
       t.log(d.log(), lines);

@@ -3,45 +3,35 @@
 // not make (`nft delete table`, `nft flush ruleset`, a flushed map, a hand-added rule) is
 // repaired at once. The periodic sync is 10 minutes here, so only the event can repair it.
 // Each wait is a bounded loop of real connections; the measured repair times are logged.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
-import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const VIP = '10.96.0.10';
 
 test.serial('drift repair: our table deleted, the ruleset flushed, a map flushed, a rule added by hand', async (t) => {
   const c = await makeCluster(t, 'drift', 1);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-drift-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'drift');
   await writeFile(
     join(dir, 'web.yaml'),
     serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),
   );
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--manifest-dir',
-    dir,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--healthz-bind-address',
-    '127.0.0.1:10256',
-    '--metrics-bind-address',
-    '127.0.0.1:10249',
-    '--sync-period',
-    '10m',
-    '--min-sync-period',
-    '100ms',
-    '--v',
-    '2',
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(
+    t,
+    c.node,
+    nodeDaemonArgs('nftables', { manifestDir: dir }, [
+      '--sync-period',
+      '10m',
+      '--min-sync-period',
+      '100ms',
+      '--v',
+      '2',
+    ]),
+  );
   // A short connect time-out: an unanswered probe must not hide how soon the repair landed.
   const answers = async (): Promise<true | undefined> =>
     (await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80, 100)).startsWith('pod1 ') ? true : undefined;

@@ -6,16 +6,15 @@
 // explain-trace.test.ts; here: externalIP, LB with source ranges, eTP/iTP Local, affinity,
 // terminating endpoints, detect-local, an unexposed port, an unallocated service IP, and
 // masquerade-all.
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import type { TraceResult } from '../../src/explain/trace.ts';
 import { CLIENT_IP, ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
-import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil, runDaemon } from '../helpers/daemon-process.ts';
 import { writeServiceManifests } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 import { ep, svc } from '../unit/model/helpers.ts';
 import type { EpOpts } from '../unit/model/helpers.ts';
 
@@ -29,26 +28,13 @@ interface Daemon {
   trace(from: string, to: string): Promise<TraceResult>;
 }
 
-async function startDaemon(t: ExecutionContext, c: Cluster, dir: string, extra: string[] = []): Promise<Daemon> {
+async function startProgrammed(t: ExecutionContext, c: Cluster, dir: string, extra: string[] = []): Promise<Daemon> {
   const sock = join(dir, 'control.sock');
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--manifest-dir',
-    dir,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--control-socket',
-    sock,
-    '--healthz-bind-address',
-    '127.0.0.1:10256',
-    '--metrics-bind-address',
-    '127.0.0.1:10249',
-    ...extra,
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(
+    t,
+    c.node,
+    nodeDaemonArgs('nftables', { manifestDir: dir }, ['--control-socket', sock, ...extra]),
+  );
   const trace = async (from: string, to: string): Promise<TraceResult> => {
     const r = await runDaemon(c.node, [
       'trace',
@@ -122,8 +108,7 @@ async function agree(
 
 test.serial('trace predicts what real packets meet, policy by policy', async (t) => {
   const c = await makeCluster(t, 'xtp', 3);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-trace-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'trace');
   await writeServiceManifests(dir, [
     { svc: svc('web', { clusterIP: '10.96.0.1', ports: TCP(80) }), eps: [at(0, 'node-a'), at(1, 'node-b')] },
     {
@@ -182,7 +167,7 @@ test.serial('trace predicts what real packets meet, policy by policy', async (t)
     },
     { svc: svc('empty', { clusterIP: '10.96.0.11', ports: TCP(80) }), eps: [] },
   ]);
-  const d = await startDaemon(t, c, dir);
+  const d = await startProgrammed(t, c, dir);
 
   // externalIP from outside: masqueraded, both endpoints.
   const ext = await agree(t, c, d, 'client', '10.50.0.1:80', 'dnat');
@@ -245,12 +230,11 @@ test.serial('trace predicts what real packets meet, policy by policy', async (t)
 
 test.serial('masquerade-all: trace says masqueraded from a pod too, and it is', async (t) => {
   const c = await makeCluster(t, 'xtm', 2);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-trace-ma-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'trace-ma');
   await writeServiceManifests(dir, [
     { svc: svc('web', { clusterIP: '10.96.0.1', ports: TCP(80) }), eps: [at(0, 'node-a'), at(1, 'node-b')] },
   ]);
-  const d = await startDaemon(t, c, dir, ['--masquerade-all']);
+  const d = await startProgrammed(t, c, dir, ['--masquerade-all']);
   const p = await agree(t, c, d, 1, '10.96.0.1:80', 'dnat', 8);
   t.true(p.masquerade!.yes);
   t.regex(p.masquerade!.why, /masquerade-all|masqueradeAll/i);

@@ -3,23 +3,22 @@
 // socket: what trace predicts is what real packets meet (endpoints, masquerade, reject);
 // explain reads the kernel back and shows drift after an element is deleted behind the
 // daemon's back; with the daemon stopped both say so and exit non-zero.
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import type { PortExplanation } from '../../src/explain/explain.ts';
 import type { TraceResult } from '../../src/explain/trace.ts';
 import { CLIENT_IP, ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
-import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil, runDaemon } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const VIP = '10.96.0.10';
 const EMPTY_VIP = '10.96.0.20';
 
 test.serial('explain and trace through the control socket match the kernel and real packets', async (t) => {
   const c = await makeCluster(t, 'xpl', 3);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-explain-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'explain');
   const sock = join(dir, 'run', 'control.sock');
   await writeFile(
     join(dir, 'web.yaml'),
@@ -37,29 +36,20 @@ test.serial('explain and trace through the control socket match the kernel and r
     join(dir, 'empty.yaml'),
     serviceYAML({ name: 'empty', clusterIP: EMPTY_VIP, port: 80, targetPort: 8080, endpoints: [] }),
   );
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--manifest-dir',
-    dir,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--control-socket',
-    sock,
-    '--healthz-bind-address',
-    '127.0.0.1:10256',
-    '--metrics-bind-address',
-    '127.0.0.1:10249',
-    // No sync after the first one: the drift made below must still be there when asked (a
-    // periodic resync or an event-driven repair would fix it first).
-    '--min-sync-period',
-    '1h',
-    '--sync-period',
-    '1h',
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(
+    t,
+    c.node,
+    nodeDaemonArgs('nftables', { manifestDir: dir }, [
+      '--control-socket',
+      sock,
+      // No sync after the first one: the drift made below must still be there when asked (a
+      // periodic resync or an event-driven repair would fix it first).
+      '--min-sync-period',
+      '1h',
+      '--sync-period',
+      '1h',
+    ]),
+  );
   const cli = async (...args: string[]) => runDaemon(c.node, [...args, '--control-socket', sock]);
   const json = async <T>(...args: string[]): Promise<T> => {
     const r = await cli(...args, '-o', 'json');
@@ -176,8 +166,7 @@ test.serial(
   'trace --live: the real path of the next matching packet, and the arming table removed after',
   async (t) => {
     const c = await makeCluster(t, 'xlv', 2);
-    const dir = await mkdtemp(join(tmpdir(), 'kpts-live-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDir(t, 'live');
     const sock = join(dir, 'control.sock');
     await writeFile(
       join(dir, 'web.yaml'),
@@ -190,25 +179,11 @@ test.serial(
         endpoints: [podIP(0), podIP(1)],
       }),
     );
-    const d = spawnDaemon(c.node, [
-      '--proxy-mode',
-      'nftables',
-      '--manifest-dir',
-      dir,
-      '--hostname-override',
-      'node-a',
-      '--cluster-cidr',
-      '10.244.0.0/16',
-      '--control-socket',
-      sock,
-      '--healthz-bind-address',
-      '127.0.0.1:10256',
-      '--metrics-bind-address',
-      '127.0.0.1:10249',
-      '--min-sync-period',
-      '100ms',
-    ]);
-    t.teardown(() => d.kill());
+    const d = startDaemon(
+      t,
+      c.node,
+      nodeDaemonArgs('nftables', { manifestDir: dir }, ['--control-socket', sock, '--min-sync-period', '100ms']),
+    );
     await pollUntil(
       'the ClusterIP to answer',
       async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod') ? true : undefined),
@@ -302,8 +277,7 @@ test.serial(
   "explain in iptables mode: the port's chains and shared rules read back, then drift after a rule is deleted behind the daemon",
   async (t) => {
     const c = await makeCluster(t, 'xip', 2);
-    const dir = await mkdtemp(join(tmpdir(), 'kpts-explain-ipt-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDir(t, 'explain-ipt');
     const sock = join(dir, 'control.sock');
     await writeFile(
       join(dir, 'web.yaml'),
@@ -318,27 +292,18 @@ test.serial(
       }),
     );
     // No resync after the first: the rule deleted below must still be missing when asked.
-    const d = spawnDaemon(c.node, [
-      '--proxy-mode',
-      'iptables',
-      '--manifest-dir',
-      dir,
-      '--hostname-override',
-      'node-a',
-      '--cluster-cidr',
-      '10.244.0.0/16',
-      '--control-socket',
-      sock,
-      '--healthz-bind-address',
-      '127.0.0.1:10256',
-      '--metrics-bind-address',
-      '127.0.0.1:10249',
-      '--iptables-min-sync-period',
-      '1h',
-      '--iptables-sync-period',
-      '1h',
-    ]);
-    t.teardown(() => d.kill());
+    const d = startDaemon(
+      t,
+      c.node,
+      nodeDaemonArgs('iptables', { manifestDir: dir }, [
+        '--control-socket',
+        sock,
+        '--iptables-min-sync-period',
+        '1h',
+        '--iptables-sync-period',
+        '1h',
+      ]),
+    );
     try {
       await pollUntil(
         'the ClusterIP to answer',

@@ -3,15 +3,15 @@
 // test API server: each error is named in its log, it keeps retrying, it does not crash, and
 // once the server lets it in it programs the Service.
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import type { Cluster } from '../helpers/cluster.ts';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
 import type { DaemonProcess } from '../helpers/daemon-process.ts';
-import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil } from '../helpers/daemon-process.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const API = new URL('./apiserver-agent.ts', import.meta.url).href;
 const VIP = '10.96.0.10';
@@ -37,21 +37,7 @@ const objects = [
 ];
 
 function daemon(t: ExecutionContext, c: Cluster, master: string): DaemonProcess {
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--master',
-    master,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--healthz-bind-address',
-    '127.0.0.1:10256',
-    '--metrics-bind-address',
-    '127.0.0.1:10249',
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(t, c.node, nodeDaemonArgs('nftables', { master }));
   return d;
 }
 
@@ -110,8 +96,7 @@ test.serial('401 (a wrong token) and 403 (RBAC) are named in the log, retried, a
 test.serial('a server certificate the daemon does not trust: named in the log, retried, no crash', async (t) => {
   t.timeout(200_000);
   const c = await makeCluster(t, 'apitls', 1);
-  const work = await mkdtemp(join(tmpdir(), 'kpts-apitls-'));
-  t.teardown(() => rm(work, { recursive: true, force: true }));
+  const work = await tempDir(t, 'apitls');
   execFileSync(
     '/usr/bin/openssl',
     [

@@ -4,7 +4,8 @@
 // the change answering is logged (the daemon's request deadlines bound it, not Node's 300 s).
 import test from 'ava';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
-import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil } from '../helpers/daemon-process.ts';
+import { nodeDaemonArgs, startDaemon } from '../helpers/standalone.ts';
 
 const API = new URL('./apiserver-agent.ts', import.meta.url).href;
 const HUNG_MS = 20_000;
@@ -34,21 +35,7 @@ test.serial('a hung API server: rules stay, a change made meanwhile lands soon a
   };
   const port = await c.nodeAgent.call<number>(API, 'startPlainApiServer', [node, ...service('web', '10.96.0.10')]);
   t.teardown(() => c.nodeAgent.call(API, 'stopApiServer').catch(() => undefined));
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--master',
-    `http://127.0.0.1:${port}`,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--healthz-bind-address',
-    '127.0.0.1:10256',
-    '--metrics-bind-address',
-    '127.0.0.1:10249',
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(t, c.node, nodeDaemonArgs('nftables', { master: `http://127.0.0.1:${port}` }));
   const failWithLog = (e: unknown): never => {
     t.log(d.log().slice(-5000));
     throw e;

@@ -2,13 +2,13 @@
 // must not make the daemon sync more often than --min-sync-period allows (as upstream's
 // BoundedFrequencyRunner bounds every sync), and the table is repaired once the tampering
 // stops. Syncs are counted through the daemon's own metrics.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
-import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const AGENT = new URL('./daemon-agent.ts', import.meta.url).href;
 const VIP = '10.96.0.10';
@@ -18,31 +18,16 @@ const TAMPERS = 40;
 test.serial('repeated tampering: repairs bounded by --min-sync-period, the table repaired at the end', async (t) => {
   t.timeout(240_000);
   const c = await makeCluster(t, 'storm', 1);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-storm-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'storm');
   await writeFile(
     join(dir, 'web.yaml'),
     serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),
   );
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--manifest-dir',
-    dir,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--healthz-bind-address',
-    '127.0.0.1:10256',
-    '--metrics-bind-address',
-    '127.0.0.1:10249',
-    '--sync-period',
-    '10m',
-    '--min-sync-period',
-    `${MIN_SYNC_MS}ms`,
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(
+    t,
+    c.node,
+    nodeDaemonArgs('nftables', { manifestDir: dir }, ['--sync-period', '10m', '--min-sync-period', `${MIN_SYNC_MS}ms`]),
+  );
   const failWithLog = (e: unknown): never => {
     t.log(d.log().slice(-5000));
     throw e;

@@ -2,13 +2,13 @@
 // starve the sync loop. The real daemon in a namespace cluster, fed from a manifest
 // directory; a Service added under the flood still lands, /healthz still answers. The
 // measured figures (idle and flooded change latency, /healthz latency) are logged.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
-import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const AGENT = new URL('./daemon-agent.ts', import.meta.url).href;
 const FLOOD = new URL('./scenarios/http-flood.ts', import.meta.url).href;
@@ -17,29 +17,14 @@ const CLIENTS = 1000;
 test.serial('a /metrics flood of 1,000 keep-alive clients: a change still lands, /healthz answers', async (t) => {
   t.timeout(300_000);
   const c = await makeCluster(t, 'flood', 1);
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-flood-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'flood');
   const svc = (name: string, vip: string) =>
     writeFile(
       join(dir, `${name}.yaml`),
       serviceYAML({ name, clusterIP: vip, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),
     );
   await svc('web', '10.96.0.10');
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--manifest-dir',
-    dir,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--healthz-bind-address',
-    '127.0.0.1:10256',
-    '--metrics-bind-address',
-    '127.0.0.1:10249',
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(t, c.node, nodeDaemonArgs('nftables', { manifestDir: dir }));
   const answers = (vip: string) => async (): Promise<true | undefined> =>
     (await c.clientAgent.call<string>(ECHO, 'tcp', vip, 80, 100)).startsWith('pod1 ') ? true : undefined;
   const failWithLog = (e: unknown): never => {

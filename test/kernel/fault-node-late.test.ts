@@ -5,7 +5,8 @@
 // until the test creates it.
 import test from 'ava';
 import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
-import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil } from '../helpers/daemon-process.ts';
+import { nodeDaemonArgs, startDaemon } from '../helpers/standalone.ts';
 
 const API = new URL('./apiserver-agent.ts', import.meta.url).href;
 const VIP = '10.96.0.10';
@@ -38,21 +39,7 @@ test.serial('a Node that arrives after the Services: the first sync and READY wa
   const c = await makeCluster(t, 'nlate', 1);
   const port = await c.nodeAgent.call<number>(API, 'startPlainApiServer', objects);
   t.teardown(() => c.nodeAgent.call(API, 'stopApiServer').catch(() => undefined));
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--master',
-    `http://127.0.0.1:${port}`,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--healthz-bind-address',
-    '127.0.0.1:10256',
-    '--metrics-bind-address',
-    '127.0.0.1:10249',
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(t, c.node, nodeDaemonArgs('nftables', { master: `http://127.0.0.1:${port}` }));
   const failWithLog = (e: unknown): never => {
     t.log(d.log().slice(-5000));
     throw e;

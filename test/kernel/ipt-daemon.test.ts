@@ -2,14 +2,14 @@
 // namespace of a namespace cluster, fed from a manifest directory: traffic via ClusterIP and
 // NodePort, a manifest change, SIGTERM leaving the rules, a restart, a flush by someone else
 // repaired, --cleanup removing exactly ours (twice), rules of others untouched throughout.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, tempDir } from '../helpers/standalone.ts';
 
 const VIP = '10.96.0.10';
 const AGENT = new URL('./daemon-agent.ts', import.meta.url).href;
@@ -32,8 +32,7 @@ test.serial(
   'iptables mode daemon: traffic, manifest change, SIGTERM keeps rules, restart, flush repaired, --cleanup twice',
   async (t) => {
     const c = await makeCluster(t, 'idmn', 3);
-    const dir = await mkdtemp(join(tmpdir(), 'kpts-ipt-manifests-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDir(t, 'ipt-manifests');
     const web = { name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, nodeName: 'node-a' };
     await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(0), podIP(1), podIP(2)] }));
     const ipt = (...args: string[]) => c.node.run('iptables-nft', ...args);
@@ -42,26 +41,14 @@ test.serial(
     await ipt('-A', 'FORWARD', '-s', '192.0.2.3/32', '-j', 'DROP');
     const theirs = foreign(await save(c));
 
-    const args = [
-      '--proxy-mode',
-      'iptables',
-      '--manifest-dir',
-      dir,
-      '--hostname-override',
-      'node-a',
-      '--cluster-cidr',
-      '10.244.0.0/16',
-      '--healthz-bind-address',
-      '127.0.0.1:10256',
-      '--metrics-bind-address',
-      '127.0.0.1:10249',
+    const args = nodeDaemonArgs('iptables', { manifestDir: dir }, [
       '--iptables-min-sync-period',
       '100ms',
       '--iptables-sync-period',
       '30s',
       '--iptables-masquerade-bit',
       '13',
-    ];
+    ]);
     let d = spawnDaemon(c.node, args);
     t.teardown(() => d.kill());
     const tcp = (ip: string, port: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, port);

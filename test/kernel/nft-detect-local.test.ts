@@ -3,42 +3,34 @@
 // source, traffic from off the node (the client namespace) or from another interface is
 // masqueraded, as upstream's nftables proxier does with `iifname != br0` /
 // `iifname != "veth*"` in front of its masquerade mark.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { CLIENT_IP, ECHO, makeCluster, podGateway, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
-import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const VIP = '10.96.0.20';
 
 /** One Service whose only endpoint is pod2 (10.244.2.2); the daemon with `flags`. */
 async function start(t: ExecutionContext, c: Cluster, flags: string[]) {
-  const dir = await mkdtemp(join(tmpdir(), 'kpts-detect-local-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const dir = await tempDir(t, 'detect-local');
   await writeFile(
     join(dir, 'web.yaml'),
     serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(1)] }),
   );
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--manifest-dir',
-    dir,
-    '--hostname-override',
-    'node-a',
-    '--healthz-bind-address',
-    '',
-    '--metrics-bind-address',
-    '',
-    '--min-sync-period',
-    '100ms',
-    ...flags,
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(
+    t,
+    c.node,
+    nodeDaemonArgs('nftables', { manifestDir: dir }, ['--min-sync-period', '100ms', ...flags], {
+      clusterCIDR: false,
+      healthz: '',
+      metrics: '',
+    }),
+  );
   await pollUntil(
     'the ClusterIP to answer',
     async () => ((await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod2 ') ? true : undefined),

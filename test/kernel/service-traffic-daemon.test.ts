@@ -2,13 +2,12 @@
 // (bin/kube-proxy-ts.js, fed from a manifest directory) exports kubeproxyts_service_* on
 // /metrics, and they rise by exactly the datagrams and flows sent (the IPVS mode's are in
 // test/vm/scenarios/ipvs-proxier.ts).
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
-import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil, runDaemon } from '../helpers/daemon-process.ts';
 import { writeServiceManifests } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 import { ep, svc } from '../unit/model/helpers.ts';
 
 const AGENT = new URL('./daemon-agent.ts', import.meta.url).href;
@@ -20,8 +19,7 @@ const LABELS = 'namespace="default",service="dns",port="dns",protocol="UDP",fron
 for (const mode of ['nftables', 'iptables'] as const) {
   test.serial(`${mode} mode: kubeproxyts_service_* on /metrics count the traffic sent`, async (t) => {
     const c = await makeCluster(t, `std-${mode.slice(0, 3)}`, 1);
-    const dir = await mkdtemp(join(tmpdir(), 'kpts-traffic-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDir(t, 'traffic');
     await writeServiceManifests(dir, [
       {
         svc: svc('dns', { clusterIP: VIP, ports: [{ name: 'dns', protocol: 'UDP', port: 53, targetPort: 8080 }] }),
@@ -29,24 +27,15 @@ for (const mode of ['nftables', 'iptables'] as const) {
         ports: [{ name: 'dns', protocol: 'UDP', port: 8080 }],
       },
     ]);
-    const d = spawnDaemon(c.node, [
-      '--proxy-mode',
-      mode,
-      '--manifest-dir',
-      dir,
-      '--hostname-override',
-      'node-a',
-      '--cluster-cidr',
-      '10.244.0.0/16',
-      '--control-socket',
-      join(dir, 'control.sock'),
-      '--healthz-bind-address',
-      '127.0.0.1:10256',
-      '--metrics-bind-address',
-      '127.0.0.1:10249',
-      '--service-traffic-metrics',
-    ]);
-    t.teardown(() => d.kill());
+    const d = startDaemon(
+      t,
+      c.node,
+      nodeDaemonArgs(mode, { manifestDir: dir }, [
+        '--control-socket',
+        join(dir, 'control.sock'),
+        '--service-traffic-metrics',
+      ]),
+    );
     const udp = (srcPort: number) => c.clientAgent.call<string>(ECHO, 'udp', VIP, 53, srcPort);
     const metrics = async (): Promise<string> =>
       (await c.nodeAgent.call<{ body: string }>(AGENT, 'httpGet', 'http://127.0.0.1:10249/metrics')).body;

@@ -8,16 +8,16 @@
 // reaches our endpoint, the foreign rules and kubelet's chains survive in order, and the
 // warning about legacy iptables names commands that, run as printed, remove exactly upstream's
 // legacy chains. Finally upstream's rules are loaded again and `--cleanup` removes them too.
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
-import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
+import { pollUntil, runDaemon } from '../helpers/daemon-process.ts';
 import type { DaemonProcess } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const FIXTURES = new URL('../fixtures/upstream/', import.meta.url);
 const fixture = (name: string): Promise<string> => readFile(new URL(name, FIXTURES), 'utf8');
@@ -51,21 +51,7 @@ async function saved(c: Cluster, tool = 'iptables-nft-save'): Promise<{ chains: 
 
 /** Starts kube-proxy-ts in nftables mode on the node; resolves once the ClusterIP reaches pod1. */
 async function startServing(t: ExecutionContext, c: Cluster, dir: string): Promise<DaemonProcess> {
-  const d = spawnDaemon(c.node, [
-    '--proxy-mode',
-    'nftables',
-    '--manifest-dir',
-    dir,
-    '--hostname-override',
-    'node-a',
-    '--cluster-cidr',
-    '10.244.0.0/16',
-    '--healthz-bind-address',
-    '127.0.0.1:10256',
-    '--metrics-bind-address',
-    '127.0.0.1:10249',
-  ]);
-  t.teardown(() => d.kill());
+  const d = startDaemon(t, c.node, nodeDaemonArgs('nftables', { manifestDir: dir }));
   const answered = async (): Promise<true | undefined> =>
     (await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80)).startsWith('pod1 ') ? true : undefined;
   await pollUntil('the ClusterIP to answer from our endpoint', answered, 20_000).catch((e: unknown) => {
@@ -86,8 +72,7 @@ test.serial(
   'a node that ran upstream kube-proxy: its leftovers go at start, ours serve, foreign rules stay; --cleanup removes them too',
   async (t) => {
     const c = await makeCluster(t, 'upl', 2);
-    const dir = await mkdtemp(join(tmpdir(), 'kpts-upstream-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDir(t, 'upstream');
     await writeFile(
       join(dir, 'web.yaml'),
       serviceYAML({ name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, endpoints: [podIP(0)] }),
@@ -216,8 +201,7 @@ test.serial(
   "upstream IPVS mode's companion rules go first, then its ipsets; a foreign set and rules stay",
   async (t) => {
     const c = await makeCluster(t, 'upv', 1);
-    const dir = await mkdtemp(join(tmpdir(), 'kpts-upstream-ipvs-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDir(t, 'upstream-ipvs');
     await writeFile(
       join(dir, 'web.yaml'),
       serviceYAML({ name: 'web', clusterIP: VIP, port: 80, targetPort: 8080, endpoints: [podIP(0)] }),

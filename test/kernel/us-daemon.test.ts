@@ -3,14 +3,14 @@
 // NodePort through the daemon's own sockets, its metrics, SIGTERM closing the sockets (and so
 // ending the Service's traffic: the rules point at ports nobody listens on any more), a
 // restart, --cleanup removing exactly ours (twice), rules of others untouched throughout.
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { pollUntil, runDaemon, spawnDaemon } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
+import { nodeDaemonArgs, tempDir } from '../helpers/standalone.ts';
 
 const VIP = '10.96.0.10';
 const AGENT = new URL('./daemon-agent.ts', import.meta.url).href;
@@ -29,34 +29,28 @@ test.serial(
   'userspace mode daemon: traffic through its sockets, metrics, SIGTERM, restart, --cleanup twice',
   async (t) => {
     const c = await makeCluster(t, 'usdmn', 3);
-    const dir = await mkdtemp(join(tmpdir(), 'kpts-us-manifests-'));
-    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDir(t, 'us-manifests');
     const web = { name: 'web', clusterIP: VIP, port: 80, nodePort: 30080, targetPort: 8080, nodeName: 'node-a' };
     await writeFile(join(dir, 'web.yaml'), serviceYAML({ ...web, endpoints: [podIP(0), podIP(1), podIP(2)] }));
     await c.node.run('iptables-nft', '-t', 'nat', '-A', 'PREROUTING', '-s', '192.0.2.1/32', '-j', 'ACCEPT');
     await c.node.run('iptables-nft', '-A', 'INPUT', '-s', '192.0.2.2/32', '-j', 'DROP');
     const theirs = foreign(await save(c));
     const sock = join(dir, 'control.sock');
-    const args = [
-      '--control-socket',
-      sock,
-      '--proxy-mode',
+    const args = nodeDaemonArgs(
       'userspace',
-      '--manifest-dir',
-      dir,
-      '--hostname-override',
-      'node-a',
-      '--bind-address',
-      '0.0.0.0',
-      '--proxy-port-range',
-      '40000-40099',
-      '--healthz-bind-address',
-      '127.0.0.1:10256',
-      '--metrics-bind-address',
-      '127.0.0.1:10249',
-      '--iptables-min-sync-period',
-      '100ms',
-    ];
+      { manifestDir: dir },
+      [
+        '--control-socket',
+        sock,
+        '--bind-address',
+        '0.0.0.0',
+        '--proxy-port-range',
+        '40000-40099',
+        '--iptables-min-sync-period',
+        '100ms',
+      ],
+      { clusterCIDR: false },
+    );
     let d = spawnDaemon(c.node, args);
     t.teardown(() => d.kill());
     const tcp = (ip: string, port: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, port);
