@@ -7,6 +7,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseDuration } from './duration.ts';
 import type { FlatValue } from './schema.ts';
+import { errorMessage } from '../base/errors.ts';
 
 type ArgKind = 'string' | 'bool' | 'int' | 'float' | 'duration' | 'strings' | 'boolMap';
 
@@ -487,7 +488,7 @@ function parseDurationArg(v: string): number {
   try {
     return parseDuration(v);
   } catch (e) {
-    throw new InvalidArgumentError(`${(e as Error).message}.`);
+    throw new InvalidArgumentError(`${errorMessage(e)}.`);
   }
 }
 
@@ -598,7 +599,7 @@ export function parseFlags(argv: readonly string[], version: string): FlagParseR
     if (code === 'commander.helpDisplayed' || code === 'commander.help')
       return { ok: false, kind: 'help', output: out };
     if (code === 'commander.version') return { ok: false, kind: 'version', output: out };
-    let msg = errText !== '' ? errText : `${(e as Error).message}\n`;
+    let msg = errText !== '' ? errText : `${errorMessage(e)}\n`;
     // Commander suggests only for "--name"; do it for "--name=value" too.
     const unknown = /unknown option '--([^=']+)=[^']*'/.exec(msg);
     if (unknown !== null && !msg.includes('Did you mean')) {

@@ -12,6 +12,7 @@
 // (or the transport's error).
 
 import { HttpMethod, IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from './client-node.ts';
+import { errorMessage } from '../base/errors.ts';
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
 
@@ -313,7 +314,7 @@ export function loadKubeConfig(opts: ConnectionOptions, env: NodeJS.ProcessEnv =
     try {
       kc.loadFromFile(kubeconfig);
     } catch (err) {
-      throw new KubeConfigError(`cannot load kubeconfig ${kubeconfig}: ${(err as Error).message}`, { cause: err });
+      throw new KubeConfigError(`cannot load kubeconfig ${kubeconfig}: ${errorMessage(err)}`, { cause: err });
     }
     const current = kc.getCurrentCluster();
     if (!current) throw new KubeConfigError(`kubeconfig ${kubeconfig} has no current context with a cluster`);

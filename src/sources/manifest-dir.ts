@@ -38,6 +38,7 @@ import { CONVERTERS, NAMESPACED, selectedByProxy } from './convert.ts';
 import { SyncWaiter } from './sync-waiter.ts';
 import type { RejectCounter, Source, SourceHandler, SourceKind } from './types.ts';
 import { SOURCE_KINDS } from './types.ts';
+import { errorMessage } from '../base/errors.ts';
 
 export interface ManifestDirSourceOptions {
   dir: string;
@@ -128,7 +129,7 @@ function documentItems(doc: Document.Parsed, lc: LineCounter): { raw: unknown; l
   try {
     js = doc.toJS({ maxAliasCount: 100 });
   } catch (e) {
-    return { error: { line: lineOf(doc.contents as YamlNode | null), column: 1, message: (e as Error).message } };
+    return { error: { line: lineOf(doc.contents as YamlNode | null), column: 1, message: errorMessage(e) } };
   }
   if (js === null || js === undefined) return [];
   const docLine = lineOf(doc.contents as YamlNode | null);

@@ -44,6 +44,7 @@ import { chainId } from '../xtables/units.ts';
 import { SyncTally } from './sync-tally.ts';
 import { Chain, isServicePortChain } from './names.ts';
 import type { BatchSender, TableClient } from '../xtables/writer-types.ts';
+import { errorMessage } from '../../base/errors.ts';
 
 /** The sysctl writer the daemon passes (route_localnet); same shape as the IPVS mode's. */
 export interface SysctlWriter {
@@ -270,7 +271,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
           await late.finish();
         });
       } catch (e) {
-        errors.push(`stale chains not removed (retried at the next full sync): ${(e as Error).message}`);
+        errors.push(`stale chains not removed (retried at the next full sync): ${errorMessage(e)}`);
         this.log.warn('Stale chains not removed', { err: e });
       }
     }

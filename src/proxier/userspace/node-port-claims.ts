@@ -8,6 +8,7 @@ import type { Server } from 'node:net';
 import { createSocket } from 'node:dgram';
 import type { Socket } from 'node:dgram';
 import type { IPFamily } from '../../base/ip.ts';
+import { errorMessage } from '../../base/errors.ts';
 
 export interface NodePortClaim {
   readonly protocol: 'TCP' | 'UDP';
@@ -84,7 +85,7 @@ export class NodePortClaims {
           this.held.set(key, { owner: c.owner, close: () => s.close() });
         }
       } catch (e) {
-        failed.set(c.owner, new Error(`can't open node port ${key}: ${(e as Error).message}`, { cause: e }));
+        failed.set(c.owner, new Error(`can't open node port ${key}: ${errorMessage(e)}`, { cause: e }));
       }
     }
     return failed;

@@ -24,6 +24,7 @@ import type { ProxyPorts } from './proxy/types.ts';
 import { CHAINS, hostIPOf, isUserspaceChain, jumps, portalComment, servicePortRules } from './rules.ts';
 import type { RuleContext } from './rules.ts';
 import type { NodePortClaim } from './node-port-claims.ts';
+import { errorMessage } from '../../base/errors.ts';
 
 export interface UserspaceProxierOptions {
   readonly family: IPFamily;
@@ -173,7 +174,7 @@ export class UserspaceProxier implements Proxier {
         if (n > 0) this.log.debug('Deleted conntrack entries of UDP sockets that moved', { entries: n });
       } catch (e) {
         // Retried at the next sync: udpPorts is only updated on success.
-        errors.push(`conntrack entries of moved UDP sockets not deleted: ${(e as Error).message}`);
+        errors.push(`conntrack entries of moved UDP sockets not deleted: ${errorMessage(e)}`);
         return;
       }
     }

@@ -13,6 +13,7 @@ import { bindInRange, PortAllocator } from './port-allocator.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 import { DEFAULT_MAX_UDP_ASSOCIATIONS, UdpProxy } from './udp-proxy.ts';
 import type { ApplyResult, ProxyPorts, ProxyPortSpec, ProxyPortsOptions, ProxyStats } from './types.ts';
+import { errorMessage } from '../../../base/errors.ts';
 
 export const DEFAULT_TCP_IDLE_TIMEOUT_MS = 24 * 3600_000;
 
@@ -83,10 +84,7 @@ export class UserspaceProxyPorts implements ProxyPorts {
         e.proxy.balancer.sweep();
         ports.set(id, e.port);
       } catch (err) {
-        errors.set(
-          id,
-          new Error(`service port ${spec.name} (${spec.protocol}): ${(err as Error).message}`, { cause: err }),
-        );
+        errors.set(id, new Error(`service port ${spec.name} (${spec.protocol}): ${errorMessage(err)}`, { cause: err }));
       }
     }
     this.pruneDrained();
