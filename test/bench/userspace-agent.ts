@@ -1,6 +1,7 @@
-// The userspace proxy benchmark's probes, run by netns agents (test/bench/userspace.ts): pods
-// serve a byte sink, the client measures throughput, connection rate and round trips, the node
-// reports its process's memory. The proxy itself is test/kernel/scenarios/userspace-proxy.ts's.
+// The userspace mode benchmark's probes, run by netns agents (test/bench/userspace.ts): pods
+// serve a byte sink, the client measures throughput, connection rate, round trips and how soon a
+// new Service answers, the node reports its process's memory. The proxiers themselves are
+// test/kernel/scenarios/nft-proxier.ts's and us-proxier.ts's, in the node's agent.
 import { readFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import type { Socket } from 'node:net';
@@ -92,6 +93,40 @@ export function roundTrips(host: string, port: number, n: number): Promise<numbe
     });
     s.on('error', reject);
   });
+}
+
+function answers(host: string, port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port });
+    const done = (ok: boolean): void => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    s.on('data', () => done(true));
+    s.on('error', () => done(false));
+    s.on('end', () => done(false));
+  });
+}
+
+/**
+ * Connects to host:port again and again (each try a fresh connection, given 20 ms: a SYN the
+ * kernel drops is retransmitted only after a second) until one is answered: the wall clock
+ * (Date.now(), the same in every process) when it was, or NaN after `deadlineMs`.
+ */
+export async function untilAnswered(host: string, port: number, deadlineMs: number): Promise<number> {
+  const end = Date.now() + deadlineMs;
+  while (Date.now() < end) {
+    if (await answers(host, port, 20)) return Date.now();
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  return NaN;
+}
+
+/** Nothing: a call's round trip is the answering process's event-loop responsiveness. */
+export function ping(): number {
+  return Date.now();
 }
 
 const idle: Socket[] = [];
