@@ -198,7 +198,7 @@ function responsivenessNote(f: Figures, quick: boolean): string {
   const rounds = quick ? 3 : 10;
   return (
     `Responsiveness (${rounds} new userspace-mode Services one after another, each: apply + sync in the node's agent, while the client ` +
-    'reconnects every few ms until one is answered; then calls into the proxy’s process, p50 / p99): ' +
+    'opens a connection every 2 ms until one is answered; then calls into the proxy’s process, p50 / p99): ' +
     `no connection — sync ${ms(f.idle.syncMs)}, answering after ${ms(f.idle.landMs)}, call ${callQ(f.idle)}; ` +
     `${formatCount(f.rss.active)} connections held open — sync ${ms(f.loaded.syncMs)}, answering after ${ms(f.loaded.landMs)}, ` +
     `call ${callQ(f.loaded)}.`
