@@ -1,6 +1,7 @@
-// The userspace proxy benchmark's probes, run by netns agents (test/bench/userspace.ts): pods
-// serve a byte sink, the client measures throughput, connection rate and round trips, the node
-// reports its process's memory. The proxy itself is test/kernel/scenarios/userspace-proxy.ts's.
+// The userspace mode benchmark's probes, run by netns agents (test/bench/userspace.ts): pods
+// serve a byte sink, the client measures throughput, connection rate, round trips and how soon a
+// new Service answers, the node reports its process's memory. The proxiers themselves are
+// test/kernel/scenarios/nft-proxier.ts's and us-proxier.ts's, in the node's agent.
 import { readFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import type { Socket } from 'node:net';
@@ -92,6 +93,49 @@ export function roundTrips(host: string, port: number, n: number): Promise<numbe
     });
     s.on('error', reject);
   });
+}
+
+/**
+ * Connects to host:port every 2 ms (each try a fresh connection, left open up to 1 s: a SYN sent
+ * before the rules exist is dropped and retransmitted only after a second, so tries overlap)
+ * until one is answered: the wall clock (Date.now(), the same in every process) when it was, or
+ * NaN after `deadlineMs`. At most 600 tries are open at once.
+ */
+export function untilAnswered(host: string, port: number, deadlineMs: number): Promise<number> {
+  return new Promise((resolve) => {
+    const pending = new Set<Socket>();
+    let done = false;
+    const finish = (at: number): void => {
+      if (done) return;
+      done = true;
+      clearInterval(every);
+      clearTimeout(deadline);
+      for (const s of pending) s.destroy();
+      pending.clear();
+      resolve(at);
+    };
+    const tryOnce = (): void => {
+      if (done || pending.size >= 600) return;
+      const s = connect({ host, port });
+      pending.add(s);
+      const drop = (): void => {
+        pending.delete(s);
+        s.destroy();
+      };
+      s.setTimeout(1000, drop);
+      s.on('data', () => finish(Date.now()));
+      s.on('error', drop);
+      s.on('end', drop);
+    };
+    const every = setInterval(tryOnce, 2);
+    const deadline = setTimeout(() => finish(NaN), deadlineMs);
+    tryOnce();
+  });
+}
+
+/** Nothing: a call's round trip is the answering process's event-loop responsiveness. */
+export function ping(): number {
+  return Date.now();
 }
 
 const idle: Socket[] = [];

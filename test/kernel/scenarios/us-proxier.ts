@@ -104,6 +104,11 @@ export async function stop(): Promise<void> {
   conn?.close();
 }
 
+/** The proxy sockets' live TCP connections (a benchmark waits for its idle connections to land). */
+export function activeConnections(): number {
+  return ports!.stats().activeConnections;
+}
+
 export function warnings(): string[] {
   return logs.records
     .filter((r) => r.level === 'warn' || r.level === 'error')
