@@ -2,9 +2,7 @@
 // does not trust, a wrong token (401) and a forbidding RBAC (403). The real daemon against the
 // test API server: each error is named in its log, it keeps retrying, it does not crash, and
 // once the server lets it in it programs the Service.
-import { execFileSync } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { selfSignedLoopbackCert } from '../helpers/tls.ts';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import type { Cluster } from '../helpers/cluster.ts';
@@ -97,33 +95,7 @@ test.serial('a server certificate the daemon does not trust: named in the log, r
   t.timeout(200_000);
   const c = await makeCluster(t, 'apitls', 1);
   const work = await tempDir(t, 'apitls');
-  execFileSync(
-    '/usr/bin/openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(work, 'tls.key'),
-      '-out',
-      join(work, 'tls.crt'),
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  const tls = {
-    key: await readFile(join(work, 'tls.key'), 'utf8'),
-    cert: await readFile(join(work, 'tls.crt'), 'utf8'),
-  };
+  const tls = selfSignedLoopbackCert(work);
   const port = await c.nodeAgent.call<number>(API, 'startApiServer', tls, 'token', objects);
   t.teardown(() => c.nodeAgent.call(API, 'stopApiServer').catch(() => undefined));
   const d = daemon(t, c, `https://127.0.0.1:${port}`);

@@ -14,6 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { selfSignedLoopbackCert } from '../helpers/tls.ts';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
@@ -201,31 +202,8 @@ function apiObjects(): KObject[] {
 }
 
 /** A CA-less self-signed server certificate for 127.0.0.1, which the pod trusts as its ca.crt. */
-async function serverCertificate(dir: string): Promise<{ key: string; cert: string }> {
-  execFileSync(
-    '/usr/bin/openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(dir, 'tls.key'),
-      '-out',
-      join(dir, 'tls.crt'),
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  return { key: await readFile(join(dir, 'tls.key'), 'utf8'), cert: await readFile(join(dir, 'tls.crt'), 'utf8') };
+function serverCertificate(dir: string): Promise<{ key: string; cert: string }> {
+  return Promise.resolve(selfSignedLoopbackCert(dir));
 }
 
 /**

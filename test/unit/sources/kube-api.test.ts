@@ -5,6 +5,7 @@
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import { execFileSync } from 'node:child_process';
+import { selfSignedLoopbackCert } from '../../helpers/tls.ts';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,34 +26,7 @@ import { Recorder, waitFor } from './recorder.ts';
 const work = mkdtempSync(join(tmpdir(), 'kpts-tls-'));
 test.after.always(() => rmSync(work, { recursive: true, force: true }));
 
-function selfSigned(name: string): { key: string; cert: string } {
-  const key = join(work, `${name}.key`);
-  const cert = join(work, `${name}.crt`);
-  execFileSync(
-    '/usr/bin/openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  return { key: readFileSync(key, 'utf8'), cert: readFileSync(cert, 'utf8') };
-}
+const selfSigned = (name: string): { key: string; cert: string } => selfSignedLoopbackCert(work, name);
 
 /** A CA and a client certificate it signed, as kubeadm's kubeconfigs carry. */
 function clientCertificate(): { ca: string; cert: string; key: string } {
