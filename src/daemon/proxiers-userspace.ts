@@ -51,7 +51,7 @@ export function sampleOf(family: IPFamily, s: ProxyStats): UserspaceSample {
   let refused = 0;
   let bytesIn = 0;
   let bytesOut = 0;
-  for (const p of s.perPort.values()) {
+  for (const p of [...s.perPort.values(), s.retiredOther]) {
     accepted += p.accepted;
     failedOver += p.failedOver;
     refused += p.refused;

@@ -5,8 +5,11 @@ import type { Logger, LogFields } from '../../../base/logger.ts';
 import type { Clock } from '../../../base/clock.ts';
 
 export interface PortCounters {
+  /** TCP connections accepted; for UDP, client associations opened. */
   accepted: number;
+  /** A connect to an endpoint failed and the next one was tried. */
   failedOver: number;
+  /** No endpoint, or every attempt failed: the client was reset/refused. */
   refused: number;
   bytesIn: number;
   bytesOut: number;

@@ -12,7 +12,7 @@ import type { PortCounters } from './counters.ts';
 import { bindInRange, PortAllocator } from './port-allocator.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 import { DEFAULT_MAX_UDP_ASSOCIATIONS, UdpProxy } from './udp-proxy.ts';
-import type { ApplyResult, ProxyPorts, ProxyPortSpec, ProxyPortsOptions, ProxyStats } from './types.ts';
+import type { ApplyResult, PortTotals, ProxyPorts, ProxyPortSpec, ProxyPortsOptions, ProxyStats } from './types.ts';
 import { errorMessage } from '../../../base/errors.ts';
 
 export const DEFAULT_TCP_IDLE_TIMEOUT_MS = 24 * 3600_000;
@@ -24,18 +24,23 @@ interface Entry {
   readonly counters: PortCounters;
 }
 
-type PerPort = ProxyStats['perPort'] extends ReadonlyMap<string, infer V> ? V : never;
+/**
+ * Retired port names whose own counters are kept (a removed Service's totals stay readable for a
+ * while); older ones are summed into one record, so that Service churn cannot grow this forever.
+ */
+export const RETIRED_NAMES_KEPT = 1024;
 
 export class UserspaceProxyPorts implements ProxyPorts {
   private readonly entries = new Map<string, Entry>();
   /** Retired TCP entries whose connections still run. */
   private readonly draining = new Set<Entry>();
   /**
-   * The final counters of ports gone (by name), so that the counters stay "since start" and sums
-   * over them never go backwards (the metrics are Prometheus counters). One small record per
-   * service port name ever proxied.
+   * The final counters of ports gone, by name (the most recently retired RETIRED_NAMES_KEPT), and
+   * of older ones in one sum, so that the counters stay "since start" and sums over them never go
+   * backwards (the metrics are Prometheus counters).
    */
-  private readonly retired = new Map<string, PerPort>();
+  private readonly retired = new Map<string, PortTotals>();
+  private retiredOther: PortTotals = newCounters();
   private readonly alloc: PortAllocator | undefined;
   private readonly clock: Clock;
   private readonly logger: Logger;
@@ -141,12 +146,20 @@ export class UserspaceProxyPorts implements ProxyPorts {
 
   /** Keeps a finished entry's counters under its name. */
   private fold(e: Entry): void {
-    this.retired.set(e.spec.name, add(this.retired.get(e.spec.name), countersOf(e)));
+    const name = e.spec.name;
+    const sum = add(this.retired.get(name), countersOf(e));
+    this.retired.delete(name); // re-inserted last: the map's order is the order of retirement
+    this.retired.set(name, sum);
+    for (const [oldest, totals] of this.retired) {
+      if (this.retired.size <= RETIRED_NAMES_KEPT) break;
+      this.retired.delete(oldest);
+      this.retiredOther = add(this.retiredOther, totals);
+    }
   }
 
   stats(): ProxyStats {
     this.pruneDrained();
-    const perPort = new Map<string, PerPort>(this.retired);
+    const perPort = new Map<string, PortTotals>(this.retired);
     let activeConnections = 0;
     let activeUdpAssociations = 0;
     let bufferedBytes = 0;
@@ -157,7 +170,7 @@ export class UserspaceProxyPorts implements ProxyPorts {
       } else activeUdpAssociations += e.counters.active;
       perPort.set(e.spec.name, add(perPort.get(e.spec.name), countersOf(e)));
     }
-    return { activeConnections, activeUdpAssociations, bufferedBytes, perPort };
+    return { activeConnections, activeUdpAssociations, bufferedBytes, perPort, retiredOther: this.retiredOther };
   }
 
   async close(): Promise<void> {
@@ -170,13 +183,13 @@ export class UserspaceProxyPorts implements ProxyPorts {
 }
 
 /** An entry's counters now; TCP bytes are read from its sockets. */
-function countersOf(e: Entry): PerPort {
+function countersOf(e: Entry): PortTotals {
   const c = e.counters;
   const bytes = e.proxy instanceof TcpProxy ? e.proxy.bytes() : { in: c.bytesIn, out: c.bytesOut };
   return { ...c, bytesIn: bytes.in, bytesOut: bytes.out };
 }
 
-function add(a: PerPort | undefined, b: PerPort): PerPort {
+function add(a: PortTotals | undefined, b: PortTotals): PortTotals {
   if (!a) return b;
   return {
     accepted: a.accepted + b.accepted,

@@ -6,6 +6,7 @@
 import type { Clock } from '../../../base/clock.ts';
 import type { IPFamily } from '../../../base/ip.ts';
 import type { Logger } from '../../../base/logger.ts';
+import type { PortCounters } from './counters.ts';
 
 export interface ProxyBackend {
   readonly ip: string;
@@ -64,21 +65,16 @@ export interface ProxyStats {
   readonly activeUdpAssociations: number;
   /** Bytes waiting in the daemon's TCP write buffers over all live connections (backpressure bounds it). */
   readonly bufferedBytes?: number;
-  readonly perPort: ReadonlyMap<
-    string,
-    {
-      /** TCP connections accepted; for UDP, client associations opened. */
-      readonly accepted: number;
-      /** A connect to an endpoint failed and the next one was tried. */
-      readonly failedOver: number;
-      /** No endpoint, or every attempt failed: the client was reset/refused. */
-      readonly refused: number;
-      readonly bytesIn: number;
-      readonly bytesOut: number;
-      readonly active: number;
-    }
-  >;
+  readonly perPort: ReadonlyMap<string, PortTotals>;
+  /**
+   * The counters of retired ports whose names no longer fit in perPort (it keeps the most
+   * recently retired names only): summed here so that totals over all ports never go backwards.
+   */
+  readonly retiredOther: PortTotals;
 }
+
+/** One service port's counters since start. */
+export type PortTotals = Readonly<PortCounters>;
 
 /**
  * The sockets of one IP family. apply() is the only mutator: it opens sockets for new ids,
