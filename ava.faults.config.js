@@ -15,6 +15,7 @@ export default {
     'test/unit/sources/kubernetes.test.ts',
     'test/unit/sources/kube-api.test.ts',
     'test/unit/sources/gone-storm.test.ts',
+    'test/unit/sources/tls-error.test.ts',
     'test/kernel/fault-api-errors.test.ts',
     'test/kernel/fault-api-hung.test.ts',
     'test/kernel/fault-api-410.test.ts',
