@@ -1,14 +1,17 @@
 // The metrics HTTP server (upstream's default 127.0.0.1:10249): /metrics rendered by
-// prom-client, plus what upstream serves on the same port: /healthz ("ok", the process
-// answers), /proxyMode (the mode as plain text) and /configz (the effective configuration).
-// Serving is bounded (render-cache.ts, http-limits.ts) so that no number of clients starves
-// the sync loop sharing the event loop.
+// prom-client, plus what upstream serves on the same port: /healthz and /healthz/ping ("ok",
+// the process answers), /proxyMode (the mode as plain text) and /configz (the effective
+// configuration). Serving is bounded (render-cache.ts, http-limits.ts) so that no number of
+// clients starves the sync loop sharing the event loop, and a /metrics connection gives up its
+// slot to a new one when all are taken (connection-slots.ts), so that /healthz still answers
+// while a flood holds them all.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../base/logger.ts';
 import { nullLogger } from '../base/logger.ts';
-import { applyHttpLimits, HTTP_SERVER_OPTIONS } from '../health/http-limits.ts';
+import { applyHttpLimits, DEFAULT_HTTP_LIMITS, HTTP_SERVER_OPTIONS } from '../health/http-limits.ts';
+import { shareConnectionSlots } from './connection-slots.ts';
 import type { ProxyMetrics } from './metrics.ts';
 import { PacedRenderCache } from './render-cache.ts';
 
@@ -58,6 +61,7 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
         );
         return;
       case '/healthz':
+      case '/healthz/ping':
         send(200, 'text/plain; charset=utf-8', 'ok');
         return;
       case '/proxyMode':
@@ -74,6 +78,10 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   };
   const server = createServer(HTTP_SERVER_OPTIONS, handler);
   applyHttpLimits(server);
+  shareConnectionSlots(server, {
+    maxConnections: DEFAULT_HTTP_LIMITS.maxConnections,
+    yields: (req) => (req.url ?? '/').split('?')[0] === '/metrics',
+  });
   await listen(server, host, port);
   const bound = (server.address() as AddressInfo).port;
   log.info('Serving metrics', { address: opts.address, port: bound });
