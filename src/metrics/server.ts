@@ -10,10 +10,20 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../base/logger.ts';
 import { nullLogger } from '../base/logger.ts';
-import { applyHttpLimits, DEFAULT_HTTP_LIMITS, HTTP_SERVER_OPTIONS } from '../health/http-limits.ts';
+import { applyHttpLimits, HTTP_SERVER_OPTIONS } from '../health/http-limits.ts';
 import { shareConnectionSlots } from './connection-slots.ts';
 import type { ProxyMetrics } from './metrics.ts';
 import { PacedRenderCache } from './render-cache.ts';
+
+/**
+ * Open connections of the metrics port at most. More than the health port's 256: a /metrics
+ * client over the render rate waits in line on its connection (render-cache.ts), idle, where
+ * a client refused at accept would reconnect at once and spin; a flood of up to this many
+ * clients therefore costs memory (some KB a connection) but no CPU, and a health check still
+ * finds a free slot. Past it, the newest /metrics connection gives up its slot
+ * (connection-slots.ts).
+ */
+const METRICS_MAX_CONNECTIONS = 2048;
 
 export interface MetricsServerOptions {
   /** "host:port" or "[v6]:port"; port 0 picks a free port (tests). */
@@ -51,15 +61,21 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
       res.end(req.method === 'HEAD' ? undefined : body);
     };
     switch (path) {
-      case '/metrics':
-        cache.get().then(
-          (text) => send(200, opts.metrics.registry.contentType, text),
+      case '/metrics': {
+        // A client that goes away (or whose connection gave up its slot) leaves the line.
+        const gone = new AbortController();
+        res.once('close', () => gone.abort());
+        cache.get(gone.signal).then(
+          (text) => {
+            if (text !== undefined) send(200, opts.metrics.registry.contentType, text);
+          },
           (err: unknown) => {
             log.error('Rendering metrics failed', { op: 'GET /metrics', err });
             send(500, 'text/plain; charset=utf-8', 'error rendering metrics\n');
           },
         );
         return;
+      }
       case '/healthz':
       case '/healthz/ping':
         send(200, 'text/plain; charset=utf-8', 'ok');
@@ -79,7 +95,7 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   const server = createServer(HTTP_SERVER_OPTIONS, handler);
   applyHttpLimits(server);
   shareConnectionSlots(server, {
-    maxConnections: DEFAULT_HTTP_LIMITS.maxConnections,
+    maxConnections: METRICS_MAX_CONNECTIONS,
     yields: (req) => (req.url ?? '/').split('?')[0] === '/metrics',
   });
   await listen(server, host, port);

@@ -1,7 +1,7 @@
-// The metrics server's shared connection slots: with every slot held by /metrics clients, a new
-// connection (a health check) takes the slot of the one that asked for /metrics longest ago and
-// is answered; with every slot held by connections that may not yield, a new one is closed at
-// once; the cap holds throughout.
+// The metrics server's shared connection slots: with every slot held by /metrics clients, a
+// new connection (a health check) takes the slot of the newest of them and is answered; with
+// every slot held by connections that may not yield, a new one is closed at once; the cap
+// holds throughout.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { connect, type Socket } from 'node:net';
@@ -42,7 +42,7 @@ const closed = (s: Socket): Promise<void> =>
 const get = (s: Socket, path: string) => s.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
 const tick = () => new Promise((r) => setTimeout(r, 50));
 
-test('every slot held by /metrics clients: a health check takes the oldest one and is answered', async (t) => {
+test('every slot held by /metrics clients: a health check takes the newest one and is answered', async (t) => {
   const { port, slots, peak } = await server(t);
   const held: Socket[] = [];
   for (let i = 0; i < MAX; i++) {
@@ -56,8 +56,8 @@ test('every slot held by /metrics clients: a health check takes the oldest one a
     const res = await fetch(`http://127.0.0.1:${port}/healthz`);
     t.is(res.status, 200);
     t.is(await res.text(), 'ok');
-    await closed(held[round]!); // the one that asked for /metrics longest ago
-    t.false(held[round + 1]!.destroyed);
+    await closed(held[MAX - 1 - round]!); // the newest /metrics connection left
+    t.false(held[0]!.destroyed, 'the oldest keeps its place');
   }
   t.is(slots.evicted, 2);
   t.is(slots.refused, 0);
