@@ -4,7 +4,7 @@
 // growing back-off; what it programmed keeps answering; a Service created during the storm
 // lands at the next relist; after the storm the watch holds again. The relist gaps, the log
 // lines and the daemon's open files are logged.
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import test from 'ava';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
 import { pollUntil } from '../helpers/daemon-process.ts';
@@ -51,7 +51,10 @@ test.serial('a 410 storm: relists back off, rules keep answering, a change made 
     (await c.clientAgent.call<string>(ECHO, 'tcp', vip, 80, 100)).startsWith('pod1 ') ? true : undefined;
   await pollUntil('the first ClusterIP to answer', answers('10.96.0.10'), 90_000).catch(failWithLog);
   const openFiles = () => readdirSync(`/proc/${d.pid}/fd`).length;
+  const rssMiB = () =>
+    Math.round(Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${d.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
   const fdsBefore = openFiles();
+  const rssBefore = rssMiB();
 
   const serviceLists = async () =>
     (await c.nodeAgent.call<LoggedRequest[]>(API, 'apiRequests')).filter(
@@ -72,6 +75,7 @@ test.serial('a 410 storm: relists back off, rules keep answering, a change made 
   const gaps = at.slice(1).map((a, i) => a - at[i]!);
   const sent = await c.nodeAgent.call<number>(API, 'apiGoneSent');
   const fdsDuring = openFiles();
+  const rssDuring = rssMiB();
   const lines = d.log().split('\n').slice(logBefore);
   const retries = lines.filter((l) => /list\/watch failed; retrying|too old, relisting/.test(l));
 
@@ -95,7 +99,8 @@ test.serial('a 410 storm: relists back off, rules keep answering, a change made 
   t.is((await serviceLists()).length, listsAfter, 'delivered by the watch, no relist');
   t.log(
     `gaps between relists (ms): ${gaps.join(', ')}; ${sent} 410s (every kind), ${retries.length} log lines; ` +
-      `daemon fds: ${fdsBefore} before, ${fdsDuring} during the storm, ${openFiles()} after`,
+      `daemon fds: ${fdsBefore} before, ${fdsDuring} during the storm, ${openFiles()} after; ` +
+      `RSS ${rssBefore}, ${rssDuring}, ${rssMiB()} MiB`,
   );
   t.log(retries.slice(0, 2).join('\n'));
 });
