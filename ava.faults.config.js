@@ -11,14 +11,18 @@ export default {
     // Drift repaired at once, and a storm of it bounded by --min-sync-period.
     'test/kernel/drift-repair.test.ts',
     'test/kernel/fault-drift-storm.test.ts',
-    // The API server: hung, hung mid-watch, 401/403, TLS; the Node arriving late.
+    // The API server: hung, hung mid-watch, 401/403, TLS, 410 storms; the Node arriving late.
     'test/unit/sources/kubernetes.test.ts',
     'test/unit/sources/kube-api.test.ts',
+    'test/unit/sources/gone-storm.test.ts',
+    'test/unit/sources/tls-error.test.ts',
     'test/kernel/fault-api-errors.test.ts',
     'test/kernel/fault-api-hung.test.ts',
+    'test/kernel/fault-api-410.test.ts',
     'test/kernel/fault-node-late.test.ts',
     // Floods and big input: /metrics, a large manifest file.
     'test/unit/metrics/render-cache.test.ts',
+    'test/unit/metrics/connection-slots.test.ts',
     'test/unit/health/http-limits.test.ts',
     'test/kernel/fault-http-flood.test.ts',
     'test/unit/sources/manifest-dir.test.ts',

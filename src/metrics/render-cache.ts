@@ -4,7 +4,9 @@
 // request that had to wait takes a render up to maxAgeMs old; concurrent requests share one
 // render. A client looping on /metrics therefore waits instead of spinning, the cost of
 // serving is bounded whatever the number of clients (their number is bounded by the server's
-// maxConnections), and an unhurried scraper always gets a fresh render.
+// connection cap), and an unhurried scraper always gets a fresh render. A request whose client
+// went away leaves the line at once (its signal), so that clients that come and go cannot grow
+// it nor make those that stay wait behind them.
 
 export interface RenderCacheOptions {
   render: () => Promise<string>;
@@ -22,7 +24,8 @@ export class PacedRenderCache {
   private inflight: Promise<string> | undefined;
   private tokens: number;
   private refilledAt: number;
-  private readonly waiting: (() => void)[] = [];
+  /** In line, first come first served. */
+  private readonly waiting = new Set<() => void>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(o: RenderCacheOptions) {
@@ -32,9 +35,10 @@ export class PacedRenderCache {
     this.refilledAt = this.now();
   }
 
-  /** The rendered text, once this request's turn has come. */
-  async get(): Promise<string> {
-    const waited = await this.turn();
+  /** The rendered text, once this request's turn has come; undefined if `gone` aborted first. */
+  async get(gone?: AbortSignal): Promise<string | undefined> {
+    const waited = await this.turn(gone);
+    if (waited === undefined) return undefined;
     const b = this.body;
     if (waited && b !== undefined && this.now() - b.at < this.o.maxAgeMs) return b.text;
     this.inflight ??= this.o.render().then(
@@ -53,14 +57,16 @@ export class PacedRenderCache {
 
   /** Requests still waiting for their turn. */
   queued(): number {
-    return this.waiting.length;
+    return this.waiting.size;
   }
 
   /** Releases every waiting request (server shutdown). */
   close(): void {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
-    for (const w of this.waiting.splice(0)) w();
+    const all = [...this.waiting];
+    this.waiting.clear();
+    for (const w of all) w();
   }
 
   private refill(): void {
@@ -69,28 +75,43 @@ export class PacedRenderCache {
     this.refilledAt = t;
   }
 
-  /** Resolves when this request may be answered: false at once, true after waiting in line. */
-  private turn(): Promise<boolean> {
+  /**
+   * Resolves when this request may be answered: false at once, true after waiting in line,
+   * undefined if `gone` aborted while it waited (it has left the line).
+   */
+  private turn(gone?: AbortSignal): Promise<boolean | undefined> {
+    if (gone?.aborted) return Promise.resolve(undefined);
     this.refill();
-    if (this.waiting.length === 0 && this.tokens >= 1) {
+    if (this.waiting.size === 0 && this.tokens >= 1) {
       this.tokens -= 1;
       return Promise.resolve(false);
     }
     return new Promise((resolve) => {
-      this.waiting.push(() => resolve(true));
+      const leave = () => {
+        this.waiting.delete(go);
+        resolve(undefined);
+      };
+      const go = () => {
+        gone?.removeEventListener('abort', leave);
+        resolve(true);
+      };
+      this.waiting.add(go);
+      gone?.addEventListener('abort', leave, { once: true });
       this.schedule();
     });
   }
 
   private schedule(): void {
-    if (this.timer !== undefined || this.waiting.length === 0) return;
+    if (this.timer !== undefined || this.waiting.size === 0) return;
     const ms = Math.max(1, Math.ceil(((1 - this.tokens) * 1000) / this.o.perSecond));
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.refill();
-      while (this.tokens >= 1 && this.waiting.length > 0) {
+      for (const go of this.waiting) {
+        if (this.tokens < 1) break;
         this.tokens -= 1;
-        this.waiting.shift()!();
+        this.waiting.delete(go);
+        go();
       }
       this.schedule();
     }, ms);

@@ -1,16 +1,29 @@
 // The metrics HTTP server (upstream's default 127.0.0.1:10249): /metrics rendered by
-// prom-client, plus what upstream serves on the same port: /healthz ("ok", the process
-// answers), /proxyMode (the mode as plain text) and /configz (the effective configuration).
-// Serving is bounded (render-cache.ts, http-limits.ts) so that no number of clients starves
-// the sync loop sharing the event loop.
+// prom-client, plus what upstream serves on the same port: /healthz and /healthz/ping ("ok",
+// the process answers), /proxyMode (the mode as plain text) and /configz (the effective
+// configuration). Serving is bounded (render-cache.ts, http-limits.ts) so that no number of
+// clients starves the sync loop sharing the event loop, and a /metrics connection gives up its
+// slot to a new one when all are taken (connection-slots.ts), so that /healthz still answers
+// while a flood holds them all.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../base/logger.ts';
 import { nullLogger } from '../base/logger.ts';
 import { applyHttpLimits, HTTP_SERVER_OPTIONS } from '../health/http-limits.ts';
+import { shareConnectionSlots } from './connection-slots.ts';
 import type { ProxyMetrics } from './metrics.ts';
 import { PacedRenderCache } from './render-cache.ts';
+
+/**
+ * Open connections of the metrics port at most. More than the health port's 256: a /metrics
+ * client over the render rate waits in line on its connection (render-cache.ts), idle, where
+ * a client refused at accept would reconnect at once and spin; a flood of up to this many
+ * clients therefore costs memory (some KB a connection) but no CPU, and a health check still
+ * finds a free slot. Past it, the newest /metrics connection gives up its slot
+ * (connection-slots.ts).
+ */
+const METRICS_MAX_CONNECTIONS = 2048;
 
 export interface MetricsServerOptions {
   /** "host:port" or "[v6]:port"; port 0 picks a free port (tests). */
@@ -48,16 +61,23 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
       res.end(req.method === 'HEAD' ? undefined : body);
     };
     switch (path) {
-      case '/metrics':
-        cache.get().then(
-          (text) => send(200, opts.metrics.registry.contentType, text),
+      case '/metrics': {
+        // A client that goes away (or whose connection gave up its slot) leaves the line.
+        const gone = new AbortController();
+        res.once('close', () => gone.abort());
+        cache.get(gone.signal).then(
+          (text) => {
+            if (text !== undefined) send(200, opts.metrics.registry.contentType, text);
+          },
           (err: unknown) => {
             log.error('Rendering metrics failed', { op: 'GET /metrics', err });
             send(500, 'text/plain; charset=utf-8', 'error rendering metrics\n');
           },
         );
         return;
+      }
       case '/healthz':
+      case '/healthz/ping':
         send(200, 'text/plain; charset=utf-8', 'ok');
         return;
       case '/proxyMode':
@@ -74,6 +94,10 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   };
   const server = createServer(HTTP_SERVER_OPTIONS, handler);
   applyHttpLimits(server);
+  shareConnectionSlots(server, {
+    maxConnections: METRICS_MAX_CONNECTIONS,
+    yields: (req) => (req.url ?? '/').split('?')[0] === '/metrics',
+  });
   await listen(server, host, port);
   const bound = (server.address() as AddressInfo).port;
   log.info('Serving metrics', { address: opts.address, port: bound });

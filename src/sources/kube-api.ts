@@ -13,6 +13,7 @@
 
 import { HttpMethod, IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from './client-node.ts';
 import { errorMessage } from '../base/errors.ts';
+import { tlsVerifyError } from './tls-error.ts';
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
 
@@ -174,7 +175,8 @@ export class ClientNodeApi implements KubeApi {
       return await this.http.send(ctx).toPromise();
     } catch (err) {
       if (deadline.signal.aborted && !signal.aborted) throw deadline.signal.reason;
-      throw err;
+      const cluster = this.kc.getCurrentCluster();
+      throw (cluster && tlsVerifyError(err, cluster, cluster.name === IN_CLUSTER)) ?? err;
     } finally {
       clearTimeout(timer);
     }
@@ -266,6 +268,8 @@ export interface ConnectionOptions {
 }
 
 const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
+/** The name of the cluster entry built from the service account (to name its CA file in errors). */
+const IN_CLUSTER = 'inCluster';
 
 export class KubeConfigError extends Error {
   constructor(message: string, options?: ErrorOptions) {
@@ -298,7 +302,7 @@ export function loadKubeConfig(opts: ConnectionOptions, env: NodeJS.ProcessEnv =
     const root = (opts.inClusterRoot ?? '').replace(/\/+$/, '');
     kc.loadFromClusterAndUser(
       {
-        name: 'inCluster',
+        name: IN_CLUSTER,
         server: `https://${host.includes(':') ? `[${host}]` : host}:${env['KUBERNETES_SERVICE_PORT']}`,
         caFile: `${root}${SERVICE_ACCOUNT}/ca.crt`,
         skipTLSVerify: false,

@@ -7,6 +7,10 @@
 //                                                  then watch again from the last
 //                                                  resourceVersion seen (event or bookmark)
 //
+// A 410 relists at once the first time; 410s that keep coming (a storm: a confused server or
+// proxy) back off between relists like any other failure, however healthy each watch looked
+// before its 410, until none has come for GONE_QUIET_MS.
+//
 // A 504 "Too large resource version" (the server is behind us) backs off and relists.
 //
 // The store is what the handler has been told. A relist is reconciled against it, so an
@@ -66,6 +70,13 @@ export function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<vo
  * re-watch (no relist) per quiet watch per period.
  */
 const WATCH_IDLE_MS = 90_000;
+
+/**
+ * 410s this far apart are separate events (an etcd compaction every 5 minutes), each relisted
+ * at once; closer ones are a storm and back off. Upstream's reflector resets its back-off after
+ * 2 minutes without a failure.
+ */
+const GONE_QUIET_MS = 120_000;
 
 /** An AbortSignal that aborts after ms on the clock (AbortSignal.timeout ignores our Clock). */
 function clockTimeout(
@@ -187,7 +198,10 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
     this.scheduleResync(signal);
     let attempt = 0;
     let needList = true;
-    let goneStreak = 0;
+    // 410s in a row: counted on the clock, not reset by a watch that looked healthy, as a server
+    // may send events or a bookmark (or take its time) before every 410.
+    let gone = 0;
+    let lastGoneAt = -Infinity;
     let absent = false;
     try {
       while (!signal.aborted) {
@@ -200,10 +214,7 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
           }
           const w = await this.watchOnce(signal);
           // A watch that ran well and then ended or broke starts the backoff over.
-          if (w.healthy) {
-            attempt = 0;
-            goneStreak = 0;
-          }
+          if (w.healthy) attempt = 0;
           if (w.error !== undefined) throw w.error;
           if (w.healthy) continue;
           throw new Error(`watch ended after ${w.ms} ms without an event`);
@@ -211,11 +222,20 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
           if (signal.aborted) break;
           if (isGone(err)) {
             // Our resourceVersion was compacted away: list again, now, and reconcile.
-            // A second 410 in a row (a confused server) waits like any other failure.
+            // Another 410 soon after (a storm) waits, growing, like any other failure.
             needList = true;
-            goneStreak++;
-            this.log.info('resourceVersion too old, relisting', { resourceVersion: this.lastRv, error: String(err) });
-            if (goneStreak === 1) continue;
+            const now = this.o.clock.now();
+            gone = now - lastGoneAt > GONE_QUIET_MS ? 1 : gone + 1;
+            lastGoneAt = now;
+            if (gone === 1) {
+              this.log.info('resourceVersion too old, relisting', {
+                resourceVersion: this.lastRv,
+                error: describe(err),
+              });
+              continue;
+            }
+            await this.retryAfter(err, gone - 2, gone - 1, false, signal);
+            continue;
           } else if (isTooLargeResourceVersion(err)) {
             // The server is behind us. Usually a lagging cache that catches up in seconds:
             // back off as usual, and relist (consistently) in case it never does.
@@ -234,20 +254,33 @@ export class Reflector<T extends { metadata?: { resourceVersion?: string } }> {
           // A request that hit its deadline already waited it out: the server sees one request
           // per deadline, and retrying soon keeps convergence within seconds of its recovery.
           const hung = err instanceof DeadlineError || err instanceof TimeoutError;
-          const delay = backoffDelay(hung ? 0 : attempt++, this.backoff, this.o.random);
-          this.log.warn('list/watch failed; retrying', {
-            error: describe(err),
-            attempt,
-            retryInMs: delay,
-            server: this.o.api.server,
-          });
-          await sleep(this.o.clock, delay, signal);
+          if (!hung) attempt++;
+          await this.retryAfter(err, hung ? 0 : attempt - 1, attempt, !needList, signal);
         }
       }
     } finally {
       this.resyncTimer?.cancel();
       this.resyncTimer = undefined;
     }
+  }
+
+  /** Logs a failure (one line per retry) and waits out back-off step `step`. */
+  private async retryAfter(
+    err: unknown,
+    step: number,
+    attempt: number,
+    resume: boolean,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const delay = backoffDelay(step, this.backoff, this.o.random);
+    this.log.warn('list/watch failed; retrying', {
+      error: describe(err),
+      attempt,
+      retryInMs: delay,
+      then: resume ? `watch from ${this.lastRv}` : 'relist',
+      server: this.o.api.server,
+    });
+    await sleep(this.o.clock, delay, signal);
   }
 
   private scheduleResync(signal: AbortSignal): void {

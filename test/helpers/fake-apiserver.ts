@@ -22,7 +22,8 @@
 // resourceVersion), compact(), bookmark(), dropWatches() (cut every open watch mid-stream,
 // no terminating chunk), closeWatches() (clean end), stallWatches() (open, silent for good),
 // down (every request's connection is reset), hung (accepts, never answers), responseDelayMs
-// (slow answers), failNext(), disableResource(), and a request log.
+// (slow answers), failNext(), disableResource(), goneStorm() (every watch answered 410 while
+// lists still work), and a request log.
 
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -88,6 +89,19 @@ export interface FakeApiServerOptions {
   token?: string;
   /** Answer a watch from a compacted resourceVersion with HTTP 410 instead of a 200 + ERROR event. */
   goneAsHttpStatus?: boolean;
+}
+
+/**
+ * A 410 storm: every watch is answered "too old resource version" whatever its
+ * resourceVersion (after an etcd compaction, a confused server or proxy); lists still work.
+ */
+export interface GoneStorm {
+  /** An ERROR event in a 200 stream (kube-apiserver's watch cache), or the watch request answered HTTP 410. */
+  as: 'event' | 'http';
+  /** A BOOKMARK at the current resourceVersion before the ERROR (event form): the watch looks healthy. */
+  bookmarkFirst?: boolean;
+  /** The 410 comes this long after the request (a watch that looks healthy by its duration). */
+  delayMs?: number;
 }
 
 type Requirement = (labels: Record<string, string>) => boolean;
@@ -194,6 +208,9 @@ export class FakeApiServer {
   private readonly disabled = new Set<string>();
   private readonly listCache = new Map<string, { rv: number; sorted: KObject[] }>();
   private failures: { status: number; count: number; pathPrefix: string; causes: string[] }[] = [];
+  private storm: GoneStorm | undefined;
+  /** Watches answered 410 by goneStorm(). */
+  goneSent = 0;
 
   private constructor(server: Server, url: string, opts: FakeApiServerOptions) {
     this.server = server;
@@ -383,6 +400,24 @@ export class FakeApiServer {
   /** Ends every open watch cleanly, as the server does at timeoutSeconds. */
   closeWatches(): void {
     for (const w of [...this.watchers]) this.endWatcher(w, true);
+  }
+
+  /**
+   * Starts a 410 storm (undefined ends it). Open watches get an ERROR 410 and end, as when
+   * etcd compacts past a watch; from then on every watch is answered 410 as `storm` says.
+   */
+  goneStorm(storm: GoneStorm | undefined): void {
+    this.storm = storm;
+    if (storm === undefined) return;
+    for (const w of [...this.watchers]) {
+      this.write(w, goneEvent(`too old resource version: ${this.rv}`));
+      this.endWatcher(w, true);
+    }
+  }
+
+  /** Open client connections (watches and idle keep-alive ones). */
+  get openConnections(): number {
+    return this.sockets.size;
   }
 
   /** Makes the next `count` requests whose path starts with pathPrefix fail with status. */
@@ -602,25 +637,13 @@ export class FakeApiServer {
     res: ServerResponse,
   ): void {
     const rvParam = query['resourceVersion'] ?? '';
+    if (this.storm !== undefined) return this.stormWatch(this.storm, def, query, res);
     const from = rvParam === '' || rvParam === '0' ? undefined : Number(rvParam);
     if (from !== undefined && (!Number.isFinite(from) || from < this.compactedRv)) {
       const message = `too old resource version: ${rvParam} (${this.compactedRv})`;
       if (this.opts.goneAsHttpStatus) return this.status(res, 410, 'Expired', message);
       res.writeHead(200, { 'Content-Type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          type: 'ERROR',
-          object: {
-            kind: 'Status',
-            apiVersion: 'v1',
-            metadata: {},
-            status: 'Failure',
-            message,
-            reason: 'Expired',
-            code: 410,
-          },
-        }) + '\n',
-      );
+      res.end(JSON.stringify(goneEvent(message)) + '\n');
       return;
     }
     res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
@@ -642,6 +665,31 @@ export class FakeApiServer {
     }
     const timeout = Number(query['timeoutSeconds'] ?? 0);
     if (timeout > 0) w.timer = setTimeout(() => this.endWatcher(w, true), timeout * 1000);
+  }
+
+  /** A watch during a 410 storm: answered 410 (after a bookmark, after a delay) as the storm says. */
+  private stormWatch(storm: GoneStorm, def: ResourceDef, query: Record<string, string>, res: ServerResponse): void {
+    const message = `too old resource version: ${query['resourceVersion'] ?? ''} (${this.rv})`;
+    const answer = () => {
+      if (res.destroyed) return;
+      this.goneSent++;
+      if (storm.as === 'http') return this.status(res, 410, 'Expired', message);
+      res.end(JSON.stringify(goneEvent(message)) + '\n');
+    };
+    if (storm.as === 'event') {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
+      if (storm.bookmarkFirst && query['allowWatchBookmarks'] === 'true') {
+        const object = {
+          kind: def.kind,
+          apiVersion: apiVersionOf(def),
+          metadata: { resourceVersion: String(this.rv) },
+        };
+        res.write(JSON.stringify({ type: 'BOOKMARK', object }) + '\n');
+      } else res.flushHeaders();
+    }
+    if ((storm.delayMs ?? 0) <= 0) return answer();
+    const timer = setTimeout(answer, storm.delayMs);
+    res.on('close', () => clearTimeout(timer));
   }
 
   /** Delivers a change through a watcher's selectors, as kube-apiserver's watch cache does. */
@@ -673,4 +721,20 @@ export class FakeApiServer {
     if (clean) w.res.end();
     else w.res.socket?.destroy();
   }
+}
+
+/** The ERROR event kube-apiserver sends on a watch whose resourceVersion was compacted away. */
+function goneEvent(message: string): KObject {
+  return {
+    type: 'ERROR',
+    object: {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message,
+      reason: 'Expired',
+      code: 410,
+    },
+  };
 }

@@ -2,7 +2,7 @@
 // namespace, where a daemon running there (from the image's root) reaches it on 127.0.0.1
 // as a pod reaches KUBERNETES_SERVICE_HOST. One server per agent process.
 
-import type { KObject, LoggedRequest } from '../helpers/fake-apiserver.ts';
+import type { GoneStorm, KObject, LoggedRequest } from '../helpers/fake-apiserver.ts';
 import { FakeApiServer } from '../helpers/fake-apiserver.ts';
 
 let server: FakeApiServer | undefined;
@@ -57,4 +57,14 @@ export function apiFailNext(count: number, status: number): void {
 /** Hangs the server (accepts, never answers; open watches cut) or lets it answer again. */
 export function apiHung(on: boolean): void {
   running().hung = on;
+}
+
+/** Starts a 410 storm (every watch answered "too old resource version") or, with null, ends it. */
+export function apiGoneStorm(storm: GoneStorm | null): void {
+  running().goneStorm(storm ?? undefined);
+}
+
+/** Watches answered 410 by the storm so far. */
+export function apiGoneSent(): number {
+  return running().goneSent;
 }

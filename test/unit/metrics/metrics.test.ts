@@ -140,6 +140,8 @@ test('scraped over HTTP: upstream names, types, labels and values; ours prefixed
   t.is(await mode.text(), 'nftables');
   const healthz = await fetch(`http://127.0.0.1:${server.port}/healthz`);
   t.is(await healthz.text(), 'ok');
+  // healthz.InstallHandler also serves each check under /healthz/<name>: the default "ping".
+  t.is(await (await fetch(`http://127.0.0.1:${server.port}/healthz/ping`)).text(), 'ok');
   const configz = await fetch(`http://127.0.0.1:${server.port}/configz`);
   t.deepEqual(await configz.json(), { kubeproxy: { mode: 'nftables' } });
   t.is((await fetch(`http://127.0.0.1:${server.port}/nope`)).status, 404);

@@ -67,3 +67,19 @@ test('the metrics server under 50 concurrent /metrics requests: all answered, re
   t.true(renders < 50, `${renders} renders for 50 requests`);
   t.is((await fetch(`${url}/healthz`)).status, 200);
 });
+
+test('a request whose client went away leaves the line at once; the others keep their turn', async (t) => {
+  let now = 0;
+  const cache = new PacedRenderCache({ render: async () => 'r', maxAgeMs: 1000, perSecond: 1, now: () => now });
+  t.teardown(() => cache.close());
+  t.is(await cache.get(), 'r');
+  const gone = new AbortController();
+  const left = cache.get(gone.signal);
+  const stays = cache.get();
+  t.is(cache.queued(), 2);
+  gone.abort();
+  t.is(await left, undefined);
+  t.is(cache.queued(), 1, 'the line holds only the client that is still there');
+  now += 1000;
+  t.is(await stays, 'r', 'and it is served at the next token');
+});
