@@ -139,6 +139,11 @@ test.serial('systemctl start reaches active through Type=notify READY, with our 
   t.is(b.rc('restart'), 0);
   t.is(r.ActiveState, 'active');
   t.not(r.MainPID, s.MainPID, 'restart started a new process');
+  // Node's compile cache, filled by the first start and read by the restart (the unit's CacheDirectory=).
+  const [mode, files] = (b.out('compile-cache.txt') ?? '').trim().split('\n');
+  t.is(b.rc('compile-cache'), 0, b.out('compile-cache.txt'));
+  t.is(mode, '700', 'the compile cache is root-only');
+  t.true(Number(files) > 10, `compile cache entries: ${files}`);
   t.is(b.rc('stop'), 0);
   t.is(props(b.out('show-stopped.txt')).ActiveState, 'inactive');
 });

@@ -101,6 +101,8 @@ ask probe started
 ask send before-restart
 STEP_TIMEOUT=620 run restart systemctl restart kube-proxy-ts
 run show-restarted systemctl show kube-proxy-ts -p ActiveState,SubState,MainPID,StatusText
+# The unit's CacheDirectory= holds Node's compile cache, filled by the first start: root-only.
+run compile-cache sh -c 'stat -c %a /var/cache/kube-proxy-ts && find /var/cache/kube-proxy-ts -type f | wc -l'
 ask send after-restart
 ask probe restarted
 STEP_TIMEOUT=200 run stop systemctl stop kube-proxy-ts
@@ -128,7 +130,7 @@ run dpkg-purge dpkg --force-unsafe-io --purge kube-proxy-ts
 run status-after-purge dpkg-query -W -f='${Status}\n' kube-proxy-ts
 # Anything left with our name where a package puts files or state (the journal aside).
 rm -rf /etc/systemd/system/kube-proxy-ts.service.d  # the test's own drop-in
-run leftovers sh -c 'ls -d /usr/lib/kube-proxy-ts /usr/bin/kube-proxy-ts /usr/share/man/man8/kube-proxy-ts.8.gz /usr/share/doc/kube-proxy-ts /lib/systemd/system/kube-proxy-ts.service 2>/dev/null; find /etc /var/lib /run \( -path /run/log \) -prune -o -name "*kube-proxy-ts*" -print'
+run leftovers sh -c 'ls -d /usr/lib/kube-proxy-ts /usr/bin/kube-proxy-ts /usr/share/man/man8/kube-proxy-ts.8.gz /usr/share/doc/kube-proxy-ts /lib/systemd/system/kube-proxy-ts.service 2>/dev/null; find /etc /var/lib /var/cache /run \( -path /run/log \) -prune -o -name "*kube-proxy-ts*" -print'
  run run-dir test -e /run/kube-proxy-ts
 echo "$(cut -d' ' -f1 /proc/uptime) done" >>"$O/steps"
 echo 0 >"$O/status"
