@@ -5,8 +5,8 @@ import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
 import type { NftChange, NftMonitorHandlers } from '../../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../../src/netlink/nftables/iptables/rule.ts';
-import { IptDriftWatch } from '../../../../src/proxier/iptables/drift-watch.ts';
-import type { DriftTarget } from '../../../../src/proxier/iptables/drift-watch.ts';
+import { ChainDriftWatch } from '../../../../src/proxier/drift/chain-watch.ts';
+import type { DriftTarget } from '../../../../src/proxier/drift/chain-watch.ts';
 
 function setup() {
   let h!: NftMonitorHandlers;
@@ -20,7 +20,7 @@ function setup() {
       return chain === undefined || chain.startsWith('KUBE-');
     },
   });
-  new IptDriftWatch({
+  new ChainDriftWatch({
     targets: new Map([
       ['ip', target('ip')],
       ['ip6', target('ip6')],
@@ -87,7 +87,7 @@ test('a table deleted, or announcements lost outside our syncs, mark everything'
 test('paused while our full syncs run: the socket is closed, and opened again after as many resumes', (t) => {
   let opened = 0;
   let open = 0;
-  const w = new IptDriftWatch({
+  const w = new ChainDriftWatch({
     targets: new Map(),
     ownPorts: new Set(),
     onDrift: () => {},
