@@ -32,7 +32,7 @@ export interface StartOptions extends Partial<ModelOptions> {
   localhostNodePorts?: boolean;
   /** Poll the canary chains this often (real clock); off when absent. */
   canaryIntervalMs?: number;
-  /** Listen to nf_tables announcements (proxier/drift/chain-watch.ts): a change to our chains by someone else asks for a sync. */
+  /** Listen to nf_tables announcements (chain-watch.ts): a change to our chains by someone else asks for a sync. */
   watchDrift?: boolean;
 }
 
