@@ -29,6 +29,7 @@ import type { ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DAEMON_V8_OPTIONS } from '../../../src/daemon/v8-options.ts';
+import { connect, GenlFamilies, Protocol } from '../../../src/netlink/core/index.ts';
 import { serviceYAML } from '../../helpers/manifests.ts';
 import type { VmCase } from '../run-cases.ts';
 import { PodsAndClient } from './pods-and-client.ts';
@@ -56,6 +57,8 @@ const web = (name: string, clusterIP: string): string =>
   serviceYAML({ name, clusterIP, port: 80, targetPort: 8080, endpoints: BACKENDS, nodeName: 'node-a' });
 
 interface LogLine {
+  /** Seconds since the epoch. */
+  ts?: number;
   msg?: string;
   why?: string;
   full?: boolean;
@@ -145,7 +148,10 @@ const rulesRepaired = async (): Promise<boolean> =>
   (await kubeRules('nat')) === baseline!.nat && (await kubeRules('filter')) === baseline!.filter;
 
 interface Repair {
+  /** Tampering started → the kernel holds our state again (as the test's polling sees it). */
   ms: number;
+  /** From the daemon's log: tampering started → the watch heard it; heard → the repair sync done. */
+  daemon?: { heardMs: number; syncedMs: number };
   requests: string[];
   /** Periodic full syncs logged before the tampering. */
   periodicBefore: number;
@@ -159,12 +165,27 @@ async function repair(tamper: () => Promise<unknown>, repaired: () => Promise<bo
   const requestsBefore = repairRequests().length;
   const periodicBefore = periodicSyncs();
   const t0 = performance.now();
+  const epoch0 = Date.now();
   await tamper();
   await until('the state to be repaired', repaired, REPAIR_BOUND_MS);
   const ms = Math.round(performance.now() - t0);
   await until('the ClusterIP to answer again', () => answers(3), 20_000, 250);
   assert.ok(daemon && daemon.exitCode === null, 'the daemon still runs');
-  return { ms, requests: repairRequests().slice(requestsBefore), periodicBefore };
+  return { ms, ...daemonTimes(epoch0), requests: repairRequests().slice(requestsBefore), periodicBefore };
+}
+
+/** The daemon's own account (same clock): when a watch heard the change, when the next sync ended. */
+function daemonTimes(epoch0: number): { daemon?: { heardMs: number; syncedMs: number } } {
+  const lines = logLines().filter((l) => (l.ts ?? 0) * 1000 >= epoch0);
+  const heard = lines.find((l) => l.msg?.endsWith('repairing now'));
+  const synced = heard && lines.find((l) => l.msg === 'Synced proxy rules' && l.ts! >= heard.ts!);
+  if (!heard || !synced) return {};
+  return {
+    daemon: {
+      heardMs: Math.round(heard.ts! * 1000 - epoch0),
+      syncedMs: Math.round((synced.ts! - heard.ts!) * 1000),
+    },
+  };
 }
 
 function assertAnnounced(r: Repair, why: RegExp): void {
@@ -181,6 +202,22 @@ async function assertPeriodic(r: Repair): Promise<void> {
 }
 
 export const cases: VmCase[] = [
+  {
+    name: "the kernel announces no IPVS change: the IPVS generic netlink family has no multicast group (the controller's own has)",
+    async run(note) {
+      const conn = connect(Protocol.GENERIC, { timeoutMs: 10_000 });
+      try {
+        const families = new GenlFamilies(conn);
+        const ipvs = await families.resolve('IPVS');
+        const ctrl = await families.resolve('nlctrl');
+        note({ ipvs: [...ipvs.groups.keys()], nlctrl: [...ctrl.groups.keys()] });
+        assert.deepEqual([...ipvs.groups.keys()], []);
+        assert.ok(ctrl.groups.has('notify'), 'groups are read: nlctrl announces families');
+      } finally {
+        conn.close();
+      }
+    },
+  },
   {
     name: 'the daemon in IPVS mode serves the ClusterIP; a foreign nat PREROUTING rule is there',
     timeoutMs: 200_000,
