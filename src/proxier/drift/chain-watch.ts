@@ -8,9 +8,10 @@
 // iptables mode (its chains) and the IPVS mode (its companion chains).
 //
 // Upstream's canary chains (iptables/canary.ts) only notice a deleted chain; `iptables -t nat
-// -F` leaves them. Changes in the built-in chains are not watched: others change them all the
-// time (Docker, CNI plugins), and every full sync reads them anyway. Lost announcements count
-// as drift of everything unless our own sync explains them (gate.ts).
+// -F` leaves them. Of the built-in chains only the removal of a rule jumping to one of ours
+// counts (the announcement carries the rule): others change them all the time (Docker, CNI
+// plugins). Lost announcements count as drift of everything unless our own sync explains
+// them (gate.ts).
 
 import type { Logger } from '../../base/logger.ts';
 import type { MulticastListener } from '../../netlink/core/index.ts';
@@ -25,9 +26,10 @@ const TABLES: ReadonlySet<string> = new Set(['nat', 'filter', 'mangle']);
 export interface DriftTarget {
   /**
    * `chain` of `table` was changed by someone else, or (both undefined) anything may have
-   * been. Returns whether it concerns the proxier (a chain of ours, after a first sync).
+   * been; `jump`: the chain a removed rule jumped to. Returns whether it concerns the proxier
+   * (a chain of ours, or our jump removed from a built-in chain, after a first sync).
    */
-  drifted(table?: IptTable, chain?: string, what?: 'rule' | 'chain'): boolean;
+  drifted(table?: IptTable, chain?: string, what?: 'rule' | 'chain', jump?: string): boolean;
 }
 
 export interface ChainDriftWatchOptions {
@@ -101,10 +103,13 @@ export class ChainDriftWatch {
     if (!target) return;
     const table = c.table as IptTable;
     let hit = false;
-    if (c.kind === 'rule' && c.object !== undefined) hit = target.drifted(table, c.object, 'rule');
+    if (c.kind === 'rule' && c.object !== undefined) hit = target.drifted(table, c.object, 'rule', c.jump);
     else if (c.kind === 'chain' && c.object !== undefined && !c.added) hit = target.drifted(table, c.object, 'chain');
     else if (c.kind === 'table' && !c.added) hit = target.drifted();
-    if (hit) this.gate.report(`${c.added ? 'added' : 'removed'} ${c.kind} ${c.family} ${c.table} ${c.object ?? ''}`);
+    if (hit)
+      this.gate.report(
+        `${c.added ? 'added' : 'removed'} ${c.kind} ${c.family} ${c.table} ${c.object ?? ''}${c.jump ? ` (-j ${c.jump})` : ''}`,
+      );
   }
 
   private onOverflow(): void {

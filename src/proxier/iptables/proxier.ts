@@ -176,17 +176,18 @@ export class IptablesProxier implements Proxier, DriftTarget {
   /**
    * Someone else changed a rule of `chain` in `table`, deleted the chain (`what`), or anything
    * (no chain) (../drift/chain-watch.ts). A service-port chain is refilled by the next full sync; the
-   * fixed and shared chains are listed and compared by every full sync anyway. A chain of ours
-   * deleted, or announcements lost: nothing committed is trusted any more. True when it
-   * concerns us (then a full sync is due).
+   * fixed and shared chains (our jumps in the built-in ones: `jump`, where a removed rule
+   * jumped) are listed and compared by every full sync anyway. A chain of ours deleted, or
+   * announcements lost: nothing committed is trusted any more. True when it concerns us (then
+   * a full sync is due).
    */
-  drifted(table?: IptTable, chain?: string, what: 'rule' | 'chain' = 'rule'): boolean {
+  drifted(table?: IptTable, chain?: string, what: 'rule' | 'chain' = 'rule', jump?: string): boolean {
     if (!this.state) return false;
     if (table === undefined || chain === undefined || (what === 'chain' && isOurs(table, chain))) {
       this.trusted = false;
       this.distrust = true;
     } else if (!isOurs(table, chain)) {
-      return false;
+      if (jump === undefined || !isOurs(table, jump)) return false;
     } else if (isServicePortChain(chain)) {
       this.tainted.add(chainId(table, chain));
     }

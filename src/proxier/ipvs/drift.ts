@@ -2,7 +2,8 @@
 // drift/link-watch.ts ask; a yes asks for a full repair sync at once):
 //
 //   - a rule added to or removed from one of our companion chains (rules.ts CHAINS) of its
-//     table, a chain of ours deleted, or the table deleted, after we wrote them once;
+//     table, one of our jumps (rules.ts JUMPS) removed from a built-in chain, a chain of ours
+//     deleted, or the table deleted, after we wrote them once;
 //   - kube-ipvs0 deleted, or an address still wanted on it removed.
 //
 // Our own address removals are not drift: the address is no longer wanted when the kernel
@@ -13,13 +14,20 @@
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { RouteChange } from '../../netlink/route/index.ts';
 import { DUMMY_DEVICE } from './names.ts';
-import { CHAINS } from './rules.ts';
+import { CHAINS, JUMPS } from './rules.ts';
 
-/** Whether a change to `chain` of `table` (undefined: the whole table, or anything) concerns our companion rules. */
-export function companionChainDrifted(written: boolean, table?: IptTable, chain?: string): boolean {
+/**
+ * Whether a change to `chain` of `table` (undefined: the whole table, or anything) concerns our
+ * companion rules; `jump`: where a removed rule jumped to.
+ */
+export function companionChainDrifted(written: boolean, table?: IptTable, chain?: string, jump?: string): boolean {
   if (!written) return false;
   if (table === undefined || chain === undefined) return true;
-  return CHAINS.some((c) => c.table === table && c.name === chain);
+  if (CHAINS.some((c) => c.table === table && c.name === chain)) return true;
+  return (
+    jump !== undefined &&
+    JUMPS.some((j) => j.table === table && j.chain === chain && j.target.t === 'jump' && j.target.chain === jump)
+  );
 }
 
 export interface DummyLinkView {

@@ -400,10 +400,11 @@ export class IpvsProxier implements Proxier {
 
   /**
    * The drift watch (drift/chain-watch.ts): whether a change someone else made to `chain` of
-   * `table` (undefined: the table or anything) concerns our companion rules (drift.ts).
+   * `table` (undefined: the table or anything; `jump`: where a removed rule jumped) concerns our
+   * companion rules (drift.ts).
    */
-  drifted(table?: IptTable, chain?: string): boolean {
-    return companionChainDrifted(this.lastRules !== undefined, table, chain);
+  drifted(table?: IptTable, chain?: string, _what?: 'rule' | 'chain', jump?: string): boolean {
+    return companionChainDrifted(this.lastRules !== undefined, table, chain, jump);
   }
 
   /** The link drift watch (drift/link-watch.ts): what a removal by someone else undid of kube-ipvs0 (drift.ts). */

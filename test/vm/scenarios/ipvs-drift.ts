@@ -12,7 +12,8 @@
 //
 //   announced, repaired by the drift watch (proxier/drift/; the daemon logs "Repair sync
 //   requested" naming the change): our companion chains in nf_tables (`iptables-nft -t nat -F
-//   KUBE-SERVICES`, `iptables-nft -t nat -F`), kube-ipvs0's addresses and the link itself;
+//   KUBE-SERVICES`, our jump deleted from PREROUTING, `iptables-nft -t nat -F`), kube-ipvs0's
+//   addresses and the link itself;
 //   not announced, repaired by the periodic full sync (--ipvs-sync-period, PERIOD_S here):
 //   IPVS virtual servers (`ipvsadm -C`) and ipsets (`ipset flush KUBE-CLUSTER-IP`, whose
 //   ClusterIP the KUBE-IPVS-FILTER chain then rejects).
@@ -288,6 +289,22 @@ export const cases: VmCase[] = [
       const r = await repair(() => must('/usr/sbin/iptables-nft', '-t', 'nat', '-F', 'KUBE-SERVICES'), rulesRepaired);
       note(r);
       assertAnnounced(r, /removed rule ip nat KUBE-SERVICES/);
+      assert.ok(await foreignPresent(), 'the foreign rule survives');
+    },
+  },
+  {
+    name: 'announced: our jump deleted from nat PREROUTING (iptables-nft -t nat -D PREROUTING N) is repaired by the drift watch',
+    timeoutMs: 60_000,
+    async run(note) {
+      const listing = await must('/usr/sbin/iptables-nft', '-t', 'nat', '-L', 'PREROUTING', '-n', '--line-numbers');
+      const n = listing
+        .split('\n')
+        .find((l) => / KUBE-SERVICES /.test(` ${l} `))
+        ?.split(/\s+/)[0];
+      assert.ok(n && /^\d+$/.test(n), `our jump in PREROUTING: ${listing}`);
+      const r = await repair(() => must('/usr/sbin/iptables-nft', '-t', 'nat', '-D', 'PREROUTING', n), rulesRepaired);
+      note(r);
+      assertAnnounced(r, /removed rule ip nat PREROUTING \(-j KUBE-SERVICES\)/);
       assert.ok(await foreignPresent(), 'the foreign rule survives');
     },
   },

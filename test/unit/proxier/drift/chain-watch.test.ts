@@ -15,9 +15,9 @@ function setup() {
   const told: string[] = [];
   const drifts: string[] = [];
   const target = (fam: string): DriftTarget => ({
-    drifted: (table?: IptTable, chain?: string, what?: string) => {
-      told.push(`${fam} ${table ?? '*'} ${chain ?? '*'} ${what ?? ''}`.trim());
-      return chain === undefined || chain.startsWith('KUBE-');
+    drifted: (table?: IptTable, chain?: string, what?: string, jump?: string) => {
+      told.push(`${fam} ${table ?? '*'} ${chain ?? '*'} ${what ?? ''}${jump ? ` -j ${jump}` : ''}`.trim());
+      return chain === undefined || chain.startsWith('KUBE-') || !!jump?.startsWith('KUBE-');
     },
   });
   new ChainDriftWatch({
@@ -54,6 +54,14 @@ test('a rule of one of our chains changed by someone else is told to its family 
   s.change({ kind: 'chain', object: 'KUBE-SEP-Y' });
   t.deepEqual(s.told, ['ip nat KUBE-SVC-X rule', 'ip6 filter KUBE-FORWARD rule', 'ip nat KUBE-SEP-Y chain']);
   t.is(s.drifts.length, 3);
+});
+
+test('a removed rule of a built-in chain is told with its jump; ours asks for a repair, others do not', (t) => {
+  const s = setup();
+  s.change({ object: 'PREROUTING', jump: 'KUBE-SERVICES' });
+  s.change({ object: 'PREROUTING', jump: 'DOCKER' });
+  t.deepEqual(s.told, ['ip nat PREROUTING rule -j KUBE-SERVICES', 'ip nat PREROUTING rule -j DOCKER']);
+  t.deepEqual(s.drifts, ['removed rule ip nat PREROUTING (-j KUBE-SERVICES)']);
 });
 
 test('our own changes, other tables, a chain added and a chain not ours ask for nothing', (t) => {

@@ -6,13 +6,17 @@ import test from 'ava';
 import type { RouteChange } from '../../../../src/netlink/route/index.ts';
 import { companionChainDrifted, dummyLinkDrift } from '../../../../src/proxier/ipvs/drift.ts';
 
-test('companion chains: ours in their table, the whole table, nothing before the first write', (t) => {
+test('companion chains: ours in their table, our jumps from built-in chains, the whole table, nothing before the first write', (t) => {
   t.true(companionChainDrifted(true, 'nat', 'KUBE-SERVICES'));
   t.true(companionChainDrifted(true, 'filter', 'KUBE-IPVS-FILTER'));
   t.true(companionChainDrifted(true), 'table deleted or announcements lost');
   t.false(companionChainDrifted(true, 'nat', 'KUBE-IPVS-FILTER'), 'a filter chain name in nat is not ours');
   t.false(companionChainDrifted(true, 'nat', 'PREROUTING'), 'built-in chains are everybody’s');
   t.false(companionChainDrifted(true, 'nat', 'DOCKER'));
+  t.true(companionChainDrifted(true, 'nat', 'PREROUTING', 'KUBE-SERVICES'), 'our jump removed from a built-in chain');
+  t.true(companionChainDrifted(true, 'filter', 'INPUT', 'KUBE-IPVS-FILTER'));
+  t.false(companionChainDrifted(true, 'nat', 'PREROUTING', 'DOCKER'), 'somebody else’s jump');
+  t.false(companionChainDrifted(true, 'nat', 'PREROUTING', 'KUBE-IPVS-FILTER'), 'not a jump we make there');
   t.false(companionChainDrifted(false, 'nat', 'KUBE-SERVICES'), 'nothing written yet');
   t.false(companionChainDrifted(false));
 });
