@@ -37,8 +37,10 @@ export interface LinkDriftWatchOptions {
 }
 
 /**
- * Receive buffer of the listening socket: a cold sync binding thousands of VIPs announces each
- * (IPv6 ones with port id 0, so they are decoded); 1 MiB holds about 10,000 of them.
+ * Receive buffer of the listening socket, forced past net.core.rmem_max (CAP_NET_ADMIN; else
+ * capped): a cold sync binding thousands of VIPs announces each one, and each counts against
+ * the buffer with its whole skb (about 1 KiB), whether or not it is then skipped as ours. An
+ * overflow during or just after our own sync is put down to that sync (gate.ts).
  */
 const RECV_BYTES = 1 << 20;
 
@@ -56,7 +58,8 @@ export class LinkDriftWatch {
     });
     const open =
       o.monitor ??
-      ((h: RouteMonitorHandlers) => monitorRoute(h, { families: o.families, recvBufferBytes: RECV_BYTES }));
+      ((h: RouteMonitorHandlers) =>
+        monitorRoute(h, { families: o.families, recvBufferBytes: RECV_BYTES, forceBuffers: true }));
     this.listener = open({
       skip: (port) => this.gate.isOwn(port),
       onChange: (c) => this.onChange(c),
