@@ -16,7 +16,9 @@ import { CompanionWriter, IpvsProxier } from '../proxier/ipvs/index.ts';
 import type { SysctlWriter } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import { NftDriftWatch } from '../proxier/nftables/drift-watch.ts';
-import { IptDriftWatch, iptablesNftCodec, IPTABLES_RECV_BYTES, IptablesProxier } from '../proxier/iptables/index.ts';
+import { ChainDriftWatch } from '../proxier/drift/chain-watch.ts';
+import { LinkDriftWatch } from '../proxier/drift/link-watch.ts';
+import { iptablesNftCodec, IPTABLES_RECV_BYTES, IptablesProxier } from '../proxier/iptables/index.ts';
 import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import { checkLegacyIptables } from './legacy-iptables.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
@@ -31,7 +33,10 @@ export interface ProxierSet {
   init(signal?: AbortSignal): Promise<void>;
   /** Closes the netlink sockets. */
   close(): void;
-  /** nftables mode: calls `onDrift` when someone else changes our tables (drift-watch.ts). */
+  /**
+   * Calls `onDrift` when someone else changes our kernel objects (nftables: our tables; iptables: our
+   * chains; IPVS: the companion chains and kube-ipvs0; proxier/drift/).
+   */
   watchDrift?(onDrift: (why: string) => void, syncing: () => boolean): { close(): void };
   /** Modes that notice kernel drift between syncs (iptables: the canary chains) call `kick` to ask for a sync. */
   watch?(kick: () => void): void;
@@ -133,7 +138,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
     }
     if (config.mode === 'iptables') return iptablesSet(config, families, deps, { open, openWithPort }, close);
     if (config.mode === 'userspace') return userspaceSet(config, families, deps, open, close);
-    if (config.mode === 'ipvs') return ipvsSet(config, families, deps, open, close);
+    if (config.mode === 'ipvs') return ipvsSet(config, families, deps, { open, openWithPort }, close);
   } catch (e) {
     close();
     throw e;
@@ -148,22 +153,36 @@ export function iptablesClients(family: IPFamily, conn: NetlinkConnection): Map<
   return new Map(tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn })]));
 }
 
+interface Sockets {
+  open: (protocol: number, opts?: SocketOptions) => NetlinkConnection;
+  openWithPort: (protocol: number, opts?: SocketOptions) => { conn: NetlinkConnection; port: number };
+}
+
 /** IPVS mode: one IpvsProxier per family on shared IPVS, ipset and route sockets. */
 function ipvsSet(
   config: ProxyConfig,
   families: readonly IPFamily[],
   deps: ProxierDeps,
-  open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection,
+  { open, openWithPort }: Sockets,
   close: () => void,
 ): ProxierSet {
   const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
   const proxiers = new Map<IPFamily, Proxier>();
-  const route = new RouteClient(open(Protocol.ROUTE));
+  // Port ids of the sockets whose changes are announced (companion rules, kube-ipvs0): the
+  // drift watches pass over our own (proxier/drift/).
+  const nfPorts = new Set<number>();
+  const routePorts = new Set<number>();
+  const openOwn = (ports: Set<number>) => (protocol: number) => {
+    const { conn, port } = openWithPort(protocol);
+    ports.add(port);
+    return conn;
+  };
+  const route = new RouteClient(openOwn(routePorts)(Protocol.ROUTE));
   const ipvsList: IpvsProxier[] = [];
   const ipvs = new IpvsClient(open(Protocol.GENERIC));
   const ipset = new IpsetClient(open(Protocol.NETFILTER));
   for (const family of families) {
-    const companion = companionWriter(family, ipset, open);
+    const companion = companionWriter(family, ipset, openOwn(nfPorts));
     const p = new IpvsProxier(
       {
         family,
@@ -202,7 +221,40 @@ function ipvsSet(
       for (const p of ipvsList) await p.init(signal);
     },
     close,
+    watchDrift: (onDrift, syncing) => ipvsDriftWatch(ipvsList, { nfPorts, routePorts, onDrift, syncing }, deps),
   };
+}
+
+/**
+ * IPVS mode's drift watches: the companion chains (nf_tables announcements) and kube-ipvs0
+ * (rtnetlink). IPVS virtual servers and ipsets are not announced: the periodic sync repairs them.
+ */
+function ipvsDriftWatch(
+  list: readonly IpvsProxier[],
+  w: {
+    nfPorts: ReadonlySet<number>;
+    routePorts: ReadonlySet<number>;
+    onDrift: (why: string) => void;
+    syncing: () => boolean;
+  },
+  deps: ProxierDeps,
+): { close(): void } {
+  const common = { onDrift: w.onDrift, syncing: w.syncing, logger: deps.logger };
+  const watches: { close(): void }[] = [];
+  try {
+    const targets = new Map(list.map((p) => [p.family === 'IPv4' ? 'ip' : 'ip6', p]));
+    watches.push(new ChainDriftWatch({ ...common, targets, ownPorts: w.nfPorts }));
+  } catch (err) {
+    // Not fatal: the periodic full sync still repairs drift, only later.
+    deps.logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });
+  }
+  try {
+    const families = list.map((p) => p.family);
+    watches.push(new LinkDriftWatch({ ...common, targets: list, families, ownPorts: w.routePorts }));
+  } catch (err) {
+    deps.logger.warn('Cannot listen to rtnetlink changes; kube-ipvs0 is repaired by the periodic sync only', { err });
+  }
+  return { close: () => watches.forEach((x) => x.close()) };
 }
 
 /**
@@ -221,10 +273,7 @@ function iptablesSet(
   config: ProxyConfig,
   families: readonly IPFamily[],
   deps: ProxierDeps,
-  sockets: {
-    open: (protocol: number, opts?: SocketOptions) => NetlinkConnection;
-    openWithPort: (protocol: number, opts?: SocketOptions) => { conn: NetlinkConnection; port: number };
-  },
+  sockets: Sockets,
   close: () => void,
 ): ProxierSet {
   const { open, openWithPort } = sockets;
@@ -232,8 +281,8 @@ function iptablesSet(
   const route = new RouteClient(open(Protocol.ROUTE));
   const proxiers = new Map<IPFamily, IptablesProxier>();
   const ownPorts = new Set<number>();
-  // The drift watch stops listening while a full sync of ours runs (drift-watch.ts, pause).
-  let watch: IptDriftWatch | undefined;
+  // The drift watch stops listening while a full sync of ours runs (proxier/drift/chain-watch.ts, pause).
+  let watch: ChainDriftWatch | undefined;
   let fullSyncs = 0;
   const onFullSync = (running: boolean): void => {
     fullSyncs += running ? 1 : -1;
@@ -243,7 +292,7 @@ function iptablesSet(
   for (const family of families) {
     // A fixed receive buffer: the kernel then sends dumps in 32 KiB datagrams (IPTABLES_RECV_BYTES).
     // Forced buffers (IPTABLES_SEND_BYTES) keep full-sync batches large on stock wmem_max. Its
-    // port id marks the kernel's announcements of our own changes (drift-watch.ts).
+    // port id marks the kernel's announcements of our own changes (proxier/drift/chain-watch.ts).
     const { conn, port } = openWithPort(Protocol.NETFILTER, {
       recvMessageBytes: IPTABLES_RECV_BYTES,
       sendBufferBytes: IPTABLES_SEND_BYTES,
@@ -292,7 +341,7 @@ function iptablesSet(
     watchDrift: (onDrift, syncing) => {
       const targets = new Map([...proxiers].map(([f, p]) => [f === 'IPv4' ? 'ip' : 'ip6', p]));
       try {
-        const w = new IptDriftWatch({ targets, ownPorts, onDrift, syncing, logger: deps.logger });
+        const w = new ChainDriftWatch({ targets, ownPorts, onDrift, syncing, logger: deps.logger });
         for (let i = 0; i < fullSyncs; i++) w.pause();
         watch = w;
         return {

@@ -105,7 +105,7 @@ export class SyncLoop {
   }
 
   /**
-   * Our kernel objects were changed behind our back (drift-watch.ts): a full sync as soon as
+   * Our kernel objects were changed behind our back (proxier/drift/): a full sync as soon as
    * the minimum interval allows. Before the first sync there is nothing to repair.
    */
   repair(why: string): void {

@@ -392,7 +392,7 @@ async function driftRepaired(t: ExecutionContext, c: Cluster): Promise<number> {
 }
 
 test.serial(
-  "a service port's own chains changed by someone else (-F KUBE-SVC, a KUBE-SEP rule or chain deleted, -F KUBE-SERVICES, -t nat -F): repaired by the sync the announcement asks for",
+  "a service port's own chains changed by someone else (-F KUBE-SVC, a KUBE-SEP rule or chain deleted, -F KUBE-SERVICES, our PREROUTING jump deleted, -t nat -F): repaired by the sync the announcement asks for",
   async (t) => {
     const c = await makeCluster(t, 'ipt-drift', 1);
     await c.nodeAgent.call(P, 'start', { ...MODEL, watchDrift: true });
@@ -414,6 +414,22 @@ test.serial(
       // The endpoint chain's DNAT rule (its second; the first marks hairpin traffic).
       [`-D ${sepChain} 2`, ['-t', 'nat', '-D', sepChain, '2']],
       ['-F KUBE-SERVICES', ['-t', 'nat', '-F', 'KUBE-SERVICES']],
+      // Our jump in a built-in chain: the announcement carries the rule, and so its target.
+      [
+        '-D PREROUTING (our jump)',
+        [
+          '-t',
+          'nat',
+          '-D',
+          'PREROUTING',
+          '-m',
+          'comment',
+          '--comment',
+          'kubernetes service portals',
+          '-j',
+          'KUBE-SERVICES',
+        ],
+      ],
       ['-t nat -F', ['-t', 'nat', '-F']],
     ];
     // An endpoint chain deleted (after the service chain that jumps to it, in one transaction):

@@ -168,7 +168,9 @@ test('a proxier imports model/ and netlink/, never another mode or the wiring', 
       if (to === 'proxier/types.ts' || e.to === 'proxier/types.ts') return undefined;
       // The iptables-nft writer shared by the modes whose rules are iptables rules.
       if (to === 'proxier/xtables' && XTABLES_USERS.has(from)) return undefined;
-      return 'a proxier imports model/, base/, netlink/, proxier/types.ts (and xtables/: iptables, userspace) only';
+      // The drift watches (the kernel's change announcements) shared by the modes.
+      if (to === 'proxier/drift') return undefined;
+      return 'a proxier imports model/, base/, netlink/, proxier/types.ts, drift/ (and xtables/: iptables, userspace) only';
     }),
     [],
   );

@@ -8,6 +8,7 @@ import { asError } from '../../base/errors.ts';
 import { AttrSet, listenMulticast, nfnlCmd, nfnlSubsys, NfnlSubsys, Protocol, splitNfPayload } from '../core/index.ts';
 import type { InMessage, MulticastListener, SocketOptions } from '../core/index.ts';
 import { familyName, NftMsg } from './constants.ts';
+import { decodeRule } from './rule.ts';
 import type { Family } from './constants.ts';
 
 /** linux/netfilter/nfnetlink.h enum nfnetlink_groups. */
@@ -26,6 +27,11 @@ export interface NftChange {
   readonly object: string | undefined;
   /** The port id of the socket whose transaction made the change (0: the kernel). */
   readonly portId: number;
+  /**
+   * A removed rule that ended in a jump: the chain it jumped to (the announcement carries the
+   * whole rule), so a watcher can tell its jump from a built-in chain being removed.
+   */
+  readonly jump?: string;
 }
 
 const KIND: ReadonlyMap<number, [NftChangeKind, boolean]> = new Map([
@@ -61,6 +67,7 @@ export function decodeNftChange(m: InMessage): NftChange | undefined {
   const [kind, added] = KIND.get(nfnlCmd(m.type)) ?? ['other', true];
   const attrs = kind === 'generation' ? undefined : new AttrSet(nf.attrs, 'nf_tables notification');
   const objAttr = ATTR_OBJECT[kind];
+  const jump = kind === 'rule' && !added ? jumpOf(m) : undefined;
   return {
     kind,
     added,
@@ -68,7 +75,20 @@ export function decodeNftChange(m: InMessage): NftChange | undefined {
     table: attrs?.str(ATTR_TABLE),
     object: objAttr === undefined ? undefined : attrs?.str(objAttr),
     portId: m.pid,
+    ...(jump !== undefined ? { jump } : {}),
   };
+}
+
+/** The chain a rule's final verdict jumps to; undefined when it does not jump or its expressions do not decode. */
+function jumpOf(m: InMessage): string | undefined {
+  try {
+    const last = decodeRule(m).rule.exprs.at(-1);
+    return last?.type === 'immediate' && 'verdict' in last && last.verdict.verdict === 'jump'
+      ? last.verdict.chain
+      : undefined;
+  } catch {
+    return undefined; // the change itself is still reported
+  }
 }
 
 export interface NftMonitorHandlers {

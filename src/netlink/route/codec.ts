@@ -218,9 +218,10 @@ export function parseIfInfo(m: InMessage): { hdr: IfInfo; attrs: AttrSet } {
 
 const macText = (b: Uint8Array): string => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join(':');
 
-/** Decodes an RTM_NEWLINK (a GETLINK reply or dump part). */
+/** Decodes an RTM_NEWLINK (a GETLINK reply or dump part), or an RTM_DELLINK announcement. */
 export function decodeLink(m: InMessage): Link {
-  if (m.type !== RTM_NEWLINK) throw new NetlinkDecodeError('link', 0, `message type ${m.type} is not RTM_NEWLINK`);
+  if (m.type !== RTM_NEWLINK && m.type !== RTM_DELLINK)
+    throw new NetlinkDecodeError('link', 0, `message type ${m.type} is not RTM_NEWLINK or RTM_DELLINK`);
   const { hdr, attrs } = parseIfInfo(m);
   const link: Link = {
     index: hdr.index,
@@ -240,9 +241,10 @@ export function decodeLink(m: InMessage): Link {
   return link;
 }
 
-/** Decodes an RTM_NEWADDR (a GETADDR dump part). */
+/** Decodes an RTM_NEWADDR (a GETADDR dump part), or an RTM_DELADDR announcement. */
 export function decodeAddr(m: InMessage): Addr {
-  if (m.type !== RTM_NEWADDR) throw new NetlinkDecodeError('address', 0, `message type ${m.type} is not RTM_NEWADDR`);
+  if (m.type !== RTM_NEWADDR && m.type !== RTM_DELADDR)
+    throw new NetlinkDecodeError('address', 0, `message type ${m.type} is not RTM_NEWADDR or RTM_DELADDR`);
   const p = m.payload;
   if (p.length < IFADDRMSG_LEN)
     throw new NetlinkDecodeError('ifaddrmsg', 0, `payload of ${p.length} bytes is shorter than ifaddrmsg`);

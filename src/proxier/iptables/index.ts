@@ -28,5 +28,3 @@ export { IptablesProxier, IPTABLES_RECV_BYTES, isOurs, ROUTE_LOCALNET } from './
 export type { IptablesProxierOptions, SysctlWriter as IptablesSysctl } from './proxier.ts';
 export { iptablesNftCodec } from '../xtables/codec.ts';
 export { removeAll as removeIptablesObjects } from '../xtables/remove.ts';
-export { IptDriftWatch } from './drift-watch.ts';
-export type { DriftTarget, IptDriftWatchOptions } from './drift-watch.ts';

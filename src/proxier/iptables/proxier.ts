@@ -17,7 +17,7 @@ import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
 import { SyncFailedError } from '../types.ts';
 import type { CanaryProbe } from './canary.ts';
-import type { DriftTarget } from './drift-watch.ts';
+import type { DriftTarget } from '../drift/chain-watch.ts';
 import { describeIptPort } from './describe.ts';
 import type { IptContext } from './types.ts';
 import { canaryPresent } from './canary.ts';
@@ -113,7 +113,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
   private readonly sender: BatchSender;
   /** The port context of the last successful sync (describe() makes its units again). */
   private lastCtx: IptContext | undefined;
-  /** Service-port chains someone else changed since the last full sync began (drift-watch.ts). */
+  /** Service-port chains someone else changed since the last full sync began (../drift/chain-watch.ts). */
   private tainted = new Set<string>();
   /** Drift of anything (a chain of ours deleted, announcements lost), perhaps while a sync runs. */
   private distrust = false;
@@ -175,18 +175,19 @@ export class IptablesProxier implements Proxier, DriftTarget {
 
   /**
    * Someone else changed a rule of `chain` in `table`, deleted the chain (`what`), or anything
-   * (no chain) (drift-watch.ts). A service-port chain is refilled by the next full sync; the
-   * fixed and shared chains are listed and compared by every full sync anyway. A chain of ours
-   * deleted, or announcements lost: nothing committed is trusted any more. True when it
-   * concerns us (then a full sync is due).
+   * (no chain) (../drift/chain-watch.ts). A service-port chain is refilled by the next full sync; the
+   * fixed and shared chains (our jumps in the built-in ones: `jump`, where a removed rule
+   * jumped) are listed and compared by every full sync anyway. A chain of ours deleted, or
+   * announcements lost: nothing committed is trusted any more. True when it concerns us (then
+   * a full sync is due).
    */
-  drifted(table?: IptTable, chain?: string, what: 'rule' | 'chain' = 'rule'): boolean {
+  drifted(table?: IptTable, chain?: string, what: 'rule' | 'chain' = 'rule', jump?: string): boolean {
     if (!this.state) return false;
     if (table === undefined || chain === undefined || (what === 'chain' && isOurs(table, chain))) {
       this.trusted = false;
       this.distrust = true;
     } else if (!isOurs(table, chain)) {
-      return false;
+      if (jump === undefined || !isOurs(table, jump)) return false;
     } else if (isServicePortChain(chain)) {
       this.tainted.add(chainId(table, chain));
     }

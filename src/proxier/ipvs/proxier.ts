@@ -33,9 +33,11 @@ import {
 } from '../../netlink/ipvs/index.ts';
 import type { IpvsAddrKey, IpvsClient, IpvsOp } from '../../netlink/ipvs/index.ts';
 import { isNoSuchLink } from '../../netlink/route/index.ts';
-import type { RouteClient } from '../../netlink/route/index.ts';
+import type { RouteChange, RouteClient } from '../../netlink/route/index.ts';
+import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
 import { describeIpvsPort, ipvsTrafficCounters } from './describe.ts';
+import { companionChainDrifted, dummyLinkDrift } from './drift.ts';
 import { applyTouched } from './apply.ts';
 import type { ApplyContext } from './apply.ts';
 import { GracefulQueue, gracefulVerdict } from './graceful.ts';
@@ -394,6 +396,21 @@ export class IpvsProxier implements Proxier {
       this.lastRules = undefined;
       this.fail('write companion rules', e);
     }
+  }
+
+  /**
+   * The drift watch (drift/chain-watch.ts): whether a change someone else made to `chain` of
+   * `table` (undefined: the table or anything; `jump`: where a removed rule jumped) concerns our
+   * companion rules (drift.ts).
+   */
+  drifted(table?: IptTable, chain?: string, _what?: 'rule' | 'chain', jump?: string): boolean {
+    return companionChainDrifted(this.lastRules !== undefined, table, chain, jump);
+  }
+
+  /** The link drift watch (drift/link-watch.ts): what a removal by someone else undid of kube-ipvs0 (drift.ts). */
+  linkDrifted(c?: RouteChange): string | undefined {
+    const linkIndex = typeof this.link === 'number' ? this.link : undefined;
+    return dummyLinkDrift({ linkIndex, wants: (a) => this.index.addrs.has(a) }, c);
   }
 
   /** Every key of the index and the mirror: what a full sync compares. */

@@ -42,7 +42,7 @@ export interface FullPlanInput {
   readonly trusted?: WriterState;
   /** Chains taken as present though the kernel state does not list them (a light read). */
   readonly assumePresent?: (table: IptTable, chain: string) => boolean;
-  /** Chains someone else changed since the last sync (drift-watch.ts): refilled even when trusted. */
+  /** Chains someone else changed since the last sync (../drift/chain-watch.ts): refilled even when trusted. */
   readonly tainted?: (table: IptTable, chain: string) => boolean;
 }
 

@@ -7,7 +7,8 @@ import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../src/netlink/nftables/iptables/rule.ts';
 import { RouteClient } from '../../../src/netlink/route/index.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
-import { IptDriftWatch, IptablesProxier, iptablesNftCodec } from '../../../src/proxier/iptables/index.ts';
+import { IptablesProxier, iptablesNftCodec } from '../../../src/proxier/iptables/index.ts';
+import { ChainDriftWatch } from '../../../src/proxier/drift/chain-watch.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { ObjectFeed } from './object-feed.ts';
 import { ProcSysctl } from '../../../src/daemon/sysctl.ts';
@@ -17,7 +18,7 @@ let tracker: ChangeTracker | undefined;
 let proxier: IptablesProxier | undefined;
 let conn: ReturnType<typeof connect> | undefined;
 let routeConn: ReturnType<typeof connect> | undefined;
-let watcher: IptDriftWatch | undefined;
+let watcher: ChainDriftWatch | undefined;
 let syncing = false;
 const objects = new ObjectFeed();
 const logs = memoryLogger();
@@ -31,7 +32,7 @@ export interface StartOptions extends Partial<ModelOptions> {
   localhostNodePorts?: boolean;
   /** Poll the canary chains this often (real clock); off when absent. */
   canaryIntervalMs?: number;
-  /** Listen to nf_tables announcements (drift-watch.ts): a change to our chains by someone else asks for a sync. */
+  /** Listen to nf_tables announcements (chain-watch.ts): a change to our chains by someone else asks for a sync. */
   watchDrift?: boolean;
 }
 
@@ -83,7 +84,7 @@ export function start(opts: StartOptions = {}): void {
   };
   proxier.watch(resync);
   if (watchDrift)
-    watcher = new IptDriftWatch({
+    watcher = new ChainDriftWatch({
       targets: new Map([[nftFamily, proxier]]),
       ownPorts: new Set([opened.port]),
       onDrift: resync,

@@ -5,8 +5,8 @@ import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
 import type { NftChange, NftMonitorHandlers } from '../../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../../src/netlink/nftables/iptables/rule.ts';
-import { IptDriftWatch } from '../../../../src/proxier/iptables/drift-watch.ts';
-import type { DriftTarget } from '../../../../src/proxier/iptables/drift-watch.ts';
+import { ChainDriftWatch } from '../../../../src/proxier/drift/chain-watch.ts';
+import type { DriftTarget } from '../../../../src/proxier/drift/chain-watch.ts';
 
 function setup() {
   let h!: NftMonitorHandlers;
@@ -15,12 +15,12 @@ function setup() {
   const told: string[] = [];
   const drifts: string[] = [];
   const target = (fam: string): DriftTarget => ({
-    drifted: (table?: IptTable, chain?: string, what?: string) => {
-      told.push(`${fam} ${table ?? '*'} ${chain ?? '*'} ${what ?? ''}`.trim());
-      return chain === undefined || chain.startsWith('KUBE-');
+    drifted: (table?: IptTable, chain?: string, what?: string, jump?: string) => {
+      told.push(`${fam} ${table ?? '*'} ${chain ?? '*'} ${what ?? ''}${jump ? ` -j ${jump}` : ''}`.trim());
+      return chain === undefined || chain.startsWith('KUBE-') || !!jump?.startsWith('KUBE-');
     },
   });
-  new IptDriftWatch({
+  new ChainDriftWatch({
     targets: new Map([
       ['ip', target('ip')],
       ['ip6', target('ip6')],
@@ -56,6 +56,14 @@ test('a rule of one of our chains changed by someone else is told to its family 
   t.is(s.drifts.length, 3);
 });
 
+test('a removed rule of a built-in chain is told with its jump; ours asks for a repair, others do not', (t) => {
+  const s = setup();
+  s.change({ object: 'PREROUTING', jump: 'KUBE-SERVICES' });
+  s.change({ object: 'PREROUTING', jump: 'DOCKER' });
+  t.deepEqual(s.told, ['ip nat PREROUTING rule -j KUBE-SERVICES', 'ip nat PREROUTING rule -j DOCKER']);
+  t.deepEqual(s.drifts, ['removed rule ip nat PREROUTING (-j KUBE-SERVICES)']);
+});
+
 test('our own changes, other tables, a chain added and a chain not ours ask for nothing', (t) => {
   const s = setup();
   s.change({ portId: 111 });
@@ -87,7 +95,7 @@ test('a table deleted, or announcements lost outside our syncs, mark everything'
 test('paused while our full syncs run: the socket is closed, and opened again after as many resumes', (t) => {
   let opened = 0;
   let open = 0;
-  const w = new IptDriftWatch({
+  const w = new ChainDriftWatch({
     targets: new Map(),
     ownPorts: new Set(),
     onDrift: () => {},
