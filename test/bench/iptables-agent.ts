@@ -199,3 +199,30 @@ export function restoreTexts(size: number, changes: number): { full: string; cha
   }
   return { full, changes: out };
 }
+
+/**
+ * For iptables-heap.ts: after a full GC (the agent runs with --expose-gc), the process's RSS
+ * and V8's heap, so that dropping one part (drop()) and measuring again gives what it retains.
+ */
+export function heapAfterGc(): { rss: number; heapUsed: number; heapTotal: number; external: number } {
+  (globalThis as { gc?: () => void }).gc?.();
+  const m = process.memoryUsage();
+  return { rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external };
+}
+
+/** Lets one part go (its retained memory is then the drop in heapAfterGc()). */
+export function drop(part: 'inputs' | 'tracker' | 'proxier'): void {
+  if (part === 'inputs') [services, slices] = [[], []];
+  else if (part === 'tracker') tracker = undefined;
+  else proxier = undefined;
+}
+
+export async function writeSnapshot(dir: string): Promise<string> {
+  const { writeHeapSnapshot } = await import('node:v8');
+  return writeHeapSnapshot(`${dir}/agent.heapsnapshot`);
+}
+
+export async function smaps(): Promise<string> {
+  const { readFile } = await import('node:fs/promises');
+  return readFile('/proc/self/smaps', 'utf8');
+}
