@@ -157,7 +157,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
     try {
       report = full
         ? await this.fullSync(desired, signal, wasTrusted)
-        : await this.partialSync(desired, change, signal);
+        : await this.partialSync(desired, change, ctx, signal);
     } catch (e) {
       this.tally.fail();
       throw new SyncFailedError(e, !full, this.tally.commitFailed);
@@ -318,10 +318,15 @@ export class IptablesProxier implements Proxier, DriftTarget {
     })();
   }
 
-  private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+  /** `ctx`: portContext(desired), as sync() made it (it counts every endpoint: made once). */
+  private async partialSync(
+    desired: DesiredState,
+    change: ChangeSet,
+    ctx: IptContext,
+    signal: AbortSignal,
+  ): Promise<SyncReport> {
     const t0 = this.now();
     const changed = new Map<string, Unit | undefined>();
-    const ctx = portContext(desired, this.o);
     for (const id of change.services) {
       const info = desired.services.get(id);
       changed.set(
