@@ -231,7 +231,7 @@ export async function smaps(): Promise<string> {
 }
 
 export interface CommitProbe {
-  kind: 'counter only' | 'ACCEPT' | 'jump' | 'DNAT';
+  kind: 'address match' | 'counter only' | 'ACCEPT' | 'jump' | 'DNAT';
   wallMs: number[];
   systemMs: number[];
 }
@@ -239,9 +239,10 @@ export interface CommitProbe {
 /**
  * What one nf_tables commit costs the kernel with the agent's ruleset loaded (or none): one
  * batch adding one rule to a scratch chain no rule jumps to, `reps` times per kind of rule —
- * counting only (no verdict), ACCEPT, jumping to KUBE-MARK-MASQ (when present; else to a second
- * scratch chain), and a DNAT target (as iptables-nft sends it). System CPU of this process is
- * the kernel's work: nf_tables runs the batch in the sender's sendmsg.
+ * an address match only, `-p tcp` counting only (no verdict), ACCEPT, jumping to
+ * KUBE-MARK-MASQ (when present; else to a second scratch chain), and a DNAT target (as
+ * iptables-nft sends it). System CPU of this process is the kernel's work: nf_tables runs the
+ * batch in the sender's sendmsg.
  */
 export async function commitProbe(reps: number): Promise<CommitProbe[]> {
   const c = conn ?? connect(Protocol.NETFILTER, { timeoutMs: 600_000, recvMessageBytes: IPTABLES_RECV_BYTES });
@@ -262,13 +263,17 @@ export async function commitProbe(reps: number): Promise<CommitProbe[]> {
     tx.add({ kind: 'chain', name: probe });
     tx.add({ kind: 'chain', name: other });
   });
-  const rule = (target: IptRule['target']): IptRule => ({
+  const tcp: IptRule['matches'] = [{ m: 'proto', proto: 'tcp' }];
+  const rule = (target: IptRule['target'], matches = tcp): IptRule => ({
     table: 'nat',
     chain: probe,
-    matches: [{ m: 'proto', proto: 'tcp' }],
+    matches,
     target,
   });
   const kinds: [CommitProbe['kind'], IptRule][] = [
+    // Payload, compare and counter only: no expression the kernel validates (the others
+    // have one: -p is a meta expression, a verdict an immediate one, DNAT an xt target).
+    ['address match', rule({ t: 'none' }, [{ m: 'dst', cidr: '10.9.9.9' }])],
     ['counter only', rule({ t: 'none' })],
     ['ACCEPT', rule({ t: 'ACCEPT' })],
     ['jump', rule({ t: 'jump', chain: jumpTo })],
