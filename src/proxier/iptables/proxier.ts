@@ -313,7 +313,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
         const was = last.get(id);
         const unchanged = sameContext && was !== undefined && was.info === info && was.sel === sel;
         tally.keep(id);
-        yield { id, unchanged, unit: () => tally.unit(id, unitOf(servicePortRules(info, sel, gctx))) };
+        yield { id, unchanged, unit: unitMaker(tally, id, info, sel, gctx) };
       }
     })();
   }
@@ -417,6 +417,21 @@ export class IptablesProxier implements Proxier, DriftTarget {
     this.state = undefined;
     this.needFull = true;
   }
+}
+
+/**
+ * Makes a service port's unit. A function of its own: the full sync's state keeps this closure
+ * (for its lazy digests) until the port changes, and one made inside unitSources would keep that
+ * sync's whole DesiredState and both its inputs maps alive with it (V8 keeps one context per scope).
+ */
+function unitMaker(
+  tally: SyncTally,
+  id: string,
+  info: ServicePortInfo,
+  sel: EndpointSelection | undefined,
+  gctx: ReturnType<typeof globalContext>,
+): () => Unit {
+  return () => tally.unit(id, unitOf(servicePortRules(info, sel, gctx)));
 }
 
 interface PortInputs {
