@@ -10,7 +10,7 @@ import { ChangeTracker } from '../../src/model/index.ts';
 import { connect, Protocol } from '../../src/netlink/core/index.ts';
 import type { SocketOptions } from '../../src/netlink/core/index.ts';
 import { NftClient } from '../../src/netlink/nftables/index.ts';
-import type { IptTable } from '../../src/netlink/nftables/iptables/rule.ts';
+import type { IptRule, IptTable } from '../../src/netlink/nftables/iptables/rule.ts';
 import { rulesetToSave } from '../../src/netlink/nftables/iptables/save.ts';
 import {
   assembleRuleset,
@@ -128,11 +128,13 @@ export async function change(r: number): Promise<SyncTiming> {
   const added = [...(extra.get(i) ?? []), extraIP(r)];
   extra.set(i, added);
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   tracker!.onEndpointSlice(endpointSlice(i, added, ++rv), false);
   const { desired, change: cs } = tracker!.checkout();
   const t1 = performance.now();
   const rep = await proxier!.sync(desired, cs, new AbortController().signal);
   if (rep.full) throw new Error('a one-endpoint change ran a full sync');
+  const cpu = process.cpuUsage(cpu0);
   return {
     totalMs: performance.now() - t0,
     modelMs: t1 - t0,
@@ -141,6 +143,7 @@ export async function change(r: number): Promise<SyncTiming> {
     batches: rep.batches ?? 0,
     longestBatchMs: rep.longestBatchMs ?? 0,
     full: false,
+    cpu: { userMs: cpu.user / 1000, systemMs: cpu.system / 1000 },
   };
 }
 
@@ -198,4 +201,110 @@ export function restoreTexts(size: number, changes: number): { full: string; cha
     out.push(rulesetToSave(part));
   }
   return { full, changes: out };
+}
+
+/**
+ * For iptables-heap.ts: after a full GC (the agent runs with --expose-gc), the process's RSS
+ * and V8's heap, so that dropping one part (drop()) and measuring again gives what it retains.
+ */
+export function heapAfterGc(): { rss: number; heapUsed: number; heapTotal: number; external: number } {
+  (globalThis as { gc?: () => void }).gc?.();
+  const m = process.memoryUsage();
+  return { rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external };
+}
+
+/** Lets one part go (its retained memory is then the drop in heapAfterGc()). */
+export function drop(part: 'inputs' | 'tracker' | 'proxier'): void {
+  if (part === 'inputs') [services, slices] = [[], []];
+  else if (part === 'tracker') tracker = undefined;
+  else proxier = undefined;
+}
+
+export async function writeSnapshot(dir: string): Promise<string> {
+  const { writeHeapSnapshot } = await import('node:v8');
+  return writeHeapSnapshot(`${dir}/agent.heapsnapshot`);
+}
+
+export async function smaps(): Promise<string> {
+  const { readFile } = await import('node:fs/promises');
+  return readFile('/proc/self/smaps', 'utf8');
+}
+
+export interface CommitProbe {
+  kind: 'address match' | 'counter only' | 'ACCEPT' | 'jump' | 'DNAT';
+  wallMs: number[];
+  systemMs: number[];
+}
+
+/**
+ * What one nf_tables commit costs the kernel with the agent's ruleset loaded (or none): one
+ * batch adding one rule to a scratch chain no rule jumps to, `reps` times per kind of rule —
+ * an address match only, `-p tcp` counting only (no verdict), ACCEPT, jumping to
+ * KUBE-MARK-MASQ (when present; else to a second scratch chain), and a DNAT target (as
+ * iptables-nft sends it). System CPU of this process is the kernel's work: nf_tables runs the
+ * batch in the sender's sendmsg.
+ */
+export async function commitProbe(reps: number): Promise<CommitProbe[]> {
+  const c = conn ?? connect(Protocol.NETFILTER, { timeoutMs: 600_000, recvMessageBytes: IPTABLES_RECV_BYTES });
+  const nat = new NftClient({ family: 'ip', table: 'nat', transport: c });
+  const codec = iptablesNftCodec('IPv4');
+  const run = async (f: (tx: ReturnType<NftClient['newTransaction']>) => void): Promise<void> => {
+    const tx = nat.newTransaction();
+    f(tx);
+    if (tx.error) throw tx.error;
+    await nat.runMessages(nat.encode(tx));
+  };
+  const probe = 'KUBE-PROBE-COMMIT';
+  const other = 'KUBE-PROBE-TARGET';
+  const chains = new Set((await nat.listChains().catch(() => [])).map((x) => x.name));
+  const jumpTo = chains.has(Chain.MARK_MASQ) ? Chain.MARK_MASQ : other;
+  await run((tx) => {
+    tx.add({ kind: 'table' });
+    tx.add({ kind: 'chain', name: probe });
+    tx.add({ kind: 'chain', name: other });
+  });
+  const tcp: IptRule['matches'] = [{ m: 'proto', proto: 'tcp' }];
+  const rule = (target: IptRule['target'], matches = tcp): IptRule => ({
+    table: 'nat',
+    chain: probe,
+    matches,
+    target,
+  });
+  const kinds: [CommitProbe['kind'], IptRule][] = [
+    // Payload, compare and counter only: no expression the kernel validates (the others
+    // have one: -p is a meta expression, a verdict an immediate one, DNAT an xt target).
+    ['address match', rule({ t: 'none' }, [{ m: 'dst', cidr: '10.9.9.9' }])],
+    ['counter only', rule({ t: 'none' })],
+    ['ACCEPT', rule({ t: 'ACCEPT' })],
+    ['jump', rule({ t: 'jump', chain: jumpTo })],
+    ['DNAT', rule({ t: 'DNAT', addr: '10.1.2.3', port: 80 })],
+  ];
+  const out: CommitProbe[] = [];
+  try {
+    for (const [kind, r] of kinds) {
+      const p: CommitProbe = { kind, wallMs: [], systemMs: [] };
+      const nft = codec.encode(r);
+      for (let i = 0; i < reps; i++) {
+        const cpu0 = process.cpuUsage();
+        const t0 = performance.now();
+        await run((tx) => tx.add(nft));
+        p.wallMs.push(performance.now() - t0);
+        p.systemMs.push(process.cpuUsage(cpu0).system / 1000);
+      }
+      out.push(p);
+      await run((tx) => tx.flush({ kind: 'chain', name: probe }));
+    }
+  } finally {
+    await run((tx) => {
+      tx.flush({ kind: 'chain', name: probe });
+      tx.delete({ kind: 'chain', name: probe });
+      tx.delete({ kind: 'chain', name: other });
+    });
+    if (c !== conn) c.close();
+  }
+  return out;
+}
+
+export function pid(): number {
+  return process.pid;
 }

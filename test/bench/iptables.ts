@@ -18,7 +18,7 @@
 import { performance } from 'node:perf_hooks';
 import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import { Netns } from '../helpers/netns.ts';
-import type { SyncTiming } from './iptables-agent.ts';
+import type { CommitProbe, SyncTiming } from './iptables-agent.ts';
 import { restoreTexts } from './iptables-agent.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, formatMs, formatRatio, median } from './stats.ts';
@@ -42,6 +42,9 @@ interface SizeResult {
   changes: SyncTiming[];
   rssMiB: number;
   maxRssMiB: number;
+  /** V8's heap in use after a full GC (the live JS objects), MiB. */
+  liveHeapMiB: number;
+  probes: CommitProbe[];
   textBytes: number;
   nftFull: number;
   nftChanges: number[];
@@ -61,9 +64,9 @@ async function restore(ns: Netns, tool: string, text: string, noflush: boolean):
 
 async function measureSize(n: number, cfg: Config, log: (s: string) => void): Promise<SizeResult> {
   const node = await Netns.create('iptb-ours');
-  let ours: Pick<SizeResult, 'cold' | 'resync' | 'changes' | 'rssMiB' | 'maxRssMiB'>;
+  let ours: Pick<SizeResult, 'cold' | 'resync' | 'changes' | 'rssMiB' | 'maxRssMiB' | 'liveHeapMiB' | 'probes'>;
   try {
-    const a = await node.agent(DAEMON_V8_OPTIONS);
+    const a = await node.agent([...DAEMON_V8_OPTIONS, '--expose-gc']);
     await a.call(AGENT, 'start', n);
     const cold = await a.call<SyncTiming>(AGENT, 'fullSync');
     log(`iptables: ${n} Services, ours cold full sync ${formatMs(cold.totalMs)} (${cold.batches} batches)`);
@@ -71,7 +74,18 @@ async function measureSize(n: number, cfg: Config, log: (s: string) => void): Pr
     const changes: SyncTiming[] = [];
     for (let r = 0; r < cfg.changes; r++) changes.push(await a.call<SyncTiming>(AGENT, 'change', r));
     const mem = await a.call<{ rssBytes: number; maxRssBytes: number }>(AGENT, 'memory');
-    ours = { cold, resync, changes, rssMiB: mem.rssBytes / MiB, maxRssMiB: mem.maxRssBytes / MiB };
+    const live = await a.call<{ heapUsed: number }>(AGENT, 'heapAfterGc');
+    // What one commit costs the kernel with this ruleset loaded, whatever we send in it.
+    const probes = await a.call<CommitProbe[]>(AGENT, 'commitProbe', 5);
+    ours = {
+      cold,
+      resync,
+      changes,
+      rssMiB: mem.rssBytes / MiB,
+      maxRssMiB: mem.maxRssBytes / MiB,
+      liveHeapMiB: live.heapUsed / MiB,
+      probes,
+    };
     await a.call(AGENT, 'stop');
   } finally {
     await node.destroy();
@@ -109,6 +123,23 @@ async function measureSize(n: number, cfg: Config, log: (s: string) => void): Pr
     legacyChanges,
     legacyError,
   };
+}
+
+/** Where a one-endpoint change goes: ours (model, plan and encoding, the rest of sync()) vs the kernel round trip. */
+function changeSplit(r: SizeResult): string {
+  const m = (f: (c: SyncTiming) => number): number => median(r.changes.map(f));
+  const total = m((c) => c.totalMs);
+  const kernel = m((c) => c.kernelMs);
+  const ours = m((c) => c.totalMs - c.kernelMs);
+  const probe = r.probes
+    .map((p) => `${p.kind} ${formatMs(median(p.systemMs))} (wall ${formatMs(median(p.wallMs))})`)
+    .join(', ');
+  return (
+    `${formatCount(r.n)}, one endpoint added (medians of ${r.changes.length}): ${formatMs(total)} = ours ` +
+    `${formatMs(ours)} (plan and encoding ${formatMs(m((c) => c.planMs))}) + kernel round trip ${formatMs(kernel)} ` +
+    `(${((100 * kernel) / total).toFixed(0)} %; ${m((c) => c.batches)} batch, system CPU ${formatMs(m((c) => c.cpu?.systemMs ?? 0))}, ` +
+    `user CPU ${formatMs(m((c) => c.cpu?.userMs ?? 0))}); one commit adding one rule to an idle chain, system CPU: ${probe}`
+  );
 }
 
 function sections(results: SizeResult[]): Section[] {
@@ -176,8 +207,9 @@ function sections(results: SizeResult[]): Section[] {
       notes: [
         ...results.map(
           (r) =>
-            `${formatCount(r.n)}: ours ${r.cold.batches} batches (longest ${formatMs(r.cold.longestBatchMs)}), plan ${formatMs(r.cold.planMs)}, kernel ${formatMs(r.cold.kernelMs)}; agent RSS ${r.rssMiB.toFixed(0)} MiB (peak ${r.maxRssMiB.toFixed(0)} MiB); ruleset text ${(r.textBytes / MiB).toFixed(1)} MiB`,
+            `${formatCount(r.n)}: ours ${r.cold.batches} batches (longest ${formatMs(r.cold.longestBatchMs)}), plan ${formatMs(r.cold.planMs)}, kernel ${formatMs(r.cold.kernelMs)}; agent RSS ${r.rssMiB.toFixed(0)} MiB (peak ${r.maxRssMiB.toFixed(0)} MiB, live JS heap after GC ${r.liveHeapMiB.toFixed(0)} MiB); ruleset text ${(r.textBytes / MiB).toFixed(1)} MiB`,
         ),
+        ...results.map((r) => changeSplit(r)),
         ...results
           .filter((r) => r.legacyError)
           .map((r) => `${formatCount(r.n)}: iptables-legacy-restore failed: ${r.legacyError}`),

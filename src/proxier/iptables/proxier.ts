@@ -157,7 +157,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
     try {
       report = full
         ? await this.fullSync(desired, signal, wasTrusted)
-        : await this.partialSync(desired, change, signal);
+        : await this.partialSync(desired, change, ctx, signal);
     } catch (e) {
       this.tally.fail();
       throw new SyncFailedError(e, !full, this.tally.commitFailed);
@@ -314,15 +314,20 @@ export class IptablesProxier implements Proxier, DriftTarget {
         const was = last.get(id);
         const unchanged = sameContext && was !== undefined && was.info === info && was.sel === sel;
         tally.keep(id);
-        yield { id, unchanged, unit: () => tally.unit(id, unitOf(servicePortRules(info, sel, gctx))) };
+        yield { id, unchanged, unit: unitMaker(tally, id, info, sel, gctx) };
       }
     })();
   }
 
-  private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+  /** `ctx`: portContext(desired), as sync() made it (it counts every endpoint: made once). */
+  private async partialSync(
+    desired: DesiredState,
+    change: ChangeSet,
+    ctx: IptContext,
+    signal: AbortSignal,
+  ): Promise<SyncReport> {
     const t0 = this.now();
     const changed = new Map<string, Unit | undefined>();
-    const ctx = portContext(desired, this.o);
     for (const id of change.services) {
       const info = desired.services.get(id);
       changed.set(
@@ -413,6 +418,21 @@ export class IptablesProxier implements Proxier, DriftTarget {
     this.state = undefined;
     this.needFull = true;
   }
+}
+
+/**
+ * Makes a service port's unit. A function of its own: the full sync's state keeps this closure
+ * (for its lazy digests) until the port changes, and one made inside unitSources would keep that
+ * sync's whole DesiredState and both its inputs maps alive with it (V8 keeps one context per scope).
+ */
+function unitMaker(
+  tally: SyncTally,
+  id: string,
+  info: ServicePortInfo,
+  sel: EndpointSelection | undefined,
+  gctx: ReturnType<typeof globalContext>,
+): () => Unit {
+  return () => tally.unit(id, unitOf(servicePortRules(info, sel, gctx)));
 }
 
 interface PortInputs {

@@ -29,8 +29,8 @@ function countRules(rules: readonly IptRule[]): Counts {
   return out;
 }
 
-function addInto(into: Record<string, number>, c: Counts): void {
-  for (const [t, n] of Object.entries(c)) into[t] = (into[t] ?? 0) + n;
+function addInto(into: Record<string, number>, c: Counts, sign = 1): void {
+  for (const [t, n] of Object.entries(c)) into[t] = (into[t] ?? 0) + sign * n;
 }
 
 function zeroes(): Record<string, number> {
@@ -41,6 +41,11 @@ export class SyncTally {
   private skeletonCounts: Counts = {};
   /** Per service port: its rules by table, as last made. */
   private units = new Map<string, Counts>();
+  /**
+   * The sum of `units`, kept as they change: a partial sync touches a few service ports and
+   * must not walk all of them (10,000 at a time) to report the totals.
+   */
+  private unitTotal: Record<string, number> = {};
   private next: Map<string, Counts> | undefined;
   private written: Record<string, number> = zeroes();
   private failedCommit = false;
@@ -60,7 +65,13 @@ export class SyncTally {
   /** A service port's unit as made for this sync (returned, to wrap the maker). */
   unit(id: string, unit: Unit): Unit {
     const c = countRules(unit.rules);
-    (this.next ?? this.units).set(id, c);
+    if (this.next) {
+      this.next.set(id, c);
+      return unit;
+    }
+    this.drop(id);
+    this.units.set(id, c);
+    addInto(this.unitTotal, c);
     return unit;
   }
 
@@ -72,6 +83,8 @@ export class SyncTally {
 
   /** A service port removed by a partial sync. */
   drop(id: string): undefined {
+    const had = this.units.get(id);
+    if (had) addInto(this.unitTotal, had, -1);
     this.units.delete(id);
     return undefined;
   }
@@ -107,11 +120,15 @@ export class SyncTally {
 
   /** The sync succeeded: its counts. */
   commit(): IptablesSyncCounts {
-    if (this.next) this.units = this.next;
+    if (this.next) {
+      this.units = this.next;
+      this.unitTotal = {};
+      for (const c of this.units.values()) addInto(this.unitTotal, c);
+    }
     this.next = undefined;
     const total = zeroes();
     addInto(total, this.skeletonCounts);
-    for (const c of this.units.values()) addInto(total, c);
+    addInto(total, this.unitTotal);
     for (const t of Object.keys(total)) if (!REPORTED.includes(t as IptTable) && total[t] === 0) delete total[t];
     return { total, written: { ...this.written } };
   }

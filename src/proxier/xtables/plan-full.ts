@@ -21,7 +21,7 @@ import {
   rulesByChain,
   SHARED_PER_GROUP,
 } from './plan-common.ts';
-import type { SharedEntry, UnitState, WriterState } from './state.ts';
+import type { ChainDigests, SharedEntry, UnitState, WriterState } from './state.ts';
 import { contentDigest, lazyDigests } from './state.ts';
 import type { ChainRef, DesiredRuleset, Unit } from './units.ts';
 import { BUILTIN_CHAINS, chainId, leavesFirst } from './units.ts';
@@ -284,7 +284,7 @@ function writeUnit(plan: Plan, unit: Unit, remake: () => Unit, enc: Encoder, ctx
       refill(plan, c, want, true);
     }
   }
-  const content = lazyDigests(() => unitDigests(remake()));
+  const content = digestsLater(remake);
   const shared: SharedEntry[] = [];
   let inGroup = SHARED_PER_GROUP;
   for (const r of rules) {
@@ -308,6 +308,15 @@ function writeUnit(plan: Plan, unit: Unit, remake: () => Unit, enc: Encoder, ctx
     inGroup++;
   }
   return { chains: unit.chains, content, shared };
+}
+
+/**
+ * The unit's digests, made when first asked for. A function of its own: a closure made in
+ * writeUnit would share its scope's context with the closures there that use the encoded rules
+ * (V8 keeps one context per scope), and every committed unit would keep its rules alive.
+ */
+function digestsLater(remake: () => Unit): ChainDigests {
+  return lazyDigests(() => unitDigests(remake()));
 }
 
 function deleteAll(plan: Plan, c: ChainRef, handles: readonly bigint[]): void {
