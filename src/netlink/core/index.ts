@@ -10,8 +10,8 @@ export * from './genl.ts';
 export type { RawSocket, SocketFailure, SocketOptions } from './raw-socket.ts';
 export { openRawSocket } from './raw-socket.ts';
 export { FakeKernel } from './fake-kernel.ts';
-export { listenMulticast } from './multicast.ts';
-export type { MulticastHandlers, MulticastListener } from './multicast.ts';
+export { listenChanges, listenMulticast } from './multicast.ts';
+export type { ChangeHandlers, MulticastHandlers, MulticastListener } from './multicast.ts';
 
 import { NetlinkConnection } from './connection.ts';
 import type { ConnectionOptions } from './connection.ts';

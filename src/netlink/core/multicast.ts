@@ -70,3 +70,49 @@ export function listenMulticast(
     },
   };
 }
+
+/** What a monitor of one kind of kernel object hands its owner: decoded changes. */
+export interface ChangeHandlers<C> {
+  /**
+   * Announcements of changes made through this port are passed over undecoded (our own large
+   * syncs announce every object they write).
+   */
+  skip?(portId: number): boolean;
+  onChange(c: C): void;
+  /** Announcements were lost: anything may have changed. */
+  onOverflow(): void;
+  onError(e: Error): void;
+}
+
+/**
+ * listenMulticast with each message decoded by `decode` (undefined: not a change the monitor
+ * reports); a message that does not decode is reported to onError and the rest go on.
+ */
+export function listenChanges<C>(
+  protocol: number,
+  groups: readonly number[],
+  decode: (m: InMessage) => C | undefined,
+  h: ChangeHandlers<C>,
+  opts: SocketOptions = {},
+): MulticastListener {
+  return listenMulticast(
+    protocol,
+    groups,
+    {
+      onMessage(m) {
+        if (h.skip?.(m.pid)) return;
+        let c: C | undefined;
+        try {
+          c = decode(m);
+        } catch (e) {
+          h.onError(asError(e));
+          return;
+        }
+        if (c) h.onChange(c);
+      },
+      onOverflow: () => h.onOverflow(),
+      onError: (e) => h.onError(e),
+    },
+    opts,
+  );
+}

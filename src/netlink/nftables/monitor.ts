@@ -4,9 +4,8 @@
 // nlmsghdr carries the port id of the socket that made the change (0 for the kernel itself),
 // which tells our own changes from everyone else's.
 
-import { asError } from '../../base/errors.ts';
-import { AttrSet, listenMulticast, nfnlCmd, nfnlSubsys, NfnlSubsys, Protocol, splitNfPayload } from '../core/index.ts';
-import type { InMessage, MulticastListener, SocketOptions } from '../core/index.ts';
+import { AttrSet, listenChanges, nfnlCmd, nfnlSubsys, NfnlSubsys, Protocol, splitNfPayload } from '../core/index.ts';
+import type { ChangeHandlers, InMessage, MulticastListener, SocketOptions } from '../core/index.ts';
 import { familyName, NftMsg } from './constants.ts';
 import { decodeRule } from './rule.ts';
 import type { Family } from './constants.ts';
@@ -91,38 +90,9 @@ function jumpOf(m: InMessage): string | undefined {
   }
 }
 
-export interface NftMonitorHandlers {
-  /**
-   * Announcements of changes made through this port are passed over undecoded (our own
-   * large syncs announce every element they write).
-   */
-  skip?(portId: number): boolean;
-  onChange(c: NftChange): void;
-  /** Announcements were lost: anything may have changed. */
-  onOverflow(): void;
-  onError(e: Error): void;
-}
+export type NftMonitorHandlers = ChangeHandlers<NftChange>;
 
 /** Listens to nf_tables announcements in this namespace on a socket of its own. */
 export function monitorNftables(h: NftMonitorHandlers, opts: SocketOptions = {}): MulticastListener {
-  return listenMulticast(
-    Protocol.NETFILTER,
-    [NFNLGRP_NFTABLES],
-    {
-      onMessage(m) {
-        if (h.skip?.(m.pid)) return;
-        let c: NftChange | undefined;
-        try {
-          c = decodeNftChange(m);
-        } catch (e) {
-          h.onError(asError(e));
-          return;
-        }
-        if (c) h.onChange(c);
-      },
-      onOverflow: () => h.onOverflow(),
-      onError: (e) => h.onError(e),
-    },
-    opts,
-  );
+  return listenChanges(Protocol.NETFILTER, [NFNLGRP_NFTABLES], decodeNftChange, h, opts);
 }

@@ -5,9 +5,8 @@
 // (addresses removed with their link) and IPv6 address changes (addrconf announces them with
 // port id 0 on 6.1) carry 0.
 
-import { asError } from '../../base/errors.ts';
-import { listenMulticast, Protocol } from '../core/index.ts';
-import type { InMessage, MulticastListener, SocketOptions } from '../core/index.ts';
+import { listenChanges, Protocol } from '../core/index.ts';
+import type { ChangeHandlers, InMessage, MulticastListener, SocketOptions } from '../core/index.ts';
 import { decodeAddr, decodeLink } from './codec.ts';
 import { RTM_DELADDR, RTM_DELLINK, RTM_NEWADDR, RTM_NEWLINK } from './constants.ts';
 
@@ -56,14 +55,7 @@ export function decodeRouteChange(m: InMessage): RouteChange | undefined {
   return undefined;
 }
 
-export interface RouteMonitorHandlers {
-  /** Announcements of changes made through this port are passed over undecoded. */
-  skip?(portId: number): boolean;
-  onChange(c: RouteChange): void;
-  /** Announcements were lost: anything may have changed. */
-  onOverflow(): void;
-  onError(e: Error): void;
-}
+export type RouteMonitorHandlers = ChangeHandlers<RouteChange>;
 
 /** Which groups to join: links, and the addresses of the families given. */
 export interface RouteMonitorOptions extends SocketOptions {
@@ -76,24 +68,5 @@ export function monitorRoute(h: RouteMonitorHandlers, opts: RouteMonitorOptions 
   const groups = [RTNLGRP_LINK];
   if (families.includes('IPv4')) groups.push(RTNLGRP_IPV4_IFADDR);
   if (families.includes('IPv6')) groups.push(RTNLGRP_IPV6_IFADDR);
-  return listenMulticast(
-    Protocol.ROUTE,
-    groups,
-    {
-      onMessage(m) {
-        if (h.skip?.(m.pid)) return;
-        let c: RouteChange | undefined;
-        try {
-          c = decodeRouteChange(m);
-        } catch (e) {
-          h.onError(asError(e));
-          return;
-        }
-        if (c) h.onChange(c);
-      },
-      onOverflow: () => h.onOverflow(),
-      onError: (e) => h.onError(e),
-    },
-    sockOpts,
-  );
+  return listenChanges(Protocol.ROUTE, groups, decodeRouteChange, h, sockOpts);
 }
