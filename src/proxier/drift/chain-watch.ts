@@ -13,12 +13,12 @@
 // plugins). Lost announcements count as drift of everything unless our own sync explains
 // them (gate.ts).
 
-import type { Logger } from '../../base/logger.ts';
 import type { MulticastListener } from '../../netlink/core/index.ts';
 import { monitorNftables } from '../../netlink/nftables/index.ts';
 import type { NftChange, NftMonitorHandlers } from '../../netlink/nftables/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import { DriftGate } from './gate.ts';
+import type { DriftWatchOptionsOf } from './gate.ts';
 
 const TABLES: ReadonlySet<string> = new Set(['nat', 'filter', 'mangle']);
 
@@ -32,19 +32,9 @@ export interface DriftTarget {
   drifted(table?: IptTable, chain?: string, what?: 'rule' | 'chain', jump?: string): boolean;
 }
 
-export interface ChainDriftWatchOptions {
+export interface ChainDriftWatchOptions extends DriftWatchOptionsOf<NftMonitorHandlers> {
   /** By nf_tables family ('ip', 'ip6'). */
   readonly targets: ReadonlyMap<string, DriftTarget>;
-  /** Port ids of the sockets our own transactions go through. */
-  readonly ownPorts: ReadonlySet<number>;
-  /** Asks for a repair sync (coalesced by the caller). */
-  readonly onDrift: (why: string) => void;
-  /** True while a sync of ours runs. */
-  readonly syncing: () => boolean;
-  readonly logger: Logger;
-  readonly now?: () => number;
-  /** The announcement source; default a socket of its own in this namespace. */
-  readonly monitor?: (h: NftMonitorHandlers) => MulticastListener;
 }
 
 export class ChainDriftWatch {

@@ -7,13 +7,15 @@
 // sync is the likely cause: then that sync and the periodic ones cover it.
 
 import type { Logger } from '../../base/logger.ts';
+import type { MulticastListener } from '../../netlink/core/index.ts';
 
 /** Announcements lost this soon after one of our own are put down to our own burst. */
 export const OWN_BURST_MS = 2_000;
 /** One log line per burst of foreign changes. */
 export const LOG_EVERY_MS = 1_000;
 
-export interface DriftGateOptions {
+/** What every drift watch is given: whose changes are ours, whom to ask for a repair. */
+export interface DriftWatchBase {
   /** Port ids of the sockets our own changes go through. */
   readonly ownPorts: ReadonlySet<number>;
   /** Asks for a repair sync (coalesced by the caller). */
@@ -23,6 +25,14 @@ export interface DriftGateOptions {
   readonly logger: Logger;
   /** Monotonic milliseconds. */
   readonly now?: () => number;
+}
+
+/** A watch's options: the base, and its announcement source (default: a socket of its own in this namespace). */
+export interface DriftWatchOptionsOf<H> extends DriftWatchBase {
+  readonly monitor?: (h: H) => MulticastListener;
+}
+
+export interface DriftGateOptions extends DriftWatchBase {
   /** The warning logged once per burst: "our nftables objects were changed by someone else; repairing now". */
   readonly warning: string;
   /** Whose announcements were lost, for the debug line: "nf_tables", "rtnetlink". */

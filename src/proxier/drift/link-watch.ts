@@ -4,11 +4,11 @@
 // kube-ipvs0, or a VIP still wanted on it; ipvs/drift.ts) asks for a repair sync at once.
 // Lost announcements count as drift unless our own sync explains them (gate.ts).
 
-import type { Logger } from '../../base/logger.ts';
 import type { MulticastListener } from '../../netlink/core/index.ts';
 import { monitorRoute } from '../../netlink/route/index.ts';
 import type { RouteChange, RouteMonitorHandlers } from '../../netlink/route/index.ts';
 import { DriftGate } from './gate.ts';
+import type { DriftWatchOptionsOf } from './gate.ts';
 
 /** What the watch asks a proxier. */
 export interface LinkDriftTarget {
@@ -20,20 +20,10 @@ export interface LinkDriftTarget {
   linkDrifted(c?: RouteChange): string | undefined;
 }
 
-export interface LinkDriftWatchOptions {
+export interface LinkDriftWatchOptions extends DriftWatchOptionsOf<RouteMonitorHandlers> {
   readonly targets: readonly LinkDriftTarget[];
   /** The address families whose announcements to join. */
   readonly families: readonly ('IPv4' | 'IPv6')[];
-  /** Port ids of the rtnetlink sockets our own changes go through. */
-  readonly ownPorts: ReadonlySet<number>;
-  /** Asks for a repair sync (coalesced by the caller). */
-  readonly onDrift: (why: string) => void;
-  /** True while a sync of ours runs. */
-  readonly syncing: () => boolean;
-  readonly logger: Logger;
-  readonly now?: () => number;
-  /** The announcement source; default a socket of its own in this namespace. */
-  readonly monitor?: (h: RouteMonitorHandlers) => MulticastListener;
 }
 
 /**

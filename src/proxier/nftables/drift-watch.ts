@@ -7,27 +7,16 @@
 // through. Lost announcements (a full receive buffer, usually during a large sync of our
 // own) count as drift unless our own sync is the likely cause (../drift/gate.ts).
 
-import type { Logger } from '../../base/logger.ts';
 import type { MulticastListener } from '../../netlink/core/index.ts';
 import { monitorNftables } from '../../netlink/nftables/index.ts';
 import type { NftChange, NftMonitorHandlers } from '../../netlink/nftables/index.ts';
 import { DriftGate } from '../drift/gate.ts';
+import type { DriftWatchOptionsOf } from '../drift/gate.ts';
 import { isAffinitySet, TABLE } from './names.ts';
 
-export interface DriftWatchOptions {
+export interface DriftWatchOptions extends DriftWatchOptionsOf<NftMonitorHandlers> {
   /** The nf_tables families we program ('ip', 'ip6'). */
   readonly families: readonly string[];
-  /** Port ids of the sockets our own transactions go through. */
-  readonly ownPorts: ReadonlySet<number>;
-  /** Asks for a full repair sync (coalesced by the caller). */
-  readonly onDrift: (why: string) => void;
-  /** True while a sync of ours runs. */
-  readonly syncing: () => boolean;
-  readonly logger: Logger;
-  /** Monotonic milliseconds. */
-  readonly now?: () => number;
-  /** The announcement source; default a socket of its own in this namespace. */
-  readonly monitor?: (h: NftMonitorHandlers) => MulticastListener;
 }
 
 export class NftDriftWatch {
