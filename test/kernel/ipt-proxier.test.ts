@@ -10,6 +10,20 @@ import type { Cluster } from '../helpers/cluster.ts';
 import { ep, slice, svc } from '../unit/model/helpers.ts';
 import { driver, MODEL, pods, proxierSemantics, tcpPort } from './proxier-semantics.ts';
 
+/** `iptables -t nat -D` of our jump from PREROUTING to KUBE-SERVICES, as an operator types it. */
+const DELETE_OUR_PREROUTING_JUMP = [
+  '-t',
+  'nat',
+  '-D',
+  'PREROUTING',
+  '-m',
+  'comment',
+  '--comment',
+  'kubernetes service portals',
+  '-j',
+  'KUBE-SERVICES',
+];
+
 const P = new URL('./scenarios/ipt-proxier.ts', import.meta.url).href;
 const { cluster, apply, tcp, tcpMany } = driver(P);
 
@@ -120,18 +134,7 @@ test.serial(
     t.regex(text, /:FORWARD DROP/, 'the policy of FORWARD is theirs');
 
     // Someone deletes our jump: the next full sync puts it back, once, at the top.
-    await ipt(
-      '-t',
-      'nat',
-      '-D',
-      'PREROUTING',
-      '-m',
-      'comment',
-      '--comment',
-      'kubernetes service portals',
-      '-j',
-      'KUBE-SERVICES',
-    );
+    await ipt(...DELETE_OUR_PREROUTING_JUMP);
     t.is(await tcp(c, 'client', '10.96.0.10', 80), 'ETIMEDOUT');
     await apply(c, {}, true);
     text = await save(c);
@@ -415,21 +418,7 @@ test.serial(
       [`-D ${sepChain} 2`, ['-t', 'nat', '-D', sepChain, '2']],
       ['-F KUBE-SERVICES', ['-t', 'nat', '-F', 'KUBE-SERVICES']],
       // Our jump in a built-in chain: the announcement carries the rule, and so its target.
-      [
-        '-D PREROUTING (our jump)',
-        [
-          '-t',
-          'nat',
-          '-D',
-          'PREROUTING',
-          '-m',
-          'comment',
-          '--comment',
-          'kubernetes service portals',
-          '-j',
-          'KUBE-SERVICES',
-        ],
-      ],
+      ['-D PREROUTING (our jump)', DELETE_OUR_PREROUTING_JUMP],
       ['-t nat -F', ['-t', 'nat', '-F']],
     ];
     // An endpoint chain deleted (after the service chain that jumps to it, in one transaction):
