@@ -161,10 +161,10 @@ class Reader {
 }
 
 /** Self sizes by node type and by constructor (as DevTools' summary view), and the `top` largest strings. */
-export async function readHeapSnapshot(file: string, top = 0): Promise<HeapBreakdown> {
+export async function readHeapSnapshot(file: string, top = 0, chunkBytes = 1 << 20): Promise<HeapBreakdown> {
   const r = new Reader();
   let typeNames: string[] = [];
-  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) {
+  for await (const chunk of createReadStream(file, { highWaterMark: chunkBytes })) {
     r.feed(chunk as Buffer);
     if (r.phase === 'skip' && typeNames.length === 0) {
       // The nodes are read: the strings to keep are known before the strings array begins.
