@@ -199,7 +199,8 @@ async function measureSize(
       out.coldLastMs = last - started;
       out.coldCpuMs = await cpuMsOf(d.pid);
     }
-    await sleep(n > 0 ? 3000 : 5000);
+    // Settled: the daemon's collection after its first full sync (heap.ts) takes seconds at 50,000.
+    await sleep(n > 0 ? 3000 + n / 5 : 5000);
     out.rssSyncMiB = (await memoryOf(d.pid)).rss;
     const repeats = opts.quick ? 2 : 4;
     for (let k = 0; k < repeats; k++) {
