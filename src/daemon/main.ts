@@ -12,6 +12,7 @@ import type { ProxyConfig } from '../config/index.ts';
 import { createLogger } from '../log/index.ts';
 import type { ClosableLogger } from '../log/index.ts';
 import { watchConfigFile } from './config-watch.ts';
+import { releaseStartupHeap } from './heap.ts';
 import type { WatchFn } from './config-watch.ts';
 import { installProcessHandlers } from './signals.ts';
 import type { ProcessLike } from './signals.ts';
@@ -19,6 +20,8 @@ import type { ProcessLike } from './signals.ts';
 interface Startable {
   start(): Promise<void>;
   stop(): Promise<void>;
+  /** Resolves after the first successful full sync. */
+  readonly ready?: Promise<void>;
 }
 
 /** What main needs from the outside world; tests replace parts of it. */
@@ -187,6 +190,10 @@ async function serve(
         });
   try {
     await daemon.start();
+    void daemon.ready?.then(
+      () => releaseStartupHeap(),
+      () => undefined,
+    );
   } catch (e) {
     startFailed(logger, 'start daemon', config, e);
     finish(1);

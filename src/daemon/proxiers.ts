@@ -120,6 +120,9 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
             masqueradeBit: config.masqueradeBit,
             localAddresses: () => route.nodeAddresses(family),
             serviceTraffic: config.kubeProxyTS.serviceTrafficMetrics,
+            // Without it a full sync is one transaction, which the socket refuses (EMSGSIZE) once
+            // it passes the batch limit: about 12,000 Services x 10 endpoints on an 8 MiB socket.
+            maxBatchBytes: conn.maxBatchBytes,
           }),
         );
       }

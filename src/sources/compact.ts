@@ -47,9 +47,11 @@ export function toPlain(v: unknown, depth = 0): unknown {
 /**
  * The mapped items, undefined ones left out, in an array of exactly that length: push() onto
  * [] reserves 17 slots at once, 152 bytes for an endpoint's one address, 100,000 times over.
+ * Array.from(v, f) grows its result as push() does (measured on Node 24: 80 bytes for a
+ * one-item array, 232 for ten items); map() allocates the length it knows (56 and 128).
  */
 function exactArray(v: readonly unknown[], f: (x: unknown) => unknown): unknown[] {
-  const out = Array.from(v, f);
+  const out = v.map((x) => f(x));
   return out.includes(undefined) ? out.filter((x) => x !== undefined) : out;
 }
 

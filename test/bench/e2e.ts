@@ -10,9 +10,14 @@
 //                   updates, and the peak (VmHWM), read from /proc/<pid>/status
 //
 // N = 0 gives the idle daemon's RSS. --quick: 0 and 1,000 only, a short churn.
-// E2E_SIZES=0,10000 chooses the sizes; E2E_50K=1 adds 50,000 to a full run.
+// A full run measures 0, 1,000, 5,000, 10,000 and 50,000 (the issue's sizes; 50,000 takes ~6 min
+// on 2 CPUs); E2E_SIZES=0,10000 chooses the sizes instead.
+// E2E_CHURN_S=600 churns for 10 minutes (default 60 s, 3,000 updates), RSS and open fds
+// sampled every E2E_SAMPLE_S (default a tenth of the churn, at least 5 s).
+// E2E_V8_VARIANTS='--max-semi-space-size=8;--max-semi-space-size=4 --optimize-for-size' runs
+// every size once per set of V8 options, one after the other (default: the package's own).
 
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -20,10 +25,10 @@ import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { makeCluster } from '../helpers/cluster.ts';
 import type { DaemonProcess } from '../helpers/daemon-process.ts';
-import { spawnDaemon } from '../helpers/daemon-process.ts';
+import { BIN, spawnDaemon } from '../helpers/daemon-process.ts';
 import { clusterIP } from './e2e-agent.ts';
-import type { HeapBreakdown } from './heap-summary.ts';
-import { heapBreakdown, smapsByMapping, takeSnapshot } from './heap-summary.ts';
+import type { HeapBreakdown } from './heap-snapshot-reader.ts';
+import { smapsByMapping, takeSnapshot } from './heap-summary.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, formatMs, median } from './stats.ts';
 
@@ -31,6 +36,9 @@ const AGENT = new URL('./e2e-agent.ts', import.meta.url).href;
 const ENDPOINTS = 10;
 const PODS = 2;
 const MIN_SYNC = '1s';
+const CHURN_PER_SECOND = 50;
+/** "No growth": what RSS after the churn may exceed RSS after the first sync by (allocator noise). */
+const GROWTH_MARGIN_MIB = 10;
 
 interface SizeResult {
   n: number;
@@ -45,6 +53,10 @@ interface SizeResult {
   rssChurnMiB: number;
   peakMiB: number;
   churned: number;
+  /** RSS and open fds during the churn: seconds since it began, MiB, fds. */
+  trend: [number, number, number][];
+  /** The V8 options the daemon ran with. */
+  v8: readonly string[];
   /** Where the memory is at the end of the run (the largest size only). */
   breakdown?: { rssMiB: number; mappings: [string, number][]; heap: HeapBreakdown };
 }
@@ -62,6 +74,10 @@ async function memoryOf(pid: number): Promise<{ rss: number; hwm: number }> {
   const text = await readFile(`/proc/${pid}/status`, 'utf8');
   const kib = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
   return { rss: kib('VmRSS') / 1024, hwm: kib('VmHWM') / 1024 };
+}
+
+async function fdsOf(pid: number): Promise<number> {
+  return (await readdir(`/proc/${pid}/fd`)).length;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -102,13 +118,46 @@ export function daemonArgs(url: string): string[] {
   ];
 }
 
-export function spawnMeasured(c: Cluster, url: string, extraNodeOptions: readonly string[] = []): DaemonProcess {
-  return spawnDaemon(c.node, daemonArgs(url), {
-    env: { NODE_OPTIONS: [...DAEMON_V8_OPTIONS, ...extraNodeOptions].join(' ') },
-  });
+export function spawnMeasured(
+  c: Cluster,
+  url: string,
+  extraNodeOptions: readonly string[] = [],
+  v8: readonly string[] = DAEMON_V8_OPTIONS,
+): DaemonProcess {
+  // On Node's command line, as /usr/bin/kube-proxy-ts passes them (NODE_OPTIONS refuses some V8 flags).
+  return spawnDaemon(c.node, daemonArgs(url), { command: [process.execPath, ...v8, ...extraNodeOptions, BIN] });
 }
 
-async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): Promise<SizeResult> {
+/** Endpoint updates for `seconds` while RSS and open fds are sampled every `everyS`. */
+async function churnSampled(
+  api: Cluster['nodeAgent'],
+  pid: number,
+  seconds: number,
+  everyS: number,
+): Promise<{ churned: number; trend: [number, number, number][] }> {
+  const trend: [number, number, number][] = [];
+  const t0 = performance.now();
+  let done = false;
+  const churned = api.call<number>(AGENT, 'churn', Math.round(seconds * CHURN_PER_SECOND), CHURN_PER_SECOND);
+  void churned.finally(() => (done = true)).catch(() => undefined);
+  while (!done) {
+    trend.push([(performance.now() - t0) / 1000, (await memoryOf(pid)).rss, await fdsOf(pid)]);
+    for (let waited = 0; waited < everyS * 1000 && !done; waited += 250) await sleep(250);
+  }
+  const count = await churned;
+  trend.push([(performance.now() - t0) / 1000, (await memoryOf(pid)).rss, await fdsOf(pid)]);
+  return { churned: count, trend };
+}
+
+/** Cold start gets 120 s, and 5 ms more per Service (a loaded 2-CPU machine at 50,000). */
+const coldLimitMs = (n: number): number => 120_000 + 5 * n;
+
+async function measureSize(
+  n: number,
+  opts: BenchOptions,
+  breakdown: boolean,
+  v8: readonly string[],
+): Promise<SizeResult> {
   const c = await cluster();
   const snapshots = await mkdtemp(join(tmpdir(), 'kpts-e2e-'));
   let d: DaemonProcess | undefined;
@@ -125,7 +174,7 @@ async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): P
     const answer = (ip: string, prefix: string, limitMs: number) =>
       c.clientAgent.call<number | undefined>(AGENT, 'firstAnswer', ip, 80, prefix, limitMs);
     const started = wallNow();
-    d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`]);
+    d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`], v8);
     const out: SizeResult = {
       n,
       newServiceMs: [],
@@ -134,20 +183,25 @@ async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): P
       rssChurnMiB: NaN,
       peakMiB: NaN,
       churned: 0,
+      trend: [],
+      v8,
     };
     if (servingMs !== undefined) out.servingMs = servingMs;
     if (n > 0) {
       const [first, last] = await Promise.all([
-        answer(clusterIP(0), 'pod1', 120_000),
-        answer(clusterIP(n - 1), 'pod1', 120_000),
+        answer(clusterIP(0), 'pod1', coldLimitMs(n)),
+        answer(clusterIP(n - 1), 'pod1', coldLimitMs(n)),
       ]);
       if (first === undefined || last === undefined)
-        throw new Error(`the daemon did not program ${n} Services within 120 s:\n${d.log().slice(-3000)}`);
+        throw new Error(
+          `the daemon did not program ${n} Services within ${coldLimitMs(n) / 1000} s:\n${d.log().slice(-3000)}`,
+        );
       out.coldFirstMs = first - started;
       out.coldLastMs = last - started;
       out.coldCpuMs = await cpuMsOf(d.pid);
     }
-    await sleep(n > 0 ? 3000 : 5000);
+    // Settled: the daemon's collection after its first full sync (heap.ts) takes seconds at 50,000.
+    await sleep(n > 0 ? 3000 + n / 5 : 5000);
     out.rssSyncMiB = (await memoryOf(d.pid)).rss;
     const repeats = opts.quick ? 2 : 4;
     for (let k = 0; k < repeats; k++) {
@@ -164,9 +218,14 @@ async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): P
         const at = await answer(clusterIP(0), `pod${to + 1}`, 30_000);
         if (at !== undefined) out.moveMs.push(at - wrote);
       }
-      const [count, perSecond] = opts.quick ? [200, 50] : [3000, 50];
-      opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: churn, ${count} endpoint updates at ${perSecond}/s`);
-      out.churned = await api.call<number>(AGENT, 'churn', count, perSecond);
+      const seconds = opts.quick ? 4 : Number(process.env['E2E_CHURN_S'] ?? 60);
+      const everyS = Number(process.env['E2E_SAMPLE_S'] ?? Math.max(5, seconds / 10));
+      if (!(seconds > 0) || !(everyS > 0)) throw new Error('E2E_CHURN_S and E2E_SAMPLE_S must be positive seconds');
+      opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: churn for ${seconds} s at ${CHURN_PER_SECOND}/s`);
+      ({ churned: out.churned, trend: out.trend } = await churnSampled(api, d.pid, seconds, everyS));
+      opts.log(
+        `e2e: ${formatCount(n)} × ${ENDPOINTS}: churn trend (s, MiB, fds): ${out.trend.map((x) => `${x[0].toFixed(0)}s ${x[1].toFixed(0)}/${x[2]}`).join(', ')}`,
+      );
       await sleep(3000);
     }
     const m = await memoryOf(d.pid);
@@ -178,11 +237,15 @@ async function measureSize(n: number, opts: BenchOptions, breakdown: boolean): P
       opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: heap snapshot`);
       const mappings = smapsByMapping(await readFile(`/proc/${d.pid}/smaps`, 'utf8'));
       const daemon = d;
-      out.breakdown = {
-        rssMiB: m.rss,
-        mappings,
-        heap: heapBreakdown(await takeSnapshot(() => daemon.signal('SIGUSR2'), snapshots)),
-      };
+      try {
+        out.breakdown = {
+          rssMiB: m.rss,
+          mappings,
+          heap: await takeSnapshot(() => daemon.signal('SIGUSR2'), snapshots),
+        };
+      } catch (e) {
+        opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: no heap breakdown (${(e as Error).message})`);
+      }
     }
     return out;
   } finally {
@@ -199,22 +262,33 @@ const med = (xs: number[]): string => (xs.length === 0 ? '-' : `${formatMs(media
 export const bench: Bench = {
   needsRoot: true,
   async run(opts: BenchOptions): Promise<Section[]> {
-    // E2E_SIZES=0,10000 picks sizes (a comparison run); E2E_50K=1 adds 50,000 to the full run.
+    // E2E_SIZES=0,10000 picks sizes (a comparison run).
     const chosen = process.env['E2E_SIZES']
       ?.split(',')
       .map(Number)
       .filter((x) => Number.isInteger(x) && x >= 0);
-    const sizes = chosen?.length
-      ? chosen
-      : opts.quick
-        ? [0, 1000]
-        : [0, 1000, 5000, 10_000, ...(process.env['E2E_50K'] ? [50_000] : [])];
+    const sizes = chosen?.length ? chosen : opts.quick ? [0, 1000] : [0, 1000, 5000, 10_000, 50_000];
+    const variants = (process.env['E2E_V8_VARIANTS'] ?? '')
+      .split(';')
+      .map((v) => v.trim().split(/\s+/).filter(Boolean))
+      .filter((v) => v.length > 0);
+    if (variants.length === 0) variants.push([...DAEMON_V8_OPTIONS]);
     const results: SizeResult[] = [];
     const largest = Math.max(...sizes);
-    for (const n of sizes) {
-      opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}`);
-      results.push(await measureSize(n, opts, n === largest || n === 0));
+    for (const v8 of variants) {
+      for (const n of sizes) {
+        opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}${variants.length > 1 ? ` (${v8.join(' ')})` : ''}`);
+        try {
+          results.push(await measureSize(n, opts, variants.length === 1 && (n === largest || n === 0), v8));
+        } catch (e) {
+          // One set of options failing (a flag Node refuses, a heap cap too small) leaves the others' rows.
+          if (variants.length === 1) throw e;
+          opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS} (${v8.join(' ')}) failed: ${(e as Error).message}`);
+        }
+      }
     }
+    const label = (r: SizeResult): string =>
+      `${r.n === 0 ? '0 (idle)' : formatCount(r.n)}${variants.length > 1 ? ` (${r.v8.join(' ')})` : ''}`;
     const at10k = results.find((r) => r.n === 10_000);
     const idle = results.find((r) => r.n === 0);
     const targets: Target[] = [
@@ -247,11 +321,19 @@ export const bench: Bench = {
             status: 'not measured',
             detail: 'not in this run',
           },
+      at10k
+        ? {
+            what: `#17 10,000 × 10 no growth under churn (${formatCount(at10k.churned)} updates)`,
+            target: `RSS after ≤ after the first sync + ${GROWTH_MARGIN_MIB} MiB`,
+            status: at10k.rssChurnMiB <= at10k.rssSyncMiB + GROWTH_MARGIN_MIB ? 'met' : 'missed',
+            detail: `${mib(at10k.rssSyncMiB)} → ${mib(at10k.rssChurnMiB)}`,
+          }
+        : { what: '#17 10,000 × 10 churn', target: 'no growth', status: 'not measured', detail: 'not in this run' },
     ];
     return [
       {
         title: 'End to end: the daemon process against a test API server (issue 17)',
-        description: `The real daemon (bin/kube-proxy-ts.js, NODE_OPTIONS=${DAEMON_V8_OPTIONS.join(' ')}, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at 50/s.`,
+        description: `The real daemon (\`node ${variants.map((v) => v.join(' ')).join(' or ')} bin/kube-proxy-ts.js\`, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at ${CHURN_PER_SECOND}/s.`,
         columns: [
           { title: 'N × 10' },
           { title: 'cold start: first / last Service answers', align: 'right' },
@@ -264,7 +346,7 @@ export const bench: Bench = {
           { title: 'peak RSS', align: 'right' },
         ],
         rows: results.map((r) => [
-          r.n === 0 ? '0 (idle)' : formatCount(r.n),
+          label(r),
           r.coldFirstMs === undefined ? '-' : `${formatMs(r.coldFirstMs)} / ${ms(r.coldLastMs)}`,
           ms(r.coldCpuMs),
           ms(r.servingMs),
@@ -275,6 +357,12 @@ export const bench: Bench = {
           mib(r.peakMiB),
         ]),
         targets,
+        notes: results
+          .filter((r) => r.trend.length > 0)
+          .map(
+            (r) =>
+              `${label(r)}: RSS / open fds during the churn: ${r.trend.map(([t, rss, fds]) => `${t.toFixed(0)} s ${rss.toFixed(0)} MiB / ${fds}`).join(', ')}.`,
+          ),
       },
       ...results.filter((r) => r.breakdown).map((r) => breakdownSection(r.n, r.breakdown!)),
     ];

@@ -15,7 +15,7 @@ import type { DaemonProcess } from '../helpers/daemon-process.ts';
 import { makeCluster } from '../helpers/cluster.ts';
 import { clusterIP } from './e2e-agent.ts';
 import { spawnMeasured } from './e2e.ts';
-import { heapBreakdown, smapsByMapping, takeSnapshot } from './heap-summary.ts';
+import { smapsByMapping, takeSnapshot } from './heap-summary.ts';
 import type { Bench, BenchOptions, Section } from './section.ts';
 import { formatCount } from './stats.ts';
 
@@ -52,7 +52,7 @@ async function sampleOf(pid: number): Promise<Omit<Sample, 'seconds' | 'updates'
 /** The live JS heap of the daemon, MiB, from a heap snapshot written into `dir`. */
 async function liveHeapMiB(d: DaemonProcess, dir: string): Promise<number> {
   for (const f of await readdir(dir)) await rm(join(dir, f), { force: true });
-  return heapBreakdown(await takeSnapshot(() => d.signal('SIGUSR2'), dir)).total / 2 ** 20;
+  return (await takeSnapshot(() => d.signal('SIGUSR2'), dir)).total / 2 ** 20;
 }
 
 async function soak(opts: BenchOptions, seconds: number, rate: number, heap: boolean): Promise<Sample[]> {

@@ -186,7 +186,7 @@ test("staging keeps production packages only, this platform's addons only, no bu
   t.true(keepFile('node_modules/a', 'lib/test.js'));
   t.regex(
     WRAPPER,
-    /^exec \/usr\/lib\/kube-proxy-ts\/node_modules\/node\/bin\/node --max-semi-space-size=8 \/usr\/lib\/kube-proxy-ts\/bin\/kube-proxy-ts\.js "\$@"$/m,
+    /^exec \/usr\/lib\/kube-proxy-ts\/node_modules\/node\/bin\/node --max-semi-space-size=8 --expose-gc \/usr\/lib\/kube-proxy-ts\/bin\/kube-proxy-ts\.js "\$@"$/m,
     'the daemon runs with its V8 options (src/daemon/v8-options.ts)',
   );
 });
