@@ -4,6 +4,7 @@
 
 import { errorMessage } from '../base/errors.ts';
 import { readFileSync } from 'node:fs';
+import { flushCompileCache } from 'node:module';
 import { systemClock } from '../base/clock.ts';
 import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
@@ -191,7 +192,12 @@ async function serve(
   try {
     await daemon.start();
     void daemon.ready?.then(
-      () => releaseStartupHeap(),
+      () => {
+        // Every module the daemon runs is loaded by now: write Node's compile cache (the unit's
+        // NODE_COMPILE_CACHE) at once, not only at exit, so a crash or SIGKILL does not lose it.
+        flushCompileCache();
+        releaseStartupHeap();
+      },
       () => undefined,
     );
   } catch (e) {

@@ -16,11 +16,17 @@
 // sampled every E2E_SAMPLE_S (default a tenth of the churn, at least 5 s).
 // E2E_V8_VARIANTS='--max-semi-space-size=8;--max-semi-space-size=4 --optimize-for-size' runs
 // every size once per set of V8 options, one after the other (default: the package's own).
+// The daemon runs with Node's compile cache, as the packaged unit does (NODE_COMPILE_CACHE in
+// its CacheDirectory=), filled before the first size by importing the daemon's modules, so every
+// start measured is a warm one as on a node after its first start; E2E_COMPILE_CACHE=0 measures
+// cold starts instead (every module type-stripped and compiled again).
 
+import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { promisify } from 'node:util';
 import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { makeCluster } from '../helpers/cluster.ts';
@@ -123,9 +129,34 @@ export function spawnMeasured(
   url: string,
   extraNodeOptions: readonly string[] = [],
   v8: readonly string[] = DAEMON_V8_OPTIONS,
+  env?: NodeJS.ProcessEnv,
 ): DaemonProcess {
   // On Node's command line, as /usr/bin/kube-proxy-ts passes them (NODE_OPTIONS refuses some V8 flags).
-  return spawnDaemon(c.node, daemonArgs(url), { command: [process.execPath, ...v8, ...extraNodeOptions, BIN] });
+  return spawnDaemon(c.node, daemonArgs(url), {
+    command: [process.execPath, ...v8, ...extraNodeOptions, BIN],
+    ...(env ? { env } : {}),
+  });
+}
+
+/** The daemon's modules, its dynamic imports included: what a warm compile cache holds. */
+const DAEMON_MODULES = ['daemon/main.ts', 'daemon/build.ts', 'sources/index.ts'].map(
+  (m) => new URL(`../../src/${m}`, import.meta.url).href,
+);
+
+let compileCache: Promise<NodeJS.ProcessEnv | undefined> | undefined;
+
+/** NODE_COMPILE_CACHE for the daemons of this run, filled once (undefined: E2E_COMPILE_CACHE=0). */
+function compileCacheEnv(): Promise<NodeJS.ProcessEnv | undefined> {
+  compileCache ??= (async () => {
+    if (process.env['E2E_COMPILE_CACHE'] === '0') return undefined;
+    const env = { NODE_COMPILE_CACHE: await mkdtemp(join(tmpdir(), 'kpts-e2e-cache-')) };
+    const imports = DAEMON_MODULES.map((m) => `await import(${JSON.stringify(m)});`).join(' ');
+    await promisify(execFile)(process.execPath, ['--input-type=module', '-e', imports], {
+      env: { ...process.env, ...env },
+    });
+    return env;
+  })();
+  return compileCache;
 }
 
 /** Endpoint updates for `seconds` while RSS and open fds are sampled every `everyS`. */
@@ -174,7 +205,8 @@ async function measureSize(
     const answer = (ip: string, prefix: string, limitMs: number) =>
       c.clientAgent.call<number | undefined>(AGENT, 'firstAnswer', ip, 80, prefix, limitMs);
     const started = wallNow();
-    d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`], v8);
+    const env = await compileCacheEnv();
+    d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`], v8, env);
     const out: SizeResult = {
       n,
       newServiceMs: [],

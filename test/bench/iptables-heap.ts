@@ -6,13 +6,13 @@
 //
 //   node test/bench/iptables-heap.ts [N] [changes]     (root: namespaces)
 
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import { Netns } from '../helpers/netns.ts';
-import type { Snapshot } from './heap-summary.ts';
-import { smapsSummary, summarize, topStrings } from './heap-summary.ts';
+import { readHeapSnapshot } from './heap-snapshot-reader.ts';
+import { smapsSummary, summarize } from './heap-summary.ts';
 import type { SyncTiming } from './iptables-agent.ts';
 
 const AGENT = new URL('./iptables-agent.ts', import.meta.url).href;
@@ -21,50 +21,13 @@ const mib = (x: number): string => (x / 2 ** 20).toFixed(1);
 const line = (what: string, m: Mem): string =>
   `${what}: RSS ${mib(m.rss)} MiB, heap used ${mib(m.heapUsed)} / total ${mib(m.heapTotal)} MiB, external ${mib(m.external)} MiB`;
 
-/**
- * A snapshot too large for one string (hundreds of MiB at 10,000 Services): its nodes array is
- * scanned as bytes, only the meta and the strings are parsed as JSON.
- */
-async function readSnapshot(file: string): Promise<Snapshot> {
-  const buf = await readFile(file);
-  const at = (s: string, from = 0): number => {
-    const i = buf.indexOf(s, from);
-    if (i < 0) throw new Error(`${file}: no ${s}`);
-    return i;
-  };
-  const nodesAt = at('"nodes":[');
-  const meta = JSON.parse(buf.subarray(0, nodesAt).toString().replace(/,\s*$/, '') + '}') as Snapshot;
-  const nodesEnd = at(']', nodesAt);
-  const nodes = new Float64Array(Math.ceil((nodesEnd - nodesAt) / 2));
-  let count = 0;
-  let v = 0;
-  let inNum = false;
-  for (let i = nodesAt + 9; i < nodesEnd; i++) {
-    const c = buf[i]!;
-    if (c >= 48 && c <= 57) {
-      v = v * 10 + c - 48;
-      inNum = true;
-    } else if (inNum) {
-      nodes[count++] = v;
-      v = 0;
-      inNum = false;
-    }
-  }
-  if (inNum) nodes[count++] = v;
-  const stringsAt = at('"strings":[');
-  const end = buf.lastIndexOf(']');
-  const strings = JSON.parse(buf.subarray(stringsAt + 10, end + 1).toString()) as string[];
-  // heapBreakdown only indexes it and reads its length.
-  return { snapshot: meta.snapshot, nodes: nodes.subarray(0, count) as unknown as number[], strings };
-}
-
 async function main(): Promise<void> {
   const n = Number(process.argv[2] ?? 10_000);
   const changes = Number(process.argv[3] ?? 5);
   const dir = await mkdtemp(join(tmpdir(), 'kpts-iptheap-'));
   const ns = await Netns.create('iptheap');
   try {
-    const a = await ns.agent([...DAEMON_V8_OPTIONS, '--expose-gc']);
+    const a = await ns.agent([...DAEMON_V8_OPTIONS]);
     const mem = (): Promise<Mem> => a.call<Mem>(AGENT, 'heapAfterGc');
     console.log(line('agent idle', await mem()));
     await a.call(AGENT, 'start', n);
@@ -95,9 +58,8 @@ async function main(): Promise<void> {
     }
     console.log(line('everything dropped', prev));
     a.kill();
-    const snap = await readSnapshot(file);
-    console.log(summarize(snap, 40));
-    if (process.env['TOP_STRINGS']) console.log(topStrings(snap, Number(process.env['TOP_STRINGS'])));
+    // TOP_STRINGS=n also lists the n largest strings.
+    console.log(summarize(await readHeapSnapshot(file, Number(process.env['TOP_STRINGS'] ?? 0)), 40));
   } finally {
     await ns.destroy();
     await rm(dir, { recursive: true, force: true });
