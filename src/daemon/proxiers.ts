@@ -115,6 +115,8 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
             masqueradeBit: config.masqueradeBit,
             localAddresses: () => route.nodeAddresses(family),
             serviceTraffic: config.kubeProxyTS.serviceTrafficMetrics,
+            // Without it a full sync is one batch, refused (EMSGSIZE) once over the socket's limit.
+            maxBatchBytes: conn.maxBatchBytes,
           }),
         );
       }
