@@ -122,8 +122,8 @@ export function parseManifest(text: string, previous?: ReadonlyMap<string, Parse
  * The objects of a file in canonical one-line JSON (exactly what JSON.stringify writes: no
  * whitespace, no duplicate keys, no escapes it would not write), through JSON.parse: the same
  * values the YAML parser gives, each on line 1 as there, several times faster (5,000 Services
- * with their slices, 2.6 MB: 3.2 s through YAML, 0.48 s so, conversion included). Undefined for any other text, which goes
- * through YAML for its line numbers and its duplicate-key errors.
+ * with their slices, 2.6 MB: 3.2 s through YAML, 0.48 s so, conversion included). Undefined
+ * for any other text, which goes through YAML for its line numbers and duplicate-key errors.
  */
 function canonicalJsonItems(text: string): { raw: unknown; line: number }[] | undefined {
   const body = text.endsWith('\n') ? text.slice(0, -1) : text;

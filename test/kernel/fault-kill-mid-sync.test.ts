@@ -116,7 +116,7 @@ export function normaliseSave(text: string): string {
     else if (line.startsWith('-A ')) rules.push({ chain: line.split(' ')[1]!, line });
     else if (line === 'COMMIT') {
       rules.sort((a, b) => (a.chain < b.chain ? -1 : a.chain > b.chain ? 1 : 0));
-      tables.push(...decl.sort(), ...rules.map((r) => r.line), line);
+      for (const l of [...decl.sort(), ...rules.map((r) => r.line), line]) tables.push(l);
     } else tables.push(line);
   }
   return tables.join('\n');
@@ -199,12 +199,22 @@ async function killMidSyncAndRestart(t: ExecutionContext, mode: Mode): Promise<v
   const c = await cluster(t, `kill-${name.slice(0, 3)}`);
   const first = startDaemon(t, c.node, args);
   await c.nodeAgent.call(KILL, 'arm', first.pid, KILL_AFTER);
-  const killed = await first.exited;
+  // A sync done in fewer commits would never be killed: that fails here, not at the time-out.
+  const killed = await Promise.race([
+    first.exited,
+    pollUntil(
+      'the daemon to be killed',
+      async () => (first.log().includes('First full sync done') ? 'synced' : undefined),
+      600_000,
+      50,
+    ),
+  ]);
   const w = await c.nodeAgent.call<GenWatch>(KILL, 'disarm');
-  t.is(killed.signal, 'SIGKILL', first.log().slice(-3000));
+  t.not(killed, 'synced', `the full sync was done in fewer than ${KILL_AFTER + 1} commits: ${w.gens}`);
+  t.like(killed, { signal: 'SIGKILL' }, first.log().slice(-3000));
   t.is(w.killedAfter, KILL_AFTER, 'killed from the announcement of its commit');
-  t.is(w.gens, KILL_AFTER, 'no transaction committed after the one it was killed at');
   t.false(w.overflow, 'no announcement lost');
+  // A batch is all or nothing in the kernel: one more may have committed before the signal landed.
   const partial = await mode.programmed(c);
   t.log(
     `${name}: killed after ${w.gens} commits (at ${w.at.join(', ')} ms); the kernel holds ${partial} of ${SERVICES} Services`,
@@ -219,14 +229,12 @@ async function killMidSyncAndRestart(t: ExecutionContext, mode: Mode): Promise<v
   await answers(t, c, 0);
   await answers(t, c, SERVICES - 1);
 
-  // A clean start of the same manifests, counting its commits.
+  // A clean start of the same manifests. (Not watched: a listener makes the kernel announce
+  // every object, which slows a sync of this size down measurably.)
   const fresh = await cluster(t, `clean-${name.slice(0, 3)}`);
   const clean = startDaemon(t, fresh.node, args);
-  await fresh.nodeAgent.call(KILL, 'arm', clean.pid, 0);
   const cleanMs = await synced(clean, 'clean start');
-  const all = await fresh.nodeAgent.call<GenWatch>(KILL, 'disarm');
-  t.log(`${name}: clean start → synced ${cleanMs} ms (its full sync ${syncMs(clean)} ms) in ${all.gens} commits`);
-  t.true(w.gens < all.gens, `killed before the last of the full sync's ${all.gens} commits`);
+  t.log(`${name}: clean start → synced ${cleanMs} ms (its full sync ${syncMs(clean)} ms)`);
   const reference = await mode.ruleset(fresh);
   t.log(`${name}: rulesets ${restarted.length} / ${reference.length} characters normalised`);
   if (restarted !== reference) {
@@ -242,7 +250,7 @@ async function killMidSyncAndRestart(t: ExecutionContext, mode: Mode): Promise<v
       `the restart's ruleset differs from a clean start's:\nextra:\n${extra.join('\n')}\nmissing:\n${missing.join('\n')}`,
     );
   } else t.pass('the same ruleset as a clean start');
-  t.notRegex(second.log(), / error /, 'the restart logged no error');
+  t.notRegex(second.log(), /Sync failed/, "the restart's first sync did not fail");
 }
 
 test.serial(

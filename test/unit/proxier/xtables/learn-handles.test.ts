@@ -13,9 +13,12 @@ const codec: RuleCodec = {
   encode: () => {
     throw new Error('not used');
   },
-  kernelKey: (r) => r.comment,
+  key: () => {
+    throw new Error('not used');
+  },
+  kernelKey: (r: NftRule) => r.comment,
   jumpTarget: () => undefined,
-} as unknown as RuleCodec;
+};
 
 function client(table: IptTable, chains: Record<string, [bigint, string][]>): TableClient {
   return {
