@@ -147,21 +147,18 @@ const IPTABLES: Mode = {
   },
 };
 
+/** Whether the daemon logged `text` or exited first (bounded; nothing left polling after it). */
+async function loggedOrExited(d: DaemonProcess, text: string, what: string): Promise<'logged' | 'exited'> {
+  let exited = false;
+  void d.exited.then(() => (exited = true));
+  return pollUntil(what, async () => (d.log().includes(text) ? 'logged' : exited ? 'exited' : undefined), 600_000, 50);
+}
+
 /** Resolves with the daemon's time from start to its first full sync done (it must not exit first). */
 async function synced(d: DaemonProcess, what: string): Promise<number> {
   const start = Date.now();
-  const exited = d.exited.then((e) => {
-    throw new Error(
-      `${what}: the daemon exited (${e.code ?? e.signal}) before its first sync:\n${d.log().slice(-3000)}`,
-    );
-  });
-  const ready = pollUntil(
-    `${what}: the first full sync`,
-    async () => (d.log().includes('First full sync done; ready') ? true : undefined),
-    600_000,
-    50,
-  );
-  await Promise.race([ready, exited]);
+  if ((await loggedOrExited(d, 'First full sync done; ready', `${what}: the first full sync`)) === 'exited')
+    throw new Error(`${what}: the daemon exited before its first sync:\n${d.log().slice(-3000)}`);
   return Date.now() - start;
 }
 
@@ -200,18 +197,10 @@ async function killMidSyncAndRestart(t: ExecutionContext, mode: Mode): Promise<v
   const first = startDaemon(t, c.node, args);
   await c.nodeAgent.call(KILL, 'arm', first.pid, KILL_AFTER);
   // A sync done in fewer commits would never be killed: that fails here, not at the time-out.
-  const killed = await Promise.race([
-    first.exited,
-    pollUntil(
-      'the daemon to be killed',
-      async () => (first.log().includes('First full sync done') ? 'synced' : undefined),
-      600_000,
-      50,
-    ),
-  ]);
+  const ended = await loggedOrExited(first, 'First full sync done', 'the daemon to be killed');
   const w = await c.nodeAgent.call<GenWatch>(KILL, 'disarm');
-  t.not(killed, 'synced', `the full sync was done in fewer than ${KILL_AFTER + 1} commits: ${w.gens}`);
-  t.like(killed, { signal: 'SIGKILL' }, first.log().slice(-3000));
+  t.is(ended, 'exited', `the full sync was done in fewer than ${KILL_AFTER + 1} commits: ${w.gens}`);
+  t.like(await first.exited, { signal: 'SIGKILL' }, first.log().slice(-3000));
   t.is(w.killedAfter, KILL_AFTER, 'killed from the announcement of its commit');
   t.false(w.overflow, 'no announcement lost');
   // A batch is all or nothing in the kernel: one more may have committed before the signal landed.
