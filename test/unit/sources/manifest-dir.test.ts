@@ -281,6 +281,42 @@ test('parseManifest: lines of List items and of parse errors', (t) => {
   t.truthy(aliases.error, 'alias bombs are refused');
 });
 
+test('parseManifest: canonical one-line JSON gives what YAML gives; other JSON still goes through YAML', (t) => {
+  const list = {
+    apiVersion: 'v1',
+    kind: 'List',
+    items: [
+      JSON.parse(LIST_JSON).items[0],
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' } },
+      { apiVersion: 'v1', kind: 'Service', metadata: { name: 'bad' }, spec: { ports: 'none' } },
+      { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a', labels: { 'a\u00e9"b': 'é' } } },
+    ],
+  };
+  const canonical = JSON.stringify(list);
+  const fast = parseManifest(`${canonical}\n`);
+  // A trailing blank makes it not canonical: the YAML parser reads the same single line.
+  const viaYaml = parseManifest(`${canonical} \n`);
+  t.deepEqual(fast, viaYaml);
+  t.deepEqual(
+    fast.objects.map((o) => [o.kind, o.key, o.line]),
+    [
+      ['Service', 'kube-system/dns', 1],
+      ['Node', 'node-a', 1],
+    ],
+  );
+  t.deepEqual(
+    fast.rejects.map((r) => [r.line, r.kind]),
+    [
+      [1, 'ConfigMap'],
+      [1, 'Service'],
+    ],
+  );
+  // JSON.parse would take the last of two equal keys; the file is refused, as YAML refuses it.
+  const dup = parseManifest('{"apiVersion":"v1","kind":"Node","kind":"Node","metadata":{"name":"n"}}');
+  t.regex(dup.error?.message ?? '', /unique|duplicate/i);
+  t.deepEqual(dup.objects, []);
+});
+
 test('a ConfigMap volume (files behind a ..data symlink swapped atomically) is followed', async (t) => {
   const h = await harness(t, {});
   await mkdir(join(h.dir, '..v1'));
