@@ -18,6 +18,7 @@ import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import { NftDriftWatch } from '../proxier/nftables/drift-watch.ts';
 import { ChainDriftWatch } from '../proxier/drift/chain-watch.ts';
 import { LinkDriftWatch } from '../proxier/drift/link-watch.ts';
+import { FullSyncPause } from '../proxier/drift/pausable.ts';
 import { iptablesNftCodec, IPTABLES_RECV_BYTES, IptablesProxier } from '../proxier/iptables/index.ts';
 import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import { checkLegacyIptables } from './legacy-iptables.ts';
@@ -106,6 +107,8 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
     if (config.mode === 'nftables') {
       const route = new RouteClient(open(Protocol.ROUTE));
       const ownPorts = new Set<number>();
+      // The drift watch stops listening during the cold start (proxier/drift/pausable.ts).
+      const pause = new FullSyncPause();
       for (const family of families) {
         // Its port id marks the kernel's announcements of our own changes (drift-watch.ts).
         const { conn, port } = connectWithPort(Protocol.NETFILTER, { timeoutMs });
@@ -123,13 +126,21 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
             // Without it a full sync is one transaction, which the socket refuses (EMSGSIZE) once
             // it passes the batch limit: about 12,000 Services x 10 endpoints on an 8 MiB socket.
             maxBatchBytes: conn.maxBatchBytes,
+            onFullSync: pause.firstFullSyncOnly(),
           }),
         );
       }
       const nftFamilies = families.map((f) => (f === 'IPv4' ? 'ip' : 'ip6'));
       const watchDrift = (onDrift: (why: string) => void, syncing: () => boolean): { close(): void } => {
         try {
-          return new NftDriftWatch({ families: nftFamilies, ownPorts, onDrift, syncing, logger: deps.logger });
+          const w = new NftDriftWatch({ families: nftFamilies, ownPorts, onDrift, syncing, logger: deps.logger });
+          const detach = pause.attach(w);
+          return {
+            close: () => {
+              detach();
+              w.close();
+            },
+          };
         } catch (err) {
           // Not fatal: the periodic full sync still repairs drift, only later.
           deps.logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });
@@ -284,14 +295,8 @@ function iptablesSet(
   const route = new RouteClient(open(Protocol.ROUTE));
   const proxiers = new Map<IPFamily, IptablesProxier>();
   const ownPorts = new Set<number>();
-  // The drift watch stops listening while a full sync of ours runs (proxier/drift/chain-watch.ts, pause).
-  let watch: ChainDriftWatch | undefined;
-  let fullSyncs = 0;
-  const onFullSync = (running: boolean): void => {
-    fullSyncs += running ? 1 : -1;
-    if (running) watch?.pause();
-    else watch?.resume();
-  };
+  // The drift watch stops listening while a full sync of ours runs (proxier/drift/pausable.ts).
+  const pause = new FullSyncPause();
   for (const family of families) {
     // A fixed receive buffer: the kernel then sends dumps in 32 KiB datagrams (IPTABLES_RECV_BYTES).
     // Forced buffers (IPTABLES_SEND_BYTES) keep full-sync batches large on stock wmem_max. Its
@@ -317,7 +322,7 @@ function iptablesSet(
         sysctl: deps.sysctl,
         maxBatchBytes: conn.maxBatchBytes,
         clock: deps.clock,
-        onFullSync,
+        onFullSync: pause.onFullSync,
       }),
     );
   }
@@ -345,12 +350,11 @@ function iptablesSet(
       const targets = new Map([...proxiers].map(([f, p]) => [f === 'IPv4' ? 'ip' : 'ip6', p]));
       try {
         const w = new ChainDriftWatch({ targets, ownPorts, onDrift, syncing, logger: deps.logger });
-        for (let i = 0; i < fullSyncs; i++) w.pause();
-        watch = w;
+        const detach = pause.attach(w);
         return {
           close: () => {
+            detach();
             w.close();
-            if (watch === w) watch = undefined;
           },
         };
       } catch (err) {

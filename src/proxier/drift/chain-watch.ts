@@ -18,6 +18,7 @@ import { monitorNftables } from '../../netlink/nftables/index.ts';
 import type { NftChange, NftMonitorHandlers } from '../../netlink/nftables/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import { DriftGate } from './gate.ts';
+import { PausableListener } from './pausable.ts';
 import type { DriftWatchOptionsOf } from './gate.ts';
 
 const TABLES: ReadonlySet<string> = new Set(['nat', 'filter', 'mangle']);
@@ -40,9 +41,7 @@ export interface ChainDriftWatchOptions extends DriftWatchOptionsOf<NftMonitorHa
 export class ChainDriftWatch {
   private readonly o: ChainDriftWatchOptions;
   private readonly gate: DriftGate;
-  private listener: MulticastListener | undefined;
-  private paused = 0;
-  private closed = false;
+  private readonly listening: PausableListener;
 
   constructor(o: ChainDriftWatchOptions) {
     this.o = o;
@@ -51,7 +50,7 @@ export class ChainDriftWatch {
       warning: 'our iptables chains were changed by someone else; repairing now',
       source: 'nf_tables',
     });
-    this.listener = this.open();
+    this.listening = new PausableListener(() => this.open(), o.logger);
   }
 
   private open(): MulticastListener {
@@ -64,27 +63,13 @@ export class ChainDriftWatch {
     });
   }
 
-  /**
-   * Stops listening while one of our full syncs runs: it announces every rule it writes (a
-   * cold start at 1,000 Services overflows any receive buffer, and the kernel builds every
-   * announcement only while someone listens). A change by someone else meanwhile goes unseen,
-   * as announcements lost during our own sync would. Counted: resume() after as many calls.
-   */
+  /** Stops listening while one of our full syncs runs (pausable.ts); counted. */
   pause(): void {
-    if (this.paused++ > 0) return;
-    this.listener?.close();
-    this.listener = undefined;
+    this.listening.pause();
   }
 
   resume(): void {
-    if (this.paused === 0 || --this.paused > 0 || this.closed) return;
-    try {
-      this.listener = this.open();
-    } catch (err) {
-      this.o.logger.warn('Cannot listen to nf_tables changes again; drift is repaired by the periodic sync only', {
-        err,
-      });
-    }
+    this.listening.resume();
   }
 
   private onChange(c: NftChange): void {
@@ -110,8 +95,6 @@ export class ChainDriftWatch {
   }
 
   close(): void {
-    this.closed = true;
-    this.listener?.close();
-    this.listener = undefined;
+    this.listening.close();
   }
 }

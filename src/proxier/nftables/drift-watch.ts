@@ -7,11 +7,11 @@
 // through. Lost announcements (a full receive buffer, usually during a large sync of our
 // own) count as drift unless our own sync is the likely cause (../drift/gate.ts).
 
-import type { MulticastListener } from '../../netlink/core/index.ts';
 import { monitorNftables } from '../../netlink/nftables/index.ts';
 import type { NftChange, NftMonitorHandlers } from '../../netlink/nftables/index.ts';
 import { DriftGate } from '../drift/gate.ts';
 import type { DriftWatchOptionsOf } from '../drift/gate.ts';
+import { PausableListener } from '../drift/pausable.ts';
 import { isAffinitySet, TABLE } from './names.ts';
 
 export interface DriftWatchOptions extends DriftWatchOptionsOf<NftMonitorHandlers> {
@@ -22,7 +22,7 @@ export interface DriftWatchOptions extends DriftWatchOptionsOf<NftMonitorHandler
 export class NftDriftWatch {
   private readonly opts: DriftWatchOptions;
   private readonly gate: DriftGate;
-  private readonly listener: MulticastListener;
+  private readonly listening: PausableListener;
   /** Foreign changes seen, for tests and logs. */
   drifts = 0;
 
@@ -34,12 +34,22 @@ export class NftDriftWatch {
       source: 'nf_tables',
     });
     const open = opts.monitor ?? ((h: NftMonitorHandlers) => monitorNftables(h));
-    this.listener = open({
+    const handlers: NftMonitorHandlers = {
       skip: (port) => this.gate.isOwn(port),
       onChange: (c) => this.onChange(c),
       onOverflow: () => this.onOverflow(),
       onError: (e) => opts.logger.warn('nf_tables notification not understood; ignored', { err: e }),
-    });
+    };
+    this.listening = new PausableListener(() => open(handlers), opts.logger);
+  }
+
+  /** Stops listening while one of our full syncs runs (pausable.ts); counted. */
+  pause(): void {
+    this.listening.pause();
+  }
+
+  resume(): void {
+    this.listening.resume();
   }
 
   /** Whether a change is one of ours to repair: our table, a family we program, not made by us. */
@@ -64,6 +74,6 @@ export class NftDriftWatch {
   }
 
   close(): void {
-    this.listener.close();
+    this.listening.close();
   }
 }

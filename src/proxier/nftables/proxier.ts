@@ -47,6 +47,8 @@ export interface NftablesProxierOptions {
   maxBatchBytes?: number;
   /** --service-traffic-metrics: count each Service port's traffic in the table (traffic.ts). */
   serviceTraffic?: boolean;
+  /** Told when a full sync starts (true) and ends (false): the drift watch stops listening meanwhile. */
+  onFullSync?: (running: boolean) => void;
 }
 
 export class NftablesProxier implements Proxier {
@@ -58,6 +60,7 @@ export class NftablesProxier implements Proxier {
   private readonly localAddresses: (() => Promise<readonly string[]>) | undefined;
   private readonly now: () => number;
   private readonly serviceTraffic: boolean;
+  private readonly onFullSync: ((running: boolean) => void) | undefined;
   /**
    * What each programmed service port was planned from (objects the model holds anyway).
    * Its plan is computed again when it changes, rather than kept: plans are pure, and a
@@ -92,6 +95,7 @@ export class NftablesProxier implements Proxier {
     this.localAddresses = opts.localAddresses;
     this.now = opts.now ?? (() => performance.now());
     this.serviceTraffic = opts.serviceTraffic ?? false;
+    this.onFullSync = opts.onFullSync;
     this.batchBudget = opts.maxBatchBytes === undefined ? Infinity : Math.max(4096, Math.floor(opts.maxBatchBytes / 2));
   }
 
@@ -170,6 +174,15 @@ export class NftablesProxier implements Proxier {
    * operations are never all in memory at once.
    */
   private async fullSync(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+    this.onFullSync?.(true);
+    try {
+      return await this.fullSyncRounds(desired, signal);
+    } finally {
+      this.onFullSync?.(false);
+    }
+  }
+
+  private async fullSyncRounds(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
     for (const [id, was] of this.refused) {
       const now = this.inputsOf(desired, id);
       if (now?.info !== was.info || now.sel !== was.sel) this.refused.delete(id);

@@ -304,3 +304,23 @@ test('nodePortAddresses covering localhost: said once (as upstream logs it), loo
   t.deepEqual(to('10.0.0.5'), [], 'outside nodePortAddresses');
   t.deepEqual(to('127.0.0.1'), [], 'loopback left out');
 });
+
+test('full syncs, and only they, are reported to onFullSync around them, also when one fails', async (t) => {
+  const { t: tracker, nft } = setup(3);
+  const events: boolean[] = [];
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger(), onFullSync: (running) => events.push(running) });
+  const first = tracker.checkout();
+  await proxier.sync(first.desired, first.change, signal);
+  t.deepEqual(events, [true, false], 'the first sync is a full one');
+
+  tracker.onEndpointSlice(slice('s0-2', 's0', [ep('10.244.9.9')]), false);
+  const partial = tracker.checkout();
+  await proxier.sync(partial.desired, partial.change, signal);
+  t.deepEqual(events, [true, false], 'a partial sync keeps the drift watch listening');
+
+  tracker.requestFullSync();
+  const failing = tracker.checkout();
+  nft.run = () => Promise.reject(new Error('the kernel said no'));
+  await t.throwsAsync(proxier.sync(failing.desired, failing.change, signal), { message: /the kernel said no/ });
+  t.deepEqual(events, [true, false, true, false], 'a failed full sync ends its pause too');
+});
