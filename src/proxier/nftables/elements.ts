@@ -119,18 +119,27 @@ interface Entry {
   owners: Owners;
 }
 
-/** One owner (the common case) or several. */
-type Owners = string | string[];
+/**
+ * One owner (the common case) or several: a set, so that an element shared by thousands of
+ * service ports (many Services selecting one pod) costs each of them O(1), not a copy of the list.
+ */
+type Owners = string | Set<string>;
 
-const hasOwner = (o: Owners, owner: string): boolean => (typeof o === 'string' ? o === owner : o.includes(owner));
-const ownerList = (o: Owners): string[] => (typeof o === 'string' ? [o] : o);
-const withOwner = (o: Owners, owner: string): Owners => (typeof o === 'string' ? [o, owner] : [...o, owner]);
+const hasOwner = (o: Owners, owner: string): boolean => (typeof o === 'string' ? o === owner : o.has(owner));
+const ownerList = (o: Owners): string[] => (typeof o === 'string' ? [o] : [...o]);
 
-/** The owners left when `owner` goes; undefined when nobody is left. */
+/** `o` with `owner` added (a set is changed in place). */
+function withOwner(o: Owners, owner: string): Owners {
+  if (typeof o === 'string') return new Set([o, owner]);
+  o.add(owner);
+  return o;
+}
+
+/** The owners left when `owner` goes (a set is changed in place); undefined when nobody is left. */
 function withoutOwner(o: Owners, owner: string): Owners | undefined {
   if (typeof o === 'string') return undefined;
-  const rest = o.filter((x) => x !== owner);
-  return rest.length === 1 ? rest[0]! : rest;
+  o.delete(owner);
+  return o.size === 1 ? o.values().next().value! : o;
 }
 
 export interface ElementDelta {
