@@ -74,3 +74,30 @@ test('every request is rate-limited and observed with its status code and host',
   );
   t.is(seen[0]!.durationMs, 30);
 });
+
+test("a list's continuation pages take no token: the list was admitted with its first page", async (t) => {
+  const clock = new FakeClock();
+  const api: KubeApi = {
+    server: 'https://10.0.0.1:6443',
+    get: () => Promise.resolve({ items: [] }),
+    watch: () => Promise.reject(new Error('unused')),
+  };
+  const seen: RequestObservation[] = [];
+  const limited = limitedApi(api, {
+    limiter: new TokenBucket({ qps: 1, burst: 1, clock }),
+    clock,
+    observe: (o) => seen.push(o),
+  });
+  await limited.get('/api/v1/services', { limit: '500' }, signal);
+  // The bucket is empty now, and the fake clock never advances: a page that waited would hang.
+  for (let page = 1; page < 40; page++)
+    await limited.get('/api/v1/services', { limit: '500', continue: `token-${page}` }, signal);
+  t.is(seen.length, 40);
+  t.true(seen.every((o) => o.waitedMs === 0));
+  // A new list waits for its token again.
+  const next = limited.get('/api/v1/services', { limit: '500' }, signal);
+  const settled = await Promise.race([next.then(() => 'done'), new Promise((r) => setTimeout(() => r('waiting'), 50))]);
+  t.is(settled, 'waiting');
+  clock.advance(1000);
+  await next;
+});
