@@ -27,7 +27,9 @@ export class AttrWriter {
   private header(type: number, payloadLen: number): void {
     const len = NLA_HDRLEN + payloadLen;
     if (len > 0xffff) throw new RangeError(`attribute ${type} too long: ${payloadLen} bytes`);
-    this.out.u16le(len).u16le(type);
+    if (type > 0xffff || type < 0) throw new RangeError(`attribute type ${type} is not a u16`);
+    const at = this.out.reserve(NLA_HDRLEN);
+    putAttrHeader(this.out.buffer, at, len, type);
   }
 
   u8(type: number, v: number): this {
