@@ -62,9 +62,22 @@ export class AttrWriter {
 
   /** A NUL-terminated string, as the kernel's NLA_STRING/NLA_NUL_STRING policies expect. */
   str(type: number, s: string): this {
-    const b = Buffer.from(s, 'utf8');
-    this.header(type, b.length + 1);
-    this.out.bytes(b).u8(0).align4();
+    const n = s.length;
+    let ascii = true;
+    for (let i = 0; i < n && ascii; i++) ascii = s.charCodeAt(i) < 0x80;
+    if (!ascii) {
+      const b = Buffer.from(s, 'utf8');
+      this.header(type, b.length + 1);
+      this.out.bytes(b).u8(0).align4();
+      return this;
+    }
+    // ASCII (every kernel object name we write): stored char by char, no Buffer per string.
+    this.header(type, n + 1);
+    const at = this.out.reserve(n + 1);
+    const buf = this.out.buffer;
+    for (let i = 0; i < n; i++) buf[at + i] = s.charCodeAt(i);
+    buf[at + n] = 0;
+    this.out.align4();
     return this;
   }
 
