@@ -376,12 +376,23 @@ export class AttrSet {
   constructor(buf: Uint8Array, where: string, base = 0) {
     this.where = where;
     const all: Attr[] = [];
-    for (const a of readAttrs(buf, where, base)) {
+    // The cursor directly, as readAttrs walks it: a generator's step per attribute shows when
+    // every rule of a long chain is decoded.
+    const c = new AttrCursor(buf, where, base);
+    while (c.next()) {
+      const a: Attr = {
+        type: c.type(),
+        nested: c.nested,
+        netOrder: c.netOrder,
+        data: buf.subarray(c.at, c.at + c.len),
+        offset: c.offset,
+      };
       all.push(a);
       const list = this.byType.get(a.type);
       if (list) list.push(a);
       else this.byType.set(a.type, [a]);
     }
+    c.check();
     this.all = all;
   }
 
