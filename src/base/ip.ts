@@ -181,6 +181,29 @@ export function parseCIDR(text: string): CIDR | undefined {
   return { family: ip.family, addr, prefix, text: `${addr.text}/${prefix}` };
 }
 
+/**
+ * parseCIDR for encoders that need only the network's bytes and prefix: the same answer
+ * without the canonical texts (an IPv4 address's text is an array join, per rule of a sync).
+ */
+export function parseCIDRBytes(text: string): { family: IPFamily; bytes: Uint8Array; prefix: number } | undefined {
+  if (typeof text !== 'string') return undefined;
+  const slash = text.indexOf('/');
+  const n = v4Number(slash < 0 ? text : text.slice(0, slash));
+  if (n < 0) {
+    const c = parseCIDR(text);
+    return c && { family: c.family, bytes: c.addr.bytes, prefix: c.prefix };
+  }
+  let prefix = 32;
+  if (slash >= 0) {
+    const p = text.slice(slash + 1);
+    if (!/^\d{1,3}$/.test(p)) return undefined;
+    prefix = Number(p);
+    if (prefix > 32) return undefined;
+  }
+  const bytes = Uint8Array.of(n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255);
+  return { family: 'IPv4', bytes: prefix === 32 ? bytes : maskBytes(bytes, prefix), prefix };
+}
+
 function maskBytes(bytes: Uint8Array, prefix: number): Uint8Array {
   const out = Uint8Array.from(bytes);
   for (let i = 0; i < out.length; i++) {

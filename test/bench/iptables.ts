@@ -207,7 +207,7 @@ function sections(results: SizeResult[]): Section[] {
       notes: [
         ...results.map(
           (r) =>
-            `${formatCount(r.n)}: ours ${r.cold.batches} batches (longest ${formatMs(r.cold.longestBatchMs)}), plan ${formatMs(r.cold.planMs)}, kernel ${formatMs(r.cold.kernelMs)}; agent RSS ${r.rssMiB.toFixed(0)} MiB (peak ${r.maxRssMiB.toFixed(0)} MiB, live JS heap after GC ${r.liveHeapMiB.toFixed(0)} MiB); ruleset text ${(r.textBytes / MiB).toFixed(1)} MiB`,
+            `${formatCount(r.n)}: ours ${r.cold.batches} batches (longest ${formatMs(r.cold.longestBatchMs)}), plan ${formatMs(r.cold.planMs)}, kernel ${formatMs(r.cold.kernelMs)} (message encoding included), CPU ${cpuText(r.cold)}; agent RSS ${r.rssMiB.toFixed(0)} MiB (peak ${r.maxRssMiB.toFixed(0)} MiB, live JS heap after GC ${r.liveHeapMiB.toFixed(0)} MiB); ruleset text ${(r.textBytes / MiB).toFixed(1)} MiB`,
         ),
         ...results.map((r) => changeSplit(r)),
         ...results
@@ -217,6 +217,11 @@ function sections(results: SizeResult[]): Section[] {
       targets,
     },
   ];
+}
+
+/** The cold sync's CPU in the agent: system time is the kernel's (nf_tables runs a batch in its sender's sendmsg). */
+function cpuText(t: SyncTiming): string {
+  return t.cpu ? `${formatMs(t.cpu.userMs)} user + ${formatMs(t.cpu.systemMs)} system` : 'not measured';
 }
 
 export const bench: Bench = {

@@ -27,7 +27,9 @@ export class AttrWriter {
   private header(type: number, payloadLen: number): void {
     const len = NLA_HDRLEN + payloadLen;
     if (len > 0xffff) throw new RangeError(`attribute ${type} too long: ${payloadLen} bytes`);
-    this.out.u16le(len).u16le(type);
+    if (type > 0xffff || type < 0) throw new RangeError(`attribute type ${type} is not a u16`);
+    const at = this.out.reserve(NLA_HDRLEN);
+    putAttrHeader(this.out.buffer, at, len, type);
   }
 
   u8(type: number, v: number): this {
@@ -60,9 +62,22 @@ export class AttrWriter {
 
   /** A NUL-terminated string, as the kernel's NLA_STRING/NLA_NUL_STRING policies expect. */
   str(type: number, s: string): this {
-    const b = Buffer.from(s, 'utf8');
-    this.header(type, b.length + 1);
-    this.out.bytes(b).u8(0).align4();
+    const n = s.length;
+    let ascii = true;
+    for (let i = 0; i < n && ascii; i++) ascii = s.charCodeAt(i) < 0x80;
+    if (!ascii) {
+      const b = Buffer.from(s, 'utf8');
+      this.header(type, b.length + 1);
+      this.out.bytes(b).u8(0).align4();
+      return this;
+    }
+    // ASCII (every kernel object name we write): stored char by char, no Buffer per string.
+    this.header(type, n + 1);
+    const at = this.out.reserve(n + 1);
+    const buf = this.out.buffer;
+    for (let i = 0; i < n; i++) buf[at + i] = s.charCodeAt(i);
+    buf[at + n] = 0;
+    this.out.align4();
     return this;
   }
 
@@ -361,12 +376,23 @@ export class AttrSet {
   constructor(buf: Uint8Array, where: string, base = 0) {
     this.where = where;
     const all: Attr[] = [];
-    for (const a of readAttrs(buf, where, base)) {
+    // The cursor directly, as readAttrs walks it: a generator's step per attribute shows when
+    // every rule of a long chain is decoded.
+    const c = new AttrCursor(buf, where, base);
+    while (c.next()) {
+      const a: Attr = {
+        type: c.type(),
+        nested: c.nested,
+        netOrder: c.netOrder,
+        data: buf.subarray(c.at, c.at + c.len),
+        offset: c.offset,
+      };
       all.push(a);
       const list = this.byType.get(a.type);
       if (list) list.push(a);
       else this.byType.set(a.type, [a]);
     }
+    c.check();
     this.all = all;
   }
 

@@ -40,33 +40,50 @@ export class ByteWriter {
     return this.buf;
   }
 
+  // Direct stores, not Buffer's writeUInt*: those check their arguments on every call, and a
+  // full sync writes millions of these fields.
   u8(v: number): this {
+    if (v > 0xff || v < 0) throw outOfRange(v, 0xff);
     const at = this.reserve(1);
-    this.buf.writeUInt8(v, at);
+    this.buf[at] = v;
     return this;
   }
 
   u16le(v: number): this {
+    if (v > 0xffff || v < 0) throw outOfRange(v, 0xffff);
     const at = this.reserve(2);
-    this.buf.writeUInt16LE(v, at);
+    const b = this.buf;
+    b[at] = v;
+    b[at + 1] = v >>> 8;
     return this;
   }
 
   u16be(v: number): this {
+    if (v > 0xffff || v < 0) throw outOfRange(v, 0xffff);
     const at = this.reserve(2);
-    this.buf.writeUInt16BE(v, at);
+    const b = this.buf;
+    b[at] = v >>> 8;
+    b[at + 1] = v;
     return this;
   }
 
   u32le(v: number): this {
     const at = this.reserve(4);
-    this.buf.writeUInt32LE(v >>> 0, at);
+    const b = this.buf;
+    b[at] = v;
+    b[at + 1] = v >>> 8;
+    b[at + 2] = v >>> 16;
+    b[at + 3] = v >>> 24;
     return this;
   }
 
   u32be(v: number): this {
     const at = this.reserve(4);
-    this.buf.writeUInt32BE(v >>> 0, at);
+    const b = this.buf;
+    b[at] = v >>> 24;
+    b[at + 1] = v >>> 16;
+    b[at + 2] = v >>> 8;
+    b[at + 3] = v;
     return this;
   }
 
@@ -111,11 +128,17 @@ export class ByteWriter {
   }
 
   patchU16le(at: number, v: number): void {
-    this.buf.writeUInt16LE(v, at);
+    if (v > 0xffff || v < 0) throw outOfRange(v, 0xffff);
+    this.buf[at] = v;
+    this.buf[at + 1] = v >>> 8;
   }
 
   patchU32le(at: number, v: number): void {
-    this.buf.writeUInt32LE(v >>> 0, at);
+    const b = this.buf;
+    b[at] = v;
+    b[at + 1] = v >>> 8;
+    b[at + 2] = v >>> 16;
+    b[at + 3] = v >>> 24;
   }
 
   /**
@@ -130,6 +153,40 @@ export class ByteWriter {
   toBytes(): Uint8Array {
     return Uint8Array.prototype.slice.call(this.buf, 0, this.len);
   }
+
+  /**
+   * A copy of what was written, carved from a shared slab when small (see slabCopy): for
+   * the many short-lived messages of a sync. The writer may be reused afterwards.
+   */
+  toSlabBytes(): Uint8Array {
+    return slabCopy(this.buf, this.len);
+  }
 }
+
+// Small copies share 64 KiB slabs: a full sync encodes hundreds of thousands of messages of
+// 100-300 bytes, and one ArrayBuffer each (a malloc'd backing store, a GC-tracked object)
+// showed as allocation and GC time and as malloc growth left in RSS. A slab lives as long as
+// any copy carved from it, so this is only for copies that are dropped soon (messages sent).
+const SLAB_SIZE = 64 * 1024;
+const SLAB_MAX_COPY = 4096;
+let slab = new Uint8Array(0);
+let slabUsed = 0;
+
+/** A copy of b[0, len) as a plain Uint8Array (not a Buffer), 8-byte aligned in a shared slab when small. */
+export function slabCopy(b: Uint8Array, len: number): Uint8Array {
+  if (len > SLAB_MAX_COPY) return Uint8Array.prototype.slice.call(b, 0, len);
+  if (slabUsed + len > slab.length) {
+    slab = new Uint8Array(SLAB_SIZE);
+    slabUsed = 0;
+  }
+  const out = slab.subarray(slabUsed, slabUsed + len);
+  out.set(b.subarray(0, len));
+  slabUsed = (slabUsed + len + 7) & ~7;
+  return out;
+}
+
+// As Buffer's writeUInt8/16 would have refused it (NaN and fractions are stored as they would).
+const outOfRange = (v: number, max: number): RangeError =>
+  new RangeError(`The value of "value" is out of range. It must be >= 0 and <= ${max}. Received ${v}`);
 
 export const align4 = (n: number): number => (n + 3) & ~3;

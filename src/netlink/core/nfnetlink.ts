@@ -25,11 +25,31 @@ export function nfMessage(
   resId = 0,
   sizeHint = 128,
 ): OutMessage {
-  const out = new ByteWriter(sizeHint);
-  out.u8(family).u8(NFNETLINK_V0).u16be(resId);
-  fill(new AttrWriter(out));
-  return { type: nfnlType(subsys, cmd), flags, payload: out.toBytes(), label };
+  // Small messages are written in one reused writer and copied out into a slab (bytes.ts):
+  // no buffer of its own per message while it is written. A large one (a set's elements)
+  // gets its own writer, which is not kept afterwards.
+  const own = scratchBusy || sizeHint > SCRATCH_MAX;
+  const out = own ? new ByteWriter(sizeHint) : scratch;
+  out.truncate(0);
+  if (!own) scratchBusy = true;
+  try {
+    out.u8(family).u8(NFNETLINK_V0).u16be(resId);
+    fill(new AttrWriter(out));
+    return { type: nfnlType(subsys, cmd), flags, payload: own ? out.toBytes() : out.toSlabBytes(), label };
+  } finally {
+    if (!own) {
+      scratchBusy = false;
+      // Grown past its size by one large message: dropped rather than kept at that size.
+      if (scratch.buffer.length > SCRATCH_MAX) scratch = new ByteWriter(SCRATCH_SIZE);
+    }
+  }
 }
+
+const SCRATCH_SIZE = 1024;
+const SCRATCH_MAX = 16 * 1024;
+let scratch = new ByteWriter(SCRATCH_SIZE);
+/** A fill that builds another message meanwhile gets a writer of its own. */
+let scratchBusy = false;
 
 /** The nfgenmsg of a received message and the attributes after it. */
 export function splitNfPayload(

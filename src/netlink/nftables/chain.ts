@@ -52,7 +52,7 @@ export function chainMessage(
       w.u64(NFTA_CHAIN_HANDLE, c.handle, 'net');
       return;
     }
-    w.bytes(NFTA_CHAIN_NAME, cstr(c.name));
+    w.str(NFTA_CHAIN_NAME, c.name);
     if (!full) return;
     const b = c.base;
     if (b) {

@@ -36,7 +36,7 @@ export function ruleMessage(
   ctx: EncodeContext,
 ): OutMessage {
   return nftMessage(cmd, scope.family, flags, label, (w) => {
-    w.bytes(NFTA_RULE_TABLE, cstr(scope.table)).bytes(NFTA_RULE_CHAIN, cstr(r.chain));
+    w.bytes(NFTA_RULE_TABLE, cstr(scope.table)).str(NFTA_RULE_CHAIN, r.chain);
     if (parts.handle && r.handle !== undefined) w.u64(NFTA_RULE_HANDLE, r.handle, 'net');
     if (!parts.body) return;
     w.nested(NFTA_RULE_EXPRESSIONS, (l) => writeExprs(l, r.exprs, ctx));

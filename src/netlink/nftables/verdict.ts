@@ -8,7 +8,7 @@
 import type { AttrCursor, AttrSet, AttrWriter } from '../core/index.ts';
 import { NetlinkDecodeError } from '../core/index.ts';
 import { NFTA_DATA_VERDICT, NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE, VerdictCode } from './constants.ts';
-import { cstr, ident } from './message.ts';
+import { ident } from './message.ts';
 
 export type Verdict =
   { verdict: 'accept' | 'drop' | 'continue' | 'return' | 'break' } | { verdict: 'jump' | 'goto'; chain: string };
@@ -27,7 +27,7 @@ export function isVerdict(v: unknown): v is Verdict {
 export function writeVerdict(w: AttrWriter, v: Verdict): void {
   w.nested(NFTA_DATA_VERDICT, (n) => {
     n.u32(NFTA_VERDICT_CODE, VerdictCode[v.verdict] >>> 0, 'net');
-    if ('chain' in v) n.bytes(NFTA_VERDICT_CHAIN, cstr(v.chain));
+    if ('chain' in v) n.str(NFTA_VERDICT_CHAIN, v.chain);
   });
 }
 

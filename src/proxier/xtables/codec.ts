@@ -31,10 +31,13 @@ const NO_SETS = { setId: (): number => 0 };
  * (rules are keyed as encoded, and listed rules are decoded and encoded again first).
  */
 export function exprsKey(exprs: readonly NftExpr[]): string {
-  const w = new AttrWriter();
-  writeExprs(w, exprs, NO_SETS);
-  return hash('sha1', w.out.view(), 'base64url');
+  // One writer for every key (a full sync keys every rule of the shared chains): hashed, then reused.
+  keyWriter.out.truncate(0);
+  writeExprs(keyWriter, exprs, NO_SETS);
+  return hash('sha1', keyWriter.out.view(), 'base64url');
 }
+
+const keyWriter = new AttrWriter();
 
 export function listedJumpTarget(listed: NftRule): string | undefined {
   for (const e of listed.exprs) {

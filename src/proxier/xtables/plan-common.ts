@@ -26,20 +26,28 @@ export class Encoder {
   }
 
   one(rule: IptRule): Encoded {
-    const nft = this.codec.encode(rule);
-    let key: string | undefined;
-    // Computed when asked: only rules compared with the kernel need one.
-    return {
-      rule,
-      nft,
-      get key(): string {
-        return (key ??= exprsKey(nft.exprs));
-      },
-    };
+    return new EncodedRule(rule, this.codec.encode(rule));
   }
 
   all(rules: readonly IptRule[]): Encoded[] {
     return rules.map((r) => this.one(r));
+  }
+}
+
+/** A class, not an object with a getter closure: one of these per rule of a full sync. */
+class EncodedRule implements Encoded {
+  readonly rule: IptRule;
+  readonly nft: NftRule;
+  private k: string | undefined;
+
+  constructor(rule: IptRule, nft: NftRule) {
+    this.rule = rule;
+    this.nft = nft;
+  }
+
+  /** Computed when asked: only rules compared with the kernel need one. */
+  get key(): string {
+    return (this.k ??= exprsKey(this.nft.exprs));
   }
 }
 

@@ -113,7 +113,7 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
     if (!present(c.table, c.name)) plan.chain(c.table, 'add', { kind: 'chain', name: c.name });
   const skOwned = rulesByChain(sk.chains, skRules);
   const skContent = new Map<string, string>();
-  for (const c of leavesFirst(sk.chains, (x) => (skOwned.get(chainId(x.table, x.name)) ?? []).map((e) => e.rule))) {
+  for (const c of leavesFirst(sk.chains, (x) => skOwned.get(chainId(x.table, x.name)) ?? [])) {
     writeOwned(plan, c, skOwned.get(chainId(c.table, c.name)) ?? [], present(c.table, c.name) ? listed(c) : undefined);
     skContent.set(chainId(c.table, c.name), digestOf(skOwned.get(chainId(c.table, c.name)) ?? []));
   }
@@ -271,7 +271,7 @@ function writeUnit(plan: Plan, unit: Unit, remake: () => Unit, enc: Encoder, ctx
     plan.group();
     for (const c of missing) plan.chain(c.table, 'add', { kind: 'chain', name: c.name });
   }
-  for (const c of leavesFirst(unit.chains, (x) => (owned.get(chainId(x.table, x.name)) ?? []).map((e) => e.rule))) {
+  for (const c of leavesFirst(unit.chains, (x) => owned.get(chainId(x.table, x.name)) ?? [])) {
     const id = chainId(c.table, c.name);
     const want = owned.get(id) ?? [];
     if (!ctx.present(c.table, c.name)) {

@@ -45,7 +45,7 @@ export function planPartial(inp: PartialPlanInput): { plan: Plan; commit: () => 
       for (const c of created) plan.chain(c.table, 'add', { kind: 'chain', name: c.name });
     }
     const content = new Map<string, string>();
-    for (const c of leavesFirst(unit.chains, (x) => (owned.get(chainId(x.table, x.name)) ?? []).map((e) => e.rule))) {
+    for (const c of leavesFirst(unit.chains, (x) => owned.get(chainId(x.table, x.name)) ?? [])) {
       const cid = chainId(c.table, c.name);
       const want = owned.get(cid) ?? [];
       const digest = unitDigest(want);

@@ -60,21 +60,31 @@ export const chainId = (table: IptTable, name: string): string => `${table}/${na
  * Owned chains in an order where every chain comes after the chains it jumps to (leaves first),
  * so that when they are filled one batch after another no packet meets an empty target.
  */
-export function leavesFirst(chains: readonly ChainRef[], rulesOf: (c: ChainRef) => readonly IptRule[]): ChainRef[] {
-  const byId = new Map(chains.map((c) => [chainId(c.table, c.name), c]));
-  const done = new Set<string>();
+export function leavesFirst(
+  chains: readonly ChainRef[],
+  rulesOf: (c: ChainRef) => readonly { readonly rule: IptRule }[],
+): ChainRef[] {
+  // By name, then table: no "table/name" string per lookup (a full sync orders 100,000 chains).
+  const byName = new Map<string, ChainRef[]>();
+  const canonical = (table: IptTable, name: string): ChainRef | undefined =>
+    byName.get(name)?.find((x) => x.table === table);
+  for (const c of chains) {
+    const l = byName.get(c.name);
+    if (!l) byName.set(c.name, [c]);
+    else if (!l.some((x) => x.table === c.table)) l.push(c); // a chain listed twice is one chain
+  }
+  const done = new Set<ChainRef>();
   const out: ChainRef[] = [];
   const visit = (c: ChainRef, depth: number): void => {
-    const id = chainId(c.table, c.name);
-    if (done.has(id) || depth > 64) return;
-    done.add(id);
-    for (const r of rulesOf(c)) {
+    if (done.has(c) || depth > 64) return;
+    done.add(c);
+    for (const { rule: r } of rulesOf(c)) {
       if (r.target.t !== 'jump') continue;
-      const t = byId.get(chainId(c.table, r.target.chain));
+      const t = canonical(c.table, r.target.chain);
       if (t) visit(t, depth + 1);
     }
     out.push(c);
   };
-  for (const c of chains) visit(c, 0);
+  for (const c of chains) visit(canonical(c.table, c.name)!, 0);
   return out;
 }

@@ -6,6 +6,7 @@ import {
   ipFromBytes,
   isLoopback,
   parseCIDR,
+  parseCIDRBytes,
   parseIP,
 } from '../../../src/base/ip.ts';
 
@@ -69,4 +70,28 @@ test('loopback and ordering', (t) => {
   t.false(isLoopback(parseIP('::2')!));
   t.true(compareIP(parseIP('10.0.0.2')!, parseIP('10.0.0.10')!) < 0);
   t.true(compareIP(parseIP('10.0.0.2')!, parseIP('::1')!) < 0);
+});
+
+test('parseCIDRBytes gives the family, network bytes and prefix of parseCIDR, without the texts', (t) => {
+  const inputs = [
+    '10.244.3.7',
+    '10.244.3.7/32',
+    '10.244.3.7/16',
+    '10.244.3.7/0',
+    '192.168.1.200/27',
+    'fd00::1',
+    'fd00::1/64',
+    '::ffff:10.0.0.1',
+    '10.0.0.1/33',
+    '10.0.0.1/',
+    '10.0.0.1/x',
+    '010.0.0.1',
+    '10.0.0',
+    '',
+    'fd00::/129',
+  ];
+  for (const text of inputs) {
+    const c = parseCIDR(text);
+    t.deepEqual(parseCIDRBytes(text), c && { family: c.family, bytes: c.addr.bytes, prefix: c.prefix }, text);
+  }
 });

@@ -8,6 +8,7 @@
 import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { hex, need } from './common.ts';
+import { cstr } from '../message.ts';
 
 const NAME = 1,
   REV = 2,
@@ -23,7 +24,7 @@ export interface XtMatchExpr {
 export const xtMatch: ExprCodec<XtMatchExpr> = {
   name: 'match',
   encode(w: AttrWriter, e: XtMatchExpr): void {
-    w.str(NAME, e.name).u32(REV, e.rev, 'net').bytes(INFO, e.info);
+    w.bytes(NAME, cstr(e.name)).u32(REV, e.rev, 'net').bytes(INFO, e.info);
   },
   decode(a: AttrSet): XtMatchExpr {
     return {

@@ -7,6 +7,7 @@
 import type { AttrSet, AttrWriter } from '../../core/index.ts';
 import type { ExprCodec } from './common.ts';
 import { hex, need } from './common.ts';
+import { cstr } from '../message.ts';
 
 const NAME = 1,
   REV = 2,
@@ -22,7 +23,7 @@ export interface XtTargetExpr {
 export const xtTarget: ExprCodec<XtTargetExpr> = {
   name: 'target',
   encode(w: AttrWriter, e: XtTargetExpr): void {
-    w.str(NAME, e.name).u32(REV, e.rev, 'net').bytes(INFO, e.info);
+    w.bytes(NAME, cstr(e.name)).u32(REV, e.rev, 'net').bytes(INFO, e.info);
   },
   decode(a: AttrSet): XtTargetExpr {
     return {

@@ -13,7 +13,7 @@
 //   NFTA_RULE_COMPAT with the -p protocol (0 without), flags 0; no rule userdata.
 
 import type { IPFamily } from '../../../base/ip.ts';
-import { parseCIDR, parseIP } from '../../../base/ip.ts';
+import { parseCIDRBytes, parseIP } from '../../../base/ip.ts';
 import type { NftExpr } from '../expr/index.ts';
 import type { NftRule } from '../types.ts';
 import type { IptRule, L4Proto, Match, Target } from './rule.ts';
@@ -65,14 +65,14 @@ function checkPort(what: string, port: number): number {
 
 /** -s / -d: iptables-nft's add_addr. */
 function addrExprs(dir: 'src' | 'dst', cidr: string, invert: boolean, family: IPFamily): NftExpr[] {
-  const c = parseCIDR(cidr);
+  const c = parseCIDRBytes(cidr);
   if (!c || c.family !== family)
     throw new Error(`rule ${dir === 'src' ? 'source' : 'destination'} ${cidr} is not an ${family} CIDR`);
   if (c.prefix === 0) {
     if (invert) throw new Error(`rule ${dir === 'src' ? '! -s' : '! -d'} ${cidr} matches nothing`);
     return []; // iptables drops a /0 address match
   }
-  const full = c.addr.bytes.length;
+  const full = c.bytes.length;
   const len = c.prefix % 8 === 0 ? c.prefix / 8 : full;
   const out: NftExpr[] = [{ type: 'payload', base: 'network', offset: ADDR_OFFSET[family][dir], len, dreg: 1 }];
   if (c.prefix % 8 !== 0) {
@@ -80,7 +80,7 @@ function addrExprs(dir: 'src' | 'dst', cidr: string, invert: boolean, family: IP
     for (let i = 0; i < full; i++) mask[i] = (0xff << (8 - Math.max(0, Math.min(8, c.prefix - i * 8)))) & 0xff;
     out.push({ type: 'bitwise', sreg: 1, dreg: 1, len: full, mask, xor: new Uint8Array(full) });
   }
-  out.push(cmp(invert ? 'neq' : 'eq', c.addr.bytes.slice(0, len)));
+  out.push(cmp(invert ? 'neq' : 'eq', len === full ? c.bytes : c.bytes.slice(0, len)));
   return out;
 }
 
@@ -215,18 +215,25 @@ export function ruleProto(rule: IptRule): L4Proto | undefined {
 /** The expressions of one rule, as iptables-nft 1.8.9 sends them. Throws a clear error on bad input. */
 export function ruleExprs(rule: IptRule, family: IPFamily, ctx: IptEncodeContext): NftExpr[] {
   const proto = ruleProto(rule);
-  const header = rule.matches
-    .filter((m) => headerRank(m) !== undefined)
-    .sort((a, b) => headerRank(a)! - headerRank(b)!);
-  for (let i = 1; i < header.length; i++) {
-    if (headerRank(header[i]!) === headerRank(header[i - 1]!))
-      throw new Error(`rule in ${rule.chain} repeats -${header[i]!.m}`);
+  // The header matches by rank (one slot each), then the -m matches in rule order.
+  const header: (Match | undefined)[] = [undefined, undefined, undefined, undefined, undefined];
+  for (const m of rule.matches) {
+    const rank = headerRank(m);
+    if (rank === undefined) continue;
+    if (header[rank] !== undefined) throw new Error(`rule in ${rule.chain} repeats -${m.m}`);
+    header[rank] = m;
   }
-  const out: NftExpr[] = header.flatMap((m) => headerExprs(m, family));
-  for (const m of rule.matches) if (headerRank(m) === undefined) out.push(...matchExprs(m, proto, family, ctx));
-  out.push({ type: 'counter', bytes: 0n, packets: 0n }, ...targetExprs(rule.target, family));
+  const out: NftExpr[] = [];
+  for (const m of header) if (m !== undefined) for (const e of headerExprs(m, family)) out.push(e);
+  for (const m of rule.matches)
+    if (headerRank(m) === undefined) for (const e of matchExprs(m, proto, family, ctx)) out.push(e);
+  out.push(COUNTER);
+  for (const e of targetExprs(rule.target, family)) out.push(e);
   return out;
 }
+
+// Every rule's counter is the same zero counter; expressions are only read (encoded, compared).
+const COUNTER: NftExpr = Object.freeze({ type: 'counter', bytes: 0n, packets: 0n });
 
 /** The rule as an NftRule for an NftTransaction bound to (ip|ip6, rule.table). */
 export function iptNftRule(rule: IptRule, family: IPFamily, ctx: IptEncodeContext): NftRule {

@@ -11,9 +11,24 @@ import type { XtTargetExpr } from '../expr/xt-target.ts';
 
 const XT_ALIGN = (n: number): number => (n + 7) & ~7;
 
+// Info structs are carved from zeroed 64 KiB slabs: a full sync makes one or two per rule
+// (a comment naming the endpoint is unique to its rule), and one ArrayBuffer each showed as
+// allocation and GC time, and as malloc growth left in RSS (a struct over 64 bytes has its
+// own malloc'd backing store). A slab lives while any struct carved from it does: the rules
+// of a sync, dropped once it is sent, and the few kept by the comment cache.
+const SLAB_SIZE = 64 * 1024;
+let slab = new Uint8Array(0);
+let slabUsed = 0;
+
 function struct(size: number, fill: (v: DataView, b: Uint8Array) => void): Uint8Array {
-  const b = new Uint8Array(XT_ALIGN(size));
-  fill(new DataView(b.buffer), b);
+  const len = XT_ALIGN(size);
+  if (slabUsed + len > slab.length) {
+    slab = new Uint8Array(Math.max(SLAB_SIZE, len));
+    slabUsed = 0;
+  }
+  const b = slab.subarray(slabUsed, slabUsed + len);
+  slabUsed += len;
+  fill(view(b), b);
   return b;
 }
 

@@ -33,6 +33,19 @@ test('every rule kind, IPv6 (nat, filter, mangle): the bytes ip6tables-nft-resto
   sameRules(t, 'restore-ipv6', 'IPv6', ruleset('IPv6').rules);
 });
 
+test('rules encoded long before they are sent keep their bytes (info structs and messages share slabs)', (t) => {
+  const theirs = captured('restore-ipv4').filter((m) => m.type === MSG.NEWRULE);
+  const rules = ruleset('IPv4').rules;
+  const held = rules.map((r) => iptNftRule(r, 'IPv4', ctx));
+  // Thousands of rules with comments of their own in between: new slabs, none reused.
+  for (let i = 0; i < 3000; i++)
+    ourBytes('IPv4', 'nat', iptNftRule({ ...rules[0]!, matches: [{ m: 'comment', text: `churn ${i}` }] }, 'IPv4', ctx));
+  held.forEach((nft, i) => {
+    const ours = ourBytes('IPv4', rules[i]!.table, nft);
+    t.true(Buffer.from(ours).equals(Buffer.from(theirs[i]!.bytes)), `rule ${i}\n${hexdiff(ours, theirs[i]!.bytes)}`);
+  });
+});
+
 test('-m ipvs: the bytes iptables-nft-restore sends', (t) => {
   sameRules(t, 'restore-ipvs', 'IPv4', IPVS_RULES);
 });
