@@ -2,18 +2,15 @@
 // someone else, told to the proxier of their family; our own and the built-in chains' changes
 // do not; lost announcements mark everything unless our own sync explains them.
 import test from 'ava';
-import { memoryLogger } from '../../../../src/base/logger.ts';
 import type { NftChange, NftMonitorHandlers } from '../../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../../src/netlink/nftables/iptables/rule.ts';
 import { ChainDriftWatch } from '../../../../src/proxier/drift/chain-watch.ts';
 import type { DriftTarget } from '../../../../src/proxier/drift/chain-watch.ts';
+import { watchHarness } from './watch-harness.ts';
 
 function setup() {
-  let h!: NftMonitorHandlers;
-  let now = 10_000;
-  let syncing = false;
+  const w = watchHarness<NftMonitorHandlers>();
   const told: string[] = [];
-  const drifts: string[] = [];
   const target = (fam: string): DriftTarget => ({
     drifted: (table?: IptTable, chain?: string, what?: string, jump?: string) => {
       told.push(`${fam} ${table ?? '*'} ${chain ?? '*'} ${what ?? ''}${jump ? ` -j ${jump}` : ''}`.trim());
@@ -21,30 +18,15 @@ function setup() {
     },
   });
   new ChainDriftWatch({
+    ...w.options,
     targets: new Map([
       ['ip', target('ip')],
       ['ip6', target('ip6')],
     ]),
-    ownPorts: new Set([111]),
-    onDrift: (why) => drifts.push(why),
-    syncing: () => syncing,
-    logger: memoryLogger(),
-    now: () => now,
-    monitor: (handlers) => {
-      h = handlers;
-      return { localPort: 999, close: () => {} };
-    },
   });
   const change = (c: Partial<NftChange>): void =>
-    h.onChange({ kind: 'rule', added: false, family: 'ip', table: 'nat', object: 'KUBE-SVC-X', portId: 555, ...c });
-  return {
-    h: () => h,
-    change,
-    told,
-    drifts,
-    tick: (ms: number) => void (now += ms),
-    setSyncing: (v: boolean) => void (syncing = v),
-  };
+    w.h().onChange({ kind: 'rule', added: false, family: 'ip', table: 'nat', object: 'KUBE-SVC-X', portId: 555, ...c });
+  return { ...w, change, told };
 }
 
 test('a rule of one of our chains changed by someone else is told to its family and asks for a repair', (t) => {
@@ -96,11 +78,8 @@ test('paused while our full syncs run: the socket is closed, and opened again af
   let opened = 0;
   let open = 0;
   const w = new ChainDriftWatch({
+    ...watchHarness<NftMonitorHandlers>().options,
     targets: new Map(),
-    ownPorts: new Set(),
-    onDrift: () => {},
-    syncing: () => false,
-    logger: memoryLogger(),
     monitor: () => {
       opened++;
       open++;

@@ -2,17 +2,15 @@
 // for a repair; changes made through our own sockets are passed over; lost announcements ask
 // for one unless our own sync explains them or there is nothing to repair yet.
 import test from 'ava';
-import { memoryLogger } from '../../../../src/base/logger.ts';
 import type { RouteChange, RouteMonitorHandlers } from '../../../../src/netlink/route/index.ts';
 import { LinkDriftWatch } from '../../../../src/proxier/drift/link-watch.ts';
+import { watchHarness } from './watch-harness.ts';
 
 function setup(synced = true) {
-  let h!: RouteMonitorHandlers;
-  let now = 10_000;
-  let syncing = false;
-  const drifts: string[] = [];
+  const harness = watchHarness<RouteMonitorHandlers>();
   const seen: (RouteChange | undefined)[] = [];
   const w = new LinkDriftWatch({
+    ...harness.options,
     targets: [
       {
         linkDrifted: (c) => {
@@ -23,24 +21,8 @@ function setup(synced = true) {
       },
     ],
     families: ['IPv4'],
-    ownPorts: new Set([111]),
-    onDrift: (why) => drifts.push(why),
-    syncing: () => syncing,
-    logger: memoryLogger(),
-    now: () => now,
-    monitor: (handlers) => {
-      h = handlers;
-      return { localPort: 999, close: () => {} };
-    },
   });
-  return {
-    w,
-    h: () => h,
-    drifts,
-    seen,
-    tick: (ms: number) => void (now += ms),
-    setSyncing: (v: boolean) => void (syncing = v),
-  };
+  return { ...harness, w, seen };
 }
 
 const gone: RouteChange = { kind: 'link', added: false, index: 7, name: 'kube-ipvs0', portId: 555 };
