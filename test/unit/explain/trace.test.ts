@@ -197,7 +197,7 @@ const BY_MODE: readonly {
 
 for (const c of BY_MODE) {
   test(`each mode's verdict: ${c.name}`, (t) => {
-    for (const [mode, [verdict, reason]] of Object.entries(c.want) as [ProxyMode, [string, RegExp]][]) {
+    for (const [mode, [verdict, reason]] of Object.entries(c.want) as [ProxyMode, [TraceResult['verdict'], RegExp]][]) {
       const r = trace(ctx(mode), c.q);
       t.is(r.verdict, verdict, `${mode}: ${r.reason}`);
       t.regex(r.reason, reason, mode);
