@@ -9,8 +9,6 @@
 import { join } from 'node:path';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { askDaemon } from '../../src/control/client.ts';
-import type { TraceResult } from '../../src/explain/trace.ts';
 import type { ProxyMode } from '../../src/proxier/types.ts';
 import { ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
@@ -18,16 +16,8 @@ import { pollUntil } from '../helpers/daemon-process.ts';
 import { writeServiceManifests } from '../helpers/manifests.ts';
 import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 import { ep, svc } from '../unit/model/helpers.ts';
-import { gatewayAnswers, POLICY_SERVICES, runPolicyCases } from './trace-policy-cases.ts';
+import { gatewayAnswers, POLICY_SERVICES, runPolicyCases, traceOver } from './trace-policy-cases.ts';
 import type { PolicyEnv } from './trace-policy-cases.ts';
-
-/** What trace answers over the control socket (the CLI prints this object with -o json). */
-export function traceOver(sock: string): PolicyEnv['trace'] {
-  return async (from, to) => {
-    const [host, port] = to.split(':') as [string, string];
-    return (await askDaemon(sock, { op: 'trace', from, to: host, port: Number(port), protocol: 'TCP' })) as TraceResult;
-  };
-}
 
 async function startProgrammed(
   t: ExecutionContext,

@@ -8,6 +8,7 @@
 //
 // Run by explain-trace-policies.test.ts (nftables, iptables, userspace in namespaces) and by
 // test/vm/scenarios/ipvs-trace.ts (IPVS, Debian's kernel under QEMU).
+import { askDaemon } from '../../src/control/client.ts';
 import type { TraceResult } from '../../src/explain/trace.ts';
 import type { ProxyMode } from '../../src/proxier/types.ts';
 import { CLIENT_IP, ECHO, NODE_IP, podIP } from '../helpers/cluster.ts';
@@ -29,6 +30,14 @@ export interface PolicyEnv {
   readonly c: Cluster;
   /** trace of a TCP connection from `from` to `to` (ip:port), as the daemon answers it. */
   trace(from: string, to: string): Promise<TraceResult>;
+}
+
+/** What trace answers over the control socket (the CLI prints this object with -o json). */
+export function traceOver(sock: string): PolicyEnv['trace'] {
+  return async (from, to) => {
+    const [host, port] = to.split(':') as [string, string];
+    return (await askDaemon(sock, { op: 'trace', from, to: host, port: Number(port), protocol: 'TCP' })) as TraceResult;
+  };
 }
 
 const TCP = (port: number, nodePort?: number) => [
