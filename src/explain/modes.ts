@@ -26,6 +26,13 @@ export interface TraceTraits {
    * (IPVS, upstream PR 97081); or policies not applied at all (userspace: cluster endpoints).
    */
   readonly noLocalEndpoints: { readonly fate: 'drop' | 'cluster-fallback' | 'ignored'; readonly rule: string };
+  /**
+   * A connection to the endpoint that is its own source is masqueraded (else the endpoint
+   * would drop its own address as source): for every such endpoint (the endpoint chains' rule
+   * in nftables and iptables mode), only for endpoints on this node (IPVS: KUBE-LOOP-BACK
+   * holds local endpoints only), or never needed (userspace: the proxy connects from the node).
+   */
+  readonly hairpin: 'every endpoint' | 'local endpoints' | 'none';
   /** Protocols the mode does not handle (their packets are untouched). */
   readonly unhandledProtocols: readonly string[];
 }
@@ -38,6 +45,7 @@ export const TRACE_TRAITS: Readonly<Record<ProxyMode, TraceTraits>> = {
     noEndpoints: { verdict: 'reject', rule: 'no-endpoint, reject-chain' },
     sourceRanges: { verdict: 'drop', rule: 'firewall-check' },
     noLocalEndpoints: { fate: 'drop', rule: 'no-endpoint' },
+    hairpin: 'every endpoint',
     unhandledProtocols: [],
   },
   iptables: {
@@ -56,6 +64,7 @@ export const TRACE_TRAITS: Readonly<Record<ProxyMode, TraceTraits>> = {
       fate: 'drop',
       rule: 'filter KUBE-SERVICES / KUBE-EXTERNAL-SERVICES DROP "has no local endpoints"',
     },
+    hairpin: 'every endpoint',
     unhandledProtocols: [],
   },
   ipvs: {
@@ -80,6 +89,7 @@ export const TRACE_TRAITS: Readonly<Record<ProxyMode, TraceTraits>> = {
       fate: 'cluster-fallback',
       rule: 'IPVS mode: Local policy with no local endpoint falls back to the cluster endpoints (upstream PR 97081)',
     },
+    hairpin: 'local endpoints',
     unhandledProtocols: [],
   },
   userspace: {
@@ -100,6 +110,7 @@ export const TRACE_TRAITS: Readonly<Record<ProxyMode, TraceTraits>> = {
       fate: 'ignored',
       rule: 'userspace mode applies no traffic policy: its proxy socket balances over the cluster endpoints',
     },
+    hairpin: 'none',
     unhandledProtocols: ['SCTP'],
   },
 };

@@ -137,9 +137,10 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
     endpoint: e.key,
     probability: 1 / eps.length,
     nodeName: e.nodeName,
-    hairpin: e.ip === src.text,
+    hairpin:
+      e.ip === src.text && (traits.hairpin === 'every endpoint' || (traits.hairpin === 'local endpoints' && e.isLocal)),
   }));
-  if (!proxied && endpoints.some((e) => e.hairpin))
+  if (endpoints.some((e) => e.hairpin))
     notes.push('hairpin: to the endpoint that is the source itself, the packet is masqueraded (hairpin set)');
   if (info.sessionAffinity === 'ClientIP') {
     notes.push(

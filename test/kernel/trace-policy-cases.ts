@@ -238,7 +238,13 @@ export async function runPolicyCases(t: Check, env: PolicyEnv, mode: ProxyMode):
   t.deepEqual(endpointsOf(await go('client', '10.96.0.10:80', all('fwd'))), [`${podIP(0)}:8080`]);
 
   // Detect-local: a pod's own address is kept, except to itself (hairpin, masqueraded); userspace: never kept.
-  t.is((await go(1, '10.96.0.1:80', all('fwd'), 8)).masquerade!.yes, us);
+  // (pod1 is web's endpoint on this node: IPVS masquerades hairpin connections to local endpoints only.)
+  const self = await go(0, '10.96.0.1:80', all('fwd'), 8);
+  t.is(self.masquerade!.yes, us);
+  t.deepEqual(
+    self.endpoints.filter((e) => e.hairpin).map((e) => e.endpoint),
+    us ? [] : [`${podIP(0)}:8080`],
+  );
 
   // No endpoints: refused in every mode.
   t.regex((await go('client', '10.96.0.11:80', all('reject'))).reason, /no ready/);

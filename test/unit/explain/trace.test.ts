@@ -244,3 +244,15 @@ test('IPVS: a Local policy with nothing to fall back to leaves the virtual serve
     'drop',
   );
 });
+
+test('hairpin: every endpoint (nftables, iptables), local endpoints only (IPVS: KUBE-LOOP-BACK), none (userspace)', (t) => {
+  const hair = (mode: ProxyMode, from: string) =>
+    trace(ctx(mode), q(from, '10.96.0.10', 80))
+      .endpoints.filter((e) => e.hairpin)
+      .map((e) => e.endpoint);
+  t.deepEqual(hair('nftables', '10.244.2.1'), ['10.244.2.1:8080']);
+  t.deepEqual(hair('iptables', '10.244.2.1'), ['10.244.2.1:8080']);
+  t.deepEqual(hair('ipvs', '10.244.2.1'), [], 'node-b endpoint: not in KUBE-LOOP-BACK');
+  t.deepEqual(hair('ipvs', '10.244.1.1'), ['10.244.1.1:8080']);
+  t.deepEqual(hair('userspace', '10.244.1.1'), []);
+});

@@ -47,7 +47,7 @@ async function start(note: (v: unknown) => void): Promise<void> {
       'the daemon to program the Services',
       async () =>
         (await c.clientAgent.call<string>(ECHO, 'tcp', '10.96.0.1', 80)).startsWith('pod') ? true : undefined,
-      240_000,
+      360_000,
       500,
     );
   } catch (e) {
@@ -58,10 +58,10 @@ async function start(note: (v: unknown) => void): Promise<void> {
 }
 
 export const cases: VmCase[] = [
-  { name: 'the cluster and the IPVS daemon start', timeoutMs: 300_000, run: start },
+  { name: 'the cluster and the IPVS daemon start', timeoutMs: 400_000, run: start },
   {
     name: 'ipvs: trace predicts what real packets meet, policy by policy',
-    timeoutMs: 240_000,
+    timeoutMs: 150_000,
     run: async () => {
       if (!env) throw new Error('no daemon (the start failed)');
       try {
