@@ -22,19 +22,21 @@ export interface CliDeps {
 
 const USAGE = `Usage:
   kube-proxy-ts explain [NAMESPACE/NAME[:PORT]] [--output table|json] [--control-socket PATH]
+                        [--node NAME]
       A Service port (or every one, as a table): frontends, policies, the endpoints this node
       chose and why the others were not, what the kernel holds for it and whether that is
       what the last sync wrote (drift), and the last sync and change times.
   kube-proxy-ts trace --from IP[:PORT] --to IP:PORT[/PROTO] [--in-interface IF] [--output table|json]
-                      [--live [--live-timeout SECONDS]]
-      What a packet would meet: the frontend it hits, masqueraded or not and why, the
-      endpoints it may reach and with which probability, or why it is dropped or rejected.
+                      [--live [--live-timeout SECONDS]] [--node NAME]
+      What a packet would meet in the mode that runs: the frontend it hits, masqueraded or not
+      and why, the endpoints it may reach and with which probability, or why it is dropped,
+      rejected or left untouched.
       --live also arms nf_tables tracing for such packets (sending nothing) and prints the
       real path of the next one, waiting at most --live-timeout seconds (default 10, max 60).
-The daemon answers on its control socket (default ${DEFAULT_CONTROL_SOCKET}, root only); the
-first line says which daemon answered (node, mode, pid, socket). The socket is a file, so a
-network namespace does not scope it: --node NAME (or --hostname-override NAME) refuses an
-answer from the daemon of another node (exit 4).
+The daemon answers on its control socket (default ${DEFAULT_CONTROL_SOCKET},
+root only). The first line names the daemon that answered (node, mode, pid, socket). The
+socket is a file, so a network namespace does not scope it: --node NAME (or
+--hostname-override NAME) refuses the daemon of another node (exit 4).
 `;
 
 class UsageError extends Error {}
