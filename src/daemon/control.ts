@@ -8,7 +8,7 @@ import { startControlServer } from '../control/server.ts';
 import type { ControlServer } from '../control/server.ts';
 import { explainPort, matchPorts } from '../explain/explain.ts';
 import type { PortExplanation } from '../explain/explain.ts';
-import type { ExplainAnswer, SyncTimes } from '../explain/format.ts';
+import type { DaemonIdentity, ExplainAnswer, SyncTimes } from '../explain/format.ts';
 import { trace } from '../explain/trace.ts';
 import type { TraceQuery, TraceResult } from '../explain/trace.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
@@ -44,6 +44,13 @@ async function syncTimes(p: ControlParts): Promise<SyncTimes> {
   };
 }
 
+/** Who answers: the node the model serves (every family's is the same), the mode, this process and its socket. */
+export function identity(p: ControlParts): DaemonIdentity {
+  const first = p.trackers.values().next();
+  const nodeName = first.done === true ? '' : first.value.desired.node.name;
+  return { nodeName, mode: p.proxiers.mode, pid: process.pid, socket: p.path };
+}
+
 async function explain(p: ControlParts, target: string | undefined, signal: AbortSignal): Promise<ExplainAnswer> {
   const ports: PortExplanation[] = [];
   // What the proxiers read from the kernel is shared by the ports of this query.
@@ -59,7 +66,7 @@ async function explain(p: ControlParts, target: string | undefined, signal: Abor
   }
   if (target !== undefined && ports.length === 0)
     throw new Error(`no Service port ${target} (the model has ${countPorts(p)} service ports)`);
-  return { sync: await syncTimes(p), ports };
+  return { daemon: identity(p), sync: await syncTimes(p), ports };
 }
 
 const countPorts = (p: ControlParts): number =>
@@ -116,7 +123,7 @@ export function controlHandler(p: ControlParts) {
   return async (r: Record<string, unknown>, signal: AbortSignal): Promise<unknown> => {
     switch (r['op']) {
       case 'ping':
-        return { mode: p.proxiers.mode, families: [...p.trackers.keys()] };
+        return { daemon: identity(p), mode: p.proxiers.mode, families: [...p.trackers.keys()] };
       case 'explain': {
         const target = r['target'];
         if (target !== undefined && typeof target !== 'string')
@@ -124,7 +131,7 @@ export function controlHandler(p: ControlParts) {
         return explain(p, target, signal);
       }
       case 'trace': {
-        const predicted = { ...traceIt(p, r), sync: await syncTimes(p) };
+        const predicted = { daemon: identity(p), ...traceIt(p, r), sync: await syncTimes(p) };
         const live = liveTimeout(r['live']);
         if (live === undefined) return predicted;
         return { ...predicted, live: await (p.liveTrace ?? liveTrace)(predicted.query, { timeoutMs: live, signal }) };

@@ -15,7 +15,18 @@ export interface SyncTimes {
   readonly pending: boolean;
 }
 
+/** Which daemon answered: the control socket is a file, so no network namespace scopes it. */
+export interface DaemonIdentity {
+  readonly nodeName: string;
+  readonly mode: string;
+  readonly pid: number;
+  /** The control socket path the daemon listens on. */
+  readonly socket: string;
+}
+
 export interface ExplainAnswer {
+  /** Absent from daemons older than this field. */
+  readonly daemon?: DaemonIdentity;
   readonly sync: SyncTimes;
   readonly ports: readonly PortExplanation[];
 }
@@ -107,14 +118,21 @@ const indent = (s: string): string =>
     .map((l) => `  ${l}`)
     .join('\n');
 
-export function formatExplain(a: ExplainAnswer, one: boolean): string {
-  if (!one) return formatExplainTable(a);
-  return a.ports.map(formatExplainPort).join('\n') + syncLine(a.sync);
+/** The first line of every answer: who answered. */
+export function daemonLine(d: DaemonIdentity | undefined): string {
+  if (!d) return 'daemon: (it did not say which node it serves: an older kube-proxy-ts)\n';
+  return `daemon: node ${d.nodeName}, mode ${d.mode}, pid ${d.pid}, socket ${d.socket}\n`;
 }
 
-export function formatTrace(r: TraceResult): string {
+export function formatExplain(a: ExplainAnswer, one: boolean): string {
+  if (!one) return daemonLine(a.daemon) + formatExplainTable(a);
+  return daemonLine(a.daemon) + a.ports.map(formatExplainPort).join('\n') + syncLine(a.sync);
+}
+
+export function formatTrace(r: TraceResult & { readonly daemon?: DaemonIdentity }): string {
   const q = r.query;
   const out = [
+    daemonLine(r.daemon).trimEnd(),
     `packet ${q.from}${q.fromPort ? `:${q.fromPort}` : ''} -> ${q.to}:${q.port}/${q.protocol}${q.inInterface ? ` in ${q.inInterface}` : ''}`,
   ];
   if (r.frontend) out.push(`frontend: ${r.frontend.kind} of ${r.frontend.id}`);

@@ -1,5 +1,8 @@
 // `kube-proxy-ts trace`: what one packet would meet, computed from the model the proxier
-// programs, in the order the nftables ruleset applies it (docs/nftables-ruleset.md):
+// programs, in the order the running mode applies it. Where the modes differ (a port no
+// Service exposes, an unallocated service IP, no endpoints, source ranges, a Local policy
+// without a local endpoint, how an endpoint is reached) the mode's traits decide (modes.ts).
+// In the nftables mode (docs/nftables-ruleset.md):
 //
 //   filter  firewall-check       a load-balancer frontend with source ranges drops other sources
 //   nat     services             frontend -> picker: one of the endpoints, each 1/N; masquerade mark
@@ -12,8 +15,10 @@
 import { cidrContains, parseCIDR, parseIP } from '../base/ip.ts';
 import type { IPFamily } from '../base/ip.ts';
 import { decideRoute, isLocalTraffic, nodePortAddressMatches } from '../model/index.ts';
-import type { DesiredState, EndpointInfo, Protocol, ServicePortInfo } from '../model/index.ts';
+import type { DesiredState, EndpointInfo, EndpointSelection, Protocol, ServicePortInfo } from '../model/index.ts';
 import type { FrontendKind } from './explain.ts';
+import { traceTraits } from './modes.ts';
+import type { TraceTraits } from './modes.ts';
 
 export interface TraceQuery {
   readonly from: string;
@@ -31,7 +36,8 @@ export interface TraceContext {
   readonly mode: string;
 }
 
-export type TraceVerdict = 'dnat' | 'drop' | 'reject' | 'untouched';
+/** dnat: to an endpoint in the kernel; proxy: to the daemon's proxy socket, which connects to one (userspace). */
+export type TraceVerdict = 'dnat' | 'proxy' | 'drop' | 'reject' | 'untouched';
 
 export interface TraceEndpoint {
   readonly endpoint: string;
@@ -104,68 +110,35 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
   const family = dst.family;
   const state = ctx.states.get(family);
   if (!state) return { ...base, family, verdict: 'untouched', reason: `this proxy does not serve ${family}` };
+  const traits = traceTraits(ctx.mode);
+  if (traits.unhandledProtocols.includes(q.protocol))
+    return { ...base, family, verdict: 'untouched', reason: `${ctx.mode} mode does not handle ${q.protocol}` };
   const m = matchFrontend(state, q, ctx.localAddresses);
-  if (!m) return { ...base, family, ...noFrontend(state, q) };
+  if (!m) return { ...base, family, ...noFrontend(state, q, traits) };
   const { info, kind } = m;
   const frontend = { id: info.id, service: info.service, kind };
   const fromThisNode = ctx.localAddresses.includes(src.text);
-
-  // filter: firewall-check (loadBalancerSourceRanges), before any DNAT.
-  if (kind === 'load-balancer' && info.loadBalancerSourceRanges.length > 0) {
-    const allowed = info.loadBalancerSourceRanges.some((r) => contains(r, q.from));
-    const nodeAllowed =
-      fromThisNode &&
-      state.node.primaryIP !== '' &&
-      info.loadBalancerSourceRanges.some((r) => contains(r, state.node.primaryIP));
-    if (!allowed && !nodeAllowed) {
-      return {
-        ...base,
-        family,
-        frontend,
-        verdict: 'drop',
-        reason: `source ${q.from} is outside loadBalancerSourceRanges ${info.loadBalancerSourceRanges.join(',')} (firewall-check)`,
-      };
-    }
-  }
+  const blocked = kind === 'load-balancer' ? sourceRangeDrop(state, info, q, fromThisNode, traits) : undefined;
+  if (blocked) return { ...base, family, frontend, ...blocked };
 
   const source = { ip: q.from, fromThisNode, ...(q.inInterface !== undefined ? { inInterface: q.inInterface } : {}) };
-  const route = decideRoute(
-    state.masquerade,
-    info,
-    kind === 'cluster-ip'
-      ? 'cluster-ip'
-      : kind === 'node-port'
-        ? 'node-port'
-        : kind === 'external-ip'
-          ? 'external-ip'
-          : 'load-balancer',
-    source,
-  );
+  const route = decideRoute(state.masquerade, info, kind, source);
   const sel = state.selections.get(info.id);
-  let eps: readonly EndpointInfo[] = route.endpoints === 'local' ? (sel?.local ?? []) : (sel?.cluster ?? []);
-  const notes: string[] = [];
-  if (eps.length === 0 && route.endpoints === 'local' && ctx.mode === 'ipvs' && (sel?.cluster.length ?? 0) > 0) {
-    // IPVS cannot tell pod traffic from external traffic: a Local policy without local endpoints falls back.
-    eps = sel!.cluster;
-    notes.push(
-      'IPVS mode: Local policy with no local endpoint falls back to the cluster endpoints (upstream PR 97081)',
-    );
-  }
-  if (eps.length === 0)
-    return {
-      ...base,
-      family,
-      frontend,
-      ...noEndpoints(info, route.endpoints, sel?.hasAnyEndpoints ?? false, sel?.allReachable.length ?? 0),
-      notes,
-    };
+  const picked = pickEndpoints(info, sel, route.endpoints, traits);
+  const notes = picked.note !== undefined ? [picked.note] : [];
+  const eps = picked.endpoints;
+  if (eps.length === 0) return { ...base, family, frontend, ...noEndpoints(info, route.endpoints, sel, traits), notes };
 
-  const masquerade = masqueradeWhy(state, info, kind, route, source);
+  const proxied = traits.forward === 'proxy';
+  const masquerade = proxied
+    ? { yes: true, why: "the daemon's proxy socket connects to the endpoint: it sees this node's address" }
+    : masqueradeWhy(state, info, kind, route, source);
   const endpoints = eps.map((e) => ({
     endpoint: e.key,
     probability: 1 / eps.length,
     nodeName: e.nodeName,
-    hairpin: e.ip === src.text,
+    hairpin:
+      e.ip === src.text && (traits.hairpin === 'every endpoint' || (traits.hairpin === 'local endpoints' && e.isLocal)),
   }));
   if (endpoints.some((e) => e.hairpin))
     notes.push('hairpin: to the endpoint that is the source itself, the packet is masqueraded (hairpin set)');
@@ -174,23 +147,66 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
       `sessionAffinity ClientIP: a client seen within ${info.stickyMaxAgeSeconds}s goes back to its endpoint; a new one gets each with the probability shown`,
     );
   }
-  const why = `${kind} ${q.to}:${q.port}/${q.protocol} of ${info.id}: to one of ${eps.length} ${route.endpoints} endpoint(s)`;
-  return { query: q, family, frontend, verdict: 'dnat', reason: why, masquerade, endpoints, notes };
+  const to = proxied ? "redirected to the daemon's proxy socket, which connects to" : 'to';
+  const why = `${kind} ${q.to}:${q.port}/${q.protocol} of ${info.id}: ${to} one of ${eps.length} ${picked.set} endpoint(s)`;
+  return { query: q, family, frontend, verdict: traits.forward, reason: why, masquerade, endpoints, notes };
 }
 
-function noFrontend(state: DesiredState, q: TraceQuery): Pick<TraceResult, 'verdict' | 'reason'> {
+/** loadBalancerSourceRanges (filter, before any DNAT): the drop of a source outside them, if the mode enforces them. */
+function sourceRangeDrop(
+  state: DesiredState,
+  info: ServicePortInfo,
+  q: TraceQuery,
+  fromThisNode: boolean,
+  traits: TraceTraits,
+): Pick<TraceResult, 'verdict' | 'reason'> | undefined {
+  const ranges = info.loadBalancerSourceRanges;
+  if (ranges.length === 0 || !traits.sourceRanges) return undefined;
+  if (ranges.some((r) => contains(r, q.from))) return undefined;
+  // The node's own requests to a VIP (often a local address) pass when a range covers its primary IP.
+  if (fromThisNode && state.node.primaryIP !== '' && ranges.some((r) => contains(r, state.node.primaryIP)))
+    return undefined;
+  return {
+    verdict: traits.sourceRanges.verdict,
+    reason: `source ${q.from} is outside loadBalancerSourceRanges ${ranges.join(',')} (${traits.sourceRanges.rule})`,
+  };
+}
+
+/** The endpoints the mode sends this traffic to: the set the policy chose, or what the mode does instead. */
+function pickEndpoints(
+  info: ServicePortInfo,
+  sel: EndpointSelection | undefined,
+  set: 'cluster' | 'local',
+  traits: TraceTraits,
+): { endpoints: readonly EndpointInfo[]; set: 'cluster' | 'local'; note?: string } {
+  const cluster = sel?.cluster ?? [];
+  const fate = traits.noLocalEndpoints.fate;
+  // The userspace proxy socket balances over the cluster set whatever the policy (and the model
+  // has none for internalTrafficPolicy=Local on a Service not reachable from outside).
+  if (fate === 'ignored') {
+    const note = info.internalPolicyLocal || info.externalPolicyLocal ? traits.noLocalEndpoints.rule : undefined;
+    return { endpoints: cluster, set: 'cluster', ...(note !== undefined ? { note } : {}) };
+  }
+  if (set === 'cluster') return { endpoints: cluster, set };
+  const local = sel?.local ?? [];
+  if (local.length === 0 && fate === 'cluster-fallback' && cluster.length > 0)
+    return { endpoints: cluster, set: 'cluster', note: traits.noLocalEndpoints.rule };
+  return { endpoints: local, set };
+}
+
+function noFrontend(state: DesiredState, q: TraceQuery, traits: TraceTraits): Pick<TraceResult, 'verdict' | 'reason'> {
   const clusterIP = [...state.services.values()].find((p) => p.clusterIP === q.to);
   if (clusterIP) {
     return {
-      verdict: 'reject',
-      reason: `${q.to} is the cluster IP of ${clusterIP.service}, which exposes no ${q.protocol} port ${q.port} (cluster-ips-check)`,
+      verdict: traits.unexposedPort.verdict,
+      reason: `${q.to} is the cluster IP of ${clusterIP.service}, which exposes no ${q.protocol} port ${q.port} (${traits.unexposedPort.rule})`,
     };
   }
   const cidr = state.serviceCIDRs.find((c) => contains(c, q.to));
   if (cidr)
     return {
-      verdict: 'drop',
-      reason: `${q.to} is inside the service CIDR ${cidr} but no Service has it (unallocated service IP, cluster-ips-check)`,
+      verdict: traits.unallocatedIP.verdict,
+      reason: `${q.to} is inside the service CIDR ${cidr} but no Service has it (unallocated service IP; ${traits.unallocatedIP.rule})`,
     };
   return {
     verdict: 'untouched',
@@ -201,22 +217,33 @@ function noFrontend(state: DesiredState, q: TraceQuery): Pick<TraceResult, 'verd
 function noEndpoints(
   info: ServicePortInfo,
   set: 'cluster' | 'local',
-  hasAny: boolean,
-  reachable: number,
+  sel: EndpointSelection | undefined,
+  traits: TraceTraits,
 ): Pick<TraceResult, 'verdict' | 'reason'> {
-  // As port-plan.ts: reject when the Service has no usable endpoint anywhere, drop when it has some this traffic may
+  // As the rules: reject when the Service has no usable endpoint anywhere, drop when it has some this traffic may
   // not use.
-  if (!hasAny && reachable === 0)
+  if (!(sel?.hasAnyEndpoints ?? false) && (sel?.allReachable.length ?? 0) === 0)
     return {
-      verdict: 'reject',
-      reason: `${info.service} has no ready (or serving, terminating) endpoint: rejected (no-endpoint, reject-chain)`,
+      verdict: traits.noEndpoints.verdict,
+      reason: `${info.service} has no ready (or serving, terminating) endpoint: rejected (${traits.noEndpoints.rule})`,
+    };
+  if (traits.noLocalEndpoints.fate === 'ignored')
+    return {
+      verdict: traits.noEndpoints.verdict,
+      reason: `${info.service} has no endpoint in the cluster set (internalTrafficPolicy=Local: the model keeps only local ones, which this mode does not use): rejected (${traits.noEndpoints.rule})`,
     };
   if (set === 'local') {
     const policy =
       info.internalPolicyLocal && !info.externalPolicyLocal ? 'internalTrafficPolicy' : 'externalTrafficPolicy';
+    // IPVS: nothing to fall back to either (the model has no cluster set), so the virtual server is empty.
+    if (traits.noLocalEndpoints.fate === 'cluster-fallback')
+      return {
+        verdict: traits.noEndpoints.verdict,
+        reason: `${policy}=Local, no endpoint on this node and no cluster endpoint to fall back to: rejected (${traits.noEndpoints.rule})`,
+      };
     return {
       verdict: 'drop',
-      reason: `${policy}=Local and no endpoint on this node: dropped (endpoints exist elsewhere)`,
+      reason: `${policy}=Local and no endpoint on this node: dropped (endpoints exist elsewhere; ${traits.noLocalEndpoints.rule})`,
     };
   }
   return { verdict: 'drop', reason: 'no endpoint this traffic may use: dropped' };

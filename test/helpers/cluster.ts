@@ -20,6 +20,8 @@ export interface Cluster {
   node: Netns;
   client: Netns;
   pods: Netns[];
+  /** The upstream router (a dead end unless a test gives it routes and listeners). */
+  gw: Netns;
   /** Agents: one in the node (runs the proxier), one in the client, one per pod. */
   nodeAgent: NetnsAgent;
   clientAgent: NetnsAgent;
@@ -101,6 +103,7 @@ export async function makeCluster(
     node,
     client,
     pods: podNs,
+    gw,
     nodeAgent: nodeAgent!,
     clientAgent: clientAgent!,
     podAgents: podAgents as NetnsAgent[],

@@ -66,7 +66,7 @@ test.serial(
     }
     t.regex(
       r.output,
-      /\$ kube-proxy-ts explain\n\s+SERVICE PORT[^\n]*\n\s+default\/web:http\/TCP .* 3\/3\s+in sync/,
+      /\$ kube-proxy-ts explain\n\s+daemon: node demo-node, mode nftables, pid \d+, socket \S+\/control\.sock\n\s+SERVICE PORT[^\n]*\n\s+default\/web:http\/TCP .* 3\/3\s+in sync/,
       'the demo shows explain',
     );
     t.regex(

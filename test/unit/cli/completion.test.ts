@@ -40,7 +40,13 @@ test('values: modes, output formats, files; --flag=value too', (t) => {
 
 test('the subcommands offer their own flags', (t) => {
   t.deepEqual(complete(['kube-proxy-ts', 'trace', '--l']), ['--live', '--live-timeout']);
-  t.deepEqual(complete(['kube-proxy-ts', 'explain', '--']), ['--output', '--control-socket', '--help']);
+  t.deepEqual(complete(['kube-proxy-ts', 'explain', '--']), [
+    '--output',
+    '--control-socket',
+    '--hostname-override',
+    '--node',
+    '--help',
+  ]);
 });
 
 test('zsh gets the same through bashcompinit; a bad shell is a usage error', (t) => {

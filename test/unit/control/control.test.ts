@@ -117,3 +117,65 @@ test('bad requests are answered with an error, never a crash', async (t) => {
   t.regex(await raw('not json\n'), /"ok":false,"error":"not JSON/);
   t.regex(await raw('[1]\n'), /a request is a JSON object/);
 });
+
+test('who answered: the first line names the daemon; --node/--hostname-override refuse another node (exit 4)', async (t) => {
+  const path = join(await dir(t), 'control.sock');
+  const daemon = { nodeName: 'node-b', mode: 'iptables', pid: 4242, socket: path };
+  const asked: unknown[] = [];
+  const server = await startControlServer({
+    path,
+    logger: memoryLogger(),
+    handler: async (r) => {
+      asked.push(r['op']);
+      if (r['op'] === 'ping') return { daemon, mode: 'iptables', families: ['IPv4'] };
+      return { ...ANSWER, daemon };
+    },
+  });
+  t.teardown(() => server.close());
+  const run = async (...argv: string[]) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli([...argv, '--control-socket', path], {
+      stdout: (s) => out.push(s),
+      stderr: (s) => err.push(s),
+    });
+    return { code, out: out.join(''), err: err.join('') };
+  };
+  const table = await run('explain');
+  t.is(table.code, 0);
+  t.is(table.out.split('\n')[0], `daemon: node node-b, mode iptables, pid 4242, socket ${path}`);
+  t.deepEqual(JSON.parse((await run('explain', '-o', 'json')).out).daemon, daemon);
+  t.is((await run('explain', '--node', 'Node-B')).code, 0, 'names compare as the daemon makes them (lower case)');
+  t.is((await run('explain', '--hostname-override', 'node-b')).code, 0);
+  asked.length = 0;
+  for (const argv of [
+    ['explain', '--node', 'node-a'],
+    ['trace', '--from', '10.0.0.1', '--to', '10.96.0.10:80', '--hostname-override', 'node-a', '--live'],
+  ]) {
+    const r = await run(...argv);
+    t.is(r.code, 4, argv.join(' '));
+    t.is(r.out, '');
+    t.is(
+      r.err,
+      `kube-proxy-ts ${argv[0]}: the daemon on ${path} serves node node-b (mode iptables, pid 4242), not node-a: is this the right --control-socket?\n`,
+    );
+  }
+  t.deepEqual(asked, ['ping', 'ping'], 'the query itself (and a live trace) never reached the wrong daemon');
+  t.is((await run('explain', '--node', 'a', '--hostname-override', 'b')).code, 2);
+});
+
+test('an older daemon that does not say who it is: named so; the --node guard refuses it', async (t) => {
+  const path = join(await dir(t), 'control.sock');
+  const server = await startControlServer({
+    path,
+    logger: memoryLogger(),
+    handler: async (r) => (r['op'] === 'ping' ? { mode: 'nftables', families: ['IPv4'] } : ANSWER),
+  });
+  t.teardown(() => server.close());
+  const out: string[] = [];
+  t.is(await runCli(['explain', '--control-socket', path], { stdout: (s) => out.push(s) }), 0);
+  t.regex(out.join(''), /^daemon: \(it did not say which node it serves/);
+  const err: string[] = [];
+  t.is(await runCli(['explain', '--node', 'x', '--control-socket', path], { stderr: (s) => err.push(s) }), 4);
+  t.regex(err.join(''), /does not say which node it serves/);
+});

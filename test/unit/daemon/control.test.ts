@@ -21,7 +21,7 @@ async function setup() {
   await proxiers.proxiers.get('IPv4')!.sync(desired, change, new AbortController().signal);
   const lives: unknown[] = [];
   const handler = controlHandler({
-    path: '',
+    path: '/run/test.sock',
     trackers: new Map<IPFamily, ChangeTracker>([['IPv4', tracker]]),
     proxiers,
     metrics: createMetrics({ processMetrics: false }),
@@ -41,6 +41,8 @@ test('explain: one port with the kernel read back, all ports, an unknown one ref
   t.is(one.ports.length, 1);
   t.true(one.ports[0]!.kernel!.agrees);
   t.is(one.sync.mode, 'nftables');
+  t.deepEqual(one.daemon, { nodeName: 'node-a', mode: 'nftables', pid: process.pid, socket: '/run/test.sock' });
+  t.deepEqual(((await handler({ op: 'ping' })) as { daemon: unknown }).daemon, one.daemon);
   t.false(one.sync.pending);
   t.is(((await handler({ op: 'explain' })) as ExplainAnswer).ports.length, 1);
   await t.throwsAsync(handler({ op: 'explain', target: 'default/nope' }), {
@@ -54,6 +56,7 @@ test('trace: predicted; --live goes to the live tracer with the same query; bad 
   const { handler, lives } = await setup();
   const r = (await handler({ op: 'trace', from: '10.244.1.9', to: '10.96.0.10', port: 80 })) as TraceResult;
   t.is(r.verdict, 'dnat');
+  t.is((r as TraceResult & { daemon: { nodeName: string } }).daemon.nodeName, 'node-a');
   const live = (await handler({
     op: 'trace',
     from: '10.244.1.9',

@@ -1,11 +1,14 @@
 // trace from the model: the frontend a packet hits, masquerade and why, the endpoints and
-// their probabilities, and every drop/reject reason the nftables ruleset has.
+// their probabilities, and every drop/reject reason the nftables ruleset has; then what
+// each other mode does instead (explain/modes.ts), case by case.
 import test from 'ava';
 import type { IPFamily } from '../../../src/base/ip.ts';
+import { TRACE_TRAITS } from '../../../src/explain/modes.ts';
 import { trace } from '../../../src/explain/trace.ts';
-import type { TraceQuery } from '../../../src/explain/trace.ts';
+import type { TraceQuery, TraceResult } from '../../../src/explain/trace.ts';
 import { formatTrace } from '../../../src/explain/format.ts';
 import type { DesiredState } from '../../../src/model/index.ts';
+import type { ProxyMode } from '../../../src/proxier/types.ts';
 import { ep, newTracker, node, slice, svc } from '../model/helpers.ts';
 
 const NODE_IP = '192.168.1.10';
@@ -46,7 +49,7 @@ function model(): DesiredState {
   return t.checkout().desired;
 }
 
-const ctx = (mode = 'nftables') => ({
+const ctx = (mode: ProxyMode = 'nftables') => ({
   states: new Map<IPFamily, DesiredState>([['IPv4', model()]]),
   localAddresses: [NODE_IP, '127.0.0.1'],
   mode,
@@ -112,4 +115,144 @@ test('rejects and drops: no endpoints, wrong port of a cluster IP, unallocated s
   t.is(trace(ctx(), q('10.244.1.9', '8.8.8.8', 53)).verdict, 'untouched');
   t.is(trace(ctx(), q('10.244.1.9', '10.96.0.10', 80, { protocol: 'UDP' })).verdict, 'reject');
   t.is(trace(ctx(), q('10.244.1.9', '127.0.0.1', 30080)).verdict, 'untouched', 'no node ports on loopback');
+});
+
+/** Each policy case in each mode: the verdict and what the reason must name. */
+const BY_MODE: readonly {
+  name: string;
+  q: TraceQuery;
+  want: Record<ProxyMode, [TraceResult['verdict'], RegExp]>;
+}[] = [
+  {
+    name: 'a port the cluster IP does not expose',
+    q: q('10.244.1.9', '10.96.0.10', 81),
+    want: {
+      nftables: ['reject', /exposes no TCP port 81 \(cluster-ips-check\)/],
+      iptables: ['untouched', /exposes no TCP port 81 \(iptables mode has no rule/],
+      ipvs: ['reject', /exposes no TCP port 81 .*KUBE-IPVS-FILTER REJECT/],
+      userspace: ['untouched', /exposes no TCP port 81 \(userspace mode has portal rules only/],
+    },
+  },
+  {
+    name: 'an unallocated service IP',
+    q: q('10.244.1.9', '10.96.9.9', 80),
+    want: {
+      nftables: ['drop', /unallocated service IP; cluster-ips-check/],
+      iptables: ['untouched', /unallocated service IP; iptables mode has no rule/],
+      ipvs: ['untouched', /unallocated service IP; IPVS mode binds only allocated/],
+      userspace: ['untouched', /unallocated service IP; userspace mode has no rule/],
+    },
+  },
+  {
+    name: 'no endpoints',
+    q: q('10.244.1.9', '10.96.0.30', 80),
+    want: {
+      nftables: ['reject', /no ready .*reject-chain/],
+      iptables: ['reject', /no ready .*KUBE-SERVICES .*REJECT/],
+      ipvs: ['reject', /no ready .*no real server/],
+      userspace: ['reject', /no ready .*resets it/],
+    },
+  },
+  {
+    name: 'a source outside loadBalancerSourceRanges',
+    q: q('192.0.2.1', '203.0.113.5', 443),
+    want: {
+      nftables: ['drop', /outside loadBalancerSourceRanges .*firewall-check/],
+      iptables: ['drop', /outside loadBalancerSourceRanges .*KUBE-PROXY-FIREWALL DROP/],
+      ipvs: ['drop', /outside loadBalancerSourceRanges .*KUBE-SOURCE-RANGES-FIREWALL DROP/],
+      userspace: ['proxy', /redirected to the daemon's proxy socket/],
+    },
+  },
+  {
+    name: 'externalTrafficPolicy=Local without a local endpoint, from outside',
+    q: q('198.51.100.1', NODE_IP, 30081),
+    want: {
+      nftables: ['drop', /externalTrafficPolicy=Local and no endpoint on this node/],
+      iptables: ['drop', /externalTrafficPolicy=Local and no endpoint on this node.*has no local endpoints/],
+      ipvs: ['dnat', /one of 1 cluster endpoint/],
+      userspace: ['proxy', /one of 1 cluster endpoint/],
+    },
+  },
+  {
+    name: 'a cluster IP with endpoints',
+    q: q('10.244.1.9', '10.96.0.10', 80),
+    want: {
+      nftables: ['dnat', /cluster-ip 10\.96\.0\.10:80\/TCP .*: to one of 2 cluster/],
+      iptables: ['dnat', /: to one of 2 cluster/],
+      ipvs: ['dnat', /: to one of 2 cluster/],
+      userspace: ['proxy', /proxy socket, which connects to one of 2 cluster/],
+    },
+  },
+  {
+    name: 'SCTP',
+    q: q('10.244.1.9', '10.96.0.10', 80, { protocol: 'SCTP' }),
+    want: {
+      nftables: ['reject', /exposes no SCTP port 80/],
+      iptables: ['untouched', /exposes no SCTP port 80/],
+      ipvs: ['reject', /exposes no SCTP port 80/],
+      userspace: ['untouched', /userspace mode does not handle SCTP/],
+    },
+  },
+];
+
+for (const c of BY_MODE) {
+  test(`each mode's verdict: ${c.name}`, (t) => {
+    for (const [mode, [verdict, reason]] of Object.entries(c.want) as [ProxyMode, [TraceResult['verdict'], RegExp]][]) {
+      const r = trace(ctx(mode), c.q);
+      t.is(r.verdict, verdict, `${mode}: ${r.reason}`);
+      t.regex(r.reason, reason, mode);
+    }
+  });
+}
+
+test('every mode has trace traits; an unknown mode is named', (t) => {
+  t.deepEqual(Object.keys(TRACE_TRAITS).sort(), ['iptables', 'ipvs', 'nftables', 'userspace']);
+  t.throws(() => trace(ctx('kernelspace' as ProxyMode), q('10.244.1.9', '10.96.0.10', 80)), {
+    message: /no trace traits for proxy mode kernelspace/,
+  });
+});
+
+test('userspace: always the cluster endpoints, seen from the node; iTP=Local leaves its socket without backends', (t) => {
+  const { t: tr } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  tr.onNode(node('node-a', { internal: [NODE_IP] }));
+  tr.onService(undefined, svc('itp', { clusterIP: '10.96.0.50', iTP: 'Local' }));
+  tr.onEndpointSlice(slice('itp-1', 'itp', [ep('10.244.1.1', { node: 'node-a' })]), false);
+  const states = new Map<IPFamily, DesiredState>([['IPv4', tr.checkout().desired]]);
+  const us = trace({ states, localAddresses: [NODE_IP], mode: 'userspace' }, q('10.244.1.9', '10.96.0.50', 80));
+  t.is(us.verdict, 'reject');
+  t.regex(us.reason, /internalTrafficPolicy=Local/);
+  const nft = trace({ states, localAddresses: [NODE_IP], mode: 'nftables' }, q('10.244.1.9', '10.96.0.50', 80));
+  t.is(nft.verdict, 'dnat');
+  const web = trace(ctx('userspace'), q('10.244.1.1', '10.96.0.10', 80));
+  t.true(web.masquerade!.yes);
+  t.regex(web.masquerade!.why, /proxy socket/);
+  t.false(web.notes.some((n) => /hairpin/.test(n)));
+  t.regex(formatTrace(web), /verdict: PROXY: /);
+});
+
+test('IPVS: a Local policy with nothing to fall back to leaves the virtual server empty: rejected', (t) => {
+  const { t: tr } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  tr.onNode(node('node-a', { internal: [NODE_IP] }));
+  tr.onService(undefined, svc('itp', { clusterIP: '10.96.0.50', iTP: 'Local' }));
+  tr.onEndpointSlice(slice('itp-1', 'itp', [ep('10.244.2.1', { node: 'node-b' })]), false);
+  const states = new Map<IPFamily, DesiredState>([['IPv4', tr.checkout().desired]]);
+  const r = trace({ states, localAddresses: [NODE_IP], mode: 'ipvs' }, q('10.244.1.9', '10.96.0.50', 80));
+  t.is(r.verdict, 'reject');
+  t.regex(r.reason, /no cluster endpoint to fall back to/);
+  t.is(
+    trace({ states, localAddresses: [NODE_IP], mode: 'nftables' }, q('10.244.1.9', '10.96.0.50', 80)).verdict,
+    'drop',
+  );
+});
+
+test('hairpin: every endpoint (nftables, iptables), local endpoints only (IPVS: KUBE-LOOP-BACK), none (userspace)', (t) => {
+  const hair = (mode: ProxyMode, from: string) =>
+    trace(ctx(mode), q(from, '10.96.0.10', 80))
+      .endpoints.filter((e) => e.hairpin)
+      .map((e) => e.endpoint);
+  t.deepEqual(hair('nftables', '10.244.2.1'), ['10.244.2.1:8080']);
+  t.deepEqual(hair('iptables', '10.244.2.1'), ['10.244.2.1:8080']);
+  t.deepEqual(hair('ipvs', '10.244.2.1'), [], 'node-b endpoint: not in KUBE-LOOP-BACK');
+  t.deepEqual(hair('ipvs', '10.244.1.1'), ['10.244.1.1:8080']);
+  t.deepEqual(hair('userspace', '10.244.1.1'), []);
 });
