@@ -26,7 +26,7 @@ export default {
     'test/kernel/fault-node-late.test.ts',
     // Floods and big input: /metrics, a large manifest file.
     'test/unit/metrics/render-cache.test.ts',
-    'test/unit/metrics/connection-slots.test.ts',
+    'test/unit/health/connection-slots.test.ts',
     'test/unit/health/http-limits.test.ts',
     'test/kernel/fault-http-flood.test.ts',
     'test/unit/sources/manifest-dir.test.ts',
