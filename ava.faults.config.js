@@ -29,6 +29,8 @@ export default {
     'test/unit/health/connection-slots.test.ts',
     'test/unit/health/http-limits.test.ts',
     'test/kernel/fault-http-flood.test.ts',
+    // Health checks under 1,000 looping and 1,000 half-open attacker connections.
+    'test/kernel/fault-health-flood.test.ts',
     'test/unit/sources/manifest-dir.test.ts',
     // Log forging, --write-config-to through a symlink.
     'test/unit/log/log-hygiene.test.ts',

@@ -27,7 +27,7 @@ async function server(t: ExecutionContext, policy: SlotPolicy, slots = new Conne
   return { port: (s.address() as AddressInfo).port, slots, peak: () => peak };
 }
 
-const bulk = (req: { url?: string }) => req.url === '/metrics';
+const bulk = (req: { url?: string | undefined }) => req.url === '/metrics';
 
 /** A connection from `from` (a loopback address), after the server has taken it in. */
 const open = async (port: number, from = '127.0.0.1'): Promise<Socket> => {
