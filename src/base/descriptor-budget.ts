@@ -12,7 +12,10 @@
 // half of the budget, so that a flood of connections to one Service leaves the other half to
 // the others.
 
-/** Descriptors kept for the daemon beside its HTTP servers' connections: API, netlink, health-check listeners, files, Node's own. */
+/**
+ * Descriptors kept for the daemon beside its HTTP servers' connections: the API connection, netlink
+ * sockets, health-check listeners, files, Node's own.
+ */
 export const OTHER_DESCRIPTORS_RESERVED = 1024;
 
 /** An RLIMIT_NOFILE of RLIM_INFINITY (not allowed by Linux; Node would not cope) is taken as this. */

@@ -46,7 +46,7 @@ export function raiseNofileLimit(logger: Logger, calls: RlimitCalls = addon): No
   return after;
 }
 
-/** The userspace proxy's descriptor budget under `soft`, logged (a warning when the limit is too low for the reserve). */
+/** The userspace proxy's descriptor budget under `soft`, logged (a warning when the reserve does not fit). */
 export function proxyBudgetSize(soft: number, logger: Logger): BudgetSize {
   const size = budgetSize(soft, HTTP_CONNECTIONS_MAX + OTHER_DESCRIPTORS_RESERVED);
   const fields = { openFileLimit: soft, budget: size.limit, reserved: size.reserved };
