@@ -26,9 +26,14 @@ export default {
     'test/kernel/fault-node-late.test.ts',
     // Floods and big input: /metrics, a large manifest file.
     'test/unit/metrics/render-cache.test.ts',
-    'test/unit/metrics/connection-slots.test.ts',
+    'test/unit/health/connection-slots.test.ts',
     'test/unit/health/http-limits.test.ts',
     'test/kernel/fault-http-flood.test.ts',
+    // Health checks under 1,000 looping and 1,000 half-open attacker connections.
+    'test/kernel/fault-health-flood.test.ts',
+    // The userspace proxy's descriptor budget under a low RLIMIT_NOFILE.
+    'test/unit/base/descriptor-budget.test.ts',
+    'test/kernel/fault-us-budget.test.ts',
     'test/unit/sources/manifest-dir.test.ts',
     // Log forging, --write-config-to through a symlink.
     'test/unit/log/log-hygiene.test.ts',

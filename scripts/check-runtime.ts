@@ -9,7 +9,10 @@ if (major !== 24)
   problems.push(`running on Node ${process.version}, expected the pinned Node 24 (node_modules/.bin/node)`);
 for (const addon of ['netlink-socket', 'sd-notify']) {
   try {
-    require(addon);
+    const mod = require(addon) as Record<string, unknown>;
+    // A build from before getrlimit/setrlimit were added loads, and the daemon then fails at start.
+    if (addon === 'netlink-socket' && typeof mod['getrlimit'] !== 'function')
+      problems.push('native addon netlink-socket is an old build (no getrlimit): rebuild it');
   } catch (err) {
     problems.push(`native addon ${addon} does not load: ${(err as Error).message.split('\n')[0]}`);
   }

@@ -28,3 +28,10 @@ export declare class NetlinkSocket {
   /** Idempotent; safe inside onMessage/onError. */
   close(): void;
 }
+
+/** RLIMIT_NOFILE of <sys/resource.h>. */
+export declare const RLIMIT_NOFILE: number;
+/** getrlimit(2); an unlimited value is Infinity. Throws a NetlinkSocketError-shaped Error. */
+export declare function getrlimit(resource: number): { soft: number; hard: number };
+/** setrlimit(2); Infinity: unlimited. Raising the hard limit needs CAP_SYS_RESOURCE. */
+export declare function setrlimit(resource: number, soft: number, hard: number): void;

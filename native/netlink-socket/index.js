@@ -1,4 +1,6 @@
 // The addon node-gyp built: `npm ci` runs `node-gyp rebuild` here (package.json "install").
 import { createRequire } from 'node:module';
 
-export const { NetlinkSocket } = createRequire(import.meta.url)('./build/Release/netlink_socket.node');
+export const { NetlinkSocket, RLIMIT_NOFILE, getrlimit, setrlimit } = createRequire(import.meta.url)(
+  './build/Release/netlink_socket.node',
+);

@@ -19,6 +19,8 @@ import { Daemon } from './daemon.ts';
 import { badConfigWarnings, detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
 import type { HostFacts } from './families.ts';
 import { applyOomScoreAdj } from './oom-score.ts';
+import { proxyBudgetSize, raiseNofileLimit } from './nofile.ts';
+import { DescriptorBudget } from '../base/descriptor-budget.ts';
 import { buildProxiers } from './proxiers.ts';
 import { createNotifier } from './sd-notify.ts';
 import { wireServiceTraffic } from './service-traffic.ts';
@@ -85,9 +87,23 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   if (dlw !== undefined) logger.info(dlw, { clusterCIDRs: config.clusterCIDRs.join(',') });
   const metrics = createMetrics({ version: deps.version, mode: config.mode });
   const sysctl = new ProcSysctl();
-  const proxiers = buildProxiers(config, families, { logger, clock, sysctl });
+  // Before any socket opens; the budget matters to the userspace proxy only.
+  const nofile = raiseNofileLimit(logger);
+  const descriptorBudget =
+    config.mode === 'userspace' ? new DescriptorBudget(proxyBudgetSize(nofile.soft, logger).limit) : undefined;
+  const proxiers = buildProxiers(config, families, {
+    logger,
+    clock,
+    sysctl,
+    ...(descriptorBudget ? { descriptorBudget } : {}),
+  });
   const proxyStats = proxiers.proxyStats?.bind(proxiers);
-  if (proxyStats) registerUserspaceMetrics(metrics.registry, proxyStats);
+  if (proxyStats)
+    registerUserspaceMetrics(
+      metrics.registry,
+      proxyStats,
+      descriptorBudget ? () => ({ limit: descriptorBudget.limit, inUse: descriptorBudget.inUse }) : undefined,
+    );
   let source: Source;
   try {
     source = await buildSource(config, nodeName, { logger, clock, metrics });

@@ -49,12 +49,14 @@ export function sampleOf(family: IPFamily, s: ProxyStats): UserspaceSample {
   let accepted = 0;
   let failedOver = 0;
   let refused = 0;
+  let overBudget = 0;
   let bytesIn = 0;
   let bytesOut = 0;
   for (const p of [...s.perPort.values(), s.retiredOther]) {
     accepted += p.accepted;
     failedOver += p.failedOver;
     refused += p.refused;
+    overBudget += p.overBudget;
     bytesIn += p.bytesIn;
     bytesOut += p.bytesOut;
   }
@@ -65,6 +67,7 @@ export function sampleOf(family: IPFamily, s: ProxyStats): UserspaceSample {
     accepted,
     failedOver,
     refused,
+    overBudget,
     bytesIn,
     bytesOut,
   };
@@ -93,6 +96,7 @@ export function userspaceSet(
       udpIdleTimeoutMs: config.udpIdleTimeoutMs,
       logger: deps.logger.child({ component: 'userspace-proxy', family }),
       clock: deps.clock,
+      ...(deps.descriptorBudget ? { budget: deps.descriptorBudget } : {}),
     });
     ports.set(family, p);
     const conn = open(Protocol.NETFILTER);

@@ -25,6 +25,7 @@ import { checkLegacyIptables } from './legacy-iptables.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
 import type { Proxier } from '../proxier/types.ts';
 import { userspaceSet } from './proxiers-userspace.ts';
+import type { DescriptorBudget } from '../base/descriptor-budget.ts';
 import type { UserspaceSample } from '../metrics/index.ts';
 
 export interface ProxierSet {
@@ -53,6 +54,8 @@ export interface ProxierDeps {
   sysctl: SysctlWriter;
   /** Per-exchange netlink time-out. Default 30 s. */
   timeoutMs?: number;
+  /** The userspace proxy's share of RLIMIT_NOFILE (nofile.ts); unset: none (tests). */
+  descriptorBudget?: DescriptorBudget;
 }
 
 /** Modes this build can run; the others are a start-up error naming the mode. */

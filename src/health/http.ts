@@ -4,7 +4,8 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { applyHttpLimits, HTTP_SERVER_OPTIONS } from './http-limits.ts';
+import { ConnectionSlots } from './connection-slots.ts';
+import { applyHttpLimits, HEALTH_SLOTS, HTTP_SERVER_OPTIONS } from './http-limits.ts';
 
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -17,25 +18,36 @@ export interface HttpListener {
 /** Opens an HTTP server on host:port ('' host = every address); rejects with the listen error (EADDRINUSE ...). */
 export type ListenFn = (host: string, port: number, handler: HttpHandler) => Promise<HttpListener>;
 
-export const nodeHttpListen: ListenFn = (host, port, handler) =>
-  new Promise((resolve, reject) => {
-    const server: Server = createServer(HTTP_SERVER_OPTIONS, handler);
-    // Probes must not keep sockets around for long, nor any number of clients starve the sync loop.
-    applyHttpLimits(server);
-    const onError = (err: Error) => reject(err);
-    server.once('error', onError);
-    server.listen({ host: host === '' ? undefined : host, port, exclusive: true }, () => {
-      server.off('error', onError);
-      resolve({
-        port: (server.address() as AddressInfo).port,
-        close: () =>
-          new Promise<void>((done) => {
-            server.close(() => done());
-            server.closeAllConnections();
-          }),
+/**
+ * A ListenFn of node:http servers whose connections take slots of `slots` (servers made by one
+ * such function share its pool).
+ */
+export function httpListen(slots: ConnectionSlots): ListenFn {
+  return (host, port, handler) =>
+    new Promise((resolve, reject) => {
+      const server: Server = createServer(HTTP_SERVER_OPTIONS, handler);
+      // Probes must not keep sockets around for long, nor any number of clients lock them out.
+      applyHttpLimits(server);
+      slots.attach(server);
+      const onError = (err: Error) => reject(err);
+      server.once('error', onError);
+      server.listen({ host: host === '' ? undefined : host, port, exclusive: true }, () => {
+        server.off('error', onError);
+        resolve({
+          port: (server.address() as AddressInfo).port,
+          close: () =>
+            new Promise<void>((done) => {
+              server.close(() => done());
+              server.closeAllConnections();
+            }),
+        });
       });
     });
-  });
+}
+
+/** A ListenFn whose every server has a pool of its own, as the health port's. */
+export const nodeHttpListen: ListenFn = (host, port, handler) =>
+  httpListen(new ConnectionSlots(HEALTH_SLOTS))(host, port, handler);
 
 /** "host:port" / "[v6]:port" -> parts; host '' or '0.0.0.0' / '::' as given. */
 export function parseHostPort(addr: string): { host: string; port: number } {

@@ -14,7 +14,9 @@ import { SerialQueue } from '../base/serial.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock, TimerHandle } from '../base/clock.ts';
 import { nullLogger, type Logger } from '../base/logger.ts';
-import { nodeHttpListen, sendJSON, type HttpListener, type ListenFn } from './http.ts';
+import { ConnectionSlots } from './connection-slots.ts';
+import { SERVICE_HEALTH_SLOTS } from './http-limits.ts';
+import { httpListen, sendJSON, type HttpListener, type ListenFn } from './http.ts';
 
 export interface ServiceHealthEntry {
   /** spec.healthCheckNodePort. */
@@ -76,7 +78,8 @@ export class ServiceHealthServers {
     this.addresses = opts.addresses !== undefined && opts.addresses.length > 0 ? [...opts.addresses] : [''];
     this.proxyHealthy = opts.proxyHealthy;
     this.clock = opts.clock;
-    this.listen = opts.listen ?? nodeHttpListen;
+    // One pool of connection slots for every Service's port (connection-slots.ts).
+    this.listen = opts.listen ?? httpListen(new ConnectionSlots(SERVICE_HEALTH_SLOTS));
     this.log = opts.logger ?? nullLogger;
     this.retryMs = opts.retryIntervalMs ?? 5000;
     this.onListenError = opts.onListenError;

@@ -7,4 +7,4 @@ export {
   type ProxyMetrics,
 } from './metrics.ts';
 export { startMetricsServer, type MetricsServer, type MetricsServerOptions } from './server.ts';
-export { registerUserspaceMetrics, USERSPACE_METRICS, type UserspaceSample } from './userspace.ts';
+export { registerUserspaceMetrics, USERSPACE_METRICS, type BudgetSample, type UserspaceSample } from './userspace.ts';

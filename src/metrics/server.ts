@@ -2,28 +2,18 @@
 // prom-client, plus what upstream serves on the same port: /healthz and /healthz/ping ("ok",
 // the process answers), /proxyMode (the mode as plain text) and /configz (the effective
 // configuration). Serving is bounded (render-cache.ts, http-limits.ts) so that no number of
-// clients starves the sync loop sharing the event loop, and a /metrics connection gives up its
-// slot to a new one when all are taken (connection-slots.ts), so that /healthz still answers
-// while a flood holds them all.
+// clients starves the sync loop sharing the event loop, and its connections take slots as the
+// health port's do (health/connection-slots.ts; a /metrics connection waiting in the render line
+// yields to a new one), so that /healthz still answers while a flood holds them all.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../base/logger.ts';
 import { nullLogger } from '../base/logger.ts';
-import { applyHttpLimits, HTTP_SERVER_OPTIONS } from '../health/http-limits.ts';
-import { shareConnectionSlots } from './connection-slots.ts';
+import { ConnectionSlots } from '../health/connection-slots.ts';
+import { applyHttpLimits, HTTP_SERVER_OPTIONS, METRICS_SLOTS } from '../health/http-limits.ts';
 import type { ProxyMetrics } from './metrics.ts';
 import { PacedRenderCache } from './render-cache.ts';
-
-/**
- * Open connections of the metrics port at most. More than the health port's 256: a /metrics
- * client over the render rate waits in line on its connection (render-cache.ts), idle, where
- * a client refused at accept would reconnect at once and spin; a flood of up to this many
- * clients therefore costs memory (some KB a connection) but no CPU, and a health check still
- * finds a free slot. Past it, the newest /metrics connection gives up its slot
- * (connection-slots.ts).
- */
-const METRICS_MAX_CONNECTIONS = 2048;
 
 export interface MetricsServerOptions {
   /** "host:port" or "[v6]:port"; port 0 picks a free port (tests). */
@@ -94,10 +84,10 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   };
   const server = createServer(HTTP_SERVER_OPTIONS, handler);
   applyHttpLimits(server);
-  shareConnectionSlots(server, {
-    maxConnections: METRICS_MAX_CONNECTIONS,
+  new ConnectionSlots({
+    ...METRICS_SLOTS,
     yields: (req) => (req.url ?? '/').split('?')[0] === '/metrics',
-  });
+  }).attach(server);
   await listen(server, host, port);
   const bound = (server.address() as AddressInfo).port;
   log.info('Serving metrics', { address: opts.address, port: bound });

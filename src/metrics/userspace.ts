@@ -1,6 +1,7 @@
 // The userspace mode's data-path metrics (kubeproxyts_userspace_*; upstream's userspace proxier
 // exported none), read at scrape time from the proxy sockets' counters. Per IP family only:
-// a label per service port would grow with the cluster.
+// a label per service port would grow with the cluster. The descriptor budget (base/
+// descriptor-budget.ts) is the daemon's, over both families: its gauges have no label.
 
 import { Counter, Gauge } from 'prom-client';
 import type { Registry } from 'prom-client';
@@ -13,6 +14,7 @@ export interface UserspaceSample {
   readonly accepted: number;
   readonly failedOver: number;
   readonly refused: number;
+  readonly overBudget: number;
   readonly bytesIn: number;
   readonly bytesOut: number;
 }
@@ -24,10 +26,23 @@ export const USERSPACE_METRICS = [
   'kubeproxyts_userspace_failed_over_connections_total',
   'kubeproxyts_userspace_refused_connections_total',
   'kubeproxyts_userspace_bytes_total',
+  'kubeproxyts_userspace_over_budget_connections_total',
+  'kubeproxyts_userspace_descriptor_budget',
+  'kubeproxyts_userspace_descriptors_in_use',
 ] as const;
 
+/** The daemon's descriptor budget for the proxy, as DescriptorBudget reports it. */
+export interface BudgetSample {
+  readonly limit: number;
+  readonly inUse: number;
+}
+
 /** Registers the metrics in `registry`; `read` is called once per scrape. */
-export function registerUserspaceMetrics(registry: Registry, read: () => readonly UserspaceSample[]): void {
+export function registerUserspaceMetrics(
+  registry: Registry,
+  read: () => readonly UserspaceSample[],
+  budget?: () => BudgetSample,
+): void {
   const samples = read;
   const registers = [registry];
   const gauge = (name: string, help: string, pick: (s: UserspaceSample) => number): void => {
@@ -68,6 +83,33 @@ export function registerUserspaceMetrics(registry: Registry, read: () => readonl
     'Connections reset because the service port had no endpoint or every attempt failed',
     (s) => s.refused,
   );
+  counter(
+    USERSPACE_METRICS[6],
+    "TCP connections reset and UDP clients' datagrams dropped at once because the proxy's descriptor budget was spent",
+    (s) => s.overBudget,
+  );
+  if (budget) {
+    const plain = (name: string, help: string, pick: (b: BudgetSample) => number): void => {
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(pick(budget()));
+        },
+      });
+    };
+    plain(
+      USERSPACE_METRICS[7],
+      'Descriptors the userspace proxy may hold (RLIMIT_NOFILE less the reserve for the rest of the daemon)',
+      (b) => b.limit,
+    );
+    plain(
+      USERSPACE_METRICS[8],
+      'Descriptors the userspace proxy holds now: 2 a TCP connection, 1 a UDP association, 1 a proxy socket',
+      (b) => b.inUse,
+    );
+  }
   new Counter({
     name: USERSPACE_METRICS[5],
     help: 'Bytes relayed by the userspace proxy: in (client to endpoint), out (endpoint to client)',

@@ -1,6 +1,7 @@
 // A netlink socket for Node.js: socket/bind, sendmsg of several chunks to the kernel,
 // datagrams read on a libuv poll handle and handed to JavaScript as Buffers, setsockopt and
-// getsockopt. Kept small on purpose: the protocols live in TypeScript (src/netlink/).
+// getsockopt (rlimit.c adds getrlimit/setrlimit, which Node lacks). Kept small on purpose: the
+// protocols live in TypeScript (src/netlink/).
 //
 // Rules this file keeps so that no input can take the process down:
 // - every syscall error becomes a JavaScript value (an Error with errno, code, syscall);
@@ -19,6 +20,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <uv.h>
+
+#include "rlimit.h"
 
 #define MAX_CHUNKS 1024      /* IOV_MAX on Linux */
 #define READS_PER_WAKEUP 64  /* then yield to the event loop; the poll is level-triggered */
@@ -56,7 +59,9 @@ static void on_handle_closed(uv_handle_t *h) {
 }
 
 /* An Error carrying errno (positive), code ("ENOBUFS") and syscall, as Node's own. */
-static napi_value errno_error(napi_env env, int err, const char *syscall) {
+/* Not static: rlimit.c throws the same errors. */
+napi_value errno_error(napi_env env, int err, const char *syscall);
+napi_value errno_error(napi_env env, int err, const char *syscall) {
   char msg[256];
   const char *code = uv_err_name(-err);
   snprintf(msg, sizeof msg, "%s: %s (%s)", syscall, strerror(err), code);
@@ -447,6 +452,7 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_define_class(env, "NetlinkSocket", NAPI_AUTO_LENGTH, js_new, NULL, sizeof methods / sizeof methods[0], methods,
                     &cls);
   napi_set_named_property(env, exports, "NetlinkSocket", cls);
+  rlimit_init(env, exports);
   return exports;
 }
 

@@ -8,6 +8,7 @@ const port = (accepted: number, failedOver: number, refused: number, bytesIn: nu
   accepted,
   failedOver,
   refused,
+  overBudget: refused * 10,
   bytesIn,
   bytesOut,
   active: 0,
@@ -24,7 +25,11 @@ test('per-port counters are summed per family and exported on each scrape', asyn
     ]),
     retiredOther: port(0, 0, 0, 0, 0),
   };
-  registerUserspaceMetrics(registry, () => [sampleOf('IPv4', stats)]);
+  registerUserspaceMetrics(
+    registry,
+    () => [sampleOf('IPv4', stats)],
+    () => ({ limit: 14_976, inUse: 7 }),
+  );
   const text = await registry.metrics();
   for (const line of [
     'kubeproxyts_userspace_active_connections{ip_family="IPv4"} 3',
@@ -32,6 +37,9 @@ test('per-port counters are summed per family and exported on each scrape', asyn
     'kubeproxyts_userspace_accepted_connections_total{ip_family="IPv4"} 15',
     'kubeproxyts_userspace_failed_over_connections_total{ip_family="IPv4"} 1',
     'kubeproxyts_userspace_refused_connections_total{ip_family="IPv4"} 3',
+    'kubeproxyts_userspace_over_budget_connections_total{ip_family="IPv4"} 30',
+    'kubeproxyts_userspace_descriptor_budget 14976',
+    'kubeproxyts_userspace_descriptors_in_use 7',
     'kubeproxyts_userspace_bytes_total{ip_family="IPv4",direction="in"} 150',
     'kubeproxyts_userspace_bytes_total{ip_family="IPv4",direction="out"} 260',
   ])

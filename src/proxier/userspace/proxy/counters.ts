@@ -11,6 +11,8 @@ export interface PortCounters {
   failedOver: number;
   /** No endpoint, or every attempt failed: the client was reset/refused. */
   refused: number;
+  /** Refused at once because the daemon's descriptor budget was spent (descriptor-budget.ts). */
+  overBudget: number;
   bytesIn: number;
   bytesOut: number;
   active: number;
@@ -20,6 +22,7 @@ export const newCounters = (): PortCounters => ({
   accepted: 0,
   failedOver: 0,
   refused: 0,
+  overBudget: 0,
   bytesIn: 0,
   bytesOut: 0,
   active: 0,

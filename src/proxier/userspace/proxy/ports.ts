@@ -4,6 +4,8 @@
 // its associations. One apply() runs at a time.
 
 import { isIP } from 'node:net';
+import { unlimitedBudget } from '../../../base/descriptor-budget.ts';
+import type { DescriptorBudget } from '../../../base/descriptor-budget.ts';
 import { systemClock } from '../../../base/clock.ts';
 import type { Clock } from '../../../base/clock.ts';
 import type { Logger } from '../../../base/logger.ts';
@@ -46,6 +48,7 @@ export class UserspaceProxyPorts implements ProxyPorts {
   private readonly logger: Logger;
   private readonly rateLog: RateLimitedLog;
   private readonly opts: ProxyPortsOptions;
+  private readonly budget: DescriptorBudget;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
 
@@ -59,6 +62,7 @@ export class UserspaceProxyPorts implements ProxyPorts {
     this.logger = opts.logger.child({ component: 'userspace-proxy', family: opts.family });
     this.rateLog = new RateLimitedLog(this.logger, this.clock);
     this.alloc = opts.portRange ? new PortAllocator(opts.portRange) : undefined;
+    this.budget = opts.budget ?? unlimitedBudget();
   }
 
   apply(specs: readonly ProxyPortSpec[]): Promise<ApplyResult> {
@@ -100,7 +104,13 @@ export class UserspaceProxyPorts implements ProxyPorts {
     if (spec.protocol !== 'TCP' && spec.protocol !== 'UDP')
       throw new Error(`protocol ${String(spec.protocol)}: the userspace proxy serves TCP and UDP only`);
     const counters = newCounters();
-    const common = { listenIP: this.opts.listenIP, clock: this.clock, rateLog: this.rateLog, counters };
+    const common = {
+      listenIP: this.opts.listenIP,
+      clock: this.clock,
+      rateLog: this.rateLog,
+      counters,
+      budget: this.budget,
+    };
     const proxy =
       spec.protocol === 'TCP'
         ? new TcpProxy(spec, {
@@ -195,6 +205,7 @@ function add(a: PortTotals | undefined, b: PortTotals): PortTotals {
     accepted: a.accepted + b.accepted,
     failedOver: a.failedOver + b.failedOver,
     refused: a.refused + b.refused,
+    overBudget: a.overBudget + b.overBudget,
     bytesIn: a.bytesIn + b.bytesIn,
     bytesOut: a.bytesOut + b.bytesOut,
     active: a.active + b.active,

@@ -2,13 +2,21 @@
 // sockets (tcp-splice.ts). Accepted sockets stay paused until their endpoint answers, so a
 // client cannot make us buffer data we have nowhere to send.
 //
-// EMFILE/ENFILE on accept (libuv already drops the pending connection so the loop does not
-// spin): logged once per interval, and for SHED_MS the connections that still come in are reset
-// at once instead of holding a descriptor each while their dial would fail for want of one.
+// Each connection takes two descriptors of the daemon's budget (descriptor-budget.ts), the
+// client's and the endpoint's, until both close; past the budget a new connection is reset at
+// once and counted (overBudget), so a flood of connections cannot spend the descriptors that
+// syncs, health checks and the API need, nor one port more than its share. The listener holds
+// one, always granted.
+//
+// EMFILE/ENFILE on accept all the same (libuv already drops the pending connection so the loop
+// does not spin): logged once per interval, and for SHED_MS the connections that still come in
+// are reset at once instead of holding a descriptor each while their dial would fail for want
+// of one.
 
 import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import type { Clock } from '../../../base/clock.ts';
+import type { DescriptorBudget } from '../../../base/descriptor-budget.ts';
 import { RoundRobinBalancer } from './balancer.ts';
 import type { PortCounters, RateLimitedLog } from './counters.ts';
 import { dialEndpoint, KEEPALIVE_INITIAL_DELAY_MS } from './tcp-dial.ts';
@@ -28,7 +36,11 @@ export interface TcpProxyOptions {
   readonly clock: Clock;
   readonly rateLog: RateLimitedLog;
   readonly counters: PortCounters;
+  readonly budget: DescriptorBudget;
 }
+
+/** Descriptors a proxied TCP connection holds: the client's and the endpoint's. */
+const CONNECTION_DESCRIPTORS = 2;
 
 export class TcpProxy {
   readonly protocol = 'TCP';
@@ -65,6 +77,7 @@ export class TcpProxy {
     });
     server.on('error', (err) => this.onServerError(err));
     this.server = server;
+    this.o.budget.force(1);
     return (server.address() as { port: number }).port;
   }
 
@@ -76,8 +89,10 @@ export class TcpProxy {
 
   /** Stops accepting; live connections go on until they end (draining). */
   stopListening(): void {
-    this.server?.close();
+    if (this.server === undefined) return;
+    this.server.close();
     this.server = undefined;
+    this.o.budget.release(1);
   }
 
   /** Stops accepting and resets every live connection. */
@@ -117,6 +132,19 @@ export class TcpProxy {
       resetSocket(client);
       return;
     }
+    if (!this.o.budget.tryAcquire(CONNECTION_DESCRIPTORS, c.active * CONNECTION_DESCRIPTORS)) {
+      c.overBudget++;
+      resetSocket(client);
+      this.o.rateLog.warn(
+        'budget/tcp',
+        'The userspace proxy is out of its descriptor budget; refusing new connections',
+        {
+          service: this.name,
+          budget: this.o.budget.limit,
+        },
+      );
+      return;
+    }
     client.setKeepAlive(true, KEEPALIVE_INITIAL_DELAY_MS);
     c.active++;
     void dialEndpoint(this.dial, client).then(
@@ -136,6 +164,7 @@ export class TcpProxy {
           });
       }
       c.active--;
+      this.o.budget.release(CONNECTION_DESCRIPTORS);
       resetSocket(client);
       return;
     }
@@ -145,6 +174,7 @@ export class TcpProxy {
         this.closedBytesOut += bytesOut;
         this.splices.delete(splice);
         c.active--;
+        this.o.budget.release(CONNECTION_DESCRIPTORS);
       },
     });
     this.splices.add(splice);

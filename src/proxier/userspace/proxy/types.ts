@@ -4,6 +4,7 @@
 // Service's traffic to the socket's port; this layer owns sockets and connections only.
 
 import type { Clock } from '../../../base/clock.ts';
+import type { DescriptorBudget } from '../../../base/descriptor-budget.ts';
 import type { IPFamily } from '../../../base/ip.ts';
 import type { Logger } from '../../../base/logger.ts';
 import type { PortCounters } from './counters.ts';
@@ -50,6 +51,12 @@ export interface ProxyPortsOptions {
   readonly tcpIdleTimeoutMs?: number;
   /** UDP associations per service port at most (default 4096: each holds a descriptor). */
   readonly udpMaxAssociations?: number;
+  /**
+   * The daemon's descriptor budget, shared by every family's ports: past it a new TCP connection
+   * is reset at once and a new UDP client's datagram dropped, both counted (overBudget). Default:
+   * none.
+   */
+  readonly budget?: DescriptorBudget;
 }
 
 export interface ApplyResult {

@@ -8,11 +8,14 @@
 // upstream 250 ms), or when its socket reports an error (ICMP port unreachable: the next
 // datagram of that client starts a new association on the next endpoint). Each one holds a
 // descriptor, so a port keeps at most maxAssociations (default 4096; upstream had no bound):
-// the least recently created gives way to a new client.
+// the least recently created gives way to a new client. Associations and the service socket
+// also take a descriptor each of the daemon's budget (descriptor-budget.ts): past it a new
+// client's datagram is dropped and counted (overBudget).
 
 import { createSocket } from 'node:dgram';
 import type { RemoteInfo, Socket } from 'node:dgram';
 import type { Clock, TimerHandle } from '../../../base/clock.ts';
+import type { DescriptorBudget } from '../../../base/descriptor-budget.ts';
 import { RoundRobinBalancer } from './balancer.ts';
 import type { PortCounters, RateLimitedLog } from './counters.ts';
 import type { ProxyPortSpec } from './types.ts';
@@ -29,6 +32,7 @@ export interface UdpProxyOptions {
   readonly clock: Clock;
   readonly rateLog: RateLimitedLog;
   readonly counters: PortCounters;
+  readonly budget: DescriptorBudget;
 }
 
 interface Association {
@@ -70,6 +74,7 @@ export class UdpProxy {
       this.o.rateLog.warn(`${this.name}/udp`, 'UDP service socket error', { service: this.name, error: err.message }),
     );
     this.socket = socket;
+    this.o.budget.force(1);
     return socket.address().port;
   }
 
@@ -80,8 +85,11 @@ export class UdpProxy {
 
   /** Closes the service socket and every association (replies would have no socket to leave from). */
   destroy(): void {
-    this.socket?.close();
-    this.socket = undefined;
+    if (this.socket !== undefined) {
+      this.socket.close();
+      this.socket = undefined;
+      this.o.budget.release(1);
+    }
     for (const key of [...this.assocs.keys()]) this.drop(key);
   }
 
@@ -96,10 +104,7 @@ export class UdpProxy {
     let a = this.assocs.get(key);
     if (!a) {
       a = this.associate(key, rinfo);
-      if (!a) {
-        c.refused++;
-        return;
-      }
+      if (!a) return;
     }
     a.lastActivity = this.o.clock.now();
     if (a.pending) {
@@ -110,13 +115,28 @@ export class UdpProxy {
   private associate(key: string, rinfo: RemoteInfo): Association | undefined {
     const reset = this.failed.delete(rinfo.address);
     const backend = this.balancer.next(rinfo.address, reset);
-    if (!backend || !this.socket) return undefined;
+    if (!backend || !this.socket) {
+      this.o.counters.refused++;
+      return undefined;
+    }
     if (this.assocs.size >= this.o.maxAssociations) {
       this.o.rateLog.warn(`${this.name}/udp-full`, 'Too many UDP associations; closing the oldest', {
         service: this.name,
         max: this.o.maxAssociations,
       });
       this.drop(this.assocs.keys().next().value!);
+    }
+    if (!this.o.budget.tryAcquire(1, this.assocs.size)) {
+      this.o.counters.overBudget++;
+      this.o.rateLog.warn(
+        'budget/udp',
+        'The userspace proxy is out of its descriptor budget; dropping new UDP clients',
+        {
+          service: this.name,
+          budget: this.o.budget.limit,
+        },
+      );
+      return undefined;
     }
     const conn = createSocket({ type: this.o.type });
     const a: Association = {
@@ -172,5 +192,6 @@ export class UdpProxy {
       // already closed by an error
     }
     this.o.counters.active--;
+    this.o.budget.release(1);
   }
 }
