@@ -39,7 +39,7 @@ export interface MainDeps {
   /** Makes the daemon for `serve`; default build.ts. */
   buildDaemon?: (
     config: ProxyConfig,
-    deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv },
+    deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv; configFile?: string },
   ) => Startable | Promise<Startable>;
   /** How the --config file's directory is watched; default node:fs watch. */
   watchConfig?: WatchFn;
@@ -159,7 +159,13 @@ async function serve(
   let daemon: Startable;
   try {
     const build = deps.buildDaemon ?? (await import('./build.ts')).buildDaemon;
-    daemon = await build(config, { logger, clock, version, ...(deps.env ? { env: deps.env } : {}) });
+    daemon = await build(config, {
+      logger,
+      clock,
+      version,
+      ...(deps.env ? { env: deps.env } : {}),
+      ...(configFile ? { configFile: configFile.path } : {}),
+    });
   } catch (e) {
     startFailed(logger, 'build daemon', config, e);
     await closeLogger(logger);

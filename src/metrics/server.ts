@@ -1,7 +1,7 @@
 // The metrics HTTP server (upstream's default 127.0.0.1:10249): /metrics rendered by
 // prom-client, plus what upstream serves on the same port: /healthz and /healthz/ping ("ok",
 // the process answers), /proxyMode (the mode as plain text) and /configz (the effective
-// configuration). Serving is bounded (render-cache.ts, http-limits.ts) so that no number of
+// configuration), and upstream's ops pages /statusz, /flagz and /metrics/slis (ops-endpoints.ts). Serving is bounded (render-cache.ts, http-limits.ts) so that no number of
 // clients starves the sync loop sharing the event loop, and a /metrics connection gives up its
 // slot to a new one when all are taken (connection-slots.ts), so that /healthz still answers
 // while a flood holds them all.
@@ -13,6 +13,7 @@ import { nullLogger } from '../base/logger.ts';
 import { applyHttpLimits, HTTP_SERVER_OPTIONS } from '../health/http-limits.ts';
 import { shareConnectionSlots } from './connection-slots.ts';
 import type { ProxyMetrics } from './metrics.ts';
+import type { OpsRoutes } from './ops-endpoints.ts';
 import { PacedRenderCache } from './render-cache.ts';
 
 /**
@@ -37,6 +38,10 @@ export interface MetricsServerOptions {
   renderMaxAgeMs?: number;
   /** /metrics responses per second at most; default 20 (later requests wait their turn). */
   metricsPerSecond?: number;
+  /** Upstream's other pages on this port (/statusz, /flagz, /metrics/slis): ops-endpoints.ts. */
+  opsRoutes?: OpsRoutes;
+  /** Called for each /healthz answer (the SLI metrics count the "ping" check). */
+  onHealthz?: () => void;
 }
 
 export interface MetricsServer {
@@ -55,9 +60,9 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '/').split('?')[0];
-    const send = (code: number, type: string, body: string) => {
+    const send = (code: number, type: string, body: string, headers: Record<string, string> = {}) => {
       if (res.destroyed) return;
-      res.writeHead(code, { 'Content-Type': type, 'X-Content-Type-Options': 'nosniff' });
+      res.writeHead(code, { ...headers, 'Content-Type': type, 'X-Content-Type-Options': 'nosniff' });
       res.end(req.method === 'HEAD' ? undefined : body);
     };
     switch (path) {
@@ -78,6 +83,7 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
       }
       case '/healthz':
       case '/healthz/ping':
+        if (path === '/healthz') opts.onHealthz?.();
         send(200, 'text/plain; charset=utf-8', 'ok');
         return;
       case '/proxyMode':
@@ -89,6 +95,17 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
           return;
         }
         break;
+    }
+    const ops = path === undefined ? undefined : opts.opsRoutes?.(path, req);
+    if (ops !== undefined) {
+      Promise.resolve(ops).then(
+        (a) => send(a.code, a.type, a.body, a.headers),
+        (err: unknown) => {
+          log.error('Answering failed', { op: `GET ${path}`, err });
+          send(500, 'text/plain; charset=utf-8', 'internal error\n');
+        },
+      );
+      return;
     }
     send(404, 'text/plain; charset=utf-8', '404 page not found\n');
   };
