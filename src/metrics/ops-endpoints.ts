@@ -72,7 +72,7 @@ export function opsRoutes(o: OpsEndpointsOptions): OpsRoutes {
   const delim = () => pickDelimiter(o.random);
   return (path, req) => {
     if (path === '/statusz' && o.statusz !== undefined) {
-      const info = { component: o.component, ...o.statusz() };
+      const info = { ...o.statusz(), component: o.component };
       return zpage(
         req,
         'Statusz',

@@ -1,7 +1,8 @@
 // The metrics HTTP server (upstream's default 127.0.0.1:10249): /metrics rendered by
 // prom-client, plus what upstream serves on the same port: /healthz and /healthz/ping ("ok",
 // the process answers), /proxyMode (the mode as plain text) and /configz (the effective
-// configuration), and upstream's ops pages /statusz, /flagz and /metrics/slis (ops-endpoints.ts). Serving is bounded (render-cache.ts, http-limits.ts) so that no number of
+// configuration), and upstream's ops pages /statusz, /flagz and /metrics/slis
+// (ops-endpoints.ts). Serving is bounded (render-cache.ts, http-limits.ts) so that no number of
 // clients starves the sync loop sharing the event loop, and a /metrics connection gives up its
 // slot to a new one when all are taken (connection-slots.ts), so that /healthz still answers
 // while a flood holds them all.
