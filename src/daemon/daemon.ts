@@ -38,6 +38,7 @@ import type { Closable, Served } from './serve.ts';
 import { NodeWait } from './node-wait.ts';
 import type { MetricsOps } from './ops.ts';
 import { announceDeprecations } from './deprecations.ts';
+import { Profiler } from './profiling.ts';
 import { makeSync } from './sync.ts';
 import type { FamilyPipeline, StaleFlowSink } from './sync.ts';
 import { SyncLoop } from './sync-loop.ts';
@@ -309,6 +310,7 @@ export class Daemon {
         metrics: p.metrics,
         localAddresses: p.localAddresses ?? (() => []),
         logger: this.log,
+        ...(p.config.enableProfiling ? { profiler: new Profiler() } : {}),
       });
     } catch (err) {
       this.log.warn('Cannot open the control socket; explain and trace will not reach this daemon', {

@@ -80,6 +80,8 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
   if (argv[0] === 'explain' || argv[0] === 'trace')
     return (await import('../cli/main.ts')).runCli(argv, { stdout: out, stderr: err });
   if (argv[0] === 'completion') return (await import('../cli/completion.ts')).runCompletion(argv.slice(1), out, err);
+  if (argv[0] === 'profile')
+    return (await import('../cli/profile.ts')).runProfile(argv.slice(1), { stdout: out, stderr: err });
   const version = packageVersion();
   // The --config text as read, for the watcher (a change after this read must still count).
   const configTexts = new Map<string, string>();
