@@ -13,6 +13,7 @@ import { registerServiceTraffic } from '../../src/metrics/service-traffic.ts';
 
 export const MONITORING_DIR = resolve(import.meta.dirname, '../../deploy/monitoring');
 export const RULES_FILE = join(MONITORING_DIR, 'kube-proxy-ts.rules.yaml');
+export const RULES_TEST_FILE = join(MONITORING_DIR, 'kube-proxy-ts.rules.test.yaml');
 export const DASHBOARD_FILE = join(MONITORING_DIR, 'kube-proxy-ts.dashboard.json');
 export const README_FILE = join(MONITORING_DIR, 'README.md');
 

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { stringify } from 'yaml';
+import { parse as parseYAML, stringify } from 'yaml';
 import {
   allExpressions,
   allPanels,
@@ -23,21 +23,59 @@ import {
   README_FILE,
   registeredFamilies,
   RULES_FILE,
+  RULES_TEST_FILE,
 } from '../../helpers/monitoring.ts';
 
 const PROMTOOL = '/usr/bin/promtool';
 
-function promtoolCheckRules(file: string): { code: number | null; out: string } {
-  const r = spawnSync(PROMTOOL, ['check', 'rules', file], { encoding: 'utf8', timeout: 30_000 });
+function promtool(args: string[]): { code: number | null; out: string } {
+  const r = spawnSync(PROMTOOL, args, { encoding: 'utf8', timeout: 30_000 });
   if (r.error)
     throw new Error(`${PROMTOOL} (Debian's prometheus package; scripts/setup.sh installs it): ${r.error.message}`);
   return { code: r.status, out: r.stdout + r.stderr };
 }
 
 test('promtool accepts the alerting rules', (t) => {
-  const r = promtoolCheckRules(RULES_FILE);
+  const r = promtool(['check', 'rules', RULES_FILE]);
   t.is(r.code, 0, r.out);
   t.regex(r.out, new RegExp(`SUCCESS: ${loadAlerts().length} rules found`));
+});
+
+interface RuleTests {
+  rule_files: string[];
+  tests: {
+    alert_rule_test: { alertname: string; exp_alerts: { exp_annotations?: Record<string, string> }[] }[];
+  }[];
+}
+
+test('promtool test rules: every alert fires on its series after its for, with its labels and annotations', (t) => {
+  const spec = parseYAML(readFileSync(RULES_TEST_FILE, 'utf8')) as RuleTests;
+  const alerts = new Map(loadAlerts().map((a) => [a.alert, a]));
+  const tested = new Set<string>();
+  for (const test of spec.tests)
+    for (const case_ of test.alert_rule_test) {
+      const rule = alerts.get(case_.alertname);
+      if (rule === undefined) return t.fail(`${case_.alertname} is not an alert of ${RULES_FILE}`);
+      if (case_.exp_alerts.length > 0) tested.add(case_.alertname);
+      // promtool compares every annotation: the fixed ones come from the rules, one truth.
+      for (const exp of case_.exp_alerts)
+        exp.exp_annotations = {
+          summary: rule.annotations!['summary']!,
+          runbook: rule.annotations!['runbook']!,
+          ...exp.exp_annotations,
+        };
+    }
+  t.deepEqual(
+    [...alerts.keys()].filter((a) => !tested.has(a)),
+    [],
+    'every alert is seen firing',
+  );
+  const dir = mkdtempSync(join(tmpdir(), 'kpts-rule-tests-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'rules.test.yaml');
+  writeFileSync(file, stringify({ ...spec, rule_files: [RULES_FILE] }));
+  const r = promtool(['test', 'rules', file]);
+  t.is(r.code, 0, r.out);
 });
 
 test('every alert has a severity, a summary, a description and a runbook line, and a README section', (t) => {
@@ -75,7 +113,7 @@ test('promtool accepts every dashboard expression (as recording rules)', (t) => 
     .map((e, i) => ({ record: `dashboard:expr_${i}`, expr: grafanaToPromQL(e.expr) }));
   const file = join(dir, 'dashboard.rules.yaml');
   writeFileSync(file, stringify({ groups: [{ name: 'dashboard', rules }] }));
-  const r = promtoolCheckRules(file);
+  const r = promtool(['check', 'rules', file]);
   t.is(r.code, 0, r.out);
 });
 
