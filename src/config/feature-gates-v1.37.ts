@@ -1,8 +1,11 @@
 // Upstream kube-proxy v1.37's feature gates: every name its --feature-gates accepts (kube-proxy
 // uses the shared Kubernetes gate registry, so it knows every component's gates), with the
-// default and stage at v1.37, transcribed from the "Feature gates in Kubernetes v1.37" reference
-// tables (the row without an "Until" release). AllAlpha and AllBeta are featuregate's own.
-// test/unit/config/feature-gates.test.ts holds this list.
+// default and stage at v1.37. Transcribed from the "Feature gates in Kubernetes v1.37" reference
+// tables (the row without an "Until" release), with the gates the v1.37 release added or moved
+// after those tables were written (NFTablesNetlink, WatchListCompression, StorageVersionMigrator
+// GA ...) from the release's change notes. A gate upstream removed in v1.37 but still listed
+// here is accepted: lenient, since refusing a valid name would stop the daemon. AllAlpha and
+// AllBeta are featuregate's own. test/unit/config/feature-gates.test.ts holds this list.
 
 /** component-base's PreRelease: "" is GA. */
 export type GateStage = 'ALPHA' | 'BETA' | '' | 'DEPRECATED';
@@ -41,6 +44,7 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['CompositePodGroup', false, 'ALPHA'],
   ['ConcurrentWatchObjectDecode', true, 'BETA'],
   ['ConsistentListFromCache', true, ''],
+  ['ConsistentListFromCacheSkipTimeoutFallback', false, 'ALPHA'],
   ['ConstrainedImpersonation', true, 'BETA'],
   ['ContainerCheckpoint', true, 'BETA'],
   ['ContainerRestartRules', true, 'BETA'],
@@ -94,6 +98,7 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['EnvFiles', true, 'BETA'],
   ['EtcdRangeStream', true, 'BETA'],
   ['EventedPLEG', false, 'ALPHA'],
+  ['EvictionRequestAPI', false, 'ALPHA'],
   ['ExcludeAdmissionWebhookVirtualResources', true, 'BETA'],
   ['ExecProbeTimeout', true, ''],
   ['ExtendWebSocketsToKubelet', true, 'BETA'],
@@ -106,6 +111,7 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['H2CContainerProbe', false, 'ALPHA'],
   ['HostnameOverride', true, ''],
   ['HPAConfigurableTolerance', true, ''],
+  ['HPAOptimizedSelectorStore', true, 'BETA'],
   ['HPAScaleToZero', true, 'BETA'],
   ['HugepageAwareEviction', true, 'BETA'],
   ['ImageMaximumGCAge', true, ''],
@@ -118,8 +124,10 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['InPlacePodVerticalScalingAllocatedStatus', false, 'DEPRECATED'],
   ['InPlacePodVerticalScalingExclusiveCPUs', false, 'ALPHA'],
   ['InPlacePodVerticalScalingExclusiveMemory', false, 'ALPHA'],
+  ['InPlacePodVerticalScalingInitContainers', true, ''],
   ['InPlacePodVerticalScalingMemoryBackedVolumes', false, 'ALPHA'],
   ['InPlacePodVerticalScalingSchedulerPreemption', false, 'ALPHA'],
+  ['InterPodAffinityHostnameFastPath', false, 'ALPHA'],
   ['JobBackoffLimitPerIndex', true, ''],
   ['JobManagedBy', true, ''],
   ['JobPodReplacementPolicy', true, ''],
@@ -157,7 +165,9 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['MutableSchedulingDirectivesForSuspendedJobs', true, 'BETA'],
   ['MutatingAdmissionPolicy', true, ''],
   ['NativeHistograms', true, 'BETA'],
+  ['NFTablesNetlink', true, 'BETA'],
   ['NFTablesProxyMode', true, ''],
+  ['NodeControllerLeaseCircuitBreaker', true, 'BETA'],
   ['NodeDeclaredFeatures', true, ''],
   ['NodeInclusionPolicyInPodTopologySpread', true, ''],
   ['NodeLifecycleConditions', false, 'ALPHA'],
@@ -168,6 +178,7 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['OpportunisticBatching', true, 'BETA'],
   ['OrderedNamespaceDeletion', true, ''],
   ['PersistentVolumeClaimUnusedSinceTime', true, 'BETA'],
+  ['PLEGOnDemandRelist', true, ''],
   ['PodAndContainerStatsFromCRI', false, 'BETA'],
   ['PodCertificateRequest', true, ''],
   ['PodDeletionCost', true, 'BETA'],
@@ -202,9 +213,10 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['RetryGenerateName', true, ''],
   ['RotateKubeletServerCertificate', true, 'BETA'],
   ['RuntimeClassInImageCriApi', false, 'ALPHA'],
-  ['SchedulerAsyncAPICalls', true, 'BETA'],
+  ['SchedulerAsyncAPICalls', false, 'BETA'],
   ['SchedulerAsyncPreemption', true, 'BETA'],
   ['SchedulerPopFromBackoffQ', true, 'BETA'],
+  ['SchedulerPreQueueingHints', false, 'ALPHA'],
   ['SchedulerQueueingHints', true, ''],
   ['SELinuxChangePolicy', true, ''],
   ['SELinuxMount', true, ''],
@@ -221,6 +233,7 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['SidecarContainers', true, ''],
   ['SizeBasedListCostEstimate', true, 'BETA'],
   ['StaleControllerConsistencyDaemonSet', true, 'BETA'],
+  ['StaleControllerConsistencyHPA', true, 'BETA'],
   ['StaleControllerConsistencyJob', true, 'BETA'],
   ['StaleControllerConsistencyReplicaSet', true, 'BETA'],
   ['StaleControllerConsistencyStatefulSet', true, 'BETA'],
@@ -231,7 +244,7 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['StorageNamespaceIndex', true, 'DEPRECATED'],
   ['StorageVersionAPI', false, 'ALPHA'],
   ['StorageVersionHash', true, 'BETA'],
-  ['StorageVersionMigrator', false, 'BETA'],
+  ['StorageVersionMigrator', true, ''],
   ['StreamingCollectionEncodingToJSON', true, ''],
   ['StreamingCollectionEncodingToProtobuf', true, ''],
   ['StrictCostEnforcementForVAP', true, ''],
@@ -263,6 +276,7 @@ export const KNOWN_FEATURE_GATES: readonly (readonly [name: string, defaultValue
   ['WatchFromStorageWithoutResourceVersion', false, 'DEPRECATED'],
   ['WatchList', true, 'BETA'],
   ['WatchListClient', true, 'BETA'],
+  ['WatchListCompression', true, 'BETA'],
   ['WindowsCPUAndMemoryAffinity', false, 'ALPHA'],
   ['WindowsGracefulNodeShutdown', true, 'BETA'],
   ['WindowsHostNetwork', false, 'DEPRECATED'],
