@@ -82,6 +82,13 @@ kube\\-proxy\\-ts \\- Kubernetes network proxy that programs the kernel over net
 .B kube\\-proxy\\-ts completion
 .BR bash | zsh
 .br
+.B kube\\-proxy\\-ts profile
+.BR cpu | heap
+.RB [ \\-\\-seconds
+.IR n ]
+.RB [ \\-o
+.IR file ]
+.br
 .B kube\\-proxy\\-ts
 .RB [ \\-h | \\-\\-help | \\-\\-version ]
 .SH DESCRIPTION
@@ -184,6 +191,19 @@ load it with
 .BR "source <(kube\\-proxy\\-ts completion bash)" .
 The packages install the bash one in
 .IR /usr/share/bash\\-completion/completions .
+.TP
+.B profile cpu\\fR|\\fBheap \\fR[\\fB\\-\\-seconds \\fIn\\fR] [\\fB\\-o \\fIfile\\fR]
+Asks a daemon started with
+.B \\-\\-profiling
+for a CPU profile sampled for
+.I n
+seconds (default 30, at most 300; a
+.I .cpuprofile
+for Chrome DevTools or speedscope) or a V8 heap snapshot (a
+.IR .heapsnapshot ;
+the daemon pauses while it writes it). The daemon writes
+.I file
+itself, a new file with mode 0600 (default: a new name in the current directory).
 .PP
 Exit status of the commands: 0 answered, 1 the daemon refused the query, 2 usage error,
 3 no daemon answers on the socket.

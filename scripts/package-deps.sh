@@ -8,10 +8,12 @@
 #   debootstrap:                   the Debian tree the systemd boot test (test/vm) boots
 #   qemu-system-x86, busybox-static, cpio, kmod: the VM harness (also in setup.sh)
 #   mmdebstrap, umoci:             the OCI image (scripts/image.sh, `npm run image`)
+#   prometheus:                    promtool, which checks deploy/monitoring/'s rules and PromQL
+#                                  (test/unit/deploy/monitoring.test.ts)
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt_packages=(debhelper dpkg-dev fakeroot lintian rpm systemd debootstrap
-  qemu-system-x86 busybox-static cpio kmod mmdebstrap umoci)
+  qemu-system-x86 busybox-static cpio kmod mmdebstrap umoci prometheus)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

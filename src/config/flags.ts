@@ -337,14 +337,13 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'feature-gates',
     kind: 'boolMap',
     target: 'featureGates',
-    help: 'A set of key=value pairs for alpha/experimental features (kube-proxy-ts has none; accepted and ignored).',
+    help: "A set of key=value pairs that describe feature gates for alpha/experimental features; the names are upstream kube-proxy v1.37's (an unknown name is an error).",
   },
   {
     name: 'profiling',
     kind: 'bool',
     target: 'enableProfiling',
-    noEffect: true,
-    help: 'Accepted for compatibility; profiling is not supported.',
+    help: "If true, a CPU profile or a heap snapshot can be taken on demand with 'kube-proxy-ts profile' (over the control socket, root only; upstream serves pprof on the metrics port).",
   },
   {
     name: 'show-hidden-metrics-for-version',

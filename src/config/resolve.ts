@@ -6,6 +6,7 @@
 import { parseCIDR, parseIP } from '../base/ip.ts';
 import { formatDuration } from './duration.ts';
 import { show } from './file.ts';
+import { checkFeatureGates, featureEnabled } from './feature-gates.ts';
 import type { FlatValue, FlatValues } from './schema.ts';
 import {
   DETECT_LOCAL_MODES,
@@ -25,6 +26,9 @@ export const DEFAULT_CONTROL_SOCKET = '/run/kube-proxy-ts/control.sock';
 
 /** A blank mode means iptables, as upstream on Linux (the packaged config file names nftables). */
 export const DEFAULT_MODE: ProxyMode = 'iptables';
+/** Upstream 1.37 warns when it picks the mode itself: the Linux default becomes nftables in 1.40. */
+export const DEFAULTED_MODE_WARNING =
+  "mode: no proxy mode was given, so 'iptables' is used; the default will change to 'nftables' in Kubernetes 1.40: set the mode explicitly to keep 'iptables'";
 export const HEALTHZ_PORT = 10256;
 export const METRICS_PORT = 10249;
 export const DEFAULT_OOM_SCORE_ADJ = -999;
@@ -111,6 +115,7 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
   const mode = oneOf(modeText, PROXY_MODES, DEFAULT_MODE, (known) =>
     err('mode', `${show(modeText)} must be one of ${known} (or blank for ${DEFAULT_MODE})`),
   );
+  if (modeText === '') warnings.push(DEFAULTED_MODE_WARNING);
   const enums = readEnums(r, mode, err, warnings);
   const config = readConfig(r, values, origins, mode, enums, err);
   validate(config, { section: syncSection(mode), masqSection: masqSectionOf(mode), err, warnings, values });
@@ -250,6 +255,7 @@ function readConfig(
     udpIdleTimeoutMs: r.orDefault('udpIdleTimeout', 250),
     conntrack: conntrackConfig(r),
     featureGates: { ...((values.get('featureGates') as Record<string, boolean> | undefined) ?? {}) },
+    enableProfiling: r.bool('enableProfiling', false),
     logging: { verbosity: r.num('logging.verbosity') ?? 0, format },
     kubeProxyTS: {
       manifestDir: r.str('kubeProxyTS.manifestDir'),
@@ -273,7 +279,17 @@ function validate(c: ProxyConfig, ctx: ValidateCtx): void {
   validateRanges(c, ctx);
   validateDetectLocal(c, ctx);
   validateCounts(c, ctx);
+  validateFeatureGates(c, ctx);
   warnIgnored(c, ctx);
+}
+
+/** Upstream's featuregate checks; and ipvs mode needs the (deprecated) KubeProxyIPVS gate on, as in v1.37. */
+function validateFeatureGates(c: ProxyConfig, { err, warnings }: ValidateCtx): void {
+  const check = checkFeatureGates(c.featureGates);
+  warnings.push(...check.warnings);
+  if (check.unknown !== undefined) err('featureGates', `unrecognized feature gate: ${check.unknown}`);
+  if (c.mode === 'ipvs' && !featureEnabled(c.featureGates, 'KubeProxyIPVS'))
+    err('mode', '"ipvs" needs the KubeProxyIPVS feature gate, which is set to false', 'featureGates');
 }
 
 const showMs = (ms: number): string => show(formatDuration(ms));
@@ -391,10 +407,6 @@ function warnIgnored(c: ProxyConfig, { warnings, values }: ValidateCtx): void {
       'iptables.masqueradeBit applies to iptables and ipvs modes only; nftables mode uses nftables.masqueradeBit (as upstream)',
     );
   }
-  if (values.get('enableProfiling') === true)
-    warnings.push('enableProfiling: profiling is not supported by kube-proxy-ts; ignored');
-  const gates = Object.keys(c.featureGates);
-  if (gates.length > 0) warnings.push(`featureGates: kube-proxy-ts has no feature gates; ignored: ${gates.join(', ')}`);
 }
 
 function validateHostPort(field: string, input: string, err: (field: string, message: string) => void): void {

@@ -96,6 +96,11 @@ export interface ProxyConfig {
     udpStreamTimeoutMs: number;
   };
   featureGates: Record<string, boolean>;
+  /**
+   * --profiling: the control socket answers `kube-proxy-ts profile` (a CPU profile or a heap
+   * snapshot written to a file), where upstream serves pprof on the metrics port.
+   */
+  enableProfiling: boolean;
   logging: {
     /** klog -v: 0-1 info, >=2 debug. */
     verbosity: number;

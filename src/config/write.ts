@@ -35,7 +35,7 @@ export function toKubeProxyConfiguration(c: ProxyConfig): Record<string, unknown
     },
     detectLocal: { ...c.detectLocal },
     detectLocalMode: c.detectLocalMode,
-    enableProfiling: false,
+    enableProfiling: c.enableProfiling,
     featureGates: { ...c.featureGates },
     healthzBindAddress: c.healthzBindAddress,
     hostnameOverride: c.hostnameOverride,

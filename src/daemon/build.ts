@@ -8,6 +8,7 @@ import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
 import type { ProxyConfig } from '../config/index.ts';
 import { createMetrics, registerUserspaceMetrics } from '../metrics/index.ts';
+import { metricsOps } from './ops.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 // Not ../sources/index.ts: that loads the Kubernetes client, which standalone mode never needs.
 import { ManifestDirSource } from '../sources/manifest-dir.ts';
@@ -31,6 +32,8 @@ export interface BuildDeps {
   clock: Clock;
   version: string;
   env?: NodeJS.ProcessEnv;
+  /** The --config path, shown by /flagz. */
+  configFile?: string;
 }
 
 export async function buildSource(
@@ -86,6 +89,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   const dlw = detectLocalWarning(config, served.primary);
   if (dlw !== undefined) logger.info(dlw, { clusterCIDRs: config.clusterCIDRs.join(',') });
   const metrics = createMetrics({ version: deps.version, mode: config.mode });
+  const ops = metricsOps(config, { ...deps, metrics });
   const sysctl = new ProcSysctl();
   // Before any socket opens; the budget matters to the userspace proxy only.
   const nofile = raiseNofileLimit(logger);
@@ -163,6 +167,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     staleFlows,
     localAddresses,
     controlSocket: config.kubeProxyTS.controlSocket,
+    metricsOps: ops,
     // API mode waits for its Node as upstream does (about 30 s); standalone has no Node to wait for.
     nodeWaitMs: config.kubeProxyTS.manifestDir === '' ? 30_000 : 0,
     ...(events ? { events } : {}),

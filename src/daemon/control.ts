@@ -15,6 +15,7 @@ import type { ProxyMetrics } from '../metrics/index.ts';
 import type { ChangeTracker, DesiredState, Protocol } from '../model/index.ts';
 import { liveTrace } from './live-trace.ts';
 import type { ProxierSet } from './proxiers.ts';
+import type { Profiler } from './profiling.ts';
 
 export interface ControlParts {
   readonly path: string;
@@ -25,6 +26,8 @@ export interface ControlParts {
   readonly logger: Logger;
   /** How `trace --live` watches the kernel; default live-trace.ts (tests replace it). */
   readonly liveTrace?: typeof liveTrace;
+  /** --profiling: `profile` queries are answered; unset: refused. */
+  readonly profiler?: Profiler;
 }
 
 async function gaugeTimes(g: ProxyMetrics['syncProxyRulesLastTimestamp']): Promise<Record<string, string>> {
@@ -119,6 +122,15 @@ function liveTimeout(v: unknown): number | undefined {
   return ms;
 }
 
+/** `profile` {kind: cpu|heap, path, seconds}: only with --profiling. */
+function profile(profiler: Profiler | undefined, r: Record<string, unknown>, signal: AbortSignal): Promise<unknown> {
+  if (profiler === undefined)
+    throw new Error('profiling is off: start the daemon with --profiling (enableProfiling: true in the config file)');
+  if (r['kind'] === 'cpu') return profiler.cpu(r['path'], r['seconds'], signal);
+  if (r['kind'] === 'heap') return profiler.heap(r['path']);
+  throw new Error('profile: kind must be cpu or heap');
+}
+
 export function controlHandler(p: ControlParts) {
   return async (r: Record<string, unknown>, signal: AbortSignal): Promise<unknown> => {
     switch (r['op']) {
@@ -136,8 +148,10 @@ export function controlHandler(p: ControlParts) {
         if (live === undefined) return predicted;
         return { ...predicted, live: await (p.liveTrace ?? liveTrace)(predicted.query, { timeoutMs: live, signal }) };
       }
+      case 'profile':
+        return profile(p.profiler, r, signal);
       default:
-        throw new Error(`unknown query ${JSON.stringify(r['op'])} (ping, explain, trace)`);
+        throw new Error(`unknown query ${JSON.stringify(r['op'])} (ping, explain, trace, profile)`);
     }
   };
 }

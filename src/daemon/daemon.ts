@@ -36,6 +36,9 @@ import type { Notifier } from './sd-notify.ts';
 import { serveWithRetry } from './serve.ts';
 import type { Closable, Served } from './serve.ts';
 import { NodeWait } from './node-wait.ts';
+import type { MetricsOps } from './ops.ts';
+import { announceDeprecations } from './deprecations.ts';
+import { Profiler } from './profiling.ts';
 import { makeSync } from './sync.ts';
 import type { FamilyPipeline, StaleFlowSink } from './sync.ts';
 import { SyncLoop } from './sync-loop.ts';
@@ -64,6 +67,8 @@ export interface DaemonParts {
   controlSocket?: string;
   /** How long the first sync waits for this node's Node (node-wait.ts); unset or 0: no wait. */
   nodeWaitMs?: number;
+  /** The metrics port's /statusz, /flagz, /metrics/slis (ops.ts); unset: not served. */
+  metricsOps?: MetricsOps;
 }
 
 export class Daemon {
@@ -230,6 +235,9 @@ export class Daemon {
                 proxyMode: proxiers.mode,
                 configz: () => config,
                 logger: this.log,
+                ...(this.p.metricsOps
+                  ? { opsRoutes: this.p.metricsOps.routes, onHealthz: this.p.metricsOps.onHealthz }
+                  : {}),
               }),
           }),
         );
@@ -246,6 +254,7 @@ export class Daemon {
       await source.start(feed);
       // Upstream's birth cry, once the informers run.
       this.p.events?.eventf(nodeRef(this.p.nodeName), 'Normal', 'Starting', 'StartKubeProxy', '');
+      announceDeprecations(proxiers.mode, this.log, this.p.events, this.p.nodeName);
       this.loop.start(nodeWait.gate(source.waitForSync(this.abort.signal), this.abort.signal));
       this.drift = proxiers.watchDrift?.(
         (why) => this.loop.repair(why),
@@ -301,6 +310,7 @@ export class Daemon {
         metrics: p.metrics,
         localAddresses: p.localAddresses ?? (() => []),
         logger: this.log,
+        ...(p.config.enableProfiling ? { profiler: new Profiler() } : {}),
       });
     } catch (err) {
       this.log.warn('Cannot open the control socket; explain and trace will not reach this daemon', {

@@ -39,7 +39,7 @@ export interface MainDeps {
   /** Makes the daemon for `serve`; default build.ts. */
   buildDaemon?: (
     config: ProxyConfig,
-    deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv },
+    deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv; configFile?: string },
   ) => Startable | Promise<Startable>;
   /** How the --config file's directory is watched; default node:fs watch. */
   watchConfig?: WatchFn;
@@ -80,6 +80,8 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
   if (argv[0] === 'explain' || argv[0] === 'trace')
     return (await import('../cli/main.ts')).runCli(argv, { stdout: out, stderr: err });
   if (argv[0] === 'completion') return (await import('../cli/completion.ts')).runCompletion(argv.slice(1), out, err);
+  if (argv[0] === 'profile')
+    return (await import('../cli/profile.ts')).runProfile(argv.slice(1), { stdout: out, stderr: err });
   const version = packageVersion();
   // The --config text as read, for the watcher (a change after this read must still count).
   const configTexts = new Map<string, string>();
@@ -159,7 +161,13 @@ async function serve(
   let daemon: Startable;
   try {
     const build = deps.buildDaemon ?? (await import('./build.ts')).buildDaemon;
-    daemon = await build(config, { logger, clock, version, ...(deps.env ? { env: deps.env } : {}) });
+    daemon = await build(config, {
+      logger,
+      clock,
+      version,
+      ...(deps.env ? { env: deps.env } : {}),
+      ...(configFile ? { configFile: configFile.path } : {}),
+    });
   } catch (e) {
     startFailed(logger, 'build daemon', config, e);
     await closeLogger(logger);

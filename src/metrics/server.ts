@@ -1,7 +1,8 @@
 // The metrics HTTP server (upstream's default 127.0.0.1:10249): /metrics rendered by
 // prom-client, plus what upstream serves on the same port: /healthz and /healthz/ping ("ok",
 // the process answers), /proxyMode (the mode as plain text) and /configz (the effective
-// configuration). Serving is bounded (render-cache.ts, http-limits.ts) so that no number of
+// configuration), and upstream's ops pages /statusz, /flagz and /metrics/slis
+// (ops-endpoints.ts). Serving is bounded (render-cache.ts, http-limits.ts) so that no number of
 // clients starves the sync loop sharing the event loop, and its connections take slots as the
 // health port's do (health/connection-slots.ts; a /metrics connection waiting in the render line
 // yields to a new one), so that /healthz still answers while a flood holds them all.
@@ -13,6 +14,7 @@ import { nullLogger } from '../base/logger.ts';
 import { ConnectionSlots } from '../health/connection-slots.ts';
 import { applyHttpLimits, HTTP_SERVER_OPTIONS, METRICS_SLOTS } from '../health/http-limits.ts';
 import type { ProxyMetrics } from './metrics.ts';
+import type { OpsRoutes } from './ops-endpoints.ts';
 import { PacedRenderCache } from './render-cache.ts';
 
 export interface MetricsServerOptions {
@@ -27,6 +29,10 @@ export interface MetricsServerOptions {
   renderMaxAgeMs?: number;
   /** /metrics responses per second at most; default 20 (later requests wait their turn). */
   metricsPerSecond?: number;
+  /** Upstream's other pages on this port (/statusz, /flagz, /metrics/slis): ops-endpoints.ts. */
+  opsRoutes?: OpsRoutes;
+  /** Called for each /healthz answer (the SLI metrics count the "ping" check). */
+  onHealthz?: () => void;
 }
 
 export interface MetricsServer {
@@ -45,9 +51,9 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
   });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '/').split('?')[0];
-    const send = (code: number, type: string, body: string) => {
+    const send = (code: number, type: string, body: string, headers: Record<string, string> = {}) => {
       if (res.destroyed) return;
-      res.writeHead(code, { 'Content-Type': type, 'X-Content-Type-Options': 'nosniff' });
+      res.writeHead(code, { ...headers, 'Content-Type': type, 'X-Content-Type-Options': 'nosniff' });
       res.end(req.method === 'HEAD' ? undefined : body);
     };
     switch (path) {
@@ -68,6 +74,7 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
       }
       case '/healthz':
       case '/healthz/ping':
+        if (path === '/healthz') opts.onHealthz?.();
         send(200, 'text/plain; charset=utf-8', 'ok');
         return;
       case '/proxyMode':
@@ -79,6 +86,17 @@ export async function startMetricsServer(opts: MetricsServerOptions): Promise<Me
           return;
         }
         break;
+    }
+    const ops = path === undefined ? undefined : opts.opsRoutes?.(path, req);
+    if (ops !== undefined) {
+      Promise.resolve(ops).then(
+        (a) => send(a.code, a.type, a.body, a.headers),
+        (err: unknown) => {
+          log.error('Answering failed', { op: `GET ${path}`, err });
+          send(500, 'text/plain; charset=utf-8', 'internal error\n');
+        },
+      );
+      return;
     }
     send(404, 'text/plain; charset=utf-8', '404 page not found\n');
   };

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import test from 'ava';
 import { parseCommandLine, type CommandLineResult } from '../../../src/config/cli.ts';
 import { parseConfigFile } from '../../../src/config/file.ts';
-import { resolveConfig } from '../../../src/config/resolve.ts';
+import { DEFAULTED_MODE_WARNING, resolveConfig } from '../../../src/config/resolve.ts';
 import type { ProxyConfig } from '../../../src/config/types.ts';
 import { renderConfigYAML } from '../../../src/config/write.ts';
 
@@ -39,7 +39,8 @@ function exit(argv: string[], files: Record<string, string> = {}): { code: numbe
 
 test('no flags: upstream defaults, iptables mode (as upstream on Linux)', (t) => {
   const { config: c, warnings } = config([]);
-  t.deepEqual(warnings, []);
+  // Upstream 1.37 warns that it picked the mode itself.
+  t.deepEqual(warnings, [DEFAULTED_MODE_WARNING]);
   t.is(c.mode, 'iptables');
   t.is(c.syncPeriodMs, 30_000);
   t.is(c.minSyncPeriodMs, 1_000);
@@ -152,7 +153,11 @@ const flagTable: [string[], (c: ProxyConfig) => unknown, unknown][] = [
   [['-v=3'], (c) => c.logging.verbosity, 3],
   [['--logging-format=json'], (c) => c.logging.format, 'json'],
   [['--manifest-dir=/srv/manifests'], (c) => c.kubeProxyTS.manifestDir, '/srv/manifests'],
-  [['--feature-gates=Foo=true,Bar=false'], (c) => c.featureGates, { Foo: true, Bar: false }],
+  [
+    ['--feature-gates=KubeProxyNFTablesLocalhostNodePorts=true,AllAlpha=false'],
+    (c) => c.featureGates,
+    { KubeProxyNFTablesLocalhostNodePorts: true, AllAlpha: false },
+  ],
 ];
 
 for (const [argv, get, want] of flagTable) {

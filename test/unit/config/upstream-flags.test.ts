@@ -113,7 +113,6 @@ test('flags with no effect here are each named in exactly one warning', (t) => {
     'log-json-info-buffer-size',
     'boot-id-file',
     'machine-id-file',
-    'profiling',
     'show-hidden-metrics-for-version',
   ];
   for (const name of noEffect) {
