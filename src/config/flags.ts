@@ -5,7 +5,7 @@
 // and '_' for '-' in names (upstream's WordSepNormalizeFunc).
 
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseDuration } from './duration.ts';
+import { formatDuration, MAX_DURATION_MS, parseDuration } from './duration.ts';
 import type { FlatValue } from './schema.ts';
 import { errorMessage } from '../base/errors.ts';
 
@@ -33,6 +33,8 @@ export interface FlagSpec {
 }
 
 const IGNORED_WITH_CONFIG = ' Ignored when --config is given (as upstream).';
+/** Said by the periods' flags; every duration is held to it (config/duration.ts). */
+const AT_MOST = ` At most ${formatDuration(MAX_DURATION_MS)} (the longest timer; a longer value is used as that, with a warning).`;
 
 export const FLAGS: readonly FlagSpec[] = [
   {
@@ -163,7 +165,9 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'iptables-sync-period',
     kind: 'duration',
     target: '@syncPeriod',
-    help: "An interval (e.g. '5s', '1m', '2h22m') indicating how frequently various re-synchronizing and cleanup operations are performed. Must be greater than 0. Applies to every mode but ipvs.",
+    help:
+      "An interval (e.g. '5s', '1m', '2h22m') indicating how frequently various re-synchronizing and cleanup operations are performed. Must be greater than 0. Applies to every mode but ipvs." +
+      AT_MOST,
   },
   {
     name: 'iptables-min-sync-period',
@@ -175,7 +179,8 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'ipvs-sync-period',
     kind: 'duration',
     target: '@syncPeriod',
-    help: "ipvs mode: how frequently rules are fully re-synchronized (e.g. '5s', '1m'). Must be greater than 0.",
+    help:
+      "ipvs mode: how frequently rules are fully re-synchronized (e.g. '5s', '1m'). Must be greater than 0." + AT_MOST,
   },
   {
     name: 'ipvs-min-sync-period',
@@ -187,7 +192,9 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'sync-period',
     kind: 'duration',
     target: '@syncPeriod',
-    help: 'The full resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period).',
+    help:
+      'The full resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period). Must be greater than 0.' +
+      AT_MOST,
   },
   {
     name: 'min-sync-period',
@@ -325,13 +332,15 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'udp-timeout',
     kind: 'duration',
     target: 'udpIdleTimeout',
-    help: "How long an idle UDP connection will be kept open (e.g. '250ms', '2s'). Must be greater than 0. Only applicable for proxy-mode=userspace (default 250ms).",
+    help:
+      "How long an idle UDP connection will be kept open (e.g. '250ms', '2s'). Must be greater than 0. Only applicable for proxy-mode=userspace (default 250ms)." +
+      AT_MOST,
   },
   {
     name: 'config-sync-period',
     kind: 'duration',
     target: 'configSyncPeriod',
-    help: 'How often configuration from the apiserver is refreshed. Must be greater than 0.',
+    help: 'How often configuration from the apiserver is refreshed. Must be greater than 0.' + AT_MOST,
   },
   {
     name: 'feature-gates',
