@@ -24,7 +24,7 @@
 
 import type { FSWatcher } from 'node:fs';
 import { watch as fsWatch } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Node as YamlNode } from 'yaml';
 import type { Document } from 'yaml';
@@ -39,6 +39,7 @@ import { SyncWaiter } from './sync-waiter.ts';
 import type { RejectCounter, Source, SourceHandler, SourceKind } from './types.ts';
 import { SOURCE_KINDS } from './types.ts';
 import { errorMessage } from '../base/errors.ts';
+import { InputFileError, MAX_YAML_ALIASES, readInputFile } from './read-file.ts';
 
 export interface ManifestDirSourceOptions {
   dir: string;
@@ -53,11 +54,13 @@ export interface ManifestDirSourceOptions {
   rescanIntervalMs?: number;
   /** Use fs.watch. Default true. */
   watch?: boolean;
-  /** Files larger than this are refused (reported, last good content kept). Default 8 MiB. */
+  /** Files larger than this are refused (reported, last good content kept). Default MAX_MANIFEST_BYTES. */
   maxFileBytes?: number;
 }
 
 const EXTENSIONS = ['.yaml', '.yml', '.json'];
+/** The largest manifest file read (8 MiB); a larger one is refused, naming the limit. */
+export const MAX_MANIFEST_BYTES = 8 << 20;
 
 interface ParsedObject {
   kind: SourceKind;
@@ -101,6 +104,15 @@ const slot = (kind: string, key: string) => `${kind}\u0000${key}`;
  * memory at once: only the compact objects it yields are kept.
  */
 export function parseManifest(text: string, previous?: ReadonlyMap<string, ParsedObject>): ParseResult {
+  try {
+    return parseManifestText(text, previous);
+  } catch (e) {
+    // A parser's own limit (nesting deeper than the stack: "Maximum call stack size exceeded").
+    return { objects: [], rejects: [], error: { line: 1, column: 1, message: `cannot be parsed: ${errorMessage(e)}` } };
+  }
+}
+
+function parseManifestText(text: string, previous?: ReadonlyMap<string, ParsedObject>): ParseResult {
   const result: ParseResult = { objects: [], rejects: [] };
   const seen = new Set<string>();
   const json = canonicalJsonItems(text);
@@ -160,7 +172,7 @@ function documentItems(doc: Document.Parsed, lc: LineCounter): { raw: unknown; l
   }
   let js: unknown;
   try {
-    js = doc.toJS({ maxAliasCount: 100 });
+    js = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
   } catch (e) {
     return { error: { line: lineOf(doc.contents as YamlNode | null), column: 1, message: errorMessage(e) } };
   }
@@ -380,7 +392,6 @@ export class ManifestDirSource implements Source {
       } catch {
         continue; // vanished between readdir and stat, or a dangling symlink
       }
-      if (!st.isFile()) continue;
       present.add(name);
       const stamp = `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
       const state = this.files.get(name);
@@ -389,21 +400,21 @@ export class ManifestDirSource implements Source {
       this.files.set(name, next);
       let problem: Problem | undefined;
       let parsed: ParseResult | undefined;
-      const maxBytes = this.o.maxFileBytes ?? 8 << 20;
-      if (st.size > BigInt(maxBytes)) {
-        const message = `file is ${st.size} bytes, over the limit of ${maxBytes} bytes per manifest file (split it)`;
+      const maxBytes = this.o.maxFileBytes ?? MAX_MANIFEST_BYTES;
+      let text: string | undefined;
+      try {
+        text = await readInputFile(path, maxBytes);
+      } catch (err) {
+        const message =
+          err instanceof InputFileError
+            ? `file ${err.message}${st.size > BigInt(maxBytes) ? ' per manifest file (split it)' : ''}`
+            : `cannot read: ${errorMessage(err)}`;
         problem = { line: 1, column: 1, message };
-      } else {
-        let text: string | undefined;
-        try {
-          text = await readFile(path, 'utf8');
-        } catch (err) {
-          problem = { line: 1, column: 1, message: `cannot read: ${String(err)}` };
-        }
-        if (text !== undefined) {
-          parsed = parseManifest(text, state?.objects);
-          problem = parsed.error;
-        }
+      }
+      if (text !== undefined) {
+        parsed = parseManifest(text, state?.objects);
+        text = undefined; // not kept while the objects are delivered
+        problem = parsed.error;
       }
       if (problem || !parsed) {
         const p = problem ?? { line: 1, column: 1, message: 'unreadable' };
