@@ -16,6 +16,7 @@ import type { Reject, Source } from '../sources/types.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings, procConntrackIO } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
+import { HeapRelease } from './heap.ts';
 import { badConfigWarnings, detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
 import type { HostFacts } from './families.ts';
 import { applyOomScoreAdj } from './oom-score.ts';
@@ -34,13 +35,16 @@ export interface BuildDeps {
 export async function buildSource(
   config: ProxyConfig,
   nodeName: string,
-  deps: { logger: Logger; clock: Clock; metrics: ProxyMetrics },
+  deps: { logger: Logger; clock: Clock; metrics: ProxyMetrics; onLargeInput?: () => void },
 ): Promise<Source> {
   // Source rejects carry free text; the metric gets a bounded label.
   const onReject = (r: Reject): void =>
     deps.metrics.objectsRejectedTotal.inc({ kind: String(r.kind), reason: 'invalid-object' });
   const dir = config.kubeProxyTS.manifestDir;
-  if (dir !== '') return new ManifestDirSource({ dir, nodeName, logger: deps.logger, clock: deps.clock, onReject });
+  if (dir !== '') {
+    const { logger, clock, onLargeInput } = deps;
+    return new ManifestDirSource({ dir, nodeName, logger, clock, onReject, ...(onLargeInput ? { onLargeInput } : {}) });
+  }
   const { kubeconfig, master } = config.clientConnection;
   // Loaded on demand: @kubernetes/client-node takes seconds to load on a busy machine.
   const { kubernetesSourceFromFlags } = await import('../sources/index.ts');
@@ -89,8 +93,12 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   const proxyStats = proxiers.proxyStats?.bind(proxiers);
   if (proxyStats) registerUserspaceMetrics(metrics.registry, proxyStats);
   let source: Source;
+  // A large manifest read or removed: memory given back after the sync that applied it.
+  const heap = new HeapRelease({ clock, logger, rss: () => process.memoryUsage.rss() });
+  const late: { daemon?: Daemon } = {};
+  const onLargeInput = (): void => late.daemon?.loop.afterNextSync(() => heap.request());
   try {
-    source = await buildSource(config, nodeName, { logger, clock, metrics });
+    source = await buildSource(config, nodeName, { logger, clock, metrics, onLargeInput });
   } catch (e) {
     proxiers.close();
     throw e;
@@ -151,6 +159,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     nodeWaitMs: config.kubeProxyTS.manifestDir === '' ? 30_000 : 0,
     ...(events ? { events } : {}),
   });
+  late.daemon = daemon;
   if (config.kubeProxyTS.serviceTrafficMetrics)
     wireServiceTraffic({ metrics, trackers: daemon.trackers, proxiers, logger });
   return daemon;

@@ -56,6 +56,12 @@ export interface ManifestDirSourceOptions {
   watch?: boolean;
   /** Files larger than this are refused (reported, last good content kept). Default MAX_MANIFEST_BYTES. */
   maxFileBytes?: number;
+  /**
+   * Called after the handler has been told of a scan that read or dropped a file of
+   * largeFileBytes or more (default 1 MiB): the daemon gives the memory back once synced.
+   */
+  onLargeInput?: () => void;
+  largeFileBytes?: number;
 }
 
 const EXTENSIONS = ['.yaml', '.yml', '.json'];
@@ -73,6 +79,7 @@ interface ParsedObject {
 
 interface FileState {
   stamp: string;
+  size: bigint;
   /** Last good content; undefined if the file never parsed. */
   objects: Map<string, ParsedObject> | undefined;
   /** The current parse error, reported once. */
@@ -382,6 +389,8 @@ export class ManifestDirSource implements Source {
       return;
     }
     let changed = false;
+    let sawLarge = false;
+    const large = BigInt(this.o.largeFileBytes ?? 1 << 20);
     const present = new Set<string>();
     for (const name of names) {
       if (this.controller?.signal.aborted) return;
@@ -396,7 +405,8 @@ export class ManifestDirSource implements Source {
       const stamp = `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
       const state = this.files.get(name);
       if (state?.stamp === stamp) continue;
-      const next: FileState = { stamp, objects: state?.objects, error: undefined };
+      const next: FileState = { stamp, size: st.size, objects: state?.objects, error: undefined };
+      if (st.size >= large) sawLarge = true;
       this.files.set(name, next);
       let problem: Problem | undefined;
       let parsed: ParseResult | undefined;
@@ -438,13 +448,17 @@ export class ManifestDirSource implements Source {
     }
     for (const name of [...this.files.keys()]) {
       if (!present.has(name)) {
+        if (this.files.get(name)!.size >= large) sawLarge = true;
         this.files.delete(name);
         changed = true;
         this.log.info(`manifest ${name} removed`, { file: name });
       }
     }
-    if (changed || !this.synced) this.deliver();
+    // The first scan's memory is given back by the daemon after its first sync anyway.
+    const first = !this.synced;
+    if (changed || first) this.deliver();
     this.finishSync();
+    if (sawLarge && !first) this.o.onLargeInput?.();
   }
 
   private finishSync(): void {

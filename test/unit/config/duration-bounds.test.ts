@@ -3,7 +3,7 @@
 // config out of range (597h and 600h are clamped, with one warning naming the field), a
 // zero where --help says "greater than 0" is refused naming the flag, and 1ns is 1 ms,
 // never silently the default.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { FakeClock, MAX_TIMER_MS, timerDelay } from '../../../src/base/clock.ts';
 import { parseCommandLine, type CommandLineResult } from '../../../src/config/cli.ts';
 import { FLAGS } from '../../../src/config/flags.ts';
@@ -61,7 +61,7 @@ interface Case {
   fromFlag: boolean;
 }
 
-function checkCase(t: import('ava').ExecutionContext, v: (typeof VALUES)[number], k: Case): void {
+function checkCase(t: ExecutionContext, v: (typeof VALUES)[number], k: Case): void {
   const { result: r, field } = k;
   const get = GET[field];
   if (get === undefined) return void t.fail(`${field}: not in this test's table (a new duration field?)`);
