@@ -43,7 +43,7 @@ export class HeapRelease {
 
   request(): void {
     if (this.pending !== undefined) return;
-    const wait = this.lastAt + (this.o.minIntervalMs ?? 60_000) - this.o.clock.now();
+    const wait = this.lastAt + (this.o.minIntervalMs ?? 30_000) - this.o.clock.now();
     if (wait > 0) this.pending = this.o.clock.setTimer(wait, () => this.run());
     else this.run();
   }
@@ -70,7 +70,7 @@ export class HeapRelease {
 export interface HeapReleaseOptions {
   clock: Clock;
   logger: Logger;
-  /** Default 60 s. */
+  /** Default 30 s. */
   minIntervalMs?: number;
   /** The process's resident set in bytes (process.memoryUsage.rss). */
   rss: () => number;
