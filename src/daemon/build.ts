@@ -24,6 +24,9 @@ import { buildProxiers } from './proxiers.ts';
 import { createNotifier } from './sd-notify.ts';
 import { wireServiceTraffic } from './service-traffic.ts';
 import { ProcSysctl } from './sysctl.ts';
+import { removeTraceTables } from './trace-tables.ts';
+import { connect, Protocol } from '../netlink/core/index.ts';
+import { errorMessage } from '../base/errors.ts';
 
 export interface BuildDeps {
   logger: Logger;
@@ -67,6 +70,18 @@ export async function buildSource(
   );
 }
 
+/** trace --live tables a killed daemon left (their owner no longer runs); a failure is only logged. */
+async function removeStaleTraceTables(logger: Logger): Promise<void> {
+  const conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
+  try {
+    await removeTraceTables(conn, { all: false, logger });
+  } catch (e) {
+    logger.warn('Could not look for trace --live tables left by an earlier run', { err: errorMessage(e) });
+  } finally {
+    conn.close();
+  }
+}
+
 /** The host facts the families depend on, read from this process's network namespace. */
 export function hostFacts(): HostFacts {
   const addresses = Object.values(networkInterfaces()).flatMap((list) =>
@@ -107,6 +122,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   const prepare = async (): Promise<void> => {
     await applyOomScoreAdj(config.oomScoreAdj, logger);
     await applyConntrackSettings(config.conntrack, cpus().length, procConntrackIO(), logger);
+    await removeStaleTraceTables(logger);
   };
   // Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync (issue 6).
   const staleFlows = ConntrackFlusher.open({
