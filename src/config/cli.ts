@@ -14,7 +14,9 @@
 import { errorMessage } from '../base/errors.ts';
 import { InputFileError, readInputFileSync } from '../sources/read-file.ts';
 import { parseConfigFile } from './file.ts';
-import { FLAGS, parseFlags, type GivenFlag } from './flags.ts';
+import { FLAGS, MAX_CONFIG_BYTES, parseFlags, type GivenFlag } from './flags.ts';
+
+export { MAX_CONFIG_BYTES };
 import {
   DEFAULT_MODE,
   HEALTHZ_PORT,
@@ -36,12 +38,9 @@ import {
 import { renderConfigYAML } from './write.ts';
 import { writeNewFile } from './write-new-file.ts';
 
-/**
- * The largest --config file read: 1 MiB. A KubeProxyConfiguration is a few KiB; the limit
- * keeps a path like /dev/zero or a runaway file from filling memory (a FIFO, a device or a
- * socket is refused before any read, see sources/read-file.ts).
- */
-export const MAX_CONFIG_BYTES = 1 << 20;
+// MAX_CONFIG_BYTES (flags.ts, 1 MiB): a KubeProxyConfiguration is a few KiB; the limit keeps a
+// path like /dev/zero or a runaway file from filling memory (a FIFO, a device or a socket is
+// refused before any read, see sources/read-file.ts).
 
 /** The --config file's text: a regular file of at most MAX_CONFIG_BYTES, as UTF-8. */
 export function readConfigText(path: string): string {

@@ -8,6 +8,11 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { formatDuration, MAX_DURATION_MS, parseDuration } from './duration.ts';
 import type { FlatValue } from './schema.ts';
 import { errorMessage } from '../base/errors.ts';
+import { MAX_MANIFEST_BYTES } from '../sources/read-file.ts';
+
+/** The --config file's size limit (cli.ts reads it with this); said by --config's help. */
+export const MAX_CONFIG_BYTES = 1 << 20;
+const MIB = (bytes: number): string => `${bytes / 2 ** 20} MiB`;
 
 type ArgKind = 'string' | 'bool' | 'int' | 'float' | 'duration' | 'strings' | 'boolMap';
 
@@ -41,7 +46,7 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'config',
     kind: 'string',
     control: true,
-    help: 'The path to the configuration file (KubeProxyConfiguration, YAML or JSON).',
+    help: `The path to the configuration file (KubeProxyConfiguration, YAML or JSON): a regular file of at most ${MIB(MAX_CONFIG_BYTES)}.`,
   },
   {
     name: 'write-config-to',
@@ -443,7 +448,7 @@ export const FLAGS: readonly FlagSpec[] = [
     target: 'kubeProxyTS.manifestDir',
     overridesFile: true,
     ours: true,
-    help: '[kube-proxy-ts] Standalone mode: read Services and EndpointSlices from YAML/JSON manifests in this directory instead of the Kubernetes API (config file: kubeProxyTS.manifestDir).',
+    help: `[kube-proxy-ts] Standalone mode: read Services and EndpointSlices from YAML/JSON manifests in this directory instead of the Kubernetes API (config file: kubeProxyTS.manifestDir); each a regular file of at most ${MIB(MAX_MANIFEST_BYTES)}.`,
   },
   {
     name: 'control-socket',

@@ -39,7 +39,7 @@ import { SyncWaiter } from './sync-waiter.ts';
 import type { RejectCounter, Source, SourceHandler, SourceKind } from './types.ts';
 import { SOURCE_KINDS } from './types.ts';
 import { errorMessage } from '../base/errors.ts';
-import { InputFileError, MAX_YAML_ALIASES, readInputFile } from './read-file.ts';
+import { InputFileError, MAX_MANIFEST_BYTES, MAX_YAML_ALIASES, readInputFile } from './read-file.ts';
 
 export interface ManifestDirSourceOptions {
   dir: string;
@@ -65,8 +65,7 @@ export interface ManifestDirSourceOptions {
 }
 
 const EXTENSIONS = ['.yaml', '.yml', '.json'];
-/** The largest manifest file read (8 MiB); a larger one is refused, naming the limit. */
-export const MAX_MANIFEST_BYTES = 8 << 20;
+export { MAX_MANIFEST_BYTES };
 
 interface ParsedObject {
   kind: SourceKind;

@@ -18,6 +18,9 @@ import { open } from 'node:fs/promises';
  */
 export const MAX_YAML_ALIASES = 100;
 
+/** The largest manifest file read (8 MiB); a larger one is refused, naming the limit. */
+export const MAX_MANIFEST_BYTES = 8 << 20;
+
 /** Why an input file was refused; the message is one line, without the path (the caller names it). */
 export class InputFileError extends Error {
   override readonly name = 'InputFileError';

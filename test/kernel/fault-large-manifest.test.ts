@@ -50,7 +50,11 @@ test.serial('an 8 MiB manifest added, then removed: its Services land, then memo
     t.log(d.log().slice(-5000));
     throw e;
   };
-  const released = (): number => d.log().split('\n').filter((l) => l.includes('Gave memory back')).length;
+  const released = (): number =>
+    d
+      .log()
+      .split('\n')
+      .filter((l) => l.includes('Gave memory back')).length;
   await pollUntil('web to answer', answers('10.96.0.10'), 90_000).catch(fail);
   // The start-up collection runs right after READY; let it and the first idle moments pass.
   await new Promise((resolve) => setTimeout(resolve, 3000));
