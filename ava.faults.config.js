@@ -35,6 +35,7 @@ export default {
     'test/unit/config/write-config-to.test.ts',
     // Durations past Node's timer limit, 0 and 1ns, from flags and the file.
     'test/unit/config/duration-bounds.test.ts',
+    'test/kernel/fault-durations.test.ts',
     // Inputs within limits: FIFOs, devices, sockets, oversized files, alias bombs; memory after a large manifest.
     'test/unit/sources/input-limits.test.ts',
     'test/kernel/fault-large-manifest.test.ts',
