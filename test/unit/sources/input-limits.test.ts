@@ -19,7 +19,7 @@ import { BIN } from '../../helpers/daemon-process.ts';
 import { Recorder, waitFor } from './recorder.ts';
 
 const HEAD = 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n';
-/** Nine anchors, each nine of the one before: 9^9 (387 million) strings if expanded. */
+/** Nine anchors, each nine of the one before, the last used nine times: 9^10 (3.5 billion) strings if expanded. */
 const ALIAS_BOMB = [
   'a: &a ["x","x","x","x","x","x","x","x","x"]',
   ...'bcdefghi'.split('').map((c, i) => `${c}: &${c} [${Array(9).fill(`*${'abcdefghi'[i]}`).join(',')}]`),
