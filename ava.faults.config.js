@@ -35,9 +35,17 @@ export default {
     'test/unit/base/descriptor-budget.test.ts',
     'test/kernel/fault-us-budget.test.ts',
     'test/unit/sources/manifest-dir.test.ts',
-    // Log forging, --write-config-to through a symlink.
+    // Log forging (controls, bidi and format characters), --write-config-to through a symlink.
     'test/unit/log/log-hygiene.test.ts',
     'test/unit/config/write-config-to.test.ts',
+    // Durations past Node's timer limit, 0 and 1ns, from flags and the file.
+    'test/unit/config/duration-bounds.test.ts',
+    'test/kernel/fault-durations.test.ts',
+    // Inputs within limits: FIFOs, devices, sockets, oversized files, alias bombs; memory after a large manifest.
+    'test/unit/sources/input-limits.test.ts',
+    'test/kernel/fault-large-manifest.test.ts',
+    // trace --live: concurrent sessions, a daemon SIGKILLed mid-trace.
+    'test/kernel/fault-trace-sessions.test.ts',
   ],
   extensions: { ts: 'module' },
   workerThreads: false,

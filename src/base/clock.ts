@@ -11,10 +11,26 @@ export interface Clock {
   setTimer(ms: number, fn: () => void): TimerHandle;
 }
 
+/**
+ * The longest delay a Node.js timer takes: 2^31-1 ms (24.8 days, 596h31m23.647s). Node turns
+ * a longer one (or a negative or NaN one) into 1 ms, so a long period would fire at once,
+ * again and again. Configured durations are held to it on input (config/duration.ts).
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * The delay a timer is armed with: within [0, MAX_TIMER_MS], so a delay out of range fires
+ * late (after 24.8 days, when asked for more) or at once (negative, NaN), never in a loop.
+ */
+export function timerDelay(ms: number): number {
+  if (!(ms > 0)) return 0;
+  return Math.min(ms, MAX_TIMER_MS);
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   setTimer(ms, fn) {
-    const t = setTimeout(fn, ms);
+    const t = setTimeout(fn, timerDelay(ms));
     return { cancel: () => clearTimeout(t) };
   },
 };
@@ -35,7 +51,7 @@ export class FakeClock implements Clock {
 
   setTimer(ms: number, fn: () => void): TimerHandle {
     const id = ++this.seq;
-    this.timers.set(id, { at: this.t + Math.max(0, ms), fn });
+    this.timers.set(id, { at: this.t + timerDelay(ms), fn }); // as systemClock arms it
     return { cancel: () => this.timers.delete(id) };
   }
 

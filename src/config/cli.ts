@@ -11,10 +11,12 @@
 // Exit codes: 0 help/version; 2 command-line usage (unknown flag, malformed value, or a
 // flag value that fails validation); 1 a bad or unreadable --config file.
 
-import { readFileSync } from 'node:fs';
 import { errorMessage } from '../base/errors.ts';
+import { InputFileError, readInputFileSync } from '../sources/read-file.ts';
 import { parseConfigFile } from './file.ts';
-import { FLAGS, parseFlags, type GivenFlag } from './flags.ts';
+import { FLAGS, MAX_CONFIG_BYTES, parseFlags, type GivenFlag } from './flags.ts';
+
+export { MAX_CONFIG_BYTES };
 import {
   DEFAULT_MODE,
   HEALTHZ_PORT,
@@ -36,8 +38,17 @@ import {
 import { renderConfigYAML } from './write.ts';
 import { writeNewFile } from './write-new-file.ts';
 
+// MAX_CONFIG_BYTES (flags.ts, 1 MiB): a KubeProxyConfiguration is a few KiB; the limit keeps a
+// path like /dev/zero or a runaway file from filling memory (a FIFO, a device or a socket is
+// refused before any read, see sources/read-file.ts).
+
+/** The --config file's text: a regular file of at most MAX_CONFIG_BYTES, as UTF-8. */
+export function readConfigText(path: string): string {
+  return readInputFileSync(path, MAX_CONFIG_BYTES);
+}
+
 export interface CommandLineDeps {
-  /** Reads the --config file; default: node:fs readFileSync as UTF-8. */
+  /** Reads the --config file; default readConfigText. */
   readFile?: (path: string) => string;
   /** Version string printed by --version. */
   version?: string;
@@ -124,13 +135,14 @@ function readConfigFile(
 ): { values: FlatValues; errors: ConfigError[] } | ExitResult {
   let text: string;
   try {
-    text = (deps.readFile ?? ((p: string) => readFileSync(p, 'utf8')))(configFile);
+    text = (deps.readFile ?? readConfigText)(configFile);
   } catch (e) {
+    const why = e instanceof InputFileError ? `the file ${e.message}` : errorMessage(e);
     return {
       kind: 'exit',
       code: 1,
       stdout: '',
-      stderr: `${PROGRAM}: cannot read --config ${configFile}: ${errorMessage(e)}\n`,
+      stderr: `${PROGRAM}: cannot read --config ${configFile}: ${why}\n`,
     };
   }
   const parsed = parseConfigFile(text, configFile);

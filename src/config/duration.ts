@@ -1,6 +1,22 @@
 // Go duration strings, as upstream's flags and KubeProxyConfiguration (metav1.Duration)
 // use them: "30s", "1m30s", "250ms", "1h0m0s", "1.5h", "-5s", "0". We keep milliseconds:
-// nothing kube-proxy configures is finer than that, and sub-millisecond parts round.
+// nothing kube-proxy configures is finer than that, and sub-millisecond parts round (a
+// duration that is not zero never rounds to 0, which means "unset" in a config file:
+// "1ns" is 1 ms, "-1ns" is -1 ms).
+//
+// Every configured duration is held to MAX_DURATION_MS (boundDuration, on the way from
+// flags and file into the config): the longest a timer can wait. Upstream's Go takes up to
+// 290 years; a value above ours means "rarely" there too, so it is clamped with a warning
+// rather than refused, and a configuration that ran upstream still starts.
+
+import { MAX_TIMER_MS } from '../base/clock.ts';
+
+/**
+ * The longest configured duration: Node's timer limit, 2^31-1 ms (596h31m23.647s). It also
+ * fits what the kernel takes for the conntrack sysctls (seconds, at most INT_MAX jiffies:
+ * the same 2^31 ms at HZ=1000) and IPVS timeouts (seconds times HZ in an int).
+ */
+export const MAX_DURATION_MS = MAX_TIMER_MS;
 
 const UNIT_MS: Readonly<Record<string, number>> = {
   ns: 1e-6,
@@ -26,8 +42,14 @@ export function parseDuration(text: string): number {
   for (const part of s.slice(m[1]!.length).matchAll(/(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/gu)) {
     total += Number(part[1]) * UNIT_MS[part[2]!]!;
   }
-  const ms = Math.round(total * sign);
-  return ms === 0 ? 0 : ms; // no -0
+  if (!Number.isFinite(total)) throw new Error(`"${text}" is out of range`);
+  if (total === 0) return 0; // no -0
+  return sign * Math.max(1, Math.round(total));
+}
+
+/** A duration held to MAX_DURATION_MS; `clamped` when it was longer (the caller warns once). */
+export function boundDuration(ms: number): { ms: number; clamped: boolean } {
+  return ms > MAX_DURATION_MS ? { ms: MAX_DURATION_MS, clamped: true } : { ms, clamped: false };
 }
 
 /** Formats milliseconds the way Go's time.Duration.String() does: "1h0m0s", "1m30s", "250ms", "0s". */

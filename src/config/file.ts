@@ -3,7 +3,8 @@
 // decoding and logs); we return them as warnings. A wrong type fails, naming the field.
 
 import { errorMessage } from '../base/errors.ts';
-import { parseDocument } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
+import { MAX_YAML_ALIASES } from '../sources/read-file.ts';
 import { parseDuration } from './duration.ts';
 import { API_VERSION, FIELDS, KIND, isObjectPath, type FieldKind, type FlatValue, type FlatValues } from './schema.ts';
 import type { ConfigError } from './types.ts';
@@ -19,15 +20,9 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
   const errors: ConfigError[] = [];
   const warnings: string[] = [];
 
-  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
-  if (doc.errors.length > 0) {
-    for (const e of doc.errors)
-      errors.push({ field: source, message: `not valid YAML or JSON: ${e.message.split('\n')[0]}` });
-    return { values, errors, warnings };
-  }
-  const root: unknown = doc.toJS();
-  if (root === null || typeof root !== 'object' || Array.isArray(root)) {
-    errors.push({ field: source, message: 'must contain a KubeProxyConfiguration object' });
+  const root = parseRoot(text, source);
+  if ('error' in root) {
+    errors.push(root.error);
     return { values, errors, warnings };
   }
 
@@ -56,7 +51,7 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
       else errors.push({ field: path, message: v.error });
     }
   };
-  walk(root as Record<string, unknown>, '');
+  walk(root.value, '');
 
   const apiVersion = values.get('apiVersion');
   const kind = values.get('kind');
@@ -70,6 +65,32 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
     errors.unshift({ field: 'kind', message: `${show(kind ?? '')} is not supported (want "${KIND}")` });
   }
   return { values, errors, warnings };
+}
+
+/**
+ * The file's top-level object, or its first problem as one line naming the line and column
+ * (the field is "FILE:LINE:COLUMN"); aliases limited, a parser's own limit (nesting deeper
+ * than the stack) reported, not thrown.
+ */
+function parseRoot(text: string, source: string): { value: Record<string, unknown> } | { error: ConfigError } {
+  const lineCounter = new LineCounter();
+  const invalid = (message: string, offset?: number): { error: ConfigError } => {
+    const pos = offset === undefined ? undefined : lineCounter.linePos(offset);
+    const first = (message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+    return { error: { field: pos ? `${source}:${pos.line}:${pos.col}` : source, message: first } };
+  };
+  let root: unknown;
+  try {
+    const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter });
+    const e = doc.errors[0];
+    if (e !== undefined) return invalid(`not valid YAML or JSON: ${e.message}`, e.pos[0]);
+    root = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
+  } catch (e) {
+    return invalid(`cannot be read: ${errorMessage(e)}`);
+  }
+  if (root === null || typeof root !== 'object' || Array.isArray(root))
+    return invalid('must contain a KubeProxyConfiguration object');
+  return { value: root as Record<string, unknown> };
 }
 
 type Converted = { ok: true; value: FlatValue } | { ok: false; error: string };

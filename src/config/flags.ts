@@ -5,9 +5,14 @@
 // and '_' for '-' in names (upstream's WordSepNormalizeFunc).
 
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseDuration } from './duration.ts';
+import { formatDuration, MAX_DURATION_MS, parseDuration } from './duration.ts';
 import type { FlatValue } from './schema.ts';
 import { errorMessage } from '../base/errors.ts';
+import { MAX_MANIFEST_BYTES } from '../sources/read-file.ts';
+
+/** The --config file's size limit (cli.ts reads it with this); said by --config's help. */
+export const MAX_CONFIG_BYTES = 1 << 20;
+const MIB = (bytes: number): string => `${bytes / 2 ** 20} MiB`;
 
 type ArgKind = 'string' | 'bool' | 'int' | 'float' | 'duration' | 'strings' | 'boolMap';
 
@@ -33,13 +38,15 @@ export interface FlagSpec {
 }
 
 const IGNORED_WITH_CONFIG = ' Ignored when --config is given (as upstream).';
+/** Said by the periods' flags; every duration is held to it (config/duration.ts). */
+const AT_MOST = ` At most ${formatDuration(MAX_DURATION_MS)} (the longest timer; a longer value is used as that, with a warning).`;
 
 export const FLAGS: readonly FlagSpec[] = [
   {
     name: 'config',
     kind: 'string',
     control: true,
-    help: 'The path to the configuration file (KubeProxyConfiguration, YAML or JSON).',
+    help: `The path to the configuration file (KubeProxyConfiguration, YAML or JSON): a regular file of at most ${MIB(MAX_CONFIG_BYTES)}.`,
   },
   {
     name: 'write-config-to',
@@ -163,7 +170,9 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'iptables-sync-period',
     kind: 'duration',
     target: '@syncPeriod',
-    help: "An interval (e.g. '5s', '1m', '2h22m') indicating how frequently various re-synchronizing and cleanup operations are performed. Must be greater than 0. Applies to every mode but ipvs.",
+    help:
+      "An interval (e.g. '5s', '1m', '2h22m') indicating how frequently various re-synchronizing and cleanup operations are performed. Must be greater than 0. Applies to every mode but ipvs." +
+      AT_MOST,
   },
   {
     name: 'iptables-min-sync-period',
@@ -175,7 +184,8 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'ipvs-sync-period',
     kind: 'duration',
     target: '@syncPeriod',
-    help: "ipvs mode: how frequently rules are fully re-synchronized (e.g. '5s', '1m'). Must be greater than 0.",
+    help:
+      "ipvs mode: how frequently rules are fully re-synchronized (e.g. '5s', '1m'). Must be greater than 0." + AT_MOST,
   },
   {
     name: 'ipvs-min-sync-period',
@@ -187,7 +197,9 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'sync-period',
     kind: 'duration',
     target: '@syncPeriod',
-    help: 'The full resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period).',
+    help:
+      'The full resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period). Must be greater than 0.' +
+      AT_MOST,
   },
   {
     name: 'min-sync-period',
@@ -325,13 +337,15 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'udp-timeout',
     kind: 'duration',
     target: 'udpIdleTimeout',
-    help: "How long an idle UDP connection will be kept open (e.g. '250ms', '2s'). Must be greater than 0. Only applicable for proxy-mode=userspace (default 250ms).",
+    help:
+      "How long an idle UDP connection will be kept open (e.g. '250ms', '2s'). Must be greater than 0. Only applicable for proxy-mode=userspace (default 250ms)." +
+      AT_MOST,
   },
   {
     name: 'config-sync-period',
     kind: 'duration',
     target: 'configSyncPeriod',
-    help: 'How often configuration from the apiserver is refreshed. Must be greater than 0.',
+    help: 'How often configuration from the apiserver is refreshed. Must be greater than 0.' + AT_MOST,
   },
   {
     name: 'feature-gates',
@@ -433,7 +447,7 @@ export const FLAGS: readonly FlagSpec[] = [
     target: 'kubeProxyTS.manifestDir',
     overridesFile: true,
     ours: true,
-    help: '[kube-proxy-ts] Standalone mode: read Services and EndpointSlices from YAML/JSON manifests in this directory instead of the Kubernetes API (config file: kubeProxyTS.manifestDir).',
+    help: `[kube-proxy-ts] Standalone mode: read Services and EndpointSlices from YAML/JSON manifests in this directory instead of the Kubernetes API (config file: kubeProxyTS.manifestDir); each a regular file of at most ${MIB(MAX_MANIFEST_BYTES)}.`,
   },
   {
     name: 'control-socket',

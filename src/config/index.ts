@@ -1,5 +1,13 @@
 // Configuration: kube-proxy's flags and KubeProxyConfiguration file -> one ProxyConfig.
-export { parseCommandLine, writeConfigFile, FLAG_NAMES, type CommandLineDeps, type CommandLineResult } from './cli.ts';
+export {
+  parseCommandLine,
+  readConfigText,
+  MAX_CONFIG_BYTES,
+  writeConfigFile,
+  FLAG_NAMES,
+  type CommandLineDeps,
+  type CommandLineResult,
+} from './cli.ts';
 export { parseConfigFile } from './file.ts';
 export {
   resolveConfig,

@@ -4,7 +4,7 @@
 // then validation with messages that name the field and the bad value.
 
 import { parseCIDR, parseIP } from '../base/ip.ts';
-import { formatDuration } from './duration.ts';
+import { boundDuration, formatDuration } from './duration.ts';
 import { show } from './file.ts';
 import { checkFeatureGates, featureEnabled } from './feature-gates.ts';
 import type { FlatValue, FlatValues } from './schema.ts';
@@ -58,11 +58,19 @@ interface Reader {
   bool(p: string, d: boolean): boolean;
   /** A list with blank items dropped. */
   list(p: string): string[];
-  /** Durations and counts where 0 (or unset) means "use the default", as upstream defaults them. */
+  /** Counts where 0 (or unset) means "use the default", as upstream defaults them. */
   orDefault(p: string, d: number): number;
+  /** A duration (ms) held to MAX_DURATION_MS: a longer one is clamped, with a warning naming it. */
+  dur(p: string): number | undefined;
+  /**
+   * A duration where unset, or 0 in the file, means the default (upstream defaults the
+   * file's zero values); 0 from a flag stays 0 (upstream applies flags after defaulting),
+   * for validation to judge.
+   */
+  durOrDefault(p: string, d: number): number;
 }
 
-function reader(values: FlatValues): Reader {
+function reader(values: FlatValues, origins: ReadonlyMap<string, string>, warnings: string[]): Reader {
   const num = (p: string): number | undefined => {
     const v = values.get(p);
     return typeof v === 'number' ? v : undefined;
@@ -85,7 +93,25 @@ function reader(values: FlatValues): Reader {
       const v = num(p);
       return v === undefined || v === 0 ? d : v;
     },
+    dur: (p) => dur(p),
+    durOrDefault: (p, d) => {
+      const v = dur(p);
+      return v === undefined || (v === 0 && !origins.has(p)) ? d : v;
+    },
   };
+  function dur(p: string): number | undefined {
+    const v = num(p);
+    if (v === undefined) return undefined;
+    const b = boundDuration(v);
+    if (b.clamped) {
+      const flag = origins.get(p);
+      warnings.push(
+        `${p}${flag === undefined ? '' : ` (from ${flag})`}: ${showMs(v)} is longer than the longest timer ` +
+          `the runtime can arm; using ${showMs(b.ms)}`,
+      );
+    }
+    return b.ms;
+  }
 }
 
 /** `text` when it is one of `known`; blank: `fallback`; anything else: `fallback`, after `bad(the known list)`. */
@@ -110,7 +136,7 @@ export function resolveConfig(values: FlatValues, origins: ReadonlyMap<string, s
     const flag = origins.get(base) ?? (originField === undefined ? undefined : origins.get(originField));
     errors.push(flag === undefined ? { field, message } : { field, message, flag });
   };
-  const r = reader(values);
+  const r = reader(values, origins, warnings);
   const modeText = r.str('mode');
   const mode = oneOf(modeText, PROXY_MODES, DEFAULT_MODE, (known) =>
     err('mode', `${show(modeText)} must be one of ${known} (or blank for ${DEFAULT_MODE})`),
@@ -178,12 +204,11 @@ function modeSettings(
 ): Pick<ProxyConfig, 'syncPeriodMs' | 'minSyncPeriodMs' | 'masqueradeBit' | 'masqueradeAll'> {
   const section = syncSection(mode);
   // Upstream defaults ipvs.minSyncPeriod to 0 (every change syncs at once); the others to 1s.
-  const minSyncRaw = r.num(`${section}.minSyncPeriod`);
+  const minSync = `${section}.minSyncPeriod`;
   const masqSection = masqSectionOf(mode);
   return {
-    syncPeriodMs: r.orDefault(`${section}.syncPeriod`, 30 * SECOND),
-    minSyncPeriodMs:
-      section === 'ipvs' ? (minSyncRaw ?? 0) : minSyncRaw === undefined || minSyncRaw === 0 ? SECOND : minSyncRaw,
+    syncPeriodMs: r.durOrDefault(`${section}.syncPeriod`, 30 * SECOND),
+    minSyncPeriodMs: section === 'ipvs' ? (r.dur(minSync) ?? 0) : r.durOrDefault(minSync, SECOND),
     masqueradeBit: r.num(`${masqSection}.masqueradeBit`) ?? 14,
     masqueradeAll: r.bool(`${masqSection}.masqueradeAll`, false),
   };
@@ -193,11 +218,11 @@ function conntrackConfig(r: Reader): ProxyConfig['conntrack'] {
   return {
     maxPerCore: r.num('conntrack.maxPerCore') ?? 32 * 1024,
     min: r.num('conntrack.min') ?? 128 * 1024,
-    tcpEstablishedTimeoutMs: r.num('conntrack.tcpEstablishedTimeout') ?? 24 * HOUR,
-    tcpCloseWaitTimeoutMs: r.num('conntrack.tcpCloseWaitTimeout') ?? HOUR,
+    tcpEstablishedTimeoutMs: r.dur('conntrack.tcpEstablishedTimeout') ?? 24 * HOUR,
+    tcpCloseWaitTimeoutMs: r.dur('conntrack.tcpCloseWaitTimeout') ?? HOUR,
     tcpBeLiberal: r.bool('conntrack.tcpBeLiberal', false),
-    udpTimeoutMs: r.num('conntrack.udpTimeout') ?? 0,
-    udpStreamTimeoutMs: r.num('conntrack.udpStreamTimeout') ?? 0,
+    udpTimeoutMs: r.dur('conntrack.udpTimeout') ?? 0,
+    udpStreamTimeoutMs: r.dur('conntrack.udpStreamTimeout') ?? 0,
   };
 }
 
@@ -227,7 +252,7 @@ function readConfig(
     },
     syncPeriodMs: m.syncPeriodMs,
     minSyncPeriodMs: m.minSyncPeriodMs,
-    configSyncPeriodMs: r.orDefault('configSyncPeriod', 15 * MINUTE),
+    configSyncPeriodMs: r.durOrDefault('configSyncPeriod', 15 * MINUTE),
     masqueradeBit: m.masqueradeBit,
     masqueradeAll: m.masqueradeAll,
     localhostNodePorts: r.bool('iptables.localhostNodePorts', true),
@@ -235,9 +260,9 @@ function readConfig(
       scheduler,
       excludeCIDRs: r.list('ipvs.excludeCIDRs'),
       strictARP: r.bool('ipvs.strictARP', false),
-      tcpTimeoutMs: r.num('ipvs.tcpTimeout') ?? 0,
-      tcpFinTimeoutMs: r.num('ipvs.tcpFinTimeout') ?? 0,
-      udpTimeoutMs: r.num('ipvs.udpTimeout') ?? 0,
+      tcpTimeoutMs: r.dur('ipvs.tcpTimeout') ?? 0,
+      tcpFinTimeoutMs: r.dur('ipvs.tcpFinTimeout') ?? 0,
+      udpTimeoutMs: r.dur('ipvs.udpTimeout') ?? 0,
     },
     detectLocalMode,
     detectLocal: {
@@ -252,7 +277,7 @@ function readConfig(
     nodePortAddresses: nodePortAddresses.length > 0 ? nodePortAddresses : mode === 'nftables' ? ['primary'] : ['all'],
     oomScoreAdj: r.num('oomScoreAdj') ?? DEFAULT_OOM_SCORE_ADJ,
     portRange: parsePortRange(r.str('portRange'), (msg) => err('portRange', msg)),
-    udpIdleTimeoutMs: r.orDefault('udpIdleTimeout', 250),
+    udpIdleTimeoutMs: r.durOrDefault('udpIdleTimeout', 250),
     conntrack: conntrackConfig(r),
     featureGates: { ...((values.get('featureGates') as Record<string, boolean> | undefined) ?? {}) },
     enableProfiling: r.bool('enableProfiling', false),
@@ -336,7 +361,7 @@ function validateRanges(c: ProxyConfig, { masqSection, err, values }: ValidateCt
     if (typeof bit === 'number' && (bit < 0 || bit > 31))
       err(`${sec}.masqueradeBit`, `${bit} must be within the range [0, 31]`);
   }
-  if (c.udpIdleTimeoutMs < 0) err('udpIdleTimeout', `${showMs(c.udpIdleTimeoutMs)} must be greater than 0`);
+  if (c.udpIdleTimeoutMs <= 0) err('udpIdleTimeout', `${showMs(c.udpIdleTimeoutMs)} must be greater than 0`);
   if (c.oomScoreAdj < -1000 || c.oomScoreAdj > 1000)
     err('oomScoreAdj', `${c.oomScoreAdj} must be within the range [-1000, 1000]`);
 

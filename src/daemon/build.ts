@@ -17,6 +17,7 @@ import type { Reject, Source } from '../sources/types.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings, procConntrackIO } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
+import { HeapRelease } from './heap.ts';
 import { badConfigWarnings, detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
 import type { HostFacts } from './families.ts';
 import { applyOomScoreAdj } from './oom-score.ts';
@@ -26,6 +27,9 @@ import { buildProxiers } from './proxiers.ts';
 import { createNotifier } from './sd-notify.ts';
 import { wireServiceTraffic } from './service-traffic.ts';
 import { ProcSysctl } from './sysctl.ts';
+import { removeTraceTables } from './trace-tables.ts';
+import { connect, Protocol } from '../netlink/core/index.ts';
+import { errorMessage } from '../base/errors.ts';
 
 export interface BuildDeps {
   logger: Logger;
@@ -39,13 +43,16 @@ export interface BuildDeps {
 export async function buildSource(
   config: ProxyConfig,
   nodeName: string,
-  deps: { logger: Logger; clock: Clock; metrics: ProxyMetrics },
+  deps: { logger: Logger; clock: Clock; metrics: ProxyMetrics; onLargeInput?: () => void },
 ): Promise<Source> {
   // Source rejects carry free text; the metric gets a bounded label.
   const onReject = (r: Reject): void =>
     deps.metrics.objectsRejectedTotal.inc({ kind: String(r.kind), reason: 'invalid-object' });
   const dir = config.kubeProxyTS.manifestDir;
-  if (dir !== '') return new ManifestDirSource({ dir, nodeName, logger: deps.logger, clock: deps.clock, onReject });
+  if (dir !== '') {
+    const { logger, clock, onLargeInput } = deps;
+    return new ManifestDirSource({ dir, nodeName, logger, clock, onReject, ...(onLargeInput ? { onLargeInput } : {}) });
+  }
   const { kubeconfig, master } = config.clientConnection;
   // Loaded on demand: @kubernetes/client-node takes seconds to load on a busy machine.
   const { kubernetesSourceFromFlags } = await import('../sources/index.ts');
@@ -66,6 +73,18 @@ export async function buildSource(
       },
     },
   );
+}
+
+/** trace --live tables a killed daemon left (their owner no longer runs); a failure is only logged. */
+async function removeStaleTraceTables(logger: Logger): Promise<void> {
+  const conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
+  try {
+    await removeTraceTables(conn, { all: false, logger });
+  } catch (e) {
+    logger.warn('Could not look for trace --live tables left by an earlier run', { err: errorMessage(e) });
+  } finally {
+    conn.close();
+  }
 }
 
 /** The host facts the families depend on, read from this process's network namespace. */
@@ -109,8 +128,12 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
       descriptorBudget ? () => ({ limit: descriptorBudget.limit, inUse: descriptorBudget.inUse }) : undefined,
     );
   let source: Source;
+  // A large manifest read or removed: memory given back after the sync that applied it.
+  const heap = new HeapRelease({ clock, logger, rss: () => process.memoryUsage.rss() });
+  const late: { daemon?: Daemon } = {};
+  const onLargeInput = (): void => late.daemon?.loop.afterNextSync(() => heap.request());
   try {
-    source = await buildSource(config, nodeName, { logger, clock, metrics });
+    source = await buildSource(config, nodeName, { logger, clock, metrics, onLargeInput });
   } catch (e) {
     proxiers.close();
     throw e;
@@ -119,6 +142,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   const prepare = async (): Promise<void> => {
     await applyOomScoreAdj(config.oomScoreAdj, logger);
     await applyConntrackSettings(config.conntrack, cpus().length, procConntrackIO(), logger);
+    await removeStaleTraceTables(logger);
   };
   // Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync (issue 6).
   const staleFlows = ConntrackFlusher.open({
@@ -172,6 +196,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     nodeWaitMs: config.kubeProxyTS.manifestDir === '' ? 30_000 : 0,
     ...(events ? { events } : {}),
   });
+  late.daemon = daemon;
   if (config.kubeProxyTS.serviceTrafficMetrics)
     wireServiceTraffic({ metrics, trackers: daemon.trackers, proxiers, logger });
   return daemon;

@@ -36,7 +36,7 @@ import { NftClient } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
 import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
-import { removeTraceTable, TRACE_TABLE } from './live-trace.ts';
+import { removeTraceTables } from './trace-tables.ts';
 import type { Proxier } from '../proxier/types.ts';
 import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from './leftovers.ts';
 import { iptablesNftCodec, IPTABLES_RECV_BYTES, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
@@ -98,14 +98,11 @@ export async function kernelCleanupSteps(deps: {
       proxierStep(`nftables table ${nft.scope.family} ${TABLE}`, new NftablesProxier({ nft, logger: deps.logger })),
     );
   }
-  for (const family of FAMILIES) {
-    const nft = new NftClient({
-      family: family === 'IPv4' ? 'ip' : 'ip6',
-      table: TRACE_TABLE,
-      transport: open(Protocol.NETFILTER),
-    });
-    steps.push({ what: `trace --live table ${nft.scope.family} ${TRACE_TABLE}`, run: () => removeTraceTable(nft) });
-  }
+  const traceConn = open(Protocol.NETFILTER);
+  steps.push({
+    what: 'trace --live tables (kube-proxy-ts-trace-*)',
+    run: async () => void (await removeTraceTables(traceConn, { all: true, logger: deps.logger })),
+  });
   const genl = open(Protocol.GENERIC);
   let ipvs = new IpvsClient(genl);
   try {

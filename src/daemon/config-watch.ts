@@ -6,7 +6,7 @@
 // is ignored.
 
 import { watch as fsWatch } from 'node:fs';
-import { readFileSync } from 'node:fs';
+import { readConfigText } from '../config/cli.ts';
 import { dirname } from 'node:path';
 import type { Logger } from '../base/logger.ts';
 
@@ -32,13 +32,13 @@ export interface ConfigWatchOptions {
   /** Called once, with the reason, when the file changed. */
   onChanged: (reason: string) => void;
   watch?: WatchFn;
-  /** Reads the file; undefined when it is gone. Default: node:fs as UTF-8. */
+  /** Reads the file; undefined when it is gone (or refused: too large, not a regular file). Default readConfigText. */
   readFile?: (path: string) => string | undefined;
 }
 
 const readOrUndefined = (path: string): string | undefined => {
   try {
-    return readFileSync(path, 'utf8');
+    return readConfigText(path);
   } catch {
     return undefined;
   }

@@ -1,20 +1,23 @@
 // `kube-proxy-ts trace --live`: the real path of the next packet that matches the query. It
-// arms nf_tables tracing for such packets only (a table of ours, `kube-proxy-ts-trace`, whose
-// chains, hooked after conntrack (-200) and before every chain of the proxy (-110 and later),
-// set `meta nftrace 1` on the first packet of a matching connection: later packets are not
-// traced, so their events never mix with the first one's), listens to the trace
-// events (NFT_MSG_TRACE over NFNLGRP_NFTRACE, as `nft monitor trace`), keeps those of the
-// first packet, and removes the table again, also on time-out, error or a client gone away.
-// It sends nothing itself.
+// arms nf_tables tracing for such packets only (a table of the session's own,
+// `kube-proxy-ts-trace-<pid>-<start>-<n>` (trace-tables.ts), whose chains, hooked after
+// conntrack (-200) and before every chain of the proxy (-110 and later), set `meta nftrace 1`
+// on the first packet of a matching connection: later packets are not traced, so their
+// events never mix with the first one's), listens to the trace events (NFT_MSG_TRACE over
+// NFNLGRP_NFTRACE, as `nft monitor trace`), keeps those of the first packet its own table
+// marked (every session hears every traced packet; another session's is not its answer), and
+// removes its table again, also on time-out, error or a client gone away. It sends nothing.
 
 import type { TraceQuery } from '../explain/trace.ts';
-import { connect, isNotFound, Protocol } from '../netlink/core/index.ts';
+import { connect, Protocol } from '../netlink/core/index.ts';
 import { NftClient, rule } from '../netlink/nftables/index.ts';
 import type { Field, RuleBuilder } from '../netlink/nftables/index.ts';
 import { openTraceMonitor } from '../netlink/nftables/trace.ts';
 import type { TraceEvent } from '../netlink/nftables/trace.ts';
+import { isTraceTable, selfOwner, traceTableName } from './trace-tables.ts';
 
-export const TRACE_TABLE = 'kube-proxy-ts-trace';
+/** Sessions armed by this process so far: the <n> of each table's name. */
+let sessions = 0;
 /** The packet's events are complete once none has come for this long. */
 const QUIET_MS = 300;
 
@@ -48,8 +51,10 @@ function matchRule(family: 'ip' | 'ip6', chain: string, q: TraceQuery, inInterfa
 
 export async function liveTrace(q: TraceQuery, opts: { timeoutMs: number; signal: AbortSignal }): Promise<LiveTrace> {
   const family = q.to.includes(':') ? 'ip6' : 'ip';
+  const owner = selfOwner();
+  const table = traceTableName(owner, ++sessions);
   const conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
-  const nft = new NftClient({ family, table: TRACE_TABLE, transport: conn });
+  const nft = new NftClient({ family, table, transport: conn });
   const events: TraceEvent[] = [];
   let first: number | undefined;
   let failure: Error | undefined;
@@ -57,10 +62,13 @@ export async function liveTrace(q: TraceQuery, opts: { timeoutMs: number; signal
   let quiet: NodeJS.Timeout | undefined;
   const monitor = openTraceMonitor(
     (e) => {
-      if (e.table === TRACE_TABLE && e.type !== 'rule') return;
+      // A packet is ours once our own arming rule marked it: a rule event of our table with a
+      // rule handle. A packet another session marked also shows in our table, as it passes
+      // our chain, but as an event without a handle (the kernel's first event in a base chain).
+      if (first === undefined && (e.table !== table || e.type !== 'rule' || e.ruleHandle === undefined)) return;
       first ??= e.id;
       if (e.id !== first) return;
-      if (e.table !== TRACE_TABLE) events.push(e);
+      if (!isTraceTable(e.table)) events.push(e);
       clearTimeout(quiet);
       quiet = setTimeout(() => wake(), QUIET_MS);
     },
@@ -73,7 +81,10 @@ export async function liveTrace(q: TraceQuery, opts: { timeoutMs: number; signal
   let armed = false;
   try {
     const tx = nft.newTransaction();
-    tx.add({ kind: 'table', comment: 'kube-proxy-ts trace --live: removed when the trace ends' });
+    tx.add({
+      kind: 'table',
+      comment: `kube-proxy-ts trace --live of pid ${owner.pid}: removed when the trace ends, or at the next start`,
+    });
     tx.add({
       kind: 'chain',
       name: 'prerouting',
@@ -114,15 +125,4 @@ export async function liveTrace(q: TraceQuery, opts: { timeoutMs: number; signal
     ...(ruleHandle !== undefined ? { ruleHandle: Number(ruleHandle) } : {}),
   }));
   return { seen: first !== undefined, waitedMs: Math.round(performance.now() - started), path };
-}
-
-/** --cleanup: the arming table a daemon killed mid-trace left behind. */
-export async function removeTraceTable(nft: NftClient): Promise<void> {
-  const tx = nft.newTransaction();
-  tx.delete({ kind: 'table' });
-  try {
-    await nft.run(tx);
-  } catch (e) {
-    if (!isNotFound(e)) throw e;
-  }
 }

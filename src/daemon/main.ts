@@ -8,7 +8,7 @@ import { flushCompileCache } from 'node:module';
 import { systemClock } from '../base/clock.ts';
 import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
-import { parseCommandLine, writeConfigFile } from '../config/index.ts';
+import { parseCommandLine, readConfigText, writeConfigFile } from '../config/index.ts';
 import type { ProxyConfig } from '../config/index.ts';
 import { createLogger } from '../log/index.ts';
 import type { ClosableLogger } from '../log/index.ts';
@@ -88,7 +88,7 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
   const r = parseCommandLine(argv, {
     version,
     readFile: (p) => {
-      const text = readFileSync(p, 'utf8');
+      const text = readConfigText(p);
       configTexts.set(p, text);
       return text;
     },

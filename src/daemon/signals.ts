@@ -5,6 +5,7 @@
 //   - an uncaught exception or unhandled rejection: logged with its stack, exit 1.
 
 import type { Logger } from '../base/logger.ts';
+import { timerDelay } from '../base/clock.ts';
 
 export interface ProcessLike {
   on(event: string, listener: (...args: unknown[]) => void): unknown;
@@ -28,7 +29,7 @@ export function installProcessHandlers(opts: SignalOptions): () => void {
   const setTimer =
     opts.setTimer ??
     ((ms: number, fn: () => void) => {
-      const t = setTimeout(fn, ms);
+      const t = setTimeout(fn, timerDelay(ms));
       t.unref();
       return { cancel: () => clearTimeout(t) };
     });

@@ -58,6 +58,9 @@ export class SyncLoop {
   private repairPending = false;
   private runStartedAt: number | undefined;
   private readonly stuckAfterMs: number;
+  /** afterNextSync's callbacks: waiting for a sync to start, and waiting for the running one to succeed. */
+  private afterWaiting: (() => void)[] = [];
+  private afterRunning: (() => void)[] = [];
   private resolveReady!: () => void;
   /** Resolves after the first successful full sync (when READY=1 is sent). */
   readonly ready: Promise<void>;
@@ -115,6 +118,14 @@ export class SyncLoop {
     this.runner.run();
   }
 
+  /**
+   * Runs `fn` once a sync that starts after this call has succeeded (so it has applied every
+   * change delivered before the call); a failed sync passes it on to the next.
+   */
+  afterNextSync(fn: () => void): void {
+    this.afterWaiting.push(fn);
+  }
+
   /** True while a sync runs. */
   isSyncing(): boolean {
     return this.runStartedAt !== undefined;
@@ -144,10 +155,12 @@ export class SyncLoop {
     this.repairPending = false;
     const start = clock.now();
     this.runStartedAt = start;
+    this.afterRunning.push(...this.afterWaiting.splice(0));
     let outcome: SyncOutcome;
     try {
       outcome = await this.opts.sync({ full, reason: info.reason, signal: this.abort.signal });
     } catch (err) {
+      this.afterWaiting.unshift(...this.afterRunning.splice(0));
       this.lastOk = false;
       metrics?.syncFailuresTotal.inc({ mode });
       if (mode === 'nftables') for (const f of families) metrics?.nftablesSyncFailuresTotal.inc({ ip_family: f });
@@ -185,5 +198,6 @@ export class SyncLoop {
       this.log.info('First full sync done; ready', { mode, services: outcome.services, endpoints: outcome.endpoints });
       this.resolveReady();
     }
+    for (const fn of this.afterRunning.splice(0)) fn();
   }
 }

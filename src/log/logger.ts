@@ -155,7 +155,9 @@ function renderJSON(ts: number, level: LogLevel, msg: string, fields: LogFields)
     out[k] =
       v instanceof Error ? { message: errorText(v), ...(level === 'error' && v.stack ? { stack: v.stack } : {}) } : v;
   }
-  return JSON.stringify(out, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
+  // JSON.stringify escapes only C0 (and lone surrogates); the rest is escaped after, which
+  // keeps the document valid: these characters can only stand inside its strings.
+  return escapeControls(JSON.stringify(out, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));
 }
 
 function errorText(e: Error): string {
@@ -179,24 +181,36 @@ function valueText(v: unknown): string {
 }
 
 /**
- * Control characters: C0 (newline, ESC of ANSI sequences ...), DEL, C1, and the Unicode line
- * and paragraph separators. Logged values come from Kubernetes objects and kernel replies;
- * raw, a name could end the line and forge the next one, or recolour a terminal.
+ * Characters a log line must not carry raw: controls (Unicode Cc: C0 with newline and the ESC of
+ * ANSI sequences, DEL, C1), format characters (Cf: the bidi overrides and isolates such as
+ * U+202E, zero-width characters, the BOM, invisible tags) and the line and paragraph
+ * separators. Logged values come from Kubernetes objects and kernel replies; raw, a name
+ * could end the line and forge the next one, recolour a terminal, or show a reader text in
+ * another order than the bytes say.
  */
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
-const CONTROLS = new RegExp(CONTROL.source, 'g');
+const CONTROL = /[\p{Cc}\p{Cf}\u2028\u2029]/u;
+const CONTROLS = new RegExp(CONTROL.source, 'gu');
 const SHORT_ESCAPES: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
-/** The text with every control character written as an escape (\n, \u001b), so it stays on its line, inert. */
+/** One UTF-16 unit as JSON writes it: \u202e. */
+const unitEscape = (unit: number): string => `\\u${unit.toString(16).padStart(4, '0')}`;
+
+/**
+ * The text with every such character written as an escape (\n, \u001b, \u202e; one above
+ * U+FFFF as its JSON surrogate pair), so it stays on its line, inert. The escapes are JSON's,
+ * so a JSON document stays valid and parses back to the same text.
+ */
 export function escapeControls(s: string): string {
   if (!CONTROL.test(s)) return s;
-  return s.replace(CONTROLS, (c) => SHORT_ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return s.replace(
+    CONTROLS,
+    (c) => SHORT_ESCAPES[c] ?? Array.from({ length: c.length }, (_, i) => unitEscape(c.charCodeAt(i))).join(''),
+  );
 }
 
 /** Quotes values with spaces, quotes, '=' or control characters, so a line stays one key=value list. */
 function quote(s: string): string {
-  // JSON.stringify escapes quotes, backslashes and C0; escapeControls the rest (DEL, C1, U+2028/9).
+  // JSON.stringify escapes quotes, backslashes and C0; escapeControls the rest (DEL, C1, Cf, U+2028/9).
   return s === '' || /[\s"=\\]/.test(s) || CONTROL.test(s) ? escapeControls(JSON.stringify(s)) : s;
 }
 

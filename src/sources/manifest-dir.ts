@@ -24,7 +24,7 @@
 
 import type { FSWatcher } from 'node:fs';
 import { watch as fsWatch } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Node as YamlNode } from 'yaml';
 import type { Document } from 'yaml';
@@ -39,6 +39,7 @@ import { SyncWaiter } from './sync-waiter.ts';
 import type { RejectCounter, Source, SourceHandler, SourceKind } from './types.ts';
 import { SOURCE_KINDS } from './types.ts';
 import { errorMessage } from '../base/errors.ts';
+import { InputFileError, MAX_MANIFEST_BYTES, MAX_YAML_ALIASES, readInputFile } from './read-file.ts';
 
 export interface ManifestDirSourceOptions {
   dir: string;
@@ -53,11 +54,18 @@ export interface ManifestDirSourceOptions {
   rescanIntervalMs?: number;
   /** Use fs.watch. Default true. */
   watch?: boolean;
-  /** Files larger than this are refused (reported, last good content kept). Default 8 MiB. */
+  /** Files larger than this are refused (reported, last good content kept). Default MAX_MANIFEST_BYTES. */
   maxFileBytes?: number;
+  /**
+   * Called after the handler has been told of a scan that read or dropped a file of
+   * largeFileBytes or more (default 1 MiB): the daemon gives the memory back once synced.
+   */
+  onLargeInput?: () => void;
+  largeFileBytes?: number;
 }
 
 const EXTENSIONS = ['.yaml', '.yml', '.json'];
+export { MAX_MANIFEST_BYTES };
 
 interface ParsedObject {
   kind: SourceKind;
@@ -70,6 +78,7 @@ interface ParsedObject {
 
 interface FileState {
   stamp: string;
+  size: bigint;
   /** Last good content; undefined if the file never parsed. */
   objects: Map<string, ParsedObject> | undefined;
   /** The current parse error, reported once. */
@@ -101,6 +110,15 @@ const slot = (kind: string, key: string) => `${kind}\u0000${key}`;
  * memory at once: only the compact objects it yields are kept.
  */
 export function parseManifest(text: string, previous?: ReadonlyMap<string, ParsedObject>): ParseResult {
+  try {
+    return parseManifestText(text, previous);
+  } catch (e) {
+    // A parser's own limit (nesting deeper than the stack: "Maximum call stack size exceeded").
+    return { objects: [], rejects: [], error: { line: 1, column: 1, message: `cannot be parsed: ${errorMessage(e)}` } };
+  }
+}
+
+function parseManifestText(text: string, previous?: ReadonlyMap<string, ParsedObject>): ParseResult {
   const result: ParseResult = { objects: [], rejects: [] };
   const seen = new Set<string>();
   const json = canonicalJsonItems(text);
@@ -160,7 +178,7 @@ function documentItems(doc: Document.Parsed, lc: LineCounter): { raw: unknown; l
   }
   let js: unknown;
   try {
-    js = doc.toJS({ maxAliasCount: 100 });
+    js = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
   } catch (e) {
     return { error: { line: lineOf(doc.contents as YamlNode | null), column: 1, message: errorMessage(e) } };
   }
@@ -370,6 +388,8 @@ export class ManifestDirSource implements Source {
       return;
     }
     let changed = false;
+    let sawLarge = false;
+    const large = BigInt(this.o.largeFileBytes ?? 1 << 20);
     const present = new Set<string>();
     for (const name of names) {
       if (this.controller?.signal.aborted) return;
@@ -380,30 +400,30 @@ export class ManifestDirSource implements Source {
       } catch {
         continue; // vanished between readdir and stat, or a dangling symlink
       }
-      if (!st.isFile()) continue;
       present.add(name);
       const stamp = `${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
       const state = this.files.get(name);
       if (state?.stamp === stamp) continue;
-      const next: FileState = { stamp, objects: state?.objects, error: undefined };
+      const next: FileState = { stamp, size: st.size, objects: state?.objects, error: undefined };
+      if (st.size >= large) sawLarge = true;
       this.files.set(name, next);
       let problem: Problem | undefined;
       let parsed: ParseResult | undefined;
-      const maxBytes = this.o.maxFileBytes ?? 8 << 20;
-      if (st.size > BigInt(maxBytes)) {
-        const message = `file is ${st.size} bytes, over the limit of ${maxBytes} bytes per manifest file (split it)`;
+      const maxBytes = this.o.maxFileBytes ?? MAX_MANIFEST_BYTES;
+      let text: string | undefined;
+      try {
+        text = await readInputFile(path, maxBytes);
+      } catch (err) {
+        const message =
+          err instanceof InputFileError
+            ? `file ${err.message}${st.size > BigInt(maxBytes) ? ' per manifest file (split it)' : ''}`
+            : `cannot read: ${errorMessage(err)}`;
         problem = { line: 1, column: 1, message };
-      } else {
-        let text: string | undefined;
-        try {
-          text = await readFile(path, 'utf8');
-        } catch (err) {
-          problem = { line: 1, column: 1, message: `cannot read: ${String(err)}` };
-        }
-        if (text !== undefined) {
-          parsed = parseManifest(text, state?.objects);
-          problem = parsed.error;
-        }
+      }
+      if (text !== undefined) {
+        parsed = parseManifest(text, state?.objects);
+        text = undefined; // not kept while the objects are delivered
+        problem = parsed.error;
       }
       if (problem || !parsed) {
         const p = problem ?? { line: 1, column: 1, message: 'unreadable' };
@@ -427,13 +447,17 @@ export class ManifestDirSource implements Source {
     }
     for (const name of [...this.files.keys()]) {
       if (!present.has(name)) {
+        if (this.files.get(name)!.size >= large) sawLarge = true;
         this.files.delete(name);
         changed = true;
         this.log.info(`manifest ${name} removed`, { file: name });
       }
     }
-    if (changed || !this.synced) this.deliver();
+    // The first scan's memory is given back by the daemon after its first sync anyway.
+    const first = !this.synced;
+    if (changed || first) this.deliver();
     this.finishSync();
+    if (sawLarge && !first) this.o.onLargeInput?.();
   }
 
   private finishSync(): void {

@@ -94,7 +94,8 @@ test('an IPv6 bind address moves the default servers to [::] and [::1]', (t) => 
 const flagTable: [string[], (c: ProxyConfig) => unknown, unknown][] = [
   [['--sync-period=1m30s'], (c) => c.syncPeriodMs, 90_000],
   [['--iptables-sync-period', '45s'], (c) => c.syncPeriodMs, 45_000],
-  [['--iptables-min-sync-period=0'], (c) => c.minSyncPeriodMs, 1_000], // 0 = default, as upstream
+  // A flag applies after upstream's defaulting: 0 stays 0 (every change syncs at once, as --help says).
+  [['--iptables-min-sync-period=0'], (c) => c.minSyncPeriodMs, 0],
   [['--min-sync-period=5s'], (c) => c.minSyncPeriodMs, 5_000],
   [
     ['--proxy-mode=ipvs', '--ipvs-sync-period=10s', '--ipvs-min-sync-period=2s'],

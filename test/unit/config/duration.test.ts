@@ -15,6 +15,10 @@ const parseTable: [string, number][] = [
   ['+1s', 1000],
   ['1000000us', 1000],
   ['1500000ns', 2], // rounds to ms
+  ['1ns', 1], // never rounds to 0 ("unset" in a file)
+  ['-1ns', -1],
+  ['596h', 2_145_600_000],
+  ['600h', 2_160_000_000], // parsed as is; boundDuration holds it to the timer limit
   ['.5s', 500],
   ['24h0m0s', 86_400_000],
 ];
@@ -25,7 +29,7 @@ for (const [text, ms] of parseTable) {
   });
 }
 
-for (const bad of ['', '30', 'abc', '1x', 's', '1m30', '--1s', '1 s']) {
+for (const bad of ['', '30', 'abc', '1x', 's', '1m30', '--1s', '1 s', `${'9'.repeat(400)}h`]) {
   test(`parseDuration rejects ${JSON.stringify(bad)} naming it`, (t) => {
     const err = t.throws(() => parseDuration(bad));
     t.true(err.message.includes(JSON.stringify(bad)));

@@ -3,7 +3,9 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import test from 'ava';
-import { RELEASE_GC, releaseStartupHeap } from '../../../src/daemon/heap.ts';
+import { FakeClock } from '../../../src/base/clock.ts';
+import { memoryLogger } from '../../../src/base/logger.ts';
+import { HeapRelease, RELEASE_GC, releaseStartupHeap } from '../../../src/daemon/heap.ts';
 
 test('without gc() exposed nothing runs', (t) => {
   t.false(releaseStartupHeap(undefined));
@@ -39,4 +41,35 @@ test('in a Node process with --expose-gc, the heap V8 grew into for garbage is g
   t.true(r.ran);
   t.is(r.kept, 250_000);
   t.true(r.after < r.before * 0.6, `heap ${r.before} → ${r.after} bytes`);
+});
+
+test('HeapRelease: at most once per interval, a request within it runs when it ends; logs RSS before and after', (t) => {
+  const clock = new FakeClock(0);
+  const logger = memoryLogger();
+  const calls: number[] = [];
+  let rss = 500 << 20;
+  const heap = new HeapRelease({
+    clock,
+    logger,
+    minIntervalMs: 60_000,
+    rss: () => rss,
+    gc: () => {
+      calls.push(clock.now());
+      rss = 200 << 20;
+    },
+  });
+  heap.request();
+  t.deepEqual(calls, [0]);
+  t.deepEqual(logger.records.at(-1)?.fields, { rssMiBBefore: 500, rssMiBAfter: 200 });
+  clock.advance(10_000);
+  heap.request();
+  heap.request();
+  t.deepEqual(calls, [0], 'throttled');
+  clock.advance(50_000);
+  t.deepEqual(calls, [0, 60_000], 'one run when the interval ends');
+  heap.request();
+  heap.close();
+  clock.advance(120_000);
+  t.deepEqual(calls, [0, 60_000], 'close() cancels what is pending');
+  t.true(new HeapRelease({ clock, logger, rss: () => 0, gc: undefined }) instanceof HeapRelease);
 });

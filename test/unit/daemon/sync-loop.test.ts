@@ -229,3 +229,27 @@ test('a shutdown that hangs is cut off by the bound with exit 1', async (t) => {
   fire();
   t.deepEqual(exits, [1]);
 });
+
+test('afterNextSync runs once a sync started after the call has succeeded; a failed one passes it on', async (t) => {
+  let fail = false;
+  const s = setup({ fail: () => fail });
+  s.loop.start(Promise.resolve());
+  await s.advance(100);
+  t.is(s.requests.length, 1);
+  const ran: number[] = [];
+  s.loop.afterNextSync(() => ran.push(s.requests.length));
+  await s.advance(100);
+  t.deepEqual(ran, [], 'not for the sync that ran before the call');
+  fail = true;
+  s.loop.changed();
+  await s.advance(1_500);
+  t.is(s.requests.length, 2);
+  t.deepEqual(ran, [], 'not after a failed sync');
+  fail = false;
+  await s.advance(3_000);
+  t.is(s.requests.length, 3);
+  t.deepEqual(ran, [3], 'after the retry succeeded, once');
+  s.loop.changed();
+  await s.advance(1_500);
+  t.deepEqual(ran, [3]);
+});

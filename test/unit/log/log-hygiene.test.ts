@@ -51,3 +51,46 @@ test('JSON format keeps escaping on its own', async (t) => {
   t.is(text.trim().split('\n').length, 1);
   t.is(JSON.parse(text).object, EVIL);
 });
+
+// Bidi and other format characters (Unicode Cf) make a line read differently from its bytes
+// ("exe.txt" shown for "txt.exe"); every Cc and Cf character is escaped, in both formats.
+const FORMAT_CHARS = ['\u202e', '\u202d', '\u2066', '\u2069', '\u200b', '\u200f', '\u00ad', '\ufeff', '\u{e0001}'];
+const RAW_CC_CF = /[\p{Cc}\p{Cf}\u2028\u2029]/u;
+
+test('escapeControls writes every Cc and Cf character as a JSON escape', (t) => {
+  t.is(escapeControls('evil\u202etxt.exe'), 'evil\\u202etxt.exe');
+  t.is(escapeControls('tag\u{e0001}'), 'tag\\udb40\\udc01', 'a character above U+FFFF: its surrogate pair');
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    const c = String.fromCodePoint(cp);
+    if (!RAW_CC_CF.test(c)) continue;
+    const out = escapeControls(`a${c}b`);
+    if (RAW_CC_CF.test(out) || JSON.parse(`"${out}"`) !== `a${c}b`) t.fail(`U+${cp.toString(16)}: ${out}`);
+  }
+  t.pass();
+});
+
+for (const format of ['text', 'json'] as const) {
+  test(`${format} format: bidi and format characters in messages and values are escaped`, async (t) => {
+    const c = captureLog({ format });
+    const name = `default/${FORMAT_CHARS.join('x')}`;
+    c.logger.warn(`skipping ${name}`, { object: name, nested: { name } });
+    c.logger.error('Sync failed', { err: new Error(`refused ${name}`) });
+    const text = await c.text();
+    const lines = text.split('\n').filter((l) => l !== '');
+    t.true(lines.length >= 2, 'the warning and the error (in text format, its stack frames)');
+    t.false(
+      lines.some((l) => RAW_CC_CF.test(l)),
+      JSON.stringify(text),
+    );
+    t.true(text.includes('\\u202e'), text);
+    if (format === 'json') {
+      const [warn] = text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { msg: string; object: string });
+      t.is(warn!.object, name, 'JSON parses back to the original text');
+      t.is(warn!.msg, `skipping ${name}`);
+    }
+  });
+}

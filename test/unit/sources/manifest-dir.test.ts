@@ -396,3 +396,18 @@ test('documents are parsed one at a time: a later broken document refuses the wh
   t.truthy(broken.error);
   t.true(broken.error!.line > 400, `the error is in the last document, line ${broken.error!.line}`);
 });
+
+test('reading or removing a large file after the first scan asks for the memory back (onLargeInput)', async (t) => {
+  let asked = 0;
+  const big = Array.from({ length: 40 }, (_, i) => service(`big-${i}`, 80)).join('---\n');
+  const h = await harness(t, { 'big.yaml': big }, { largeFileBytes: 2048, onLargeInput: () => asked++ });
+  t.true(h.rec.services.has('default/big-0'));
+  t.is(asked, 0, 'not for the first scan (the daemon releases after its first sync)');
+  await writeFile(join(h.dir, 'small.yaml'), service('small', 80));
+  await waitFor(() => h.rec.services.has('default/small'), 'small loaded');
+  t.is(asked, 0, 'not for a small file');
+  await unlink(join(h.dir, 'big.yaml'));
+  await waitFor(() => !h.rec.services.has('default/big-0'), 'big removed');
+  await waitFor(() => asked === 1, 'asked once');
+  t.pass();
+});
