@@ -7,6 +7,7 @@
 
 import { FLAGS } from '../config/flags.ts';
 import type { FlagSpec } from '../config/flags.ts';
+import { MODES_IN_TEXT_ORDER } from '../config/modes.ts';
 import { CLI_OPTIONS, SUBCOMMANDS } from './main.ts';
 
 export const SHELLS = ['bash', 'zsh'] as const;
@@ -17,7 +18,7 @@ const PATH_FLAG = /^(config|write-config-to|kubeconfig|manifest-dir|control-sock
 
 /** Flags with a fixed set of values (upstream's). */
 const VALUES: Readonly<Record<string, string>> = {
-  'proxy-mode': 'iptables ipvs nftables',
+  'proxy-mode': MODES_IN_TEXT_ORDER.join(' '),
   'detect-local-mode': 'ClusterCIDR NodeCIDR BridgeInterface InterfaceNamePrefix',
   'ipvs-scheduler': 'rr wrr lc wlc lblc lblcr sh dh sed nq mh',
   'logging-format': 'text json',
@@ -86,14 +87,20 @@ ${bash}`;
 }
 
 /** `kube-proxy-ts completion bash|zsh`: 0 with the script on stdout, 2 for a usage error. */
+const COMPLETION_USAGE =
+  `Usage: kube-proxy-ts completion ${SHELLS.join('|')}\n` +
+  '  Prints a completion script to load with `source <(kube-proxy-ts completion bash)` (or zsh).\n' +
+  '  The packages install the bash one in /usr/share/bash-completion/completions.\n';
+
 export function runCompletion(args: readonly string[], out: (s: string) => void, err: (s: string) => void): number {
   const shell = args[0];
+  if (args.length === 1 && (shell === '--help' || shell === '-h')) {
+    out(COMPLETION_USAGE);
+    return 0;
+  }
   if (args.length !== 1 || !(SHELLS as readonly string[]).includes(shell ?? '')) {
-    err(
-      `Usage: kube-proxy-ts completion ${SHELLS.join('|')}\n` +
-        '  Prints a completion script to load with `source <(kube-proxy-ts completion bash)` (or zsh).\n' +
-        '  The packages install the bash one in /usr/share/bash-completion/completions.\n',
-    );
+    const what = shell === undefined ? 'a shell' : `bash or zsh, not ${JSON.stringify(args.join(' '))}`;
+    err(`kube-proxy-ts completion: needs ${what}\n${COMPLETION_USAGE}`);
     return 2;
   }
   out(completionScript(shell as Shell));

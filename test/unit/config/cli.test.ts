@@ -184,7 +184,7 @@ const usageTable: [string[], RegExp][] = [
   [['--sync-period'], /--sync-period.*argument missing/],
   [['--iptables-masquerade-bit=x'], /"x" is not an integer/],
   [['--masquerade-all=maybe'], /"maybe" is not a boolean/],
-  [['stray-argument'], /too many arguments/],
+  [['stray-argument'], /unknown command "stray-argument": the commands are explain, trace and completion/],
   [
     ['--proxy-mode=kernelspace'],
     /mode \(from --proxy-mode\): "kernelspace" must be one of nftables, ipvs, iptables, userspace/,
