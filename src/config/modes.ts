@@ -13,16 +13,13 @@ export { DEFAULT_MODE, PROXY_MODES };
 export const RECOMMENDED_MODE: ProxyMode = 'nftables';
 
 /** The modes in the order texts list them: the default, the recommended one, then the rest. */
-export const MODES_IN_TEXT_ORDER: readonly ProxyMode[] = [
-  DEFAULT_MODE,
-  RECOMMENDED_MODE,
-  ...PROXY_MODES.filter((m) => m !== DEFAULT_MODE && m !== RECOMMENDED_MODE),
-];
+export const MODES_IN_TEXT_ORDER: readonly ProxyMode[] = [...new Set([DEFAULT_MODE, RECOMMENDED_MODE, ...PROXY_MODES])];
 
 /** "iptables (default), nftables (recommended), ipvs and userspace": the phrase every text carries. */
 export function modeList(): string {
-  const named = MODES_IN_TEXT_ORDER.map((m) =>
-    m === DEFAULT_MODE ? `${m} (default)` : m === RECOMMENDED_MODE ? `${m} (recommended)` : m,
-  );
+  const named = MODES_IN_TEXT_ORDER.map((m) => {
+    const notes = [m === DEFAULT_MODE ? 'default' : '', m === RECOMMENDED_MODE ? 'recommended' : ''].filter(Boolean);
+    return notes.length > 0 ? `${m} (${notes.join(', ')})` : m;
+  });
   return `${named.slice(0, -1).join(', ')} and ${named.at(-1)!}`;
 }

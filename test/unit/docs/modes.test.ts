@@ -66,13 +66,21 @@ export function modeContradictions(text: string): string[] {
     for (const m of t.matchAll(re)) if (m[1] !== expected) out.push(`${what}: "${m[0]}" (the code: ${expected})`);
   };
   // "nftables (the default)", "nftables mode is the default", "the default mode, nftables", `mode: ""` means nftables
-  claim(new RegExp(`\\b${MODE}(?: mode)?,? \\(?(?:is |as )?(?:the )?default\\b`, 'g'), DEFAULT_MODE, 'default');
+  claim(
+    new RegExp(
+      `\\b${MODE}(?: mode)?,? (?:\\((?:the )?default(?:[),;]| when| mode| as)|(?:is|as) (?:the )?default\\b)`,
+      'g',
+    ),
+    DEFAULT_MODE,
+    'default',
+  );
   claim(new RegExp(`\\bdefault(?: proxy)? mode(?: is|,|:)? ${MODE}\\b`, 'g'), DEFAULT_MODE, 'default');
   claim(new RegExp(`""[^.]{0,30}?\\b(?:means|becomes|is|gets|runs) (?:the )?${MODE}\\b`, 'g'), DEFAULT_MODE, 'blank');
   claim(new RegExp(`\\b${MODE}(?: mode)? \\((?:the )?recommended`, 'g'), RECOMMENDED_MODE, 'recommended');
   claim(new RegExp(`\\brecommended(?: mode)?(?: is|,|:) ${MODE}\\b`, 'g'), RECOMMENDED_MODE, 'recommended');
-  // A slash list of modes ("nftables/IPVS") reads as the set of modes: it must be all of them.
-  for (const m of t.matchAll(new RegExp(`\\b${MODE}(?:/${MODE})+\\b`, 'g'))) {
+  // A slash list of modes ("nftables/IPVS") reads as the set of modes: it must be all of them
+  // (a path such as src/netlink/nftables/iptables is not a list).
+  for (const m of t.matchAll(new RegExp(`(?<![\\w./-])${MODE}(?:/${MODE})+(?![\\w/])`, 'g'))) {
     const named = new Set(m[0].split('/'));
     if (named.size !== PROXY_MODES.length) out.push(`mode set: "${m[0]}" (the code: ${PROXY_MODES.join('/')})`);
   }
