@@ -89,8 +89,9 @@ ${bash}`;
 /** `kube-proxy-ts completion bash|zsh`: 0 with the script on stdout, 2 for a usage error. */
 const COMPLETION_USAGE =
   `Usage: kube-proxy-ts completion ${SHELLS.join('|')}\n` +
-  '  Prints a completion script to load with `source <(kube-proxy-ts completion bash)` (or zsh).\n' +
-  '  The packages install the bash one in /usr/share/bash-completion/completions.\n';
+  '  Prints a completion script to load with\n' +
+  '  `source <(kube-proxy-ts completion bash)` (or zsh). The packages install the bash one in\n' +
+  '  /usr/share/bash-completion/completions.\n';
 
 export function runCompletion(args: readonly string[], out: (s: string) => void, err: (s: string) => void): number {
   const shell = args[0];

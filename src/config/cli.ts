@@ -12,7 +12,7 @@
 // flag value that fails validation); 1 a bad or unreadable --config file.
 
 import { readFileSync } from 'node:fs';
-import { errorMessage } from '../base/errors.ts';
+import { fileErrorReason } from './file-errors.ts';
 import { parseConfigFile } from './file.ts';
 import { FLAGS, parseFlags, type GivenFlag } from './flags.ts';
 import {
@@ -130,7 +130,7 @@ function readConfigFile(
       kind: 'exit',
       code: 1,
       stdout: '',
-      stderr: `${PROGRAM}: cannot read --config ${configFile}: ${errorMessage(e)}\n`,
+      stderr: `${PROGRAM}: cannot read --config ${configFile}: ${fileErrorReason(e)}\n`,
     };
   }
   const parsed = parseConfigFile(text, configFile);

@@ -19,10 +19,16 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
   const errors: ConfigError[] = [];
   const warnings: string[] = [];
 
-  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
+  // prettyErrors adds each error's line and column (linePos); its message then also carries a
+  // code excerpt on further lines, of which only the first line is kept.
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
-    for (const e of doc.errors)
-      errors.push({ field: source, message: `not valid YAML or JSON: ${e.message.split('\n')[0]}` });
+    for (const e of doc.errors) {
+      const at = e.linePos?.[0];
+      const where = at ? `${source}:${at.line}:${at.col}` : source;
+      const message = e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
+      errors.push({ field: where, message: `not valid YAML or JSON: ${message}` });
+    }
     return { values, errors, warnings };
   }
   const root: unknown = doc.toJS();

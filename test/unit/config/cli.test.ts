@@ -374,7 +374,8 @@ const fileErrors: [string, RegExp][] = [
     'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack: 5\n',
     /conntrack: 5 must be an object/,
   ],
-  ['{ not yaml', /not valid YAML or JSON/],
+  ['{ not yaml', /\/c\.yaml:1:11: not valid YAML or JSON: /],
+  ['kind: KubeProxyConfiguration\nmode: [nftables\n', /\/c\.yaml:3:1: not valid YAML or JSON: Flow sequence/],
   ['- a\n- list\n', /must contain a KubeProxyConfiguration object/],
 ];
 
