@@ -90,8 +90,8 @@ ${bash}`;
 const COMPLETION_USAGE =
   `Usage: kube-proxy-ts completion ${SHELLS.join('|')}\n` +
   '  Prints a completion script to load with\n' +
-  '  `source <(kube-proxy-ts completion bash)` (or zsh). The packages install the bash one in\n' +
-  '  /usr/share/bash-completion/completions.\n';
+  '  `source <(kube-proxy-ts completion bash)` (or zsh). The packages install the\n' +
+  '  bash one in /usr/share/bash-completion/completions.\n';
 
 export function runCompletion(args: readonly string[], out: (s: string) => void, err: (s: string) => void): number {
   const shell = args[0];

@@ -630,7 +630,8 @@ export function buildCommand(version: string, helpWidth?: number): Command {
     const shownDefault = defaults.get(f.name);
     const desc =
       (f.deprecated !== undefined ? `${f.help} (DEPRECATED: ${f.deprecated})` : f.help) +
-      (shownDefault !== undefined ? ` (default ${shownDefault})` : '');
+      // Unless the text already says its default.
+      (shownDefault !== undefined && !/\bdefault(ing)?\b/i.test(f.help) ? ` (default ${shownDefault})` : '');
     let opt: Option;
     switch (f.kind) {
       case 'bool':

@@ -391,7 +391,7 @@ for (const [text, re] of fileErrors) {
 test('an unreadable --config exits 1 naming the path', (t) => {
   const r = exit(['--config=/missing.yaml']);
   t.is(r.code, 1);
-  t.regex(r.stderr, /cannot read --config \/missing\.yaml: ENOENT/);
+  t.regex(r.stderr, /cannot read --config \/missing\.yaml: does not exist \(ENOENT\)/);
 });
 
 // ---------------------------------------------------------------------------------------
