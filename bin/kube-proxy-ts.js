@@ -11,7 +11,7 @@ const [major, minor] = process.versions.node.split('.').map(Number);
 if (major !== NEEDED.major || minor < NEEDED.minor || !process.features.typescript) {
   const bundled = new URL('../node_modules/node/bin/node', import.meta.url).pathname;
   process.stderr.write(
-    `kube-proxy-ts: needs Node ${NEEDED.major}.${NEEDED.minor} or a later ${NEEDED.major}.x, not ${process.version} ` +
+    `kube-proxy-ts: needs Node ${NEEDED.major}.${NEEDED.minor} or a later ${NEEDED.major}.x, not v${process.versions.node} ` +
       `(${process.execPath}); scripts/setup.sh installs it as ${bundled}: run \`npx kube-proxy-ts\` ` +
       `or \`${bundled} bin/kube-proxy-ts.js\`\n`,
   );

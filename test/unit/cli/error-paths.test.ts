@@ -159,3 +159,21 @@ test('--help fits 80 columns when not a terminal, lists the commands and shows d
     );
   }
 });
+
+test('under another Node the launcher says in one line which Node it needs and where setup put it', async (t) => {
+  // The distribution's Node (18, 20) cannot load .ts files: the launcher must speak first.
+  const older =
+    'data:text/javascript,Object.defineProperty(process,"versions",{value:{...process.versions,node:"20.20.2"}})';
+  const r = await new Promise<{ code: number; stderr: string }>((resolve) => {
+    execFile(process.execPath, ['--import', older, launcher, '--help'], { timeout: 30_000 }, (e, _out, stderr) =>
+      resolve({ code: typeof e?.code === 'number' ? e.code : 0, stderr }),
+    );
+  });
+  t.is(r.code, 1);
+  t.is(r.stderr.trimEnd().split('\n').length, 1, r.stderr);
+  t.regex(
+    r.stderr,
+    /^kube-proxy-ts: needs Node 24\.12 or a later 24\.x, not v20\.20\.2 .*node_modules\/node\/bin\/node/,
+  );
+  t.regex(r.stderr, /npx kube-proxy-ts/);
+});
