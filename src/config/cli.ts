@@ -204,12 +204,16 @@ function applyPortFlags(
 /** Exit 2 when a flag set a bad value (a usage error), 1 when only the file did. */
 function invalidConfig(errors: readonly ConfigError[], where: string): ExitResult {
   const fromFlags = errors.some((e) => e.flag !== undefined);
-  const lines = errors.map((e) => `  ${formatConfigError(e)}`).join('\n');
+  // One error: one line, naming the value and why; several: one line each under a heading.
+  const text =
+    errors.length === 1
+      ? ` ${formatConfigError(errors[0]!)}`
+      : `\n${errors.map((e) => `  ${formatConfigError(e)}`).join('\n')}`;
   return {
     kind: 'exit',
     code: fromFlags ? 2 : 1,
     stdout: '',
-    stderr: `${PROGRAM}: invalid configuration from ${where}:\n${lines}\n`,
+    stderr: `${PROGRAM}: invalid configuration from ${where}:${text}\n`,
   };
 }
 

@@ -47,7 +47,12 @@ const CASES: [string, string[], RegExp, number][] = [
   ],
   ['-v given a word', ['--v=abc'], /-v, --v.*'abc' is invalid/, 2],
   ['a duration without a unit', ['--iptables-sync-period', '5x'], /'5x' is invalid\. "5x" is not a duration/, 2],
-  ['an unknown mode', ['--proxy-mode', 'fast'], /invalid configuration from the command line/, 2],
+  [
+    'an unknown mode',
+    ['--proxy-mode', 'fast'],
+    /invalid configuration from the command line: mode \(from --proxy-mode\): "fast" must be one of/,
+    2,
+  ],
   ['an unknown flag', ['--proxy-mod=nftables'], /unknown option '--proxy-mod=nftables'/, 2],
   ['an unknown command', ['foo'], /unknown command "foo": the commands are explain, trace and completion/, 2],
   [
@@ -77,7 +82,7 @@ const CASES: [string, string[], RegExp, number][] = [
   [
     'broken YAML',
     ['--config', file('broken.yaml', `${good}mode: [nftables\n`)],
-    /invalid configuration from --config .*broken\.yaml/,
+    /invalid configuration from --config .*broken\.yaml: .*broken\.yaml:4:1: not valid YAML or JSON: Flow sequence/,
     1,
   ],
   [
