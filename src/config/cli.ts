@@ -102,6 +102,12 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
 
   const resolved = resolveConfig(values, origins);
   warnings.push(...resolved.warnings);
+  // A value the file set and validation refused: where it is in the file.
+  const locate = 'locate' in file ? file.locate : undefined;
+  for (const e of resolved.errors) {
+    const at = e.flag === undefined ? locate?.(e.field) : undefined;
+    if (at !== undefined) e.at = at;
+  }
   const errors = [...file.errors, ...resolved.errors];
   if (errors.length > 0) return invalidConfig(errors, withFile ? `--config ${configFile}` : 'the command line');
 
@@ -121,7 +127,7 @@ function readConfigFile(
   configFile: string,
   deps: CommandLineDeps,
   warnings: string[],
-): { values: FlatValues; errors: ConfigError[] } | ExitResult {
+): { values: FlatValues; errors: ConfigError[]; locate?: (path: string) => string | undefined } | ExitResult {
   let text: string;
   try {
     text = (deps.readFile ?? ((p: string) => readFileSync(p, 'utf8')))(configFile);
@@ -135,7 +141,7 @@ function readConfigFile(
   }
   const parsed = parseConfigFile(text, configFile);
   warnings.push(...parsed.warnings);
-  return { values: parsed.values, errors: parsed.errors };
+  return { values: parsed.values, errors: parsed.errors, ...(parsed.locate ? { locate: parsed.locate } : {}) };
 }
 
 interface FlagTarget {

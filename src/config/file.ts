@@ -3,7 +3,7 @@
 // decoding and logs); we return them as warnings. A wrong type fails, naming the field.
 
 import { errorMessage } from '../base/errors.ts';
-import { parseDocument } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import { parseDuration } from './duration.ts';
 import { API_VERSION, FIELDS, KIND, isObjectPath, type FieldKind, type FlatValue, type FlatValues } from './schema.ts';
 import type { ConfigError } from './types.ts';
@@ -12,6 +12,8 @@ export interface FileParseResult {
   values: FlatValues;
   errors: ConfigError[];
   warnings: string[];
+  /** "FILE:LINE:COLUMN" of a field path's value in the file, when the file has it. */
+  locate?: (path: string) => string | undefined;
 }
 
 export function parseConfigFile(text: string, source = 'config file'): FileParseResult {
@@ -21,7 +23,15 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
 
   // prettyErrors adds each error's line and column (linePos); its message then also carries a
   // code excerpt on further lines, of which only the first line is kept.
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true, lineCounter });
+  const locate = (path: string): string | undefined => {
+    const node: unknown = doc.getIn(path.split('.'), true);
+    const start = (node as { range?: readonly number[] } | undefined)?.range?.[0];
+    if (start === undefined) return undefined;
+    const { line, col } = lineCounter.linePos(start);
+    return `${source}:${line}:${col}`;
+  };
   if (doc.errors.length > 0) {
     for (const e of doc.errors) {
       const at = e.linePos?.[0];
@@ -63,6 +73,10 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
     }
   };
   walk(root as Record<string, unknown>, '');
+  for (const e of errors) {
+    const at = locate(e.field);
+    if (at !== undefined) e.at = at;
+  }
 
   const apiVersion = values.get('apiVersion');
   const kind = values.get('kind');
@@ -75,7 +89,7 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
   if (kind !== KIND) {
     errors.unshift({ field: 'kind', message: `${show(kind ?? '')} is not supported (want "${KIND}")` });
   }
-  return { values, errors, warnings };
+  return { values, errors, warnings, locate };
 }
 
 type Converted = { ok: true; value: FlatValue } | { ok: false; error: string };

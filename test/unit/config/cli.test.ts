@@ -388,6 +388,16 @@ for (const [text, re] of fileErrors) {
   });
 }
 
+test('a bad value in the file is located by line and column, whether the reader or validation refused it', (t) => {
+  const text =
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\n' +
+    'conntrack:\n  maxPerCore: abc\nnftables:\n  masqueradeBit: 40\n';
+  const r = exit(['--config=/c.yaml'], { '/c.yaml': text });
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^ {2}\/c\.yaml:5:15: conntrack\.maxPerCore: "abc" must be an integer$/m);
+  t.regex(r.stderr, /^ {2}\/c\.yaml:7:18: nftables\.masqueradeBit: 40 must be within the range \[0, 31\]$/m);
+});
+
 test('an unreadable --config exits 1 naming the path', (t) => {
   const r = exit(['--config=/missing.yaml']);
   t.is(r.code, 1);
