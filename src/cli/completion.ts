@@ -8,7 +8,8 @@
 import { FLAGS } from '../config/flags.ts';
 import type { FlagSpec } from '../config/flags.ts';
 import { MODES_IN_TEXT_ORDER } from '../config/modes.ts';
-import { CLI_OPTIONS, SUBCOMMANDS } from './main.ts';
+import { CLI_OPTIONS } from './main.ts';
+import { COMMAND_NAMES } from '../config/commands.ts';
 
 export const SHELLS = ['bash', 'zsh'] as const;
 export type Shell = (typeof SHELLS)[number];
@@ -56,7 +57,7 @@ _kube_proxy_ts() {
   elif [[ "$cur" == "=" ]]; then cur=""; fi
   local w
   for w in "\${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
-    case "$w" in ${[...SUBCOMMANDS, 'completion'].join('|')}) sub="$w"; break ;; esac
+    case "$w" in ${COMMAND_NAMES.join('|')}) sub="$w"; break ;; esac
   done
   case "$prev" in
 ${valueArms([...daemonFlags, ...cliFlags])}
@@ -69,7 +70,7 @@ ${valueArms([...daemonFlags, ...cliFlags])}
   if [[ "$cur" == -* ]]; then
     COMPREPLY=($(compgen -W "${words([...daemonFlags.map((f) => dashed(f.name)), '--help', '--version'])}" -- "$cur"))
   elif [[ COMP_CWORD -eq 1 ]]; then
-    COMPREPLY=($(compgen -W "${words([...SUBCOMMANDS, 'completion'])}" -- "$cur"))
+    COMPREPLY=($(compgen -W "${words(COMMAND_NAMES)}" -- "$cur"))
   fi
   return 0
 }
