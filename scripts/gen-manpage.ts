@@ -8,6 +8,7 @@
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { FLAGS, type FlagSpec } from '../src/config/flags.ts';
+import { DEFAULT_MODE, modeList } from '../src/config/modes.ts';
 
 export interface ManPageOptions {
   version: string;
@@ -99,9 +100,9 @@ manifests) and programs the kernel (nftables, iptables\\-nft rules or IPVS) over
 that traffic to Services reaches their endpoints.
 .PP
 .B \\-\\-proxy\\-mode
-selects how: \\fBnftables\\fR (recommended), \\fBiptables\\fR (the default when blank, as
-upstream on Linux), \\fBipvs\\fR, or \\fBuserspace\\fR (upstream's first mode, removed there
-in 1.26): a TCP or UDP socket of the daemon's own per Service port, on a port from
+selects how, one of its modes: ${roffText(modeList())}.
+A blank mode means ${DEFAULT_MODE}, as upstream on Linux.
+\\fBuserspace\\fR is upstream's first mode, removed there in 1.26: a TCP or UDP socket of the daemon's own per Service port, on a port from
 .BR \\-\\-proxy\\-port\\-range ,
 that copies each connection to an endpoint (trying the next one when a connect fails), with
 upstream's KUBE\\-PORTALS\\-* and KUBE\\-NODEPORT\\-* rules sending Service traffic to it.

@@ -7,7 +7,9 @@
 
 import { FLAGS } from '../config/flags.ts';
 import type { FlagSpec } from '../config/flags.ts';
-import { CLI_OPTIONS, SUBCOMMANDS } from './main.ts';
+import { MODES_IN_TEXT_ORDER } from '../config/modes.ts';
+import { CLI_OPTIONS } from './main.ts';
+import { COMMAND_NAMES } from '../config/commands.ts';
 
 export const SHELLS = ['bash', 'zsh'] as const;
 export type Shell = (typeof SHELLS)[number];
@@ -17,7 +19,7 @@ const PATH_FLAG = /^(config|write-config-to|kubeconfig|manifest-dir|control-sock
 
 /** Flags with a fixed set of values (upstream's). */
 const VALUES: Readonly<Record<string, string>> = {
-  'proxy-mode': 'iptables ipvs nftables',
+  'proxy-mode': MODES_IN_TEXT_ORDER.join(' '),
   'detect-local-mode': 'ClusterCIDR NodeCIDR BridgeInterface InterfaceNamePrefix',
   'ipvs-scheduler': 'rr wrr lc wlc lblc lblcr sh dh sed nq mh',
   'logging-format': 'text json',
@@ -55,7 +57,7 @@ _kube_proxy_ts() {
   elif [[ "$cur" == "=" ]]; then cur=""; fi
   local w
   for w in "\${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
-    case "$w" in ${[...SUBCOMMANDS, 'completion'].join('|')}) sub="$w"; break ;; esac
+    case "$w" in ${COMMAND_NAMES.join('|')}) sub="$w"; break ;; esac
   done
   case "$prev" in
 ${valueArms([...daemonFlags, ...cliFlags])}
@@ -68,7 +70,7 @@ ${valueArms([...daemonFlags, ...cliFlags])}
   if [[ "$cur" == -* ]]; then
     COMPREPLY=($(compgen -W "${words([...daemonFlags.map((f) => dashed(f.name)), '--help', '--version'])}" -- "$cur"))
   elif [[ COMP_CWORD -eq 1 ]]; then
-    COMPREPLY=($(compgen -W "${words([...SUBCOMMANDS, 'completion'])}" -- "$cur"))
+    COMPREPLY=($(compgen -W "${words(COMMAND_NAMES)}" -- "$cur"))
   fi
   return 0
 }
@@ -86,14 +88,21 @@ ${bash}`;
 }
 
 /** `kube-proxy-ts completion bash|zsh`: 0 with the script on stdout, 2 for a usage error. */
+const COMPLETION_USAGE =
+  `Usage: kube-proxy-ts completion ${SHELLS.join('|')}\n` +
+  '  Prints a completion script to load with\n' +
+  '  `source <(kube-proxy-ts completion bash)` (or zsh). The packages install the\n' +
+  '  bash one in /usr/share/bash-completion/completions.\n';
+
 export function runCompletion(args: readonly string[], out: (s: string) => void, err: (s: string) => void): number {
   const shell = args[0];
+  if (args.length === 1 && (shell === '--help' || shell === '-h')) {
+    out(COMPLETION_USAGE);
+    return 0;
+  }
   if (args.length !== 1 || !(SHELLS as readonly string[]).includes(shell ?? '')) {
-    err(
-      `Usage: kube-proxy-ts completion ${SHELLS.join('|')}\n` +
-        '  Prints a completion script to load with `source <(kube-proxy-ts completion bash)` (or zsh).\n' +
-        '  The packages install the bash one in /usr/share/bash-completion/completions.\n',
-    );
+    const what = shell === undefined ? 'a shell' : `bash or zsh, not ${JSON.stringify(args.join(' '))}`;
+    err(`kube-proxy-ts completion: needs ${what}\n${COMPLETION_USAGE}`);
     return 2;
   }
   out(completionScript(shell as Shell));

@@ -6,6 +6,7 @@
 import { errorMessage } from '../base/errors.ts';
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONTROL_SOCKET } from '../config/index.ts';
+import { wrapText } from '../config/flags.ts';
 import { askDaemon, NoDaemonError } from '../control/client.ts';
 import { formatExplain, formatLive, formatTrace } from '../explain/format.ts';
 import type { LiveAnswer } from '../explain/format.ts';
@@ -20,24 +21,39 @@ export interface CliDeps {
   stderr?: (text: string) => void;
 }
 
-const USAGE = `Usage:
-  kube-proxy-ts explain [NAMESPACE/NAME[:PORT]] [--output table|json] [--control-socket PATH]
-                        [--node NAME]
-      A Service port (or every one, as a table): frontends, policies, the endpoints this node
-      chose and why the others were not, what the kernel holds for it and whether that is
-      what the last sync wrote (drift), and the last sync and change times.
-  kube-proxy-ts trace --from IP[:PORT] --to IP:PORT[/PROTO] [--in-interface IF] [--output table|json]
-                      [--live [--live-timeout SECONDS]] [--node NAME]
-      What a packet would meet in the mode that runs: the frontend it hits, masqueraded or not
-      and why, the endpoints it may reach and with which probability, or why it is dropped,
-      rejected or left untouched.
-      --live also arms nf_tables tracing for such packets (sending nothing) and prints the
-      real path of the next one, waiting at most --live-timeout seconds (default 10, max 60).
-The daemon answers on its control socket (default ${DEFAULT_CONTROL_SOCKET},
-root only). The first line names the daemon that answered (node, mode, pid, socket). The
-socket is a file, so a network namespace does not scope it: --node NAME (or
---hostname-override NAME) refuses the daemon of another node (exit 4).
-`;
+const SOCKET_NOTE =
+  `The daemon answers on its control socket (root only; default ${DEFAULT_CONTROL_SOCKET}). ` +
+  'The first line names the daemon that answered (node, mode, pid, socket). The socket is a file, so a ' +
+  'network namespace does not scope it: --node NAME (or --hostname-override NAME) refuses the daemon of ' +
+  'another node (exit 4).';
+
+/** A usage text: the synopsis lines as written, the prose wrapped to 80 columns. */
+const usage = (synopsis: string, prose: string): string =>
+  `${synopsis}\n${wrapText(`${prose} ${SOCKET_NOTE}`, 78)
+    .split('\n')
+    .map((l) => `  ${l}`)
+    .join('\n')}\n`;
+
+/** Each command's usage: its --help, and what follows a usage error of that command. */
+const USAGE: Readonly<Record<string, string>> = {
+  explain: usage(
+    'Usage: kube-proxy-ts explain [NAMESPACE/NAME[:PORT]] [--output table|json]\n' +
+      '                             [--control-socket PATH] [--node NAME]',
+    'A Service port (or every one, as a table): frontends, policies, the endpoints this node chose and why ' +
+      'the others were not, what the kernel holds for it and whether that is what the last sync wrote ' +
+      '(drift), and the last sync and change times.',
+  ),
+  trace: usage(
+    'Usage: kube-proxy-ts trace --from IP[:PORT] --to IP:PORT[/PROTO]\n' +
+      '                           [--in-interface IF] [--output table|json]\n' +
+      '                           [--live [--live-timeout SECONDS]]\n' +
+      '                           [--control-socket PATH] [--node NAME]',
+    'What a packet would meet in the mode that runs: the frontend it hits, masqueraded or not and why, the ' +
+      'endpoints it may reach and with which probability, or why it is dropped, rejected or left untouched. ' +
+      '--live also arms nf_tables tracing for such packets (sending nothing) and prints the real path of the ' +
+      'next one, waiting at most --live-timeout seconds (default 10, max 60).',
+  ),
+};
 
 class UsageError extends Error {}
 
@@ -90,7 +106,9 @@ function parse(argv: readonly string[]) {
   try {
     return parseArgs({ args: [...argv], options: CLI_OPTIONS, allowPositionals: true, strict: true });
   } catch (e) {
-    throw new UsageError(errorMessage(e));
+    // node:util's texts run on about escaping with '--'; the first sentence is the point.
+    const unknown = /^Unknown option '([^']+)'/.exec(errorMessage(e));
+    throw new UsageError(unknown ? `unknown flag ${unknown[1]}` : errorMessage(e).split('. ')[0]!);
   }
 }
 
@@ -101,7 +119,7 @@ export async function runCli(argv: readonly string[], deps: CliDeps = {}): Promi
   try {
     const { values, positionals } = parse(rest);
     if (values.help === true) {
-      out(USAGE);
+      out(USAGE[command!]!);
       return 0;
     }
     const output = values.output;
@@ -156,7 +174,7 @@ export async function runCli(argv: readonly string[], deps: CliDeps = {}): Promi
     return 0;
   } catch (e) {
     if (e instanceof UsageError || e instanceof AddressError) {
-      err(`kube-proxy-ts ${command}: ${e.message}\n${USAGE}`);
+      err(`kube-proxy-ts ${command}: ${e.message}\n${USAGE[command!]!}`);
       return 2;
     }
     if (e instanceof WrongDaemonError) {

@@ -11,8 +11,8 @@
 // Exit codes: 0 help/version; 2 command-line usage (unknown flag, malformed value, or a
 // flag value that fails validation); 1 a bad or unreadable --config file.
 
-import { errorMessage } from '../base/errors.ts';
 import { InputFileError, readInputFileSync } from '../sources/read-file.ts';
+import { fileErrorReason } from './file-errors.ts';
 import { parseConfigFile } from './file.ts';
 import { FLAGS, MAX_CONFIG_BYTES, parseFlags, type GivenFlag } from './flags.ts';
 
@@ -113,6 +113,12 @@ export function parseCommandLine(argv: readonly string[], deps: CommandLineDeps 
 
   const resolved = resolveConfig(values, origins);
   warnings.push(...resolved.warnings);
+  // A value the file set and validation refused: where it is in the file.
+  const locate = 'locate' in file ? file.locate : undefined;
+  for (const e of resolved.errors) {
+    const at = e.flag === undefined ? locate?.(e.field) : undefined;
+    if (at !== undefined) e.at = at;
+  }
   const errors = [...file.errors, ...resolved.errors];
   if (errors.length > 0) return invalidConfig(errors, withFile ? `--config ${configFile}` : 'the command line');
 
@@ -132,12 +138,12 @@ function readConfigFile(
   configFile: string,
   deps: CommandLineDeps,
   warnings: string[],
-): { values: FlatValues; errors: ConfigError[] } | ExitResult {
+): { values: FlatValues; errors: ConfigError[]; locate?: (path: string) => string | undefined } | ExitResult {
   let text: string;
   try {
     text = (deps.readFile ?? readConfigText)(configFile);
   } catch (e) {
-    const why = e instanceof InputFileError ? `the file ${e.message}` : errorMessage(e);
+    const why = e instanceof InputFileError ? `the file ${e.message}` : fileErrorReason(e);
     return {
       kind: 'exit',
       code: 1,
@@ -147,7 +153,7 @@ function readConfigFile(
   }
   const parsed = parseConfigFile(text, configFile);
   warnings.push(...parsed.warnings);
-  return { values: parsed.values, errors: parsed.errors };
+  return { values: parsed.values, errors: parsed.errors, ...(parsed.locate ? { locate: parsed.locate } : {}) };
 }
 
 interface FlagTarget {
@@ -216,12 +222,16 @@ function applyPortFlags(
 /** Exit 2 when a flag set a bad value (a usage error), 1 when only the file did. */
 function invalidConfig(errors: readonly ConfigError[], where: string): ExitResult {
   const fromFlags = errors.some((e) => e.flag !== undefined);
-  const lines = errors.map((e) => `  ${formatConfigError(e)}`).join('\n');
+  // One error: one line, naming the value and why; several: one line each under a heading.
+  const text =
+    errors.length === 1
+      ? ` ${formatConfigError(errors[0]!)}`
+      : `\n${errors.map((e) => `  ${formatConfigError(e)}`).join('\n')}`;
   return {
     kind: 'exit',
     code: fromFlags ? 2 : 1,
     stdout: '',
-    stderr: `${PROGRAM}: invalid configuration from ${where}:\n${lines}\n`,
+    stderr: `${PROGRAM}: invalid configuration from ${where}:${text}\n`,
   };
 }
 

@@ -13,6 +13,8 @@ export interface FileParseResult {
   values: FlatValues;
   errors: ConfigError[];
   warnings: string[];
+  /** "FILE:LINE:COLUMN" of a field path's value in the file, when the file has it. */
+  locate?: (path: string) => string | undefined;
 }
 
 export function parseConfigFile(text: string, source = 'config file'): FileParseResult {
@@ -52,6 +54,11 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
     }
   };
   walk(root.value, '');
+  const locate = root.locate;
+  for (const e of errors) {
+    const at = locate(e.field);
+    if (at !== undefined) e.at = at;
+  }
 
   const apiVersion = values.get('apiVersion');
   const kind = values.get('kind');
@@ -64,7 +71,7 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
   if (kind !== KIND) {
     errors.unshift({ field: 'kind', message: `${show(kind ?? '')} is not supported (want "${KIND}")` });
   }
-  return { values, errors, warnings };
+  return { values, errors, warnings, locate };
 }
 
 /**
@@ -72,7 +79,10 @@ export function parseConfigFile(text: string, source = 'config file'): FileParse
  * (the field is "FILE:LINE:COLUMN"); aliases limited, a parser's own limit (nesting deeper
  * than the stack) reported, not thrown.
  */
-function parseRoot(text: string, source: string): { value: Record<string, unknown> } | { error: ConfigError } {
+function parseRoot(
+  text: string,
+  source: string,
+): { value: Record<string, unknown>; locate: (path: string) => string | undefined } | { error: ConfigError } {
   const lineCounter = new LineCounter();
   const invalid = (message: string, offset?: number): { error: ConfigError } => {
     const pos = offset === undefined ? undefined : lineCounter.linePos(offset);
@@ -80,8 +90,9 @@ function parseRoot(text: string, source: string): { value: Record<string, unknow
     return { error: { field: pos ? `${source}:${pos.line}:${pos.col}` : source, message: first } };
   };
   let root: unknown;
+  let doc: ReturnType<typeof parseDocument>;
   try {
-    const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter });
+    doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter });
     const e = doc.errors[0];
     if (e !== undefined) return invalid(`not valid YAML or JSON: ${e.message}`, e.pos[0]);
     root = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
@@ -90,7 +101,15 @@ function parseRoot(text: string, source: string): { value: Record<string, unknow
   }
   if (root === null || typeof root !== 'object' || Array.isArray(root))
     return invalid('must contain a KubeProxyConfiguration object');
-  return { value: root as Record<string, unknown> };
+  // Where a field's value stands, for errors found after parsing (a wrong type, a bad value).
+  const locate = (path: string): string | undefined => {
+    const node: unknown = doc.getIn(path.split('.'), true);
+    const start = (node as { range?: readonly number[] } | undefined)?.range?.[0];
+    if (start === undefined) return undefined;
+    const { line, col } = lineCounter.linePos(start);
+    return `${source}:${line}:${col}`;
+  };
+  return { value: root as Record<string, unknown>, locate };
 }
 
 type Converted = { ok: true; value: FlatValue } | { ok: false; error: string };

@@ -4,11 +4,15 @@
 // --flag=value or --flag value, -v=2 / -v 2 / --v=2, bools as --flag or --flag=false,
 // and '_' for '-' in names (upstream's WordSepNormalizeFunc).
 
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, InvalidArgumentError, Option, type Help } from 'commander';
 import { formatDuration, MAX_DURATION_MS, parseDuration } from './duration.ts';
 import type { FlatValue } from './schema.ts';
 import { errorMessage } from '../base/errors.ts';
 import { MAX_MANIFEST_BYTES } from '../sources/read-file.ts';
+import { COMMANDS, commandNamesText } from './commands.ts';
+import { DEFAULT_MODE, modeList } from './modes.ts';
+import { resolveConfig } from './resolve.ts';
+import { toKubeProxyConfiguration } from './write.ts';
 
 /** The --config file's size limit (cli.ts reads it with this); said by --config's help. */
 export const MAX_CONFIG_BYTES = 1 << 20;
@@ -145,7 +149,7 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: 'string',
     target: 'mode',
     help:
-      "Which proxy mode to use: 'iptables' (default, as upstream on Linux), 'nftables', 'ipvs' or 'userspace'." +
+      `Which proxy mode to use: ${modeList()}. Blank means ${DEFAULT_MODE}, as upstream on Linux.` +
       IGNORED_WITH_CONFIG,
   },
   {
@@ -543,19 +547,104 @@ export function normalizeArgv(argv: readonly string[]): string[] {
   return out;
 }
 
-export function buildCommand(version: string): Command {
+/** What a blank command line runs with, per flag (the help shows it); empty values are left out. */
+export function flagDefaults(): Map<string, string> {
+  const kpc = toKubeProxyConfiguration(resolveConfig(new Map(), new Map()).config);
+  const sections: Record<string, string> = {
+    '@syncPeriod': 'iptables.syncPeriod',
+    '@minSyncPeriod': 'iptables.minSyncPeriod',
+    '@masqueradeAll': 'iptables.masqueradeAll',
+  };
+  const out = new Map<string, string>();
+  for (const f of FLAGS) {
+    if (f.target === undefined) continue;
+    let v: unknown = kpc;
+    for (const key of (sections[f.target] ?? f.target).split('.'))
+      v = (v as Record<string, unknown> | undefined)?.[key];
+    const text = Array.isArray(v)
+      ? v.join(',')
+      : typeof v === 'object' && v !== null
+        ? Object.entries(v)
+            .map(([k, b]) => `${k}=${String(b)}`)
+            .join(',')
+        : v === undefined
+          ? ''
+          : String(v as string | number | boolean);
+    if (text !== '') out.set(f.name, text);
+  }
+  return out;
+}
+
+const DESCRIPTION_INDENT = 8;
+
+/**
+ * Each option on its own line, its description below it, wrapped to the terminal (80 columns
+ * when not a terminal): upstream's flag names are too long to leave a description column.
+ */
+function formatItem(term: string, _termWidth: number, description: string, helper: Help): string {
+  if (!description) return `  ${term}`;
+  const width = Math.max((helper.helpWidth ?? 80) - DESCRIPTION_INDENT, 20);
+  const pad = ' '.repeat(DESCRIPTION_INDENT);
+  const body = wrapText(description, width)
+    .split('\n')
+    .map((l) => pad + l)
+    .join('\n');
+  return `  ${term}\n${body}`;
+}
+
+/** Greedy word wrap; a word longer than the width gets a line of its own. */
+export function wrapText(text: string, width: number): string {
+  const lines: string[] = [];
+  for (const paragraph of text.split('\n')) {
+    let line = '';
+    for (const word of paragraph.split(/\s+/).filter((w) => w !== '')) {
+      if (line !== '' && line.length + 1 + word.length > width) {
+        lines.push(line);
+        line = word;
+      } else line = line === '' ? word : `${line} ${word}`;
+    }
+    lines.push(line);
+  }
+  return lines.join('\n');
+}
+
+/** The subcommands, for the end of --help. */
+function commandsHelp(width: number): string {
+  const items = COMMANDS.map((c) => {
+    const body = wrapText(c.summary, Math.max(width - DESCRIPTION_INDENT, 20))
+      .split('\n')
+      .map((l) => ' '.repeat(DESCRIPTION_INDENT) + l)
+      .join('\n');
+    return `  kube-proxy-ts ${c.name} ${c.args}\n${body}`;
+  });
+  return `\nCommands (each takes --help):\n${items.join('\n')}\n`;
+}
+
+export function buildCommand(version: string, helpWidth?: number): Command {
+  const defaults = flagDefaults();
   const cmd = new Command('kube-proxy-ts')
+    .usage('[flags] | explain|trace|completion ...')
     .description(
-      'kube-proxy-ts: a drop-in replacement for Kubernetes kube-proxy. It programs the kernel (nftables, IPVS) over netlink ' +
-        'so that traffic to Services reaches their endpoints. Flags and the --config file follow upstream kube-proxy.',
+      wrapText(
+        'kube-proxy-ts: a drop-in replacement for Kubernetes kube-proxy. It programs the kernel over netlink ' +
+          `so that traffic to Services reaches their endpoints, in one of its modes: ${modeList()} ` +
+          '(--proxy-mode, or mode in the --config file). Flags and the --config file follow upstream kube-proxy.',
+        helpWidth ?? 80,
+      ),
     )
     .helpOption('-h, --help', 'Help for kube-proxy-ts.')
     .version(`kube-proxy-ts ${version}`, '--version', 'Print version information and quit.')
     .allowExcessArguments(false)
+    .configureHelp({ formatItem, ...(helpWidth !== undefined ? { helpWidth } : {}) })
+    .addHelpText('after', () => commandsHelp(helpWidth ?? 80))
     .exitOverride();
   for (const f of FLAGS) {
     const short = f.name === 'v' ? '-v, ' : '';
-    const desc = f.deprecated !== undefined ? `${f.help} (DEPRECATED: ${f.deprecated})` : f.help;
+    const shownDefault = defaults.get(f.name);
+    const desc =
+      (f.deprecated !== undefined ? `${f.help} (DEPRECATED: ${f.deprecated})` : f.help) +
+      // Unless the text already says its default.
+      (shownDefault !== undefined && !/\bdefault(ing)?\b/i.test(f.help) ? ` (default ${shownDefault})` : '');
     let opt: Option;
     switch (f.kind) {
       case 'bool':
@@ -592,10 +681,15 @@ export function buildCommand(version: string): Command {
   return cmd;
 }
 
-export function parseFlags(argv: readonly string[], version: string): FlagParseResult {
+/** The terminal's width for --help, 80 when stdout is not a terminal. */
+function terminalWidth(): number {
+  return process.stdout.isTTY && process.stdout.columns > 0 ? process.stdout.columns : 80;
+}
+
+export function parseFlags(argv: readonly string[], version: string, helpWidth = terminalWidth()): FlagParseResult {
   let out = '';
   let errText = '';
-  const cmd = buildCommand(version);
+  const cmd = buildCommand(version, helpWidth);
   cmd.configureOutput({
     writeOut: (s) => {
       out += s;
@@ -612,6 +706,16 @@ export function parseFlags(argv: readonly string[], version: string): FlagParseR
     if (code === 'commander.helpDisplayed' || code === 'commander.help')
       return { ok: false, kind: 'help', output: out };
     if (code === 'commander.version') return { ok: false, kind: 'version', output: out };
+    if (code === 'commander.excessArguments') {
+      const word = cmd.args[0] ?? '';
+      return {
+        ok: false,
+        kind: 'usage',
+        output:
+          `kube-proxy-ts: unknown command ${JSON.stringify(word)}: the commands are ${commandNamesText()}; ` +
+          `flags start with --\nRun 'kube-proxy-ts --help' for the commands and flags.\n`,
+      };
+    }
     let msg = errText !== '' ? errText : `${errorMessage(e)}\n`;
     // Commander suggests only for "--name"; do it for "--name=value" too.
     const unknown = /unknown option '--([^=']+)=[^']*'/.exec(msg);

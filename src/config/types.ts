@@ -139,9 +139,12 @@ export interface ConfigError {
   message: string;
   /** The flag the bad value came from, when it came from one. */
   flag?: string;
+  /** Where in the --config file the bad value is: "FILE:LINE:COLUMN". */
+  at?: string;
 }
 
 export function formatConfigError(e: ConfigError): string {
+  if (e.at !== undefined && e.flag === undefined) return `${e.at}: ${e.field}: ${e.message}`;
   return e.flag !== undefined && e.flag !== e.field
     ? `${e.field} (from ${e.flag}): ${e.message}`
     : `${e.field}: ${e.message}`;

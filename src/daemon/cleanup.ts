@@ -39,6 +39,7 @@ import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import { removeTraceTables } from './trace-tables.ts';
 import type { Proxier } from '../proxier/types.ts';
 import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from './leftovers.ts';
+import { summarize, takeInventory } from './cleanup-inventory.ts';
 import { iptablesNftCodec, IPTABLES_RECV_BYTES, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
 import { companionWriter, iptablesClients } from './proxiers.ts';
 
@@ -63,7 +64,8 @@ export async function runCleanupSteps(steps: readonly CleanupStep[], logger: Log
   for (const s of steps) {
     try {
       await s.run();
-      logger.info('Cleaned up', { what: s.what });
+      // At debug only: whether anything was there is for the caller's summary (or the step's own line).
+      logger.debug('Cleanup step done', { what: s.what });
     } catch (e) {
       failures.push(`${s.what}: ${errorMessage(e)}`);
       logger.error('Cleanup failed', { op: 'cleanup', what: s.what, err: e });
@@ -136,18 +138,25 @@ export async function kernelCleanupSteps(deps: {
   };
 }
 
-/** --cleanup: 0 when everything of ours is gone, 1 otherwise (each failure logged). */
+/**
+ * --cleanup: 0 when everything of ours is gone, 1 otherwise (each failure logged). Ends with
+ * one line saying what was removed, or that there was nothing to clean.
+ */
 export async function cleanupEverything(deps: { logger: Logger; clock: Clock }): Promise<number> {
   const { steps, close } = await kernelCleanupSteps(deps);
+  const look = await openLeftoverClients();
   try {
+    const before = await takeInventory(look.clients);
     const failures = await runCleanupSteps(steps, deps.logger);
+    const summary = summarize(before, await takeInventory(look.clients));
     if (failures.length > 0) {
-      deps.logger.error('Cleanup incomplete', { failures: failures.length });
+      deps.logger.error(`Cleanup incomplete (${failures.length} failed): ${summary}`, { failures: failures.length });
       return 1;
     }
-    deps.logger.info('Cleanup done: every kernel object kube-proxy-ts created is gone');
+    deps.logger.info(`Cleanup done: ${summary}`);
     return 0;
   } finally {
+    look.close();
     close();
   }
 }
@@ -186,7 +195,11 @@ export async function removeOtherModesLeftovers(
         const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport });
         return {
           what: `nftables mode table ${nft.scope.family} ${TABLE}`,
-          run: () => new NftablesProxier({ nft, logger: deps.logger }).cleanup(),
+          run: async () => {
+            const there = (await nft.listTables()).some((t) => t.family === nft.scope.family && t.name === TABLE);
+            await new NftablesProxier({ nft, logger: deps.logger }).cleanup();
+            if (there) deps.logger.info('Removed the nftables mode table', { table: `${nft.scope.family} ${TABLE}` });
+          },
         };
       });
       const failures = await runCleanupSteps(steps, deps.logger);

@@ -10,8 +10,8 @@
 //         larger hash table stays.
 //   timeouts and be_liberal: written when they differ; 0 leaves the kernel's value.
 //
-// Upstream's log lines ("Setting nf_conntrack_max", "Set sysctl", "Setting conntrack
-// hashsize"). Failures are logged, not fatal: in a container or a non-initial network
+// Upstream's "Set sysctl" log line, written after the write succeeded (upstream logs its
+// "Setting ..." lines before trying). Failures are logged, not fatal: in a container or a non-initial network
 // namespace nf_conntrack_max and /sys are read-only.
 
 import { errorMessage } from '../base/errors.ts';
@@ -77,17 +77,17 @@ function failed(logger: Logger, what: string, value: number, err: unknown): void
   else logger.warn('Cannot set conntrack tunable; leaving the kernel value', fields);
 }
 
+// Each write is logged once it succeeded: a read-only file gets its failure line alone.
 async function setMax(max: number, io: ConntrackIO, logger: Logger): Promise<void> {
-  logger.info('Setting nf_conntrack_max', { nfConntrackMax: max });
   const cur = await io.getSysctl(MAX);
   if (cur !== max) {
-    logger.info('Set sysctl', { entry: MAX, value: max });
     await io.setSysctl(MAX, max);
+    logger.info('Set sysctl', { entry: MAX, value: max });
   }
   const hashsize = Number((await io.readFile(HASHSIZE_PATH)).trim());
   if (Number.isInteger(hashsize) && hashsize >= Math.floor(max / 4)) return;
-  logger.info('Setting conntrack hashsize', { conntrackHashsize: Math.floor(max / 4) });
   await io.writeFile(HASHSIZE_PATH, String(Math.floor(max / 4)));
+  logger.info('Set conntrack hashsize', { conntrackHashsize: Math.floor(max / 4) });
 }
 
 export async function applyConntrackSettings(
@@ -101,8 +101,8 @@ export async function applyConntrackSettings(
   for (const [path, value] of conntrackSysctls(c)) {
     try {
       if ((await io.getSysctl(path)) === value) continue;
-      logger.info('Set sysctl', { entry: path, value });
       await io.setSysctl(path, value);
+      logger.info('Set sysctl', { entry: path, value });
     } catch (err) {
       failed(logger, path, value, err);
     }

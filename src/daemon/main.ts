@@ -111,7 +111,8 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
       await closeLogger(logger);
       return 0;
     } catch (e) {
-      logger.error('Cannot write the configuration', { op: 'write config', path: r.writeConfigTo, err: e });
+      // A bad path is the operator's to fix: one line naming it and why, no stack.
+      err(`kube-proxy-ts: --write-config-to: ${errorMessage(e)}\n`);
       await closeLogger(logger);
       return 1;
     }

@@ -93,8 +93,17 @@ test.serial(
     t.is(first.code, 0, first.stderr);
     t.not((await c.node.exec('nft', ['list', 'table', 'ip', 'kube-proxy-ts'])).code, 0, 'our table is gone');
     t.is((await c.node.exec('nft', ['list', 'table', 'ip', 'someone-else'])).code, 0, 'a foreign table stays');
+    // One summary line, last, of what was there: not a line per step.
+    const lastLine = (r: { stdout: string; stderr: string }): string =>
+      `${r.stdout}\n${r.stderr}`
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .at(-1) ?? '';
+    t.regex(lastLine(first), /Cleanup done: removed nftables tables ip kube-proxy-ts, ip6 kube-proxy-ts/, first.stderr);
+    t.notRegex(`${first.stdout}${first.stderr}`, /Cleaned up/);
     const second = await runDaemon(c.node, ['--cleanup']);
     t.is(second.code, 0, second.stderr);
+    t.regex(lastLine(second), /Cleanup done: nothing to clean$/, second.stderr);
     const rest = await c.node.nftJson();
     t.deepEqual(
       rest.filter((o) => 'table' in o).map((o) => `${String(o['table']!['family'])} ${String(o['table']!['name'])}`),

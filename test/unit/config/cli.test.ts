@@ -190,7 +190,7 @@ const usageTable: [string[], RegExp][] = [
   [['--sync-period'], /--sync-period.*argument missing/],
   [['--iptables-masquerade-bit=x'], /"x" is not an integer/],
   [['--masquerade-all=maybe'], /"maybe" is not a boolean/],
-  [['stray-argument'], /too many arguments/],
+  [['stray-argument'], /unknown command "stray-argument": the commands are explain, trace and completion/],
   [
     ['--proxy-mode=kernelspace'],
     /mode \(from --proxy-mode\): "kernelspace" must be one of nftables, ipvs, iptables, userspace/,
@@ -380,7 +380,8 @@ const fileErrors: [string, RegExp][] = [
     'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack: 5\n',
     /conntrack: 5 must be an object/,
   ],
-  ['{ not yaml', /not valid YAML or JSON/],
+  ['{ not yaml', /\/c\.yaml:1:11: not valid YAML or JSON: /],
+  ['kind: KubeProxyConfiguration\nmode: [nftables\n', /\/c\.yaml:3:1: not valid YAML or JSON: Flow sequence/],
   ['- a\n- list\n', /must contain a KubeProxyConfiguration object/],
 ];
 
@@ -393,10 +394,20 @@ for (const [text, re] of fileErrors) {
   });
 }
 
+test('a bad value in the file is located by line and column, whether the reader or validation refused it', (t) => {
+  const text =
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\n' +
+    'conntrack:\n  maxPerCore: abc\nnftables:\n  masqueradeBit: 40\n';
+  const r = exit(['--config=/c.yaml'], { '/c.yaml': text });
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^ {2}\/c\.yaml:5:15: conntrack\.maxPerCore: "abc" must be an integer$/m);
+  t.regex(r.stderr, /^ {2}\/c\.yaml:7:18: nftables\.masqueradeBit: 40 must be within the range \[0, 31\]$/m);
+});
+
 test('an unreadable --config exits 1 naming the path', (t) => {
   const r = exit(['--config=/missing.yaml']);
   t.is(r.code, 1);
-  t.regex(r.stderr, /cannot read --config \/missing\.yaml: ENOENT/);
+  t.regex(r.stderr, /cannot read --config \/missing\.yaml: does not exist \(ENOENT\)/);
 });
 
 // ---------------------------------------------------------------------------------------

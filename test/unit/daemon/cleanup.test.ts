@@ -2,6 +2,7 @@
 import test from 'ava';
 import { memoryLogger } from '../../../src/base/logger.ts';
 import { runCleanupSteps } from '../../../src/daemon/cleanup.ts';
+import { summarize, type Inventory } from '../../../src/daemon/cleanup-inventory.ts';
 import { buildProxiers, ModeUnavailableError } from '../../../src/daemon/proxiers.ts';
 import { FakeClock } from '../../../src/base/clock.ts';
 import { RecordingSysctl } from '../../../src/proxier/ipvs/index.ts';
@@ -39,4 +40,27 @@ test('modes this build lacks are refused before any socket is opened', (t) => {
       },
     );
   }
+});
+
+test('--cleanup summary: what went, by kind, or nothing to clean', (t) => {
+  const inv = (o: Partial<Record<keyof Inventory, string[]>>): Inventory => ({
+    tables: new Set(o.tables ?? []),
+    chains: new Set(o.chains ?? []),
+    virtualServers: new Set(o.virtualServers ?? []),
+    ipsets: new Set(o.ipsets ?? []),
+    links: new Set(o.links ?? []),
+  });
+  const before = inv({
+    tables: ['ip kube-proxy-ts', 'ip nat', 'ip someone-else'],
+    chains: ['ip nat KUBE-SERVICES', 'ip nat KUBE-SVC-A', 'ip filter KUBE-FIREWALL'],
+    virtualServers: ['tcp 10.96.0.1:443'],
+    ipsets: ['KUBE-CLUSTER-IP'],
+    links: ['kube-ipvs0'],
+  });
+  const after = inv({ tables: ['ip nat', 'ip someone-else'], chains: ['ip filter KUBE-FIREWALL'] });
+  t.is(
+    summarize(before, after),
+    'removed nftables table ip kube-proxy-ts; 2 KUBE-* chains (iptables-nft); 1 IPVS virtual server; 1 ipset; link kube-ipvs0',
+  );
+  t.is(summarize(after, after), 'nothing to clean');
 });
