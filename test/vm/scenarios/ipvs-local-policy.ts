@@ -11,18 +11,31 @@
 // client 192.168.7.2 in "client". Endpoints say which node they are on; the proxier is driven
 // directly (model + IpvsProxier, no companion rules: an off-node client needs no SNAT here and
 // the pods route back through the node). Read back with ipvsadm and real TCP connections.
+//
+// The last cases are upstream's TestTerminatingEndpointsTrafficPolicyLocal Service (a
+// LoadBalancer with externalTrafficPolicy=Local, internalTrafficPolicy=Cluster) as the IPVS mode
+// runs it. 10.0.1.5 is a pod of node-b: the node routes to it, and its replies to the client go
+// the other way, as in a cluster (its own node's route, not back through this one), so the
+// client sees a SYN-ACK from the pod's address and discards it. Upstream's IPVS syncEndpoint
+// gives the external VSes (LB IP, node port) the local endpoints when there are any, else the
+// cluster endpoints (PR 97081: pods of this node reach the LB IP through IPVS too, and IPVS
+// cannot tell them from an external client); "traffic from an external source will be routed
+// but the reply will have the POD address and will be discarded". With no usable endpoint
+// anywhere the VSes stay without real servers and IPVS answers ICMP port unreachable. The
+// health check node port counts local ready endpoints only (upstream LocalReadyEndpoints).
 
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { systemClock } from '../../../src/base/clock.ts';
 import { nullLogger } from '../../../src/base/logger.ts';
-import { ChangeTracker } from '../../../src/model/index.ts';
+import { ChangeTracker, serviceKey } from '../../../src/model/index.ts';
 import { IpvsProxier } from '../../../src/proxier/ipvs/index.ts';
 import { ep, node, slice, svc } from '../../unit/model/helpers.ts';
 import type { EpOpts } from '../../unit/model/helpers.ts';
 import type { VmCase } from '../run-cases.ts';
 import { NODE_IP, PodsAndClient } from './pods-and-client.ts';
 import { openIpvsDeps } from './ipvs-deps.ts';
-import { must } from './vm-shell.ts';
+import { ip, must } from './vm-shell.ts';
 
 const LOCAL: EpOpts = { node: 'node-a' };
 const REMOTE: EpOpts = { node: 'node-b' };
@@ -30,6 +43,8 @@ const TERMINATING: EpOpts = { ready: false, serving: true, terminating: true };
 /** `serving` left out: the API (and upstream) read it as true. */
 const TERMINATING_SERVING_UNSET: EpOpts = { ready: false, terminating: true };
 const GONE: EpOpts = { ready: false, serving: false, terminating: true };
+/** A pod of node-b, reached through this node, replying to the client by its own way. */
+const REMOTE_POD = '10.0.1.5';
 
 /** The real servers of one TCP VS with weight > 0 ("10.0.0.2:8080"), sorted. */
 async function realServers(vip: string, port: number): Promise<string[]> {
@@ -96,6 +111,87 @@ async function service(
   return { vip, nodePort };
 }
 
+/** One TCP connection from the node itself: "<backend> <source it saw>", or the error code. */
+function fromNode(host: string, port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect(port, host);
+    let d = '';
+    s.setTimeout(4000, () => s.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
+    s.on('data', (c) => (d += String(c)));
+    s.on('end', () => resolve(d.trim()));
+    s.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+  });
+}
+
+/** Upstream's TestTerminatingEndpointsTrafficPolicyLocal Service: LB IP, node port, eTP=Local, health check. */
+async function lbService(name: string, n: number, eps: [string, EpOpts][]): Promise<{ vip: string; lbIP: string }> {
+  const vip = `10.96.0.${n}`;
+  const lbIP = `10.60.0.${n}`;
+  tracker.onService(
+    undefined,
+    svc(name, {
+      clusterIP: vip,
+      type: 'LoadBalancer',
+      ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30000 + n }],
+      eTP: 'Local',
+      hcPort: 32000 + n,
+      ingress: [{ ip: lbIP }],
+    }),
+  );
+  tracker.onEndpointSlice(
+    slice(
+      `${name}-1`,
+      name,
+      eps.map(([a, e]) => ep(a, e)),
+      { rv: String(++rv), ports: [{ name: 'p', protocol: 'TCP', port: 8080 }] },
+    ),
+    false,
+  );
+  const { desired, change } = tracker.checkout();
+  const r = await proxier.sync(desired, change, AbortSignal.timeout(60_000));
+  assert.deepEqual(r.errors, []);
+  localEndpoints.set(name, desired.healthChecks.get(serviceKey('default', name))?.localEndpoints);
+  return { vip, lbIP };
+}
+const localEndpoints = new Map<string, number | undefined>();
+
+interface LbWant {
+  /** Real servers of the LB-IP and node-port VSes, and of the cluster-IP VS ("10.0.0.4"). */
+  external: string[];
+  cluster: string[];
+  /** What the external client gets from the LB IP ("10.0.0.4 192.168.7.2" or an error code). */
+  client: string;
+  /** Which backend the node itself reaches through the cluster IP, or the error code. */
+  node: string;
+}
+
+async function expectLb(
+  name: string,
+  s: { vip: string; lbIP: string },
+  n: number,
+  want: LbWant,
+  note: (v: unknown) => void,
+) {
+  const seen = {
+    lb: await realServers(s.lbIP, 80),
+    nodePort: await realServers(NODE_IP, 30000 + n),
+    clusterIP: await realServers(s.vip, 80),
+    client: await ask({ op: 'tcp', host: s.lbIP, port: 80, n: 1 }).then((r) =>
+      r.error ? String(r.code ?? r.error) : (r.answers as string[])[0]!,
+    ),
+    node: (await fromNode(s.vip, 80)).split(' ')[0],
+    localEndpoints: localEndpoints.get(name),
+  };
+  note(seen);
+  const servers = (l: string[]) => l.map((a) => `${a}:8080`);
+  assert.deepEqual(seen.lb, servers(want.external), 'LB IP VS real servers');
+  assert.deepEqual(seen.nodePort, servers(want.external), 'node-port VS real servers');
+  assert.deepEqual(seen.clusterIP, servers(want.cluster), 'cluster-IP VS real servers');
+  assert.equal(seen.client, want.client, 'the external client connecting to the LB IP');
+  assert.equal(seen.node, want.node, 'the node connecting to the cluster IP');
+  assert.equal(seen.localEndpoints, 0, 'the health check node port reports 0 local (ready) endpoints');
+}
+
 /** Asserts the VS real servers and who answers, for the cluster IP and (when given) the node port. */
 async function expectBoth(
   s: { vip: string; nodePort: number },
@@ -121,7 +217,27 @@ export const cases: VmCase[] = [
     name: 'setup: pods and client namespaces, backends, the proxier',
     timeoutMs: 120_000,
     async run() {
-      await net.start(['10.0.0.2', '10.0.0.3', '10.0.0.4']);
+      await net.start(['10.0.0.2', '10.0.0.3', '10.0.0.4', REMOTE_POD]);
+      // node-b's pod: routed to through this node; its replies to the client take node-b's way.
+      await ip('route', 'add', '10.0.1.0/24', 'via', '10.0.0.2', 'dev', 'vpods');
+      await ip('-n', 'pods', 'link', 'add', 'toclient', 'type', 'veth', 'peer', 'name', 'frompods', 'netns', 'client');
+      await ip('-n', 'pods', 'addr', 'add', '192.168.8.1/30', 'dev', 'toclient');
+      await ip('-n', 'pods', 'link', 'set', 'toclient', 'up');
+      await ip('-n', 'client', 'addr', 'add', '192.168.8.2/30', 'dev', 'frompods');
+      await ip('-n', 'client', 'link', 'set', 'frompods', 'up');
+      await ip('-n', 'pods', 'rule', 'add', 'from', REMOTE_POD, 'lookup', '100');
+      await ip('-n', 'pods', 'route', 'add', '192.168.7.0/24', 'via', '192.168.8.2', 'dev', 'toclient', 'table', '100');
+      // The client takes in what arrives on that link (a host with asymmetric routes).
+      await must(
+        '/usr/sbin/ip',
+        'netns',
+        'exec',
+        'client',
+        '/usr/sbin/sysctl',
+        '-qw',
+        'net.ipv4.conf.all.rp_filter=0',
+        'net.ipv4.conf.frompods.rp_filter=0',
+      );
       const { deps, close } = openIpvsDeps();
       closers.push(close);
       proxier = new IpvsProxier({ family: 'IPv4', gracefulCheckIntervalMs: 500, gracefulTerminationMs: 60_000 }, deps);
@@ -203,6 +319,62 @@ export const cases: VmCase[] = [
         ['10.0.0.2', REMOTE],
       ]);
       await expectBoth(s, ['10.0.0.4'], false, note);
+    },
+  },
+  {
+    name: 'eTP=Local LoadBalancer, only a remote serving-terminating endpoint: the external VSes fall back to it (upstream PR 97081), its direct reply is discarded by the client; the cluster IP reaches it',
+    timeoutMs: 90_000,
+    async run(note) {
+      const s = await lbService('t1', 41, [[REMOTE_POD, { ...REMOTE, ...TERMINATING }]]);
+      await expectLb(
+        't1',
+        s,
+        41,
+        { external: [REMOTE_POD], cluster: [REMOTE_POD], client: 'ETIMEDOUT', node: REMOTE_POD },
+        note,
+      );
+    },
+  },
+  {
+    name: 'eTP=Local LoadBalancer, only a remote ready endpoint: the same',
+    timeoutMs: 90_000,
+    async run(note) {
+      const s = await lbService('t2', 42, [[REMOTE_POD, REMOTE]]);
+      await expectLb(
+        't2',
+        s,
+        42,
+        { external: [REMOTE_POD], cluster: [REMOTE_POD], client: 'ETIMEDOUT', node: REMOTE_POD },
+        note,
+      );
+    },
+  },
+  {
+    name: 'eTP=Local LoadBalancer, a local serving-terminating endpoint and a remote ready one: external traffic to the local one, unmasqueraded; the cluster IP to the ready one',
+    timeoutMs: 90_000,
+    async run(note) {
+      const s = await lbService('t3', 43, [
+        ['10.0.0.4', { ...LOCAL, ...TERMINATING }],
+        [REMOTE_POD, REMOTE],
+      ]);
+      await expectLb(
+        't3',
+        s,
+        43,
+        { external: ['10.0.0.4'], cluster: [REMOTE_POD], client: '10.0.0.4 192.168.7.2', node: REMOTE_POD },
+        note,
+      );
+    },
+  },
+  {
+    name: 'eTP=Local LoadBalancer, no usable endpoint on any node: every VS stays without real servers, connections refused (ICMP port unreachable)',
+    timeoutMs: 90_000,
+    async run(note) {
+      const s = await lbService('t4', 44, [
+        ['10.0.0.4', { ...LOCAL, ...GONE }],
+        [REMOTE_POD, { ...REMOTE, ...GONE }],
+      ]);
+      await expectLb('t4', s, 44, { external: [], cluster: [], client: 'ECONNREFUSED', node: 'ECONNREFUSED' }, note);
     },
   },
 ];
