@@ -9,7 +9,7 @@
 //                         -SOURCE-CIDR per source range, -SOURCE-IP when a range covers the node).
 //   nodeIP:nodePort       one VS per selected node address, never bound; KUBE-NODE-PORT-{TCP,UDP}
 //                         (bitmap:port) or -SCTP-HASH (hash:ip,port per node address), + -LOCAL.
-//   healthCheckNodePort   KUBE-HEALTH-CHECK-NODE-PORT.
+//   healthCheckNodePort   KUBE-HEALTH-CHECK-NODE-PORT (not when the node port has no address).
 //   local endpoints       KUBE-LOOP-BACK ip,proto:port,ip (hairpin masquerade).
 //
 // Real servers: a VS that serves "internal" traffic (the cluster IP) uses the Local endpoints
@@ -164,7 +164,10 @@ export function planPort(
     for (const ip of ctx.nodePortIPs) vss.push(makeVs(ip, info.nodePort, local));
   }
 
-  if (info.healthCheckNodePort !== 0)
+  // As upstream, a port whose node port has no node address to live on (nodePortAddresses
+  // matching none) stops there: no health check entry either.
+  const nodePortHomeless = info.nodePort !== 0 && ctx.nodePortIPs.length === 0;
+  if (info.healthCheckNodePort !== 0 && !nodePortHomeless)
     entries.push(entry(SetName.HEALTH_CHECK_NODE_PORT, { port: info.healthCheckNodePort }));
 
   for (const ip of binds) entries.push(entry(SetName.IPVS_IPS, { ip }));

@@ -138,6 +138,31 @@ test('externalTrafficPolicy=Local LB with healthCheckNodePort: -LOCAL sets and K
   t.deepEqual(h.set('KUBE-HEALTH-CHECK-NODE-PORT'), ['32000']);
 });
 
+test('a health check node port whose node port matches no node address gets no KUBE-HEALTH-CHECK-NODE-PORT entry (as upstream)', async (t) => {
+  const lb = (name: string, nodePort: number, hcPort: number, ip: string) =>
+    svc(name, {
+      type: 'LoadBalancer',
+      ports: [TCP(80, nodePort)],
+      eTP: 'Local',
+      hcPort,
+      ingress: [{ ip }],
+    });
+  const h = harness({}, { nodePortAddresses: ['192.0.2.0/24'] });
+  h.tracker.onService(undefined, lb('lb', 30080, 32000, '198.51.100.21'));
+  await h.sync();
+  t.deepEqual(h.set('KUBE-HEALTH-CHECK-NODE-PORT'), []);
+  t.deepEqual(h.set('KUBE-NODE-PORT-TCP'), []);
+  // The rest of the port is programmed as before: its LB VS, cluster IP and bound addresses.
+  t.deepEqual(h.set('KUBE-LOAD-BALANCER-LOCAL'), ['198.51.100.21,tcp:80']);
+  t.deepEqual(h.set('KUBE-IPVS-IPS'), ['10.96.0.10', '198.51.100.21']);
+
+  // An address that matches: the entry is there.
+  const h2 = harness({}, { nodePortAddresses: ['192.168.1.0/24'] });
+  h2.tracker.onService(undefined, lb('lb', 30080, 32000, '198.51.100.21'));
+  await h2.sync();
+  t.deepEqual(h2.set('KUBE-HEALTH-CHECK-NODE-PORT'), ['32000']);
+});
+
 test('session affinity is IPVS persistence with the Service timeout; the scheduler comes from the options (mh sets mh-port)', async (t) => {
   const h = harness({ scheduler: 'mh' });
   h.tracker.onService(undefined, svc('s', { affinity: 'ClientIP', timeout: 600 }));
