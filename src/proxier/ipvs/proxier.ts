@@ -108,9 +108,11 @@ interface SyncStats {
   requests: number;
   kernelMs: number;
   errors: string[];
+  /** Writing the companion rules failed (upstream: its iptables-restore failed). */
+  companionFailed: boolean;
 }
 
-const newStats = (): SyncStats => ({ ops: 0, requests: 0, kernelMs: 0, errors: [] });
+const newStats = (): SyncStats => ({ ops: 0, requests: 0, kernelMs: 0, errors: [], companionFailed: false });
 
 /** A sync that wrote what it could and failed some kernel calls; the next sync is full. */
 export class IpvsSyncError extends Error {
@@ -358,6 +360,7 @@ export class IpvsProxier implements Proxier {
       kernelMs: stats.kernelMs,
       planMs,
       errors: stats.errors,
+      ...(stats.companionFailed ? { companionFailed: true } : {}),
     };
     this.lastOps = stats.ops;
     this.lastRequests = stats.requests;
@@ -394,6 +397,7 @@ export class IpvsProxier implements Proxier {
       this.lastRules = text;
     } catch (e) {
       this.lastRules = undefined;
+      this.stats.companionFailed = true;
       this.fail('write companion rules', e);
     }
   }
