@@ -17,13 +17,13 @@
 // (PR 97081), a Local policy with no local endpoint falls back to the cluster endpoints, because
 // IPVS cannot tell pod-originated from external traffic the way the nftables mode does.
 
-import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
-import type { IPFamily } from '../../base/ip.ts';
+import { cidrContains, isLoopback, parseCIDR, parseIP } from '../../base/ip.ts';
+import type { CIDR, IPFamily } from '../../base/ip.ts';
 import type { IpsetEntry } from '../../netlink/ipset/index.ts';
 import { formatEntry } from '../../netlink/ipset/index.ts';
 import { IP_VS_SVC_F_SCHED2 } from '../../netlink/ipvs/index.ts';
 import type { IpvsAddrKey, IpvsProtocol } from '../../netlink/ipvs/index.ts';
-import type { EndpointInfo, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
+import type { EndpointInfo, EndpointSelection, NodePortAddresses, ServicePortInfo } from '../../model/index.ts';
 import { SetName } from './names.ts';
 import type { SetKey } from './names.ts';
 
@@ -79,6 +79,47 @@ export const destKey = (address: string, port: number): string =>
 
 function entry(set: SetKey, e: IpsetEntry): EntryPlan {
   return { set, key: formatEntry(e), entry: e };
+}
+
+/**
+ * The addresses NodePort VSes are made on, as upstream's syncProxyRules picks them: without
+ * CIDRs (matchAll) the node's addresses, every local one but kube-ipvs0's; with CIDRs every
+ * address of every interface they contain (GetNodeIPs lists them all), so kube-ipvs0's VIPs
+ * too, loopback left out. `bound`: kube-ipvs0's addresses as the sync starts (upstream lists
+ * the interfaces before it binds that sync's VIPs). Sorted, without duplicates.
+ *
+ * Every sync asks about every bound VIP, so answers are remembered per address (for one set of
+ * CIDRs); the memory is dropped when it outgrows the addresses asked about (VIPs come and go).
+ */
+export class NodePortAddressPicker {
+  private cidrsText = '';
+  private cidrs: CIDR[] = [];
+  private readonly known = new Map<string, boolean>();
+
+  pick(npa: NodePortAddresses, nodeAddrs: readonly string[], bound: ReadonlySet<string> | readonly string[]) {
+    if (npa.matchAll) return nodeAddrs;
+    const text = npa.cidrs.join(',');
+    const asked = nodeAddrs.length + ('size' in bound ? bound.size : bound.length);
+    if (text !== this.cidrsText || this.known.size > 2 * asked + 1024) {
+      this.cidrsText = text;
+      this.cidrs = npa.cidrs.map((t) => parseCIDR(t)).filter((c) => c !== undefined);
+      this.known.clear();
+    }
+    const out = new Set<string>();
+    for (const a of nodeAddrs) if (this.matches(a)) out.add(a);
+    for (const a of bound) if (this.matches(a)) out.add(a);
+    return [...out].sort();
+  }
+
+  private matches(a: string): boolean {
+    let m = this.known.get(a);
+    if (m === undefined) {
+      const ip = parseIP(a);
+      m = ip !== undefined && !isLoopback(ip) && this.cidrs.some((c) => cidrContains(c, ip));
+      this.known.set(a, m);
+    }
+    return m;
+  }
 }
 
 /** Which endpoints a VS sends to (upstream syncEndpoint's onlyNodeLocalEndpoints branch). */
