@@ -11,11 +11,16 @@
 //                         (bitmap:port) or -SCTP-HASH (hash:ip,port per node address), + -LOCAL.
 //   healthCheckNodePort   KUBE-HEALTH-CHECK-NODE-PORT (not when the node port has no address).
 //   local endpoints       KUBE-LOOP-BACK ip,proto:port,ip (hairpin masquerade).
+//   eTP=Local, no usable  KUBE-NO-LOCAL-ENDPOINTS ip,proto:port for each external frontend (LB
+//   local endpoint        IP, external IP, node address:node port): ours, not upstream's.
 //
 // Real servers: a VS that serves "internal" traffic (the cluster IP) uses the Local endpoints
 // when internalTrafficPolicy=Local, the others when externalTrafficPolicy=Local; as upstream
 // (PR 97081), a Local policy with no local endpoint falls back to the cluster endpoints, because
-// IPVS cannot tell pod-originated from external traffic the way the nftables mode does.
+// IPVS cannot tell pod-originated from external traffic the way the nftables mode does. For the
+// external frontends the companion rules tell them apart instead: KUBE-NO-LOCAL-ENDPOINTS lists
+// the frontends that fell back, and a filter rule drops new connections to them from anything
+// but this node's pods and the node itself (rules.ts), as the documented traffic policy asks.
 
 import { cidrContains, isLoopback, parseCIDR, parseIP } from '../../base/ip.ts';
 import type { CIDR, IPFamily } from '../../base/ip.ts';
@@ -122,6 +127,11 @@ export class NodePortAddressPicker {
   }
 }
 
+/** A Local-policy VS has no usable local endpoint but cluster ones to fall back to (PR 97081). */
+export function fallsBackToCluster(sel: EndpointSelection | undefined, onlyLocal: boolean): boolean {
+  return onlyLocal && sel !== undefined && sel.local.length === 0 && sel.cluster.length > 0;
+}
+
 /** Which endpoints a VS sends to (upstream syncEndpoint's onlyNodeLocalEndpoints branch). */
 export function destinationsFor(sel: EndpointSelection | undefined, onlyLocal: boolean): readonly EndpointInfo[] {
   if (!sel) return [];
@@ -143,6 +153,7 @@ export function planPort(
   // Upstream sets the source-hash flag for "mh" (utilipvs FlagSourceHash = 0x10, "mh-port").
   const flags = ctx.scheduler === 'mh' ? IP_VS_SVC_F_SCHED2 : 0;
   const timeout = info.sessionAffinity === 'ClientIP' ? info.stickyMaxAgeSeconds : 0;
+  const externalFallback = fallsBackToCluster(sel, info.externalPolicyLocal);
   const makeVs = (address: string, port: number, onlyLocal: boolean): VsPlan => {
     const addr: IpvsAddrKey = { family: ctx.family, protocol: proto, address, port };
     const dests = new Map<string, { address: string; port: number }>();
@@ -163,6 +174,7 @@ export function planPort(
       entry(info.externalPolicyLocal ? SetName.EXTERNAL_IP_LOCAL : SetName.EXTERNAL_IP, { ip, proto, port: info.port }),
     );
     vss.push(makeVs(ip, info.port, info.externalPolicyLocal));
+    if (externalFallback) entries.push(entry(SetName.NO_LOCAL_ENDPOINTS, { ip, proto, port: info.port }));
     if (!ctx.nodeAddresses.has(ip)) binds.push(ip);
   }
 
@@ -186,6 +198,7 @@ export function planPort(
       else noNodeAccess.push({ ip, protocol: proto, port: info.port });
     }
     vss.push(makeVs(ip, info.port, info.externalPolicyLocal));
+    if (externalFallback) entries.push(entry(SetName.NO_LOCAL_ENDPOINTS, e));
     if (!ctx.nodeAddresses.has(ip)) binds.push(ip);
   }
 
@@ -202,7 +215,11 @@ export function planPort(
       entries.push(entry(proto === 'tcp' ? SetName.NODE_PORT_TCP : SetName.NODE_PORT_UDP, e));
       if (local) entries.push(entry(proto === 'tcp' ? SetName.NODE_PORT_LOCAL_TCP : SetName.NODE_PORT_LOCAL_UDP, e));
     }
-    for (const ip of ctx.nodePortIPs) vss.push(makeVs(ip, info.nodePort, local));
+    for (const ip of ctx.nodePortIPs) {
+      vss.push(makeVs(ip, info.nodePort, local));
+      // The node port's exact addresses (not dst-type LOCAL): others have no VS to protect.
+      if (externalFallback) entries.push(entry(SetName.NO_LOCAL_ENDPOINTS, { ip, proto, port: info.nodePort }));
+    }
   }
 
   // As upstream, a port whose node port has no node address to live on (nodePortAddresses
