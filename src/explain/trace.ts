@@ -145,11 +145,16 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
   let eps: readonly EndpointInfo[] = route.endpoints === 'local' ? (sel?.local ?? []) : (sel?.cluster ?? []);
   const notes: string[] = [];
   if (eps.length === 0 && route.endpoints === 'local' && ctx.mode === 'ipvs' && (sel?.cluster.length ?? 0) > 0) {
-    // IPVS cannot tell pod traffic from external traffic: a Local policy without local endpoints falls back.
-    eps = sel!.cluster;
-    notes.push(
-      'IPVS mode: Local policy with no local endpoint falls back to the cluster endpoints (upstream PR 97081)',
-    );
+    if (kind === 'cluster-ip') {
+      // IPVS cannot tell pod traffic from other traffic: iTP=Local without local endpoints falls back.
+      eps = sel!.cluster;
+      notes.push(
+        'IPVS mode: Local policy with no local endpoint falls back to the cluster endpoints (upstream PR 97081)',
+      );
+    } else
+      notes.push(
+        "IPVS mode: the virtual server falls back to the cluster endpoints for this node's pods and the node (upstream PR 97081); other sources are dropped in KUBE-PROXY-FIREWALL (set KUBE-NO-LOCAL-ENDPOINTS)",
+      );
   }
   if (eps.length === 0)
     return {
