@@ -19,7 +19,7 @@ import type { RouteClient } from '../netlink/route/index.ts';
 import { isNoSuchLink } from '../netlink/route/index.ts';
 import { DUMMY_DEVICE, SETS, ipsetName } from '../proxier/ipvs/index.ts';
 
-/** Every ipset name upstream's IPVS mode creates, both families. */
+/** Every ipset name upstream's IPVS mode creates, both families, and our IPVS mode's own (names.ts). */
 export function upstreamIpsetNames(): string[] {
   return SETS.flatMap((s) => [ipsetName(s.key, 'IPv4'), ipsetName(s.key, 'IPv6')]);
 }

@@ -80,6 +80,16 @@ export function countIptablesSync(
 }
 
 /**
+ * Upstream's IPVS mode counts a failed iptables-restore of its companion rules in
+ * kubeproxy_sync_proxy_rules_iptables_restore_failures_total; ours writes them over nfnetlink,
+ * and a failed write fails the sync with the report saying so.
+ */
+export function countIpvsSync(metrics: ProxyMetrics | undefined, family: IPFamily, e: unknown): void {
+  const report = (e as { report?: SyncReport } | undefined)?.report;
+  if (metrics && report?.companionFailed === true) metrics.iptablesRestoreFailuresTotal.inc({ ip_family: family });
+}
+
+/**
  * Services using a Local policy that have no local endpoint, per policy (upstream's gauge).
  * `perPort`: count service ports, as upstream's nftables (and iptables) proxier does; its IPVS
  * proxier counts Services.
@@ -125,6 +135,7 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
       } catch (e) {
         countNetlinkError(o.metrics, p.proxier.mode, e);
         if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, undefined, e);
+        if (p.proxier.mode === 'ipvs') countIpvsSync(o.metrics, p.family, e);
         if (change.stale.length > 0) o.staleFlows?.hold(change.stale);
         throw e;
       }

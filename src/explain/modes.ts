@@ -25,7 +25,16 @@ export interface TraceTraits {
    * A Local traffic policy with no local endpoint: dropped; the cluster endpoints instead
    * (IPVS, upstream PR 97081); or policies not applied at all (userspace: cluster endpoints).
    */
-  readonly noLocalEndpoints: { readonly fate: 'drop' | 'cluster-fallback' | 'ignored'; readonly rule: string };
+  readonly noLocalEndpoints: {
+    readonly fate: 'drop' | 'cluster-fallback' | 'ignored';
+    readonly rule: string;
+    /**
+     * With 'cluster-fallback': the rule that drops external sources at an external frontend
+     * (LB IP, external IP, node port) of an externalTrafficPolicy=Local port instead, leaving
+     * the fallback to this node's pods and the node.
+     */
+    readonly externalSources?: string;
+  };
   /**
    * A connection to the endpoint that is its own source is masqueraded (else the endpoint
    * would drop its own address as source): for every such endpoint (the endpoint chains' rule
@@ -88,6 +97,7 @@ export const TRACE_TRAITS: Readonly<Record<ProxyMode, TraceTraits>> = {
     noLocalEndpoints: {
       fate: 'cluster-fallback',
       rule: 'IPVS mode: Local policy with no local endpoint falls back to the cluster endpoints (upstream PR 97081)',
+      externalSources: 'filter KUBE-PROXY-FIREWALL DROP: the destination is in set KUBE-NO-LOCAL-ENDPOINTS',
     },
     hairpin: 'local endpoints',
     unhandledProtocols: [],

@@ -124,7 +124,7 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
   const source = { ip: q.from, fromThisNode, ...(q.inInterface !== undefined ? { inInterface: q.inInterface } : {}) };
   const route = decideRoute(state.masquerade, info, kind, source);
   const sel = state.selections.get(info.id);
-  const picked = pickEndpoints(info, sel, route.endpoints, traits);
+  const picked = pickEndpoints(info, kind, sel, route.endpoints, traits);
   const notes = picked.note !== undefined ? [picked.note] : [];
   const eps = picked.endpoints;
   if (eps.length === 0) return { ...base, family, frontend, ...noEndpoints(info, route.endpoints, sel, traits), notes };
@@ -175,6 +175,7 @@ function sourceRangeDrop(
 /** The endpoints the mode sends this traffic to: the set the policy chose, or what the mode does instead. */
 function pickEndpoints(
   info: ServicePortInfo,
+  kind: FrontendKind,
   sel: EndpointSelection | undefined,
   set: 'cluster' | 'local',
   traits: TraceTraits,
@@ -189,8 +190,12 @@ function pickEndpoints(
   }
   if (set === 'cluster') return { endpoints: cluster, set };
   const local = sel?.local ?? [];
-  if (local.length === 0 && fate === 'cluster-fallback' && cluster.length > 0)
+  if (local.length === 0 && fate === 'cluster-fallback' && cluster.length > 0) {
+    // The local set reaches an external frontend only from sources that are neither this node's
+    // pods nor the node (decideRoute): those the mode may drop instead of falling back.
+    if (kind !== 'cluster-ip' && traits.noLocalEndpoints.externalSources !== undefined) return { endpoints: [], set };
     return { endpoints: cluster, set: 'cluster', note: traits.noLocalEndpoints.rule };
+  }
   return { endpoints: local, set };
 }
 
@@ -235,6 +240,12 @@ function noEndpoints(
   if (set === 'local') {
     const policy =
       info.internalPolicyLocal && !info.externalPolicyLocal ? 'internalTrafficPolicy' : 'externalTrafficPolicy';
+    const external = traits.noLocalEndpoints.externalSources;
+    if (external !== undefined && info.externalPolicyLocal && (sel?.cluster.length ?? 0) > 0)
+      return {
+        verdict: 'drop',
+        reason: `externalTrafficPolicy=Local and no endpoint on this node: an external source is dropped (this node's pods and the node fall back to the cluster endpoints; ${external})`,
+      };
     // IPVS: nothing to fall back to either (the model has no cluster set), so the virtual server is empty.
     if (traits.noLocalEndpoints.fate === 'cluster-fallback')
       return {

@@ -47,8 +47,8 @@ export interface ProxyMetrics {
   conntrackReconcilerSyncDuration: Histogram<'ip_family'>;
   conntrackReconcilerDeletedEntriesTotal: Counter<'ip_family'>;
 
-  // iptables mode (registered only in that mode, as upstream's RegisterMetrics(mode)):
-  // fed by the iptables proxier after each sync.
+  // iptables mode (registered only in that mode, as upstream's RegisterMetrics(mode); the
+  // restore failures in IPVS mode too): fed by the iptables proxier after each sync.
   iptablesRulesTotal: Gauge<'ip_family' | 'table'>;
   iptablesRulesLast: Gauge<'ip_family' | 'table'>;
   iptablesRestoreFailuresTotal: Counter<'ip_family'>;
@@ -93,9 +93,20 @@ export interface ProxyMetrics {
 /** client-go's: 5 ms .. 60 s. */
 export const REST_CLIENT_BUCKETS: readonly number[] = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60];
 
-/** The iptables-mode metrics, in `registers` (none outside iptables mode, so they are not exported). */
-function modeMetrics(registers: Registry[]) {
-  const opts = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => ({
+/**
+ * The iptables-mode metrics, registered as upstream's RegisterMetrics(mode) does: all of them in
+ * iptables mode, the restore failures also in IPVS mode (its companion rules), none otherwise
+ * (unregistered metrics are not exported).
+ */
+function modeMetrics(registry: Registry, mode: string | undefined) {
+  const iptables = mode === 'iptables' ? [registry] : [];
+  const restore = mode === 'iptables' || mode === 'ipvs' ? [registry] : [];
+  const opts = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[] = [],
+    registers: Registry[] = iptables,
+  ) => ({
     name,
     help,
     labelNames,
@@ -115,9 +126,12 @@ function modeMetrics(registers: Registry[]) {
       ] as const),
     ),
     iptablesRestoreFailuresTotal: new Counter(
-      opts('kubeproxy_sync_proxy_rules_iptables_restore_failures_total', 'Cumulative proxy iptables restore failures', [
-        'ip_family',
-      ] as const),
+      opts(
+        'kubeproxy_sync_proxy_rules_iptables_restore_failures_total',
+        'Cumulative proxy iptables restore failures',
+        ['ip_family'] as const,
+        restore,
+      ),
     ),
     iptablesPartialRestoreFailuresTotal: new Counter(
       opts(
@@ -370,7 +384,7 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
     ...healthMetrics(mk),
     ...ruleMetrics(mk),
     ...conntrackMetrics(mk),
-    ...modeMetrics(opts.mode === 'iptables' ? registers : []),
+    ...modeMetrics(registry, opts.mode),
     ...clientMetrics(mk),
     ...ownMetrics(mk),
   };

@@ -26,6 +26,8 @@ export interface SyncReport {
   cleanupFailed?: boolean;
   /** Service ports the kernel refused in this sync (each is in `errors`), skipped until they change. */
   refused?: number;
+  /** IPVS mode: writing its companion iptables rules failed (upstream's iptables restore failure counter). */
+  companionFailed?: boolean;
   /** iptables mode: its rules after the sync and those it wrote (upstream's iptables rule gauges). */
   iptables?: IptablesSyncCounts;
 }

@@ -159,6 +159,65 @@ export function proxierSemantics(m: ModeUnderTest): void {
     },
   );
 
+  // Upstream's TestTerminatingEndpointsTrafficPolicyLocal flows (a LoadBalancer with
+  // externalTrafficPolicy=Local): external traffic may use only this node's endpoints, ready ones
+  // or else serving-terminating ones; the cluster IP (Cluster policy) uses ready endpoints
+  // anywhere, else serving-terminating ones anywhere. pod1 and pod2 stand for pods on node-b.
+  test.serial(
+    'externalTrafficPolicy=Local with terminating endpoints: only local ones serve external traffic, the cluster IP any',
+    async (t) => {
+      const c = await cluster(t, `${m.label}etpt`, 3);
+      const lb = svc('term', {
+        clusterIP: '10.96.0.31',
+        type: 'LoadBalancer',
+        ports: tcpPort(80, 30083),
+        eTP: 'Local',
+        ingress: [{ ip: '10.60.0.3' }],
+      });
+      const local = { node: 'node-a' };
+      const remote = { node: 'node-b' };
+      const terminating = { ready: false, serving: true, terminating: true };
+      const gone = { ready: false, serving: false, terminating: true };
+      const external = async () => [await tcp(c, 'client', '10.60.0.3', 80), await tcp(c, 'client', NODE_IP, 30083)];
+      const r = await apply(c, {
+        node: node('node-a', { internal: [NODE_IP] }),
+        services: [lb],
+        slices: [slice('term-1', 'term', [ep(podIP(0), { ...remote, ...terminating })])],
+      });
+      t.deepEqual(r.errors, []);
+      t.deepEqual(
+        await external(),
+        ['ETIMEDOUT', 'ETIMEDOUT'],
+        'only a remote serving-terminating endpoint: external traffic is dropped (LB IP and node port)',
+      );
+      t.is(await tcp(c, 2, '10.96.0.31', 80), `pod1 ${podIP(2)}`, 'a pod reaches it through the cluster IP');
+
+      await apply(c, { slices: [slice('term-1', 'term', [ep(podIP(1), remote)])] });
+      t.deepEqual(await external(), ['ETIMEDOUT', 'ETIMEDOUT'], 'only a remote ready endpoint: dropped as well');
+      t.is(await tcp(c, 2, '10.96.0.31', 80), `pod2 ${podIP(2)}`);
+
+      await apply(c, {
+        slices: [slice('term-1', 'term', [ep(podIP(2), { ...local, ...terminating }), ep(podIP(1), remote)])],
+      });
+      t.deepEqual(
+        await external(),
+        [`pod3 ${CLIENT_IP}`, `pod3 ${CLIENT_IP}`],
+        'a local serving-terminating endpoint serves external traffic, unmasqueraded',
+      );
+      t.is(await tcp(c, 0, '10.96.0.31', 80), `pod2 ${podIP(0)}`, 'the cluster IP prefers the ready remote one');
+
+      await apply(c, {
+        slices: [slice('term-1', 'term', [ep(podIP(2), { ...local, ...gone }), ep(podIP(0), { ...remote, ...gone })])],
+      });
+      t.deepEqual(
+        await external(),
+        ['ECONNREFUSED', 'ECONNREFUSED'],
+        'no usable endpoint on any node: rejected from outside',
+      );
+      t.is(await tcp(c, 1, '10.96.0.31', 80), 'ECONNREFUSED', 'and from a pod');
+    },
+  );
+
   test.serial('session affinity ClientIP: a client sticks to one endpoint until it goes away', async (t) => {
     const c = await cluster(t, `${m.label}aff`, 3);
     const sticky = svc('sticky', {

@@ -195,7 +195,8 @@ export async function runPolicyCases(t: Check, env: PolicyEnv, mode: ProxyMode):
   await go('client', `${NODE_IP}:30004`, all('fwd'));
 
   // eTP=Local from outside: the local endpoint only, the client's address kept; none local:
-  // dropped (IPVS: falls back to the cluster endpoints; userspace: no policies, the node's address).
+  // dropped (IPVS too, by KUBE-NO-LOCAL-ENDPOINTS: its fallback to the cluster endpoints is for
+  // this node's pods and the node; userspace: no policies, the node's address).
   const local = await go('client', `${NODE_IP}:30005`, all('fwd'));
   t.deepEqual(endpointsOf(local), us ? [`${podIP(0)}:8080`, `${podIP(1)}:8080`] : [`${podIP(0)}:8080`]);
   t.is(local.masquerade!.yes, us);
@@ -203,7 +204,7 @@ export async function runPolicyCases(t: Check, env: PolicyEnv, mode: ProxyMode):
   const etpNone = await go('client', `${NODE_IP}:30006`, {
     nftables: 'drop',
     iptables: 'drop',
-    ipvs: 'fwd',
+    ipvs: 'drop',
     userspace: 'fwd',
   });
   if (etpNone.verdict === 'drop') t.regex(etpNone.reason, /Local and no endpoint on this node/);

@@ -48,6 +48,8 @@ export const SetName = {
   NODE_PORT_LOCAL_SCTP: 'KUBE-NODE-PORT-LOCAL-SCTP-HASH',
   HEALTH_CHECK_NODE_PORT: 'KUBE-HEALTH-CHECK-NODE-PORT',
   IPVS_IPS: 'KUBE-IPVS-IPS',
+  /** Ours, not upstream's: see NO_LOCAL_ENDPOINTS in SETS. */
+  NO_LOCAL_ENDPOINTS: 'KUBE-NO-LOCAL-ENDPOINTS',
 } as const;
 export type SetKey = (typeof SetName)[keyof typeof SetName];
 
@@ -58,7 +60,7 @@ export interface SetInfo {
   readonly comment: string;
 }
 
-/** upstream ipsetInfo, in its order. */
+/** upstream ipsetInfo, in its order, then ours. */
 export const SETS: readonly SetInfo[] = [
   {
     key: SetName.LOOP_BACK,
@@ -125,6 +127,13 @@ export const SETS: readonly SetInfo[] = [
   },
   { key: SetName.HEALTH_CHECK_NODE_PORT, type: 'bitmap:port', comment: 'Kubernetes health check node port' },
   { key: SetName.IPVS_IPS, type: 'hash:ip', comment: 'Addresses on the ipvs interface' },
+  // Our extension (README "Local traffic policy without a local endpoint"): the external
+  // frontends whose VS falls back to remote endpoints, which external clients may not reach.
+  {
+    key: SetName.NO_LOCAL_ENDPOINTS,
+    type: 'hash:ip,port',
+    comment: 'Kubernetes service external ip + port with externalTrafficPolicy=local and no local endpoint',
+  },
 ];
 
 export const SET_INFO: ReadonlyMap<SetKey, SetInfo> = new Map(SETS.map((s) => [s.key, s]));

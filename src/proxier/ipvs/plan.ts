@@ -9,21 +9,26 @@
 //                         -SOURCE-CIDR per source range, -SOURCE-IP when a range covers the node).
 //   nodeIP:nodePort       one VS per selected node address, never bound; KUBE-NODE-PORT-{TCP,UDP}
 //                         (bitmap:port) or -SCTP-HASH (hash:ip,port per node address), + -LOCAL.
-//   healthCheckNodePort   KUBE-HEALTH-CHECK-NODE-PORT.
+//   healthCheckNodePort   KUBE-HEALTH-CHECK-NODE-PORT (not when the node port has no address).
 //   local endpoints       KUBE-LOOP-BACK ip,proto:port,ip (hairpin masquerade).
+//   eTP=Local, no usable  KUBE-NO-LOCAL-ENDPOINTS ip,proto:port for each external frontend (LB
+//   local endpoint        IP, external IP, node address:node port): ours, not upstream's.
 //
 // Real servers: a VS that serves "internal" traffic (the cluster IP) uses the Local endpoints
 // when internalTrafficPolicy=Local, the others when externalTrafficPolicy=Local; as upstream
 // (PR 97081), a Local policy with no local endpoint falls back to the cluster endpoints, because
-// IPVS cannot tell pod-originated from external traffic the way the nftables mode does.
+// IPVS cannot tell pod-originated from external traffic the way the nftables mode does. For the
+// external frontends the companion rules tell them apart instead: KUBE-NO-LOCAL-ENDPOINTS lists
+// the frontends that fell back, and a filter rule drops new connections to them from anything
+// but this node's pods and the node itself (rules.ts), as the documented traffic policy asks.
 
-import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
-import type { IPFamily } from '../../base/ip.ts';
+import { cidrContains, isLoopback, parseCIDR, parseIP } from '../../base/ip.ts';
+import type { CIDR, IPFamily } from '../../base/ip.ts';
 import type { IpsetEntry } from '../../netlink/ipset/index.ts';
 import { formatEntry } from '../../netlink/ipset/index.ts';
 import { IP_VS_SVC_F_SCHED2 } from '../../netlink/ipvs/index.ts';
 import type { IpvsAddrKey, IpvsProtocol } from '../../netlink/ipvs/index.ts';
-import type { EndpointInfo, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
+import type { EndpointInfo, EndpointSelection, NodePortAddresses, ServicePortInfo } from '../../model/index.ts';
 import { SetName } from './names.ts';
 import type { SetKey } from './names.ts';
 
@@ -81,6 +86,52 @@ function entry(set: SetKey, e: IpsetEntry): EntryPlan {
   return { set, key: formatEntry(e), entry: e };
 }
 
+/**
+ * The addresses NodePort VSes are made on, as upstream's syncProxyRules picks them: without
+ * CIDRs (matchAll) the node's addresses, every local one but kube-ipvs0's; with CIDRs every
+ * address of every interface they contain (GetNodeIPs lists them all), so kube-ipvs0's VIPs
+ * too, loopback left out. `bound`: kube-ipvs0's addresses as the sync starts (upstream lists
+ * the interfaces before it binds that sync's VIPs). Sorted, without duplicates.
+ *
+ * Every sync asks about every bound VIP, so answers are remembered per address (for one set of
+ * CIDRs); the memory is dropped when it outgrows the addresses asked about (VIPs come and go).
+ */
+export class NodePortAddressPicker {
+  private cidrsText = '';
+  private cidrs: CIDR[] = [];
+  private readonly known = new Map<string, boolean>();
+
+  pick(npa: NodePortAddresses, nodeAddrs: readonly string[], bound: ReadonlySet<string> | readonly string[]) {
+    if (npa.matchAll) return nodeAddrs;
+    const text = npa.cidrs.join(',');
+    const asked = nodeAddrs.length + ('size' in bound ? bound.size : bound.length);
+    if (text !== this.cidrsText || this.known.size > 2 * asked + 1024) {
+      this.cidrsText = text;
+      this.cidrs = npa.cidrs.map((t) => parseCIDR(t)).filter((c) => c !== undefined);
+      this.known.clear();
+    }
+    const out = new Set<string>();
+    for (const a of nodeAddrs) if (this.matches(a)) out.add(a);
+    for (const a of bound) if (this.matches(a)) out.add(a);
+    return [...out].sort();
+  }
+
+  private matches(a: string): boolean {
+    let m = this.known.get(a);
+    if (m === undefined) {
+      const ip = parseIP(a);
+      m = ip !== undefined && !isLoopback(ip) && this.cidrs.some((c) => cidrContains(c, ip));
+      this.known.set(a, m);
+    }
+    return m;
+  }
+}
+
+/** A Local-policy VS has no usable local endpoint but cluster ones to fall back to (PR 97081). */
+export function fallsBackToCluster(sel: EndpointSelection | undefined, onlyLocal: boolean): boolean {
+  return onlyLocal && sel !== undefined && sel.local.length === 0 && sel.cluster.length > 0;
+}
+
 /** Which endpoints a VS sends to (upstream syncEndpoint's onlyNodeLocalEndpoints branch). */
 export function destinationsFor(sel: EndpointSelection | undefined, onlyLocal: boolean): readonly EndpointInfo[] {
   if (!sel) return [];
@@ -102,6 +153,7 @@ export function planPort(
   // Upstream sets the source-hash flag for "mh" (utilipvs FlagSourceHash = 0x10, "mh-port").
   const flags = ctx.scheduler === 'mh' ? IP_VS_SVC_F_SCHED2 : 0;
   const timeout = info.sessionAffinity === 'ClientIP' ? info.stickyMaxAgeSeconds : 0;
+  const externalFallback = fallsBackToCluster(sel, info.externalPolicyLocal);
   const makeVs = (address: string, port: number, onlyLocal: boolean): VsPlan => {
     const addr: IpvsAddrKey = { family: ctx.family, protocol: proto, address, port };
     const dests = new Map<string, { address: string; port: number }>();
@@ -122,6 +174,7 @@ export function planPort(
       entry(info.externalPolicyLocal ? SetName.EXTERNAL_IP_LOCAL : SetName.EXTERNAL_IP, { ip, proto, port: info.port }),
     );
     vss.push(makeVs(ip, info.port, info.externalPolicyLocal));
+    if (externalFallback) entries.push(entry(SetName.NO_LOCAL_ENDPOINTS, { ip, proto, port: info.port }));
     if (!ctx.nodeAddresses.has(ip)) binds.push(ip);
   }
 
@@ -145,6 +198,7 @@ export function planPort(
       else noNodeAccess.push({ ip, protocol: proto, port: info.port });
     }
     vss.push(makeVs(ip, info.port, info.externalPolicyLocal));
+    if (externalFallback) entries.push(entry(SetName.NO_LOCAL_ENDPOINTS, e));
     if (!ctx.nodeAddresses.has(ip)) binds.push(ip);
   }
 
@@ -161,10 +215,17 @@ export function planPort(
       entries.push(entry(proto === 'tcp' ? SetName.NODE_PORT_TCP : SetName.NODE_PORT_UDP, e));
       if (local) entries.push(entry(proto === 'tcp' ? SetName.NODE_PORT_LOCAL_TCP : SetName.NODE_PORT_LOCAL_UDP, e));
     }
-    for (const ip of ctx.nodePortIPs) vss.push(makeVs(ip, info.nodePort, local));
+    for (const ip of ctx.nodePortIPs) {
+      vss.push(makeVs(ip, info.nodePort, local));
+      // The node port's exact addresses (not dst-type LOCAL): others have no VS to protect.
+      if (externalFallback) entries.push(entry(SetName.NO_LOCAL_ENDPOINTS, { ip, proto, port: info.nodePort }));
+    }
   }
 
-  if (info.healthCheckNodePort !== 0)
+  // As upstream, a port whose node port has no node address to live on (nodePortAddresses
+  // matching none) stops there: no health check entry either.
+  const nodePortHomeless = info.nodePort !== 0 && ctx.nodePortIPs.length === 0;
+  if (info.healthCheckNodePort !== 0 && !nodePortHomeless)
     entries.push(entry(SetName.HEALTH_CHECK_NODE_PORT, { port: info.healthCheckNodePort }));
 
   for (const ip of binds) entries.push(entry(SetName.IPVS_IPS, { ip }));

@@ -21,7 +21,6 @@ import type { Clock, TimerHandle } from '../../base/clock.ts';
 import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
 import type { CIDR, IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
-import { nodePortAddressMatches } from '../../model/index.ts';
 import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import { formatEntry, isSetBusy, isSetNotFound } from '../../netlink/ipset/index.ts';
 import type { IpsetClient } from '../../netlink/ipset/index.ts';
@@ -51,7 +50,7 @@ import {
   ipsetName,
 } from './names.ts';
 import type { SetKey } from './names.ts';
-import { destKey, planPort, vsKey } from './plan.ts';
+import { destKey, NodePortAddressPicker, planPort, vsKey } from './plan.ts';
 import type { PlanContext } from './plan.ts';
 import type { CompanionSink } from './companion.ts';
 import { companionRules, toIptablesSave } from './rules.ts';
@@ -108,9 +107,11 @@ interface SyncStats {
   requests: number;
   kernelMs: number;
   errors: string[];
+  /** Writing the companion rules failed (upstream: its iptables-restore failed). */
+  companionFailed: boolean;
 }
 
-const newStats = (): SyncStats => ({ ops: 0, requests: 0, kernelMs: 0, errors: [] });
+const newStats = (): SyncStats => ({ ops: 0, requests: 0, kernelMs: 0, errors: [], companionFailed: false });
 
 /** A sync that wrote what it could and failed some kernel calls; the next sync is full. */
 export class IpvsSyncError extends Error {
@@ -163,6 +164,7 @@ export class IpvsProxier implements Proxier {
    * sooner: a node's addresses change seldom.
    */
   private nodeAddrs: string[] = [];
+  private readonly nodePortPicker = new NodePortAddressPicker();
   private initialized = false;
   private needFull = true;
   private timer: TimerHandle | undefined;
@@ -308,7 +310,7 @@ export class IpvsProxier implements Proxier {
     }
     const nodeAddrs = this.nodeAddrs;
     const npa = desired.nodePortAddresses;
-    const nodePortIPs = npa.matchAll ? nodeAddrs : nodeAddrs.filter((a) => nodePortAddressMatches(npa, a));
+    const nodePortIPs = this.nodePortPicker.pick(npa, nodeAddrs, bound ?? this.mirror.addrs);
     const ctx: PlanContext = {
       family: this.family,
       scheduler: this.scheduler,
@@ -358,6 +360,7 @@ export class IpvsProxier implements Proxier {
       kernelMs: stats.kernelMs,
       planMs,
       errors: stats.errors,
+      ...(stats.companionFailed ? { companionFailed: true } : {}),
     };
     this.lastOps = stats.ops;
     this.lastRequests = stats.requests;
@@ -394,6 +397,7 @@ export class IpvsProxier implements Proxier {
       this.lastRules = text;
     } catch (e) {
       this.lastRules = undefined;
+      this.stats.companionFailed = true;
       this.fail('write companion rules', e);
     }
   }

@@ -241,6 +241,7 @@ export function companionRules(input: RulesInput): CompanionRules {
   serviceRules(w);
   nodeRules(w);
   filterRules(w);
+  noLocalEndpointRules(w);
   postroutingRules(w);
   return { family: input.family, chains: CHAINS, jumps: JUMPS, rules };
 }
@@ -344,6 +345,34 @@ function filterRules({ mark, add, comment, set }: RuleWriter): void {
     add('filter', Chain.IPVS_FILTER, [set(k, 'dst', 'dst')], { t: 'RETURN' });
   add('filter', Chain.IPVS_FILTER, [set(SetName.HEALTH_CHECK_NODE_PORT, 'dst')], { t: 'RETURN' });
   add('filter', Chain.IPVS_FILTER, [{ m: 'ctstate', states: ['NEW'] }, set(SetName.IPVS_IPS, 'dst')], { t: 'REJECT' });
+}
+
+/**
+ * Ours, not upstream's: an eTP=Local frontend whose VS fell back to remote endpoints (plan.ts)
+ * takes new connections only from this node's pods and the node itself, as the documented
+ * traffic policy (and upstream's iptables and nftables modes) ask. Filter INPUT runs before
+ * IPVS's LOCAL_IN hook, so this sees the frontend address; the node's own connections meet IPVS
+ * at LOCAL_OUT and never get here (the src-type match keeps it so). DROP, as upstream's other
+ * modes: the load balancer's health check already steers clients to nodes with endpoints, and
+ * an established connection (one draining) keeps its packets. Without a local-traffic detector
+ * pods cannot be told apart and are treated as external, as in upstream's other modes.
+ */
+function noLocalEndpointRules({ input, add, has, comment, set }: RuleWriter): void {
+  const k = SetName.NO_LOCAL_ENDPOINTS;
+  if (!has(k)) return;
+  const notPods = input.detectLocal.implemented ? ifNotLocal(input.detectLocal) : [];
+  add(
+    'filter',
+    Chain.PROXY_FIREWALL,
+    [
+      ...notPods,
+      comment(k),
+      set(k, 'dst', 'dst'),
+      { m: 'addrtype', dir: 'src', type: 'LOCAL', invert: true },
+      { m: 'ctstate', states: ['NEW'] },
+    ],
+    { t: 'DROP' },
+  );
 }
 
 /** KUBE-POSTROUTING and KUBE-MARK-MASQ: masquerade what carries the mark. */

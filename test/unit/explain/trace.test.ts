@@ -92,10 +92,12 @@ test('node port with eTP=Cluster: masqueraded; with eTP=Local and no local endpo
   const pod = trace(ctx(), q('10.244.1.9', NODE_IP, 30081));
   t.is(pod.verdict, 'dnat');
   t.false(pod.masquerade!.yes);
-  // IPVS mode falls back to the cluster endpoints.
+  // IPVS mode: the VS falls back to the cluster endpoints for this node's pods; external sources are dropped.
   const ipvs = trace(ctx('ipvs'), q('198.51.100.1', NODE_IP, 30081));
-  t.is(ipvs.verdict, 'dnat');
-  t.regex(ipvs.notes.join(' '), /falls back/);
+  t.is(ipvs.verdict, 'drop');
+  t.regex(ipvs.reason, /KUBE-NO-LOCAL-ENDPOINTS/);
+  const ipvsPod = trace(ctx('ipvs'), q('10.244.1.9', NODE_IP, 30081));
+  t.is(ipvsPod.verdict, 'dnat');
 });
 
 test('rejects and drops: no endpoints, wrong port of a cluster IP, unallocated service IP, source range', (t) => {
@@ -169,7 +171,7 @@ const BY_MODE: readonly {
     want: {
       nftables: ['drop', /externalTrafficPolicy=Local and no endpoint on this node/],
       iptables: ['drop', /externalTrafficPolicy=Local and no endpoint on this node.*has no local endpoints/],
-      ipvs: ['dnat', /one of 1 cluster endpoint/],
+      ipvs: ['drop', /an external source is dropped .*KUBE-NO-LOCAL-ENDPOINTS/],
       userspace: ['proxy', /one of 1 cluster endpoint/],
     },
   },

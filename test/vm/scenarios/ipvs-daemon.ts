@@ -20,8 +20,9 @@
 // 10.0.1.2 stands for a pod on another node (its EndpointSlice entry says nodeName node-b; the
 // daemon is node-a): this node reaches it by a route, but its replies take the other node's
 // way, straight to the client (a policy route in pods: from 10.0.1.2 via toclient), as they
-// would in a cluster. So what IPVS sends there without SNAT (externalTrafficPolicy=Local)
-// gets an answer from the pod's own address, which the client resets: not answered.
+// would in a cluster. An externalTrafficPolicy=Local Service whose only endpoint is that pod
+// forwards no external traffic: the companion rules drop the client's connection before IPVS
+// (KUBE-NO-LOCAL-ENDPOINTS), while the VSes keep the fallback for this node's pods.
 //
 // The node namespace has IPv6 forwarding on, as a node's network plugin sets it: the daemon
 // writes net/ipv4/ip_forward (as upstream's IPVS mode) but nothing for IPv6. The client is
@@ -1446,7 +1447,7 @@ export const cases: VmCase[] = [
     },
   },
   {
-    name: "externalTrafficPolicy=Local (issue 5): NodePort and LB IP go only to the local endpoint, unmasqueraded; the health check node port answers 200 with localEndpoints 1; without a local endpoint: 503 with 0, the VSes fall back to the other node's pod (upstream PR 97081), whose reply the client discards (not answered); the old local endpoint drains at weight 0; deleting the Service removes it all",
+    name: "externalTrafficPolicy=Local (issue 5): NodePort and LB IP go only to the local endpoint, unmasqueraded; the health check node port answers 200 with localEndpoints 1; without a local endpoint: 503 with 0, the VSes fall back to the other node's pod (upstream PR 97081, for this node's pods) but the external client's connections are dropped before IPVS (KUBE-NO-LOCAL-ENDPOINTS: not answered); the old local endpoint drains at weight 0; deleting the Service removes it all",
     timeoutMs: 200_000,
     async run(note) {
       const t0 = Date.now();
@@ -1560,11 +1561,14 @@ export const cases: VmCase[] = [
         `the removed endpoint drains at weight 0: ${JSON.stringify(old)}`,
       );
       assert.deepEqual(await ipsetMembers('KUBE-NODE-PORT-LOCAL-TCP'), ['30082'], 'still no SNAT');
+      const noLocal = await ipsetMembers('KUBE-NO-LOCAL-ENDPOINTS');
+      const filterNow = await mustInNode('/usr/sbin/iptables-nft-save', '-t', 'filter');
       const rstBefore = await clientOutRsts();
       const viaNodePortNow = await client.unanswered(NODE_IP, 30082);
       const viaLbNow = await client.unanswered(LOCAL_LB_IP, 80);
       const rstAfter = await clientOutRsts();
       const remote = await destCounters('TCP', `${NODE_IP}:30082`);
+      const remoteLb = await destCounters('TCP', `${LOCAL_LB_IP}:80`);
       note({
         programmedMs,
         switchedMs,
@@ -1573,23 +1577,25 @@ export const cases: VmCase[] = [
           down: { status: down.status, body: JSON.parse(down.body) },
         },
         afterRemoval: { nodePort: Object.fromEntries(npAfter), lb: Object.fromEntries(lbAfter) },
+        noLocal,
         unanswered: {
           viaNodePortNow,
           viaLbNow,
           clientRsts: rstAfter - rstBefore,
           remote: remote.get(`${REMOTE_POD}:8080`),
+          remoteLb: remoteLb.get(`${REMOTE_POD}:8080`),
         },
       });
-      // The SYN reached the other node's pod (IPVS counts the connection there) and its SYN-ACK
-      // came to the client from the pod's own address: the client reset it.
-      assert.ok(
-        (remote.get(`${REMOTE_POD}:8080`)?.inactive ?? 0) + (remote.get(`${REMOTE_POD}:8080`)?.active ?? 0) > 0,
-        "IPVS sent the connection to the other node's pod",
+      // The frontends that fell back are listed, and one filter rule drops new connections to
+      // them from outside the cluster CIDR: the client's SYNs never reach IPVS.
+      assert.ok(noLocal.includes(`${NODE_IP},tcp:30082`) && noLocal.includes(`${LOCAL_LB_IP},tcp:80`), noLocal.join());
+      assert.match(
+        filterNow,
+        /^-A KUBE-PROXY-FIREWALL ! -s \S+ -m comment --comment "[^"]+" -m set --match-set KUBE-NO-LOCAL-ENDPOINTS dst,dst -m addrtype ! --src-type LOCAL -m conntrack --ctstate NEW -j DROP$/m,
       );
-      assert.ok(
-        rstAfter - rstBefore >= 2,
-        `the client reset the pod's direct replies (OutRsts ${rstBefore} -> ${rstAfter})`,
-      );
+      const seenBy = (m: Map<string, { active: number; inactive: number }>) =>
+        (m.get(`${REMOTE_POD}:8080`)?.active ?? 0) + (m.get(`${REMOTE_POD}:8080`)?.inactive ?? 0);
+      assert.equal(seenBy(remote) + seenBy(remoteLb), 0, "IPVS sent no connection to the other node's pod");
 
       // The Service is deleted through the API: its VSes, VIP, set entries and health check go.
       removeService('local');
@@ -1604,6 +1610,7 @@ export const cases: VmCase[] = [
       assert.deepEqual(await ipsetMembers('KUBE-NODE-PORT-LOCAL-TCP'), []);
       assert.deepEqual(await ipsetMembers('KUBE-LOAD-BALANCER-LOCAL'), []);
       assert.deepEqual(await ipsetMembers('KUBE-HEALTH-CHECK-NODE-PORT'), []);
+      assert.deepEqual(await ipsetMembers('KUBE-NO-LOCAL-ENDPOINTS'), []);
       const closed = await until(
         'the health check node port to close',
         async () => {

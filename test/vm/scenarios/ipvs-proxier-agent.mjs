@@ -6,6 +6,7 @@
 //                   real server it chose). Prints "ready".
 //   client          JSON requests on stdin, JSON replies on stdout (one line each):
 //                   {id, op:'tcp'|'udp', host, port, n}       -> {id, answers:[...]} or {id, error}
+//                                                  (tcp: `local` binds the source address)
 //                   {id, op:'open', host, port}               -> {id, answer} (connection kept as id)
 //                   {id, op:'send', conn, data}               -> {id, answer}
 //                   {id, op:'reset', conn}                    -> {id} (RST: IPVS state CLOSE)
@@ -43,9 +44,9 @@ if (mode === 'server') {
 } else if (mode === 'client') {
   const conns = new Map();
   const reply = (o) => process.stdout.write(JSON.stringify(o) + '\n');
-  const tcpOnce = (host, port) =>
+  const tcpOnce = (host, port, localAddress) =>
     new Promise((res, rej) => {
-      const s = net.connect(port, host);
+      const s = net.connect({ port, host, ...(localAddress ? { localAddress } : {}) });
       let d = '';
       s.setTimeout(4000, () => s.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
       s.on('data', (c) => (d += c));
@@ -70,7 +71,8 @@ if (mode === 'server') {
     try {
       if (q.op === 'tcp' || q.op === 'udp') {
         const answers = [];
-        for (let i = 0; i < (q.n ?? 1); i++) answers.push(await (q.op === 'tcp' ? tcpOnce : udpOnce)(q.host, q.port));
+        for (let i = 0; i < (q.n ?? 1); i++)
+          answers.push(await (q.op === 'tcp' ? tcpOnce : udpOnce)(q.host, q.port, q.local));
         return reply({ id: q.id, answers });
       }
       if (q.op === 'open') {

@@ -6,6 +6,7 @@
 // worked out from upstream's CategorizeEndpoints + syncEndpoint.
 import test from 'ava';
 import { destinationsFor } from '../../../../src/proxier/ipvs/index.ts';
+import { fallsBackToCluster } from '../../../../src/proxier/ipvs/plan.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
 
 const NODE = 'node-a';
@@ -24,6 +25,8 @@ interface Row {
   /** Real servers of the cluster-IP VS and of the node-port VS; any = hasAnyEndpoints. */
   internal: string[];
   external?: string[];
+  /** The external VSes fell back to remote endpoints: listed in KUBE-NO-LOCAL-ENDPOINTS. */
+  externalFallback?: boolean;
   any: boolean;
 }
 
@@ -34,6 +37,7 @@ const rows: Row[] = [
     eps: [readyRemote, termRemote],
     internal: ['10.0.0.1'],
     external: ['10.0.0.1'],
+    externalFallback: true,
     any: true,
   },
   {
@@ -42,6 +46,7 @@ const rows: Row[] = [
     eps: [termRemote],
     internal: ['10.0.0.2'],
     external: ['10.0.0.2'],
+    externalFallback: true,
     any: true,
   },
   {
@@ -50,6 +55,7 @@ const rows: Row[] = [
     eps: [termRemoteUnset],
     internal: ['10.0.0.4'],
     external: ['10.0.0.4'],
+    externalFallback: true,
     any: true,
   },
   {
@@ -58,6 +64,7 @@ const rows: Row[] = [
     eps: [termLocal, readyRemote],
     internal: ['10.0.0.3'],
     external: ['10.0.0.3'],
+    externalFallback: false,
     any: true,
   },
   {
@@ -66,6 +73,7 @@ const rows: Row[] = [
     eps: [goneLocal, termRemote],
     internal: ['10.0.0.2'],
     external: ['10.0.0.2'],
+    externalFallback: true,
     any: true,
   },
   {
@@ -121,5 +129,7 @@ for (const row of rows) {
         row.external,
         'node-port VS',
       );
+    if (row.externalFallback !== undefined)
+      t.is(fallsBackToCluster(sel, info.externalPolicyLocal), row.externalFallback, 'external fallback');
   });
 }

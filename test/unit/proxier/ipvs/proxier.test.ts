@@ -5,6 +5,7 @@ import test from 'ava';
 import { NODE } from '../../model/helpers.ts';
 import { nullLogger } from '../../../../src/base/logger.ts';
 import { IpvsProxier, IpvsSyncError } from '../../../../src/proxier/ipvs/index.ts';
+import { NodePortAddressPicker } from '../../../../src/proxier/ipvs/plan.ts';
 import { ep, harness, NODE_IP, slice, svc } from './harness.ts';
 
 const TCP = (port: number, nodePort?: number) => ({
@@ -79,6 +80,52 @@ test('nodePortAddresses limits NodePort VSes to matching node addresses; SCTP us
   t.deepEqual(h.set('KUBE-NODE-PORT-SCTP-HASH'), ['192.168.2.5,sctp:30009']);
 });
 
+test("nodePortAddresses CIDRs match kube-ipvs0's addresses too, as bound when a sync starts (upstream GetNodeIPs); matchAll never does", async (t) => {
+  const np = (name: string, clusterIP: string, nodePort: number) =>
+    svc(name, { clusterIP, type: 'NodePort', ports: [TCP(80, nodePort)] });
+  const nodePortVss = (h: ReturnType<typeof harness>) =>
+    h.vs().filter((l) => / \S+:3\d{4} rr$/.test(l) && !l.includes('->'));
+  const h = harness({}, { nodePortAddresses: ['10.96.0.0/16', '192.168.1.0/24'] });
+  h.tracker.onService(undefined, np('a', '10.96.0.10', 30080));
+  await h.sync();
+  // kube-ipvs0 was empty when the sync started: the node's address only.
+  t.deepEqual(nodePortVss(h), [`TCP ${NODE_IP}:30080 rr`]);
+  // The next sync (here an unrelated change) finds 10.96.0.10 bound and in the CIDRs.
+  h.tracker.onService(undefined, np('b', '10.97.0.1', 30081));
+  await h.sync();
+  t.deepEqual(nodePortVss(h), [
+    'TCP 10.96.0.10:30080 rr',
+    'TCP 10.96.0.10:30081 rr',
+    `TCP ${NODE_IP}:30080 rr`,
+    `TCP ${NODE_IP}:30081 rr`,
+  ]);
+  // A full sync reads them from the kernel: the same.
+  await h.full();
+  t.is(nodePortVss(h).length, 4);
+  // The VIP goes: its node-port VSes go at the sync after it was unbound.
+  h.tracker.onService(np('a', '10.96.0.10', 30080), undefined);
+  await h.sync();
+  await h.sync();
+  t.deepEqual(nodePortVss(h), [`TCP ${NODE_IP}:30081 rr`]);
+
+  // Without CIDRs: the node's addresses only, never kube-ipvs0's.
+  const all = harness();
+  all.tracker.onService(undefined, np('a', '10.96.0.10', 30080));
+  await all.sync();
+  await all.full();
+  t.deepEqual(nodePortVss(all), [`TCP ${NODE_IP}:30080 rr`]);
+});
+
+test('NodePortAddressPicker: CIDR matches remembered per CIDR set, loopback left out, matchAll passes the node addresses', (t) => {
+  const p = new NodePortAddressPicker();
+  const npa = (cidrs: string[]) => ({ matchAll: false, cidrs, primary: false, containsIPv4Loopback: false });
+  const bound = new Set(['10.96.0.10', '10.97.0.1', '127.0.0.5']);
+  t.deepEqual(p.pick(npa(['10.96.0.0/16', '127.0.0.0/8']), ['192.168.1.10'], bound), ['10.96.0.10']);
+  t.deepEqual(p.pick(npa(['10.97.0.0/16', '192.168.0.0/16']), ['192.168.1.10'], bound), ['10.97.0.1', '192.168.1.10']);
+  const all = { matchAll: true, cidrs: ['0.0.0.0/0'], primary: false, containsIPv4Loopback: true };
+  t.deepEqual(p.pick(all, ['192.168.1.10'], bound), ['192.168.1.10']);
+});
+
 test("externalIPs and LoadBalancer with source ranges: sets as upstream; the node's own address is not bound again", async (t) => {
   const h = harness();
   h.tracker.onService(
@@ -136,6 +183,31 @@ test('externalTrafficPolicy=Local LB with healthCheckNodePort: -LOCAL sets and K
   t.deepEqual(h.set('KUBE-EXTERNAL-IP-LOCAL'), ['203.0.113.8,tcp:80']);
   t.deepEqual(h.set('KUBE-EXTERNAL-IP'), []);
   t.deepEqual(h.set('KUBE-HEALTH-CHECK-NODE-PORT'), ['32000']);
+});
+
+test('a health check node port whose node port matches no node address gets no KUBE-HEALTH-CHECK-NODE-PORT entry (as upstream)', async (t) => {
+  const lb = (name: string, nodePort: number, hcPort: number, ip: string) =>
+    svc(name, {
+      type: 'LoadBalancer',
+      ports: [TCP(80, nodePort)],
+      eTP: 'Local',
+      hcPort,
+      ingress: [{ ip }],
+    });
+  const h = harness({}, { nodePortAddresses: ['192.0.2.0/24'] });
+  h.tracker.onService(undefined, lb('lb', 30080, 32000, '198.51.100.21'));
+  await h.sync();
+  t.deepEqual(h.set('KUBE-HEALTH-CHECK-NODE-PORT'), []);
+  t.deepEqual(h.set('KUBE-NODE-PORT-TCP'), []);
+  // The rest of the port is programmed as before: its LB VS, cluster IP and bound addresses.
+  t.deepEqual(h.set('KUBE-LOAD-BALANCER-LOCAL'), ['198.51.100.21,tcp:80']);
+  t.deepEqual(h.set('KUBE-IPVS-IPS'), ['10.96.0.10', '198.51.100.21']);
+
+  // An address that matches: the entry is there.
+  const h2 = harness({}, { nodePortAddresses: ['192.168.1.0/24'] });
+  h2.tracker.onService(undefined, lb('lb', 30080, 32000, '198.51.100.21'));
+  await h2.sync();
+  t.deepEqual(h2.set('KUBE-HEALTH-CHECK-NODE-PORT'), ['32000']);
 });
 
 test('session affinity is IPVS persistence with the Service timeout; the scheduler comes from the options (mh sets mh-port)', async (t) => {
