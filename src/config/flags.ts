@@ -592,12 +592,15 @@ function formatItem(term: string, _termWidth: number, description: string, helpe
   return `  ${term}\n${body}`;
 }
 
-/** Greedy word wrap; a word longer than the width gets a line of its own. */
+/** Joins words that wrapText keeps on one line, such as "(default 30s)". */
+const NO_BREAK = '\u00a0';
+
+/** Greedy word wrap at spaces (not at NO_BREAK); a word longer than the width gets a line of its own. */
 export function wrapText(text: string, width: number): string {
   const lines: string[] = [];
   for (const paragraph of text.split('\n')) {
     let line = '';
-    for (const word of paragraph.split(/\s+/).filter((w) => w !== '')) {
+    for (const word of paragraph.split(/[ \t\r]+/).filter((w) => w !== '')) {
       if (line !== '' && line.length + 1 + word.length > width) {
         lines.push(line);
         line = word;
@@ -605,7 +608,7 @@ export function wrapText(text: string, width: number): string {
     }
     lines.push(line);
   }
-  return lines.join('\n');
+  return lines.join('\n').replaceAll(NO_BREAK, ' ');
 }
 
 /** The subcommands, for the end of --help. */
@@ -644,7 +647,7 @@ export function buildCommand(version: string, helpWidth?: number): Command {
     const desc =
       (f.deprecated !== undefined ? `${f.help} (DEPRECATED: ${f.deprecated})` : f.help) +
       // Unless the text already says its default.
-      (shownDefault !== undefined && !/\bdefault(ing)?\b/i.test(f.help) ? ` (default ${shownDefault})` : '');
+      (shownDefault !== undefined && !/\bdefault(ing)?\b/i.test(f.help) ? ` (default${NO_BREAK}${shownDefault})` : '');
     let opt: Option;
     switch (f.kind) {
       case 'bool':

@@ -13,6 +13,7 @@ export {
   resolveConfig,
   DEFAULT_CONTROL_SOCKET,
   DEFAULT_MODE,
+  DEFAULTED_MODE_WARNING,
   HEALTHZ_PORT,
   METRICS_PORT,
   splitHostPort,

@@ -144,29 +144,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     await applyConntrackSettings(config.conntrack, cpus().length, procConntrackIO(), logger);
     await removeStaleTraceTables(logger);
   };
-  // Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync (issue 6).
-  const staleFlows = ConntrackFlusher.open({
-    logger: logger.child({ component: 'conntrack' }),
-    clock,
-    counters: (r) => {
-      if (r.mode === 'reconcile') {
-        for (const f of r.families) {
-          metrics.conntrackReconcilerSyncDuration.labels(f).observe(r.durationMs / 1000);
-          metrics.conntrackReconcilerDeletedEntriesTotal.labels(f).inc(r.deleted);
-        }
-      } else if (r.deleted > 0) {
-        // Flush runs cover every family and both UDP and SCTP at once.
-        metrics.conntrackEntriesDeletedTotal.labels('any', 'udp/sctp').inc(r.deleted);
-      }
-      if (r.errors > 0) {
-        metrics.netlinkErrorsTotal.labels('conntrack', r.mode).inc(r.errors);
-        logger.warn('conntrack flush had errors; failed targets are retried at the next sync', {
-          errors: r.errors,
-          retained: r.retained,
-        });
-      }
-    },
-  });
+  const staleFlows = openStaleFlowFlusher(logger, clock, metrics);
   const localAddresses = (): string[] => hostFacts().addresses.map((a) => a.address);
   let events: EventSink | undefined;
   if (config.kubeProxyTS.manifestDir === '') {
@@ -200,4 +178,30 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   if (config.kubeProxyTS.serviceTrafficMetrics)
     wireServiceTraffic({ metrics, trackers: daemon.trackers, proxiers, logger });
   return daemon;
+}
+
+/** Stale UDP/SCTP flows are deleted over ctnetlink after each committed sync; its runs counted. */
+function openStaleFlowFlusher(logger: Logger, clock: Clock, metrics: ProxyMetrics): ConntrackFlusher {
+  return ConntrackFlusher.open({
+    logger: logger.child({ component: 'conntrack' }),
+    clock,
+    counters: (r) => {
+      if (r.mode === 'reconcile') {
+        for (const f of r.families) {
+          metrics.conntrackReconcilerSyncDuration.labels(f).observe(r.durationMs / 1000);
+          metrics.conntrackReconcilerDeletedEntriesTotal.labels(f).inc(r.deleted);
+        }
+      } else if (r.deleted > 0) {
+        // Flush runs cover every family and both UDP and SCTP at once.
+        metrics.conntrackEntriesDeletedTotal.labels('any', 'udp/sctp').inc(r.deleted);
+      }
+      if (r.errors > 0) {
+        metrics.netlinkErrorsTotal.labels('conntrack', r.mode).inc(r.errors);
+        logger.warn('conntrack flush had errors; failed targets are retried at the next sync', {
+          errors: r.errors,
+          retained: r.retained,
+        });
+      }
+    },
+  });
 }

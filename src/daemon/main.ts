@@ -8,7 +8,7 @@ import { flushCompileCache } from 'node:module';
 import { systemClock } from '../base/clock.ts';
 import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
-import { parseCommandLine, readConfigText, writeConfigFile } from '../config/index.ts';
+import { DEFAULTED_MODE_WARNING, parseCommandLine, readConfigText, writeConfigFile } from '../config/index.ts';
 import type { ProxyConfig } from '../config/index.ts';
 import { createLogger } from '../log/index.ts';
 import type { ClosableLogger } from '../log/index.ts';
@@ -102,7 +102,9 @@ export async function main(argv: readonly string[], deps: MainDeps = {}): Promis
   const logger =
     deps.logger?.(config) ?? createLogger({ verbosity: config.logging.verbosity, format: config.logging.format });
   const clock = deps.clock ?? systemClock;
-  for (const w of r.warnings) logger.warn(w);
+  // Upstream writes --write-config-to before it builds the proxy, so the warning about the mode
+  // it would pick is not said there.
+  for (const w of r.warnings) if (r.action !== 'write-config' || w !== DEFAULTED_MODE_WARNING) logger.warn(w);
 
   if (r.action === 'write-config') {
     try {

@@ -30,7 +30,7 @@ export const PROMETHEUS_MADE: ReadonlySet<string> = new Set(['up']);
  */
 export const ONLY_IN: Readonly<Record<string, readonly Mode[]>> = {
   kubeproxy_sync_proxy_rules_iptables_total: ['iptables'],
-  kubeproxy_sync_proxy_rules_iptables_restore_failures_total: ['iptables'],
+  kubeproxy_sync_proxy_rules_iptables_restore_failures_total: ['iptables', 'ipvs'],
   kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total: ['iptables'],
   kubeproxyts_service_packets_total: ['nftables', 'iptables', 'ipvs'],
   kubeproxyts_service_bytes_total: ['nftables', 'iptables', 'ipvs'],

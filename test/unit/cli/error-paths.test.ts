@@ -64,7 +64,7 @@ const CASES: [string, string[], RegExp, number][] = [
   [
     'a directory as --config',
     ['--config', join(dir, 'a-directory')],
-    /cannot read --config .*a-directory: is a directory \(EISDIR\)/,
+    /cannot read --config .*a-directory: the file is a directory/,
     1,
   ],
   [
