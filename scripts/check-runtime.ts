@@ -1,4 +1,5 @@
-// Verifies that the pinned Node 24 runtime and the native addons it needs are usable.
+// Verifies that the pinned Node 24 runtime and the native addons it needs are usable, and with
+// --test that the test lab's npm tools are installed (`scripts/setup.sh --test`).
 // Run by scripts/setup.sh and at the start of `npm test`.
 import { createRequire } from 'node:module';
 
@@ -14,9 +15,19 @@ for (const addon of ['netlink-socket', 'sd-notify']) {
     problems.push(`native addon ${addon} does not load: ${(err as Error).message.split('\n')[0]}`);
   }
 }
+const testLab = process.argv.includes('--test');
+if (testLab) {
+  for (const tool of ['ava', 'typescript', 'eslint', 'prettier']) {
+    try {
+      require.resolve(`${tool}/package.json`);
+    } catch {
+      problems.push(`${tool} is not installed (the test lab's npm tools)`);
+    }
+  }
+}
 if (problems.length > 0) {
   for (const p of problems) console.error(`check-runtime: ${p}`);
-  console.error('check-runtime: run scripts/setup.sh to (re)install dependencies');
+  console.error(`check-runtime: run bash scripts/setup.sh${testLab ? ' --test' : ''} to (re)install dependencies`);
   process.exit(1);
 }
 console.log(`check-runtime: Node ${process.version}, netlink-socket and sd-notify load`);

@@ -1,19 +1,36 @@
 #!/bin/bash
-# Installs what kube-proxy-ts needs to build, test and run its demo on a fresh Debian 12
-# machine, as root. Idempotent: a second run installs nothing new.
+# Installs what kube-proxy-ts needs on a fresh Debian 12 machine, as root. Idempotent: a
+# second run installs nothing new.
+#   bash scripts/setup.sh          what the daemon and `npm run demo` need, nothing more
+#   bash scripts/setup.sh --test   that, plus the test lab `npm test` needs: the independent
+#                                  readers, QEMU with Debian's kernel, the packaging tools, a
+#                                  newer nft, and the npm devDependencies (ava, eslint, tsc...)
+# Needs npm on PATH (any version: it only installs the lockfile's pinned Node 24 runtime);
+# when there is none, Debian's nodejs and npm are installed first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
+test_lab=false
+case "${1:-}" in
+  --test) test_lab=true ;;
+  '') ;;
+  *) echo "usage: bash scripts/setup.sh [--test]" >&2; exit 2 ;;
+esac
 
-# System packages:
+# System packages for the daemon and the demo:
 # - libsystemd-dev, g++, make, python3: build the sd-notify addon and our netlink socket
-#   addon (native/netlink-socket, C; npm ci runs its node-gyp build); python3 also runs the
-#   kernel tests' SCTP client and backend, test/kernel/scenarios/sctp.py;
-# - iproute2: test namespaces; nftables, ipset, ipvsadm, conntrack, iptables: independent
-#   readers used by the tests only (the daemon never runs them);
-# - qemu-system-x86, busybox-static, cpio, kmod: boot Debian's stock kernel for VM tests.
-apt_packages=(libsystemd-dev g++ make python3 iproute2 nftables ipset ipvsadm conntrack
-  iptables strace qemu-system-x86 busybox-static cpio kmod netcat-openbsd)
+#   addon (native/netlink-socket, C; npm ci runs its node-gyp build);
+# - iproute2, procps (sysctl), nftables: the demo's namespace "cluster" and the ruleset it
+#   prints (the daemon itself never runs them).
+apt_packages=(libsystemd-dev g++ make python3 iproute2 procps nftables)
+# The test lab: independent readers used by the tests only (nftables above, ipset, ipvsadm,
+# conntrack, iptables, strace), python3 also runs the kernel tests' SCTP client and backend
+# (test/kernel/scenarios/sctp.py); qemu-system-x86, busybox-static, cpio, kmod boot Debian's
+# stock kernel for the VM tests.
+if $test_lab; then
+  apt_packages+=(ipset ipvsadm conntrack iptables strace qemu-system-x86 busybox-static cpio kmod netcat-openbsd)
+fi
+command -v npm >/dev/null || apt_packages+=(nodejs npm)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,25 +42,33 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Node dependencies, including the pinned Node 24 runtime itself. Native addons are built
-# against that runtime's headers (see node-headers.sh).
+# against that runtime's headers (see node-headers.sh). Without --test, only the production
+# closure (what the daemon and the demo import); the stamp records which was installed.
+want=$($test_lab && echo all || echo production)
 stamp=node_modules/.setup-stamp
-if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
+have=$(cat "$stamp" 2>/dev/null || true)
+if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || { [ "$want" = all ] && [ "$have" != all ]; }; then
   npm_config_nodedir=$(bash scripts/node-headers.sh)
   export npm_config_nodedir
-  npm ci --no-audit --no-fund --loglevel=error
-  touch "$stamp"
+  omit=()
+  [ "$want" = production ] && omit=(--omit=dev)
+  npm ci --no-audit --no-fund --loglevel=error "${omit[@]}"
+  echo "$want" >"$stamp"
 fi
-# What building the .deb/.rpm and booting systemd in the VM need (debhelper, lintian, rpm,
-# debootstrap ...), and Node's LICENSE for the packages.
-PATH="$PWD/node_modules/.bin:$PATH" bash scripts/package-deps.sh
 
-# Debian's stock kernel and an initramfs for the QEMU tests (test/vm), cached in .cache/vm.
-bash test/vm/prepare.sh
+if $test_lab; then
+  # What building the .deb/.rpm and booting systemd in the VM need (debhelper, lintian, rpm,
+  # debootstrap ...), and Node's LICENSE for the packages.
+  PATH="$PWD/node_modules/.bin:$PATH" bash scripts/package-deps.sh
 
-# A newer nft than Debian 12's (1.1.3, Debian 13's, with its own glibc), cached in .cache/nft:
-# the kernel tests check that our rulesets print and round-trip with both (issue 4,
-# test/kernel/nft-binaries.ts).
-bash scripts/newer-nft.sh
+  # Debian's stock kernel and an initramfs for the QEMU tests (test/vm), cached in .cache/vm.
+  bash test/vm/prepare.sh
+
+  # A newer nft than Debian 12's (1.1.3, Debian 13's, with its own glibc), cached in .cache/nft:
+  # the kernel tests check that our rulesets print and round-trip with both
+  # (test/kernel/nft-binaries.ts).
+  bash scripts/newer-nft.sh
+fi
 
 # Fail here, with a clear message, rather than deep inside a test.
 PATH="$PWD/node_modules/.bin:$PATH" node scripts/check-runtime.ts
