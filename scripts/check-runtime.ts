@@ -1,7 +1,9 @@
 // Verifies that the pinned Node 24 runtime and the native addons it needs are usable, and with
 // --test that the test lab's npm tools are installed (`scripts/setup.sh --test`).
 // Run by scripts/setup.sh and at the start of `npm test`.
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 
 const require = createRequire(import.meta.url);
 const problems: string[] = [];
@@ -18,11 +20,8 @@ for (const addon of ['netlink-socket', 'sd-notify']) {
 const testLab = process.argv.includes('--test');
 if (testLab) {
   for (const tool of ['ava', 'typescript', 'eslint', 'prettier']) {
-    try {
-      require.resolve(`${tool}/package.json`);
-    } catch {
+    if (!existsSync(join(import.meta.dirname, '../node_modules', tool, 'package.json')))
       problems.push(`${tool} is not installed (the test lab's npm tools)`);
-    }
   }
 }
 if (problems.length > 0) {
