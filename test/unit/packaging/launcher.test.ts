@@ -63,7 +63,7 @@ test('the launcher execs its target in the same process, the prefix before the c
   const code = await new Promise<number | null>((done) => child.on('close', done));
   t.is(code, 0);
   const seen = JSON.parse(out) as { pid: number; argv: string[]; v8: string[] };
-  t.is(seen.pid, child.pid, 'one process: the PID systemd (Type=notify) or the runtime started');
+  t.is(seen.pid, child.pid ?? -1, 'one process: the PID systemd (Type=notify) or the runtime started');
   t.deepEqual(seen.argv, ['explain', 'default/web', 'two words', '']);
   t.true(seen.v8.includes('--expose-gc'));
 });
