@@ -313,6 +313,7 @@ test.serial(
     t.timeout(180_000);
     const c = await makeCluster(t, 'img', 2);
     const d = await startPod(t, c, CONFIG, true);
+    const started = Date.now();
     const tcp = (ip: string, p: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, p);
     try {
       await pollUntil(
@@ -325,6 +326,9 @@ test.serial(
       t.log(d.log());
       throw e;
     }
+    // How long a node runs on the rules it had when its proxy changes (deploy/README.md,
+    // "Stale rules"): from the container's start, cold (no compile cache in the image).
+    t.log(`container start to the first answer through the ClusterIP: ${Date.now() - started} ms`);
     const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 10);
     t.true(
       answers.every((a) => /^pod[12] /.test(a)),
