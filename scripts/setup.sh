@@ -47,6 +47,8 @@ fi
 want=$($test_lab && echo all || echo production)
 stamp=node_modules/.setup-stamp
 have=$(cat "$stamp" 2>/dev/null || true)
+# An empty stamp is an earlier setup.sh's, which always installed everything.
+[ -f "$stamp" ] && [ -z "$have" ] && have=all
 if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || { [ "$want" = all ] && [ "$have" != all ]; }; then
   npm_config_nodedir=$(bash scripts/node-headers.sh)
   export npm_config_nodedir
