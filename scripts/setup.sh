@@ -31,6 +31,28 @@ if $test_lab; then
   apt_packages+=(ipset ipvsadm conntrack iptables strace qemu-system-x86 busybox-static cpio kmod netcat-openbsd)
 fi
 command -v npm >/dev/null || apt_packages+=(nodejs npm)
+
+# Node dependencies, including the pinned Node 24 runtime itself. Native addons are built
+# against that runtime's headers (see node-headers.sh). Without --test, only the production
+# closure (what the daemon and the demo import); the stamp records which was installed.
+want=$($test_lab && echo all || echo production)
+stamp=node_modules/.setup-stamp
+have=$(cat "$stamp" 2>/dev/null || true)
+# An empty stamp is an earlier setup.sh's, which always installed everything.
+[ -f "$stamp" ] && [ -z "$have" ] && have=all
+npm_needed=false
+if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || { [ "$want" = all ] && [ "$have" != all ]; }; then
+  npm_needed=true
+fi
+# The headers come from the npm registry: fetched while apt works, when npm is already there.
+headers=$(mktemp)
+trap 'rm -f "$headers"' EXIT
+headers_pid=
+if $npm_needed && command -v npm >/dev/null; then
+  bash scripts/node-headers.sh >"$headers" &
+  headers_pid=$!
+fi
+
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,16 +63,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Node dependencies, including the pinned Node 24 runtime itself. Native addons are built
-# against that runtime's headers (see node-headers.sh). Without --test, only the production
-# closure (what the daemon and the demo import); the stamp records which was installed.
-want=$($test_lab && echo all || echo production)
-stamp=node_modules/.setup-stamp
-have=$(cat "$stamp" 2>/dev/null || true)
-# An empty stamp is an earlier setup.sh's, which always installed everything.
-[ -f "$stamp" ] && [ -z "$have" ] && have=all
-if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || { [ "$want" = all ] && [ "$have" != all ]; }; then
-  npm_config_nodedir=$(bash scripts/node-headers.sh)
+if $npm_needed; then
+  if [ -n "$headers_pid" ]; then
+    wait "$headers_pid" || { echo "setup: scripts/node-headers.sh failed" >&2; exit 1; }
+  else
+    bash scripts/node-headers.sh >"$headers"
+  fi
+  npm_config_nodedir=$(cat "$headers")
   export npm_config_nodedir
   omit=()
   [ "$want" = production ] && omit=(--omit=dev)
