@@ -5,8 +5,9 @@
 #   bash scripts/setup.sh --test   that, plus the test lab `npm test` needs: the independent
 #                                  readers, QEMU with Debian's kernel, the packaging tools, a
 #                                  newer nft, and the npm devDependencies (ava, eslint, tsc...)
-# Needs npm on PATH (any version: it only installs the lockfile's pinned Node 24 runtime);
-# when there is none, Debian's nodejs and npm are installed first.
+# Needs npm on PATH (Node.js 20 or later with its own npm: it only installs the lockfile's
+# pinned Node 24 runtime). Not Debian 12's npm package: its node-gyp links native addons against
+# Debian's Node 18 library (libnode108), and such an addon crashes the pinned Node 24.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -30,7 +31,15 @@ apt_packages=(libsystemd-dev g++ make python3 iproute2 procps nftables)
 if $test_lab; then
   apt_packages+=(ipset ipvsadm conntrack iptables strace qemu-system-x86 busybox-static cpio kmod netcat-openbsd)
 fi
-command -v npm >/dev/null || apt_packages+=(nodejs npm)
+npm_bin=$(command -v npm || true)
+if [ -z "$npm_bin" ]; then
+  echo "setup: npm is missing: install Node.js 20 or later with its own npm first" >&2
+  exit 1
+fi
+if [[ $(readlink -f "$npm_bin") == /usr/share/nodejs/* ]]; then
+  echo "setup: $npm_bin is Debian 12's npm package, whose addons crash Node 24: install Node.js 20 or later with its own npm first" >&2
+  exit 1
+fi
 
 # Node dependencies, including the pinned Node 24 runtime itself. Native addons are built
 # against that runtime's headers (see node-headers.sh). Without --test, only the production
@@ -44,11 +53,11 @@ npm_needed=false
 if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || { [ "$want" = all ] && [ "$have" != all ]; }; then
   npm_needed=true
 fi
-# The headers come from the npm registry: fetched while apt works, when npm is already there.
+# The headers come from the npm registry: fetched while apt works.
 headers=$(mktemp)
 trap 'rm -f "$headers"' EXIT
 headers_pid=
-if $npm_needed && command -v npm >/dev/null; then
+if $npm_needed; then
   bash scripts/node-headers.sh >"$headers" &
   headers_pid=$!
 fi
@@ -64,11 +73,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if $npm_needed; then
-  if [ -n "$headers_pid" ]; then
-    wait "$headers_pid" || { echo "setup: scripts/node-headers.sh failed" >&2; exit 1; }
-  else
-    bash scripts/node-headers.sh >"$headers"
-  fi
+  wait "$headers_pid" || { echo "setup: scripts/node-headers.sh failed" >&2; exit 1; }
   npm_config_nodedir=$(cat "$headers")
   export npm_config_nodedir
   omit=()
