@@ -1,6 +1,9 @@
-// Verifies that the pinned Node 24 runtime and the native addons it needs are usable.
+// Verifies that the pinned Node 24 runtime and the native addons it needs are usable, and with
+// --test that the test lab's npm tools are installed (`scripts/setup.sh --test`).
 // Run by scripts/setup.sh and at the start of `npm test`.
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 
 const require = createRequire(import.meta.url);
 const problems: string[] = [];
@@ -17,9 +20,16 @@ for (const addon of ['netlink-socket', 'sd-notify']) {
     problems.push(`native addon ${addon} does not load: ${(err as Error).message.split('\n')[0]}`);
   }
 }
+const testLab = process.argv.includes('--test');
+if (testLab) {
+  for (const tool of ['ava', 'typescript', 'eslint', 'prettier']) {
+    if (!existsSync(join(import.meta.dirname, '../node_modules', tool, 'package.json')))
+      problems.push(`${tool} is not installed (the test lab's npm tools)`);
+  }
+}
 if (problems.length > 0) {
   for (const p of problems) console.error(`check-runtime: ${p}`);
-  console.error('check-runtime: run scripts/setup.sh to (re)install dependencies');
+  console.error(`check-runtime: run bash scripts/setup.sh${testLab ? ' --test' : ''} to (re)install dependencies`);
   process.exit(1);
 }
 console.log(`check-runtime: Node ${process.version}, netlink-socket and sd-notify load`);

@@ -151,7 +151,9 @@ KUBE\\-* ipsets and the kube\\-ipvs0 link.
 Foreign rules and kubelet's chains stay.
 Rules written with iptables\\-legacy cannot be removed over netlink: when legacy tables are in
 use, a warning names the commands that remove upstream's.
-See docs/migrating.md in the sources for moving a node from upstream kube\\-proxy.
+See
+.I /usr/share/doc/kube\\-proxy\\-ts/docs/migrating.md
+for moving a node from upstream kube\\-proxy.
 .SH COMMANDS
 The running daemon answers questions on its control socket, a unix socket only root can
 open (default
@@ -224,6 +226,15 @@ ${ours.map(flagItem).join('\n')}
 The configuration the packaged systemd unit passes with
 .BR \\-\\-config .
 .TP
+.I /etc/kube\\-proxy\\-ts/kubeconfig
+The API server's address and this node's credentials, which the packaged configuration
+names; make it mode 0600, owned by root (the directory is 0750).
+The packaged unit starts only once this file exists (or a manifest directory,
+.IR /etc/kube\\-proxy\\-ts/manifests ,
+for standalone mode); until then
+.B systemctl status kube\\-proxy\\-ts
+shows the unmet start condition.
+.TP
 .I /etc/default/kube\\-proxy\\-ts \\fR(Debian),\\fP /etc/sysconfig/kube\\-proxy\\-ts \\fR(RPM)
 Sets
 .B KUBE_PROXY_TS_ARGS
@@ -231,6 +242,11 @@ for extra flags on the unit's command line.
 .TP
 .I /usr/lib/kube\\-proxy\\-ts
 The program, its production dependencies and the Node.js 24 runtime it runs on.
+.TP
+.I /usr/share/doc/kube\\-proxy\\-ts
+README.md; docs/migrating.md (moving a node from upstream kube\\-proxy and back), the rulesets
+of the nftables and iptables modes, the IPVS and userspace modes (docs/*.md); benchmarks.md
+(measured speed and memory).
 .SH SYSTEMD
 The packaged unit
 .I kube\\-proxy\\-ts.service

@@ -44,9 +44,10 @@ find "$root/usr/share/doc" -type l ! -xtype d -delete
 find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete
 # glibc's iconv modules: Node converts with ICU, never iconv.
 rm -rf "$root/usr/lib/x86_64-linux-gnu/gconv"
-# The .deb's systemd integration: /usr/bin/kube-proxy-ts is a #!/bin/sh wrapper and the image
-# has no shell (the entry point runs Node itself, with the same flags), and no systemd.
-rm -f "$root/usr/bin/kube-proxy-ts" "$root/etc/default/kube-proxy-ts"
+# The .deb's systemd integration and host configuration: the image has no systemd, and the
+# pod takes its flags and ConfigMap. /usr/bin/kube-proxy-ts (the native launcher,
+# the entry point) stays.
+rm -f "$root/etc/default/kube-proxy-ts"
 rm -rf "$root/lib/systemd"
 find "$root" -mindepth 1 -type d -empty ! -path "$root/tmp" ! -path "$root/var/lib/dpkg" -delete
 mkdir -p "$root/tmp" "$root/proc" "$root/sys" "$root/dev" "$root/etc"

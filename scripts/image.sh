@@ -48,11 +48,10 @@ deb=$repo/out/packages/kube-proxy-ts_${version}_amd64.deb
 # 2. What the image is made from, and its cache key.
 epoch=${SOURCE_DATE_EPOCH:-$(/usr/bin/dpkg-parsechangelog -l "$repo/debian/changelog" -S Timestamp)}
 lib=/usr/lib/kube-proxy-ts
-# The entry point runs the bundled Node on the launcher with the daemon's V8 flags, as the
-# .deb's /usr/bin/kube-proxy-ts does; without that sh wrapper, for the image has no shell.
-entrypoint=$(cd "$repo" && "$node" --input-type=module -e "
-  import { DAEMON_V8_OPTIONS } from './src/daemon/v8-options.ts';
-  console.log(JSON.stringify(['$lib/node_modules/node/bin/node', ...DAEMON_V8_OPTIONS, '$lib/bin/kube-proxy-ts.js']));")
+# The entry point is the .deb's /usr/bin/kube-proxy-ts, the native launcher (no shell needed):
+# it execs the bundled Node with the daemon's V8 flags, so `kubectl exec ... -- kube-proxy-ts
+# explain` runs the same command in the pod.
+entrypoint='["/usr/bin/kube-proxy-ts"]'
 key=$( { sha256sum <"$deb"; cat "$repo/scripts/image.sh" "$repo/scripts/image-prune.sh" | sha256sum; echo "$epoch $entrypoint"; cat "$sources"; } | sha256sum | cut -c1-32)
 name=kube-proxy-ts_${version}_amd64.oci.tar
 cached=$repo/.cache/image/$key.tar

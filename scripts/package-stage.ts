@@ -9,9 +9,13 @@
 //   usr/lib/kube-proxy-ts/node_modules/**       the production closure of package-lock.json,
 //                                               including the Node 24 runtime (node/bin/node)
 //                                               and the built native addons
-//   usr/bin/kube-proxy-ts                       sh wrapper: exec the bundled node on the launcher
 //   usr/share/man/man8/kube-proxy-ts.8          generated from src/config/flags.ts
 //   usr/share/bash-completion/completions/kube-proxy-ts   likewise (src/cli/completion.ts)
+//   usr/share/doc/kube-proxy-ts/**              README.md, docs/ (migrating, the rulesets, the
+//                                               modes) and benchmarks.md (BENCHMARKS.md's summary)
+//
+// /usr/bin/kube-proxy-ts, the native launcher, is compiled by the package builds
+// (scripts/build-launcher.sh), not staged here.
 //
 //   node scripts/package-stage.ts DESTROOT
 //
@@ -30,12 +34,12 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { FLAGS } from '../src/config/flags.ts';
-import { DAEMON_V8_OPTIONS } from '../src/daemon/v8-options.ts';
+import { LIBDIR } from './launcher-args.ts';
 import { renderManPage } from './gen-manpage.ts';
 import { completionScript } from '../src/cli/completion.ts';
 
 const REPO = resolve(import.meta.dirname, '..');
-export const LIBDIR = 'usr/lib/kube-proxy-ts';
+export { LIBDIR };
 
 interface LockPackage {
   /** A `file:` dependency: node_modules/<name> links to the lock entry `resolved` (native/...). */
@@ -121,11 +125,36 @@ function put(src: string, dst: string, mode?: number): void {
   chmodSync(dst, m);
 }
 
-export const WRAPPER = `#!/bin/sh
-# kube-proxy-ts: runs the daemon on the Node.js 24 runtime bundled with the package.
-# exec keeps the PID, so systemd's Type=notify and watchdog see the daemon itself.
-exec /${LIBDIR}/node_modules/node/bin/node ${DAEMON_V8_OPTIONS.join(' ')} /${LIBDIR}/bin/kube-proxy-ts.js "$@"
-`;
+export const DOCDIR = 'usr/share/doc/kube-proxy-ts';
+
+/** The documentation shipped, by its path in the doc directory: README's links keep working. */
+export const DOCS: Readonly<Record<string, string>> = {
+  'README.md': 'README.md',
+  'docs/migrating.md': 'docs/migrating.md',
+  'docs/nftables-ruleset.md': 'docs/nftables-ruleset.md',
+  'docs/iptables-ruleset.md': 'docs/iptables-ruleset.md',
+  'docs/userspace-mode.md': 'docs/userspace-mode.md',
+  'docs/ipvs-mode.md': 'src/proxier/ipvs/README.md',
+};
+
+/**
+ * BENCHMARKS.md's summary: its introduction, "Machine and run" and "Targets" (the full
+ * per-module tables stay in the source).
+ */
+export function benchmarksSummary(text: string): string {
+  const sections = text.split(/^(?=## )/m);
+  const keep = sections.filter((s, i) => i === 0 || /^## (Machine and run|Targets)\n/.test(s));
+  if (keep.length !== 3) throw new Error('BENCHMARKS.md: expected "## Machine and run" and "## Targets" sections');
+  return `${keep.join('').trimEnd()}\n\nThe per-module tables behind these figures are in BENCHMARKS.md in the source tree.\n`;
+}
+
+function stageDocs(repo: string, dest: string): number {
+  for (const [to, from] of Object.entries(DOCS)) put(join(repo, from), join(dest, to), 0o644);
+  writeFileSync(join(dest, 'benchmarks.md'), benchmarksSummary(readFileSync(join(repo, 'BENCHMARKS.md'), 'utf8')), {
+    mode: 0o644,
+  });
+  return Object.keys(DOCS).length + 1;
+}
 
 export interface StageResult {
   files: number;
@@ -186,10 +215,7 @@ export function stage(destRoot: string, opts: { repo?: string; modules?: string;
   put(license, join(lib, 'node_modules/node/LICENSE'), 0o644);
   files++;
 
-  mkdirSync(join(destRoot, 'usr/bin'), { recursive: true, mode: 0o755 });
-  writeFileSync(join(destRoot, 'usr/bin/kube-proxy-ts'), WRAPPER, { mode: 0o755 });
-  chmodSync(join(destRoot, 'usr/bin/kube-proxy-ts'), 0o755);
-  files++;
+  files += stageDocs(repo, join(destRoot, DOCDIR));
 
   const man = join(destRoot, 'usr/share/man/man8/kube-proxy-ts.8');
   mkdirSync(dirname(man), { recursive: true, mode: 0o755 });

@@ -30,7 +30,8 @@ if $if_stale; then
   rpm=$(ls "$out"/kube-proxy-ts-"$version"-*.rpm 2>/dev/null | head -n1 || true)
   if [ -n "$deb" ] && [ -n "$rpm" ]; then
     oldest=$deb; [ "$rpm" -ot "$deb" ] && oldest=$rpm
-    newer=$(cd "$repo" && find bin src native/netlink-socket/src native/netlink-socket/binding.gyp debian systemd packaging scripts package.json package-lock.json \
+    newer=$(cd "$repo" && find bin src native/netlink-socket/src native/netlink-socket/binding.gyp native/launcher debian systemd packaging scripts \
+      docs README.md BENCHMARKS.md package.json package-lock.json \
       node_modules/.package-lock.json -newer "$oldest" -print -quit 2>/dev/null || true)
     if [ -z "$newer" ]; then
       echo "package: up to date: $deb $rpm"
@@ -45,7 +46,8 @@ rm -rf "$build"
 src=$build/src/kube-proxy-ts-$version
 mkdir -p "$src" "$build/rpm" "$out"
 # What the packages are made from (never node_modules, caches or earlier outputs).
-(cd "$repo" && cp -a --parents bin src debian systemd packaging scripts package.json package-lock.json "$src/")
+(cd "$repo" && cp -a --parents bin src native/launcher debian systemd packaging scripts docs README.md BENCHMARKS.md \
+  package.json package-lock.json "$src/")
 # debian/rules' clean target must not see stale staging from a copied tree.
 rm -rf "$src/debian/kube-proxy-ts" "$src/debian/.debhelper" "$src/debian/files"
 

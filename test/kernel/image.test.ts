@@ -6,20 +6,22 @@
 // the DaemonSet (deploy/: the ConfigMap's file, the container's flags, the service account's
 // token and CA, KUBERNETES_SERVICE_HOST/PORT) against the test API server: traffic to a
 // Service flows, and every request it made is one deploy/rbac.yaml's ClusterRole allows.
+// `kube-proxy-ts explain` and `trace` run inside that root as `kubectl exec ds/kube-proxy-ts --
+// kube-proxy-ts explain` runs them: the image's /usr/bin/kube-proxy-ts (the native launcher; no
+// shell in the image) in the pod's mount and network namespaces, against the daemon running there.
 // Then again without privileges, as deploy/README.md describes (NET_ADMIN, /proc/sys and /sys
 // read-only, conntrack settings left to the node).
 
 import { lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { selfSignedLoopbackCert } from '../helpers/tls.ts';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { Cluster } from '../helpers/cluster.ts';
-import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
+import { CLIENT_IP, ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
 import type { DaemonProcess } from '../helpers/daemon-process.ts';
 import { pollUntil, spawnDaemon } from '../helpers/daemon-process.ts';
 import type { PolicyRule } from '../helpers/deploy-manifests.ts';
@@ -71,16 +73,12 @@ async function walk(dir: string, rel = ''): Promise<Entry[]> {
 }
 
 test.serial(
-  "the image config: the entry point is kube-proxy-ts (the bundled Node, the daemon's V8 flags), upstream's ports, a fixed date",
+  "the image config: the entry point is kube-proxy-ts (the package's launcher), upstream's ports, a fixed date",
   (t) => {
     const c = image.config;
     t.is(c.os, 'linux');
     t.is(c.architecture, 'amd64');
-    t.deepEqual(c.config.Entrypoint, [
-      `${LIB}/node_modules/node/bin/node`,
-      ...DAEMON_V8_OPTIONS,
-      `${LIB}/bin/kube-proxy-ts.js`,
-    ]);
+    t.deepEqual(c.config.Entrypoint, ['/usr/bin/kube-proxy-ts']);
     t.is(c.config.Cmd, undefined, "no default arguments: the flags are the pod's");
     t.deepEqual(Object.keys(c.config.ExposedPorts ?? {}).sort(), ['10249/tcp', '10256/tcp']);
     const epoch = Number(
@@ -112,6 +110,7 @@ test.serial(
     t.true(unpacked < MAX_UNPACKED, `${unpacked} bytes unpacked`);
 
     for (const p of [
+      '/usr/bin/kube-proxy-ts',
       `${LIB}/node_modules/node/bin/node`,
       `${LIB}/bin/kube-proxy-ts.js`,
       `${LIB}/src/daemon/main.ts`,
@@ -120,14 +119,18 @@ test.serial(
     ]) {
       t.true(paths.has(p), `${p} is there`);
     }
-    // Executables: the Node runtime; everything else executable is a shared object.
+    // Executables: the launcher and the Node runtime; everything else executable is a shared object.
     const executables = entries.filter((e) => e.kind === 'file' && (e.mode & 0o111) !== 0).map((e) => e.path);
     const notLibraries = executables.filter((p) => !/\.so(\.\d+)*$|\.node$/.test(p));
-    t.deepEqual(notLibraries, [`${LIB}/node_modules/node/bin/node`]);
+    t.deepEqual(notLibraries, ['/usr/bin/kube-proxy-ts', `${LIB}/node_modules/node/bin/node`]);
+    t.deepEqual(
+      entries.filter((e) => e.path.startsWith('/usr/bin/')).map((e) => e.path),
+      ['/usr/bin/kube-proxy-ts'],
+      'nothing else in /usr/bin',
+    );
     for (const dir of [
       '/bin',
       '/sbin',
-      '/usr/bin',
       '/usr/sbin',
       '/usr/local',
       '/etc/apt',
@@ -260,6 +263,9 @@ async function startPod(
   await writeFile(join(root, 'var/lib/kube-proxy-ts/config.conf'), configText);
   t.teardown(() => rm(join(root, 'var/run'), { recursive: true, force: true }));
   const args = (container.args as string[]).map((a) => a.replace('$(NODE_NAME)', 'node-a'));
+  // The control socket where the DaemonSet's pod has it, the default (named only so that the
+  // helper does not pick a test path): /run/kube-proxy-ts/control.sock in the image's root.
+  args.push('--control-socket', '/run/kube-proxy-ts/control.sock');
   const d = spawnDaemon(c.node, args, {
     command: containerCommand(root, privileged),
     // A container's environment: only what the image and the kubelet set, none of this process's.
@@ -277,12 +283,37 @@ async function startPod(
 
 const CONFIG = manifestOf(manifests, 'ConfigMap', 'kube-proxy-ts')['data']['config.conf'] as string;
 
+/**
+ * `kubectl exec ds/kube-proxy-ts -- kube-proxy-ts ARGS`: the image's own /usr/bin/kube-proxy-ts
+ * run in the pod's mount namespace, root and network namespace (nsenter into the daemon's),
+ * with the container's PATH only. No shell is involved, and none is in the image.
+ */
+function execInPod(
+  d: DaemonProcess,
+  args: readonly string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    execFile(
+      systemTool('nsenter'),
+      ['--target', String(d.pid), '--mount', '--net', '--root', '--wd', '/usr/bin/kube-proxy-ts', ...args],
+      {
+        encoding: 'utf8',
+        timeout: 60_000,
+        maxBuffer: 4 * 1024 * 1024,
+        env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
+      },
+      (err, stdout, stderr) => done({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+    );
+  });
+}
+
 test.serial(
   'the image root runs as the DaemonSet runs it: in-cluster config, traffic to a Service flows, requests within the ClusterRole',
   async (t) => {
     t.timeout(180_000);
     const c = await makeCluster(t, 'img', 2);
     const d = await startPod(t, c, CONFIG, true);
+    const started = Date.now();
     const tcp = (ip: string, p: number) => c.clientAgent.call<string>(ECHO, 'tcp', ip, p);
     try {
       await pollUntil(
@@ -295,6 +326,9 @@ test.serial(
       t.log(d.log());
       throw e;
     }
+    // How long a node runs on the rules it had when its proxy changes (deploy/README.md,
+    // "Stale rules"): from the container's start, cold (no compile cache in the image).
+    t.log(`container start to the first answer through the ClusterIP: ${Date.now() - started} ms`);
     const answers = await c.clientAgent.call<string[]>(ECHO, 'tcpMany', VIP, 80, 10);
     t.true(
       answers.every((a) => /^pod[12] /.test(a)),
@@ -305,6 +339,19 @@ test.serial(
     t.is((await get('/livez', 10256)).status, 200);
     t.is((await get('/healthz', 10256)).status, 200);
     t.regex((await get('/metrics', 10249)).body, /kubeproxy_sync_proxy_rules_duration_seconds_count/);
+
+    // kubectl exec ds/kube-proxy-ts -- kube-proxy-ts explain (and trace), against this daemon.
+    const explain = await execInPod(d, ['explain']);
+    t.is(explain.code, 0, explain.stderr);
+    t.regex(
+      explain.stdout,
+      /^default\/web:http\/TCP\s+IPv4\s+ClusterIP\s+10\.96\.0\.10:80\b.*\b2\/2\s+in sync$/m,
+      explain.stdout,
+    );
+    t.log(`kube-proxy-ts explain in the image root:\n${explain.stdout.trim()}`);
+    const trace = await execInPod(d, ['trace', '--from', CLIENT_IP, '--to', `${VIP}:80`]);
+    t.is(trace.code, 0, trace.stderr);
+    t.true(trace.stdout.includes(podIP(0)) && trace.stdout.includes(podIP(1)), trace.stdout);
 
     // A change through the API reaches the rules: pod2 only.
     const slice = apiObjects()[2]!;

@@ -120,7 +120,27 @@ test.serial('dpkg -i installs, enables the unit, and the packaged entry point ru
   t.is(b.rc('man-page'), 0);
   t.regex(b.out('dpkg-conffiles.txt') ?? '', /\/etc\/kube-proxy-ts\/config\.yaml/);
   t.regex(b.out('dpkg-conffiles.txt') ?? '', /\/etc\/default\/kube-proxy-ts/);
+  t.is(b.out('etc-mode.txt')?.trim(), '750 root root', 'the kubeconfig directory is root-only');
+  const docs = (b.out('docs.txt') ?? '').trim().split('\n');
+  for (const d of ['./README.md', './docs/migrating.md', './docs/nftables-ruleset.md', './benchmarks.md'])
+    t.true(docs.includes(d), `/usr/share/doc/kube-proxy-ts/${d.slice(2)} (have: ${docs.join(' ')})`);
 });
+
+test.serial(
+  'a fresh install without a kubeconfig: the unit waits (no daemon, no restart loop), status says why',
+  (t) => {
+    const b = ready(t);
+    if (!b) return;
+    const s = props(b.out('show-fresh.txt'));
+    t.is(s.ActiveState, 'inactive', b.out('status-fresh.txt'));
+    t.is(s.ConditionResult, 'no', 'the start condition was checked and not met');
+    t.is(s.ExecMainStartTimestampMonotonic, '0', 'the daemon was never started');
+    t.is(s.NRestarts, '0');
+    const status = b.out('status-fresh.txt') ?? '';
+    t.regex(status, /ConditionPathExists=\|\/etc\/kube-proxy-ts\/kubeconfig was not met/, status);
+    t.log(status.trim());
+  },
+);
 
 test.serial('systemctl start reaches active through Type=notify READY, with our STATUS and watchdog pings', (t) => {
   const b = ready(t);
@@ -135,6 +155,11 @@ test.serial('systemctl start reaches active through Type=notify READY, with our 
   t.truthy(s.StatusText && s.StatusText.length > 0, 'STATUS= reached systemd');
   if (b.out('mode')?.trim() === 'standin') t.is(s.StatusText, 'kpts-standin: serving (stand-in for the daemon main)');
   t.true((b.out('status.txt') ?? '').includes(`Status: "${s.StatusText}"`), b.out('status.txt'));
+  t.is(
+    b.out('main-exe.txt')?.trim(),
+    '/usr/lib/kube-proxy-ts/node_modules/node/bin/node',
+    'the launcher exec()ed Node in the PID systemd started',
+  );
   const r = props(b.out('show-restarted.txt'));
   t.is(b.rc('restart'), 0);
   t.is(r.ActiveState, 'active');
@@ -205,6 +230,16 @@ test.serial('systemctl restart (and stop) keep an established connection through
   t.regex(a.get('send after-restart') ?? '', fromBackend('after-restart'), diag);
   t.regex(a.get('send after-stop') ?? '', fromBackend('after-stop'), diag);
   t.notRegex(client, /^held-closed/m, 'the held connection was closed or reset');
+});
+
+test.serial('kube-proxy-ts explain on the host answers from the running daemon', (t) => {
+  const b = realDaemon(t);
+  if (!b) return;
+  t.is(b.rc('explain'), 0, b.out('explain.txt'));
+  t.regex(b.out('explain.txt') ?? '', /^default\/echo:http\/TCP\s+IPv4\s+ClusterIP\s+10\.96\.0\.50:80\b.*\bin sync$/m);
+  t.is(b.rc('explain-echo'), 0, b.out('explain-echo.txt'));
+  t.regex(b.out('explain-echo.txt') ?? '', /10\.244\.1\.10:8080/);
+  t.log(b.out('explain.txt')?.trim());
 });
 
 test.serial('journalctl -u kube-proxy-ts holds our lines with their priorities', (t) => {

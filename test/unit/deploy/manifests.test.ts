@@ -212,3 +212,27 @@ test("requestAttributes and rulesAllow name requests as the API server's authori
   t.false(rulesAllow(rules, { verb: 'watch', group: '', resource: 'services' }));
   t.false(rulesAllow(rules, { verb: 'list', group: 'apps', resource: 'services' }));
 });
+
+test('the optional PodMonitor scrapes the DaemonSet pods on their metrics port; deploy/README.md states the request', (t) => {
+  const [monitor, ...more] = loadDeployManifests(join(DEPLOY_DIR, 'optional')).filter(
+    (m) => m.obj['kind'] === 'PodMonitor',
+  );
+  t.is(more.length, 0);
+  const m = monitor!.obj;
+  t.is(m['apiVersion'], 'monitoring.coreos.com/v1');
+  t.is(m['metadata'].namespace, daemonSet['metadata'].namespace);
+  t.deepEqual(m['spec'].selector.matchLabels, daemonSet['spec'].template.metadata.labels);
+  const endpoint = m['spec'].podMetricsEndpoints[0];
+  const port = (container.ports as KObject[]).find((p) => p['name'] === endpoint.port);
+  t.is(port?.['containerPort'], 10249, 'the port the PodMonitor names is the metrics port');
+  t.is(endpoint.path, '/metrics');
+  // Prometheus reaches the pod's (node's) address: the README says to bind metrics there first.
+  const readme = readFileSync(join(DEPLOY_DIR, 'README.md'), 'utf8');
+  t.true(readme.includes('metricsBindAddress: 0.0.0.0:10249'));
+  const request = container.resources.requests;
+  t.true(
+    readme.includes(`requests \`cpu: ${request.cpu}\` and \`memory: ${request.memory}\``),
+    'the README names the manifest request',
+  );
+  t.regex(readme, new RegExp(`\\*\\*${request.memory}\\*\\* \\(the manifest's\\)`));
+});

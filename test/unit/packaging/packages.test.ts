@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensurePackages, missingTools, REPO, tool, toolAsync, type Packages } from './build.ts';
 import { DAEMON_V8_OPTIONS } from '../../../src/daemon/v8-options.ts';
+import { LAUNCHER_ARGV } from '../../../scripts/launcher-args.ts';
+import { DOCDIR, DOCS } from '../../../scripts/package-stage.ts';
 
 const LIB = 'usr/lib/kube-proxy-ts';
 const missing = missingTools();
@@ -69,6 +71,7 @@ const EXPECTED = [
   'etc/kube-proxy-ts/config.yaml',
   'usr/share/man/man8/kube-proxy-ts.8.gz',
   'usr/share/bash-completion/completions/kube-proxy-ts',
+  ...[...Object.keys(DOCS), 'benchmarks.md'].map((d) => `${DOCDIR}/${d}`),
 ];
 
 test('the .deb holds the program, its runtime and production modules, unit, config and man page', (t) => {
@@ -85,6 +88,7 @@ test('the .deb holds the program, its runtime and production modules, unit, conf
   }
   t.is(files.get(`${LIB}/node_modules/node/bin/node`), '-rwxr-xr-x root/root');
   t.is(files.get('usr/bin/kube-proxy-ts'), '-rwxr-xr-x root/root');
+  t.is(files.get('etc/kube-proxy-ts'), 'drwxr-x--- root/root', 'the kubeconfig directory is root-only');
   const paths = [...files.keys()];
   // No development tooling, no other platforms' binaries, no sources under node_modules.
   for (const dev of ['ava', 'typescript', 'eslint', 'fast-check', '.bin']) {
@@ -146,6 +150,7 @@ test('the .rpm has the same layout, %config(noreplace) files, systemd scriptlets
   for (const f of [...EXPECTED, 'usr/lib/systemd/system/kube-proxy-ts.service', 'etc/sysconfig/kube-proxy-ts'])
     t.true(files.has(`/${f}`), `/${f} missing from the .rpm`);
   t.deepEqual(q('-c').trim().split('\n').sort(), ['/etc/kube-proxy-ts/config.yaml', '/etc/sysconfig/kube-proxy-ts']);
+  t.regex(q('-lv'), /^drwxr-x--- .* root +root .* \/etc\/kube-proxy-ts$/m, 'the kubeconfig directory is root-only');
   // noreplace: rpm --dump's flags column; %config = 1, noreplace = 16.
   for (const line of q('--dump')
     .split('\n')
@@ -242,14 +247,13 @@ test('the unpacked package runs on its bundled Node: entry point, native addons,
     tool(node, ['--version']).stdout.trim(),
     `v${(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { dependencies: { node: string } }).dependencies.node}`,
   );
-  // The wrapper's target, run from the unpacked tree (the wrapper itself has absolute paths).
-  const wrapper = readFileSync(join(debRoot, 'usr/bin/kube-proxy-ts'), 'utf8');
-  t.true(
-    wrapper.includes(
-      `\nexec /usr/lib/kube-proxy-ts/node_modules/node/bin/node ${DAEMON_V8_OPTIONS.join(' ')} /usr/lib/kube-proxy-ts/bin/kube-proxy-ts.js "$@"\n`,
-    ),
-    wrapper,
-  );
+  // /usr/bin/kube-proxy-ts is the native launcher (ELF, no interpreter line) holding its
+  // exec() arguments; they are run here from the unpacked tree (they are absolute paths).
+  const launcher = readFileSync(join(debRoot, 'usr/bin/kube-proxy-ts'));
+  t.is(launcher.subarray(0, 4).toString('latin1'), '\x7fELF');
+  for (const a of LAUNCHER_ARGV) t.true(launcher.includes(`${a}\0`), `the launcher holds ${a}`);
+  const rpmLauncher = readFileSync(join(rpmRoot, 'usr/bin/kube-proxy-ts'));
+  for (const a of LAUNCHER_ARGV) t.true(rpmLauncher.includes(`${a}\0`), `the .rpm's launcher holds ${a}`);
   const v = tool(node, [...DAEMON_V8_OPTIONS, join(debRoot, LIB, 'bin/kube-proxy-ts.js'), '--version'], {
     allowFail: true,
   });

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { parseCommandLine } from '../../../src/config/index.ts';
 import { FLAGS } from '../../../src/config/flags.ts';
 import { renderManPage, roffText } from '../../../scripts/gen-manpage.ts';
-import { keepFile, productionPackages, WRAPPER } from '../../../scripts/package-stage.ts';
+import { benchmarksSummary, DOCS, keepFile, productionPackages } from '../../../scripts/package-stage.ts';
 import { REPO } from './build.ts';
 
 const read = (p: string): string => readFileSync(join(REPO, p), 'utf8');
@@ -115,6 +115,20 @@ test('the default configuration is valid, nftables mode, and the environment fil
   t.regex(read('systemd/kube-proxy-ts.default'), /^KUBE_PROXY_TS_ARGS=""$/m);
 });
 
+test('the unit starts once configured: the packaged kubeconfig or the documented manifest directory', (t) => {
+  const r = parseCommandLine(['--config', join(REPO, 'packaging/config.yaml')]);
+  if (r.kind !== 'run') return t.fail('packaging/config.yaml does not parse');
+  const manifestDir = /^# {3}manifestDir: (\S+)$/m.exec(read('packaging/config.yaml'))?.[1];
+  t.is(manifestDir, '/etc/kube-proxy-ts/manifests');
+  const conditions = read('systemd/kube-proxy-ts.service')
+    .split('\n')
+    .filter((l) => l.startsWith('Condition'));
+  t.deepEqual(conditions, [
+    `ConditionPathExists=|${r.config.clientConnection.kubeconfig}`,
+    `ConditionPathExists=|${manifestDir}`,
+  ]);
+});
+
 test('package.json, debian/changelog and the spec agree on the version; npm run package exists', (t) => {
   const changelog = /^kube-proxy-ts \(([^)]+)\)/.exec(read('debian/changelog'))?.[1];
   t.is(changelog, pkg.version);
@@ -184,9 +198,14 @@ test("staging keeps production packages only, this platform's addons only, no bu
   t.false(keepFile('node_modules/a', '.eslintrc'));
   t.false(keepFile('node_modules/a', 'test/x.js'));
   t.true(keepFile('node_modules/a', 'lib/test.js'));
-  t.regex(
-    WRAPPER,
-    /^exec \/usr\/lib\/kube-proxy-ts\/node_modules\/node\/bin\/node --max-semi-space-size=8 --expose-gc \/usr\/lib\/kube-proxy-ts\/bin\/kube-proxy-ts\.js "\$@"$/m,
-    'the daemon runs with its V8 options (src/daemon/v8-options.ts)',
-  );
+});
+
+test("the shipped docs exist, and the benchmarks summary is BENCHMARKS.md's introduction, machine and targets", (t) => {
+  for (const [to, from] of Object.entries(DOCS)) t.true(existsSync(join(REPO, from)), `${from} (shipped as ${to})`);
+  const summary = benchmarksSummary(read('BENCHMARKS.md'));
+  t.regex(summary, /^# Benchmarks\n/);
+  t.regex(summary, /^## Machine and run$/m);
+  t.regex(summary, /^## Targets$/m);
+  t.is((summary.match(/^## /gm) ?? []).length, 2, 'no per-module section');
+  t.throws(() => benchmarksSummary('# Benchmarks\n\n## Targets\n'), { message: /Machine and run/ });
 });

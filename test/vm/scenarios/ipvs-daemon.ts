@@ -507,7 +507,7 @@ const DAEMON_LOG = join(RUN_DIR, 'daemon.log');
 let daemon: ChildProcess | undefined;
 let daemonExit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
 
-/** The daemon as /usr/bin/kube-proxy-ts starts it (scripts/package-stage.ts), in the node namespace. */
+/** The daemon as /usr/bin/kube-proxy-ts starts it (scripts/launcher-args.ts), in the node namespace. */
 function daemonCommand(args: readonly string[]): string[] {
   return ['netns', 'exec', 'node', NODE_BIN, ...DAEMON_V8_OPTIONS, BIN, ...args];
 }

@@ -31,12 +31,20 @@ run is-enabled systemctl is-enabled kube-proxy-ts
 run show-installed systemctl show kube-proxy-ts -p LoadState,UnitFileState,FragmentPath,ActiveState,SubState,NRestarts
 run version /usr/bin/kube-proxy-ts --version
 run man-page test -s /usr/share/man/man8/kube-proxy-ts.8.gz
+run docs sh -c 'cd /usr/share/doc/kube-proxy-ts && find . -type f | sort'
+run etc-mode stat -c '%a %U %G' /etc/kube-proxy-ts
+
+# A fresh install has no kubeconfig: the postinst's start is skipped on the unit's condition
+# (no daemon started, none failing every RestartSec), and status says what is missing. Wait
+# past two RestartSec periods, so that a restart loop would show.
+sleep 12
+run show-fresh systemctl show kube-proxy-ts -p ActiveState,SubState,NRestarts,ConditionResult,ExecMainStartTimestampMonotonic,Result
+run status-fresh systemctl status --no-pager --full kube-proxy-ts
 
 # The real main once it is wired; until then the stand-in (see standin-main.js) replaces
 # the installed placeholder, so the packaged launch chain runs unchanged.
-# The postinst started the unit with the packaged configuration (no kubeconfig yet: it fails
-# and systemd retries every 5 s). Stop that loop before configuring, or the start below would
-# join a start job already under way with the old environment.
+# (Had the postinst's start gone ahead, stopping it here keeps the start below from joining a
+# start job already under way with the old environment.)
 systemctl stop kube-proxy-ts
 if grep -q 'PLACEHOLDER' /usr/lib/kube-proxy-ts/src/daemon/main.ts; then
   echo standin >"$O/mode"
@@ -47,6 +55,18 @@ fi
 # Standalone source: the manifests the host put in /kpts/manifests; extra flags through the
 # packaged environment file, as an operator would.
 echo 'KUBE_PROXY_TS_ARGS="--manifest-dir=/kpts/manifests --hostname-override=kpts-vm"' >/etc/default/kube-proxy-ts
+# Configured as the man page says: the kubeconfig the packaged config.yaml names, 0600. (This VM
+# has no API server: the manifest directory above is the source, and the kubeconfig is what
+# lets the unit start.)
+(umask 077 && cat >/etc/kube-proxy-ts/kubeconfig <<'KUBECONFIG'
+apiVersion: v1
+kind: Config
+clusters: [{ name: vm, cluster: { server: "https://127.0.0.1:6443" } }]
+users: [{ name: kube-proxy, user: { token: kpts-vm } }]
+contexts: [{ name: vm, context: { cluster: vm, user: kube-proxy } }]
+current-context: vm
+KUBECONFIG
+)
 # Emulation without KVM on shared cores runs Node ~50x slower than a node would: give the
 # start (READY after the first full sync) and stop the time that needs. Test-only drop-in.
 mkdir -p /etc/systemd/system/kube-proxy-ts.service.d
@@ -81,6 +101,11 @@ STEP_TIMEOUT=620 run start systemctl start kube-proxy-ts
 sleep 3
 run show-started systemctl show kube-proxy-ts -p ActiveState,SubState,MainPID,StatusText,NRestarts,WatchdogUSec,WatchdogTimestampMonotonic,Result
 run status systemctl status --no-pager --full --lines=50 kube-proxy-ts
+# One process: the launcher exec()ed the bundled Node, which systemd knows as the main PID.
+run main-exe sh -c 'readlink /proc/$(systemctl show -p MainPID --value kube-proxy-ts)/exe'
+# The operator's command on the host, against the running daemon's control socket.
+STEP_TIMEOUT=300 run explain /usr/bin/kube-proxy-ts explain
+STEP_TIMEOUT=300 run explain-echo /usr/bin/kube-proxy-ts explain default/echo
 run nft-running nft list tables
 run ruleset-running nft list ruleset
 
@@ -126,6 +151,8 @@ wait
 run dpkg-remove dpkg --force-unsafe-io --remove kube-proxy-ts
 run show-removed systemctl show kube-proxy-ts -p LoadState,ActiveState
 run conffiles-after-remove ls /etc/kube-proxy-ts/config.yaml /etc/default/kube-proxy-ts
+# The admin's kubeconfig is not the package's: purge would leave it (and its directory).
+rm -f /etc/kube-proxy-ts/kubeconfig
 run dpkg-purge dpkg --force-unsafe-io --purge kube-proxy-ts
 run status-after-purge dpkg-query -W -f='${Status}\n' kube-proxy-ts
 # Anything left with our name where a package puts files or state (the journal aside).
