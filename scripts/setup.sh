@@ -50,7 +50,9 @@ have=$(cat "$stamp" 2>/dev/null || true)
 # An empty stamp is an earlier setup.sh's, which always installed everything.
 [ -f "$stamp" ] && [ -z "$have" ] && have=all
 npm_needed=false
-if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || { [ "$want" = all ] && [ "$have" != all ]; }; then
+# Also when our addons' sources changed since (npm ci builds them).
+if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ] || { [ "$want" = all ] && [ "$have" != all ]; } ||
+  [ -n "$(find native -newer "$stamp" -type f -not -path '*/build/*' -print -quit 2>/dev/null)" ]; then
   npm_needed=true
 fi
 # The headers come from the npm registry: fetched while apt works.
