@@ -265,14 +265,23 @@ function healthMetrics({ counter }: Makers) {
   };
 }
 
-/** Upstream's per-sync rule figures: Local-policy Services without endpoints, nftables failures. */
-function ruleMetrics({ gauge, counter }: Makers) {
+/** Upstream's per-sync rule figure: Local-policy Services without endpoints. */
+function ruleMetrics({ gauge }: Makers) {
   return {
     noLocalEndpointsTotal: gauge(
       'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
       'Number of services with a Local traffic policy and no endpoints',
       ['ip_family', 'traffic_policy'],
     ),
+  };
+}
+
+/**
+ * The nftables failures. Upstream's RegisterMetrics(mode) registers them in nftables mode only;
+ * given makers without a registry (other modes), they count but are not exported.
+ */
+function nftablesMetrics({ counter }: Makers) {
+  return {
     nftablesSyncFailuresTotal: counter(
       'kubeproxy_sync_proxy_rules_nftables_sync_failures_total',
       'Cumulative proxy nftables sync failures',
@@ -383,6 +392,7 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
     ...syncMetrics(mk),
     ...healthMetrics(mk),
     ...ruleMetrics(mk),
+    ...nftablesMetrics(makers(opts.mode === 'nftables' ? registers : [])),
     ...conntrackMetrics(mk),
     ...modeMetrics(registry, opts.mode),
     ...clientMetrics(mk),

@@ -22,13 +22,17 @@ export function buildLocalDetector(opts: ModelOptions, node: NodeInfo, issues: I
   const mode: DetectLocalMode = opts.detectLocalMode ?? 'ClusterCIDR';
   const none = (m: DetectLocalMode): LocalDetector => ({ mode: m, cidrs: [], interfaceName: '', implemented: false });
   switch (mode) {
+    // Upstream's getLocalDetectors builds one detector per family from the first CIDR of that
+    // family and ignores the rest, silently (validation allows one per family anyway).
     case 'ClusterCIDR': {
-      const cidrs = cidrsOfFamily(opts.clusterCIDRs ?? [], opts.family, 'clusterCIDR', issues);
+      const cidrs = cidrsOfFamily(opts.clusterCIDRs ?? [], opts.family, 'clusterCIDR', issues).slice(0, 1);
       return { mode, cidrs, interfaceName: '', implemented: cidrs.length > 0 };
     }
-    case 'NodeCIDR':
+    case 'NodeCIDR': {
       // Unimplemented until the Node (and its podCIDR) is known.
-      return { mode, cidrs: node.podCIDRs, interfaceName: '', implemented: node.podCIDRs.length > 0 };
+      const cidrs = node.podCIDRs.slice(0, 1);
+      return { mode, cidrs, interfaceName: '', implemented: cidrs.length > 0 };
+    }
     case 'BridgeInterface':
     case 'InterfaceNamePrefix': {
       const name = (mode === 'BridgeInterface' ? opts.bridgeInterface : opts.interfaceNamePrefix) ?? '';

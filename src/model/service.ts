@@ -9,7 +9,7 @@ import { PROTOCOLS, serviceKey, servicePortId, type Protocol, type ServiceKey } 
 import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, namedObject, str } from './guards.ts';
 import { Issues } from './issues.ts';
 import type { Limits, ServicePortInfo, ServiceType } from './types.ts';
-import { isDNS1035Label, isDNS1123Label, specialEndpointIP } from './validate.ts';
+import { badPortName, isDNS1035Label, isDNS1123Label, specialEndpointIP } from './validate.ts';
 
 /** Upstream's default ClientIP affinity timeout (3 hours) and the API's maximum (1 day). */
 export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
@@ -67,7 +67,7 @@ export function normalizeService(input: unknown, family: IPFamily, limits: Limit
 
   const shared = sharedFields(obj, spec, { key, namespace, name, family, type, clusterIP: clusterIP.ip }, issues);
   const ports: ServicePortInfo[] = [];
-  const seen = { names: new Set<string>(), numbers: new Set<string>() };
+  const seen = { count: rawPorts.length, names: new Set<string>(), numbers: new Set<string>() };
   for (let i = 0; i < rawPorts.length; i++) {
     const port = normalizePort(rawPorts[i], i, type, seen, issues);
     if (port) ports.push(portInfo(shared, port));
@@ -165,20 +165,26 @@ function normalizePort(
   raw: unknown,
   i: number,
   type: ServiceType,
-  seen: { names: Set<string>; numbers: Set<string> },
+  seen: { readonly count: number; names: Set<string>; numbers: Set<string> },
   issues: Issues,
 ): PortSpec | undefined {
   if (!isObject(raw)) {
     issues.add('invalid-port', `ports[${i}] is not an object`);
     return undefined;
   }
+  const badName = badPortName(raw['name']);
+  if (badName !== undefined) {
+    issues.add('invalid-port', `ports[${i}]: ${badName}`);
+    return undefined;
+  }
   const portName = str(raw['name']);
-  if (portName !== '' && !isDNS1123Label(portName)) {
-    issues.add('invalid-port', `ports[${i}]: name ${JSON.stringify(portName)} is not a DNS label`);
+  // As the API server: only a Service's single port may go without a name.
+  if (portName === '' && seen.count > 1) {
+    issues.add('invalid-port', `ports[${i}]: a name is required when a Service has more than one port`);
     return undefined;
   }
   const label = `port '${portName || `#${i}`}'`;
-  const protocol = raw['protocol'] === undefined ? 'TCP' : str(raw['protocol']);
+  const protocol = str(raw['protocol'] ?? 'TCP');
   if (!PROTOCOLS.has(protocol)) {
     issues.add('unknown-protocol', `${label}: protocol '${String(raw['protocol'])}'`);
     return undefined;

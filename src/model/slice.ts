@@ -8,7 +8,7 @@ import { endpointKey, PROTOCOLS, serviceKey, type Protocol, type ServiceKey } fr
 import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, namedObject, str } from './guards.ts';
 import { Issues } from './issues.ts';
 import type { EndpointInfo, Limits } from './types.ts';
-import { isDNS1035Label, isDNS1123Label, isDNS1123Subdomain, specialEndpointIP } from './validate.ts';
+import { badPortName, isDNS1035Label, isDNS1123Label, isDNS1123Subdomain, specialEndpointIP } from './validate.ts';
 
 export interface SlicePort {
   /** '' for the unnamed port (an absent name is read as ''). */
@@ -167,13 +167,14 @@ function slicePorts(raw: readonly unknown[], issues: Issues): SlicePort[] {
       issues.add('invalid-port', `ports[${i}] is not an object`);
       continue;
     }
-    const name = str(p['name']);
-    if (name !== '' && !isDNS1123Label(name)) {
-      issues.add('invalid-port', `ports[${i}]: name ${JSON.stringify(name)} is not a DNS label`);
+    const badName = badPortName(p['name']);
+    if (badName !== undefined) {
+      issues.add('invalid-port', `ports[${i}]: ${badName}`);
       continue;
     }
+    const name = str(p['name']);
     const label = `port '${name || `#${i}`}'`;
-    const protocol = p['protocol'] === undefined ? 'TCP' : str(p['protocol']);
+    const protocol = str(p['protocol'] ?? 'TCP');
     if (!PROTOCOLS.has(protocol)) {
       issues.add('unknown-protocol', `${label}: protocol '${String(p['protocol'])}'`);
       continue;
@@ -182,12 +183,12 @@ function slicePorts(raw: readonly unknown[], issues: Issues): SlicePort[] {
       issues.add('invalid-port', `${label}: port ${String(p['port'])}`);
       continue;
     }
-    const id = `${name}/${protocol}`;
-    if (seen.has(id)) {
-      issues.add('duplicate-port', `${label}/${protocol} appears twice`);
+    // The API server refuses two ports of one name, whatever their protocols.
+    if (seen.has(name)) {
+      issues.add('duplicate-port', `ports[${i}]: name ${JSON.stringify(name)} appears twice`);
       continue;
     }
-    seen.add(id);
+    seen.add(name);
     ports.push({ name, protocol: protocol as Protocol, port: p['port'] });
   }
   ports.sort((a, b) =>

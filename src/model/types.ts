@@ -121,7 +121,10 @@ export type DetectLocalMode = 'ClusterCIDR' | 'NodeCIDR' | 'BridgeInterface' | '
 /** How "traffic from a pod on this node's pod network" is recognised (upstream LocalTrafficDetector). */
 export interface LocalDetector {
   readonly mode: DetectLocalMode;
-  /** ClusterCIDR/NodeCIDR: a source inside one of these is local. */
+  /**
+   * ClusterCIDR/NodeCIDR: a source inside one of these is local. At most one: the first CIDR
+   * of this family, as upstream (later ones of the same family are ignored).
+   */
   readonly cidrs: readonly string[];
   /** BridgeInterface: the bridge name; InterfaceNamePrefix: the prefix. */
   readonly interfaceName: string;

@@ -19,6 +19,17 @@ export const isDNS1035Label = (s: string): boolean => s.length <= 63 && DNS1035_
 export const isDNS1123Subdomain = (s: string): boolean => s.length <= 253 && DNS1123_SUBDOMAIN.test(s);
 
 /**
+ * Why the API server would refuse a Service or EndpointSlice port's name, or undefined when it
+ * is fine. Absent or null is the unnamed port '' (the slice API defaults a nil name to "",
+ * which is how a slice port without a name joins the Service port without one).
+ */
+export function badPortName(v: unknown): string | undefined {
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v !== 'string') return `name is a ${typeof v}, not a string`;
+  return isDNS1123Label(v) ? undefined : `name ${JSON.stringify(v)} is not a DNS label`;
+}
+
+/**
  * Why an endpoint address may not be a DNAT target, or undefined when it may. The API server
  * refuses the unspecified, loopback and link-local addresses (ValidateEndpointIP); the
  * limited broadcast address is no pod's either. `ip` is canonical text of `family`.

@@ -35,10 +35,11 @@ const LINES = 8081;
 const NODE = node('node-a', { internal: [NODE_IP] });
 /**
  * No Service CIDR for the nftables proxier: its "drop unallocated ClusterIPs" rule would drop the
- * userspace mode's. The client's subnet counts as a pod range, so its connections are not
- * masqueraded (as a pod's are not).
+ * userspace mode's. The client's subnet (10.1.0.0/24) counts as a pod range, so its connections
+ * are not masqueraded (as a pod's are not): one cluster CIDR covers it and the pods' 10.244/16,
+ * since detect-local takes only the first CIDR of a family (as upstream).
  */
-const NFT_MODEL = { clusterCIDRs: ['10.244.0.0/16', '10.1.0.0/24'] };
+const NFT_MODEL = { clusterCIDRs: ['10.0.0.0/8'] };
 const US_MODEL = { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] };
 const N_IDLE = 9_500;
 

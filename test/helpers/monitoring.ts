@@ -32,6 +32,8 @@ export const ONLY_IN: Readonly<Record<string, readonly Mode[]>> = {
   kubeproxy_sync_proxy_rules_iptables_total: ['iptables'],
   kubeproxy_sync_proxy_rules_iptables_restore_failures_total: ['iptables', 'ipvs'],
   kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total: ['iptables'],
+  kubeproxy_sync_proxy_rules_nftables_sync_failures_total: ['nftables'],
+  kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total: ['nftables'],
   kubeproxyts_service_packets_total: ['nftables', 'iptables', 'ipvs'],
   kubeproxyts_service_bytes_total: ['nftables', 'iptables', 'ipvs'],
   kubeproxyts_service_connections_total: ['nftables', 'iptables', 'ipvs'],

@@ -68,3 +68,35 @@ async function badNameSurvives(t: ExecutionContext, label: string, bad: string):
 
 test.serial('a Service name with a NUL byte', (t) => badNameSurvives(t, 'nul', 'web\0x'));
 test.serial('a Service name of 200 × é', (t) => badNameSurvives(t, 'eacute', 'é'.repeat(200)));
+
+// Port names as the API server leaves them: a slice port without a name (absent, or null with a
+// null protocol) is the unnamed port "" over TCP and carries the single unnamed Service port; a
+// Service's unnamed port beside a named one is refused (the API requires names then).
+test.serial('ports without a name', async (t) => {
+  const c = await makeCluster(t, 'noname', 2);
+  await c.nodeAgent.call(P, 'start', MODEL);
+  const r = await c.nodeAgent.call<Report>(P, 'apply', {
+    services: [
+      svc('solo', { clusterIP: '10.96.0.20', ports: [{ port: 80 }] }),
+      svc('pair', { clusterIP: '10.96.0.21', ports: [{ name: 'p', port: 80 }, { port: 81 }] }),
+    ],
+    slices: [
+      slice('solo-1', 'solo', [ep(podIP(0))], { ports: [{ name: null, protocol: null, port: 8080 } as never] }),
+      slice('pair-1', 'pair', [ep(podIP(1))], {
+        ports: [
+          { name: 'p', port: 8080 },
+          { name: '', port: 8080 },
+        ],
+      }),
+    ],
+  });
+  t.deepEqual(r.errors, []);
+  t.is(await answeredBy(c, '10.96.0.20'), 'pod1');
+  t.is(await answeredBy(c, '10.96.0.21'), 'pod2');
+  t.false((await tcp(c, '10.96.0.21', 81)).startsWith('pod'), 'the unnamed port beside a named one is not programmed');
+  const warnings = await c.nodeAgent.call<string[]>(P, 'warnings');
+  t.true(
+    warnings.some((w) => w.includes('a name is required')),
+    warnings.join('\n'),
+  );
+});

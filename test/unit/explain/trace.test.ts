@@ -258,3 +258,16 @@ test('hairpin: every endpoint (nftables, iptables), local endpoints only (IPVS: 
   t.deepEqual(hair('ipvs', '10.244.1.1'), ['10.244.1.1:8080']);
   t.deepEqual(hair('userspace', '10.244.1.1'), []);
 });
+
+test('detect-local ClusterCIDR: trace names and applies the first cluster CIDR of the family only', (t) => {
+  const { t: tr } = newTracker({ clusterCIDRs: ['10.244.0.0/16', '10.245.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  tr.onNode(node('node-a', { internal: [NODE_IP] }));
+  tr.onService(undefined, svc('web', { clusterIP: '10.96.0.60' }));
+  tr.onEndpointSlice(slice('web-1', 'web', [ep('10.244.1.1', { node: 'node-a' })]), false);
+  const states = new Map<IPFamily, DesiredState>([['IPv4', tr.checkout().desired]]);
+  for (const mode of ['nftables', 'iptables', 'ipvs'] as const) {
+    const r = trace({ states, localAddresses: [NODE_IP], mode }, q('10.245.0.9', '10.96.0.60', 80));
+    t.true(r.masquerade!.yes, mode);
+    t.regex(r.masquerade!.why, /detect-local ClusterCIDR 10\.244\.0\.0\/16\)/, mode);
+  }
+});

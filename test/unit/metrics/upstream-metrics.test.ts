@@ -1,8 +1,9 @@
 // Every kubeproxy_* metric upstream kube-proxy 1.3x registers (pkg/proxy/metrics, documented
 // in kubernetes.io's metrics reference) for the modes we implement, plus the component-base
-// ones dashboards read (kubernetes_build_info, rest_client_*). iptables-mode metrics are
-// registered in iptables mode only, as upstream's RegisterMetrics(mode), but for the restore
-// failures, which its IPVS mode registers too (its companion rules go through iptables-restore).
+// ones dashboards read (kubernetes_build_info, rest_client_*). Mode-specific metrics are
+// registered as upstream's RegisterMetrics(mode) does: the iptables ones in iptables mode only,
+// but for the restore failures, which its IPVS mode registers too (its companion rules go through
+// iptables-restore); the nftables sync and cleanup failures in nftables mode only.
 import test from 'ava';
 import { createMetrics, kubernetesBuildLabels } from '../../../src/metrics/metrics.ts';
 
@@ -57,7 +58,7 @@ for (const mode of ['nftables', 'ipvs', 'iptables']) {
     const have = await names(mode);
     const own = BY_MODE[mode]!;
     for (const n of [...COMMON, ...own]) t.true(have.has(n), n);
-    for (const n of IPTABLES) if (!own.includes(n)) t.false(have.has(n), `${n} not in ${mode} mode`);
+    for (const n of [...IPTABLES, ...NFTABLES]) if (!own.includes(n)) t.false(have.has(n), `${n} not in ${mode} mode`);
   });
 }
 

@@ -59,11 +59,28 @@ const rows: Row[] = [
         ports: [
           { name: 'http', protocol: 'TCP', port: 8080 },
           { name: 'dns', protocol: 'UDP', port: 5353 },
-          { name: 'dns', protocol: 'TCP', port: 5353 },
         ],
       }),
+      // One slice may not hold two ports of one name (the API server refuses it); two slices may.
+      slice('s-2', 's', [ep('10.0.0.2')], { ports: [{ name: 'dns', protocol: 'TCP', port: 5353 }] }),
     ],
     want: { 'default/s:http/TCP': ['10.0.0.1:8080'], 'default/s:dns/UDP': ['10.0.0.1:5353'] },
+  },
+  {
+    // The API server defaults a slice port's nil name to "" and its protocol to TCP.
+    name: 'slice ports without a name (absent or null) join the Service port without one',
+    service: svc('s', { ports: [{ port: 80 }] }),
+    slices: [
+      slice('s-1', 's', [ep('10.0.0.1')], { ports: [{ port: 8080 }] }),
+      slice('s-2', 's', [ep('10.0.0.2')], { ports: [{ name: null, protocol: null, port: 8080 } as never] }),
+    ],
+    want: { 'default/s:/TCP': ['10.0.0.1:8080', '10.0.0.2:8080'] },
+  },
+  {
+    name: 'a slice port without a name does not join a named Service port',
+    service: svc('s', { ports: [{ name: 'http', port: 80 }] }),
+    slices: [slice('s-1', 's', [ep('10.0.0.1')], { ports: [{ port: 8080 }] })],
+    want: { 'default/s:http/TCP': [] },
   },
   {
     name: 'a slice port with no Service port is not published',

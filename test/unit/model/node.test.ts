@@ -245,6 +245,23 @@ const masqRows: MasqRow[] = [
     want: { endpoints: 'cluster', masquerade: true },
   },
   {
+    name: 'ClusterCIDR: only the first CIDR of the family counts (as upstream)',
+    opts: { clusterCIDRs: ['10.245.0.0/16', '10.244.0.0/16'] },
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: POD,
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
+    name: 'NodeCIDR: only the first pod CIDR of the family counts (as upstream)',
+    opts: { detectLocalMode: 'NodeCIDR' },
+    podCIDRs: ['10.244.2.0/24', '10.244.1.0/24'],
+    policy: CLUSTER,
+    kind: 'cluster-ip',
+    src: POD,
+    want: { endpoints: 'cluster', masquerade: true },
+  },
+  {
     name: 'BridgeInterface mode matches the bridge',
     opts: { detectLocalMode: 'BridgeInterface', bridgeInterface: 'cbr0' },
     policy: CLUSTER,
@@ -340,4 +357,16 @@ test('masquerade: the detector states its mode and CIDRs', (t) => {
     const d = tr.checkout().desired.masquerade.detectLocal;
     t.deepEqual([d.cidrs, d.implemented], [cidrs, implemented], String(mode));
   }
+});
+
+test('masquerade: the detector takes the first CIDR of its family and ignores the rest', (t) => {
+  const clusterCIDRs = ['fd00:244::/56', '10.244.0.0/16', '10.245.0.0/16', 'fd00:245::/56'];
+  for (const family of ['IPv4', 'IPv6'] as const) {
+    const { t: tr } = newTracker({ family, clusterCIDRs });
+    const d = tr.checkout().desired.masquerade.detectLocal;
+    t.deepEqual(d.cidrs, family === 'IPv4' ? ['10.244.0.0/16'] : ['fd00:244::/56'], family);
+  }
+  const { t: tr } = newTracker({ detectLocalMode: 'NodeCIDR' });
+  tr.onNode(node(NODE, { podCIDRs: ['10.244.2.0/24', 'fd00:244:2::/64', '10.244.1.0/24'] }));
+  t.deepEqual(tr.checkout().desired.masquerade.detectLocal.cidrs, ['10.244.2.0/24']);
 });

@@ -401,3 +401,13 @@ test('IPv6: the ip6 table sends a cluster IP and a node port to the endpoints, m
   t.deepEqual([nodePort.endpoints, nodePort.masquerade], [['[fd44:1::1]:8080', '[fd44:2::1]:8080'], true]);
   t.is(tracer.trace(tcp('fd44:1::9', 'fd96::10', 81)).verdict, 'reject');
 });
+
+test('detect-local ClusterCIDR takes the first cluster CIDR of the family only (as upstream)', async (t) => {
+  const { tracer } = await cluster(
+    [svc('web', { clusterIP: '10.96.0.10' })],
+    [slice('web-1', 'web', [ep('10.244.0.5')])],
+    { clusterCIDRs: ['10.244.0.0/16', '10.245.0.0/16'] },
+  );
+  t.false(tracer.trace(tcp(POD, '10.96.0.10', 80)).masquerade);
+  t.true(tracer.trace(tcp('10.245.0.50', '10.96.0.10', 80)).masquerade, 'the second CIDR is not local');
+});
