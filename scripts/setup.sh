@@ -29,7 +29,7 @@ apt_packages=(libsystemd-dev g++ make python3 iproute2 procps nftables)
 # (test/kernel/scenarios/sctp.py); qemu-system-x86, busybox-static, cpio, kmod boot Debian's
 # stock kernel for the VM tests.
 if $test_lab; then
-  apt_packages+=(ipset ipvsadm conntrack iptables strace qemu-system-x86 busybox-static cpio kmod netcat-openbsd)
+  apt_packages+=(ipset ipvsadm conntrack iptables strace qemu-system-x86 busybox-static cpio kmod netcat-openbsd nfacct)
 fi
 npm_bin=$(command -v npm || true)
 if [ -z "$npm_bin" ]; then

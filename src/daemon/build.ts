@@ -26,6 +26,7 @@ import { DescriptorBudget } from '../base/descriptor-budget.ts';
 import { buildProxiers } from './proxiers.ts';
 import { createNotifier } from './sd-notify.ts';
 import { wireServiceTraffic } from './service-traffic.ts';
+import { wireNfacctMetrics } from './nfacct-metrics.ts';
 import { ProcSysctl } from './sysctl.ts';
 import { removeTraceTables } from './trace-tables.ts';
 import { connect, Protocol } from '../netlink/core/index.ts';
@@ -119,6 +120,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     clock,
     sysctl,
     ...(descriptorBudget ? { descriptorBudget } : {}),
+    onNfacct: (reader) => wireNfacctMetrics(metrics, reader, logger),
   });
   const proxyStats = proxiers.proxyStats?.bind(proxiers);
   if (proxyStats)

@@ -13,7 +13,7 @@
 //
 //   iptables mode: (after the IPVS mode's) per family, the jumps to our KUBE-* chains in the built-in chains of
 //                  `ip|ip6 nat/filter/mangle`, then those chains (tables and built-in chains
-//                  stay: others share them).
+//                  stay: others share them); then its two nfacct objects, by name.
 //
 // nftables go first: a rule that references an ipset keeps the set busy.
 //
@@ -42,6 +42,8 @@ import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from './le
 import { summarize, takeInventory } from './cleanup-inventory.ts';
 import { iptablesNftCodec, IPTABLES_RECV_BYTES, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
 import { companionWriter, iptablesClients } from './proxiers.ts';
+import { NfacctClient } from '../netlink/nfacct/index.ts';
+import { OUR_NFACCT_OBJECTS, removeNfacctObjects } from './nfacct.ts';
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 
@@ -129,6 +131,8 @@ export async function kernelCleanupSteps(deps: {
   // (KUBE-NODE-PORT, KUBE-LOAD-BALANCER, ...) jump to shared ones (KUBE-MARK-MASQ), which
   // could not be deleted while they remain.
   steps.push(...iptablesModeSteps(open));
+  // After the rules: an object a rule still counts in cannot be deleted (EBUSY).
+  steps.push(nfacctStep(new NfacctClient(open(Protocol.NETFILTER)), deps.logger));
   return {
     steps,
     close: () => {
@@ -159,6 +163,21 @@ export async function cleanupEverything(deps: { logger: Logger; clock: Clock }):
     look.close();
     close();
   }
+}
+
+/** iptables mode's nfacct objects (ours by name; nfacct.ts). */
+export function nfacctStep(client: NfacctClient, logger: Logger): CleanupStep {
+  return {
+    what: `nfacct objects (${OUR_NFACCT_OBJECTS.join(', ')})`,
+    run: async () => {
+      const { removed, kept } = await removeNfacctObjects(client);
+      if (removed.length > 0) logger.info('Removed the nfacct counters', { counters: removed.join(',') });
+      if (kept.length > 0)
+        logger.warn('nfacct counters kept: a rule of another program still counts in them', {
+          counters: kept.join(','),
+        });
+    },
+  };
 }
 
 /** iptables mode's chains and jumps, per family. */

@@ -26,7 +26,9 @@ import { removeOtherModesLeftovers } from './cleanup.ts';
 import type { Proxier } from '../proxier/types.ts';
 import { userspaceSet } from './proxiers-userspace.ts';
 import type { DescriptorBudget } from '../base/descriptor-budget.ts';
-import type { UserspaceSample } from '../metrics/index.ts';
+import type { NfacctReader, UserspaceSample } from '../metrics/index.ts';
+import { NfacctClient } from '../netlink/nfacct/index.ts';
+import { ensureNfacctObjects, nfacctReader } from './nfacct.ts';
 
 export interface ProxierSet {
   readonly mode: string;
@@ -56,6 +58,8 @@ export interface ProxierDeps {
   timeoutMs?: number;
   /** The userspace proxy's share of RLIMIT_NOFILE (nofile.ts); unset: none (tests). */
   descriptorBudget?: DescriptorBudget;
+  /** iptables mode: told once init() has made the nfacct objects (the metrics read them). */
+  onNfacct?: (reader: NfacctReader) => void;
 }
 
 /** Modes this build can run; the others are a start-up error naming the mode. */
@@ -298,6 +302,9 @@ function iptablesSet(
   const route = new RouteClient(open(Protocol.ROUTE));
   const proxiers = new Map<IPFamily, IptablesProxier>();
   const ownPorts = new Set<number>();
+  // Filled by init(); each sync writes the counting rules of the objects in it.
+  const nfacctCounters = new Set<string>();
+  const nfacct = new NfacctClient(open(Protocol.NETFILTER));
   // The drift watch stops listening while a full sync of ours runs (proxier/drift/pausable.ts).
   const pause = new FullSyncPause();
   for (const family of families) {
@@ -321,6 +328,7 @@ function iptablesSet(
         logger: deps.logger,
         masqueradeBit: config.masqueradeBit,
         localhostNodePorts: config.localhostNodePorts,
+        nfacctCounters,
         localAddresses: () => route.nodeAddresses(family),
         sysctl: deps.sysctl,
         maxBatchBytes: conn.maxBatchBytes,
@@ -341,6 +349,8 @@ function iptablesSet(
       const fatal = findings.filter((f) => f.fatal);
       if (fatal.length > 0) throw new Error(fatal.map((f) => f.message).join('; '));
       await removeOtherModesLeftovers('iptables', leftoverDeps);
+      await ensureNfacctObjects(nfacct, nfacctCounters, deps.logger);
+      deps.onNfacct?.(nfacctReader(nfacct, nfacctCounters));
     },
     close: () => {
       for (const p of proxiers.values()) p.stop();

@@ -7,4 +7,5 @@ export {
   type ProxyMetrics,
 } from './metrics.ts';
 export { startMetricsServer, type MetricsServer, type MetricsServerOptions } from './server.ts';
+export { NFACCT_METRICS, registerNfacctMetrics, type NfacctReader } from './nfacct.ts';
 export { registerUserspaceMetrics, USERSPACE_METRICS, type BudgetSample, type UserspaceSample } from './userspace.ts';

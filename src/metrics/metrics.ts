@@ -53,9 +53,8 @@ export interface ProxyMetrics {
   iptablesRulesLast: Gauge<'ip_family' | 'table'>;
   iptablesRestoreFailuresTotal: Counter<'ip_family'>;
   iptablesPartialRestoreFailuresTotal: Counter<'ip_family'>;
-  /** Upstream reads these from nfacct counters; the iptables proxier sets them from its rule counters. */
-  iptablesCtStateInvalidDroppedPacketsTotal: Gauge;
-  iptablesLocalhostNodePortsAcceptedPacketsTotal: Gauge;
+  // kubeproxy_iptables_{ct_state_invalid_dropped,localhost_nodeports_accepted}_packets_total read
+  // the kernel's nfacct objects at scrape time (nfacct.ts), registered once those exist.
 
   // --- component-base: the build and our API client (client-go's rest_client_*) ----------
   kubernetesBuildInfo: Gauge<
@@ -138,18 +137,6 @@ function modeMetrics(registry: Registry, mode: string | undefined) {
         'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total',
         'Cumulative proxy iptables partial restore failures',
         ['ip_family'] as const,
-      ),
-    ),
-    iptablesCtStateInvalidDroppedPacketsTotal: new Gauge(
-      opts(
-        'kubeproxy_iptables_ct_state_invalid_dropped_packets_total',
-        'packets dropped by iptables to work around conntrack problems',
-      ),
-    ),
-    iptablesLocalhostNodePortsAcceptedPacketsTotal: new Gauge(
-      opts(
-        'kubeproxy_iptables_localhost_nodeports_accepted_packets_total',
-        'Number of packets accepted on nodeports of loopback interface',
       ),
     ),
   };

@@ -8,6 +8,7 @@ import type { ExecutionContext } from 'ava';
 import type { IPFamily } from '../../src/base/ip.ts';
 import type { IptRule, Match, Target } from '../../src/netlink/nftables/iptables/rule.ts';
 import { rulesetToSave } from '../../src/netlink/nftables/iptables/save.ts';
+import { NfacctCounter } from '../../src/proxier/iptables/index.ts';
 import { netnsFor } from '../helpers/netns.ts';
 import { cluster, ep, saveText, slice, svc } from '../unit/proxier/iptables/harness.ts';
 
@@ -34,6 +35,11 @@ async function roundTrip(
 }
 
 const PORTS = [{ name: 'p80', protocol: 'TCP', port: 80 }];
+
+/** The harness writes upstream's nfacct counting rules; xt_nfacct needs the objects to exist. */
+const makeNfacctObjects = async (run: (cmd: string, ...args: string[]) => Promise<string>): Promise<void> => {
+  for (const name of Object.values(NfacctCounter)) await run('nfacct', 'add', name);
+};
 
 function ipv4Cluster() {
   const c = cluster();
@@ -88,7 +94,7 @@ function ipv4Cluster() {
 
 test('the generator’s IPv4 ruleset: iptables-nft-save prints back exactly what we render', async (t) => {
   const text = saveText(ipv4Cluster());
-  t.is(await roundTrip(t, 'IPv4', text), text);
+  t.is(await roundTrip(t, 'IPv4', text, makeNfacctObjects), text);
 });
 
 test('the generator’s IPv6 ruleset, with detect-local by interface prefix: printed back exactly', async (t) => {
@@ -114,7 +120,7 @@ test('the generator’s IPv6 ruleset, with detect-local by interface prefix: pri
     false,
   );
   const text = saveText(c.checkout().desired, { masqueradeBit: 10 });
-  t.is(await roundTrip(t, 'IPv6', text), text);
+  t.is(await roundTrip(t, 'IPv6', text, makeNfacctObjects), text);
 });
 
 const rule = (chain: string, matches: Match[], target: Target): IptRule => ({
@@ -180,6 +186,7 @@ test('every match and target of the rule model (IPVS aside) renders as iptables-
       { t: 'DROP' },
     ),
     rule('KUBE-T', [{ m: 'physdevNotIsIn' }], { t: 'ACCEPT' }),
+    rule('KUBE-T', [{ m: 'nfacct', name: 'kpts_test' }], { t: 'none' }),
     rule(
       'KUBE-T',
       [
@@ -232,6 +239,7 @@ test('every match and target of the rule model (IPVS aside) renders as iptables-
   });
   const printed = await roundTrip(t, 'IPv4', text, async (run) => {
     await run('ipset', 'create', 'KUBE-TEST-SET', 'hash:ip,port');
+    await run('nfacct', 'add', 'kpts_test');
   });
   t.is(printed, text);
 });

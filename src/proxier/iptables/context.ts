@@ -1,6 +1,7 @@
 // The generator's contexts from the model's DesiredState and the iptables flags.
 
 import type { DesiredState } from '../../model/index.ts';
+import { NfacctCounter } from './names.ts';
 import type { GlobalContext, IptContext } from './types.ts';
 
 /** upstream largeClusterEndpointsThreshold: above this many endpoints, per-endpoint comments go. */
@@ -15,7 +16,16 @@ export interface IptablesOptions {
   readonly randomFully?: boolean;
   /** nf_conntrack_tcp_be_liberal is set on the node; default false. */
   readonly conntrackTCPLiberal?: boolean;
+  /**
+   * The nfacct objects (NfacctCounter) the kernel has, read at each sync: their counting rules
+   * are written only then (upstream's fallback where the kernel lacks nfacct). Default none.
+   */
+  readonly nfacctCounters?: ReadonlySet<string>;
 }
+
+/** Effective localhost node ports: the flag, IPv4, and nodePortAddresses covering 127.0.0.0/8. */
+const localhostNodePorts = (desired: DesiredState, opts: IptablesOptions): boolean =>
+  (opts.localhostNodePorts ?? true) && desired.family === 'IPv4' && desired.nodePortAddresses.containsIPv4Loopback;
 
 /** upstream counts every endpoint of every service port, used or not. */
 export function endpointCount(desired: DesiredState): number {
@@ -38,6 +48,8 @@ export function portContext(desired: DesiredState, opts: IptablesOptions = {}): 
     detectLocal: desired.masquerade.detectLocal,
     nodeIP: desired.node.primaryIP,
     largeClusterMode: endpointCount(desired) > LARGE_CLUSTER_ENDPOINTS,
+    localhostNodePortsCounter:
+      localhostNodePorts(desired, opts) && (opts.nfacctCounters?.has(NfacctCounter.LOCALHOST_ACCEPTED) ?? false),
   };
 }
 
@@ -55,8 +67,9 @@ export function globalContext(
     ...portContext(desired, opts),
     nodePortAddresses: npa,
     nodePortIPs,
-    localhostNodePorts: (opts.localhostNodePorts ?? true) && desired.family === 'IPv4' && npa.containsIPv4Loopback,
+    localhostNodePorts: localhostNodePorts(desired, opts),
     randomFully: opts.randomFully ?? true,
     conntrackTCPLiberal: opts.conntrackTCPLiberal ?? false,
+    invalidDroppedCounter: opts.nfacctCounters?.has(NfacctCounter.INVALID_DROPPED) ?? false,
   };
 }

@@ -7,7 +7,7 @@
 
 import { isLoopback, parseIP } from '../../base/ip.ts';
 import type { BuiltinChain, IptRule, IptTable, JumpRule, Match } from '../../netlink/nftables/iptables/rule.ts';
-import { Chain } from './names.ts';
+import { Chain, NfacctCounter } from './names.ts';
 import type { GlobalContext, GlobalRules, IptChainRef } from './types.ts';
 
 /** One of upstream's iptablesJumpChains entries. */
@@ -111,8 +111,13 @@ export function globalRules(ctx: GlobalContext): GlobalRules {
     );
   }
 
-  // INVALID packets would reset connections unless the kernel is liberal (issues 74839, 117924).
-  if (!ctx.conntrackTCPLiberal) add('filter', Chain.FORWARD, [{ m: 'ctstate', states: ['INVALID'] }], { t: 'DROP' });
+  // INVALID packets would reset connections unless the kernel is liberal (issues 74839, 117924);
+  // counted in upstream's nfacct object where the kernel has it.
+  if (!ctx.conntrackTCPLiberal) {
+    const invalid: Match[] = [{ m: 'ctstate', states: ['INVALID'] }];
+    if (ctx.invalidDroppedCounter) invalid.push({ m: 'nfacct', name: NfacctCounter.INVALID_DROPPED });
+    add('filter', Chain.FORWARD, invalid, { t: 'DROP' });
+  }
   // Forward what we marked, and its replies, even when FORWARD's policy is DROP.
   add(
     'filter',

@@ -13,6 +13,7 @@ export {
 } from './context.ts';
 export {
   Chain,
+  NfacctCounter,
   PORT_CHAIN_PREFIXES,
   isServicePortChain,
   portChainNames,

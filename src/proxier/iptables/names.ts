@@ -24,6 +24,17 @@ export const Chain = {
   FIREWALL: 'KUBE-FIREWALL',
 } as const;
 
+/**
+ * upstream's nfacct objects (pkg/proxy/metrics): the kernel counts what two rules match in them,
+ * and the iptables metrics read them back. Shared by both IP families.
+ */
+export const NfacctCounter = {
+  /** On KUBE-FORWARD's INVALID drop. */
+  INVALID_DROPPED: 'ct_state_invalid_dropped_pkts',
+  /** On each node port's 127.0.0.0/8 rule in KUBE-NODEPORTS. */
+  LOCALHOST_ACCEPTED: 'localhost_nps_accepted_pkts',
+} as const;
+
 /** Prefixes of the chains a service port owns (upstream isServiceChainName). */
 export const PORT_CHAIN_PREFIXES = ['KUBE-SVC-', 'KUBE-SVL-', 'KUBE-EXT-', 'KUBE-FW-', 'KUBE-SEP-'] as const;
 

@@ -9,7 +9,14 @@ import type { EndpointInfo, EndpointSelection, ServicePortInfo } from '../../mod
 import type { IptRule, IptTable, Match, Target } from '../../netlink/nftables/iptables/rule.ts';
 import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
 import { ifLocal, ifNotLocal } from './detect-local.ts';
-import { Chain, endpointChainName, isServicePortChain, portChainNames, type PortChainNames } from './names.ts';
+import {
+  Chain,
+  NfacctCounter,
+  endpointChainName,
+  isServicePortChain,
+  portChainNames,
+  type PortChainNames,
+} from './names.ts';
 import { probability } from './probability.ts';
 import type { IptChain, IptContext, ServicePortFragment } from './types.ts';
 
@@ -100,7 +107,7 @@ export function servicePortRules(
 ): ServicePortFragment {
   const pl = plan(p, s);
   const w = new Writer();
-  sharedRules(w, p, pl);
+  sharedRules(w, p, pl, ctx);
   ownChains(w, p, s, pl, ctx);
   return { id: p.id, chains: w.chains(), shared: w.shared };
 }
@@ -110,7 +117,7 @@ function capture(text: string, proto: PortChainNames['protocol'], ip: string, po
   return [comment(text), { m: 'proto', proto }, { m: 'dst', cidr: ip }, { m: 'dport', proto, port }];
 }
 
-function sharedRules(w: Writer, p: ServicePortInfo, pl: Plan): void {
+function sharedRules(w: Writer, p: ServicePortInfo, pl: Plan, ctx: IptContext): void {
   const { n, hasEndpoints, hasInternalEndpoints, hasExternalEndpoints } = pl;
   const pr = n.protocol;
   // REJECT when the Service has no endpoint at all; DROP when a Local policy finds none here.
@@ -150,8 +157,15 @@ function sharedRules(w: Writer, p: ServicePortInfo, pl: Plan): void {
   if (p.nodePort !== 0) {
     // Node ports are not subject to loadBalancerSourceRanges (upstream cannot change that).
     const port: Match = { m: 'dport', proto: pr, port: p.nodePort };
-    if (hasEndpoints)
+    if (hasEndpoints) {
+      // Upstream counts localhost node port packets first, in a rule of their own (IPv4 only).
+      if (ctx.localhostNodePortsCounter) {
+        const counted: Match[] = [comment(n.portName), { m: 'proto', proto: pr }, { m: 'dst', cidr: '127.0.0.0/8' }];
+        counted.push(port, { m: 'nfacct', name: NfacctCounter.LOCALHOST_ACCEPTED });
+        w.add('nat', Chain.NODE_PORTS, counted, jump(n.ext));
+      }
       w.add('nat', Chain.NODE_PORTS, [comment(n.portName), { m: 'proto', proto: pr }, port], jump(n.ext));
+    }
     if (!hasExternalEndpoints) {
       const local: Match = { m: 'addrtype', dir: 'dst', type: 'LOCAL' };
       w.add(

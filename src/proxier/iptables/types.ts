@@ -46,6 +46,11 @@ export interface IptContext {
    * When it flips, every fragment changes: the writer does a full sync.
    */
   readonly largeClusterMode: boolean;
+  /**
+   * Localhost node ports are on and the kernel has the localhost_nps_accepted_pkts nfacct
+   * object: each node port gets upstream's counting rule for 127.0.0.0/8 first.
+   */
+  readonly localhostNodePortsCounter: boolean;
 }
 
 /** The context of the fixed rules: the service-port context plus node-wide options. */
@@ -65,6 +70,8 @@ export interface GlobalContext extends IptContext {
   readonly randomFully: boolean;
   /** net.netfilter.nf_conntrack_tcp_be_liberal is set: no INVALID drop in KUBE-FORWARD (as upstream). */
   readonly conntrackTCPLiberal: boolean;
+  /** The kernel has the ct_state_invalid_dropped_pkts nfacct object: the INVALID drop counts in it. */
+  readonly invalidDroppedCounter: boolean;
 }
 
 /** One service port's part of the ruleset. */

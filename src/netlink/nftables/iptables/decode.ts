@@ -23,6 +23,7 @@ import {
   readIpvs,
   readMark,
   readMasquerade,
+  readNfacct,
   readRecent,
   readRedirect,
   readSctp,
@@ -164,6 +165,8 @@ function xtMatch(
       return { m: 'statistic', probability: probabilityText(readStatistic(info) ?? fail()) };
     case 'recent':
       return { m: 'recent', ...(readRecent(info, family) ?? fail()) };
+    case 'nfacct':
+      return { m: 'nfacct', name: readNfacct(info) ?? fail() };
     case 'tcp':
     case 'udp':
       return proto === name && isBareL4(info) ? { m: 'l4', proto: name } : fail();

@@ -6,7 +6,8 @@
 //     a prefix that is not whole bytes loads the whole address and masks it with bitwise)
 //   then each -m in rule order: native for `-m tcp|udp --dport N` (transport payload + cmp) and
 //     `-m mark` (meta mark, bitwise unless the mask is all ones, cmp); every other match through
-//     nft_compat (`xtmatch`, infos from xt-info.ts), including `-m sctp` and bare `-m tcp|udp`
+//     nft_compat (`xtmatch`, infos from xt-info.ts), including `-m sctp`, bare `-m tcp|udp` and
+//     `-m nfacct` (revision 1)
 //   a counter (zero packets and bytes) in every rule, right before the target
 //   -j: native immediate for ACCEPT/DROP/RETURN and chain jumps; xt targets for REJECT, MARK,
 //     MASQUERADE, DNAT (rev 2) and REDIRECT
@@ -27,6 +28,7 @@ import {
   l4Match,
   markTarget,
   masqueradeTarget,
+  nfacctMatch,
   physdevNotIsInMatch,
   recentMatch,
   redirectTarget,
@@ -170,6 +172,8 @@ function matchExprs(m: Match, proto: L4Proto | undefined, family: IPFamily, ctx:
       return [statisticMatch(m.probability)];
     case 'recent':
       return [recentMatch(m, family)];
+    case 'nfacct':
+      return [nfacctMatch(m.name)];
     default:
       return headerExprs(m, family);
   }

@@ -51,6 +51,11 @@ export type Match =
    * `-m recent --name NAME --set|--rcheck [--seconds S] [--reap] --mask ... --rsource`
    * (ClientIP session affinity; upstream always uses the source address).
    */
+  /**
+   * `-m nfacct --nfacct-name NAME`: counts the packet in the nfacct object NAME (which must
+   * exist when the rule is added; upstream's metrics read it back).
+   */
+  | { readonly m: 'nfacct'; readonly name: string }
   | {
       readonly m: 'recent';
       readonly name: string;

@@ -130,6 +130,11 @@ function matchArgs(m: Match, family: IPFamily, head: Map<string, string[]>, rest
     case 'physdevNotIsIn':
       rest.push('-m', 'physdev', '!', '--physdev-is-in');
       return;
+    case 'nfacct':
+      // libxt_nfacct prints " --nfacct-name " and then the name through xtables_save_string,
+      // which adds its own leading space: two spaces, as upstream's rulesets show them.
+      rest.push('-m', 'nfacct', '--nfacct-name', ` ${saveString(m.name)}`);
+      return;
     case 'ipvs':
       // iptables-save prints the protocol as a number and the address without a full-length mask.
       rest.push(

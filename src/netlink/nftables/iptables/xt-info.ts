@@ -237,6 +237,26 @@ export function probabilityText(threshold: number): string {
   return (threshold / 0x80000000).toFixed(10);
 }
 
+/**
+ * `-m nfacct --nfacct-name NAME` (xt_nfacct_match_info_v1: char name[NFACCT_NAME_MAX = 32], then
+ * the kernel's object pointer, 8-aligned, zero from user space: 40 bytes). iptables 1.8.9 sends
+ * revision 1.
+ */
+export function nfacctMatch(name: string): XtMatchExpr {
+  const bytes = new TextEncoder().encode(name);
+  if (bytes.length < 1 || bytes.length > 31 || bytes.includes(0))
+    throw new RangeError(`nfacct match: name must be 1 to 31 bytes: ${JSON.stringify(name)}`);
+  return match(
+    'nfacct',
+    1,
+    struct(40, (_v, b) => b.set(bytes, 0)),
+  );
+}
+export function readNfacct(info: Uint8Array): string | undefined {
+  if (info.length < 40 || info[0] === 0 || info.subarray(32, 40).some((x) => x !== 0)) return undefined;
+  return cString(info, 0, 32);
+}
+
 /** xt_recent check_set bits. */
 const RECENT_CHECK = 1,
   RECENT_SET = 2,

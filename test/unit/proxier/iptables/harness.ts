@@ -6,6 +6,7 @@ import {
   assembleRuleset,
   globalContext,
   globalRules,
+  NfacctCounter,
   portContext,
   servicePortRules,
 } from '../../../../src/proxier/iptables/index.ts';
@@ -18,8 +19,15 @@ export function cluster(o: Partial<ModelOptions> = {}) {
   return newTracker({ clusterCIDRs: ['10.0.0.0/8'], ...o }).t;
 }
 
+/**
+ * As upstream's fake proxier (NewFakeProxier): the kernel has both nfacct objects, so their
+ * counting rules are in every ruleset unless a test says otherwise.
+ */
+export const BOTH_COUNTERS: ReadonlySet<string> = new Set(Object.values(NfacctCounter));
+const withCounters = (opts: IptablesOptions): IptablesOptions => ({ nfacctCounters: BOTH_COUNTERS, ...opts });
+
 export function fragments(desired: DesiredState, opts: IptablesOptions = {}): ServicePortFragment[] {
-  const ctx = portContext(desired, opts);
+  const ctx = portContext(desired, withCounters(opts));
   return [...desired.services.values()].map((p) => servicePortRules(p, desired.selections.get(p.id), ctx));
 }
 
@@ -29,7 +37,7 @@ export function saveText(
   opts: IptablesOptions = {},
   nodePortIPs: readonly string[] = [],
 ): string {
-  const global = globalRules(globalContext(desired, nodePortIPs, opts));
+  const global = globalRules(globalContext(desired, nodePortIPs, withCounters(opts)));
   return rulesetToSave(assembleRuleset(global, fragments(desired, opts)));
 }
 

@@ -3,7 +3,8 @@
 // and a local endpoint, a LoadBalancer with source ranges and ClientIP affinity, and a
 // Service without endpoints): the whole ruleset as iptables-save prints it. The expected text
 // is written from upstream's documented rules, in iptables-save's layout (chains sorted,
-// -s/-d/-p first, addresses with their prefix); upstream's nfacct counters are not used.
+// -s/-d/-p first, addresses with their prefix); with both of upstream's nfacct objects, as its
+// fake proxier has them (harness.ts).
 import test from 'ava';
 import { cluster, dedent, ep, saveText, slice, svc } from './harness.ts';
 
@@ -99,7 +100,7 @@ const EXPECTED = dedent(`
   -A KUBE-EXTERNAL-SERVICES -d 1.2.3.4/32 -p tcp -m comment --comment "ns2/svc2:p80 has no local endpoints" -m tcp --dport 80 -j DROP
   -A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "ns2/svc2:p80 has no local endpoints" -m addrtype --dst-type LOCAL -m tcp --dport 3001 -j DROP
   -A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP
-  -A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
+  -A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name  ct_state_invalid_dropped_pkts -j DROP
   -A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
   -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
   -A KUBE-NODEPORTS -p tcp -m comment --comment "ns2/svc2:p80 health check node port" -m tcp --dport 30000 -j ACCEPT
@@ -147,8 +148,11 @@ const EXPECTED = dedent(`
   -A KUBE-FW-NUKIZ6OKUXPJNT4C -s 203.0.113.0/25 -m comment --comment "ns5/svc5:p80 loadbalancer IP" -j KUBE-EXT-NUKIZ6OKUXPJNT4C
   -A KUBE-FW-NUKIZ6OKUXPJNT4C -m comment --comment "other traffic to ns5/svc5:p80 will be dropped by KUBE-PROXY-FIREWALL"
   -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+  -A KUBE-NODEPORTS -d 127.0.0.0/8 -p tcp -m comment --comment "ns2/svc2:p80" -m tcp --dport 3001 -m nfacct --nfacct-name  localhost_nps_accepted_pkts -j KUBE-EXT-GNZBNJ2PO5MGZ6GT
   -A KUBE-NODEPORTS -p tcp -m comment --comment "ns2/svc2:p80" -m tcp --dport 3001 -j KUBE-EXT-GNZBNJ2PO5MGZ6GT
+  -A KUBE-NODEPORTS -d 127.0.0.0/8 -p tcp -m comment --comment "ns3/svc3:p80" -m tcp --dport 3003 -m nfacct --nfacct-name  localhost_nps_accepted_pkts -j KUBE-EXT-X27LE4BHSL4DOUIK
   -A KUBE-NODEPORTS -p tcp -m comment --comment "ns3/svc3:p80" -m tcp --dport 3003 -j KUBE-EXT-X27LE4BHSL4DOUIK
+  -A KUBE-NODEPORTS -d 127.0.0.0/8 -p tcp -m comment --comment "ns5/svc5:p80" -m tcp --dport 3002 -m nfacct --nfacct-name  localhost_nps_accepted_pkts -j KUBE-EXT-NUKIZ6OKUXPJNT4C
   -A KUBE-NODEPORTS -p tcp -m comment --comment "ns5/svc5:p80" -m tcp --dport 3002 -j KUBE-EXT-NUKIZ6OKUXPJNT4C
   -A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
   -A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0

@@ -10,6 +10,7 @@ import {
   tableToSave,
 } from '../../../../src/netlink/nftables/iptables/save.ts';
 import { assembleRuleset, probability } from '../../../../src/proxier/iptables/index.ts';
+import { NFACCT_RULES, NFACCT_SAVED } from '../../../fixtures/netlink/iptables/ruleset.ts';
 
 test('comments: bare when only letters, digits, _ and -; otherwise quoted with \\ before " \\ \'', (t) => {
   t.is(saveString('ns1_svc1'), 'ns1_svc1');
@@ -17,6 +18,13 @@ test('comments: bare when only letters, digits, _ and -; otherwise quoted with \
   t.is(saveString('ns1/svc1:p80'), '"ns1/svc1:p80"');
   t.is(saveString(''), '""');
   t.is(saveString('q"uo\'te\\x'), '"q\\"uo\\\'te\\\\x"');
+});
+
+test('-m nfacct: --nfacct-name and two spaces, as iptables-nft-save printed rules-nfacct.txt', (t) => {
+  t.deepEqual(
+    NFACCT_RULES.map((r) => ruleLine(r)),
+    NFACCT_SAVED,
+  );
 });
 
 test('statistic: the kernel’s 31-bit threshold printed with 11 decimals, as iptables-save shows it', (t) => {

@@ -9,7 +9,7 @@ import { decodeRule } from '../../../../../src/netlink/nftables/rule.ts';
 import { decodeIptRule, jumpTarget, ruleComment } from '../../../../../src/netlink/nftables/iptables/decode.ts';
 import { iptNftRule } from '../../../../../src/netlink/nftables/iptables/encode.ts';
 import type { IptRule } from '../../../../../src/netlink/nftables/iptables/rule.ts';
-import { IPVS_RULES, ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
+import { IPVS_RULES, NFACCT_RULES, ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
 import { MSG, captured } from './fixture.ts';
 
 const enc = { setIndex: (): number => 0 };
@@ -39,6 +39,15 @@ for (const [family, fixture] of [
 
 test('the ipvs match round-trips', (t) => {
   for (const r of IPVS_RULES) t.deepEqual(decodeIptRule(iptNftRule(r, 'IPv4', enc), r.table, 'IPv4'), r);
+});
+
+test('the nfacct rules iptables-nft wrote decode to their IptRules', (t) => {
+  const msgs = captured('restore-nfacct').filter((m) => m.type === MSG.NEWRULE);
+  t.is(msgs.length, NFACCT_RULES.length);
+  msgs.forEach((m, i) => {
+    const listed = decodeRule(parseMessages(m.bytes)[0]!).rule;
+    t.deepEqual(decodeIptRule(listed, NFACCT_RULES[i]!.table, 'IPv4'), NFACCT_RULES[i], `rule ${i}`);
+  });
 });
 
 test('jumpTarget and ruleComment read a rule without decoding it all', (t) => {

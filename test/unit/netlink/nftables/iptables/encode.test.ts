@@ -1,12 +1,12 @@
 // The iptables dialect encoder against the bytes iptables-nft-restore 1.8.9 sent for the same
 // rules (test/fixtures/netlink/iptables/, see CAPTURE.md): every NEWRULE of rules-ipv4.txt,
-// rules-ipv6.txt and rules-ipvs.txt, seq and pid masked. The expected bytes never come from us.
+// rules-ipv6.txt, rules-ipvs.txt and rules-nfacct.txt, seq and pid masked. The expected bytes never come from us.
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import type { IPFamily } from '../../../../../src/base/ip.ts';
 import { iptNftRule, ruleExprs } from '../../../../../src/netlink/nftables/iptables/encode.ts';
 import type { IptRule } from '../../../../../src/netlink/nftables/iptables/rule.ts';
-import { IPVS_RULES, ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
+import { IPVS_RULES, NFACCT_RULES, ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
 import { hexdiff } from '../../../../helpers/hexdiff.ts';
 import { MSG, captured, ourBytes } from './fixture.ts';
 
@@ -48,6 +48,10 @@ test('rules encoded long before they are sent keep their bytes (info structs and
 
 test('-m ipvs: the bytes iptables-nft-restore sends', (t) => {
   sameRules(t, 'restore-ipvs', 'IPv4', IPVS_RULES);
+});
+
+test("-m nfacct (upstream's two counting rules): the bytes iptables-nft-restore sends", (t) => {
+  sameRules(t, 'restore-nfacct', 'IPv4', NFACCT_RULES);
 });
 
 test('bad input is refused with an error naming it', (t) => {
