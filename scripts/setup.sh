@@ -25,7 +25,7 @@ esac
 #   prints (the daemon itself never runs them).
 apt_packages=(libsystemd-dev g++ make python3 iproute2 procps nftables)
 # The test lab: independent readers used by the tests only (nftables above, ipset, ipvsadm,
-# conntrack, iptables, strace), python3 also runs the kernel tests' SCTP client and backend
+# conntrack, iptables, strace, nfacct), python3 also runs the kernel tests' SCTP client and backend
 # (test/kernel/scenarios/sctp.py); qemu-system-x86, busybox-static, cpio, kmod boot Debian's
 # stock kernel for the VM tests.
 if $test_lab; then
