@@ -34,7 +34,7 @@ test.serial('--sync-period 600h: one warning, one sync, an idle daemon; 0 is ref
     t.is(r.code, 2, r.stderr);
     t.regex(
       r.stderr,
-      /^kube-proxy-ts: invalid configuration from the command line:\n {2}\S+ \(from --[a-z-]+\): "0s" must be greater than 0\n$/,
+      /^kube-proxy-ts: invalid configuration from the command line: \S+ \(from --[a-z-]+\): "0s" must be greater than 0\n$/,
     );
   }
 
