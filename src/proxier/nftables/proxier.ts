@@ -9,7 +9,9 @@
 
 import { errorMessage } from '../../base/errors.ts';
 import type { Logger } from '../../base/logger.ts';
+import { nodePortIPsOf } from '../../model/index.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
+import { isLoopback, parseIP } from '../../base/ip.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
 import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
@@ -49,6 +51,11 @@ export interface NftablesProxierOptions {
   serviceTraffic?: boolean;
   /** Told when a full sync starts (true) and ends (false): the drift watch stops listening meanwhile. */
   onFullSync?: (running: boolean) => void;
+  /**
+   * KubeProxyNFTablesLocalhostNodePorts: loopback node ports are served by the daemon's
+   * userspace proxy (localhost-nodeports.ts), so a loopback nodePortAddresses is not warned about.
+   */
+  localhostNodePorts?: boolean;
 }
 
 export class NftablesProxier implements Proxier {
@@ -61,6 +68,7 @@ export class NftablesProxier implements Proxier {
   private readonly now: () => number;
   private readonly serviceTraffic: boolean;
   private readonly onFullSync: ((running: boolean) => void) | undefined;
+  private readonly localhostNodePorts: boolean;
   /**
    * What each programmed service port was planned from (objects the model holds anyway).
    * Its plan is computed again when it changes, rather than kept: plans are pure, and a
@@ -96,6 +104,7 @@ export class NftablesProxier implements Proxier {
     this.now = opts.now ?? (() => performance.now());
     this.serviceTraffic = opts.serviceTraffic ?? false;
     this.onFullSync = opts.onFullSync;
+    this.localhostNodePorts = opts.localhostNodePorts ?? false;
     this.batchBudget = opts.maxBatchBytes === undefined ? Infinity : Math.max(4096, Math.floor(opts.maxBatchBytes / 2));
   }
 
@@ -416,22 +425,22 @@ export class NftablesProxier implements Proxier {
     const npa = desired.nodePortAddresses;
     this.warnLocalhostNodePorts(npa);
     if (!npa.matchAll) {
-      const addrs = npa.primary
-        ? [desired.node.primaryIP].filter((a) => a !== '')
-        : ((await this.localAddresses?.()) ?? []);
-      for (const a of new Set(addrs))
-        if (npa.primary || npa.cidrs.some((c) => cidrContainsText(c, a))) out.push(el(SET.nodePortIPs, a));
+      const local = (await this.localAddresses?.()) ?? [];
+      // Loopback never goes in the set: the kernel would not route it (upstream's neither).
+      for (const a of nodePortIPsOf(npa, desired.node.primaryIP, local))
+        if (!isLoopbackAddress(a)) out.push(el(SET.nodePortIPs, a));
     }
     return out;
   }
 
   /**
-   * Loopback addresses never take node ports in this mode (upstream's nftables mode neither):
-   * an explicit CIDR covering them is said once, as upstream logs it, not silently ignored.
+   * Loopback addresses never take node ports in this mode's ruleset (upstream's neither): without
+   * the KubeProxyNFTablesLocalhostNodePorts gate (whose userspace proxy serves them) an explicit
+   * CIDR covering them is said once, as upstream logs it, not silently ignored.
    */
   private warnLocalhostNodePorts(npa: DesiredState['nodePortAddresses']): void {
     const lo = this.traits.ipFamily === 'IPv4' ? '127.0.0.1' : '::1';
-    const covering = npa.matchAll ? [] : npa.cidrs.filter((c) => cidrContainsText(c, lo));
+    const covering = npa.matchAll || this.localhostNodePorts ? [] : npa.cidrs.filter((c) => cidrContainsText(c, lo));
     const key = covering.join(',');
     if (key === this.localhostWarned) return;
     this.localhostWarned = key;
@@ -605,3 +614,8 @@ function elementValue(e: NftElement): string {
 }
 
 export { CHAIN, SET };
+
+function isLoopbackAddress(text: string): boolean {
+  const ip = parseIP(text);
+  return ip !== undefined && isLoopback(ip);
+}
