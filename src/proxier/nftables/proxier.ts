@@ -26,7 +26,7 @@ import { planPort } from './port-plan.ts';
 import type { PlanContext, PortPlan } from './port-plan.ts';
 import { endpointsMap, pickerMaps, pickerName, pickerRules } from './pickers.ts';
 import type { PickerSpec } from './pickers.ts';
-import { skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
+import { localhostRejectComment, skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
 import { readTrafficCounters, trafficSets } from './traffic.ts';
 import { applyGroups, estimateTransaction, OpGroup } from './op-group.ts';
 import { RefCounts } from './ref-counts.ts';
@@ -393,6 +393,7 @@ export class NftablesProxier implements Proxier {
       masqueradeMark: this.mark,
       nodePortsOnAllAddresses: desired.nodePortAddresses.matchAll,
       serviceTraffic: this.serviceTraffic,
+      localhostNodePorts: this.localhostNodePorts && desired.nodePortAddresses.localhost,
     }))
       g.add(r);
     if (!this.serviceTraffic) {
@@ -532,6 +533,25 @@ export class NftablesProxier implements Proxier {
       this.log.debug('failed transaction', { transaction: tx.toString() });
       throw e;
     }
+  }
+
+  /**
+   * Packets rejected on loopback node ports since their rules were made, per protocol, read from
+   * the rules' counters now (none without the KubeProxyNFTablesLocalhostNodePorts rules).
+   */
+  async localhostRejectedPackets(): Promise<{ protocol: 'UDP' | 'SCTP'; packets: number }[]> {
+    if (!this.localhostNodePorts) return [];
+    const out: { protocol: 'UDP' | 'SCTP'; packets: number }[] = [];
+    const rules = await this.nft.listRules(CHAIN.filterOutput).catch((err: unknown) => {
+      if (isNotFound(err)) return [];
+      throw err;
+    });
+    for (const protocol of ['UDP', 'SCTP'] as const) {
+      const r = rules.find((x) => x.comment === localhostRejectComment(protocol));
+      const c = r?.exprs.find((e) => e.type === 'counter');
+      if (c?.type === 'counter') out.push({ protocol, packets: Number(c.packets ?? 0n) });
+    }
+    return out;
   }
 
   async cleanup(): Promise<void> {

@@ -16,6 +16,34 @@ export interface SkeletonOptions {
   readonly nodePortsOnAllAddresses: boolean;
   /** --service-traffic-metrics: the counting chains and maps (traffic.ts); without it, none. */
   readonly serviceTraffic?: boolean;
+  /**
+   * KubeProxyNFTablesLocalhostNodePorts with loopback in nodePortAddresses: UDP and SCTP to a
+   * loopback node port are rejected and counted (localhostRejectRules); TCP is the userspace
+   * proxy's.
+   */
+  readonly localhostNodePorts?: boolean;
+}
+
+/** The comment of the rule that rejects (and counts) one protocol on loopback node ports. */
+export const localhostRejectComment = (protocol: 'UDP' | 'SCTP'): string =>
+  `localhost nodeport ${protocol.toLowerCase()} rejected`;
+
+/**
+ * Loopback node ports of UDP and SCTP Services: no userspace listener serves them, so their
+ * packets are rejected at once rather than left to the loopback host, each protocol counted by
+ * its rule (kubeproxy_nftables_localhost_nodeport_rejected_packets_total).
+ */
+function localhostRejectRules(t: FamilyTraits): NftRule[] {
+  return (['UDP', 'SCTP'] as const).map((p) =>
+    rule(t.nft, CHAIN.filterOutput)
+      .match(t.daddr, t.loopback)
+      .match('meta l4proto', p.toLowerCase())
+      .inSet(['meta l4proto', 'th dport'], SET.serviceNodePorts)
+      .counter()
+      .reject(t.reject)
+      .comment(localhostRejectComment(p))
+      .build(),
+  );
 }
 
 export function skeletonSets(t: FamilyTraits, serviceTraffic = false): NftSetLike[] {
@@ -156,6 +184,7 @@ export function skeletonRules(o: SkeletonOptions): NftRule[] {
     newConn(CHAIN.filterInput, CHAIN.serviceEndpointsCheck),
     newConn(CHAIN.filterForward, CHAIN.serviceEndpointsCheck),
     newConn(CHAIN.filterForward, CHAIN.clusterIPsCheck),
+    ...(o.localhostNodePorts ? localhostRejectRules(t) : []),
     newConn(CHAIN.filterOutput, CHAIN.serviceEndpointsCheck),
     newConn(CHAIN.filterOutput, CHAIN.firewallCheck),
     newConn(CHAIN.filterOutputPostDNAT, CHAIN.clusterIPsCheck),
