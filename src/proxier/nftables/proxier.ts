@@ -26,7 +26,13 @@ import { planPort } from './port-plan.ts';
 import type { PlanContext, PortPlan } from './port-plan.ts';
 import { endpointsMap, pickerMaps, pickerName, pickerRules } from './pickers.ts';
 import type { PickerSpec } from './pickers.ts';
-import { localhostRejectComment, skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
+import {
+  localhostNodePortsSet,
+  localhostRejectComment,
+  skeletonChains,
+  skeletonRules,
+  skeletonSets,
+} from './skeleton.ts';
 import { readTrafficCounters, trafficSets } from './traffic.ts';
 import { applyGroups, estimateTransaction, OpGroup } from './op-group.ts';
 import { RefCounts } from './ref-counts.ts';
@@ -140,6 +146,7 @@ export class NftablesProxier implements Proxier {
       masqueradeMark: this.mark,
       nodeIP: desired.node.primaryIP,
       serviceTraffic: this.serviceTraffic,
+      localhostNodePorts: this.localhostNodePorts && desired.nodePortAddresses.localhost,
     };
     if (d.implemented && (d.mode === 'BridgeInterface' || d.mode === 'InterfaceNamePrefix') && d.interfaceName !== '') {
       // nft's wildcard ("veth*") matches every interface whose name starts with the prefix.
@@ -367,6 +374,7 @@ export class NftablesProxier implements Proxier {
       if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) continue;
       // Without the flag the traffic maps are deleted whole (skeletonGroup), not element by element.
       if (!this.serviceTraffic && TRAFFIC_SETS.has(set)) continue;
+      if (set === SET.localhostNodePorts && !this.ctx?.localhostNodePorts) continue;
       for (const e of await this.nft.listElements(set))
         elements.set(elementId(e), { element: e, value: elementValue(e) });
     }
@@ -382,7 +390,8 @@ export class NftablesProxier implements Proxier {
   ): OpGroup {
     const g = new OpGroup();
     g.add({ kind: 'table' });
-    const sets = skeletonSets(this.traits, this.serviceTraffic);
+    const localhost = this.ctx?.localhostNodePorts ?? false;
+    const sets = skeletonSets(this.traits, this.serviceTraffic, localhost);
     for (const s of sets) g.add(s);
     for (const s of sets) if (FIXED_SETS.has(s.name)) g.flush(s);
     const chains = skeletonChains(this.serviceTraffic);
@@ -393,7 +402,7 @@ export class NftablesProxier implements Proxier {
       masqueradeMark: this.mark,
       nodePortsOnAllAddresses: desired.nodePortAddresses.matchAll,
       serviceTraffic: this.serviceTraffic,
-      localhostNodePorts: this.localhostNodePorts && desired.nodePortAddresses.localhost,
+      localhostNodePorts: localhost,
     }))
       g.add(r);
     if (!this.serviceTraffic) {
@@ -402,6 +411,8 @@ export class NftablesProxier implements Proxier {
       for (const c of [CHAIN.countConnections, CHAIN.countTraffic]) if (existingChains.has(c)) g.removeChain(c);
       for (const s of trafficSets(this.traits)) if (existingSets.has(s.name)) g.delete(s);
     }
+    // Made before (the gate was on): its reject rules went with the flush of their chain.
+    if (!localhost && existingSets.has(SET.localhostNodePorts)) g.delete(localhostNodePortsSet);
     for (const e of fixed) g.add(e);
     return g;
   }
@@ -610,6 +621,7 @@ const SHARED_SETS = new Set<string>([
   SET.firewallProtected,
   SET.firewallAllow,
   SET.hairpin,
+  SET.localhostNodePorts,
   SET.trafficServices,
   SET.trafficNodePorts,
   SET.connectionsServices,

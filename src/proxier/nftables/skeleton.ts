@@ -38,7 +38,7 @@ function localhostRejectRules(t: FamilyTraits): NftRule[] {
     rule(t.nft, CHAIN.filterOutput)
       .match(t.daddr, t.loopback)
       .match('meta l4proto', p.toLowerCase())
-      .inSet(['meta l4proto', 'th dport'], SET.serviceNodePorts)
+      .inSet(['meta l4proto', 'th dport'], SET.localhostNodePorts)
       .counter()
       .reject(t.reject)
       .comment(localhostRejectComment(p))
@@ -46,10 +46,19 @@ function localhostRejectRules(t: FamilyTraits): NftRule[] {
   );
 }
 
-export function skeletonSets(t: FamilyTraits, serviceTraffic = false): NftSetLike[] {
+/** The set the loopback reject rules look node ports up in (a verdict map cannot be: its goto targets DNAT). */
+export const localhostNodePortsSet: NftSetLike = {
+  kind: 'set',
+  name: SET.localhostNodePorts,
+  key: ['inet_proto', 'inet_service'],
+  comment: 'node ports, for the loopback ones of UDP and SCTP',
+};
+
+export function skeletonSets(t: FamilyTraits, serviceTraffic = false, localhostNodePorts = false): NftSetLike[] {
   const a = t.addrType;
   return [
     ...(serviceTraffic ? trafficSets(t) : []),
+    ...(localhostNodePorts ? [localhostNodePortsSet] : []),
     { kind: 'set', name: SET.clusterIPs, key: [a], comment: 'cluster IPs: a port no Service exposes is rejected' },
     {
       kind: 'map',
