@@ -1,6 +1,7 @@
 // nftables mode with KubeProxyNFTablesLocalhostNodePorts: the ruleset's part (UDP and SCTP node
 // ports on loopback rejected and counted; TCP is the userspace listeners'), only where
 // nodePortAddresses asks for loopback, and gone again when the gate is off.
+import { readFileSync } from 'node:fs';
 import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
 import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
@@ -39,6 +40,9 @@ test('gate on, localhost asked for: UDP and SCTP node ports in @localhost-nodepo
   t.is(rules.length, 2, nft.dump());
   t.regex(rules[0]!, /filter-output ip daddr 127\.0\.0\.0\/8 meta l4proto udp .*@localhost-nodeports counter reject/);
   t.regex(rules[1]!, /meta l4proto sctp .*@localhost-nodeports counter reject/);
+  // docs/nftables-ruleset.md shows these rules as the code writes them.
+  const doc = readFileSync(new URL('../../../../docs/nftables-ruleset.md', import.meta.url), 'utf8');
+  for (const r of rules) t.true(doc.includes(r.slice(r.indexOf('filter-output ') + 'filter-output '.length)), r);
   t.deepEqual(await p.localhostRejectedPackets(), [
     { protocol: 'UDP', packets: 0 },
     { protocol: 'SCTP', packets: 0 },
