@@ -3,7 +3,8 @@
 // "localhost" and the node's subnet: without the gate nothing answers on 127.0.0.1:<NodePort>;
 // with it, connections from the node reach a local and a remote endpoint over 127.0.0.1 and
 // [::1], ClientIP affinity pins them, UDP to a loopback node port is rejected by the ruleset,
-// and the three kubeproxy_nftables_localhost_nodeport_* metrics count exactly what happened.
+// a refused endpoint is skipped for the next, and the three kubeproxy_nftables_localhost_nodeport_*
+// metrics count exactly what happened.
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
@@ -78,6 +79,18 @@ const SERVICES: Svc[] = [
     endpoints: [
       [podIP(0), 'node-a'],
       [podIP(1), 'node-b'],
+      [podIP(2), 'node-b'],
+    ],
+  },
+  // The node's own address refuses port 8080 (nothing listens there): each connection fails over.
+  {
+    name: 'failover',
+    family: 'IPv4',
+    clusterIP: '10.96.0.13',
+    protocol: 'TCP',
+    nodePort: 30083,
+    endpoints: [
+      [NODE_IP, 'node-a'],
       [podIP(2), 'node-b'],
     ],
   },
@@ -158,6 +171,12 @@ test('localhost NodePorts in nftables mode: none without the gate; with it local
   t.is(new Set(sticky.map((a) => a.split(' ')[0])).size, 1, `ClientIP affinity: ${sticky.join(', ')}`);
   t.true(sticky[0]!.startsWith('pod'));
 
+  const failover = await c.nodeAgent.call<string[]>(ECHO, 'tcpMany', '127.0.0.1', 30083, 4);
+  t.true(
+    failover.every((a) => a.startsWith('pod3 ')),
+    `a refused endpoint is skipped for the next: ${failover.join(', ')}`,
+  );
+
   const udp = await c.nodeAgent.call<string[]>(ECHO, 'udpMany', '127.0.0.1', 30053, 3);
   t.false(
     udp.some((a) => a.startsWith('pod')),
@@ -167,7 +186,7 @@ test('localhost NodePorts in nftables mode: none without the gate; with it local
   const metrics = (await c.nodeAgent.call<{ body: string }>(AGENT, 'httpGet', 'http://127.0.0.1:10249/metrics')).body;
   const metric = (name: string, labels: string) =>
     Number(new RegExp(`^kubeproxy_nftables_localhost_nodeport_${name}\\{${labels}\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
-  t.is(metric('listeners', 'ip_family="IPv4"'), 2, metrics);
+  t.is(metric('listeners', 'ip_family="IPv4"'), 3, metrics);
   t.is(metric('listeners', 'ip_family="IPv6"'), 1);
   t.is(metric('listener_creation_failures_total', 'ip_family="IPv4"'), 0);
   t.is(metric('rejected_packets_total', 'ip_family="IPv4",protocol="UDP"'), 3, 'every UDP datagram sent was rejected');
