@@ -2,6 +2,8 @@
 // manifest directory), the proxiers of the selected mode on netlink sockets, the systemd
 // notifier and the metrics registry.
 
+import { localhostNodePortsEnabled } from './localhost-nodeports-set.ts';
+import { registerLocalhostNodePortMetrics } from '../metrics/localhost-nodeports.ts';
 import { existsSync } from 'node:fs';
 import { cpus, hostname, networkInterfaces } from 'node:os';
 import type { Clock } from '../base/clock.ts';
@@ -114,7 +116,9 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
   // Before any socket opens; the budget matters to the userspace proxy only.
   const nofile = raiseNofileLimit(logger);
   const descriptorBudget =
-    config.mode === 'userspace' ? new DescriptorBudget(proxyBudgetSize(nofile.soft, logger).limit) : undefined;
+    config.mode === 'userspace' || localhostNodePortsEnabled(config)
+      ? new DescriptorBudget(proxyBudgetSize(nofile.soft, logger).limit)
+      : undefined;
   const proxiers = buildProxiers(config, families, {
     logger,
     clock,
@@ -129,6 +133,9 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
       proxyStats,
       descriptorBudget ? () => ({ limit: descriptorBudget.limit, inUse: descriptorBudget.inUse }) : undefined,
     );
+  const localhostNodePorts = proxiers.localhostNodePorts;
+  if (localhostNodePorts)
+    registerLocalhostNodePortMetrics(metrics.registry, localhostNodePorts.samples, localhostNodePorts.rejected);
   let source: Source;
   // A large manifest read or removed: memory given back after the sync that applied it.
   const heap = new HeapRelease({ clock, logger, rss: () => process.memoryUsage.rss() });

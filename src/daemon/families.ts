@@ -129,20 +129,6 @@ export function nodeNameOf(config: Pick<ProxyConfig, 'hostnameOverride'>, hostna
   return (o !== '' ? o : hostname.trim()).toLowerCase();
 }
 
-/**
- * nodePortAddresses keywords -> what the model takes: "primary" passes through; "all" is
- * every local address (the zero CIDRs); "localhost" the loopback ranges.
- */
-export function modelNodePortAddresses(list: readonly string[]): string[] {
-  const out: string[] = [];
-  for (const s of list) {
-    if (s === 'all') out.push('0.0.0.0/0', '::/0');
-    else if (s === 'localhost') out.push('127.0.0.0/8', '::1/128');
-    else out.push(s);
-  }
-  return [...new Set(out)];
-}
-
 function bindIPOf(config: Pick<ProxyConfig, 'bindAddress'>, family: IPFamily): string {
   const ip = parseIP(config.bindAddress);
   return ip !== undefined && ip.family === family && ip.text !== '0.0.0.0' && ip.text !== '::' ? ip.text : '';
@@ -159,7 +145,7 @@ export function modelOptionsFor(config: ProxyConfig, family: IPFamily, nodeName:
     masqueradeAll: config.masqueradeAll,
     // --bind-address, when a specific IP of this family, is the node IP (upstream detectNodeIPs).
     ...(bindIPOf(config, family) !== '' ? { nodeIP: bindIPOf(config, family) } : {}),
-    nodePortAddresses: modelNodePortAddresses(config.nodePortAddresses),
+    nodePortAddresses: config.nodePortAddresses,
     // Upstream's PreferSameTrafficDistribution gate, on by default.
     preferSameNodeHints: config.featureGates['PreferSameTrafficDistribution'] !== false,
   };

@@ -25,6 +25,7 @@ import { checkLegacyIptables } from './legacy-iptables.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
 import type { Proxier } from '../proxier/types.ts';
 import { userspaceSet } from './proxiers-userspace.ts';
+import { localhostNodePortsFor, type LocalhostNodePortMetrics } from './localhost-nodeports-set.ts';
 import type { DescriptorBudget } from '../base/descriptor-budget.ts';
 import type { NfacctReader, UserspaceSample } from '../metrics/index.ts';
 import { NfacctClient } from '../netlink/nfacct/index.ts';
@@ -46,6 +47,8 @@ export interface ProxierSet {
   watch?(kick: () => void): void;
   /** userspace mode: the proxy sockets' counters per family, for the metrics. */
   proxyStats?(): readonly UserspaceSample[];
+  /** nftables mode with KubeProxyNFTablesLocalhostNodePorts: the listeners' figures per family, for the metrics. */
+  localhostNodePorts?: LocalhostNodePortMetrics;
   /** close(), awaited (userspace mode: the proxy sockets' listeners and connections end too). */
   shutdown?(): Promise<void>;
 }
@@ -113,6 +116,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
   try {
     if (config.mode === 'nftables') {
       const route = new RouteClient(open(Protocol.ROUTE));
+      const localhost = localhostNodePortsFor(config, deps);
       const ownPorts = new Set<number>();
       // The drift watch stops listening during the cold start (proxier/drift/pausable.ts).
       const pause = new FullSyncPause();
@@ -122,20 +126,19 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
         conns.push(conn);
         ownPorts.add(port);
         const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: conn });
-        proxiers.set(
-          family,
-          new NftablesProxier({
-            nft,
-            logger: deps.logger,
-            masqueradeBit: config.masqueradeBit,
-            localAddresses: () => route.nodeAddresses(family),
-            serviceTraffic: config.kubeProxyTS.serviceTrafficMetrics,
-            // Without it a full sync is one transaction, which the socket refuses (EMSGSIZE) once
-            // it passes the batch limit: about 12,000 Services x 10 endpoints on an 8 MiB socket.
-            maxBatchBytes: conn.maxBatchBytes,
-            onFullSync: pause.firstFullSyncOnly(),
-          }),
-        );
+        const nftProxier = new NftablesProxier({
+          nft,
+          logger: deps.logger,
+          masqueradeBit: config.masqueradeBit,
+          localAddresses: () => route.nodeAddresses(family),
+          serviceTraffic: config.kubeProxyTS.serviceTrafficMetrics,
+          // Without it a full sync is one transaction, which the socket refuses (EMSGSIZE) once
+          // it passes the batch limit: about 12,000 Services x 10 endpoints on an 8 MiB socket.
+          maxBatchBytes: conn.maxBatchBytes,
+          onFullSync: pause.firstFullSyncOnly(),
+          localhostNodePorts: localhost.enabled,
+        });
+        proxiers.set(family, localhost.enabled ? localhost.wrap(nftProxier, family) : nftProxier);
       }
       const nftFamilies = families.map((f) => (f === 'IPv4' ? 'ip' : 'ip6'));
       const watchDrift = (onDrift: (why: string) => void, syncing: () => boolean): { close(): void } => {
@@ -155,7 +158,16 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
         }
       };
       const init = (): Promise<void> => removeOtherModesLeftovers('nftables', leftoverDeps);
-      return { mode: config.mode, proxiers, init, close, watchDrift };
+      return {
+        mode: config.mode,
+        proxiers,
+        init,
+        close: localhost.enabled ? () => void localhost.close().then(close) : close,
+        watchDrift,
+        ...(localhost.enabled
+          ? { localhostNodePorts: localhost.metrics, shutdown: () => localhost.close().then(close) }
+          : {}),
+      };
     }
     if (config.mode === 'iptables') return iptablesSet(config, families, deps, { open, openWithPort }, close);
     if (config.mode === 'userspace') return userspaceSet(config, families, deps, open, close);

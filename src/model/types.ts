@@ -114,6 +114,12 @@ export interface NodePortAddresses {
   readonly primary: boolean;
   /** Some CIDR covers 127.0.0.0/8, so node ports on localhost need route_localnet (IPv4 only). */
   readonly containsIPv4Loopback: boolean;
+  /**
+   * A CIDR other than the zero one covers this family's loopback address ("localhost",
+   * 127.0.0.1/32, ...): loopback node ports were asked for on purpose (nftables mode serves them
+   * with a userspace proxy behind KubeProxyNFTablesLocalhostNodePorts; "all" alone does not ask).
+   */
+  readonly localhost: boolean;
 }
 
 export type DetectLocalMode = 'ClusterCIDR' | 'NodeCIDR' | 'BridgeInterface' | 'InterfaceNamePrefix' | 'None';

@@ -28,6 +28,8 @@ export const SET = {
   podCIDRs: 'pod-cidrs',
   serviceCIDRs: 'service-cidrs',
   hairpin: 'hairpin',
+  /** KubeProxyNFTablesLocalhostNodePorts with loopback node ports only: every node port (protocol . port). */
+  localhostNodePorts: 'localhost-nodeports',
   /** --service-traffic-metrics only: frontend -> goto its counting chain (traffic.ts). */
   trafficServices: 'traffic-services',
   trafficNodePorts: 'traffic-nodeports',

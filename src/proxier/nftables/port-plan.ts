@@ -47,6 +47,8 @@ export interface PlanContext extends PickerContext {
   readonly nodeIP: string;
   /** --service-traffic-metrics: each port gets its traffic chains and map elements (traffic.ts). */
   readonly serviceTraffic?: boolean;
+  /** Loopback node ports (KubeProxyNFTablesLocalhostNodePorts): each node port goes in @localhost-nodeports. */
+  readonly localhostNodePorts?: boolean;
 }
 
 /** Endpoints used by traffic to the cluster IP, and by traffic from outside. */
@@ -207,6 +209,9 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
     for (const ip of frontends) out.push(mapElement(SET.noEndpointServices, [ip, pr, p.port], none));
     if (p.nodePort > 0) out.push(mapElement(SET.noEndpointNodePorts, [pr, p.nodePort], none));
   }
+
+  if (ctx.localhostNodePorts && p.nodePort > 0 && p.protocol !== 'TCP')
+    out.push(setElement(SET.localhostNodePorts, [pr, p.nodePort]));
 
   if (p.loadBalancerSourceRanges.length > 0 && p.loadBalancerVIPs.length > 0) {
     const sources = firewallSources(p.loadBalancerSourceRanges, p.loadBalancerVIPs, ctx.nodeIP);

@@ -9,7 +9,9 @@
 
 import { errorMessage } from '../../base/errors.ts';
 import type { Logger } from '../../base/logger.ts';
+import { nodePortIPsOf } from '../../model/index.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
+import { isLoopback, parseIP } from '../../base/ip.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
 import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
@@ -24,7 +26,13 @@ import { planPort } from './port-plan.ts';
 import type { PlanContext, PortPlan } from './port-plan.ts';
 import { endpointsMap, pickerMaps, pickerName, pickerRules } from './pickers.ts';
 import type { PickerSpec } from './pickers.ts';
-import { skeletonChains, skeletonRules, skeletonSets } from './skeleton.ts';
+import {
+  localhostNodePortsSet,
+  localhostRejectComment,
+  skeletonChains,
+  skeletonRules,
+  skeletonSets,
+} from './skeleton.ts';
 import { readTrafficCounters, trafficSets } from './traffic.ts';
 import { applyGroups, estimateTransaction, OpGroup } from './op-group.ts';
 import { RefCounts } from './ref-counts.ts';
@@ -49,6 +57,11 @@ export interface NftablesProxierOptions {
   serviceTraffic?: boolean;
   /** Told when a full sync starts (true) and ends (false): the drift watch stops listening meanwhile. */
   onFullSync?: (running: boolean) => void;
+  /**
+   * KubeProxyNFTablesLocalhostNodePorts: loopback node ports are served by the daemon's
+   * userspace proxy (localhost-nodeports.ts), so a loopback nodePortAddresses is not warned about.
+   */
+  localhostNodePorts?: boolean;
 }
 
 export class NftablesProxier implements Proxier {
@@ -61,6 +74,7 @@ export class NftablesProxier implements Proxier {
   private readonly now: () => number;
   private readonly serviceTraffic: boolean;
   private readonly onFullSync: ((running: boolean) => void) | undefined;
+  private readonly localhostNodePorts: boolean;
   /**
    * What each programmed service port was planned from (objects the model holds anyway).
    * Its plan is computed again when it changes, rather than kept: plans are pure, and a
@@ -96,6 +110,7 @@ export class NftablesProxier implements Proxier {
     this.now = opts.now ?? (() => performance.now());
     this.serviceTraffic = opts.serviceTraffic ?? false;
     this.onFullSync = opts.onFullSync;
+    this.localhostNodePorts = opts.localhostNodePorts ?? false;
     this.batchBudget = opts.maxBatchBytes === undefined ? Infinity : Math.max(4096, Math.floor(opts.maxBatchBytes / 2));
   }
 
@@ -131,6 +146,7 @@ export class NftablesProxier implements Proxier {
       masqueradeMark: this.mark,
       nodeIP: desired.node.primaryIP,
       serviceTraffic: this.serviceTraffic,
+      localhostNodePorts: this.localhostNodePorts && desired.nodePortAddresses.localhost,
     };
     if (d.implemented && (d.mode === 'BridgeInterface' || d.mode === 'InterfaceNamePrefix') && d.interfaceName !== '') {
       // nft's wildcard ("veth*") matches every interface whose name starts with the prefix.
@@ -358,6 +374,7 @@ export class NftablesProxier implements Proxier {
       if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) continue;
       // Without the flag the traffic maps are deleted whole (skeletonGroup), not element by element.
       if (!this.serviceTraffic && TRAFFIC_SETS.has(set)) continue;
+      if (set === SET.localhostNodePorts && !this.ctx?.localhostNodePorts) continue;
       for (const e of await this.nft.listElements(set))
         elements.set(elementId(e), { element: e, value: elementValue(e) });
     }
@@ -373,7 +390,8 @@ export class NftablesProxier implements Proxier {
   ): OpGroup {
     const g = new OpGroup();
     g.add({ kind: 'table' });
-    const sets = skeletonSets(this.traits, this.serviceTraffic);
+    const localhost = this.ctx?.localhostNodePorts ?? false;
+    const sets = skeletonSets(this.traits, this.serviceTraffic, localhost);
     for (const s of sets) g.add(s);
     for (const s of sets) if (FIXED_SETS.has(s.name)) g.flush(s);
     const chains = skeletonChains(this.serviceTraffic);
@@ -384,6 +402,7 @@ export class NftablesProxier implements Proxier {
       masqueradeMark: this.mark,
       nodePortsOnAllAddresses: desired.nodePortAddresses.matchAll,
       serviceTraffic: this.serviceTraffic,
+      localhostNodePorts: localhost,
     }))
       g.add(r);
     if (!this.serviceTraffic) {
@@ -392,6 +411,8 @@ export class NftablesProxier implements Proxier {
       for (const c of [CHAIN.countConnections, CHAIN.countTraffic]) if (existingChains.has(c)) g.removeChain(c);
       for (const s of trafficSets(this.traits)) if (existingSets.has(s.name)) g.delete(s);
     }
+    // Made before (the gate was on): its reject rules went with the flush of their chain.
+    if (!localhost && existingSets.has(SET.localhostNodePorts)) g.delete(localhostNodePortsSet);
     for (const e of fixed) g.add(e);
     return g;
   }
@@ -416,22 +437,22 @@ export class NftablesProxier implements Proxier {
     const npa = desired.nodePortAddresses;
     this.warnLocalhostNodePorts(npa);
     if (!npa.matchAll) {
-      const addrs = npa.primary
-        ? [desired.node.primaryIP].filter((a) => a !== '')
-        : ((await this.localAddresses?.()) ?? []);
-      for (const a of new Set(addrs))
-        if (npa.primary || npa.cidrs.some((c) => cidrContainsText(c, a))) out.push(el(SET.nodePortIPs, a));
+      const local = (await this.localAddresses?.()) ?? [];
+      // Loopback never goes in the set: the kernel would not route it (upstream's neither).
+      for (const a of nodePortIPsOf(npa, desired.node.primaryIP, local))
+        if (!isLoopbackAddress(a)) out.push(el(SET.nodePortIPs, a));
     }
     return out;
   }
 
   /**
-   * Loopback addresses never take node ports in this mode (upstream's nftables mode neither):
-   * an explicit CIDR covering them is said once, as upstream logs it, not silently ignored.
+   * Loopback addresses never take node ports in this mode's ruleset (upstream's neither): without
+   * the KubeProxyNFTablesLocalhostNodePorts gate (whose userspace proxy serves them) an explicit
+   * CIDR covering them is said once, as upstream logs it, not silently ignored.
    */
   private warnLocalhostNodePorts(npa: DesiredState['nodePortAddresses']): void {
     const lo = this.traits.ipFamily === 'IPv4' ? '127.0.0.1' : '::1';
-    const covering = npa.matchAll ? [] : npa.cidrs.filter((c) => cidrContainsText(c, lo));
+    const covering = npa.matchAll || this.localhostNodePorts ? [] : npa.cidrs.filter((c) => cidrContainsText(c, lo));
     const key = covering.join(',');
     if (key === this.localhostWarned) return;
     this.localhostWarned = key;
@@ -525,6 +546,25 @@ export class NftablesProxier implements Proxier {
     }
   }
 
+  /**
+   * Packets rejected on loopback node ports since their rules were made, per protocol, read from
+   * the rules' counters now (none without the KubeProxyNFTablesLocalhostNodePorts rules).
+   */
+  async localhostRejectedPackets(): Promise<{ protocol: 'UDP' | 'SCTP'; packets: number }[]> {
+    if (!this.localhostNodePorts) return [];
+    const out: { protocol: 'UDP' | 'SCTP'; packets: number }[] = [];
+    const rules = await this.nft.listRules(CHAIN.filterOutput).catch((err: unknown) => {
+      if (isNotFound(err)) return [];
+      throw err;
+    });
+    for (const protocol of ['UDP', 'SCTP'] as const) {
+      const r = rules.find((x) => x.comment === localhostRejectComment(protocol));
+      const c = r?.exprs.find((e) => e.type === 'counter');
+      if (c?.type === 'counter') out.push({ protocol, packets: Number(c.packets ?? 0n) });
+    }
+    return out;
+  }
+
   async cleanup(): Promise<void> {
     const tx = this.nft.newTransaction();
     tx.delete({ kind: 'table' });
@@ -581,6 +621,7 @@ const SHARED_SETS = new Set<string>([
   SET.firewallProtected,
   SET.firewallAllow,
   SET.hairpin,
+  SET.localhostNodePorts,
   SET.trafficServices,
   SET.trafficNodePorts,
   SET.connectionsServices,
@@ -605,3 +646,8 @@ function elementValue(e: NftElement): string {
 }
 
 export { CHAIN, SET };
+
+function isLoopbackAddress(text: string): boolean {
+  const ip = parseIP(text);
+  return ip !== undefined && isLoopback(ip);
+}

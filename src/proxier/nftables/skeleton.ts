@@ -16,12 +16,49 @@ export interface SkeletonOptions {
   readonly nodePortsOnAllAddresses: boolean;
   /** --service-traffic-metrics: the counting chains and maps (traffic.ts); without it, none. */
   readonly serviceTraffic?: boolean;
+  /**
+   * KubeProxyNFTablesLocalhostNodePorts with loopback in nodePortAddresses: UDP and SCTP to a
+   * loopback node port are rejected and counted (localhostRejectRules); TCP is the userspace
+   * proxy's.
+   */
+  readonly localhostNodePorts?: boolean;
 }
 
-export function skeletonSets(t: FamilyTraits, serviceTraffic = false): NftSetLike[] {
+/** The comment of the rule that rejects (and counts) one protocol on loopback node ports. */
+export const localhostRejectComment = (protocol: 'UDP' | 'SCTP'): string =>
+  `localhost nodeport ${protocol.toLowerCase()} rejected`;
+
+/**
+ * Loopback node ports of UDP and SCTP Services: no userspace listener serves them, so their
+ * packets are rejected at once rather than left to the loopback host, each protocol counted by
+ * its rule (kubeproxy_nftables_localhost_nodeport_rejected_packets_total).
+ */
+function localhostRejectRules(t: FamilyTraits): NftRule[] {
+  return (['UDP', 'SCTP'] as const).map((p) =>
+    rule(t.nft, CHAIN.filterOutput)
+      .match(t.daddr, t.loopback)
+      .match('meta l4proto', p.toLowerCase())
+      .inSet(['meta l4proto', 'th dport'], SET.localhostNodePorts)
+      .counter()
+      .reject(t.reject)
+      .comment(localhostRejectComment(p))
+      .build(),
+  );
+}
+
+/** The set the loopback reject rules look node ports up in (a verdict map cannot be: its goto targets DNAT). */
+export const localhostNodePortsSet: NftSetLike = {
+  kind: 'set',
+  name: SET.localhostNodePorts,
+  key: ['inet_proto', 'inet_service'],
+  comment: 'node ports, for the loopback ones of UDP and SCTP',
+};
+
+export function skeletonSets(t: FamilyTraits, serviceTraffic = false, localhostNodePorts = false): NftSetLike[] {
   const a = t.addrType;
   return [
     ...(serviceTraffic ? trafficSets(t) : []),
+    ...(localhostNodePorts ? [localhostNodePortsSet] : []),
     { kind: 'set', name: SET.clusterIPs, key: [a], comment: 'cluster IPs: a port no Service exposes is rejected' },
     {
       kind: 'map',
@@ -156,6 +193,7 @@ export function skeletonRules(o: SkeletonOptions): NftRule[] {
     newConn(CHAIN.filterInput, CHAIN.serviceEndpointsCheck),
     newConn(CHAIN.filterForward, CHAIN.serviceEndpointsCheck),
     newConn(CHAIN.filterForward, CHAIN.clusterIPsCheck),
+    ...(o.localhostNodePorts ? localhostRejectRules(t) : []),
     newConn(CHAIN.filterOutput, CHAIN.serviceEndpointsCheck),
     newConn(CHAIN.filterOutput, CHAIN.firewallCheck),
     newConn(CHAIN.filterOutputPostDNAT, CHAIN.clusterIPsCheck),

@@ -7,7 +7,7 @@ import {
   type TrafficSource,
 } from '../../../src/model/masquerade.ts';
 import { normalizeNode, unknownNode } from '../../../src/model/node.ts';
-import { nodePortAddressMatches, selectNodePortAddresses } from '../../../src/model/nodeport.ts';
+import { nodePortAddressMatches, nodePortIPsOf, selectNodePortAddresses } from '../../../src/model/nodeport.ts';
 import type { DetectLocalMode, ModelOptions, NodeInfo, NodePortAddresses } from '../../../src/model/types.ts';
 import { NODE, newTracker, node } from './helpers.ts';
 
@@ -118,6 +118,56 @@ const npaRows: NpaRow[] = [
     want: { matchAll: false, cidrs: ['127.0.0.0/8'], containsIPv4Loopback: true },
   },
   {
+    name: 'localhost keyword: the loopback range, asked for on purpose',
+    spec: ['localhost'],
+    want: { matchAll: false, cidrs: ['127.0.0.0/8'], containsIPv4Loopback: true, localhost: true },
+  },
+  {
+    name: 'localhost keyword in IPv6: ::1',
+    spec: ['localhost'],
+    family: 'IPv6',
+    want: { matchAll: false, cidrs: ['::1/128'], localhost: true, containsIPv4Loopback: false },
+  },
+  {
+    name: 'primary and localhost together: both',
+    spec: ['primary', 'localhost'],
+    primaryIP: '10.0.0.5',
+    want: { matchAll: false, cidrs: ['10.0.0.5/32', '127.0.0.0/8'], primary: true, localhost: true },
+  },
+  {
+    name: 'primary with a CIDR: both',
+    spec: ['192.168.0.0/16', 'primary'],
+    primaryIP: '10.0.0.5',
+    want: { matchAll: false, cidrs: ['192.168.0.0/16', '10.0.0.5/32'], primary: true, localhost: false },
+  },
+  {
+    name: 'all: every address, loopback not asked for',
+    spec: ['all'],
+    want: { matchAll: true, cidrs: ['0.0.0.0/0'], localhost: false },
+  },
+  {
+    name: 'all in IPv6: ::/0',
+    spec: ['all'],
+    family: 'IPv6',
+    want: { matchAll: true, cidrs: ['::/0'], localhost: false },
+  },
+  {
+    name: 'all with localhost: every address, loopback asked for',
+    spec: ['all', 'localhost'],
+    want: { matchAll: true, cidrs: ['0.0.0.0/0'], localhost: true },
+  },
+  {
+    name: 'zero CIDR with 127.0.0.1/32: loopback asked for (as upstream)',
+    spec: ['0.0.0.0/0', '127.0.0.1/32'],
+    want: { matchAll: true, cidrs: ['0.0.0.0/0'], localhost: true },
+  },
+  {
+    name: 'an IPv4 loopback CIDR does not ask for ::1',
+    spec: ['127.0.0.1/32'],
+    family: 'IPv6',
+    want: { matchAll: true, cidrs: ['::/0'], localhost: false },
+  },
+  {
     name: 'non-loopback CIDR not flagged',
     spec: ['10.0.0.0/8'],
     want: { matchAll: false, cidrs: ['10.0.0.0/8'], containsIPv4Loopback: false },
@@ -132,6 +182,14 @@ for (const row of npaRows) {
     for (const [k, v] of Object.entries(row.want)) t.deepEqual(got[k as keyof NodePortAddresses], v, k);
   });
 }
+
+test('nodePortAddresses: the node IPs taken, primary added to the CIDRs matches', (t) => {
+  const node: NodeInfo = { ...unknownNode(NODE), primaryIP: '10.0.0.5' };
+  const both = selectNodePortAddresses(['primary', '192.168.0.0/16'], 'IPv4', node);
+  t.deepEqual(nodePortIPsOf(both, '10.0.0.5', ['192.168.1.1', '172.16.0.1']), ['10.0.0.5', '192.168.1.1']);
+  const cidrOnly = selectNodePortAddresses(['192.168.0.0/16'], 'IPv4', node);
+  t.deepEqual(nodePortIPsOf(cidrOnly, '10.0.0.5', ['192.168.1.1', '10.0.0.5']), ['192.168.1.1']);
+});
 
 test('nodePortAddresses: matching a local address', (t) => {
   const npa = selectNodePortAddresses(['192.168.0.0/16'], 'IPv4', unknownNode(NODE));

@@ -82,7 +82,7 @@ export class UserspaceProxyPorts implements ProxyPorts {
     }
     for (const [id, e] of this.entries) {
       const spec = wanted.get(id);
-      if (!spec || spec.protocol !== e.proxy.protocol) this.retire(id, e);
+      if (!spec || spec.protocol !== e.proxy.protocol || spec.listenPort !== e.spec.listenPort) this.retire(id, e);
     }
     for (const [id, spec] of wanted) {
       if (errors.has(id)) continue;
@@ -124,7 +124,12 @@ export class UserspaceProxyPorts implements ProxyPorts {
             idleTimeoutMs: this.opts.udpIdleTimeoutMs,
             maxAssociations: this.opts.udpMaxAssociations ?? DEFAULT_MAX_UDP_ASSOCIATIONS,
           });
-    const port = this.alloc ? await bindInRange(this.alloc, (p) => proxy.listen(p)) : await proxy.listen(0);
+    const port =
+      spec.listenPort !== undefined
+        ? await proxy.listen(spec.listenPort)
+        : this.alloc
+          ? await bindInRange(this.alloc, (p) => proxy.listen(p))
+          : await proxy.listen(0);
     const e: Entry = { spec, proxy, port, counters };
     this.entries.set(spec.id, e);
     this.logger.debug('Opened proxy socket', { service: spec.name, protocol: spec.protocol, port });
@@ -133,7 +138,7 @@ export class UserspaceProxyPorts implements ProxyPorts {
 
   private retire(id: string, e: Entry): void {
     this.entries.delete(id);
-    this.alloc?.release(e.port);
+    if (e.spec.listenPort === undefined) this.alloc?.release(e.port);
     this.rateLog.forgetPrefix(`${e.spec.name}/`);
     if (e.proxy instanceof TcpProxy) {
       e.proxy.stopListening();

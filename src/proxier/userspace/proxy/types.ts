@@ -25,6 +25,11 @@ export interface ProxyPortSpec {
   readonly backends: readonly ProxyBackend[];
   /** ClientIP session affinity timeout in seconds; 0: no affinity. */
   readonly affinitySeconds: number;
+  /**
+   * Bind exactly this port (a localhost NodePort), not one from --proxy-port-range or the
+   * kernel's choice; a port taken by another process is this spec's error in apply().
+   */
+  readonly listenPort?: number;
 }
 
 /** --proxy-port-range: the ports proxy sockets may bind, inclusive. */

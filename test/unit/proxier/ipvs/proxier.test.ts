@@ -118,11 +118,17 @@ test("nodePortAddresses CIDRs match kube-ipvs0's addresses too, as bound when a 
 
 test('NodePortAddressPicker: CIDR matches remembered per CIDR set, loopback left out, matchAll passes the node addresses', (t) => {
   const p = new NodePortAddressPicker();
-  const npa = (cidrs: string[]) => ({ matchAll: false, cidrs, primary: false, containsIPv4Loopback: false });
+  const npa = (cidrs: string[]) => ({
+    matchAll: false,
+    cidrs,
+    primary: false,
+    containsIPv4Loopback: false,
+    localhost: false,
+  });
   const bound = new Set(['10.96.0.10', '10.97.0.1', '127.0.0.5']);
   t.deepEqual(p.pick(npa(['10.96.0.0/16', '127.0.0.0/8']), ['192.168.1.10'], bound), ['10.96.0.10']);
   t.deepEqual(p.pick(npa(['10.97.0.0/16', '192.168.0.0/16']), ['192.168.1.10'], bound), ['10.97.0.1', '192.168.1.10']);
-  const all = { matchAll: true, cidrs: ['0.0.0.0/0'], primary: false, containsIPv4Loopback: true };
+  const all = { matchAll: true, cidrs: ['0.0.0.0/0'], primary: false, containsIPv4Loopback: true, localhost: false };
   t.deepEqual(p.pick(all, ['192.168.1.10'], bound), ['192.168.1.10']);
 });
 
