@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { cpus, hostname, networkInterfaces } from 'node:os';
 import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
+import { parseDuration } from '../config/index.ts';
 import type { ProxyConfig } from '../config/index.ts';
 import { createMetrics, registerUserspaceMetrics } from '../metrics/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
@@ -29,6 +30,26 @@ export interface BuildDeps {
   clock: Clock;
   version: string;
   env?: NodeJS.ProcessEnv;
+  /** Told after every successful sync (main.ts: the heap release). */
+  onSynced?: (done: { full: boolean; ms: number }) => void;
+}
+
+/**
+ * KUBE_PROXY_TS_FULL_SYNC_PERIOD: an internal knob, not a flag (upstream has none either; its
+ * FullSyncPeriod is a constant hour): the longest time between full syncs, a Go duration.
+ * Tests and benchmarks shorten it; a bad value is said once and the hour kept.
+ */
+export function fullSyncPeriodFrom(env: NodeJS.ProcessEnv, logger: Logger): number | undefined {
+  const text = env['KUBE_PROXY_TS_FULL_SYNC_PERIOD'];
+  if (text === undefined || text === '') return undefined;
+  try {
+    const ms = parseDuration(text);
+    if (ms > 0) return ms;
+  } catch {
+    // said below
+  }
+  logger.warn('KUBE_PROXY_TS_FULL_SYNC_PERIOD is not a positive duration; full syncs stay hourly', { value: text });
+  return undefined;
 }
 
 export async function buildSource(
@@ -69,6 +90,10 @@ export function hostFacts(): HostFacts {
     (list ?? []).map((a) => ({ address: a.address, internal: a.internal })),
   );
   return { ipv6Kernel: existsSync('/proc/sys/net/ipv6'), addresses };
+}
+
+function optional<K extends string, V>(key: K, v: V | undefined): Partial<Record<K, V>> {
+  return v === undefined ? {} : ({ [key]: v } as Record<K, V>);
 }
 
 /** Everything for `serve`; throws with a readable message when a part cannot be made. */
@@ -149,6 +174,8 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     controlSocket: config.kubeProxyTS.controlSocket,
     // API mode waits for its Node as upstream does (about 30 s); standalone has no Node to wait for.
     nodeWaitMs: config.kubeProxyTS.manifestDir === '' ? 30_000 : 0,
+    ...optional('fullSyncPeriodMs', fullSyncPeriodFrom(deps.env ?? process.env, logger)),
+    ...optional('onSynced', deps.onSynced),
     ...(events ? { events } : {}),
   });
   if (config.kubeProxyTS.serviceTrafficMetrics)

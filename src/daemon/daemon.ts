@@ -64,6 +64,10 @@ export interface DaemonParts {
   controlSocket?: string;
   /** How long the first sync waits for this node's Node (node-wait.ts); unset or 0: no wait. */
   nodeWaitMs?: number;
+  /** The longest time between full syncs (sync-loop.ts); unset: an hour, as upstream. */
+  fullSyncPeriodMs?: number;
+  /** Told after every successful sync (main.ts: the heap release). */
+  onSynced?: (done: { full: boolean; ms: number }) => void;
 }
 
 export class Daemon {
@@ -135,6 +139,9 @@ export class Daemon {
       mode: parts.proxiers.mode,
       syncPeriodMs: config.syncPeriodMs,
       minSyncPeriodMs: config.minSyncPeriodMs,
+      ...(parts.fullSyncPeriodMs !== undefined ? { fullSyncPeriodMs: parts.fullSyncPeriodMs } : {}),
+      ...(parts.proxiers.periodicFull === true ? { periodicFull: true } : {}),
+      ...(parts.onSynced ? { onSynced: parts.onSynced } : {}),
       families: parts.families,
       clock,
       health: this.health,

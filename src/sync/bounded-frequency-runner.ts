@@ -5,7 +5,7 @@
 //   - minInterval: a run starts no sooner than minInterval after the previous one ended
 //     (bursts of changes coalesce into one sync).
 //   - maxInterval: a run happens at least every maxInterval even without kicks (the
-//     periodic full sync that repairs drift).
+//     periodic sync; the daemon decides whether it is full, sync-loop.ts).
 //   - after a failed run, another follows after retryInterval, doubling on each further
 //     consecutive failure up to maxRetryInterval (upstream retries at a fixed interval;
 //     the backoff keeps a broken kernel or API from being hammered). A success resets it.
@@ -17,7 +17,7 @@
 import type { Clock, TimerHandle } from '../base/clock.ts';
 import { nullLogger, type Logger } from '../base/logger.ts';
 
-/** Why a run happened: the daemon makes 'periodic' (and 'retry') runs full syncs. */
+/** Why a run happened: the daemon makes 'retry' runs (and some 'periodic' ones) full syncs. */
 export type RunReason = 'kick' | 'periodic' | 'retry';
 
 export interface RunInfo {
