@@ -187,7 +187,7 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'sync-period',
     kind: 'duration',
     target: '@syncPeriod',
-    help: 'The full resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period).',
+    help: 'The periodic resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period); a full resync happens at most hourly, except in ipvs mode where every periodic one is.',
   },
   {
     name: 'min-sync-period',
