@@ -1,6 +1,6 @@
 // The nftables proxier: one table per IP family (docs/nftables-ruleset.md).
 //
-// A full sync (the first, periodic ones, and any after a failure) reads what the kernel
+// A full sync (the first, hourly ones, and any after a failure or drift) reads what the kernel
 // holds, rewrites the fixed skeleton and the pickers, writes every element that differs and
 // deletes what no Service wants any more, in as few batches as the socket allows. A partial
 // sync touches only the service ports the model says changed, from the mirror of what the
@@ -77,6 +77,8 @@ export class NftablesProxier implements Proxier {
   private readonly batchBudget: number;
   /** The loopback-covering nodePortAddresses CIDRs last warned about ('' for none). */
   private localhostWarned = '';
+  /** The node-port-ips the last full sync wrote, joined (nodePortIPsMoved). */
+  private nodePortKey = '';
   /**
    * Service ports the kernel refused, with the inputs it refused: skipped by full syncs until
    * they change (a partial sync that touches one tries it again).
@@ -413,16 +415,32 @@ export class NftablesProxier implements Proxier {
     for (const c of desired.serviceCIDRs) out.push(el(SET.serviceCIDRs, c));
     if (this.ctx?.detectLocal && this.ctx.localInterface === undefined)
       for (const c of desired.masquerade.detectLocal.cidrs) out.push(el(SET.podCIDRs, c));
-    const npa = desired.nodePortAddresses;
-    this.warnLocalhostNodePorts(npa);
-    if (!npa.matchAll) {
-      const addrs = npa.primary
-        ? [desired.node.primaryIP].filter((a) => a !== '')
-        : ((await this.localAddresses?.()) ?? []);
-      for (const a of new Set(addrs))
-        if (npa.primary || npa.cidrs.some((c) => cidrContainsText(c, a))) out.push(el(SET.nodePortIPs, a));
-    }
+    this.warnLocalhostNodePorts(desired.nodePortAddresses);
+    const ips = await this.nodePortIPs(desired);
+    this.nodePortKey = ips.join(',');
+    for (const a of ips) out.push(el(SET.nodePortIPs, a));
     return out;
+  }
+
+  /** The node-port-ips elements: the node's addresses in nodePortAddresses' CIDRs (or its primary IP). */
+  private async nodePortIPs(desired: DesiredState): Promise<string[]> {
+    const npa = desired.nodePortAddresses;
+    if (npa.matchAll) return [];
+    if (npa.primary) return [desired.node.primaryIP].filter((a) => a !== '');
+    const addrs = new Set((await this.localAddresses?.()) ?? []);
+    return [...addrs].filter((a) => npa.cidrs.some((c) => cidrContainsText(c, a))).sort();
+  }
+
+  /**
+   * Whether the node's addresses moved in or out of nodePortAddresses' CIDRs since the last
+   * full sync wrote them. Asked by partial syncs (the periodic one included), now that full
+   * syncs come hourly: one address dump, and only with CIDRs (the primary IP is the Node's,
+   * and a Node change makes the sync full anyway).
+   */
+  private async nodePortIPsMoved(desired: DesiredState): Promise<boolean> {
+    const npa = desired.nodePortAddresses;
+    if (npa.matchAll || npa.primary || this.localAddresses === undefined) return false;
+    return (await this.nodePortIPs(desired)).join(',') !== this.nodePortKey;
   }
 
   /**
@@ -444,6 +462,10 @@ export class NftablesProxier implements Proxier {
   }
 
   private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+    if (await this.nodePortIPsMoved(desired)) {
+      this.log.info("the node's node-port addresses changed; doing a full sync");
+      return this.fullSync(desired, signal);
+    }
     const t0 = this.now();
     const delta: ElementDelta = emptyDelta();
     const g = new OpGroup();
