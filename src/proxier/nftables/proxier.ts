@@ -12,7 +12,14 @@ import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
-import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
+import type {
+  ArrivingChanges,
+  DescribeOptions,
+  PortDescription,
+  Proxier,
+  SyncReport,
+  TrafficSample,
+} from '../types.ts';
 import { describeNftPort } from './describe.ts';
 import { ElementIndex, emptyDelta, keyText, NO_ELEMENTS } from './elements.ts';
 import type { ElementDelta } from './elements.ts';
@@ -101,12 +108,19 @@ export class NftablesProxier implements Proxier {
     this.batchBudget = opts.maxBatchBytes === undefined ? Infinity : Math.max(4096, Math.floor(opts.maxBatchBytes / 2));
   }
 
-  async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+  async sync(
+    desired: DesiredState,
+    change: ChangeSet,
+    signal: AbortSignal,
+    arriving?: ArrivingChanges,
+  ): Promise<SyncReport> {
     if (desired.family !== this.traits.ipFamily)
       throw new Error(`a ${this.traits.ipFamily} proxier was given ${desired.family} state`);
     const full = this.needFull || change.full;
     this.needFull = true; // until this sync succeeds
-    const report = full ? await this.fullSync(desired, signal) : await this.partialSync(desired, change, signal);
+    const report = full
+      ? await this.fullSync(desired, signal, arriving)
+      : await this.partialSync(desired, change, signal);
     this.needFull = false;
     return report;
   }
@@ -175,16 +189,20 @@ export class NftablesProxier implements Proxier {
    * need; deletions last. Batches are sent as they fill up, so that a large cluster's
    * operations are never all in memory at once.
    */
-  private async fullSync(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+  private async fullSync(desired: DesiredState, signal: AbortSignal, arriving?: ArrivingChanges): Promise<SyncReport> {
     this.onFullSync?.(true);
     try {
-      return await this.fullSyncRounds(desired, signal);
+      return await this.fullSyncRounds(desired, signal, arriving);
     } finally {
       this.onFullSync?.(false);
     }
   }
 
-  private async fullSyncRounds(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+  private async fullSyncRounds(
+    desired: DesiredState,
+    signal: AbortSignal,
+    arriving: ArrivingChanges | undefined,
+  ): Promise<SyncReport> {
     for (const [id, was] of this.refused) {
       const now = this.inputsOf(desired, id);
       if (now?.info !== was.info || now.sel !== was.sel) this.refused.delete(id);
@@ -195,7 +213,7 @@ export class NftablesProxier implements Proxier {
     // everything fails the sync (and the daemon retries) rather than looping.
     for (let round = 0; ; round++) {
       try {
-        const report = await this.fullSyncRound(desired, signal);
+        const report = await this.fullSyncRound(desired, signal, arriving);
         return { ...report, errors: [...problems, ...report.errors], refused: problems.length };
       } catch (e) {
         if (!(e instanceof ServicePortRefusedError) || round >= MAX_REFUSED_PER_SYNC) throw e;
@@ -209,7 +227,11 @@ export class NftablesProxier implements Proxier {
     }
   }
 
-  private async fullSyncRound(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+  private async fullSyncRound(
+    desired: DesiredState,
+    signal: AbortSignal,
+    arriving: ArrivingChanges | undefined,
+  ): Promise<SyncReport> {
     const t0 = this.now();
     this.ctx = this.planContext(desired);
 
@@ -232,15 +254,7 @@ export class NftablesProxier implements Proxier {
     };
     const { ports, index, pickers, maps, delta, wantedChains, wantedSets } = st;
     await batches.push(this.skeletonGroup(desired, await this.fixedElements(desired), existing, existingSets));
-    const refused = this.refused;
-    for (const [id, info] of desired.services) {
-      if (refused.size > 0 && refused.has(id)) continue;
-      const g = this.portGroup(st, id, info, desired.selections.get(id));
-      if (g.size === 0) continue;
-      // Awaited only when a batch is due: the loop runs once per service port.
-      if (!batches.fits(g)) await batches.flush();
-      batches.add(g, id);
-    }
+    await this.writePorts(st, desired, batches, arriving);
 
     const last = new OpGroup();
     for (const k of inKernel.values())
@@ -296,6 +310,43 @@ export class NftablesProxier implements Proxier {
     };
   }
 
+  /**
+   * Every service port's group, in batches; between batches, the changes that arrived
+   * meanwhile (applyArrived). `desired` is live: changes applied in between move it on (a Map
+   * iterated while it changes visits what is added and skips what is deleted), and ports they
+   * brought in are done.
+   */
+  private async writePorts(
+    st: FullSyncState,
+    desired: DesiredState,
+    batches: BatchSender,
+    arriving: ArrivingChanges | undefined,
+  ): Promise<void> {
+    const refused = this.refused;
+    const between = async (): Promise<void> => {
+      if (arriving) await this.applyArrived(st, desired, arriving, batches);
+    };
+    await batches.flush();
+    await between();
+    for (const [id, info] of desired.services) {
+      if ((refused.size > 0 && refused.has(id)) || st.ports.has(id)) continue;
+      const g = this.portGroup(st, id, info, desired.selections.get(id));
+      if (g.size === 0) continue;
+      // Awaited only when a batch is due: the loop runs once per service port.
+      if (!batches.fits(g)) {
+        await batches.flush();
+        // Changes waiting are applied now, once every port planned so far is in the kernel.
+        if (arriving?.waiting() === true) {
+          batches.add(g, id);
+          await batches.flush();
+          await between();
+          continue;
+        }
+      }
+      batches.add(g, id);
+    }
+  }
+
   /** One service port's part of a full sync: its plan recorded in `st`, and what the kernel must see (in one batch). */
   private portGroup(
     st: FullSyncState,
@@ -329,14 +380,114 @@ export class NftablesProxier implements Proxier {
     // written once, a conflicting one (the first owner keeps the key) not at all.
     const added = st.delta.add;
     st.index.update(id, NO_ELEMENTS, plan, st.delta);
-    for (let i = 0; i < added.length; i++) {
-      const e = added[i]!;
-      const k = st.inKernel.size > 0 ? st.inKernel.get(elementId(e)) : undefined;
-      if (k && k.value === elementValue(e)) continue;
-      if (k) g.delete(deletable(k.element));
-      g.add(e);
-    }
+    for (let i = 0; i < added.length; i++) writeElement(st, g, added[i]!);
     added.length = 0;
+    return g;
+  }
+
+  /**
+   * Changes that arrived while this full sync runs, applied between its batches (in batches
+   * of their own) rather than after it: a port the sync has written is moved from what it
+   * wrote to the new plan, a port it has not reached yet is written now as the sync would
+   * (and skipped when reached), a port deleted before it was reached has its elements deleted
+   * now. Nothing is removed (chains, sets, pickers): the clean-up at the end removes what
+   * nobody wants, and `existingChains`/`existingSets`/`inKernel` are kept true for it.
+   */
+  private async applyArrived(
+    st: FullSyncState,
+    desired: DesiredState,
+    arriving: ArrivingChanges,
+    batches: BatchSender,
+  ): Promise<void> {
+    const change = arriving.take();
+    if (!change) return;
+    for (const id of change.services) {
+      this.refused.delete(id); // changed: tried again
+      const inputs = this.inputsOf(desired, id);
+      let g: OpGroup;
+      if (st.ports.has(id)) g = this.moveWritten(st, id, inputs);
+      else if (inputs) g = this.portGroup(st, id, inputs.info, inputs.sel);
+      else g = this.dropUnreached(st, id);
+      if (g.size === 0) continue;
+      if (!batches.fits(g)) await batches.flush();
+      batches.add(g, id);
+    }
+    await batches.flush();
+    arriving.applied(change);
+  }
+
+  /** A port this full sync has written, changed (or deleted) since: from what it wrote to its new plan. */
+  private moveWritten(st: FullSyncState, id: ServicePortId, inputs: PortInputs | undefined): OpGroup {
+    const g = new OpGroup();
+    const before = this.plan(st.ports.get(id))!;
+    const after = this.plan(inputs);
+    const oldChains = new Map(before.chains.map((c) => [c.name, c]));
+    for (const c of after?.chains ?? []) {
+      const old = oldChains.get(c.name);
+      oldChains.delete(c.name);
+      st.wantedChains.add(c.name);
+      if (old?.signature === c.signature) continue;
+      if (old || st.existingChains.has(c.name)) g.flush({ kind: 'chain', name: c.name });
+      else g.add({ kind: 'chain', name: c.name });
+      for (const r of c.rules) g.add(r);
+    }
+    for (const name of oldChains.keys()) {
+      st.wantedChains.delete(name);
+      st.existingChains.add(name); // so that the clean-up removes it
+    }
+    const oldSets = new Set(before.sets.map((x) => x.name));
+    for (const x of after?.sets ?? []) {
+      st.wantedSets.add(x.name);
+      if (!oldSets.delete(x.name) && !st.existingSets.has(x.name)) g.add(x);
+    }
+    for (const name of oldSets) {
+      st.wantedSets.delete(name);
+      st.existingSets.add(name);
+    }
+    for (const p of after?.pickers ?? []) {
+      const name = pickerName(p);
+      if (!st.pickers.has(name))
+        this.createPicker(g, p, (m) => st.existingSets.has(m) || st.maps.has(m), st.existingChains);
+      st.pickers.acquire(name, p);
+      for (const m of pickerMaps(p)) st.maps.add(m);
+    }
+    for (const p of before.pickers) {
+      const name = pickerName(p);
+      st.pickers.release(name);
+      if (!st.pickers.has(name)) st.existingChains.add(name);
+    }
+    const d = emptyDelta();
+    st.index.update(id, before, after ?? NO_ELEMENTS, d);
+    for (const e of [...d.remove, ...d.replace]) {
+      g.delete(deletable(e));
+      st.inKernel.delete(elementId(e));
+    }
+    for (const e of d.replace) g.add(e);
+    for (const e of d.add) writeElement(st, g, e);
+    st.delta.conflicts.push(...d.conflicts);
+    if (inputs) st.ports.set(id, inputs);
+    else st.ports.delete(id);
+    return g;
+  }
+
+  /**
+   * A port deleted before this full sync reached it: the elements the last sync wrote for it
+   * that the kernel still holds and no port written since wants, deleted now (its chains and
+   * sets by the clean-up). The old mirror is this sync's to drop.
+   */
+  private dropUnreached(st: FullSyncState, id: ServicePortId): OpGroup {
+    const g = new OpGroup();
+    const old = this.plan(this.ports.get(id));
+    this.ports.delete(id);
+    if (!old) return g;
+    const d = emptyDelta();
+    this.index.update(id, old, NO_ELEMENTS, d);
+    for (const e of [...d.remove, ...d.replace]) {
+      const k = st.inKernel.get(elementId(e));
+      if (!k || st.index.wants(e.set, e.key)) continue;
+      g.delete(deletable(k.element));
+      st.inKernel.delete(elementId(e));
+    }
     return g;
   }
 
@@ -566,9 +717,11 @@ export class NftablesProxier implements Proxier {
 
 /** What a full sync accumulates over the service ports, and what it read from the kernel. */
 interface FullSyncState {
-  readonly existingChains: ReadonlySet<string>;
-  readonly existingSets: ReadonlySet<string>;
-  readonly inKernel: ReadonlyMap<string, { element: NftElement; value: string }>;
+  /** Also the chains and sets changes applied in between leave to the clean-up (arrived.ts). */
+  readonly existingChains: Set<string>;
+  readonly existingSets: Set<string>;
+  /** Kept true by the changes applied in between: what they delete leaves it. */
+  readonly inKernel: Map<string, { element: NftElement; value: string }>;
   readonly ports: Map<ServicePortId, PortInputs>;
   readonly index: ElementIndex;
   readonly pickers: RefCounts<PickerSpec>;
@@ -589,6 +742,14 @@ const MAX_REFUSED_PER_SYNC = 16;
 
 /** A delete needs only the key. */
 const deletable = (e: NftElement): NftElement => ({ kind: 'element', set: e.set, key: e.key });
+
+/** An element a full sync wants: written unless the kernel holds it already (another value is replaced). */
+function writeElement(st: FullSyncState, g: OpGroup, e: NftElement): void {
+  const k = st.inKernel.size > 0 ? st.inKernel.get(elementId(e)) : undefined;
+  if (k && k.value === elementValue(e)) return;
+  if (k) g.delete(deletable(k.element));
+  g.add(e);
+}
 
 /**
  * Fixed sets whose elements come from service ports (diffed, as the endpoints maps are); the others follow the node

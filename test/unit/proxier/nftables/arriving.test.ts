@@ -1,0 +1,116 @@
+// Changes that arrive while a full sync runs are applied between its batches (ArrivingChanges),
+// not after it: a port the sync has written, one it has not reached, one deleted before it was
+// reached, a new one. Where packets end (traced through FakeNft) says the table is right after
+// the full sync, and after a partial sync that starts from the mirror it leaves.
+import test from 'ava';
+import { memoryLogger } from '../../../../src/base/logger.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
+import type { ArrivingChanges } from '../../../../src/proxier/types.ts';
+import type { ChangeSet } from '../../../../src/model/index.ts';
+import { NftTracer } from '../../../helpers/nft-tracer.ts';
+import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
+
+const signal = new AbortController().signal;
+const N = 300;
+const ipOf = (i: number): string => `10.96.${i >> 8}.${i & 255}`;
+
+const reach = (nft: FakeNft, vip: string): string[] => {
+  const r = new NftTracer(nft, { localAddresses: ['192.168.1.10'] }).trace({
+    protocol: 'tcp',
+    saddr: '10.244.200.1',
+    daddr: vip,
+    dport: 80,
+  });
+  return r.verdict === 'accept' ? r.endpoints : [r.verdict];
+};
+
+test('changes arriving during a full sync are applied between its batches, and the mirror stays right', async (t) => {
+  const { t: tracker } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  // Small batches: a full sync of 300 ports takes several.
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger(), maxBatchBytes: 8192 });
+  const eps = (i: number, a = `10.244.0.${i + 1}`) => slice(`s${i}-1`, `s${i}`, [ep(a)]);
+  for (let i = 0; i < N; i++) {
+    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
+    tracker.onEndpointSlice(eps(i), false);
+  }
+  const cold = tracker.checkout();
+  await proxier.sync(cold.desired, cold.change, signal);
+
+  // Drift nobody announced: the hourly full sync has every port's service-ips element to write.
+  const drift = nft.newTransaction();
+  drift.flush((await nft.listSets()).find((x) => x.name === 'service-ips')!);
+  await nft.run(drift, signal);
+  t.deepEqual(reach(nft, ipOf(30)), ['reject'], 'the drift took effect');
+
+  const events: string[] = [];
+  let boundaries = 0;
+  let atApplied: string[][] = [];
+  const arrive = (): void => {
+    tracker.onEndpointSlice(eps(0, '10.244.100.1'), false); // written already
+    tracker.onEndpointSlice(eps(N - 1, '10.244.100.2'), false); // not reached yet
+    tracker.onService(svc(`s${N - 2}`, { clusterIP: ipOf(N - 2) }), undefined); // deleted before reached
+    tracker.onEndpointSlice(eps(N - 2), true);
+    tracker.onService(undefined, svc('s100', { clusterIP: '10.96.1.100' })); // new
+    tracker.onEndpointSlice(eps(100, '10.244.100.3'), false);
+  };
+  const arriving: ArrivingChanges = {
+    waiting: () => {
+      if (++boundaries === 2) arrive();
+      return tracker.syncNeeded && !tracker.fullPending;
+    },
+    take: () => {
+      if (!tracker.syncNeeded || tracker.fullPending) return undefined;
+      const { change } = tracker.checkout();
+      events.push(`taken at boundary ${boundaries}: ${change.services.size} ports`);
+      return change;
+    },
+    applied: (c: ChangeSet) => {
+      events.push(`applied ${c.services.size}`);
+      // In the kernel now, while most ports are still to be written.
+      atApplied = [ipOf(0), ipOf(N - 1), ipOf(N - 2), '10.96.1.100', ipOf(N - 10)].map((ip) => reach(nft, ip));
+    },
+  };
+  tracker.requestFullSync();
+  const hourly = tracker.checkout();
+  const r = await proxier.sync(hourly.desired, hourly.change, signal, arriving);
+  events.push('full sync done');
+  t.true(r.full);
+  t.deepEqual(r.errors, []);
+  t.true(r.batches! > 3, `several batches (${r.batches})`);
+  t.deepEqual(events, ['taken at boundary 2: 4 ports', 'applied 4', 'full sync done']);
+  t.deepEqual(atApplied, [
+    ['10.244.100.1:8080'],
+    ['10.244.100.2:8080'],
+    ['drop'],
+    ['10.244.100.3:8080'],
+    ['reject'], // not reached yet: still the drift's work
+  ]);
+
+  t.deepEqual(reach(nft, ipOf(0)), ['10.244.100.1:8080']);
+  t.deepEqual(reach(nft, ipOf(N - 1)), ['10.244.100.2:8080']);
+  t.deepEqual(reach(nft, ipOf(N - 2)), ['drop'], 'deleted: an unallocated cluster IP now');
+  t.deepEqual(reach(nft, '10.96.1.100'), ['10.244.100.3:8080']);
+  t.deepEqual(reach(nft, ipOf(30)), ['10.244.0.31:8080'], 'untouched');
+
+  // A partial sync from the mirror the full sync left.
+  tracker.onEndpointSlice(eps(0, '10.244.100.9'), false);
+  tracker.onService(svc('s100', { clusterIP: '10.96.1.100' }), undefined);
+  tracker.onEndpointSlice(eps(100, '10.244.100.3'), true);
+  tracker.onEndpointSlice(eps(N - 1, '10.244.100.8'), false);
+  const next = tracker.checkout();
+  const p = await proxier.sync(next.desired, next.change, signal);
+  t.false(p.full);
+  t.deepEqual(p.errors, []);
+  t.deepEqual(reach(nft, ipOf(0)), ['10.244.100.9:8080']);
+  t.deepEqual(reach(nft, ipOf(N - 1)), ['10.244.100.8:8080']);
+  t.deepEqual(reach(nft, '10.96.1.100'), ['drop']);
+
+  // And a full sync from scratch finds nothing left to repair: same answers.
+  tracker.requestFullSync();
+  const again = tracker.checkout();
+  t.deepEqual((await proxier.sync(again.desired, again.change, signal)).errors, []);
+  t.deepEqual(reach(nft, ipOf(0)), ['10.244.100.9:8080']);
+  t.deepEqual(reach(nft, ipOf(N - 2)), ['drop']);
+});
