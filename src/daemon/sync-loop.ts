@@ -71,7 +71,7 @@ export class SyncLoop {
   private lastOk = false;
   private readyDone = false;
   private repairPending = false;
-  /** When the last successful full sync started. */
+  /** When the last successful full sync ended. */
   private lastFullAt = -Infinity;
   private readonly fullSyncPeriodMs: number;
   private runStartedAt: number | undefined;
@@ -184,7 +184,8 @@ export class SyncLoop {
     const end = clock.now();
     const seconds = (end - start) / 1000;
     this.lastOk = true;
-    if (full) this.lastFullAt = start;
+    // From its end, as upstream: a full sync longer than the period is not followed by another.
+    if (full) this.lastFullAt = end;
     for (const family of families) {
       metrics?.syncProxyRulesDuration.observe({ ip_family: family }, seconds);
       (full ? metrics?.syncFullProxyRulesDuration : metrics?.syncPartialProxyRulesDuration)?.observe(

@@ -328,22 +328,34 @@ export class NftablesProxier implements Proxier {
     };
     await batches.flush();
     await between();
+    let sliceFrom = this.now();
+    let n = 0;
     for (const [id, info] of desired.services) {
       if ((refused.size > 0 && refused.has(id)) || st.ports.has(id)) continue;
       const g = this.portGroup(st, id, info, desired.selections.get(id));
-      if (g.size === 0) continue;
-      // Awaited only when a batch is due: the loop runs once per service port.
-      if (!batches.fits(g)) {
+      if (g.size > 0 && !batches.fits(g)) {
+        // Awaited only when a batch is due: the loop runs once per service port.
         await batches.flush();
         // Changes waiting are applied now, once every port planned so far is in the kernel.
         if (arriving?.waiting() === true) {
           batches.add(g, id);
           await batches.flush();
           await between();
+          sliceFrom = this.now();
           continue;
         }
       }
-      batches.add(g, id);
+      if (g.size > 0) batches.add(g, id);
+      // A repair of an unchanged table writes little and so sends little: planning alone
+      // would hold the event loop for the whole sync. Every SLICE_MS the loop lets the watch
+      // streams in, and takes what they brought once what is planned is in the kernel.
+      if (++n % 64 !== 0 || this.now() - sliceFrom < SLICE_MS) continue;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceFrom = this.now();
+      if (arriving?.waiting() === true) {
+        await batches.flush();
+        await between();
+      }
     }
   }
 
@@ -736,6 +748,9 @@ interface PortInputs {
   readonly info: ServicePortInfo;
   readonly sel: EndpointSelection | undefined;
 }
+
+/** How long a full sync plans before it lets I/O in and applies changes that arrived (writePorts). */
+const SLICE_MS = 50;
 
 /** Service ports one full sync may set aside before it gives up (and fails, to be retried). */
 const MAX_REFUSED_PER_SYNC = 16;

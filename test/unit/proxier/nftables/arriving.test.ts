@@ -114,3 +114,34 @@ test('changes arriving during a full sync are applied between its batches, and t
   t.deepEqual(reach(nft, ipOf(0)), ['10.244.100.9:8080']);
   t.deepEqual(reach(nft, ipOf(N - 2)), ['drop']);
 });
+
+test('a full sync that finds nothing to write still lets changes in every slice of planning', async (t) => {
+  const { t: tracker } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  let clock = 0;
+  // Every reading of the clock is 60 ms later: planning 64 ports "takes" over 50 ms.
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger(), now: () => (clock += 60) });
+  for (let i = 0; i < N; i++) {
+    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
+    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.0.${i + 1}`)]), false);
+  }
+  const cold = tracker.checkout();
+  await proxier.sync(cold.desired, cold.change, signal);
+  const events: string[] = [];
+  let asked = 0;
+  const arriving: ArrivingChanges = {
+    waiting: () => {
+      if (++asked === 1) tracker.onEndpointSlice(slice(`s${N - 1}-1`, `s${N - 1}`, [ep('10.244.100.7')]), false);
+      return tracker.syncNeeded;
+    },
+    take: () => (tracker.syncNeeded ? tracker.checkout().change : undefined),
+    applied: () => events.push(`applied: ${reach(nft, ipOf(N - 1)).join()}`),
+  };
+  tracker.requestFullSync();
+  const hourly = tracker.checkout();
+  const r = await proxier.sync(hourly.desired, hourly.change, signal, arriving);
+  events.push('done');
+  t.true(r.full);
+  t.deepEqual(events, ['applied: 10.244.100.7:8080', 'done']);
+  t.true(asked >= 1);
+});
