@@ -20,12 +20,14 @@
 // KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODE
 // (default nftables).
 
+import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import type { DaemonProcess } from '../helpers/daemon-process.ts';
 import { BIN, spawnDaemon } from '../helpers/daemon-process.ts';
 import { clusterIP } from './e2e-agent.ts';
+import { smapsByMapping } from './heap-summary.ts';
 import { cluster, cpuMsOf, daemonArgs, memoryOf, podAddrs } from './e2e.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, formatMs, percentile } from './stats.ts';
@@ -55,6 +57,8 @@ interface Run {
   peakDuringMiB: number;
   endMiB: number;
   afterMiB: number;
+  /** Where the RSS is (smaps): the malloc heap and anonymous mappings (V8's heap spaces), at the churn's end and after. */
+  where: { end: [number, number]; after: [number, number] };
   /** [seconds since the churn began, MiB] */
   rss: [number, number][];
   longestSyncMs: number;
@@ -88,6 +92,13 @@ function knobs(quick: boolean): Knobs {
     fullSyncPeriod: process.env['CHURN_FULL_SYNC_PERIOD'],
     mode: process.env['CHURN_MODE'] ?? 'nftables',
   };
+}
+
+/** [malloc heap, anonymous] MiB of a process (/proc/<pid>/smaps). */
+async function whereOf(pid: number): Promise<[number, number]> {
+  const maps = smapsByMapping(await readFile(`/proc/${pid}/smaps`, 'utf8'));
+  const mib = (name: string): number => (maps.find(([m]) => m === name)?.[1] ?? 0) / 1024;
+  return [mib('[heap]'), mib('[anon]')];
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -214,11 +225,13 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
     const wall = wallNow() - w0;
     const histAfter = histogramOf(await api.call<string>(AGENT, 'metricsText'));
     const endMiB = (await memoryOf(d.pid)).rss;
+    const whereEnd = await whereOf(d.pid);
     const after: [number, number][] = [];
     for (let s = 0; s < k.afterSeconds; s += k.sampleS) {
       await sleep(Math.min(k.sampleS, k.afterSeconds - s) * 1000);
       after.push([k.seconds + Math.min(s + k.sampleS, k.afterSeconds), (await memoryOf(d.pid)).rss]);
     }
+    const whereAfter = await whereOf(d.pid);
     const syncs = syncsOf(d.log()).slice(syncsBefore);
     const longest = syncs.reduce((a, b) => (b.ms > a.ms ? b : a), { full: false, ms: 0 });
     const dCount = histAfter.count - histBefore.count;
@@ -232,6 +245,7 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
       peakDuringMiB: Math.max(endMiB, ...ch.rss.map((x) => x[1])),
       endMiB,
       afterMiB: after.at(-1)?.[1] ?? endMiB,
+      where: { end: whereEnd, after: whereAfter },
       rss: [...ch.rss, [k.seconds, endMiB], ...after],
       longestSyncMs: longest.ms,
       longestFull: longest.full,
@@ -338,7 +352,7 @@ export const bench: Bench = {
         rows: runs.map(row),
         notes: runs.map(
           (r) =>
-            `${formatCount(r.n)} at ${r.rate}/s, RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}`,
+            `${formatCount(r.n)} at ${r.rate}/s, RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}; of it malloc / anonymous (V8's heap): ${r.where.end.map(mib).join(' / ')} at the churn's end, ${r.where.after.map(mib).join(' / ')} after.`,
         ),
         targets: targets(runs),
       },
