@@ -18,9 +18,9 @@
 // long run), CHURN_AFTER_SECONDS (RSS after the churn, default 60; --quick 15), CHURN_SAMPLE_S
 // (default 5), CHURN_PROBE_S (default 2), CHURN_FULL_SYNC_PERIOD (the daemon's
 // KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODE
-// (default nftables).
+// (default nftables), CHURN_LOG (a path prefix: the daemon's log is written to PREFIX-N-RATE.log).
 
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { Cluster } from '../helpers/cluster.ts';
@@ -57,7 +57,7 @@ interface Run {
   peakDuringMiB: number;
   endMiB: number;
   afterMiB: number;
-  /** Where the RSS is (smaps): the malloc heap and anonymous mappings (V8's heap spaces), at the churn's end and after. */
+  /** Where the RSS is (smaps): malloc heap and anonymous mappings (V8's heap), at the churn's end and after. */
   where: { end: [number, number]; after: [number, number] };
   /** [seconds since the churn began, MiB] */
   rss: [number, number][];
@@ -261,6 +261,8 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
       lost: ch.lost,
     };
   } finally {
+    const logTo = process.env['CHURN_LOG'];
+    if (logTo && d) await writeFile(`${logTo}-${n}-${rate}.log`, d.log());
     await d?.kill();
     await c.destroy();
   }

@@ -36,6 +36,7 @@ import { readTrafficCounters, trafficSets } from './traffic.ts';
 import { applyGroups, estimateTransaction, OpGroup } from './op-group.ts';
 import { RefCounts } from './ref-counts.ts';
 import { BatchSender, isRefusal, ServicePortRefusedError } from './batch-sender.ts';
+import { EarlyChanges } from './early-changes.ts';
 
 export interface NftablesProxierOptions {
   /** A client bound to (ip|ip6, "kube-proxy-ts"): NftClient for the kernel, FakeNft in tests. */
@@ -120,7 +121,7 @@ export class NftablesProxier implements Proxier {
     this.needFull = true; // until this sync succeeds
     const report = full
       ? await this.fullSync(desired, signal, arriving)
-      : await this.partialSync(desired, change, signal);
+      : await this.partialSync(desired, change, signal, arriving);
     this.needFull = false;
     return report;
   }
@@ -233,10 +234,18 @@ export class NftablesProxier implements Proxier {
     arriving: ArrivingChanges | undefined,
   ): Promise<SyncReport> {
     const t0 = this.now();
+    const before = this.ctx;
     this.ctx = this.planContext(desired);
 
     const tk = this.now();
-    const { chains: existing, sets: existingSets, elements: inKernel } = await this.readKernel();
+    // Until this sync writes, the kernel is what the last one left: changes that arrive while
+    // it reads are partial syncs against the mirror, and what they did corrects what was read.
+    const early = arriving && before && sameContext(before, this.ctx) ? new EarlyChanges() : undefined;
+    const read = await this.readKernel(() =>
+      early ? this.applyBeforeWriting(desired, arriving!, signal, early) : Promise.resolve(),
+    );
+    early?.correct(read, (set) => tracked(set, this.serviceTraffic), elementId, elementValue);
+    const { chains: existing, sets: existingSets, elements: inKernel } = read;
     const readMs = this.now() - tk;
     const batches = new BatchSender(this.batchBudget, (groups) => this.sendGroups(groups, signal), signal);
 
@@ -291,6 +300,7 @@ export class NftablesProxier implements Proxier {
     this.index = index;
     this.pickers = pickers;
     this.maps = maps;
+    for (const c of early?.deferred ?? []) arriving!.applied(c);
     this.log.debug('full sync', {
       servicePorts: ports.size,
       pickers: pickers.size,
@@ -395,6 +405,37 @@ export class NftablesProxier implements Proxier {
     for (let i = 0; i < added.length; i++) writeElement(st, g, added[i]!);
     added.length = 0;
     return g;
+  }
+
+  /** Changes that arrive while a full sync reads the kernel: a partial sync of the mirror, recorded. */
+  private async applyBeforeWriting(
+    desired: DesiredState,
+    arriving: ArrivingChanges,
+    signal: AbortSignal,
+    early: EarlyChanges,
+  ): Promise<void> {
+    if (!arriving.waiting()) return;
+    const change = arriving.take();
+    if (!change) return;
+    const { g } = this.partialGroup(desired, change);
+    const tx = this.nft.newTransaction();
+    applyGroups([g], tx);
+    // Too much for one batch: left to the full sync (it writes every port from `desired`).
+    if (estimateTransaction(tx) > this.batchBudget) {
+      early.deferred.push(change);
+      return;
+    }
+    try {
+      if (tx.size > 0) await this.run(tx, signal);
+    } catch (e) {
+      // Refused (drift the mirror does not know of, which this sync is about to repair):
+      // nothing of it was applied, and the full sync writes it.
+      if (!isRefusal(e) || signal.aborted) throw e;
+      early.deferred.push(change);
+      return;
+    }
+    early.effects.push(g.effects());
+    arriving.applied(change);
   }
 
   /**
@@ -504,7 +545,7 @@ export class NftablesProxier implements Proxier {
   }
 
   /** Chain and set names, and the elements of the sets and maps Services fill, as the kernel holds them. */
-  private async readKernel(): Promise<{
+  private async readKernel(between: () => Promise<void>): Promise<{
     chains: Set<string>;
     sets: Set<string>;
     elements: Map<string, { element: NftElement; value: string }>;
@@ -518,13 +559,14 @@ export class NftablesProxier implements Proxier {
       throw e;
     }
     if (chains.size === 0) return { chains, sets: new Set(), elements };
+    await between();
     const sets = new Set((await this.nft.listSets()).map((s) => s.name));
-    for (const set of sets) {
-      if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) continue;
-      // Without the flag the traffic maps are deleted whole (skeletonGroup), not element by element.
-      if (!this.serviceTraffic && TRAFFIC_SETS.has(set)) continue;
+    await between();
+    for (const set of [...sets]) {
+      if (!tracked(set, this.serviceTraffic)) continue;
       for (const e of await this.nft.listElements(set))
         elements.set(elementId(e), { element: e, value: elementValue(e) });
+      await between();
     }
     return { chains, sets, elements };
   }
@@ -624,12 +666,50 @@ export class NftablesProxier implements Proxier {
     }
   }
 
-  private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+  private async partialSync(
+    desired: DesiredState,
+    change: ChangeSet,
+    signal: AbortSignal,
+    arriving?: ArrivingChanges,
+  ): Promise<SyncReport> {
     if (await this.nodePortIPsMoved(desired)) {
       this.log.info("the node's node-port addresses changed; doing a full sync");
-      return this.fullSync(desired, signal);
+      return this.fullSync(desired, signal, arriving);
     }
     const t0 = this.now();
+    const { g, changed, delta } = this.partialGroup(desired, change);
+    const tx = this.nft.newTransaction();
+    applyGroups([g], tx);
+    const planMs = this.now() - t0;
+    if (estimateTransaction(tx) > this.batchBudget) {
+      // Too much for one batch (a mass change): a full sync splits the work safely.
+      this.log.info('partial sync too large for one batch; doing a full sync', { operations: tx.size });
+      return this.fullSync(desired, signal, arriving);
+    }
+    const tk = this.now();
+    try {
+      if (tx.size > 0) await this.run(tx, signal);
+    } catch (e) {
+      if (!isRefusal(e) || signal.aborted) throw e;
+      // Refused for its content: a full sync finds the service port it was refused for and
+      // programs everything else (the mirror above is rebuilt by it).
+      this.log.info('partial sync refused by the kernel; doing a full sync to isolate the cause', { err: e });
+      return this.fullSync(desired, signal, arriving);
+    }
+    const kernelMs = this.now() - tk;
+    return {
+      full: false,
+      servicesChanged: changed,
+      kernelMs,
+      planMs,
+      errors: delta.conflicts,
+      batches: tx.size > 0 ? 1 : 0,
+      longestBatchMs: kernelMs,
+    };
+  }
+
+  /** A partial sync's plan: the changed ports moved in the mirror, and what the kernel must see change. */
+  private partialGroup(desired: DesiredState, change: ChangeSet): { g: OpGroup; changed: number; delta: ElementDelta } {
     const delta: ElementDelta = emptyDelta();
     const g = new OpGroup();
     const pickersBefore = new Map(this.pickers.entries());
@@ -671,34 +751,7 @@ export class NftablesProxier implements Proxier {
     this.maps = maps;
     for (const e of [...delta.remove, ...delta.replace]) g.delete(deletable(e));
     for (const e of [...delta.replace, ...delta.add]) g.add(e);
-    const tx = this.nft.newTransaction();
-    applyGroups([g], tx);
-    const planMs = this.now() - t0;
-    if (estimateTransaction(tx) > this.batchBudget) {
-      // Too much for one batch (a mass change): a full sync splits the work safely.
-      this.log.info('partial sync too large for one batch; doing a full sync', { operations: tx.size });
-      return this.fullSync(desired, signal);
-    }
-    const tk = this.now();
-    try {
-      if (tx.size > 0) await this.run(tx, signal);
-    } catch (e) {
-      if (!isRefusal(e) || signal.aborted) throw e;
-      // Refused for its content: a full sync finds the service port it was refused for and
-      // programs everything else (the mirror above is rebuilt by it).
-      this.log.info('partial sync refused by the kernel; doing a full sync to isolate the cause', { err: e });
-      return this.fullSync(desired, signal);
-    }
-    const kernelMs = this.now() - tk;
-    return {
-      full: false,
-      servicesChanged: changed,
-      kernelMs,
-      planMs,
-      errors: delta.conflicts,
-      batches: tx.size > 0 ? 1 : 0,
-      longestBatchMs: kernelMs,
-    };
+    return { g, changed, delta };
   }
 
   private async run(tx: NftTransaction, signal: AbortSignal): Promise<void> {
@@ -747,6 +800,18 @@ interface FullSyncState {
 interface PortInputs {
   readonly info: ServicePortInfo;
   readonly sel: EndpointSelection | undefined;
+}
+
+/** Sets whose elements a full sync reads and diffs (the others are rewritten whole). */
+function tracked(set: string, serviceTraffic: boolean): boolean {
+  if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) return false;
+  // Without the flag the traffic maps are deleted whole (skeletonGroup), not element by element.
+  return serviceTraffic || !TRAFFIC_SETS.has(set);
+}
+
+/** Plans made in one context hold in the other (the mirror's plans are valid for this sync). */
+function sameContext(a: PlanContext, b: PlanContext): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 /** How long a full sync plans before it lets I/O in and applies changes that arrived (writePorts). */
