@@ -307,6 +307,8 @@ export class NftablesProxier implements Proxier {
       batches: batches.count,
       planMs,
       kernelMs,
+      readMs,
+      changesWhileReading: early ? early.effects.length + early.deferred.length : 0,
     });
     return {
       full: true,
