@@ -202,7 +202,7 @@ export const FLAGS: readonly FlagSpec[] = [
     kind: 'duration',
     target: '@syncPeriod',
     help:
-      'The full resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period). Must be greater than 0.' +
+      'The periodic resync period of the selected mode (same as --iptables-sync-period / --ipvs-sync-period); a full resync happens at most hourly, except in ipvs mode where every periodic one is. Must be greater than 0.' +
       AT_MOST,
   },
   {

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { cpus, hostname, networkInterfaces } from 'node:os';
 import type { Clock } from '../base/clock.ts';
 import type { Logger } from '../base/logger.ts';
+import { parseDuration } from '../config/index.ts';
 import type { ProxyConfig } from '../config/index.ts';
 import { createMetrics, registerUserspaceMetrics } from '../metrics/index.ts';
 import { metricsOps } from './ops.ts';
@@ -19,7 +20,7 @@ import type { Reject, Source } from '../sources/types.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings, procConntrackIO } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
-import { HeapRelease } from './heap.ts';
+import { LargeInputRelease } from './heap.ts';
 import { badConfigWarnings, detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
 import type { HostFacts } from './families.ts';
 import { applyOomScoreAdj } from './oom-score.ts';
@@ -41,6 +42,26 @@ export interface BuildDeps {
   env?: NodeJS.ProcessEnv;
   /** The --config path, shown by /flagz. */
   configFile?: string;
+  /** Told after every successful sync (main.ts: the heap release). */
+  onSynced?: (done: { full: boolean; ms: number }) => void;
+}
+
+/**
+ * KUBE_PROXY_TS_FULL_SYNC_PERIOD: an internal knob, not a flag (upstream has none either; its
+ * FullSyncPeriod is a constant hour): the longest time between full syncs, a Go duration.
+ * Tests and benchmarks shorten it; a bad value is said once and the hour kept.
+ */
+export function fullSyncPeriodFrom(env: NodeJS.ProcessEnv, logger: Logger): number | undefined {
+  const text = env['KUBE_PROXY_TS_FULL_SYNC_PERIOD'];
+  if (text === undefined || text === '') return undefined;
+  try {
+    const ms = parseDuration(text);
+    if (ms > 0) return ms;
+  } catch {
+    // said below
+  }
+  logger.warn('KUBE_PROXY_TS_FULL_SYNC_PERIOD is not a positive duration; full syncs stay hourly', { value: text });
+  return undefined;
 }
 
 export async function buildSource(
@@ -98,6 +119,10 @@ export function hostFacts(): HostFacts {
   return { ipv6Kernel: existsSync('/proc/sys/net/ipv6'), addresses };
 }
 
+function optional<K extends string, V>(key: K, v: V | undefined): Partial<Record<K, V>> {
+  return v === undefined ? {} : ({ [key]: v } as Record<K, V>);
+}
+
 /** Everything for `serve`; throws with a readable message when a part cannot be made. */
 export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise<Daemon> {
   const { logger, clock } = deps;
@@ -138,7 +163,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     registerLocalhostNodePortMetrics(metrics.registry, localhostNodePorts.samples, localhostNodePorts.rejected);
   let source: Source;
   // A large manifest read or removed: memory given back after the sync that applied it.
-  const heap = new HeapRelease({ clock, logger, rss: () => process.memoryUsage.rss() });
+  const heap = new LargeInputRelease({ clock, logger, rss: () => process.memoryUsage.rss() });
   const late: { daemon?: Daemon } = {};
   const onLargeInput = (): void => late.daemon?.loop.afterNextSync(() => heap.request());
   try {
@@ -181,6 +206,8 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     metricsOps: ops,
     // API mode waits for its Node as upstream does (about 30 s); standalone has no Node to wait for.
     nodeWaitMs: config.kubeProxyTS.manifestDir === '' ? 30_000 : 0,
+    ...optional('fullSyncPeriodMs', fullSyncPeriodFrom(deps.env ?? process.env, logger)),
+    ...optional('onSynced', deps.onSynced),
     ...(events ? { events } : {}),
   });
   late.daemon = daemon;

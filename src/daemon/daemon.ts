@@ -69,6 +69,10 @@ export interface DaemonParts {
   nodeWaitMs?: number;
   /** The metrics port's /statusz, /flagz, /metrics/slis (ops.ts); unset: not served. */
   metricsOps?: MetricsOps;
+  /** The longest time between full syncs (sync-loop.ts); unset: an hour, as upstream. */
+  fullSyncPeriodMs?: number;
+  /** Told after every successful sync (main.ts: the heap release). */
+  onSynced?: (done: { full: boolean; ms: number }) => void;
 }
 
 export class Daemon {
@@ -140,6 +144,9 @@ export class Daemon {
       mode: parts.proxiers.mode,
       syncPeriodMs: config.syncPeriodMs,
       minSyncPeriodMs: config.minSyncPeriodMs,
+      ...(parts.fullSyncPeriodMs !== undefined ? { fullSyncPeriodMs: parts.fullSyncPeriodMs } : {}),
+      ...(parts.proxiers.periodicFull === true ? { periodicFull: true } : {}),
+      ...(parts.onSynced ? { onSynced: parts.onSynced } : {}),
       families: parts.families,
       clock,
       health: this.health,

@@ -1,4 +1,5 @@
-// One collection after the first full sync, when the daemon runs with --expose-gc (the
+// A collection after the first full sync, and after later bursts once the daemon is quiet
+// (HeapRelease, below), when the daemon runs with --expose-gc (the
 // package's V8 options, v8-options.ts). Listing every Service and EndpointSlice, building the
 // model and the first ruleset leave most of the heap V8 grew into as garbage; V8's own
 // collections then free it inside its pages but keep the pages, so RSS stays near the
@@ -6,7 +7,7 @@
 // memory pressure: repeated full collections that compact and give free pages back to the
 // kernel. A plain gc() compacts too little: in a test process holding 500,000 small objects
 // after 2,000,000 were made, RSS 365 MiB stayed 325 MiB with gc() and fell to 127 MiB with
-// this. It blocks the event loop once, after READY=1: measured in a test process with the same
+// this. It blocks the event loop, the first time after READY=1: measured in a test process with the same
 // flags, 0.6 s for a 155 MiB live heap and 2.9 s for 562 MiB (the daemon's live heap is about
 // 106 MiB at 10,000 Services x 10 and 396 MiB at 50,000).
 
@@ -27,17 +28,18 @@ export function releaseStartupHeap(gc: unknown = (globalThis as { gc?: unknown }
 
 /**
  * The same collection after a large input changed (a manifest file of a megabyte or more
- * read or removed), once the sync that applied it is done: the file's text, its parse trees
+ * read or removed), asked for explicitly and run once the sync that applied it is done
+ * (HeapRelease below waits for quiet and growth instead): the file's text, its parse trees
  * and the sync's garbage grew the heap, and without this RSS stays at that peak (an 8 MB
  * manifest: see BENCHMARKS.md, Reliability). At most once per minIntervalMs, since it blocks
  * the event loop (0.6 s for a 155 MiB live heap); a request within that time runs when it ends.
  */
-export class HeapRelease {
+export class LargeInputRelease {
   private lastAt = -Infinity;
   private pending: TimerHandle | undefined;
-  private readonly o: HeapReleaseOptions;
+  private readonly o: LargeInputReleaseOptions;
 
-  constructor(o: HeapReleaseOptions) {
+  constructor(o: LargeInputReleaseOptions) {
     this.o = o;
   }
 
@@ -67,7 +69,7 @@ export class HeapRelease {
   }
 }
 
-export interface HeapReleaseOptions {
+export interface LargeInputReleaseOptions {
   clock: Clock;
   logger: Logger;
   /** Default 30 s. */
@@ -76,4 +78,79 @@ export interface HeapReleaseOptions {
   rss: () => number;
   /** gc() when exposed (--expose-gc); default globalThis.gc. */
   gc?: unknown;
+}
+
+/** What the heap release is given: time, the process's RSS, and the collection to run. */
+export interface HeapReleaseOptions {
+  clock: Clock;
+  logger: Logger;
+  /** Resident set size, bytes (process.memoryUsage.rss). */
+  rss?: () => number;
+  /** Node's gc() (--expose-gc); default globalThis.gc. */
+  gc?: unknown;
+  /** Quiet time after the last sync before RSS is looked at. Default 10 s. */
+  idleMs?: number;
+  /** RSS over the level after the last release that earns another. Default 1.15. */
+  growth?: number;
+}
+
+/**
+ * Gives memory back after bursts, not only after start-up: a hard-won full sync, a churn
+ * burst or a large relist leaves V8 holding pages it no longer needs (measured: 263 MiB
+ * before a burst, 617 MiB 30 s after it). The release runs once after the first full sync,
+ * then only when the daemon has been quiet for `idleMs` since its last sync and RSS has grown
+ * by `growth` over what the last release left. It blocks the event loop (0.6 s at 10,000
+ * Services x 10), so never during churn: a sync that follows a release waits at most once,
+ * not per change. The level after a release becomes the new reference, so a daemon whose
+ * live state grew (more Services) is not collected again and again.
+ */
+export class HeapRelease {
+  private readonly o: HeapReleaseOptions;
+  private readonly rss: () => number;
+  private readonly idleMs: number;
+  private readonly growth: number;
+  private released: number | undefined;
+  private timer: TimerHandle | undefined;
+  private closed = false;
+
+  constructor(o: HeapReleaseOptions) {
+    this.o = o;
+    this.rss = o.rss ?? (() => process.memoryUsage.rss());
+    this.idleMs = o.idleMs ?? 10_000;
+    this.growth = o.growth ?? 1.15;
+  }
+
+  /** After every successful sync (SyncLoop's onSynced). */
+  synced(done: { full: boolean }): void {
+    if (this.closed) return;
+    this.timer?.cancel();
+    // The first full sync: at once, but after the loop has sent READY=1 (a timer of 0).
+    const first = this.released === undefined && done.full;
+    this.timer = this.o.clock.setTimer(first ? 0 : this.idleMs, () => this.check(first));
+  }
+
+  close(): void {
+    this.closed = true;
+    this.timer?.cancel();
+    this.timer = undefined;
+  }
+
+  private check(force: boolean): void {
+    this.timer = undefined;
+    if (this.released === undefined && !force) return;
+    const before = this.rss();
+    if (!force && before <= this.released! * this.growth) return;
+    const t0 = this.o.clock.now();
+    if (!releaseStartupHeap(this.o.gc ?? (globalThis as { gc?: unknown }).gc)) {
+      this.released = before;
+      return;
+    }
+    this.released = this.rss();
+    const mib = (b: number): number => Math.round(b / 2 ** 20);
+    this.o.logger.debug('Heap released', {
+      rssMiB: mib(before),
+      afterMiB: mib(this.released),
+      ms: this.o.clock.now() - t0,
+    });
+  }
 }

@@ -13,7 +13,7 @@ import type { ProxyConfig } from '../config/index.ts';
 import { createLogger } from '../log/index.ts';
 import type { ClosableLogger } from '../log/index.ts';
 import { watchConfigFile } from './config-watch.ts';
-import { releaseStartupHeap } from './heap.ts';
+import { HeapRelease } from './heap.ts';
 import type { WatchFn } from './config-watch.ts';
 import { installProcessHandlers } from './signals.ts';
 import type { ProcessLike } from './signals.ts';
@@ -39,7 +39,14 @@ export interface MainDeps {
   /** Makes the daemon for `serve`; default build.ts. */
   buildDaemon?: (
     config: ProxyConfig,
-    deps: { logger: Logger; clock: Clock; version: string; env?: NodeJS.ProcessEnv; configFile?: string },
+    deps: {
+      logger: Logger;
+      clock: Clock;
+      version: string;
+      env?: NodeJS.ProcessEnv;
+      configFile?: string;
+      onSynced?: (done: { full: boolean; ms: number }) => void;
+    },
   ) => Startable | Promise<Startable>;
   /** How the --config file's directory is watched; default node:fs watch. */
   watchConfig?: WatchFn;
@@ -161,6 +168,8 @@ async function serve(
   configFile?: { path: string; text: string },
 ): Promise<number> {
   const exit = deps.exit ?? ((code: number) => process.exit(code));
+  // After the first full sync and after later bursts, once quiet (heap.ts).
+  const heap = new HeapRelease({ clock, logger });
   let daemon: Startable;
   try {
     const build = deps.buildDaemon ?? (await import('./build.ts')).buildDaemon;
@@ -170,6 +179,7 @@ async function serve(
       version,
       ...(deps.env ? { env: deps.env } : {}),
       ...(configFile ? { configFile: configFile.path } : {}),
+      onSynced: (d) => heap.synced(d),
     });
   } catch (e) {
     startFailed(logger, 'build daemon', config, e);
@@ -207,7 +217,6 @@ async function serve(
         // Every module the daemon runs is loaded by now: write Node's compile cache (the unit's
         // NODE_COMPILE_CACHE) at once, not only at exit, so a crash or SIGKILL does not lose it.
         flushCompileCache();
-        releaseStartupHeap();
       },
       () => undefined,
     );
@@ -216,6 +225,7 @@ async function serve(
     finish(1);
   }
   const code = await done;
+  heap.close();
   watcher?.close();
   uninstall();
   await closeLogger(logger);

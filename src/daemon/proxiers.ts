@@ -43,6 +43,11 @@ export interface ProxierSet {
    * chains; IPVS: the companion chains and kube-ipvs0; proxier/drift/).
    */
   watchDrift?(onDrift: (why: string) => void, syncing: () => boolean): { close(): void };
+  /**
+   * Every periodic sync is a full one that reads the kernel back (IPVS: virtual servers and ipsets
+   * are never announced). Other modes hear drift and sync fully at most hourly (sync-loop.ts).
+   */
+  readonly periodicFull?: boolean;
   /** Modes that notice kernel drift between syncs (iptables: the canary chains) call `kick` to ask for a sync. */
   watch?(kick: () => void): void;
   /** userspace mode: the proxy sockets' counters per family, for the metrics. */
@@ -254,6 +259,7 @@ function ipvsSet(
       for (const p of ipvsList) await p.init(signal);
     },
     close,
+    periodicFull: true,
     watchDrift: (onDrift, syncing) => ipvsDriftWatch(ipvsList, { nfPorts, routePorts, onDrift, syncing }, deps),
   };
 }

@@ -3,8 +3,14 @@
 // it decides when, whether full or partial, and reports:
 //
 //   - no sync until the sources have listed everything (no partial ruleset at start-up);
-//     the first sync is full; periodic and retry runs are full; after a failure the next
-//     run is full too (as upstream's nftables proxier);
+//     the first sync is full; after a failure (retry runs) and a repair request the next run
+//     is full too; otherwise a run is partial unless the last full sync is fullSyncPeriod
+//     (an hour, upstream's FullSyncPeriod since KEP-3453) old. The periodic run of
+//     --sync-period is partial: drift is heard from the kernel's announcements and repaired
+//     at once, so rewriting everything every 30 s bought little and held changes back.
+//     Modes whose kernel state is never announced (IPVS virtual servers, ipsets) make every
+//     periodic run a full one (`periodicFull`), which reads that state back and repairs it,
+//     as upstream's IPVS proxier does on every sync;
 //   - health: queuedUpdate on every change, updated after every successful sync;
 //   - metrics: sync durations (all, full, partial), last (queued) timestamps, failures;
 //   - systemd: READY=1 after the first successful full sync, STATUS= after each sync,
@@ -18,8 +24,11 @@ import type { ProxyMetrics } from '../metrics/metrics.ts';
 import { BoundedFrequencyRunner, type RunInfo, type RunReason } from '../sync/bounded-frequency-runner.ts';
 import type { Notifier } from './sd-notify.ts';
 
+/** Upstream's FullSyncPeriod (pkg/proxy/util): the longest time between two full syncs. */
+export const FULL_SYNC_PERIOD_MS = 60 * 60_000;
+
 export interface SyncRequest {
-  /** Re-read and repair everything (first sync, periodic, after a failure), or only what changed. */
+  /** Re-read and repair everything (first sync, hourly, after a failure or repair), or only what changed. */
   full: boolean;
   reason: RunReason;
   /** Aborted when the daemon stops. */
@@ -36,6 +45,12 @@ export interface SyncLoopOptions {
   mode: string;
   syncPeriodMs: number;
   minSyncPeriodMs: number;
+  /** The longest time between full syncs; default FULL_SYNC_PERIOD_MS (an hour). */
+  fullSyncPeriodMs?: number;
+  /** Every periodic run is full (IPVS: its virtual servers and ipsets are never announced). */
+  periodicFull?: boolean;
+  /** Told after every successful sync (the daemon's heap release watches them). */
+  onSynced?: (done: { full: boolean; ms: number }) => void;
   /** First retry after a failed sync; default max(minSyncPeriod, 1 s), doubling up to syncPeriod. */
   retryIntervalMs?: number;
   /** The IP families the proxier programs. */
@@ -56,6 +71,9 @@ export class SyncLoop {
   private lastOk = false;
   private readyDone = false;
   private repairPending = false;
+  /** When the last successful full sync ended. */
+  private lastFullAt = -Infinity;
+  private readonly fullSyncPeriodMs: number;
   private runStartedAt: number | undefined;
   private readonly stuckAfterMs: number;
   /** afterNextSync's callbacks: waiting for a sync to start, and waiting for the running one to succeed. */
@@ -69,6 +87,7 @@ export class SyncLoop {
     this.opts = opts;
     this.log = opts.logger ?? nullLogger;
     this.stuckAfterMs = 2 * opts.syncPeriodMs;
+    this.fullSyncPeriodMs = opts.fullSyncPeriodMs ?? FULL_SYNC_PERIOD_MS;
     this.ready = new Promise((resolve) => (this.resolveReady = resolve));
     this.runner = new BoundedFrequencyRunner((info) => this.runOnce(info), {
       name: `${opts.mode}-sync`,
@@ -149,11 +168,18 @@ export class SyncLoop {
     await this.runner.stop();
   }
 
+  /** Whether this run rebuilds everything (as upstream's needFullSync || FullSyncPeriod elapsed). */
+  private wantsFull(reason: RunReason, now: number): boolean {
+    if (!this.readyDone || !this.lastOk || this.repairPending || reason === 'retry') return true;
+    if (reason === 'periodic' && this.opts.periodicFull === true) return true;
+    return now - this.lastFullAt >= this.fullSyncPeriodMs;
+  }
+
   private async runOnce(info: RunInfo): Promise<void> {
     const { clock, metrics, health, notifier, mode, families } = this.opts;
-    const full = !this.readyDone || !this.lastOk || info.reason !== 'kick' || this.repairPending;
-    this.repairPending = false;
     const start = clock.now();
+    const full = this.wantsFull(info.reason, start);
+    this.repairPending = false;
     this.runStartedAt = start;
     this.afterRunning.push(...this.afterWaiting.splice(0));
     let outcome: SyncOutcome;
@@ -171,6 +197,8 @@ export class SyncLoop {
     const end = clock.now();
     const seconds = (end - start) / 1000;
     this.lastOk = true;
+    // From its end, as upstream: a full sync longer than the period is not followed by another.
+    if (full) this.lastFullAt = end;
     for (const family of families) {
       metrics?.syncProxyRulesDuration.observe({ ip_family: family }, seconds);
       (full ? metrics?.syncFullProxyRulesDuration : metrics?.syncPartialProxyRulesDuration)?.observe(
@@ -191,6 +219,7 @@ export class SyncLoop {
     notifier.status(
       `${mode}: ${outcome.services} services, ${outcome.endpoints} endpoints, last sync ${new Date(end).toISOString()} (${full ? 'full' : 'partial'})`,
     );
+    this.opts.onSynced?.({ full, ms: end - start });
     if (!this.readyDone && full) {
       this.readyDone = true;
       notifier.ready();

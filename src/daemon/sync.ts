@@ -12,10 +12,10 @@ import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
 import type { ServiceHealthEntry } from '../health/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
-import type { ChangeTracker, DesiredState, StaleTarget } from '../model/index.ts';
+import type { ChangeSet, ChangeTracker, DesiredState, StaleTarget } from '../model/index.ts';
 import { NetlinkError } from '../netlink/core/index.ts';
 import { SyncFailedError } from '../proxier/types.ts';
-import type { Proxier, SyncReport } from '../proxier/types.ts';
+import type { ArrivingChanges, Proxier, SyncReport } from '../proxier/types.ts';
 import type { SyncOutcome, SyncRequest } from './sync-loop.ts';
 
 export interface FamilyPipeline {
@@ -120,6 +120,33 @@ export function mergeHealthChecks(states: readonly DesiredState[]): Map<string, 
   return out;
 }
 
+/** kubeproxy_network_programming_duration_seconds for the changes now in the kernel. */
+function observeLatency(o: SyncerOptions, family: IPFamily, change: ChangeSet): void {
+  const now = o.now();
+  for (const times of change.triggerTimes.values()) {
+    for (const t of times)
+      o.metrics?.networkProgrammingDuration.observe({ ip_family: family }, Math.max(0, now - t) / 1000);
+  }
+}
+
+/**
+ * What a pipeline's proxier may take while a long sync runs (ArrivingChanges): the tracker's
+ * pending changes unless they need a full sync of their own; `taken` collects them, for the
+ * stale flows they bring.
+ */
+function arrivingFor(o: SyncerOptions, p: FamilyPipeline, taken: ChangeSet[]): ArrivingChanges {
+  return {
+    waiting: () => p.tracker.syncNeeded && !p.tracker.fullPending,
+    take: () => {
+      if (!p.tracker.syncNeeded || p.tracker.fullPending) return undefined;
+      const { change } = p.tracker.checkout();
+      taken.push(change);
+      return change;
+    },
+    applied: (change) => observeLatency(o, p.family, change),
+  };
+}
+
 export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOutcome> {
   const committed = new Set<IPFamily>();
   return async (req) => {
@@ -129,14 +156,16 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
     for (const p of o.pipelines) {
       if (req.full) p.tracker.requestFullSync();
       const { desired, change } = p.tracker.checkout();
+      const taken: ChangeSet[] = [];
+      const stale = (): StaleTarget[] => [...change.stale, ...taken.flatMap((c) => c.stale)];
       let report;
       try {
-        report = await p.proxier.sync(desired, change, req.signal);
+        report = await p.proxier.sync(desired, change, req.signal, arrivingFor(o, p, taken));
       } catch (e) {
         countNetlinkError(o.metrics, p.proxier.mode, e);
         if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, undefined, e);
         if (p.proxier.mode === 'ipvs') countIpvsSync(o.metrics, p.family, e);
-        if (change.stale.length > 0) o.staleFlows?.hold(change.stale);
+        if (stale().length > 0) o.staleFlows?.hold(stale());
         throw e;
       }
       for (const e of report.errors)
@@ -145,21 +174,17 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
         o.metrics?.nftablesCleanupFailuresTotal.inc({ ip_family: p.family });
       if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, report);
       if (report.refused) o.metrics?.servicePortsRefusedTotal.inc({ ip_family: p.family }, report.refused);
-      const now = o.now();
-      for (const times of change.triggerTimes.values()) {
-        for (const t of times)
-          o.metrics?.networkProgrammingDuration.observe({ ip_family: p.family }, Math.max(0, now - t) / 1000);
-      }
+      observeLatency(o, p.family, change);
       const nle = noLocalEndpoints(desired, p.proxier.mode !== 'ipvs');
       o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'internal' }, nle.internal);
       o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'external' }, nle.external);
       if (o.staleFlows) {
         if (!committed.has(p.family)) o.staleFlows.reconcile(desired);
-        o.staleFlows.schedule(change.stale, desired);
-      } else if (change.stale.length > 0) {
+        o.staleFlows.schedule(stale(), desired);
+      } else if (stale().length > 0) {
         o.logger.debug('Stale conntrack targets (no conntrack flusher)', {
           family: p.family,
-          targets: change.stale.length,
+          targets: stale().length,
         });
       }
       committed.add(p.family);

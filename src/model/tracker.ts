@@ -113,6 +113,11 @@ export class ChangeTracker {
     );
   }
 
+  /** The next checkout will be full (requested, or Node facts or ServiceCIDRs changed). */
+  get fullPending(): boolean {
+    return this.fullRequested || this.pendingNode !== undefined || this.pendingServiceCIDRs !== undefined;
+  }
+
   /** For kubeproxy_sync_proxy_rules_{service,endpoint}_changes_pending. */
   pending(): { services: number; endpointSlices: number } {
     return { services: this.inputs.pendingServiceCount, endpointSlices: this.inputs.pendingSlicesCount };

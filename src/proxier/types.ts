@@ -58,14 +58,30 @@ export class SyncFailedError extends Error {
   }
 }
 
+/**
+ * Changes that arrive while a long sync runs (a full one at tens of thousands of Services
+ * takes seconds): a proxier that can takes them between its batches and applies them at once,
+ * instead of leaving them to wait for the sync's end. `take()` checks the tracker out (the
+ * same `desired` object the sync was given moves on with it); undefined when nothing waits or
+ * what waits needs a full sync of its own (a Node change).
+ */
+export interface ArrivingChanges {
+  /** Whether take() would give changes now (cheap; asked between batches). */
+  waiting(): boolean;
+  take(): ChangeSet | undefined;
+  /** The changes `take()` gave are in the kernel (network-programming latency is observed now). */
+  applied(change: ChangeSet): void;
+}
+
 export interface Proxier {
   readonly mode: ProxyMode;
   /**
    * Brings the kernel to `desired`. `change` says what moved since the last successful
    * sync; with change.full (or after a failed sync) the proxier re-reads the kernel.
-   * Throws on failure; the daemon retries with a full sync.
+   * Throws on failure; the daemon retries with a full sync. `arriving`: see ArrivingChanges
+   * (the nftables proxier takes them during full syncs; the others ignore them).
    */
-  sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport>;
+  sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal, arriving?: ArrivingChanges): Promise<SyncReport>;
   /** Removes every kernel object this mode created, and nothing else. Safe to run twice. */
   cleanup(): Promise<void>;
   /**

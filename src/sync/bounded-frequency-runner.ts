@@ -2,10 +2,14 @@
 //
 //   - run() is a non-blocking, coalescing kick: any number of kicks before the next run
 //     become one run.
-//   - minInterval: a run starts no sooner than minInterval after the previous one ended
-//     (bursts of changes coalesce into one sync).
+//   - minInterval: a run starts no sooner than minInterval after the previous one started
+//     (bursts of changes coalesce into one sync), as upstream's token bucket (qps
+//     1/minInterval, burst 1) lets runs through. Measured from the end instead, every run
+//     would push the next one later by its own length: changes arriving once a second with a
+//     1 s minimum then waited anything from 0 to 1 s (a saw-tooth), where from the start they
+//     wait for the sync alone.
 //   - maxInterval: a run happens at least every maxInterval even without kicks (the
-//     periodic full sync that repairs drift).
+//     periodic sync; the daemon decides whether it is full, sync-loop.ts).
 //   - after a failed run, another follows after retryInterval, doubling on each further
 //     consecutive failure up to maxRetryInterval (upstream retries at a fixed interval;
 //     the backoff keeps a broken kernel or API from being hammered). A success resets it.
@@ -17,7 +21,7 @@
 import type { Clock, TimerHandle } from '../base/clock.ts';
 import { nullLogger, type Logger } from '../base/logger.ts';
 
-/** Why a run happened: the daemon makes 'periodic' (and 'retry') runs full syncs. */
+/** Why a run happened: the daemon makes 'retry' runs (and some 'periodic' ones) full syncs. */
 export type RunReason = 'kick' | 'periodic' | 'retry';
 
 export interface RunInfo {
@@ -54,6 +58,7 @@ export class BoundedFrequencyRunner {
   private retryDue = false;
   private failures = 0;
   private lastEnd: number | undefined;
+  private lastStart: number | undefined;
   /** When the current maxInterval period ends (reset after every run). */
   private periodicAt = 0;
   /** When a pending retry falls due. */
@@ -132,7 +137,8 @@ export class BoundedFrequencyRunner {
     this.timer = undefined;
     if (this.stopped || !this.started || this.inFlight !== undefined) return;
     const now = this.clock.now();
-    const earliest = this.lastEnd === undefined ? now : this.lastEnd + this.minMs;
+    const earliest =
+      this.lastStart === undefined ? now : Math.max(this.lastStart + this.minMs, this.lastEnd ?? this.lastStart);
     let at = this.periodicAt;
     if (this.kicked) at = Math.min(at, earliest);
     if (this.retryDue) at = Math.min(at, this.retryAt);
@@ -146,6 +152,7 @@ export class BoundedFrequencyRunner {
     const now = this.clock.now();
     const reason: RunReason = this.kicked ? 'kick' : this.retryDue && now >= this.retryAt ? 'retry' : 'periodic';
     this.kicked = false;
+    this.lastStart = now;
     const info: RunInfo = { reason, consecutiveFailures: this.failures };
     let result: Promise<void> | void;
     try {

@@ -56,13 +56,17 @@ function service(i: number): KObject {
   };
 }
 
-function slice(i: number, addrs: readonly string[]): KObject {
+/** `trigger`: the write's time, as the EndpointSlice controller annotates it (network-programming latency). */
+function slice(i: number, addrs: readonly string[], trigger?: number): KObject {
   return {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
     metadata: {
       name: `svc-${i}-abcde`,
       namespace: `ns-${i % 50}`,
+      ...(trigger !== undefined
+        ? { annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': new Date(trigger).toISOString() } }
+        : {}),
       labels: {
         'kubernetes.io/service-name': `svc-${i}`,
         'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io',
@@ -146,11 +150,32 @@ export function addService(k: number): { at: number; ip: string } {
   return { at, ip: clusterIP(i) };
 }
 
-/** Moves Service 0's endpoints to pod `to`; returns the write's wall time. */
-export function moveEndpoints(to: number): number {
+/** Moves Service 0's endpoints to pod `to`; returns the write's wall time. `trigger`: annotate it. */
+export function moveEndpoints(to: number, trigger = false): number {
   const at = wallNow();
-  server!.update(slice(0, podAddrs[to]!.slice(0, 10)));
+  server!.update(slice(0, podAddrs[to]!.slice(0, 10), trigger ? at : undefined));
   return at;
+}
+
+/**
+ * One batch of the churn benchmark: `count` endpoint updates of unprobed Services written at
+ * once, each annotated with its write time; with `moveTo` >= 0, Service 0's endpoints move to
+ * that pod first (the change timed with packets). Returns the write's wall time.
+ */
+export function churnBatch(count: number, moveTo: number): number {
+  const at = wallNow();
+  if (moveTo >= 0) server!.update(slice(0, podAddrs[moveTo]!.slice(0, 10), at));
+  for (let j = 0; j < count; j++) {
+    churnRng = (churnRng * 1103515245 + 12345) % 2 ** 31;
+    const i = 1 + (churnRng % Math.max(1, size - 2));
+    server!.update(slice(i, farAddrs(i, 10, churnRng), at));
+  }
+  return at;
+}
+
+/** The daemon's /metrics text (its metrics server listens on 127.0.0.1:10249 in this namespace). */
+export async function metricsText(): Promise<string> {
+  return (await fetch('http://127.0.0.1:10249/metrics', { signal: AbortSignal.timeout(10_000) })).text();
 }
 
 /** `count` endpoint updates of unprobed Services, `perSecond` at most; returns how many were written. */

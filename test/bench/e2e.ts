@@ -70,13 +70,13 @@ interface SizeResult {
 const wallNow = (): number => performance.timeOrigin + performance.now();
 
 /** utime + stime of a process, ms (/proc/<pid>/stat fields 14 and 15, in clock ticks of 10 ms). */
-async function cpuMsOf(pid: number): Promise<number> {
+export async function cpuMsOf(pid: number): Promise<number> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-async function memoryOf(pid: number): Promise<{ rss: number; hwm: number }> {
+export async function memoryOf(pid: number): Promise<{ rss: number; hwm: number }> {
   const text = await readFile(`/proc/${pid}/status`, 'utf8');
   const kib = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
   return { rss: kib('VmRSS') / 1024, hwm: kib('VmHWM') / 1024 };
@@ -89,9 +89,10 @@ async function fdsOf(pid: number): Promise<number> {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** pod p's 10 addresses: 10.244.(p+1).2 … .11 (the first is the cluster helper's own). */
-const podAddrs = (p: number): string[] => Array.from({ length: ENDPOINTS }, (_, j) => `10.244.${p + 1}.${j + 2}`);
+export const podAddrs = (p: number): string[] =>
+  Array.from({ length: ENDPOINTS }, (_, j) => `10.244.${p + 1}.${j + 2}`);
 
-async function cluster(): Promise<Cluster> {
+export async function cluster(): Promise<Cluster> {
   let destroy: (() => Promise<void>) | undefined;
   try {
     const c = await makeCluster({ teardown: (fn) => void (destroy = fn) }, 'e2e', PODS);

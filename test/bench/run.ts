@@ -87,6 +87,12 @@ export const REGISTRY: readonly Entry[] = [
     load: async () => (await import('./soak.ts')).bench,
   },
   {
+    name: 'churn',
+    summary:
+      'the daemon at scale under EndpointSlice churn: CPU, RSS over time, longest sync, change latency (issue 33)',
+    load: async () => (await import('./churn.ts')).bench,
+  },
+  {
     name: 'conntrack',
     summary: 'stale UDP entries deleted vs `conntrack -D` (issue 6)',
     load: async () => (await import('./conntrack-suite.ts')).bench,

@@ -1,7 +1,7 @@
 // The iptables proxier: upstream's KUBE-* chains in the iptables-nft tables of one family,
 // written over nf_tables netlink (docs/iptables-ruleset.md).
 //
-// A full sync (the first, periodic ones, after a failure or a canary's disappearance) lists
+// A full sync (the first, hourly ones, after a failure, drift or a canary's disappearance) lists
 // what the kernel holds in our chains and in the built-in ones, and writes the difference:
 // owned chains refilled when their content differs, the long shared chains diffed rule by
 // rule, jumps inserted where missing, stale chains removed. A partial sync regenerates only
@@ -100,6 +100,8 @@ export class IptablesProxier implements Proxier, DriftTarget {
   private state: WriterState | undefined;
   private ctxKey = '';
   private needFull = true;
+  /** The node-port addresses the last full sync wrote, sorted and joined. */
+  private nodePortKey = '';
   /** The state mirrors the kernel: the last sync succeeded and no canary went missing since. */
   private trusted = false;
   /** The model objects each committed unit was made from (they are never mutated: compared by identity). */
@@ -142,6 +144,13 @@ export class IptablesProxier implements Proxier, DriftTarget {
     const ctx = portContext(desired, this.o);
     const key = JSON.stringify(ctx);
     let full = this.needFull || change.full || !this.state || key !== this.ctxKey;
+    // Full syncs come hourly: a node address moved in or out of nodePortAddresses' CIDRs is
+    // looked for by every partial one (one address dump, only with CIDRs).
+    const npa = desired.nodePortAddresses;
+    if (!full && !npa.matchAll && !npa.primary) {
+      const ips = (await nodePortIPs(desired, this.o.localAddresses)).sort().join(',');
+      if (ips !== this.nodePortKey) full = true;
+    }
     if (this.trusted && !(await canaryPresent(this.o.clients))) {
       this.log.info('Canary chain gone (someone flushed our tables); full resync');
       full = true;
@@ -201,6 +210,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
     const tainted = this.tainted;
     this.tainted = new Set();
     const ips = desired.nodePortAddresses.matchAll ? [] : await nodePortIPs(desired, this.o.localAddresses);
+    this.nodePortKey = [...ips].sort().join(',');
     const gctx = globalContext(desired, ips, this.o);
     if (gctx.localhostNodePorts && this.o.sysctl) await this.o.sysctl.set(ROUTE_LOCALNET, 1);
     const skeleton = this.tally.skeleton(skeletonOf(globalRules(gctx)));

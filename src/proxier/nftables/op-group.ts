@@ -62,6 +62,16 @@ function estimate(o: NftObject): number {
   }
 }
 
+/** OpGroup.effects(). */
+export interface OpEffects {
+  readonly chainsAdded: readonly string[];
+  readonly setsAdded: readonly string[];
+  readonly elementDeletes: readonly NftElement[];
+  readonly elementAdds: readonly NftElement[];
+  readonly chainsRemoved: readonly string[];
+  readonly setsRemoved: readonly string[];
+}
+
 export class OpGroup {
   private readonly ops: Op[] = [];
   /** Element deletes and adds, the bulk of a sync: plain lists, no wrapper per element. */
@@ -102,6 +112,29 @@ export class OpGroup {
   removeChain(name: string): void {
     this.push(PHASE.chainRemovals, 'flush', { kind: 'chain', name });
     this.push(PHASE.chainRemovals, 'delete', { kind: 'chain', name });
+  }
+
+  /**
+   * What this group does to the names a full sync reads before writing (chains, sets) and to
+   * elements, in the order the kernel applies it: a full sync that let a partial one run
+   * while it read the kernel corrects what it read with these.
+   */
+  effects(): OpEffects {
+    const named = (phase: Phase, verb: Verb, kind: 'chain' | 'set'): string[] =>
+      this.ops
+        .filter(
+          (o) =>
+            o.phase === phase && o.verb === verb && (o.obj.kind === kind || (kind === 'set' && o.obj.kind === 'map')),
+        )
+        .map((o) => (o.obj as { name: string }).name);
+    return {
+      chainsAdded: named(PHASE.create, 'add', 'chain'),
+      setsAdded: named(PHASE.create, 'add', 'set'),
+      elementDeletes: [...this.elementDeletes],
+      elementAdds: [...this.elementAdds],
+      chainsRemoved: named(PHASE.chainRemovals, 'delete', 'chain'),
+      setsRemoved: named(PHASE.setRemovals, 'delete', 'set'),
+    };
   }
 
   /** Writes this group's operations of one phase (not elements) into `tx`. */

@@ -1,6 +1,6 @@
 // The nftables proxier: one table per IP family (docs/nftables-ruleset.md).
 //
-// A full sync (the first, periodic ones, and any after a failure) reads what the kernel
+// A full sync (the first, hourly ones, and any after a failure or drift) reads what the kernel
 // holds, rewrites the fixed skeleton and the pickers, writes every element that differs and
 // deletes what no Service wants any more, in as few batches as the socket allows. A partial
 // sync touches only the service ports the model says changed, from the mirror of what the
@@ -14,7 +14,14 @@ import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, Service
 import { isLoopback, parseIP } from '../../base/ip.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
-import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
+import type {
+  ArrivingChanges,
+  DescribeOptions,
+  PortDescription,
+  Proxier,
+  SyncReport,
+  TrafficSample,
+} from '../types.ts';
 import { describeNftPort } from './describe.ts';
 import { ElementIndex, emptyDelta, keyText, NO_ELEMENTS } from './elements.ts';
 import type { ElementDelta } from './elements.ts';
@@ -37,6 +44,7 @@ import { readTrafficCounters, trafficSets } from './traffic.ts';
 import { applyGroups, estimateTransaction, OpGroup } from './op-group.ts';
 import { RefCounts } from './ref-counts.ts';
 import { BatchSender, isRefusal, ServicePortRefusedError } from './batch-sender.ts';
+import { EarlyChanges } from './early-changes.ts';
 
 export interface NftablesProxierOptions {
   /** A client bound to (ip|ip6, "kube-proxy-ts"): NftClient for the kernel, FakeNft in tests. */
@@ -91,6 +99,8 @@ export class NftablesProxier implements Proxier {
   private readonly batchBudget: number;
   /** The loopback-covering nodePortAddresses CIDRs last warned about ('' for none). */
   private localhostWarned = '';
+  /** The node-port-ips the last full sync wrote, joined (nodePortIPsMoved). */
+  private nodePortKey = '';
   /**
    * Service ports the kernel refused, with the inputs it refused: skipped by full syncs until
    * they change (a partial sync that touches one tries it again).
@@ -114,12 +124,19 @@ export class NftablesProxier implements Proxier {
     this.batchBudget = opts.maxBatchBytes === undefined ? Infinity : Math.max(4096, Math.floor(opts.maxBatchBytes / 2));
   }
 
-  async sync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+  async sync(
+    desired: DesiredState,
+    change: ChangeSet,
+    signal: AbortSignal,
+    arriving?: ArrivingChanges,
+  ): Promise<SyncReport> {
     if (desired.family !== this.traits.ipFamily)
       throw new Error(`a ${this.traits.ipFamily} proxier was given ${desired.family} state`);
     const full = this.needFull || change.full;
     this.needFull = true; // until this sync succeeds
-    const report = full ? await this.fullSync(desired, signal) : await this.partialSync(desired, change, signal);
+    const report = full
+      ? await this.fullSync(desired, signal, arriving)
+      : await this.partialSync(desired, change, signal, arriving);
     this.needFull = false;
     return report;
   }
@@ -189,16 +206,20 @@ export class NftablesProxier implements Proxier {
    * need; deletions last. Batches are sent as they fill up, so that a large cluster's
    * operations are never all in memory at once.
    */
-  private async fullSync(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+  private async fullSync(desired: DesiredState, signal: AbortSignal, arriving?: ArrivingChanges): Promise<SyncReport> {
     this.onFullSync?.(true);
     try {
-      return await this.fullSyncRounds(desired, signal);
+      return await this.fullSyncRounds(desired, signal, arriving);
     } finally {
       this.onFullSync?.(false);
     }
   }
 
-  private async fullSyncRounds(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+  private async fullSyncRounds(
+    desired: DesiredState,
+    signal: AbortSignal,
+    arriving: ArrivingChanges | undefined,
+  ): Promise<SyncReport> {
     for (const [id, was] of this.refused) {
       const now = this.inputsOf(desired, id);
       if (now?.info !== was.info || now.sel !== was.sel) this.refused.delete(id);
@@ -209,7 +230,7 @@ export class NftablesProxier implements Proxier {
     // everything fails the sync (and the daemon retries) rather than looping.
     for (let round = 0; ; round++) {
       try {
-        const report = await this.fullSyncRound(desired, signal);
+        const report = await this.fullSyncRound(desired, signal, arriving);
         return { ...report, errors: [...problems, ...report.errors], refused: problems.length };
       } catch (e) {
         if (!(e instanceof ServicePortRefusedError) || round >= MAX_REFUSED_PER_SYNC) throw e;
@@ -223,12 +244,24 @@ export class NftablesProxier implements Proxier {
     }
   }
 
-  private async fullSyncRound(desired: DesiredState, signal: AbortSignal): Promise<SyncReport> {
+  private async fullSyncRound(
+    desired: DesiredState,
+    signal: AbortSignal,
+    arriving: ArrivingChanges | undefined,
+  ): Promise<SyncReport> {
     const t0 = this.now();
+    const before = this.ctx;
     this.ctx = this.planContext(desired);
 
     const tk = this.now();
-    const { chains: existing, sets: existingSets, elements: inKernel } = await this.readKernel();
+    // Until this sync writes, the kernel is what the last one left: changes that arrive while
+    // it reads are partial syncs against the mirror, and what they did corrects what was read.
+    const early = arriving && before && sameContext(before, this.ctx) ? new EarlyChanges() : undefined;
+    const read = await this.readKernel(() =>
+      early ? this.applyBeforeWriting(desired, arriving!, signal, early) : Promise.resolve(),
+    );
+    early?.correct(read, (set) => tracked(set, this.serviceTraffic), elementId, elementValue);
+    const { chains: existing, sets: existingSets, elements: inKernel } = read;
     const readMs = this.now() - tk;
     const batches = new BatchSender(this.batchBudget, (groups) => this.sendGroups(groups, signal), signal);
 
@@ -246,15 +279,7 @@ export class NftablesProxier implements Proxier {
     };
     const { ports, index, pickers, maps, delta, wantedChains, wantedSets } = st;
     await batches.push(this.skeletonGroup(desired, await this.fixedElements(desired), existing, existingSets));
-    const refused = this.refused;
-    for (const [id, info] of desired.services) {
-      if (refused.size > 0 && refused.has(id)) continue;
-      const g = this.portGroup(st, id, info, desired.selections.get(id));
-      if (g.size === 0) continue;
-      // Awaited only when a batch is due: the loop runs once per service port.
-      if (!batches.fits(g)) await batches.flush();
-      batches.add(g, id);
-    }
+    await this.writePorts(st, desired, batches, arriving);
 
     const last = new OpGroup();
     for (const k of inKernel.values())
@@ -291,12 +316,15 @@ export class NftablesProxier implements Proxier {
     this.index = index;
     this.pickers = pickers;
     this.maps = maps;
+    for (const c of early?.deferred ?? []) arriving!.applied(c);
     this.log.debug('full sync', {
       servicePorts: ports.size,
       pickers: pickers.size,
       batches: batches.count,
       planMs,
       kernelMs,
+      readMs,
+      changesWhileReading: early ? early.effects.length + early.deferred.length : 0,
     });
     return {
       full: true,
@@ -308,6 +336,55 @@ export class NftablesProxier implements Proxier {
       longestBatchMs: batches.longestMs,
       ...(cleanupFailed ? { cleanupFailed } : {}),
     };
+  }
+
+  /**
+   * Every service port's group, in batches; between batches, the changes that arrived
+   * meanwhile (applyArrived). `desired` is live: changes applied in between move it on (a Map
+   * iterated while it changes visits what is added and skips what is deleted), and ports they
+   * brought in are done.
+   */
+  private async writePorts(
+    st: FullSyncState,
+    desired: DesiredState,
+    batches: BatchSender,
+    arriving: ArrivingChanges | undefined,
+  ): Promise<void> {
+    const refused = this.refused;
+    const between = async (): Promise<void> => {
+      if (arriving) await this.applyArrived(st, desired, arriving, batches);
+    };
+    await batches.flush();
+    await between();
+    let sliceFrom = this.now();
+    let n = 0;
+    for (const [id, info] of desired.services) {
+      if ((refused.size > 0 && refused.has(id)) || st.ports.has(id)) continue;
+      const g = this.portGroup(st, id, info, desired.selections.get(id));
+      if (g.size > 0 && !batches.fits(g)) {
+        // Awaited only when a batch is due: the loop runs once per service port.
+        await batches.flush();
+        // Changes waiting are applied now, once every port planned so far is in the kernel.
+        if (arriving?.waiting() === true) {
+          batches.add(g, id);
+          await batches.flush();
+          await between();
+          sliceFrom = this.now();
+          continue;
+        }
+      }
+      if (g.size > 0) batches.add(g, id);
+      // A repair of an unchanged table writes little and so sends little: planning alone
+      // would hold the event loop for the whole sync. Every SLICE_MS the loop lets the watch
+      // streams in, and takes what they brought once what is planned is in the kernel.
+      if (++n % 64 !== 0 || this.now() - sliceFrom < SLICE_MS) continue;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceFrom = this.now();
+      if (arriving?.waiting() === true) {
+        await batches.flush();
+        await between();
+      }
+    }
   }
 
   /** One service port's part of a full sync: its plan recorded in `st`, and what the kernel must see (in one batch). */
@@ -343,19 +420,150 @@ export class NftablesProxier implements Proxier {
     // written once, a conflicting one (the first owner keeps the key) not at all.
     const added = st.delta.add;
     st.index.update(id, NO_ELEMENTS, plan, st.delta);
-    for (let i = 0; i < added.length; i++) {
-      const e = added[i]!;
-      const k = st.inKernel.size > 0 ? st.inKernel.get(elementId(e)) : undefined;
-      if (k && k.value === elementValue(e)) continue;
-      if (k) g.delete(deletable(k.element));
-      g.add(e);
-    }
+    for (let i = 0; i < added.length; i++) writeElement(st, g, added[i]!);
     added.length = 0;
     return g;
   }
 
+  /** Changes that arrive while a full sync reads the kernel: a partial sync of the mirror, recorded. */
+  private async applyBeforeWriting(
+    desired: DesiredState,
+    arriving: ArrivingChanges,
+    signal: AbortSignal,
+    early: EarlyChanges,
+  ): Promise<void> {
+    if (!arriving.waiting()) return;
+    const change = arriving.take();
+    if (!change) return;
+    const { g } = this.partialGroup(desired, change);
+    const tx = this.nft.newTransaction();
+    applyGroups([g], tx);
+    // Too much for one batch: left to the full sync (it writes every port from `desired`).
+    if (estimateTransaction(tx) > this.batchBudget) {
+      early.deferred.push(change);
+      return;
+    }
+    try {
+      if (tx.size > 0) await this.run(tx, signal);
+    } catch (e) {
+      // Refused (drift the mirror does not know of, which this sync is about to repair):
+      // nothing of it was applied, and the full sync writes it.
+      if (!isRefusal(e) || signal.aborted) throw e;
+      early.deferred.push(change);
+      return;
+    }
+    early.effects.push(g.effects());
+    arriving.applied(change);
+  }
+
+  /**
+   * Changes that arrived while this full sync runs, applied between its batches (in batches
+   * of their own) rather than after it: a port the sync has written is moved from what it
+   * wrote to the new plan, a port it has not reached yet is written now as the sync would
+   * (and skipped when reached), a port deleted before it was reached has its elements deleted
+   * now. Nothing is removed (chains, sets, pickers): the clean-up at the end removes what
+   * nobody wants, and `existingChains`/`existingSets`/`inKernel` are kept true for it.
+   */
+  private async applyArrived(
+    st: FullSyncState,
+    desired: DesiredState,
+    arriving: ArrivingChanges,
+    batches: BatchSender,
+  ): Promise<void> {
+    const change = arriving.take();
+    if (!change) return;
+    for (const id of change.services) {
+      this.refused.delete(id); // changed: tried again
+      const inputs = this.inputsOf(desired, id);
+      let g: OpGroup;
+      if (st.ports.has(id)) g = this.moveWritten(st, id, inputs);
+      else if (inputs) g = this.portGroup(st, id, inputs.info, inputs.sel);
+      else g = this.dropUnreached(st, id);
+      if (g.size === 0) continue;
+      if (!batches.fits(g)) await batches.flush();
+      batches.add(g, id);
+    }
+    await batches.flush();
+    arriving.applied(change);
+  }
+
+  /** A port this full sync has written, changed (or deleted) since: from what it wrote to its new plan. */
+  private moveWritten(st: FullSyncState, id: ServicePortId, inputs: PortInputs | undefined): OpGroup {
+    const g = new OpGroup();
+    const before = this.plan(st.ports.get(id))!;
+    const after = this.plan(inputs);
+    const oldChains = new Map(before.chains.map((c) => [c.name, c]));
+    for (const c of after?.chains ?? []) {
+      const old = oldChains.get(c.name);
+      oldChains.delete(c.name);
+      st.wantedChains.add(c.name);
+      if (old?.signature === c.signature) continue;
+      if (old || st.existingChains.has(c.name)) g.flush({ kind: 'chain', name: c.name });
+      else g.add({ kind: 'chain', name: c.name });
+      for (const r of c.rules) g.add(r);
+    }
+    for (const name of oldChains.keys()) {
+      st.wantedChains.delete(name);
+      st.existingChains.add(name); // so that the clean-up removes it
+    }
+    const oldSets = new Set(before.sets.map((x) => x.name));
+    for (const x of after?.sets ?? []) {
+      st.wantedSets.add(x.name);
+      if (!oldSets.delete(x.name) && !st.existingSets.has(x.name)) g.add(x);
+    }
+    for (const name of oldSets) {
+      st.wantedSets.delete(name);
+      st.existingSets.add(name);
+    }
+    for (const p of after?.pickers ?? []) {
+      const name = pickerName(p);
+      if (!st.pickers.has(name))
+        this.createPicker(g, p, (m) => st.existingSets.has(m) || st.maps.has(m), st.existingChains);
+      st.pickers.acquire(name, p);
+      for (const m of pickerMaps(p)) st.maps.add(m);
+    }
+    for (const p of before.pickers) {
+      const name = pickerName(p);
+      st.pickers.release(name);
+      if (!st.pickers.has(name)) st.existingChains.add(name);
+    }
+    const d = emptyDelta();
+    st.index.update(id, before, after ?? NO_ELEMENTS, d);
+    for (const e of [...d.remove, ...d.replace]) {
+      g.delete(deletable(e));
+      st.inKernel.delete(elementId(e));
+    }
+    for (const e of d.replace) g.add(e);
+    for (const e of d.add) writeElement(st, g, e);
+    st.delta.conflicts.push(...d.conflicts);
+    if (inputs) st.ports.set(id, inputs);
+    else st.ports.delete(id);
+    return g;
+  }
+
+  /**
+   * A port deleted before this full sync reached it: the elements the last sync wrote for it
+   * that the kernel still holds and no port written since wants, deleted now (its chains and
+   * sets by the clean-up). The old mirror is this sync's to drop.
+   */
+  private dropUnreached(st: FullSyncState, id: ServicePortId): OpGroup {
+    const g = new OpGroup();
+    const old = this.plan(this.ports.get(id));
+    this.ports.delete(id);
+    if (!old) return g;
+    const d = emptyDelta();
+    this.index.update(id, old, NO_ELEMENTS, d);
+    for (const e of [...d.remove, ...d.replace]) {
+      const k = st.inKernel.get(elementId(e));
+      if (!k || st.index.wants(e.set, e.key)) continue;
+      g.delete(deletable(k.element));
+      st.inKernel.delete(elementId(e));
+    }
+    return g;
+  }
+
   /** Chain and set names, and the elements of the sets and maps Services fill, as the kernel holds them. */
-  private async readKernel(): Promise<{
+  private async readKernel(between: () => Promise<void>): Promise<{
     chains: Set<string>;
     sets: Set<string>;
     elements: Map<string, { element: NftElement; value: string }>;
@@ -369,14 +577,15 @@ export class NftablesProxier implements Proxier {
       throw e;
     }
     if (chains.size === 0) return { chains, sets: new Set(), elements };
+    await between();
     const sets = new Set((await this.nft.listSets()).map((s) => s.name));
-    for (const set of sets) {
-      if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) continue;
-      // Without the flag the traffic maps are deleted whole (skeletonGroup), not element by element.
-      if (!this.serviceTraffic && TRAFFIC_SETS.has(set)) continue;
+    await between();
+    for (const set of [...sets]) {
+      if (!tracked(set, this.serviceTraffic)) continue;
       if (set === SET.localhostNodePorts && !this.ctx?.localhostNodePorts) continue;
       for (const e of await this.nft.listElements(set))
         elements.set(elementId(e), { element: e, value: elementValue(e) });
+      await between();
     }
     return { chains, sets, elements };
   }
@@ -434,15 +643,34 @@ export class NftablesProxier implements Proxier {
     for (const c of desired.serviceCIDRs) out.push(el(SET.serviceCIDRs, c));
     if (this.ctx?.detectLocal && this.ctx.localInterface === undefined)
       for (const c of desired.masquerade.detectLocal.cidrs) out.push(el(SET.podCIDRs, c));
-    const npa = desired.nodePortAddresses;
-    this.warnLocalhostNodePorts(npa);
-    if (!npa.matchAll) {
-      const local = (await this.localAddresses?.()) ?? [];
-      // Loopback never goes in the set: the kernel would not route it (upstream's neither).
-      for (const a of nodePortIPsOf(npa, desired.node.primaryIP, local))
-        if (!isLoopbackAddress(a)) out.push(el(SET.nodePortIPs, a));
-    }
+    this.warnLocalhostNodePorts(desired.nodePortAddresses);
+    const ips = await this.nodePortIPs(desired);
+    this.nodePortKey = ips.join(',');
+    for (const a of ips) out.push(el(SET.nodePortIPs, a));
     return out;
+  }
+
+  /** The node-port-ips elements: the node's addresses in nodePortAddresses' CIDRs (or its primary IP). */
+  private async nodePortIPs(desired: DesiredState): Promise<string[]> {
+    const npa = desired.nodePortAddresses;
+    if (npa.matchAll) return [];
+    const local = [...new Set((await this.localAddresses?.()) ?? [])];
+    // Loopback never goes in the set: the kernel would not route it (upstream's neither).
+    return nodePortIPsOf(npa, desired.node.primaryIP, local)
+      .filter((a) => !isLoopbackAddress(a))
+      .sort();
+  }
+
+  /**
+   * Whether the node's addresses moved in or out of nodePortAddresses' CIDRs since the last
+   * full sync wrote them. Asked by partial syncs (the periodic one included), now that full
+   * syncs come hourly: one address dump, and only with CIDRs (the primary IP is the Node's,
+   * and a Node change makes the sync full anyway).
+   */
+  private async nodePortIPsMoved(desired: DesiredState): Promise<boolean> {
+    const npa = desired.nodePortAddresses;
+    if (npa.matchAll || (npa.primary && npa.cidrs.length <= 1) || this.localAddresses === undefined) return false;
+    return (await this.nodePortIPs(desired)).join(',') !== this.nodePortKey;
   }
 
   /**
@@ -464,8 +692,50 @@ export class NftablesProxier implements Proxier {
     }
   }
 
-  private async partialSync(desired: DesiredState, change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
+  private async partialSync(
+    desired: DesiredState,
+    change: ChangeSet,
+    signal: AbortSignal,
+    arriving?: ArrivingChanges,
+  ): Promise<SyncReport> {
+    if (await this.nodePortIPsMoved(desired)) {
+      this.log.info("the node's node-port addresses changed; doing a full sync");
+      return this.fullSync(desired, signal, arriving);
+    }
     const t0 = this.now();
+    const { g, changed, delta } = this.partialGroup(desired, change);
+    const tx = this.nft.newTransaction();
+    applyGroups([g], tx);
+    const planMs = this.now() - t0;
+    if (estimateTransaction(tx) > this.batchBudget) {
+      // Too much for one batch (a mass change): a full sync splits the work safely.
+      this.log.info('partial sync too large for one batch; doing a full sync', { operations: tx.size });
+      return this.fullSync(desired, signal, arriving);
+    }
+    const tk = this.now();
+    try {
+      if (tx.size > 0) await this.run(tx, signal);
+    } catch (e) {
+      if (!isRefusal(e) || signal.aborted) throw e;
+      // Refused for its content: a full sync finds the service port it was refused for and
+      // programs everything else (the mirror above is rebuilt by it).
+      this.log.info('partial sync refused by the kernel; doing a full sync to isolate the cause', { err: e });
+      return this.fullSync(desired, signal, arriving);
+    }
+    const kernelMs = this.now() - tk;
+    return {
+      full: false,
+      servicesChanged: changed,
+      kernelMs,
+      planMs,
+      errors: delta.conflicts,
+      batches: tx.size > 0 ? 1 : 0,
+      longestBatchMs: kernelMs,
+    };
+  }
+
+  /** A partial sync's plan: the changed ports moved in the mirror, and what the kernel must see change. */
+  private partialGroup(desired: DesiredState, change: ChangeSet): { g: OpGroup; changed: number; delta: ElementDelta } {
     const delta: ElementDelta = emptyDelta();
     const g = new OpGroup();
     const pickersBefore = new Map(this.pickers.entries());
@@ -507,34 +777,7 @@ export class NftablesProxier implements Proxier {
     this.maps = maps;
     for (const e of [...delta.remove, ...delta.replace]) g.delete(deletable(e));
     for (const e of [...delta.replace, ...delta.add]) g.add(e);
-    const tx = this.nft.newTransaction();
-    applyGroups([g], tx);
-    const planMs = this.now() - t0;
-    if (estimateTransaction(tx) > this.batchBudget) {
-      // Too much for one batch (a mass change): a full sync splits the work safely.
-      this.log.info('partial sync too large for one batch; doing a full sync', { operations: tx.size });
-      return this.fullSync(desired, signal);
-    }
-    const tk = this.now();
-    try {
-      if (tx.size > 0) await this.run(tx, signal);
-    } catch (e) {
-      if (!isRefusal(e) || signal.aborted) throw e;
-      // Refused for its content: a full sync finds the service port it was refused for and
-      // programs everything else (the mirror above is rebuilt by it).
-      this.log.info('partial sync refused by the kernel; doing a full sync to isolate the cause', { err: e });
-      return this.fullSync(desired, signal);
-    }
-    const kernelMs = this.now() - tk;
-    return {
-      full: false,
-      servicesChanged: changed,
-      kernelMs,
-      planMs,
-      errors: delta.conflicts,
-      batches: tx.size > 0 ? 1 : 0,
-      longestBatchMs: kernelMs,
-    };
+    return { g, changed, delta };
   }
 
   private async run(tx: NftTransaction, signal: AbortSignal): Promise<void> {
@@ -584,9 +827,11 @@ export class NftablesProxier implements Proxier {
 
 /** What a full sync accumulates over the service ports, and what it read from the kernel. */
 interface FullSyncState {
-  readonly existingChains: ReadonlySet<string>;
-  readonly existingSets: ReadonlySet<string>;
-  readonly inKernel: ReadonlyMap<string, { element: NftElement; value: string }>;
+  /** Also the chains and sets changes applied in between leave to the clean-up (arrived.ts). */
+  readonly existingChains: Set<string>;
+  readonly existingSets: Set<string>;
+  /** Kept true by the changes applied in between: what they delete leaves it. */
+  readonly inKernel: Map<string, { element: NftElement; value: string }>;
   readonly ports: Map<ServicePortId, PortInputs>;
   readonly index: ElementIndex;
   readonly pickers: RefCounts<PickerSpec>;
@@ -602,11 +847,34 @@ interface PortInputs {
   readonly sel: EndpointSelection | undefined;
 }
 
+/** Sets whose elements a full sync reads and diffs (the others are rewritten whole). */
+function tracked(set: string, serviceTraffic: boolean): boolean {
+  if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) return false;
+  // Without the flag the traffic maps are deleted whole (skeletonGroup), not element by element.
+  return serviceTraffic || !TRAFFIC_SETS.has(set);
+}
+
+/** Plans made in one context hold in the other (the mirror's plans are valid for this sync). */
+function sameContext(a: PlanContext, b: PlanContext): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** How long a full sync plans before it lets I/O in and applies changes that arrived (writePorts). */
+const SLICE_MS = 50;
+
 /** Service ports one full sync may set aside before it gives up (and fails, to be retried). */
 const MAX_REFUSED_PER_SYNC = 16;
 
 /** A delete needs only the key. */
 const deletable = (e: NftElement): NftElement => ({ kind: 'element', set: e.set, key: e.key });
+
+/** An element a full sync wants: written unless the kernel holds it already (another value is replaced). */
+function writeElement(st: FullSyncState, g: OpGroup, e: NftElement): void {
+  const k = st.inKernel.size > 0 ? st.inKernel.get(elementId(e)) : undefined;
+  if (k && k.value === elementValue(e)) return;
+  if (k) g.delete(deletable(k.element));
+  g.add(e);
+}
 
 /**
  * Fixed sets whose elements come from service ports (diffed, as the endpoints maps are); the others follow the node

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import test from 'ava';
 import { FakeClock } from '../../../src/base/clock.ts';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { HeapRelease, RELEASE_GC, releaseStartupHeap } from '../../../src/daemon/heap.ts';
+import { LargeInputRelease, RELEASE_GC, releaseStartupHeap } from '../../../src/daemon/heap.ts';
 
 test('without gc() exposed nothing runs', (t) => {
   t.false(releaseStartupHeap(undefined));
@@ -43,12 +43,12 @@ test('in a Node process with --expose-gc, the heap V8 grew into for garbage is g
   t.true(r.after < r.before * 0.6, `heap ${r.before} → ${r.after} bytes`);
 });
 
-test('HeapRelease: at most once per interval, a request within it runs when it ends; logs RSS before and after', (t) => {
+test('LargeInputRelease: at most once per interval, a request within it runs when it ends; logs RSS before and after', (t) => {
   const clock = new FakeClock(0);
   const logger = memoryLogger();
   const calls: number[] = [];
   let rss = 500 << 20;
-  const heap = new HeapRelease({
+  const heap = new LargeInputRelease({
     clock,
     logger,
     minIntervalMs: 60_000,
@@ -71,5 +71,5 @@ test('HeapRelease: at most once per interval, a request within it runs when it e
   heap.close();
   clock.advance(120_000);
   t.deepEqual(calls, [0, 60_000], 'close() cancels what is pending');
-  t.true(new HeapRelease({ clock, logger, rss: () => 0, gc: undefined }) instanceof HeapRelease);
+  t.true(new LargeInputRelease({ clock, logger, rss: () => 0, gc: undefined }) instanceof LargeInputRelease);
 });

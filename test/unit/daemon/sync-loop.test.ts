@@ -10,7 +10,14 @@ import { createMetrics } from '../../../src/metrics/metrics.ts';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-function setup(opts: { fail?: (req: SyncRequest) => boolean; hang?: boolean | (() => boolean) } = {}) {
+function setup(
+  opts: {
+    fail?: (req: SyncRequest) => boolean;
+    hang?: boolean | (() => boolean);
+    fullSyncPeriodMs?: number;
+    periodicFull?: boolean;
+  } = {},
+) {
   const clock = new FakeClock(Date.UTC(2026, 10, 23, 3, 0, 0));
   const logger = memoryLogger();
   const notifier = new RecordingNotifier({ clock, watchdogMs: 20_000 });
@@ -25,6 +32,8 @@ function setup(opts: { fail?: (req: SyncRequest) => boolean; hang?: boolean | ((
     syncPeriodMs: 30_000,
     minSyncPeriodMs: 1_000,
     retryIntervalMs: 2_000,
+    ...(opts.fullSyncPeriodMs !== undefined ? { fullSyncPeriodMs: opts.fullSyncPeriodMs } : {}),
+    ...(opts.periodicFull !== undefined ? { periodicFull: opts.periodicFull } : {}),
     families: ['IPv4'],
     clock,
     health,
@@ -86,7 +95,7 @@ test('no sync before the sources have listed everything; then a full one, READY 
   t.true(last !== undefined && Math.abs(last - Date.UTC(2026, 10, 23, 3, 1, 0) / 1000) < 0.1);
 });
 
-test('changes after start give partial syncs, bounded by minSyncPeriod; the periodic one is full', async (t) => {
+test('changes after start give partial syncs, bounded by minSyncPeriod; the periodic one is partial too', async (t) => {
   const s = setup();
   s.loop.start(Promise.resolve());
   await s.advance(10);
@@ -100,7 +109,7 @@ test('changes after start give partial syncs, bounded by minSyncPeriod; the peri
     [
       [true, 'kick'],
       [false, 'kick'],
-      [true, 'periodic'],
+      [false, 'periodic'],
     ],
   );
   t.true(s.requests[1]!.at >= s.requests[0]!.at + 1_000);
@@ -109,6 +118,46 @@ test('changes after start give partial syncs, bounded by minSyncPeriod; the peri
     (await value(s.metrics, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', { ip_family: 'IPv4' })) !==
       undefined,
     true,
+  );
+});
+
+test('a full sync once the full-sync period has passed since the last one, periodic or kicked', async (t) => {
+  const s = setup({ fullSyncPeriodMs: 100_000 });
+  s.loop.start(Promise.resolve());
+  await s.advance(10);
+  await s.advance(95_000); // periodic runs at 30, 60 and 90 s: partial
+  s.loop.changed();
+  await s.advance(1_000); // a kick at 95 s: partial
+  await s.advance(40_000); // the periodic run at 125.x s is the first past 100 s: full
+  s.loop.changed();
+  await s.advance(1_500); // and the clock starts again from it
+  t.deepEqual(
+    s.requests.map((r) => [r.full, r.reason]),
+    [
+      [true, 'kick'],
+      [false, 'periodic'],
+      [false, 'periodic'],
+      [false, 'periodic'],
+      [false, 'kick'],
+      [true, 'periodic'],
+      [false, 'kick'],
+    ],
+  );
+});
+
+test('periodicFull: every periodic run is full (modes whose kernel state is never announced)', async (t) => {
+  const s = setup({ periodicFull: true });
+  s.loop.start(Promise.resolve());
+  await s.advance(10);
+  s.loop.changed();
+  await s.advance(35_000);
+  t.deepEqual(
+    s.requests.map((r) => [r.full, r.reason]),
+    [
+      [true, 'kick'],
+      [false, 'kick'],
+      [true, 'periodic'],
+    ],
   );
 });
 

@@ -99,7 +99,7 @@ test('the first kick runs at once', async (t) => {
   );
 });
 
-test('kicks within minInterval coalesce into one run at lastEnd + minInterval', async (t) => {
+test('kicks within minInterval coalesce into one run at lastStart + minInterval', async (t) => {
   const h = harness({ min: 1000, max: 30_000 });
   h.runner.start();
   h.runner.run();
@@ -116,7 +116,7 @@ test('kicks within minInterval coalesce into one run at lastEnd + minInterval', 
   t.is(h.runner.runCount, 2);
 });
 
-test('minInterval is measured from the end of a run, not its start', async (t) => {
+test('minInterval is measured from the start of a run (a token bucket), and runs never overlap', async (t) => {
   let release: (() => void) | undefined;
   const h = harness({
     min: 1000,
@@ -133,7 +133,17 @@ test('minInterval is measured from the end of a run, not its start', async (t) =
   await h.advance(1400);
   t.deepEqual(
     h.starts.map((s) => s.at),
-    [0, 1500],
+    [0, 1000],
+  );
+  // A run longer than minInterval: the next (kicked meanwhile) starts as it ends.
+  h.runner.run();
+  await h.advance(1800); // t = 3700; run 2 (from 1000) still running
+  release!();
+  await flush();
+  await h.advance(10);
+  t.deepEqual(
+    h.starts.map((s) => s.at),
+    [0, 1000, 3700],
   );
   release!();
 });

@@ -305,6 +305,28 @@ test('nodePortAddresses covering localhost: said once (as upstream logs it), loo
   t.deepEqual(to('127.0.0.1'), [], 'loopback left out');
 });
 
+test('a node address moving into nodePortAddresses is picked up by the next partial sync (a full one then)', async (t) => {
+  const { t: tracker } = newTracker({ nodePortAddresses: ['192.168.1.0/24'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  let addrs = ['192.168.1.10', '10.0.0.5'];
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger(), localAddresses: () => Promise.resolve(addrs) });
+  tracker.onService(
+    undefined,
+    svc('web', { type: 'NodePort', ports: [{ name: 'p', protocol: 'TCP', port: 80, nodePort: 30080 }] }),
+  );
+  const sync = async () => {
+    const c = tracker.checkout();
+    return (await proxier.sync(c.desired, c.change, signal)).full;
+  };
+  const ips = async () => (await nft.listElements('nodeport-ips')).map((e) => e.key.join()).sort();
+  t.true(await sync());
+  t.false(await sync(), 'the periodic run, nothing moved: partial');
+  addrs = ['192.168.1.10', '192.168.1.11', '10.0.0.5'];
+  t.true(await sync(), 'an address came: full');
+  t.deepEqual(await ips(), ['192.168.1.10', '192.168.1.11']);
+  t.false(await sync());
+});
+
 test('full syncs, and only they, are reported to onFullSync around them, also when one fails', async (t) => {
   const { t: tracker, nft } = setup(3);
   const events: boolean[] = [];

@@ -1,0 +1,363 @@
+// Steady at scale under churn: the real daemon (bin/kube-proxy-ts.js with the package's V8
+// flags, nftables mode, --min-sync-period 1s as upstream's default) against the test API
+// server holding N Services × 10 endpoints, fed EndpointSlice updates in one batch a second
+// for a while, then left alone. Measured:
+//
+//   CPU          the daemon's utime + stime over the churn (/proc/<pid>/stat), in cores
+//   RSS          VmRSS every CHURN_SAMPLE_S: before the churn (steady), during, and after it
+//   syncs        every sync the daemon logs (--v=2 'Synced proxy rules'): the longest after
+//                the first, how many were full
+//   latency      kubeproxy_network_programming_duration_seconds (our histogram, fed by the
+//                slices' last-change-trigger-time annotation: the mean exactly, p50/p99 as the
+//                bucket they fall in) and with packets: every CHURN_PROBE_S the batch also moves
+//                Service 0's endpoints to the other pod, timed from the API write to the first
+//                answer from that pod in the client namespace
+//
+// Knobs (environment): CHURN_SIZES (default 10000; --quick 1000), CHURN_RATES (updates per
+// second, default 10,100,1000; --quick 100), CHURN_SECONDS (default 30; --quick 10; 600 for the
+// long run), CHURN_AFTER_SECONDS (RSS after the churn, default 60; --quick 15), CHURN_SAMPLE_S
+// (default 5), CHURN_PROBE_S (default 2), CHURN_FULL_SYNC_PERIOD (the daemon's
+// KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODE
+// (default nftables), CHURN_LOG (a path prefix: the daemon's log is written to PREFIX-N-RATE.log).
+
+import { readFile, writeFile } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
+import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
+import type { Cluster } from '../helpers/cluster.ts';
+import type { DaemonProcess } from '../helpers/daemon-process.ts';
+import { BIN, spawnDaemon } from '../helpers/daemon-process.ts';
+import { clusterIP } from './e2e-agent.ts';
+import { smapsByMapping } from './heap-summary.ts';
+import { cluster, cpuMsOf, daemonArgs, memoryOf, podAddrs } from './e2e.ts';
+import type { Bench, BenchOptions, Section, Target } from './section.ts';
+import { formatCount, formatMs, percentile } from './stats.ts';
+
+const AGENT = new URL('./e2e-agent.ts', import.meta.url).href;
+const ENDPOINTS = 10;
+const BATCH_MS = 1000;
+
+interface Knobs {
+  sizes: number[];
+  rates: number[];
+  seconds: number;
+  afterSeconds: number;
+  sampleS: number;
+  probeS: number;
+  fullSyncPeriod: string | undefined;
+  mode: string;
+}
+
+interface Run {
+  n: number;
+  rate: number;
+  seconds: number;
+  updates: number;
+  cores: number;
+  steadyMiB: number;
+  peakDuringMiB: number;
+  endMiB: number;
+  afterMiB: number;
+  /** Where the RSS is (smaps): malloc heap and anonymous mappings (V8's heap), at the churn's end and after. */
+  where: { end: [number, number]; after: [number, number] };
+  /** [seconds since the churn began, MiB] */
+  rss: [number, number][];
+  longestSyncMs: number;
+  longestFull: boolean;
+  syncs: number;
+  fullSyncs: number;
+  histogram: { count: number; meanMs: number; p50: string; p99: string };
+  packets: number[];
+  lost: number;
+}
+
+function knobs(quick: boolean): Knobs {
+  const list = (name: string, dflt: string): number[] =>
+    (process.env[name] ?? dflt).split(',').map((x) => {
+      const v = Number(x);
+      if (!(v > 0)) throw new Error(`${name}: "${x}" is not a positive number`);
+      return v;
+    });
+  const num = (name: string, dflt: number): number => {
+    const v = Number(process.env[name] ?? dflt);
+    if (!(v > 0)) throw new Error(`${name} must be a positive number of seconds`);
+    return v;
+  };
+  return {
+    sizes: list('CHURN_SIZES', quick ? '1000' : '10000'),
+    rates: list('CHURN_RATES', quick ? '100' : '10,100,1000'),
+    seconds: num('CHURN_SECONDS', quick ? 10 : 30),
+    afterSeconds: num('CHURN_AFTER_SECONDS', quick ? 15 : 60),
+    sampleS: num('CHURN_SAMPLE_S', 5),
+    probeS: num('CHURN_PROBE_S', 2),
+    fullSyncPeriod: process.env['CHURN_FULL_SYNC_PERIOD'],
+    mode: process.env['CHURN_MODE'] ?? 'nftables',
+  };
+}
+
+/** [malloc heap, anonymous] MiB of a process (/proc/<pid>/smaps). */
+async function whereOf(pid: number): Promise<[number, number]> {
+  const maps = smapsByMapping(await readFile(`/proc/${pid}/smaps`, 'utf8'));
+  const mib = (name: string): number => (maps.find(([m]) => m === name)?.[1] ?? 0) / 1024;
+  return [mib('[heap]'), mib('[anon]')];
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const wallNow = (): number => performance.timeOrigin + performance.now();
+
+/** Every 'Synced proxy rules' line of a text log: full or not, and its duration. */
+export function syncsOf(log: string): { full: boolean; ms: number }[] {
+  const out: { full: boolean; ms: number }[] = [];
+  for (const line of log.split('\n')) {
+    if (!line.includes('Synced proxy rules')) continue;
+    const full = /\bfull=(true|false)\b/.exec(line);
+    const ms = /\bms=(\d+(?:\.\d+)?)\b/.exec(line);
+    if (full && ms) out.push({ full: full[1] === 'true', ms: Number(ms[1]) });
+  }
+  return out;
+}
+
+/** The network-programming histogram (IPv4) of a /metrics text: cumulative counts by bucket bound, sum, count. */
+export function histogramOf(text: string): { buckets: [number, number][]; sum: number; count: number } {
+  const name = 'kubeproxy_network_programming_duration_seconds';
+  const buckets: [number, number][] = [];
+  let sum = 0;
+  let count = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name) || !line.includes('ip_family="IPv4"')) continue;
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    const le = /le="([^"]+)"/.exec(line);
+    if (line.startsWith(`${name}_bucket`) && le) buckets.push([le[1] === '+Inf' ? Infinity : Number(le[1]), value]);
+    else if (line.startsWith(`${name}_sum`)) sum = value;
+    else if (line.startsWith(`${name}_count`)) count = value;
+  }
+  return { buckets, sum, count };
+}
+
+/** The bucket a quantile of the difference of two histograms falls in, as "≤ 250 ms". */
+export function bucketOf(before: [number, number][], after: [number, number][], q: number): string {
+  const total = (after.at(-1)?.[1] ?? 0) - (before.at(-1)?.[1] ?? 0);
+  if (total <= 0) return '-';
+  for (let i = 0; i < after.length; i++) {
+    const [le, n] = after[i]!;
+    if (n - (before[i]?.[1] ?? 0) >= q * total) return le === Infinity ? '> last bucket' : `≤ ${formatMs(le * 1000)}`;
+  }
+  return '-';
+}
+
+/** The churn: one batch a second, every probeS a timed move of Service 0; RSS sampled meanwhile. */
+async function churn(
+  c: Cluster,
+  d: DaemonProcess,
+  k: Knobs,
+  rate: number,
+): Promise<{ updates: number; rss: [number, number][]; packets: number[]; lost: number }> {
+  const t0 = performance.now();
+  const rss: [number, number][] = [];
+  const probes: Promise<void>[] = [];
+  const packets: number[] = [];
+  let lost = 0;
+  let updates = 0;
+  let nextSample = 0;
+  let nextProbe = k.probeS * 1000;
+  let to = 0;
+  for (let b = 0; (b * BATCH_MS) / 1000 < k.seconds; b++) {
+    const ahead = t0 + b * BATCH_MS - performance.now();
+    if (ahead > 0) await sleep(ahead);
+    const elapsed = performance.now() - t0;
+    const probe = elapsed >= nextProbe && probes.length < 10_000;
+    if (probe) {
+      nextProbe += k.probeS * 1000;
+      to = 1 - to;
+    }
+    const wrote = await c.nodeAgent.call<number>(AGENT, 'churnBatch', rate, probe ? to : -1);
+    updates += rate;
+    if (probe) {
+      // A probe gets a second less than the time to the next one, so they never overlap.
+      const limit = Math.max(500, k.probeS * 1000 - 500);
+      probes.push(
+        c.clientAgent
+          .call<number | undefined>(AGENT, 'firstAnswer', clusterIP(0), 80, `pod${to + 1}`, limit)
+          .then((at) => (at === undefined ? void lost++ : void packets.push(at - wrote))),
+      );
+    }
+    if (elapsed >= nextSample) {
+      nextSample += k.sampleS * 1000;
+      rss.push([elapsed / 1000, (await memoryOf(d.pid)).rss]);
+    }
+  }
+  await Promise.all(probes);
+  return { updates, rss, packets, lost };
+}
+
+async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): Promise<Run> {
+  const c = await cluster();
+  let d: DaemonProcess | undefined;
+  try {
+    const api = c.nodeAgent;
+    const { url } = await api.call<{ url: string }>(AGENT, 'startApi', n, ENDPOINTS, [podAddrs(0), podAddrs(1)]);
+    const args = daemonArgs(url).map((a) => (a === 'nftables' ? k.mode : a));
+    d = spawnDaemon(c.node, [...args, '--v', '2'], {
+      command: [process.execPath, ...DAEMON_V8_OPTIONS, BIN],
+      ...(k.fullSyncPeriod ? { env: { KUBE_PROXY_TS_FULL_SYNC_PERIOD: k.fullSyncPeriod } } : {}),
+    });
+    const limit = 120_000 + 5 * n;
+    const last = await c.clientAgent.call<number | undefined>(
+      AGENT,
+      'firstAnswer',
+      clusterIP(n - 1),
+      80,
+      'pod1',
+      limit,
+    );
+    if (last === undefined) throw new Error(`the daemon did not program ${n} Services:\n${d.log().slice(-3000)}`);
+    // Settled: the collection after the first full sync (heap.ts) and V8's own.
+    await sleep(5000 + n / 5);
+    const steadyMiB = (await memoryOf(d.pid)).rss;
+    const syncsBefore = syncsOf(d.log()).length;
+    const histBefore = histogramOf(await api.call<string>(AGENT, 'metricsText'));
+    const cpu0 = await cpuMsOf(d.pid);
+    const w0 = wallNow();
+    opts.log(
+      `churn: ${formatCount(n)} × ${ENDPOINTS}, ${rate}/s for ${k.seconds} s (steady RSS ${steadyMiB.toFixed(0)} MiB)`,
+    );
+    const ch = await churn(c, d, k, rate);
+    const cores = (await cpuMsOf(d.pid)) - cpu0;
+    const wall = wallNow() - w0;
+    const histAfter = histogramOf(await api.call<string>(AGENT, 'metricsText'));
+    const endMiB = (await memoryOf(d.pid)).rss;
+    const whereEnd = await whereOf(d.pid);
+    const after: [number, number][] = [];
+    for (let s = 0; s < k.afterSeconds; s += k.sampleS) {
+      await sleep(Math.min(k.sampleS, k.afterSeconds - s) * 1000);
+      after.push([k.seconds + Math.min(s + k.sampleS, k.afterSeconds), (await memoryOf(d.pid)).rss]);
+    }
+    const whereAfter = await whereOf(d.pid);
+    const syncs = syncsOf(d.log()).slice(syncsBefore);
+    const longest = syncs.reduce((a, b) => (b.ms > a.ms ? b : a), { full: false, ms: 0 });
+    const dCount = histAfter.count - histBefore.count;
+    return {
+      n,
+      rate,
+      seconds: k.seconds,
+      updates: ch.updates,
+      cores: cores / wall,
+      steadyMiB,
+      peakDuringMiB: Math.max(endMiB, ...ch.rss.map((x) => x[1])),
+      endMiB,
+      afterMiB: after.at(-1)?.[1] ?? endMiB,
+      where: { end: whereEnd, after: whereAfter },
+      rss: [...ch.rss, [k.seconds, endMiB], ...after],
+      longestSyncMs: longest.ms,
+      longestFull: longest.full,
+      syncs: syncs.length,
+      fullSyncs: syncs.filter((s) => s.full).length,
+      histogram: {
+        count: dCount,
+        meanMs: dCount > 0 ? ((histAfter.sum - histBefore.sum) / dCount) * 1000 : NaN,
+        p50: bucketOf(histBefore.buckets, histAfter.buckets, 0.5),
+        p99: bucketOf(histBefore.buckets, histAfter.buckets, 0.99),
+      },
+      packets: ch.packets,
+      lost: ch.lost,
+    };
+  } finally {
+    const logTo = process.env['CHURN_LOG'];
+    if (logTo && d) await writeFile(`${logTo}-${n}-${rate}.log`, d.log());
+    await d?.kill();
+    await c.destroy();
+  }
+}
+
+const mib = (x: number): string => `${x.toFixed(0)} MiB`;
+
+function row(r: Run): string[] {
+  const p = r.packets;
+  return [
+    `${formatCount(r.n)} × ${ENDPOINTS}`,
+    `${formatCount(r.rate)}/s`,
+    `${r.seconds} s`,
+    `${(r.cores * 100).toFixed(1)} %`,
+    `${formatMs(r.longestSyncMs)}${r.longestFull ? ' (full)' : ''}`,
+    `${r.syncs} / ${r.fullSyncs}`,
+    r.histogram.count > 0
+      ? `${formatMs(r.histogram.meanMs)} / ${r.histogram.p50} / ${r.histogram.p99} (${formatCount(r.histogram.count)})`
+      : '-',
+    p.length > 0
+      ? `${formatMs(percentile(p, 50))} / ${formatMs(percentile(p, 99))} (${p.length}${r.lost > 0 ? `, ${r.lost} unanswered` : ''})`
+      : '-',
+    `${mib(r.steadyMiB)} / ${mib(r.peakDuringMiB)} / ${mib(r.afterMiB)} (${(r.afterMiB / r.steadyMiB).toFixed(2)}×)`,
+  ];
+}
+
+function targets(runs: readonly Run[]): Target[] {
+  const r = runs.find((x) => x.n === 10_000 && x.rate === 100);
+  if (!r) return [];
+  const p99 = r.packets.length > 0 ? percentile(r.packets, 99) : NaN;
+  const what = `#33 10,000 × 10 at 100/s for ${r.seconds} s`;
+  const status = (ok: boolean): 'met' | 'missed' => (ok ? 'met' : 'missed');
+  return [
+    {
+      what: `${what}: longest sync after the first`,
+      target: '≤ 250 ms',
+      status: status(r.longestSyncMs <= 250),
+      detail: formatMs(r.longestSyncMs),
+    },
+    {
+      what: `${what}: change latency p99 (packets)`,
+      target: '≤ 100 ms',
+      status: status(p99 <= 100 && r.lost === 0),
+      detail: `${formatMs(p99)} over ${r.packets.length} moves${r.lost > 0 ? `, ${r.lost} unanswered` : ''}`,
+    },
+    {
+      what: `${what}: daemon CPU`,
+      target: '≤ 5 % of a core',
+      status: status(r.cores <= 0.05),
+      detail: `${(r.cores * 100).toFixed(1)} %`,
+    },
+    {
+      what: `${what}: RSS ${r.rss.at(-1)![0] - r.seconds} s after the churn`,
+      target: '≤ 1.2 × steady',
+      status: status(r.afterMiB <= 1.2 * r.steadyMiB),
+      detail: `${mib(r.afterMiB)} vs ${mib(r.steadyMiB)} steady`,
+    },
+  ];
+}
+
+export const bench: Bench = {
+  needsRoot: true,
+  async run(opts: BenchOptions): Promise<Section[]> {
+    const k = knobs(opts.quick);
+    const runs: Run[] = [];
+    for (const n of k.sizes) {
+      for (const rate of k.rates) {
+        const r = await measure(n, rate, k, opts);
+        opts.log(`churn: ${row(r).join(' | ')}`);
+        opts.log(`churn: RSS (s, MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}s ${m.toFixed(0)}`).join(', ')}`);
+        runs.push(r);
+      }
+    }
+    return [
+      {
+        title: 'Churn: steady at scale under EndpointSlice updates (issue 33)',
+        description: `The real daemon (${k.mode} mode, the package's V8 flags, --min-sync-period 1s, --v=2 for its sync log) against test/helpers/fake-apiserver.ts holding N Services × ${ENDPOINTS} endpoints; endpoint updates of random Services in one batch a second for the time given, every ${k.probeS} s with a move of Service 0's endpoints to the other pod timed with packets (API write → first answer from the new pod, client namespace); then ${k.afterSeconds} s without changes.${k.fullSyncPeriod ? ` Full-sync period shortened to ${k.fullSyncPeriod}.` : ' Full-sync period the default hour.'} CPU: the daemon's utime+stime over the churn / its wall time. Syncs: after the first (all / full). Histogram: kubeproxy_network_programming_duration_seconds over the churn, mean / p50 / p99 (the buckets are upstream's: 0, 0.25 s, 0.5 s, 1 s, …). RSS: steady before / peak during / ${k.afterSeconds} s after.`,
+        columns: [
+          { title: 'size' },
+          { title: 'updates', align: 'right' },
+          { title: 'for', align: 'right' },
+          { title: 'CPU (of a core)', align: 'right' },
+          { title: 'longest sync', align: 'right' },
+          { title: 'syncs / full', align: 'right' },
+          { title: 'histogram mean / p50 / p99 (n)', align: 'right' },
+          { title: 'packets p50 / p99 (n)', align: 'right' },
+          { title: 'RSS steady / peak / after', align: 'right' },
+        ],
+        rows: runs.map(row),
+        notes: runs.map(
+          (r) =>
+            `${formatCount(r.n)} at ${r.rate}/s, RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}; of it malloc / anonymous (V8's heap): ${r.where.end.map(mib).join(' / ')} at the churn's end, ${r.where.after.map(mib).join(' / ')} after.`,
+        ),
+        targets: targets(runs),
+      },
+    ];
+  },
+};
