@@ -319,7 +319,13 @@ test.serial(
       portal[0]!,
       /^-A KUBE-SERVICES -d 10\.96\.0\.10\/32 -p tcp -m comment --comment "default\/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-/,
     );
-    t.is(where('nat KUBE-NODEPORTS').length, 1);
+    // The node port's rule, and upstream's localhost one before it that counts in nfacct.
+    const nodePorts = where('nat KUBE-NODEPORTS');
+    t.is(nodePorts.length, 2, nodePorts.join('\n'));
+    t.regex(
+      nodePorts[0]!,
+      /^-A KUBE-NODEPORTS -d 127\.0\.0\.0\/8 .*--nfacct-name +localhost_nps_accepted_pkts -j KUBE-EXT-/,
+    );
     t.is(port.kernel!.kernel.filter((e) => e.where === 'chain' && / KUBE-SEP-/.test(e.key)).length, 2);
     const text = await runDaemon(c.node, ['explain', 'default/web', '--control-socket', sock]);
     t.regex(text.stdout, /Kernel \(iptables\): in sync/);
