@@ -12,6 +12,8 @@ import { DEFAULTED_MODE_WARNING, parseCommandLine, readConfigText, writeConfigFi
 import type { ProxyConfig } from '../config/index.ts';
 import { createLogger } from '../log/index.ts';
 import type { ClosableLogger } from '../log/index.ts';
+// Type only: build.ts itself is imported when serving (it loads the kernel side).
+import type { BuildDeps } from './build.ts';
 import { watchConfigFile } from './config-watch.ts';
 import { HeapRelease } from './heap.ts';
 import type { WatchFn } from './config-watch.ts';
@@ -37,17 +39,7 @@ export interface MainDeps {
   clock?: Clock;
   logger?: (config: ProxyConfig) => ClosableLogger;
   /** Makes the daemon for `serve`; default build.ts. */
-  buildDaemon?: (
-    config: ProxyConfig,
-    deps: {
-      logger: Logger;
-      clock: Clock;
-      version: string;
-      env?: NodeJS.ProcessEnv;
-      configFile?: string;
-      onSynced?: (done: { full: boolean; ms: number }) => void;
-    },
-  ) => Startable | Promise<Startable>;
+  buildDaemon?: (config: ProxyConfig, deps: BuildDeps) => Startable | Promise<Startable>;
   /** How the --config file's directory is watched; default node:fs watch. */
   watchConfig?: WatchFn;
   /** --init-only; default init-only.ts. */
