@@ -13,8 +13,8 @@
 //                Service 0's endpoints to the other pod, timed from the API write to the first
 //                answer from that pod in the client namespace
 //
-// Knobs (environment): CHURN_SIZES (default 10000; --quick 1000), CHURN_RATES (updates per
-// second, default 10,100,1000; --quick 100), CHURN_SECONDS (default 30; --quick 10; 600 for the
+// Knobs (environment): CHURN_SIZES (default 1000,10000; --quick 1000), CHURN_RATES (updates per
+// second, default 10,100,1000; --quick 100), CHURN_SECONDS (default 60; --quick 10; 600 for the
 // long run), CHURN_AFTER_SECONDS (RSS after the churn, default 60; --quick 15), CHURN_SAMPLE_S
 // (default 5), CHURN_PROBE_S (default 2), CHURN_FULL_SYNC_PERIOD (the daemon's
 // KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODE
@@ -29,6 +29,8 @@ import { BIN, spawnDaemon } from '../helpers/daemon-process.ts';
 import { clusterIP } from './e2e-agent.ts';
 import { smapsByMapping } from './heap-summary.ts';
 import { cluster, cpuMsOf, daemonArgs, memoryOf, podAddrs } from './e2e.ts';
+import type { Figure, Mode } from './figures.ts';
+import { MODES, OURS, figure } from './figures.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, formatMs, percentile } from './stats.ts';
 
@@ -83,9 +85,9 @@ function knobs(quick: boolean): Knobs {
     return v;
   };
   return {
-    sizes: list('CHURN_SIZES', quick ? '1000' : '10000'),
+    sizes: list('CHURN_SIZES', quick ? '1000' : '1000,10000'),
     rates: list('CHURN_RATES', quick ? '100' : '10,100,1000'),
-    seconds: num('CHURN_SECONDS', quick ? 10 : 30),
+    seconds: num('CHURN_SECONDS', quick ? 10 : 60),
     afterSeconds: num('CHURN_AFTER_SECONDS', quick ? 15 : 60),
     sampleS: num('CHURN_SAMPLE_S', 5),
     probeS: num('CHURN_PROBE_S', 2),
@@ -323,6 +325,23 @@ function targets(runs: readonly Run[]): Target[] {
   ];
 }
 
+/** The summary's figures: daemon CPU and the packets' p99 at one size and rate. */
+function churnFigures(r: Run, mode: string): Figure[] {
+  if (!(MODES as readonly string[]).includes(mode)) return [];
+  const at = {
+    mode: mode as Mode,
+    series: OURS,
+    services: r.n,
+    endpoints: ENDPOINTS,
+    rate: r.rate,
+    variant: `${r.rate}/s`,
+  };
+  return [
+    ...figure({ ...at, metric: 'churnCpu', value: r.cores, unit: 'cores' }),
+    ...figure({ ...at, metric: 'churnP99', value: r.packets.length ? percentile(r.packets, 99) : NaN, unit: 'ms' }),
+  ];
+}
+
 export const bench: Bench = {
   needsRoot: true,
   async run(opts: BenchOptions): Promise<Section[]> {
@@ -338,7 +357,7 @@ export const bench: Bench = {
     }
     return [
       {
-        title: 'Churn: steady at scale under EndpointSlice updates (issue 33)',
+        title: 'Churn: steady at scale under EndpointSlice updates',
         description: `The real daemon (${k.mode} mode, the package's V8 flags, --min-sync-period 1s, --v=2 for its sync log) against test/helpers/fake-apiserver.ts holding N Services × ${ENDPOINTS} endpoints; endpoint updates of random Services in one batch a second for the time given, every ${k.probeS} s with a move of Service 0's endpoints to the other pod timed with packets (API write → first answer from the new pod, client namespace); then ${k.afterSeconds} s without changes.${k.fullSyncPeriod ? ` Full-sync period shortened to ${k.fullSyncPeriod}.` : ' Full-sync period the default hour.'} CPU: the daemon's utime+stime over the churn / its wall time. Syncs: after the first (all / full). Histogram: kubeproxy_network_programming_duration_seconds over the churn, mean / p50 / p99 (the buckets are upstream's: 0, 0.25 s, 0.5 s, 1 s, …). RSS: steady before / peak during / ${k.afterSeconds} s after.`,
         columns: [
           { title: 'size' },
@@ -357,6 +376,7 @@ export const bench: Bench = {
             `${formatCount(r.n)} at ${r.rate}/s, RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}; of it malloc / anonymous (V8's heap): ${r.where.end.map(mib).join(' / ')} at the churn's end, ${r.where.after.map(mib).join(' / ')} after.`,
         ),
         targets: targets(runs),
+        figures: runs.flatMap((r) => churnFigures(r, k.mode)),
       },
     ];
   },

@@ -1,6 +1,6 @@
 // Runs inside throwaway namespaces (netns agents) for the end-to-end benchmark:
 //   - in the node namespace: the test API server (test/helpers/fake-apiserver.ts) holding N
-//     Services × 10 endpoints, and the writes the benchmark times (new Service, endpoint move,
+//     Services × E endpoints, and the writes the benchmark times (new Service, endpoint move,
 //     churn); the daemon under test is a separate process in the same namespace;
 //   - in the client namespace: TCP connects repeated until a Service answers as expected.
 // Times are wall-clock milliseconds with sub-millisecond precision (timeOrigin + now), so that
@@ -15,6 +15,8 @@ export const SERVICE_PORT = 80;
 
 let server: FakeApiServer | undefined;
 let size = 0;
+/** Endpoints per Service as seeded: churned slices keep that many. */
+let perService = 10;
 let podAddrs: string[][] = [];
 let churnRng = 1;
 
@@ -102,6 +104,7 @@ export async function startApi(n: number, per: number, pods: string[][]): Promis
   const t0 = performance.now();
   server = await FakeApiServer.start({ host: '127.0.0.1' });
   size = n;
+  perService = per;
   podAddrs = pods;
   server.create({
     apiVersion: 'v1',
@@ -168,7 +171,7 @@ export function churnBatch(count: number, moveTo: number): number {
   for (let j = 0; j < count; j++) {
     churnRng = (churnRng * 1103515245 + 12345) % 2 ** 31;
     const i = 1 + (churnRng % Math.max(1, size - 2));
-    server!.update(slice(i, farAddrs(i, 10, churnRng), at));
+    server!.update(slice(i, farAddrs(i, perService, churnRng), at));
   }
   return at;
 }
@@ -186,7 +189,7 @@ export async function churn(count: number, perSecond: number): Promise<number> {
   for (; done < count; done++) {
     churnRng = (churnRng * 1103515245 + 12345) % 2 ** 31;
     const i = 1 + (churnRng % Math.max(1, size - 2));
-    server!.update(slice(i, farAddrs(i, 10, done + 1)));
+    server!.update(slice(i, farAddrs(i, perService, done + 1)));
     const ahead = t0 + (done + 1) * gap - performance.now();
     if (ahead > 0) await new Promise((r) => setTimeout(r, ahead));
   }

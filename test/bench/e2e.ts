@@ -1,6 +1,6 @@
-// End to end, as a new user meets it (issue 17): the real daemon process (bin/kube-proxy-ts.js
-// with the package's V8 flags, nftables mode) against the project's test API server holding
-// N Services × 10 endpoints, timed from outside with packets from a client namespace.
+// End to end, as a new user meets it: the real daemon process (bin/kube-proxy-ts.js with the
+// package's V8 flags) in each proxy mode against the project's test API server holding
+// N Services × E endpoints, timed from outside with packets from a client namespace.
 //
 //   cold start      process spawned → the first and the last Service answer a TCP connect
 //   list serving    the test server's own time to serve every list page (reported apart)
@@ -9,9 +9,13 @@
 //   RSS             after the first sync (settled), after a bounded churn loop of endpoint
 //                   updates, and the peak (VmHWM), read from /proc/<pid>/status
 //
-// N = 0 gives the idle daemon's RSS. --quick: 0 and 1,000 only, a short churn.
-// A full run measures 0, 1,000, 5,000, 10,000 and 50,000 (the issue's sizes; 50,000 takes ~6 min
-// on 2 CPUs); E2E_SIZES=0,10000 chooses the sizes instead.
+// N = 0 gives the idle daemon's RSS. --quick: nftables mode at 0 and 1,000 only, a short churn.
+// A full run measures nftables mode at 0, 1,000, 5,000, 10,000 and 50,000 × 10 (50,000 takes
+// ~6 min on 2 CPUs) and at the shapes upstream published figures for, 10,000 × 2 (kubernetes PR
+// 126013) and 5,000 × 50 (250,000 endpoints, kubernetes issue 135639); iptables mode at 0,
+// 1,000 and 10,000 × 10; userspace mode at 0 and 1,000 × 10 (a listening socket per Service).
+// E2E_SIZES=0,10000,10000x2 chooses the shapes instead (× 10 unless given), E2E_MODES=iptables
+// the modes (IPVS needs a kernel with IPVS: not on this machine's; see the ipvs module).
 // E2E_CHURN_S=600 churns for 10 minutes (default 60 s, 3,000 updates), RSS and open fds
 // sampled every E2E_SAMPLE_S (default a tenth of the churn, at least 5 s).
 // E2E_V8_VARIANTS='--max-semi-space-size=8;--max-semi-space-size=4 --optimize-for-size' runs
@@ -35,19 +39,34 @@ import { BIN, spawnDaemon } from '../helpers/daemon-process.ts';
 import { clusterIP } from './e2e-agent.ts';
 import type { HeapBreakdown } from './heap-snapshot-reader.ts';
 import { smapsByMapping, takeSnapshot } from './heap-summary.ts';
+import type { Figure, Metric } from './figures.ts';
+import { OURS, figure } from './figures.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, formatMs, median } from './stats.ts';
 
 const AGENT = new URL('./e2e-agent.ts', import.meta.url).href;
 const ENDPOINTS = 10;
+/** The probed Services' endpoints are pod addresses: a pod holds at most this many. */
+const POD_ADDRS = 10;
 const PODS = 2;
 const MIN_SYNC = '1s';
 const CHURN_PER_SECOND = 50;
 /** "No growth": what RSS after the churn may exceed RSS after the first sync by (allocator noise). */
 const GROWTH_MARGIN_MIB = 10;
 
-interface SizeResult {
+/** A cluster shape: N Services × `per` endpoints each. */
+interface Shape {
   n: number;
+  per: number;
+}
+
+type E2eMode = 'nftables' | 'iptables' | 'userspace';
+const E2E_MODES: readonly E2eMode[] = ['nftables', 'iptables', 'userspace'];
+
+interface SizeResult {
+  mode: E2eMode;
+  n: number;
+  per: number;
   coldFirstMs?: number;
   coldLastMs?: number;
   /** The daemon's CPU time (user + system) from its start to the first and last Service answering. */
@@ -90,7 +109,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 /** pod p's 10 addresses: 10.244.(p+1).2 … .11 (the first is the cluster helper's own). */
 export const podAddrs = (p: number): string[] =>
-  Array.from({ length: ENDPOINTS }, (_, j) => `10.244.${p + 1}.${j + 2}`);
+  Array.from({ length: POD_ADDRS }, (_, j) => `10.244.${p + 1}.${j + 2}`);
 
 export async function cluster(): Promise<Cluster> {
   let destroy: (() => Promise<void>) | undefined;
@@ -106,12 +125,12 @@ export async function cluster(): Promise<Cluster> {
   }
 }
 
-export function daemonArgs(url: string): string[] {
+export function daemonArgs(url: string, mode: string = 'nftables'): string[] {
   return [
     '--master',
     url,
     '--proxy-mode',
-    'nftables',
+    mode,
     '--hostname-override',
     'node-a',
     '--cluster-cidr',
@@ -131,9 +150,10 @@ export function spawnMeasured(
   extraNodeOptions: readonly string[] = [],
   v8: readonly string[] = DAEMON_V8_OPTIONS,
   env?: NodeJS.ProcessEnv,
+  mode: string = 'nftables',
 ): DaemonProcess {
   // On Node's command line, as /usr/bin/kube-proxy-ts passes them (NODE_OPTIONS refuses some V8 flags).
-  return spawnDaemon(c.node, daemonArgs(url), {
+  return spawnDaemon(c.node, daemonArgs(url, mode), {
     command: [process.execPath, ...v8, ...extraNodeOptions, BIN],
     ...(env ? { env } : {}),
   });
@@ -185,31 +205,35 @@ async function churnSampled(
 const coldLimitMs = (n: number): number => 120_000 + 5 * n;
 
 async function measureSize(
-  n: number,
+  mode: E2eMode,
+  { n, per }: Shape,
   opts: BenchOptions,
   breakdown: boolean,
   v8: readonly string[],
 ): Promise<SizeResult> {
   const c = await cluster();
+  const label = `e2e: ${mode} ${formatCount(n)} × ${per}`;
   const snapshots = await mkdtemp(join(tmpdir(), 'kpts-e2e-'));
   let d: DaemonProcess | undefined;
   try {
     const api = c.nodeAgent;
-    const { url, seedMs } = await api.call<{ url: string; seedMs: number }>(AGENT, 'startApi', n, ENDPOINTS, [
+    const { url, seedMs } = await api.call<{ url: string; seedMs: number }>(AGENT, 'startApi', n, per, [
       podAddrs(0),
       podAddrs(1),
     ]);
     const servingMs = n > 0 ? await api.call<number>(AGENT, 'listServingMs') : undefined;
     opts.log(
-      `e2e: ${formatCount(n)} × ${ENDPOINTS}: server seeded in ${formatMs(seedMs)}, lists served in ${servingMs === undefined ? '-' : formatMs(servingMs)}`,
+      `${label}: server seeded in ${formatMs(seedMs)}, lists served in ${servingMs === undefined ? '-' : formatMs(servingMs)}`,
     );
     const answer = (ip: string, prefix: string, limitMs: number) =>
       c.clientAgent.call<number | undefined>(AGENT, 'firstAnswer', ip, 80, prefix, limitMs);
     const started = wallNow();
     const env = await compileCacheEnv();
-    d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`], v8, env);
+    d = spawnMeasured(c, url, ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshots}`], v8, env, mode);
     const out: SizeResult = {
+      mode,
       n,
+      per,
       newServiceMs: [],
       moveMs: [],
       rssSyncMiB: NaN,
@@ -254,10 +278,10 @@ async function measureSize(
       const seconds = opts.quick ? 4 : Number(process.env['E2E_CHURN_S'] ?? 60);
       const everyS = Number(process.env['E2E_SAMPLE_S'] ?? Math.max(5, seconds / 10));
       if (!(seconds > 0) || !(everyS > 0)) throw new Error('E2E_CHURN_S and E2E_SAMPLE_S must be positive seconds');
-      opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: churn for ${seconds} s at ${CHURN_PER_SECOND}/s`);
+      opts.log(`${label}: churn for ${seconds} s at ${CHURN_PER_SECOND}/s`);
       ({ churned: out.churned, trend: out.trend } = await churnSampled(api, d.pid, seconds, everyS));
       opts.log(
-        `e2e: ${formatCount(n)} × ${ENDPOINTS}: churn trend (s, MiB, fds): ${out.trend.map((x) => `${x[0].toFixed(0)}s ${x[1].toFixed(0)}/${x[2]}`).join(', ')}`,
+        `${label}: churn trend (s, MiB, fds): ${out.trend.map((x) => `${x[0].toFixed(0)}s ${x[1].toFixed(0)}/${x[2]}`).join(', ')}`,
       );
       await sleep(3000);
     }
@@ -267,7 +291,7 @@ async function measureSize(
     await api.call(AGENT, 'stopApi');
     if (breakdown) {
       // Last: a snapshot costs the daemon memory of its own (the peak above is read before).
-      opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: heap snapshot`);
+      opts.log(`${label}: heap snapshot`);
       const mappings = smapsByMapping(await readFile(`/proc/${d.pid}/smaps`, 'utf8'));
       const daemon = d;
       try {
@@ -277,7 +301,7 @@ async function measureSize(
           heap: await takeSnapshot(() => daemon.signal('SIGUSR2'), snapshots),
         };
       } catch (e) {
-        opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}: no heap breakdown (${(e as Error).message})`);
+        opts.log(`${label}: no heap breakdown (${(e as Error).message})`);
       }
     }
     return out;
@@ -288,6 +312,30 @@ async function measureSize(
   }
 }
 
+/** Shapes per mode (see the top of the file); E2E_SIZES and E2E_MODES override. */
+function plan(quick: boolean): [E2eMode, Shape][] {
+  const env = process.env['E2E_SIZES'];
+  const chosen = env?.split(',').map((x) => {
+    const m = /^(\d+)(?:x(\d+))?$/.exec(x.trim());
+    if (!m) throw new Error(`E2E_SIZES: "${x}" is not N or NxE (Services × endpoints)`);
+    return { n: Number(m[1]), per: m[2] ? Number(m[2]) : ENDPOINTS };
+  });
+  const modes =
+    process.env['E2E_MODES']?.split(',').map((m) => {
+      if (!E2E_MODES.includes(m as E2eMode)) throw new Error(`E2E_MODES: "${m}" is not one of ${E2E_MODES.join(', ')}`);
+      return m as E2eMode;
+    }) ?? (quick ? ['nftables' as const] : E2E_MODES);
+  const x10 = (...ns: number[]): Shape[] => ns.map((n) => ({ n, per: ENDPOINTS }));
+  const defaults: Record<E2eMode, Shape[]> = quick
+    ? { nftables: x10(0, 1000), iptables: x10(0, 1000), userspace: x10(0, 1000) }
+    : {
+        nftables: [...x10(0, 1000, 5000, 10_000, 50_000), { n: 10_000, per: 2 }, { n: 5000, per: 50 }],
+        iptables: x10(0, 1000, 10_000),
+        userspace: x10(0, 1000),
+      };
+  return modes.flatMap((m) => (chosen ?? defaults[m]).map((s): [E2eMode, Shape] => [m, s]));
+}
+
 const mib = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(0)} MiB` : '-');
 const ms = (x: number | undefined): string => (x === undefined ? '-' : formatMs(x));
 const med = (xs: number[]): string => (xs.length === 0 ? '-' : `${formatMs(median(xs))} (${xs.length})`);
@@ -295,35 +343,41 @@ const med = (xs: number[]): string => (xs.length === 0 ? '-' : `${formatMs(media
 export const bench: Bench = {
   needsRoot: true,
   async run(opts: BenchOptions): Promise<Section[]> {
-    // E2E_SIZES=0,10000 picks sizes (a comparison run).
-    const chosen = process.env['E2E_SIZES']
-      ?.split(',')
-      .map(Number)
-      .filter((x) => Number.isInteger(x) && x >= 0);
-    const sizes = chosen?.length ? chosen : opts.quick ? [0, 1000] : [0, 1000, 5000, 10_000, 50_000];
+    const planned = plan(opts.quick);
+    const failures: string[] = [];
     const variants = (process.env['E2E_V8_VARIANTS'] ?? '')
       .split(';')
       .map((v) => v.trim().split(/\s+/).filter(Boolean))
       .filter((v) => v.length > 0);
     if (variants.length === 0) variants.push([...DAEMON_V8_OPTIONS]);
     const results: SizeResult[] = [];
-    const largest = Math.max(...sizes);
+    const largest = Math.max(...planned.map(([, s]) => s.n));
     for (const v8 of variants) {
-      for (const n of sizes) {
-        opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS}${variants.length > 1 ? ` (${v8.join(' ')})` : ''}`);
+      for (const [mode, shape] of planned) {
+        const what = `e2e: ${mode} ${formatCount(shape.n)} × ${shape.per}${variants.length > 1 ? ` (${v8.join(' ')})` : ''}`;
+        opts.log(what);
+        // The memory breakdown: nftables mode, idle and the largest × 10 size.
+        const breakdown =
+          variants.length === 1 &&
+          mode === 'nftables' &&
+          shape.per === ENDPOINTS &&
+          (shape.n === largest || shape.n === 0);
         try {
-          results.push(await measureSize(n, opts, variants.length === 1 && (n === largest || n === 0), v8));
+          results.push(await measureSize(mode, shape, opts, breakdown, v8));
         } catch (e) {
-          // One set of options failing (a flag Node refuses, a heap cap too small) leaves the others' rows.
-          if (variants.length === 1) throw e;
-          opts.log(`e2e: ${formatCount(n)} × ${ENDPOINTS} (${v8.join(' ')}) failed: ${(e as Error).message}`);
+          // One mode or set of options failing (a flag Node refuses, a heap cap too small) leaves the others' rows.
+          if (planned.length === 1 && variants.length === 1) throw e;
+          opts.log(`${what} failed: ${(e as Error).message.split('\n')[0]}`);
+          failures.push(`${what.slice(5)}: ${(e as Error).message.split('\n')[0]!.slice(0, 300)}`);
         }
       }
     }
     const label = (r: SizeResult): string =>
-      `${r.n === 0 ? '0 (idle)' : formatCount(r.n)}${variants.length > 1 ? ` (${r.v8.join(' ')})` : ''}`;
-    const at10k = results.find((r) => r.n === 10_000);
-    const idle = results.find((r) => r.n === 0);
+      `${r.n === 0 ? '0 (idle)' : `${formatCount(r.n)} × ${r.per}`}${variants.length > 1 ? ` (${r.v8.join(' ')})` : ''}`;
+    // The goals are nftables mode's (the recommended one), at × 10.
+    const nft = results.filter((r) => r.mode === 'nftables');
+    const at10k = nft.find((r) => r.n === 10_000 && r.per === ENDPOINTS);
+    const idle = nft.find((r) => r.n === 0);
     const targets: Target[] = [
       idle
         ? {
@@ -365,10 +419,11 @@ export const bench: Bench = {
     ];
     return [
       {
-        title: 'End to end: the daemon process against a test API server (issue 17)',
-        description: `The real daemon (\`node ${variants.map((v) => v.join(' ')).join(' or ')} bin/kube-proxy-ts.js\`, --proxy-mode nftables, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × ${ENDPOINTS} endpoints; a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at ${CHURN_PER_SECOND}/s.`,
+        title: 'End to end: the daemon process against a test API server',
+        description: `The real daemon (\`node ${variants.map((v) => v.join(' ')).join(' or ')} bin/kube-proxy-ts.js\`, --proxy-mode as the row says, --min-sync-period ${MIN_SYNC}) in a node namespace, against test/helpers/fake-apiserver.ts (in the same namespace, another process) holding N Services × E endpoints (the two probed Services' endpoints are the pods' ${POD_ADDRS} addresses, at most ${POD_ADDRS}); a client namespace connects to ClusterIPs. Cold start: spawn → first answer of Service 0 and of Service N-1, and the daemon's CPU time (user + system, /proc) until then, the steadier figure on a shared machine; the server's own time to serve the same list pages, one after the other, is beside it. Changes: API write → first answer (medians; spaced beyond min-sync-period). RSS from /proc; peak is VmHWM. Churn: endpoint updates of random Services at ${CHURN_PER_SECOND}/s.`,
         columns: [
-          { title: 'N × 10' },
+          { title: 'mode' },
+          { title: 'Services × endpoints' },
           { title: 'cold start: first / last Service answers', align: 'right' },
           { title: 'daemon CPU to then', align: 'right' },
           { title: 'server list serving', align: 'right' },
@@ -379,6 +434,7 @@ export const bench: Bench = {
           { title: 'peak RSS', align: 'right' },
         ],
         rows: results.map((r) => [
+          r.mode,
           label(r),
           r.coldFirstMs === undefined ? '-' : `${formatMs(r.coldFirstMs)} / ${ms(r.coldLastMs)}`,
           ms(r.coldCpuMs),
@@ -390,17 +446,44 @@ export const bench: Bench = {
           mib(r.peakMiB),
         ]),
         targets,
-        notes: results
-          .filter((r) => r.trend.length > 0)
-          .map(
-            (r) =>
-              `${label(r)}: RSS / open fds during the churn: ${r.trend.map(([t, rss, fds]) => `${t.toFixed(0)} s ${rss.toFixed(0)} MiB / ${fds}`).join(', ')}.`,
-          ),
+        notes: [
+          ...failures.map((f) => `**failed**: ${f}`),
+          ...results
+            .filter((r) => r.trend.length > 0)
+            .map(
+              (r) =>
+                `${r.mode} ${label(r)}: RSS / open fds during the churn: ${r.trend.map(([t, rss, fds]) => `${t.toFixed(0)} s ${rss.toFixed(0)} MiB / ${fds}`).join(', ')}.`,
+            ),
+        ],
+        figures: variants.length === 1 ? results.flatMap(figuresOf) : [],
       },
       ...results.filter((r) => r.breakdown).map((r) => breakdownSection(r.n, r.breakdown!)),
     ];
   },
 };
+
+/** The summary's figures of one daemon: cold start, changes and RSS, end to end. */
+function figuresOf(r: SizeResult): Figure[] {
+  const at = { mode: r.mode, series: OURS, services: r.n, endpoints: r.n === 0 ? 0 : r.per };
+  const ms = (metric: Metric, variant: string, value: number | undefined): Figure[] =>
+    figure({ ...at, metric, variant, value: value ?? NaN, unit: 'ms' });
+  const rss = (variant: string, value: number): Figure[] =>
+    figure({ ...at, metric: 'rss', variant, value, unit: 'MiB' });
+  const med = (xs: number[]): number => (xs.length ? median(xs) : NaN);
+  return [
+    ...rss('after first sync', r.rssSyncMiB),
+    ...(r.n === 0
+      ? []
+      : [
+          ...ms('coldStart', 'first Service', r.coldFirstMs),
+          ...ms('coldStart', 'last Service', r.coldLastMs),
+          ...ms('changeE2E', 'new Service', med(r.newServiceMs)),
+          ...ms('changeE2E', 'endpoint move', med(r.moveMs)),
+          ...rss('after churn', r.rssChurnMiB),
+          ...rss('peak', r.peakMiB),
+        ]),
+  ];
+}
 
 /** Where the daemon's RSS goes: mappings from /proc/<pid>/smaps, the live JS heap by kind from a snapshot. */
 function breakdownSection(n: number, b: NonNullable<SizeResult['breakdown']>): Section {
@@ -432,7 +515,7 @@ function breakdownSection(n: number, b: NonNullable<SizeResult['breakdown']>): S
     .slice(0, 4)
     .map(([k, e]) => `${k.slice(7) || '(anonymous)'} ${(e.size / 2 ** 20).toFixed(1)} MiB (${formatCount(e.count)})`);
   return {
-    title: `Where the memory goes: the daemon at ${n === 0 ? 'idle' : `${formatCount(n)} × ${ENDPOINTS}`} (issue 17)`,
+    title: `Where the memory goes: the daemon at ${n === 0 ? 'idle' : `${formatCount(n)} × ${ENDPOINTS}`} `,
     description: `The same daemon at the end of its run above (RSS ${mib(b.rssMiB)}): its RSS by mapping (/proc/<pid>/smaps), and its live JS heap from a heap snapshot (--heapsnapshot-signal), by kind.`,
     columns: [{ title: 'part' }, { title: 'RSS / size', align: 'right' }],
     rows,

@@ -13,6 +13,7 @@ import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import { BACKEND_PORT, makeCluster } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';
 import { clusterIP, ENDPOINTS, endpointIP, SERVICE_PORT } from './nftables-workload.ts';
+import { OURS, figure } from './figures.ts';
 import type { Bench, BenchOptions, Section } from './section.ts';
 import type { Summary } from './stats.ts';
 import { formatCount, formatMs, formatSpread, summarize } from './stats.ts';
@@ -124,6 +125,14 @@ function sections(results: ModeResult[], cfg: Config): Section[] {
         (r) => `${formatCount(r.n)} ${r.mode}: first full sync ${formatMs(r.fullSyncMs)} (model included)`,
       ),
       targets: [],
+      figures: results.flatMap((r) => {
+        const at = { mode: r.mode, metric: 'firstPacket' as const, services: r.n, endpoints: 10, unit: 'ms' as const };
+        return [
+          ...figure({ ...at, series: OURS, variant: 'first Service', value: r.first.median }),
+          ...figure({ ...at, series: OURS, variant: 'last Service', value: r.last.median }),
+          ...figure({ ...at, series: 'direct to the pod', variant: 'last Service', value: r.direct.median }),
+        ];
+      }),
     },
   ];
 }

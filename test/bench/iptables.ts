@@ -20,6 +20,8 @@ import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import { Netns } from '../helpers/netns.ts';
 import type { CommitProbe, SyncTiming } from './iptables-agent.ts';
 import { restoreTexts } from './iptables-agent.ts';
+import type { Figure } from './figures.ts';
+import { OURS, figure } from './figures.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, formatMs, formatRatio, median } from './stats.ts';
 
@@ -142,6 +144,24 @@ function changeSplit(r: SizeResult): string {
   );
 }
 
+/** The summary's figures: full sync and one change, ours and both restore tools, per size. */
+function iptFigures(results: readonly SizeResult[]): Figure[] {
+  return results.flatMap((r) => {
+    const at = { mode: 'iptables' as const, services: r.n, endpoints: 10, unit: 'ms' as const };
+    const f = (metric: 'fullSync' | 'oneChange', series: string, value: number | undefined): Figure[] =>
+      figure({ ...at, metric, series, value: value ?? Number.NaN });
+    const m = (xs: readonly number[]): number => (xs.length ? median(xs) : Number.NaN);
+    return [
+      ...f('fullSync', OURS, r.cold.totalMs),
+      ...f('fullSync', 'iptables-nft-restore', r.nftFull),
+      ...f('fullSync', 'iptables-legacy-restore', r.legacyFull),
+      ...f('oneChange', OURS, m(r.changes.map((c) => c.totalMs))),
+      ...f('oneChange', 'iptables-nft-restore --noflush', m(r.nftChanges)),
+      ...f('oneChange', 'iptables-legacy-restore --noflush', m(r.legacyChanges)),
+    ];
+  });
+}
+
 function sections(results: SizeResult[]): Section[] {
   const rows: string[][] = [];
   for (const r of results) {
@@ -215,6 +235,7 @@ function sections(results: SizeResult[]): Section[] {
           .map((r) => `${formatCount(r.n)}: iptables-legacy-restore failed: ${r.legacyError}`),
       ],
       targets,
+      figures: iptFigures(results),
     },
   ];
 }

@@ -17,6 +17,8 @@
 
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Figure } from './figures.ts';
+import { OURS, figure } from './figures.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, formatMs, formatRatio, formatSpread, summarize } from './stats.ts';
 import { VM_CACHE, runInVm } from '../vm/harness.ts';
@@ -39,8 +41,8 @@ export const plan = (quick: boolean): Plan =>
     : // Under software emulation on a shared 2-core host one 5,000-Service round takes ~20 min.
       { sizes: [1_000, 5_000], runs: [3, 1], changes: 10, warmupN: 10, timeoutMs: 70 * 60_000 };
 
-const TITLE_FULL = 'IPVS proxier (issue 5, under QEMU): full sync from empty';
-const TITLE_CHANGE = 'IPVS proxier (issue 5, under QEMU): one endpoint added';
+const TITLE_FULL = 'IPVS proxier (under QEMU): full sync from empty';
+const TITLE_CHANGE = 'IPVS proxier (under QEMU): one endpoint added';
 
 function failed(why: string, p: Plan): Section[] {
   const rows = p.sizes.map((n) => [`${formatCount(n)} × ${ENDPOINTS}`, '—', '—', `**not measured**: ${why}`]);
@@ -118,6 +120,25 @@ function etcNote(r: VmBenchResult): string {
   if (r.localEtc && !r.localEtc.startsWith('not done'))
     return `${why}, so the driver bound tmpfs copies over ${r.localEtc} in the guest’s mount table (as on a node, where they are page-cache hits).`;
   return `**The exec side is inflated by the VM here:** ${why}, and these copies were not moved to tmpfs in this run (${r.localEtc ?? 'the driver predates that step'}): every such open is several round trips to the host, which a real node does not pay. \`ipset restore\` and \`ipvsadm --restore\` figures are therefore upper bounds.`;
+}
+
+const EXEC_FULL = 'ip, ipset, ipvsadm, iptables-nft-restore';
+const EXEC_CHANGE = 'ipvsadm -a, iptables-nft-restore --noflush';
+
+/** The summary's figures: full sync and one change, ours and the tools, per size; all under QEMU. */
+function ipvsFigures(r: VmBenchResult): Figure[] {
+  return r.sizes.flatMap((s) => {
+    const at = { mode: 'ipvs' as const, services: s.n, endpoints: ENDPOINTS, unit: 'ms' as const, where: 'QEMU' };
+    const m = (xs: number[]): number => S(xs)?.median ?? Number.NaN;
+    const changes = (side: { changes: { totalMs: number }[] }[]): number[] =>
+      side.flatMap((x) => x.changes.map((c) => c.totalMs));
+    return [
+      ...figure({ ...at, metric: 'fullSync', series: OURS, value: m(s.ours.map((x) => x.full.totalMs)) }),
+      ...figure({ ...at, metric: 'fullSync', series: EXEC_FULL, value: m(s.exec.map((x) => x.full.totalMs)) }),
+      ...figure({ ...at, metric: 'oneChange', series: OURS, value: m(changes(s.ours)) }),
+      ...figure({ ...at, metric: 'oneChange', series: EXEC_CHANGE, value: m(changes(s.exec)) }),
+    ];
+  });
 }
 
 export function render(
@@ -291,6 +312,7 @@ export function render(
     '`ip -batch` (kube-ipvs0 and its VIPs; upstream binds them over netlink, this is the stand-in), `ipset restore` (all KUBE-* sets with their entries), `ipvsadm --restore` (virtual servers, rr, and real servers, masquerade, weight 1) ' +
     'and `iptables-nft-restore` (nat and filter tables with the KUBE-* chains and jumps), each timed from spawn to exit, process start-up included.';
   const full: Section = {
+    figures: ipvsFigures(r),
     title: TITLE_FULL,
     description: `${description} ${env}`,
     columns,

@@ -27,6 +27,8 @@ import type { Batch, ChangeResult, FullSyncResult } from './nftables-workload.ts
 import { clusterIP, ENDPOINTS, endpointIP, Harness, SERVICE_PORT } from './nftables-workload.ts';
 import type { Memory } from './nftables-agent.ts';
 import { UPSTREAM_TABLE, upstreamChangeText, upstreamFullText } from './nftables-upstream.ts';
+import type { Figure } from './figures.ts';
+import { OURS, figure } from './figures.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import type { Summary } from './stats.ts';
 import { formatCount, formatMs, formatRatio, formatSpread, summarize } from './stats.ts';
@@ -313,6 +315,30 @@ const execMedian = (runs: readonly ExecRun[]): number =>
 const ratioCell = (theirs: number, ours: number): string =>
   theirs === Number.POSITIVE_INFINITY ? `≥ ${formatRatio(NFT_TIMEOUT_MS, ours)}` : formatRatio(theirs, ours);
 
+const EXEC_A = 'nft -f (our ruleset as text)';
+const EXEC_B = 'nft -f (upstream-shaped ruleset)';
+
+/** The summary's figures: full sync and one change, ours and both exec sides, per size. */
+function nftFigures(results: readonly SizeResult[]): Figure[] {
+  return results.flatMap((r) => {
+    const at = { mode: 'nftables' as const, services: r.n, endpoints: ENDPOINTS, unit: 'ms' as const };
+    const full = (series: string, value: number): Figure[] => figure({ ...at, metric: 'fullSync', series, value });
+    const change = (series: string, xs: readonly number[]): Figure[] =>
+      xs.length ? figure({ ...at, metric: 'oneChange', series, value: med(xs) }) : [];
+    return [
+      ...full(OURS, med(r.ours.map((o) => o.totalMs))),
+      ...full(EXEC_A, execMedian(r.execA)),
+      ...full(EXEC_B, r.execB ? execMedian([r.execB]) : Number.NaN),
+      ...change(
+        OURS,
+        r.changes.map((c) => c.totalMs),
+      ),
+      ...change(EXEC_A, r.execAChanges),
+      ...change(EXEC_B, r.execBChanges),
+    ];
+  });
+}
+
 function sections(results: SizeResult[], cfg: Config, quick: boolean): Section[] {
   const sizeOf = (n: number): string => `${formatCount(n)} × ${ENDPOINTS}`;
   const fullRows: string[][] = [];
@@ -572,6 +598,7 @@ function sections(results: SizeResult[], cfg: Config, quick: boolean): Section[]
         'Figures to beat (ANCHORS.md, earlier runs on this project’s machines, not this run): upstream-shaped `nft -f` full load 0.83 s / 43 s / 145–174 s at 1,000 / 5,000 / 10,000 × 10; upstream nftables mode ≈ 9 min to create 10k Services × 2 (PR 126013).',
       ],
       targets,
+      figures: nftFigures(results),
     },
     {
       title: 'nftables proxier (issue 4): one endpoint added to one Service',

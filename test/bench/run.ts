@@ -1,11 +1,13 @@
 // The benchmark suite: runs every registered module, one after the other in one process, and
-// writes BENCHMARKS.md (our figures side by side with the exec approach upstream uses, the
-// issue targets met or missed, and the machine they were measured on).
+// writes BENCHMARKS.md (a summary per mode first: ours, the exec peer of the same run and
+// upstream's published figures; then every module's detail), the run's JSON and SVG charts.
 //
-//   npm run bench                       every module, full sizes → BENCHMARKS.md
+//   npm run bench                       every module, full sizes → BENCHMARKS.md, docs/bench/
 //   npm run bench -- model ipset        a subset                 → stdout
 //   npm run bench -- --quick [names]    small sizes, few runs (a smoke test, not figures)
-//   npm run bench -- --out FILE|-       write there instead (- is stdout)
+//   npm run bench -- --out FILE|-       write there instead (- is stdout); the JSON and the
+//                                       charts go to docs/bench/ beside FILE
+//   npm run bench -- --render JSON      BENCHMARKS.md and the charts again from a run's JSON
 //   npm run bench -- --list             the registered modules
 //
 // Only a full run (every module, not --quick) writes BENCHMARKS.md by default, so a smoke test
@@ -13,88 +15,95 @@
 // stderr. Modules needing namespaces need root; without it they are reported as not measured.
 
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { dirname, join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import type { Bench, Section, Target } from './section.ts';
-import { renderSection, renderTable } from './section.ts';
+import { renderCharts } from './charts.ts';
+import type { ModuleResult, RunResults } from './results.ts';
+import { figuresOf, readResults } from './results.ts';
+import type { Bench, Section } from './section.ts';
 import { formatMs, summarize } from './stats.ts';
+import { renderReport } from './report.ts';
 
 interface Entry {
   name: string;
   /** One line of what it measures, for --list and the contents. */
   summary: string;
   load: () => Promise<Bench>;
+  /** Left out of a `--quick` run of every module: its own minimum is minutes (a QEMU boot, a timed soak). */
+  slow?: true;
 }
 
 // The registry: adding a benchmark is one line here. A module exports `bench: Bench` (see
 // section.ts): `run({ quick, log })` measures and returns sections, each a markdown table with
-// its issue targets, e.g.
+// its goals, e.g.
 //   { name: 'nftables', summary: …, load: async () => (await import('./nftables.ts')).bench },
 // (section.ts's notMeasured() gives a module whose code under test does not exist yet its rows.)
 // Modules load lazily, so running a subset does not import the others' code.
 export const REGISTRY: readonly Entry[] = [
   {
     name: 'model',
-    summary: 'desired-state model, from scratch and one endpoint changed (issue 3)',
+    summary: 'desired-state model, from scratch and one endpoint changed',
     load: async () => (await import('./model.ts')).bench,
   },
   {
     name: 'nftables',
-    summary: 'nftables proxier vs `nft -f` of our ruleset and of an upstream-shaped one (issue 4)',
+    summary: 'nftables proxier vs `nft -f` of our ruleset and of an upstream-shaped one',
     load: async () => (await import('./nftables.ts')).bench,
   },
   {
     name: 'ipvs',
-    summary: 'IPVS proxier vs ipvsadm/ipset/iptables restore, under QEMU (issue 5)',
+    summary: 'IPVS proxier vs ipvsadm/ipset/iptables restore, under QEMU',
     load: async () => (await import('./ipvs.ts')).bench,
+    slow: true,
   },
   {
     name: 'ipset',
-    summary: 'ipset bulk adds vs `ipset restore` (issue 5’s sets)',
+    summary: 'ipset bulk adds vs `ipset restore` (the IPVS mode’s sets)',
     load: async () => (await import('./ipset.ts')).bench,
   },
   {
     name: 'iptables',
-    summary: 'iptables proxier vs iptables-nft-restore / iptables-legacy-restore of the same ruleset (issue 14)',
+    summary: 'iptables proxier vs iptables-nft-restore / iptables-legacy-restore of the same ruleset',
     load: async () => (await import('./iptables.ts')).bench,
   },
   {
     name: 'iptables-latency',
-    summary: 'first-packet latency, first vs last Service, iptables mode vs nftables mode; RSS (issue 14)',
+    summary: 'first-packet latency, first vs last Service, iptables mode vs nftables mode; RSS',
     load: async () => (await import('./iptables-latency.ts')).bench,
   },
   {
     name: 'e2e',
-    summary: 'the daemon process against a test API server, timed with packets: cold start, changes, RSS (issue 17)',
+    summary: 'the daemon process against a test API server, timed with packets: cold start, changes, RSS',
     load: async () => (await import('./e2e.ts')).bench,
   },
   {
     name: 'userspace',
-    summary:
-      'userspace proxy data path vs direct and kernel DNAT: throughput, connections/s, round trips, RSS (issue 15)',
+    summary: 'userspace proxy data path vs direct and kernel DNAT: throughput, connections/s, round trips, RSS',
     load: async () => (await import('./userspace.ts')).bench,
   },
   {
     name: 'traffic',
-    summary: 'per-Service traffic counters: first-packet latency with and without, nftables mode (issue 19)',
+    summary: 'per-Service traffic counters: first-packet latency with and without, nftables mode',
     load: async () => (await import('./traffic.ts')).bench,
+    slow: true,
   },
   {
     name: 'soak',
-    summary: 'the daemon under 2 minutes of endpoint churn: RSS and open fds per round (issue 18)',
+    summary: 'the daemon under 2 minutes of endpoint churn: RSS and open fds per round',
     load: async () => (await import('./soak.ts')).bench,
+    slow: true,
   },
   {
     name: 'churn',
-    summary:
-      'the daemon at scale under EndpointSlice churn: CPU, RSS over time, longest sync, change latency (issue 33)',
+    summary: 'the daemon at scale under EndpointSlice churn: CPU, RSS over time, longest sync, change latency',
     load: async () => (await import('./churn.ts')).bench,
   },
   {
     name: 'conntrack',
-    summary: 'stale UDP entries deleted vs `conntrack -D` (issue 6)',
+    summary: 'stale UDP entries deleted vs `conntrack -D`',
     load: async () => (await import('./conntrack-suite.ts')).bench,
   },
 ];
@@ -105,10 +114,12 @@ export interface Args {
   out: string | undefined;
   list: boolean;
   help: boolean;
+  /** A run's JSON to render BENCHMARKS.md and the charts from, instead of running anything. */
+  render: string | undefined;
 }
 
 export function parseArgs(argv: readonly string[]): Args {
-  const args: Args = { names: [], quick: false, out: undefined, list: false, help: false };
+  const args: Args = { names: [], quick: false, out: undefined, list: false, help: false, render: undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '--quick') args.quick = true;
@@ -119,7 +130,11 @@ export function parseArgs(argv: readonly string[]): Args {
       if (v === undefined) throw new Error('--out needs a file name (or - for stdout)');
       args.out = v;
     } else if (a.startsWith('--out=')) args.out = a.slice('--out='.length);
-    else if (a.startsWith('-')) throw new Error(`unknown option ${a}`);
+    else if (a === '--render') {
+      const v = argv[++i];
+      if (v === undefined) throw new Error('--render needs a results file (docs/bench/results.json)');
+      args.render = v;
+    } else if (a.startsWith('-')) throw new Error(`unknown option ${a}`);
     else {
       if (!REGISTRY.some((e) => e.name === a))
         throw new Error(`unknown benchmark "${a}"; known: ${REGISTRY.map((e) => e.name).join(', ')}`);
@@ -135,17 +150,7 @@ function exec(cmd: string, args: string[]): Promise<string | undefined> {
   );
 }
 
-interface Environment {
-  date: string;
-  kernel: string;
-  cpus: number;
-  cpuModel: string;
-  memoryGiB: number;
-  node: string;
-  root: boolean;
-  tools: string;
-  source: string;
-}
+type Environment = RunResults['environment'];
 
 async function environment(): Promise<Environment> {
   const cpus = os.cpus();
@@ -202,11 +207,8 @@ class LoadSampler {
   }
 }
 
-interface Outcome {
+interface Outcome extends ModuleResult {
   entry: Entry;
-  sections: Section[];
-  ms: number;
-  failed: boolean;
 }
 
 function failedSection(entry: Entry, why: string): Section {
@@ -221,22 +223,23 @@ function failedSection(entry: Entry, why: string): Section {
 
 async function runEntry(entry: Entry, quick: boolean, root: boolean, log: (s: string) => void): Promise<Outcome> {
   const t0 = performance.now();
+  const base = { entry, name: entry.name, summary: entry.summary };
   try {
     const bench = await entry.load();
     if (bench.needsRoot && !root)
       return {
-        entry,
+        ...base,
         sections: [failedSection(entry, '**not measured**: needs root (network namespaces)')],
         ms: 0,
         failed: false,
       };
     const sections = await bench.run({ quick, log });
-    return { entry, sections, ms: performance.now() - t0, failed: false };
+    return { ...base, sections, ms: performance.now() - t0, failed: false };
   } catch (e) {
     const err = e as Error;
     log(`${entry.name}: FAILED: ${err.stack ?? err.message}`);
     return {
-      entry,
+      ...base,
       sections: [failedSection(entry, `**failed**: ${String(err.message).split('\n')[0]!.slice(0, 300)}`)],
       ms: performance.now() - t0,
       failed: true,
@@ -244,78 +247,50 @@ async function runEntry(entry: Entry, quick: boolean, root: boolean, log: (s: st
   }
 }
 
-export function renderReport(
-  env: Environment,
-  load: { start: string; end: string; during: string },
-  outcomes: readonly Outcome[],
-  quick: boolean,
-  totalMs: number,
-): string {
-  const targets: Target[] = outcomes.flatMap((o) => o.sections.flatMap((s) => s.targets ?? []));
-  const status = (t: Target): string =>
-    ({ met: 'met', missed: '**missed**', measured: 'measured', 'not measured': '*not measured*' })[t.status];
-  const parts: string[] = [
-    '# Benchmarks',
-    quick
-      ? '> **Quick mode** (`--quick`): small sizes and few runs, a smoke test of the suite. These are not figures to quote.\n'
-      : '',
-    'Written by `npm run bench` (test/bench/run.ts) in one run: every module below ran one after the other on the same machine, ' +
-      'each of ours side by side with the exec approach upstream kube-proxy uses where there is one. ' +
-      'Medians with their spread: p10–p90 when a row has at least 10 runs, min–max below that. Wall-clock times unless a column says CPU. ' +
-      'Compare rows within this file; figures from another machine or another run are not comparable.',
-    '## Machine and run',
-    renderTable(
-      [{ title: 'what' }, { title: 'value' }],
-      [
-        ['date (UTC)', env.date],
-        ['kernel (`uname -r`)', env.kernel],
-        ['CPUs', `${env.cpus} × ${env.cpuModel}`],
-        ['memory', `${env.memoryGiB} GiB`],
-        ['Node', env.node],
-        ['tools (exec side)', env.tools],
-        ['source', env.source],
-        ['load average (1 min), start → end', `${load.start} → ${load.end}`],
-        ['load average during the run', load.during],
-        ['suite duration', formatMs(totalMs)],
-        ['modules', outcomes.map((o) => `${o.entry.name} (${formatMs(o.ms)})`).join(', ')],
-      ],
-    ),
-    `The machine is shared with colleagues: a 1-minute load average above ${env.cpus} (the CPU count) means other work competed for the CPUs during the run, ` +
-      'which inflates wall-clock figures of both sides and widens their spread. Where a module reports CPU time, that figure is the steadier one.',
-    '## Targets',
-    targets.length
-      ? renderTable(
-          [{ title: 'target' }, { title: 'goal' }, { title: 'status' }, { title: 'figure' }],
-          targets.map((t) => [t.what, t.target, status(t), t.detail]),
-        )
-      : 'No module reported a target.',
-  ];
-  for (const o of outcomes) for (const s of o.sections) parts.push(renderSection(s));
-  parts.push(
-    '## Reproduce',
-    '`npm run bench` (root: the ipset and conntrack modules create throwaway network namespaces; nothing touches the root namespace). `npm run bench -- model ipset` runs a subset and prints it; `--quick` shrinks sizes for a smoke test; `--out FILE` writes elsewhere.',
-  );
-  return (
-    parts
-      .filter((p) => p !== '')
-      .join('\n\n')
-      .replace(/\n{3,}/g, '\n\n') + '\n'
-  );
+/**
+ * Writes the report; beside a report file, its JSON and charts in docs/bench/ (linked from the
+ * summary by a relative path). A report to stdout gets neither: a smoke test writes no files.
+ */
+async function write(results: RunResults, out: string, log: (s: string) => void): Promise<void> {
+  if (out === '-') {
+    process.stdout.write(renderReport(results, undefined));
+    return;
+  }
+  const dir = join(dirname(out), 'docs', 'bench');
+  mkdirSync(dir, { recursive: true });
+  const charts = await renderCharts(figuresOf(results));
+  for (const c of charts) writeFileSync(join(dir, c.file), c.svg);
+  writeFileSync(join(dir, 'results.json'), JSON.stringify(results, null, 1) + '\n');
+  const link = relative(dirname(out), dir);
+  writeFileSync(out, renderReport(results, { dir: link, charts }));
+  log(`wrote ${out}, ${join(dir, 'results.json')} and ${charts.length} chart(s)`);
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
   const args = parseArgs(argv);
   if (args.help || args.list) {
-    if (args.help) console.log('usage: node test/bench/run.ts [--quick] [--out FILE|-] [--list] [name ...]\n');
+    if (args.help)
+      console.log('usage: node test/bench/run.ts [--quick] [--out FILE|-] [--render JSON] [--list] [name ...]\n');
     for (const e of REGISTRY) console.log(`${e.name.padEnd(10)} ${e.summary}`);
     return 0;
   }
-  const selected = args.names.length ? REGISTRY.filter((e) => args.names.includes(e.name)) : REGISTRY;
-  const full = selected.length === REGISTRY.length && !args.quick;
-  const out = args.out ?? (full ? fileURLToPath(new URL('../../BENCHMARKS.md', import.meta.url)) : '-');
   const log = (s: string): void => {
     process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}\n`);
   };
+  const report = fileURLToPath(new URL('../../BENCHMARKS.md', import.meta.url));
+  if (args.render) {
+    await write(readResults(args.render), args.out ?? report, log);
+    return 0;
+  }
+  // A smoke test of every module leaves out the slow ones (named, they run); the report says which.
+  const selected = args.names.length
+    ? REGISTRY.filter((e) => args.names.includes(e.name))
+    : REGISTRY.filter((e) => !(args.quick && e.slow));
+  const skipped = REGISTRY.filter((e) => !selected.includes(e)).map((e) => e.name);
+  // Waiting for quiet CPUs (settle.ts) is bounded at 60 s per measurement; a smoke test waits 3 s.
+  if (args.quick) process.env['BENCH_SETTLE_MS'] ??= '3000';
+  const full = selected.length === REGISTRY.length && !args.quick;
+  const out = args.out ?? (full ? report : '-');
 
   const env = await environment();
   const sampler = new LoadSampler();
@@ -333,12 +308,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     log(`${entry.name}: ${o.failed ? 'failed' : 'done'} in ${formatMs(o.ms)}`);
     outcomes.push(o);
   }
-  const report = renderReport(env, sampler.stop(), outcomes, args.quick, performance.now() - t0);
-  if (out === '-') process.stdout.write(report);
-  else {
-    writeFileSync(out, report);
-    log(`wrote ${out}`);
-  }
+  const results: RunResults = {
+    version: 1,
+    quick: args.quick,
+    environment: env,
+    load: sampler.stop(),
+    totalMs: performance.now() - t0,
+    modules: outcomes.map(({ name, summary, ms, failed, sections }) => ({ name, summary, ms, failed, sections })),
+    skipped,
+  };
+  await write(results, out, log);
   return outcomes.some((o) => o.failed) ? 1 : 0;
 }
 

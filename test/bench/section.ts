@@ -2,6 +2,8 @@
 // markdown table with a short description, notes, and the issue targets it checks. Modules
 // measure; run.ts only orders, renders and writes.
 
+import type { Figure } from './figures.ts';
+
 export type Align = 'left' | 'right';
 
 export interface Column {
@@ -29,6 +31,8 @@ export interface Section {
   rows: readonly (readonly string[])[];
   notes?: readonly string[];
   targets?: readonly Target[];
+  /** The section's headline numbers, structured: the summary, the JSON and the charts are made from them. */
+  figures?: readonly Figure[];
 }
 
 export interface BenchOptions {

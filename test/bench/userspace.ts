@@ -20,6 +20,8 @@ import type { Cluster } from '../helpers/cluster.ts';
 import { ECHO, makeCluster, NODE_IP, podIP } from '../helpers/cluster.ts';
 import type { EndpointSlice, Service } from '../../src/model/k8s.ts';
 import { ep, node, slice, svc } from '../unit/model/helpers.ts';
+import type { Figure } from './figures.ts';
+import { OURS, figure } from './figures.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, percentile, summarize } from './stats.ts';
 
@@ -256,6 +258,23 @@ function targets(f: Figures, quick: boolean): Target[] {
   ];
 }
 
+/** The summary's figure: the round trip's median through the userspace proxy, beside direct and nftables mode. */
+function rttFigures(f: Figures): Figure[] {
+  const at = {
+    mode: 'userspace' as const,
+    metric: 'roundTrip' as const,
+    services: 1,
+    endpoints: 1,
+    unit: 'ms' as const,
+  };
+  const ms = (i: number): number => (f.rtt[i]!.length ? percentile(f.rtt[i]!, 50) / 1000 : Number.NaN);
+  return [
+    ...figure({ ...at, series: OURS, value: ms(2) }),
+    ...figure({ ...at, series: 'direct to the pod', value: ms(0) }),
+    ...figure({ ...at, series: 'nftables mode', value: ms(1) }),
+  ];
+}
+
 function section(f: Figures, opts: BenchOptions): Section {
   const p = (i: number, q: number) => percentile(f.rtt[i]!, q);
   const loads = summarize(f.load);
@@ -266,7 +285,7 @@ function section(f: Figures, opts: BenchOptions): Section {
   const addedBoth = (q: number) => `${added(p(1, q) - p(0, q))} / ${added(p(2, q) - p(0, q))}`;
   const perConnKiB = ((f.rss.after - f.rss.before) * 1024) / Math.max(1, f.rss.active);
   return {
-    title: 'Userspace proxy (issue 15): direct vs nftables mode vs userspace mode',
+    title: 'Userspace proxy: direct vs nftables mode vs userspace mode',
     description:
       'One run, the same namespaces: a client namespace sends straight to a pod’s address, to the ClusterIP of a ' +
       'Service on another, identical pod that the real NftablesProxier (synced from the model in the node namespace’s agent) ' +
@@ -299,6 +318,7 @@ function section(f: Figures, opts: BenchOptions): Section {
       `1-minute load average ${loads.min.toFixed(1)}–${loads.max.toFixed(1)} during the runs (2 CPUs, shared with other work).`,
     ],
     targets: targets(f, opts.quick),
+    figures: rttFigures(f),
   };
 }
 

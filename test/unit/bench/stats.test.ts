@@ -101,6 +101,7 @@ test('arguments: subset, quick, out; unknown names and options refused', (t) => 
     out: undefined,
     list: false,
     help: false,
+    render: undefined,
   });
   t.is(parseArgs(['--out', '-']).out, '-');
   t.is(parseArgs(['--out=x.md']).out, 'x.md');
@@ -121,7 +122,9 @@ test('smoke: `run.ts --quick model` prints a report with the model section', asy
   t.regex(stdout, /^# Benchmarks/);
   t.regex(stdout, /\*\*Quick mode\*\*/);
   t.regex(stdout, /\| kernel \(`uname -r`\) \| \S+ \|/);
-  t.regex(stdout, /^## Model \(issue 3\)/m);
+  t.regex(stdout, /^## Model: desired state/m);
+  t.regex(stdout, /^## Summary/m);
+  t.notRegex(stdout, /\(issue \d+\)|\| #\d+ /);
   t.regex(stdout, /^\| Services × endpoints \| step \| median \(wall\) \|/m);
   t.regex(stdout, /^\| 1,000 × 10 \| one endpoint replaced/m);
   t.notRegex(stdout, /^## (ipset|Conntrack)/m);

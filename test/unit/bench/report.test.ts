@@ -1,0 +1,71 @@
+// The benchmark page and its charts, rendered from a fixture run's JSON: every series drawn and
+// named, the summary first, upstream's published figures cited, no internal issue numbers.
+import test from 'ava';
+import { fileURLToPath } from 'node:url';
+import { renderCharts } from '../../../test/bench/charts.ts';
+import { MODES } from '../../../test/bench/figures.ts';
+import { PUBLISHED } from '../../../test/bench/published.ts';
+import { renderReport } from '../../../test/bench/report.ts';
+import { figuresOf, readResults } from '../../../test/bench/results.ts';
+
+const FIXTURE = fileURLToPath(new URL('./fixtures/bench-results.json', import.meta.url));
+const xml = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+test('the charts render from the JSON and their SVG names every series', async (t) => {
+  const charts = await renderCharts(figuresOf(readResults(FIXTURE)));
+  t.deepEqual(
+    charts.map((c) => c.file),
+    ['sync-time.svg', 'one-change.svg', 'rss.svg', 'churn-cpu.svg'],
+  );
+  const byFile = new Map(charts.map((c) => [c.file, c]));
+  // The series each chart must draw, from the fixture's figures.
+  const expected: Record<string, string[]> = {
+    'sync-time.svg': [
+      'nftables: ours',
+      'nftables: exec nft -f (upstream-shaped ruleset)',
+      'iptables: ours',
+      'iptables: exec iptables-nft-restore',
+      'ipvs: ours',
+      'ipvs: exec ip, ipset, ipvsadm, iptables-nft-restore',
+    ],
+    'one-change.svg': ['nftables: ours, in process', 'nftables: ours, end to end (new Service)'],
+    'rss.svg': ['nftables: peak', 'nftables: after first sync'],
+    'churn-cpu.svg': ['nftables: 1,000 × 10', 'nftables: 10,000 × 10'],
+  };
+  for (const [file, series] of Object.entries(expected)) {
+    const chart = byFile.get(file)!;
+    t.true(chart.svg.startsWith('<svg'), file);
+    t.deepEqual([...chart.series].sort(), [...series].sort(), file);
+    for (const s of series) t.true(chart.svg.includes(`>${xml(s)}</text>`), `${file} names "${s}"`);
+  }
+});
+
+test('the page opens with the summary: the run, one table per mode, the charts, the published figures', async (t) => {
+  const results = readResults(FIXTURE);
+  const charts = await renderCharts(figuresOf(results));
+  const page = renderReport(results, { dir: 'docs/bench', charts });
+  t.true(page.startsWith('# Benchmarks\n\n## Summary\n\nOne run of `npm run bench` started 2026-11-28T20:00:00Z'));
+  const summary = page.slice(0, page.indexOf('\n## Goals'));
+  for (const m of MODES) t.regex(summary, new RegExp(`^### ${m} mode$`, 'm'));
+  for (const c of charts) t.true(summary.includes(`](docs/bench/${c.file})`), c.file);
+  // Ours beside the exec peer of the same run, beside upstream's figure for the same shape.
+  t.regex(
+    summary,
+    /\| full sync from empty, in process \(model \+ proxier\) \| 10,000 × 10 \| 1\.15 s \| nft -f \(upstream-shaped ruleset\): 150 s \|/,
+  );
+  t.regex(
+    summary,
+    /\| cold start, end to end: daemon spawned → last Service answers \| 10,000 × 2 \| 2\.10 s \| — \| ≈ 9 min \[1\] \|/,
+  );
+  for (const p of PUBLISHED) t.true(summary.includes(p.link), p.link);
+  t.true(summary.includes('(published, not measured here)'));
+  t.regex(summary, /not measured in this run \(churn module/);
+  // The project's own issue numbers are not the reader's business.
+  t.notRegex(page, /\(issue \d+\)|\| #\d+ /);
+  t.regex(page, /^## Fixture: detail$/m);
+});
+
+test('a file that is not a run’s JSON is refused with one line', (t) => {
+  const self = fileURLToPath(import.meta.url);
+  t.throws(() => readResults(self), { message: /report\.test\.ts|not a benchmark results file|JSON/ });
+});
