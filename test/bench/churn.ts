@@ -15,7 +15,7 @@
 //
 // Knobs (environment): CHURN_SIZES (default 1000,10000; --quick 1000), CHURN_RATES (updates per
 // second, default 10,100,1000; --quick 100), CHURN_SECONDS (default 60; --quick 10; 600 for the
-// long run), CHURN_AFTER_SECONDS (RSS after the churn, default 60; --quick 15), CHURN_SAMPLE_S
+// long run), CHURN_AFTER_SECONDS (RSS after the churn, default 60; --quick 5), CHURN_SAMPLE_S
 // (default 5), CHURN_PROBE_S (default 2), CHURN_FULL_SYNC_PERIOD (the daemon's
 // KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODE
 // (default nftables), CHURN_LOG (a path prefix: the daemon's log is written to PREFIX-N-RATE.log).
@@ -88,7 +88,7 @@ function knobs(quick: boolean): Knobs {
     sizes: list('CHURN_SIZES', quick ? '1000' : '1000,10000'),
     rates: list('CHURN_RATES', quick ? '100' : '10,100,1000'),
     seconds: num('CHURN_SECONDS', quick ? 10 : 60),
-    afterSeconds: num('CHURN_AFTER_SECONDS', quick ? 15 : 60),
+    afterSeconds: num('CHURN_AFTER_SECONDS', quick ? 5 : 60),
     sampleS: num('CHURN_SAMPLE_S', 5),
     probeS: num('CHURN_PROBE_S', 2),
     fullSyncPeriod: process.env['CHURN_FULL_SYNC_PERIOD'],

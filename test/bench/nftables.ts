@@ -35,7 +35,7 @@ import { formatCount, formatMs, formatRatio, formatSpread, summarize } from './s
 import { settle } from './settle.ts';
 
 const AGENT = new URL('./nftables-agent.ts', import.meta.url).href;
-/** Bound on any one `nft -f` (upstream-shaped 10,000 × 10 takes 145–174 s on this machine per ANCHORS). */
+/** Bound on any one `nft -f` (upstream-shaped 10,000 × 10 took 145–174 s in earlier runs here). */
 const NFT_TIMEOUT_MS = 300_000;
 const MiB = 2 ** 20;
 
@@ -595,7 +595,6 @@ function sections(results: SizeResult[], cfg: Config, quick: boolean): Section[]
       notes: [
         '“vs” columns: how many times faster ours is (total, model included) than the exec side’s full load (below 1×: slower).',
         ...kernelNote,
-        'Figures to beat (ANCHORS.md, earlier runs on this project’s machines, not this run): upstream-shaped `nft -f` full load 0.83 s / 43 s / 145–174 s at 1,000 / 5,000 / 10,000 × 10; upstream nftables mode ≈ 9 min to create 10k Services × 2 (PR 126013).',
       ],
       targets,
       figures: nftFigures(results),
@@ -626,7 +625,6 @@ function sections(results: SizeResult[], cfg: Config, quick: boolean): Section[]
           (withText
             ? `; as (a)'s \`nft -f\` text, one change at ${formatCount(withText.n)} Services is ≈ ${formatCount(withText.textBytes.change)} bytes.`
             : '.'),
-        'Figures to beat (ANCHORS.md, not this run): upstream-shaped `nft -f` one-endpoint change 0.06 s / 0.30 s / 1.0 s at 1,000 / 5,000 / 10,000; upstream adding one Service at 10k ≈ 141 ms (PR 126013).',
       ],
     },
     {
@@ -646,7 +644,6 @@ function sections(results: SizeResult[], cfg: Config, quick: boolean): Section[]
       notes: [
         `Memory at ${sizeOf(largest.n)} (RSS / heap used / peak RSS so far): ${memRows.map((row) => `${row[0]}: ${row[1]} / ${row[2]} / ${row[3]}`).join('; ')}.`,
         `First-packet TCP connect latency (median, spread) — ${latRows.map((row) => `${row[0]}: first ${row[1]}, last ${row[2]} (${row[3]}), direct to the pod ${row[4]}, ${row[5]} connects each`).join('; ')}.`,
-        'ANCHORS.md (not this run): direct 25 µs; iptables 31 µs first / 60 µs last; nftables verdict map 31 / 31 µs at 10,000 Services.',
         ...(quick ? ['Quick mode: sizes and repetitions are reduced; the issue’s targets are not evaluated.'] : []),
       ],
     },

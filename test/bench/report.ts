@@ -19,7 +19,7 @@ import { MODES } from './figures.ts';
 export function withoutIssueNumbers(text: string): string {
   return text
     .replace(/ \(issue \d+\)/g, '')
-    .replace(/\(issue \d+, /g, '(')
+    .replace(/\(issue \d+[,;] /g, '(')
     .replace(/(^|\| )#\d+ /gm, '$1')
     .replace(/issue \d+’s budget/g, 'the budget')
     .replace(/the issue’s targets/g, 'the goals');
@@ -75,7 +75,30 @@ function machine(r: RunResults): string {
   );
 }
 
-export function renderReport(r: RunResults, charts: { dir: string; charts: readonly Chart[] } | undefined): string {
+/** Marks a section measured by hand: a run keeps it from the page it replaces, as it stands. */
+export const BY_HAND = 'not rewritten by `npm run bench`';
+
+/**
+ * The sections of a previous page measured by hand (their heading says BY_HAND), subsections
+ * included; such a subsection of a generated section is kept as a section of its own.
+ */
+export function handSections(previous: string): string[] {
+  const heading = (s: string): string => s.slice(0, s.indexOf('\n'));
+  return previous.split(/^(?=## )/m).flatMap((s) => {
+    if (!s.startsWith('## ')) return [];
+    if (heading(s).includes(BY_HAND)) return [s.trimEnd()];
+    return s
+      .split(/^(?=### )/m)
+      .filter((sub) => sub.startsWith('### ') && heading(sub).includes(BY_HAND))
+      .map((sub) => sub.slice(1).trimEnd());
+  });
+}
+
+export function renderReport(
+  r: RunResults,
+  charts: { dir: string; charts: readonly Chart[] } | undefined,
+  byHand: readonly string[] = [],
+): string {
   const figs = figuresOf(r);
   const parts: string[] = [
     '# Benchmarks',
@@ -100,6 +123,7 @@ export function renderReport(r: RunResults, charts: { dir: string; charts: reado
     `The detail sections below are all from this run. The machine may be shared: a 1-minute load average above ${r.environment.cpus} (the CPU count) means other work competed for the CPUs, ` +
       'which inflates wall-clock figures of both sides and widens their spread. Where a module reports CPU time, that figure is the steadier one.',
     ...r.modules.flatMap((m) => m.sections.map((s) => renderSection(s))),
+    ...byHand,
     '## Reproduce',
     '`npm run bench` as root (the modules create throwaway network namespaces and one QEMU guest; nothing touches the root namespace) writes this page, docs/bench/results.json and the charts. ' +
       '`npm run bench -- model ipset` runs a subset and prints it; `--quick` shrinks sizes for a smoke test; `--out FILE` writes elsewhere; `--render docs/bench/results.json` renders this page and the charts again from a run’s figures.',

@@ -15,7 +15,7 @@
 // stderr. Modules needing namespaces need root; without it they are reported as not measured.
 
 import { execFile } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -25,7 +25,7 @@ import type { ModuleResult, RunResults } from './results.ts';
 import { figuresOf, readResults } from './results.ts';
 import type { Bench, Section } from './section.ts';
 import { formatMs, summarize } from './stats.ts';
-import { renderReport } from './report.ts';
+import { handSections, renderReport } from './report.ts';
 
 interface Entry {
   name: string;
@@ -250,6 +250,7 @@ async function runEntry(entry: Entry, quick: boolean, root: boolean, log: (s: st
 /**
  * Writes the report; beside a report file, its JSON and charts in docs/bench/ (linked from the
  * summary by a relative path). A report to stdout gets neither: a smoke test writes no files.
+ * Sections of the page it replaces that were measured by hand are kept, as they stand.
  */
 async function write(results: RunResults, out: string, log: (s: string) => void): Promise<void> {
   if (out === '-') {
@@ -262,7 +263,8 @@ async function write(results: RunResults, out: string, log: (s: string) => void)
   for (const c of charts) writeFileSync(join(dir, c.file), c.svg);
   writeFileSync(join(dir, 'results.json'), JSON.stringify(results, null, 1) + '\n');
   const link = relative(dirname(out), dir);
-  writeFileSync(out, renderReport(results, { dir: link, charts }));
+  const previous = existsSync(out) ? handSections(readFileSync(out, 'utf8')) : [];
+  writeFileSync(out, renderReport(results, { dir: link, charts }, previous));
   log(`wrote ${out}, ${join(dir, 'results.json')} and ${charts.length} chart(s)`);
 }
 

@@ -52,7 +52,7 @@ const ROWS: readonly RowSpec[] = [
     metric: 'rss',
     host: true,
     variant: 'after first sync',
-    label: 'daemon RSS after the first sync (idle: no Services)',
+    label: 'daemon RSS after the first sync',
     goal: '≤ 60 MiB idle',
     source: 'e2e module',
   },

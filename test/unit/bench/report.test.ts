@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { renderCharts } from '../../../test/bench/charts.ts';
 import { MODES } from '../../../test/bench/figures.ts';
 import { PUBLISHED } from '../../../test/bench/published.ts';
-import { renderReport } from '../../../test/bench/report.ts';
+import { handSections, renderReport } from '../../../test/bench/report.ts';
 import { figuresOf, readResults } from '../../../test/bench/results.ts';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/bench-results.json', import.meta.url));
@@ -63,6 +63,24 @@ test('the page opens with the summary: the run, one table per mode, the charts, 
   // The project's own issue numbers are not the reader's business.
   t.notRegex(page, /\(issue \d+\)|\| #\d+ /);
   t.regex(page, /^## Fixture: detail$/m);
+});
+
+test('sections measured by hand are kept from the page a run replaces, and only those', (t) => {
+  const previous =
+    '# Benchmarks\n\n## Summary\n\nold\n\n## Reliability (issue 18; measured by hand, not rewritten by `npm run bench`)\n\nr\n\n### Second round\n\ns\n\n' +
+    '## nftables proxier: full sync\n\nold figures\n\n### Where its memory goes (measured by hand, not rewritten by `npm run bench`)\n\nm\n\n' +
+    '## Reproduce\n\nx\n';
+  const kept = handSections(previous);
+  t.deepEqual(kept, [
+    '## Reliability (issue 18; measured by hand, not rewritten by `npm run bench`)\n\nr\n\n### Second round\n\ns',
+    '## Where its memory goes (measured by hand, not rewritten by `npm run bench`)\n\nm',
+  ]);
+  const page = renderReport(readResults(FIXTURE), undefined, kept);
+  t.regex(
+    page,
+    /^## Reliability \(measured by hand, not rewritten by `npm run bench`\)\n\nr\n\n### Second round\n\ns\n\n## Where its memory goes/m,
+  );
+  t.false(page.includes('old figures'));
 });
 
 test('a file that is not a run’s JSON is refused with one line', (t) => {
