@@ -228,12 +228,14 @@ export function renderModeTable(mode: Mode, figs: readonly Figure[]): string {
   return [`### ${mode} mode`, MODE_NOTES[mode], table, ...(src ? [src] : [])].join('\n\n');
 }
 
-/** The largest measured shape's figure of ours, 10,000 × 10 first. */
+/** Our figure at 10,000 × 10, or the nearest to it measured, with the exec peer's at the same shape. */
 function headline(figs: readonly Figure[], mode: Mode, metric: Metric, variant?: string): string {
   const mine = figs.filter(
     (f) => f.mode === mode && f.metric === metric && f.series === OURS && (!variant || f.variant === variant),
   );
-  const pick = mine.find((f) => f.services === 10_000 && f.endpoints === 10) ?? mine.at(-1);
+  // 10,000 × 10 if measured, else the largest × 10 size, else the largest of any shape.
+  const largest = [...mine].sort((a, b) => +(a.endpoints === 10) - +(b.endpoints === 10) || a.services - b.services);
+  const pick = mine.find((f) => f.services === 10_000 && f.endpoints === 10) ?? largest.at(-1);
   if (!pick) return '—';
   const peer = figs.find(
     (f) =>
