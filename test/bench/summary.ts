@@ -273,3 +273,22 @@ export function renderGlance(figs: readonly Figure[]): string {
     ]),
   );
 }
+
+/**
+ * The mode whose in-process full sync was fastest at 10,000 × 10 (else 1,000 × 10) in this run,
+ * among the modes measured on the host (IPVS runs under QEMU: not comparable).
+ */
+export function fastestFullSync(figs: readonly Figure[]): Mode | undefined {
+  for (const services of [10_000, 1_000]) {
+    const at = figs.filter(
+      (f) =>
+        f.metric === 'fullSync' &&
+        f.series === OURS &&
+        f.mode !== 'ipvs' &&
+        f.services === services &&
+        f.endpoints === 10,
+    );
+    if (at.length > 1) return at.reduce((a, b) => (b.value < a.value ? b : a)).mode;
+  }
+  return undefined;
+}
