@@ -477,6 +477,7 @@ function figuresOf(r: SizeResult): Figure[] {
       : [
           ...ms('coldStart', 'first Service', r.coldFirstMs),
           ...ms('coldStart', 'last Service', r.coldLastMs),
+          ...ms('coldStart', 'daemon CPU', r.coldCpuMs),
           ...ms('changeE2E', 'new Service', med(r.newServiceMs)),
           ...ms('changeE2E', 'endpoint move', med(r.moveMs)),
           ...rss('after churn', r.rssChurnMiB),
