@@ -57,7 +57,9 @@ async function render(file: string, title: string, points: Point[], x: Axis, y: 
   }
 }
 
-const who = (f: Figure): string => `${f.mode}: ${f.series === OURS ? 'ours' : `exec ${f.series}`}`;
+/** The series of a figure; IPVS's ran under QEMU, which the legend says (not comparable with the host's). */
+const who = (f: Figure): string =>
+  `${f.mode}: ${f.series === OURS ? 'ours' : `exec ${f.series}`}${f.where ? ` (${f.where})` : ''}`;
 
 /** Against the number of Services, × 10 endpoints only (the other shapes are single points). */
 const perServices = (figs: readonly Figure[], pick: (f: Figure) => boolean, series: (f: Figure) => string): Point[] =>
