@@ -43,7 +43,7 @@ import {
 import type { DataType, FieldValue } from './datatypes.ts';
 import { concatFields, DATATYPES, encodeField, keyLength, PROTOCOLS, writeField } from './datatypes.ts';
 import { cstr, nftMessage } from './message.ts';
-import { isConcatInterval, isInterval } from './set.ts';
+import { isConcatInterval, isInterval } from './set-shape.ts';
 import type { KeyField, NftElement, NftSetLike, Scope } from './types.ts';
 import type { UdataTlv } from './udata.ts';
 import {

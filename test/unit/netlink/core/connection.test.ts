@@ -4,7 +4,6 @@ import test from 'ava';
 import {
   AF_INET,
   ByteWriter,
-  FakeKernel,
   NetlinkConnection,
   NetlinkError,
   nfMessage,
@@ -21,9 +20,10 @@ import {
   isTimeout,
   parseMessages,
 } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
 import type { InMessage, OutMessage } from '../../../../src/netlink/core/index.ts';
-import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
-import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake/index.ts';
+import type { FakeReply } from '../../../../src/netlink/core/fake/index.ts';
 import { fixture, hexdiff, maskSeqPid } from '../../../helpers/fixtures.ts';
 import { attr, cstr, le32 } from '../../../helpers/naive-bytes.ts';
 

@@ -4,7 +4,6 @@ import test from 'ava';
 import {
   AF_INET,
   errnoNumber,
-  FakeKernel,
   isNotFound,
   isTimeout,
   NetlinkConnection,
@@ -13,8 +12,9 @@ import {
   NfnlSubsys,
   parseMessages,
 } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
 import type { OutMessage } from '../../../../src/netlink/core/index.ts';
-import { errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { errorReply } from '../../../../src/netlink/core/fake/index.ts';
 
 const msg = (label: string): OutMessage => nfMessage(NfnlSubsys.NFTABLES, 1, AF_INET, 0, label, (w) => w.str(1, label));
 

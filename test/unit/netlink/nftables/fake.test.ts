@@ -3,7 +3,8 @@
 import test from 'ava';
 import { NetlinkError } from '../../../../src/netlink/core/index.ts';
 import type { NftInterface } from '../../../../src/netlink/nftables/index.ts';
-import { FakeNft, rule } from '../../../../src/netlink/nftables/index.ts';
+import { rule } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 
 const scope = { family: 'ip', table: 'kube-proxy' } as const;
 

@@ -1,8 +1,9 @@
 // The transaction builder: latched validation, nft text, set ids, element packing; and the
 // client over a FakeKernel (one batch per run, the size limit, dumps).
 import test from 'ava';
-import { AttrSet, FakeKernel, NetlinkConnection, NetlinkError, nfnlCmd } from '../../../../src/netlink/core/index.ts';
-import { ackReply, doneReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { AttrSet, NetlinkConnection, NetlinkError, nfnlCmd } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
+import { ackReply, doneReply } from '../../../../src/netlink/core/fake/index.ts';
 import type { NftElement, NftSetLike } from '../../../../src/netlink/nftables/index.ts';
 import {
   MAX_ELEMENTS_BYTES,

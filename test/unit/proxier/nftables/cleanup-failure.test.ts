@@ -3,7 +3,7 @@
 // kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total), and the next full sync retries.
 import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
-import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import type { NftTransaction } from '../../../../src/netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';

@@ -5,7 +5,8 @@
 import test from 'ava';
 import { memoryLogger, type LogRecord } from '../../../../src/base/logger.ts';
 import { errnoNumber, NetlinkError } from '../../../../src/netlink/core/index.ts';
-import { FakeNft, NftValidationError, type NftTransaction } from '../../../../src/netlink/nftables/index.ts';
+import { NftValidationError, type NftTransaction } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { NftTracer } from '../../../helpers/nft-tracer.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';

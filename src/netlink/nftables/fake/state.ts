@@ -1,13 +1,13 @@
 // FakeNft's state and the rules every kind shares when it applies an operation to it: how a
 // failure looks (the NetlinkError the kernel would return), what a missing object means
 // (ENOENT, except for destroy), handles, and which rules and elements refer to a chain or set.
-// Each kind's own rules live in its module (ObjectCodec.apply).
+// Each kind's own rules live in a file of this folder, found through appliers.ts.
 
-import { errnoNumber, NetlinkError } from '../core/index.ts';
-import type { NftExpr } from './expr/index.ts';
-import type { Verb } from './object.ts';
-import type { NftChain, NftElement, NftObject, NftRule, NftSetLike, NftTable, Scope } from './types.ts';
-import { isVerdict } from './verdict.ts';
+import { errnoNumber, NetlinkError } from '../../core/index.ts';
+import type { NftExpr } from '../expr/index.ts';
+import type { Verb } from '../object.ts';
+import type { NftChain, NftElement, NftObject, NftRule, NftSetLike, NftTable, Scope } from '../types.ts';
+import { isVerdict } from '../verdict.ts';
 
 export interface FakeChain {
   chain: NftChain;
@@ -33,6 +33,9 @@ export interface FakeOp<O extends NftObject = NftObject> {
   verb: Verb;
   obj: O;
 }
+
+/** Applies one operation of its kind to the state, failing as the kernel would. */
+export type Applier<O extends NftObject> = (s: FakeState, op: FakeOp<O>) => void;
 
 export const emptyState = (): FakeState => ({ table: undefined, chains: new Map(), sets: new Map(), nextHandle: 1n });
 
