@@ -51,7 +51,7 @@ export interface SyncerOptions {
 function countNetlinkError(metrics: ProxyMetrics | undefined, subsystem: string, e: unknown): void {
   if (e instanceof SyncFailedError) e = e.cause;
   if (!metrics || !(e instanceof NetlinkError)) return;
-  const op = e.op.split(' ').slice(0, 2).join(' ') || 'unknown';
+  const op = [e.verb, e.kind].filter((w) => w !== '').join(' ') || 'unknown';
   metrics.netlinkErrorsTotal.inc({ subsystem, op });
 }
 

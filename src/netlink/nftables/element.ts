@@ -342,7 +342,7 @@ export class ElementRun implements PendingElements {
     const del = isRemoval(verb);
     const cmd = del ? removalCmd(verb, NftMsg.DELSETELEM, NftMsg.DESTROYSETELEM) : NftMsg.NEWSETELEM;
     const flags = del ? 0 : createFlags(verb, NLM_F_CREATE, NLM_F_EXCL);
-    const label = (n: number): string => `${verb} element ${st.fam} ${ident(set.name)} (${n} elements)`;
+    const label = `${verb} element ${st.fam} ${ident(set.name)}`;
     st.out.push(
       ...elementMessages(st.scope, cmd, flags, set.name, del ? undefined : st.ctx.setId(set.name), this.buf, label),
     );

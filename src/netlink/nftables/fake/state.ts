@@ -54,7 +54,8 @@ export function fail(op: FakeOp, code: string, why?: string): never {
   const o = op.obj;
   const name = 'name' in o ? ` ${o.name}` : o.kind === 'rule' ? ` ${o.chain}` : o.kind === 'element' ? ` ${o.set}` : '';
   const { family, table } = op.scope;
-  throw new NetlinkError(`${op.verb} ${o.kind} ${family} ${table}${name}${why ? ` (${why})` : ''}`, errnoNumber(code));
+  const label = `${op.verb} ${o.kind} ${family} ${table}${name}`;
+  throw new NetlinkError(label, errnoNumber(code), undefined, why !== undefined ? { detail: why } : undefined);
 }
 
 /**
