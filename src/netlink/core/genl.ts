@@ -114,7 +114,7 @@ export class GenlFamilies {
       if (isNotFound(err))
         throw new NetlinkError(msg.label, (err as NetlinkError).errno, undefined, {
           cause: err,
-          detail: `generic netlink family ${name} is not available in this kernel`,
+          detail: 'not available in this kernel',
         });
       throw err;
     }
