@@ -14,7 +14,7 @@ import type { ServiceHealthEntry } from '../health/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import type { ChangeSet, ChangeTracker, DesiredState, StaleTarget } from '../model/index.ts';
 import { NetlinkError } from '../netlink/core/index.ts';
-import { SyncFailedError } from '../proxier/types.ts';
+import { problemText, SyncFailedError } from '../proxier/types.ts';
 import type { ArrivingChanges, Proxier, SyncReport } from '../proxier/types.ts';
 import type { SyncOutcome, SyncRequest } from './sync-loop.ts';
 
@@ -51,7 +51,7 @@ export interface SyncerOptions {
 function countNetlinkError(metrics: ProxyMetrics | undefined, subsystem: string, e: unknown): void {
   if (e instanceof SyncFailedError) e = e.cause;
   if (!metrics || !(e instanceof NetlinkError)) return;
-  const op = e.op.split(' ').slice(0, 2).join(' ') || 'unknown';
+  const op = [e.verb, e.kind].filter((w) => w !== '').join(' ') || 'unknown';
   metrics.netlinkErrorsTotal.inc({ subsystem, op });
 }
 
@@ -169,7 +169,7 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
         throw e;
       }
       for (const e of report.errors)
-        o.logger.warn('Sync problem', { family: p.family, mode: p.proxier.mode, problem: e });
+        o.logger.warn('Sync problem', { family: p.family, mode: p.proxier.mode, problem: problemText(e) });
       if (report.cleanupFailed === true && p.proxier.mode === 'nftables')
         o.metrics?.nftablesCleanupFailuresTotal.inc({ ip_family: p.family });
       if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, report);

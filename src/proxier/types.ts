@@ -17,7 +17,7 @@ export interface SyncReport {
   /** Time spent planning (pure code), milliseconds. */
   planMs: number;
   /** Problems that did not fail the sync (a Service skipped, a retryable cleanup). */
-  errors: string[];
+  errors: SyncProblem[];
   /** Kernel transactions (batches) the sync was cut into. */
   batches?: number;
   /** The longest single kernel commit, milliseconds: what holds the kernel's lock longest. */
@@ -31,6 +31,21 @@ export interface SyncReport {
   /** iptables mode: its rules after the sync and those it wrote (upstream's iptables rule gauges). */
   iptables?: IptablesSyncCounts;
 }
+
+/** A problem that did not fail a sync: what was skipped or left, and the error behind it. */
+export interface SyncProblem {
+  /**
+   * What happened and what follows, without the error's text: "stale chains not removed
+   * (retried at the next full sync)".
+   */
+  readonly what: string;
+  /** The error behind it, when there is one (a NetlinkError keeps its op, errno and detail). */
+  readonly cause?: unknown;
+}
+
+/** A problem as one line for logs and messages: "what: the cause's message". */
+export const problemText = (p: SyncProblem): string =>
+  p.cause === undefined ? p.what : `${p.what}: ${errorMessage(p.cause)}`;
 
 /** Rules per table ("nat", "filter"), as upstream's kubeproxy_sync_proxy_rules_iptables_* gauges count them. */
 export interface IptablesSyncCounts {

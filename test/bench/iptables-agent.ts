@@ -31,6 +31,7 @@ import {
   SERVICE_CIDR,
   service,
 } from './nftables-workload.ts';
+import { problemText } from '../../src/proxier/types.ts';
 
 export interface SyncTiming {
   totalMs: number;
@@ -92,7 +93,7 @@ export async function fullSync(): Promise<SyncTiming> {
   const { desired, change } = tracker!.checkout();
   const t1 = performance.now();
   const r = await proxier!.sync(desired, change, new AbortController().signal);
-  if (r.errors.length) throw new Error(r.errors.join('; '));
+  if (r.errors.length) throw new Error(r.errors.map(problemText).join('; '));
   const cpu = process.cpuUsage(cpu0);
   return {
     totalMs: performance.now() - t0,

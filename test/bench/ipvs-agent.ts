@@ -39,6 +39,7 @@ import {
   extraIP,
   service,
 } from './nftables-workload.ts';
+import { problemText } from '../../src/proxier/types.ts';
 
 export interface Spawned {
   code: number | null;
@@ -208,7 +209,7 @@ async function ours(n: number, k: number, dumpDir: string | undefined): Promise<
     const r = await proxier.sync(first.desired, first.change, signal());
     const t2 = performance.now();
     if (!r.full) throw new Error('the first sync was not full');
-    if (r.errors.length) throw new Error(`full sync errors: ${r.errors.slice(0, 3).join('; ')}`);
+    if (r.errors.length) throw new Error(`full sync errors: ${r.errors.slice(0, 3).map(problemText).join('; ')}`);
     const full = {
       modelMs: t1 - t,
       planMs: r.planMs,
@@ -239,7 +240,7 @@ async function ours(n: number, k: number, dumpDir: string | undefined): Promise<
       const rep = await proxier.sync(desired, change, signal());
       const s2 = performance.now();
       if (rep.full) throw new Error('a one-endpoint change ran a full sync');
-      if (rep.errors.length) throw new Error(`change errors: ${rep.errors.slice(0, 3).join('; ')}`);
+      if (rep.errors.length) throw new Error(`change errors: ${rep.errors.slice(0, 3).map(problemText).join('; ')}`);
       changes.push({
         modelMs: s1 - s0,
         planMs: rep.planMs,

@@ -13,6 +13,7 @@ import type { EndpointSlice, Service } from '../../src/model/k8s.ts';
 import { ChangeTracker } from '../../src/model/index.ts';
 import type { NftInterface, NftTransaction } from '../../src/netlink/nftables/index.ts';
 import { NftablesProxier } from '../../src/proxier/nftables/index.ts';
+import { problemText } from '../../src/proxier/types.ts';
 
 export const ENDPOINTS = 10;
 export const SERVICE_PORT = 80;
@@ -190,7 +191,8 @@ export class Harness {
     const r = await this.proxier.sync(desired, change, new AbortController().signal);
     const t2 = performance.now();
     if (!r.full) throw new Error('the first sync was not a full sync');
-    if (r.errors.length) throw new Error(`full sync reported errors: ${r.errors.slice(0, 3).join('; ')}`);
+    if (r.errors.length)
+      throw new Error(`full sync reported errors: ${r.errors.slice(0, 3).map(problemText).join('; ')}`);
     return {
       services: this.n,
       servicePorts: desired.services.size,
@@ -216,7 +218,8 @@ export class Harness {
     const rep = await this.proxier.sync(desired, change, new AbortController().signal);
     const t2 = performance.now();
     if (rep.full) throw new Error('a one-endpoint change ran a full sync');
-    if (rep.errors.length) throw new Error(`partial sync reported errors: ${rep.errors.slice(0, 3).join('; ')}`);
+    if (rep.errors.length)
+      throw new Error(`partial sync reported errors: ${rep.errors.slice(0, 3).map(problemText).join('; ')}`);
     return {
       modelMs: t1 - t0,
       planMs: rep.planMs,

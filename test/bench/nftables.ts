@@ -18,7 +18,7 @@
 import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { FakeNft } from '../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../src/netlink/nftables/fake/index.ts';
 import { TABLE } from '../../src/proxier/nftables/index.ts';
 import { BACKEND_PORT, makeCluster } from '../helpers/cluster.ts';
 import type { Cluster } from '../helpers/cluster.ts';

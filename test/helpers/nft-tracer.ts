@@ -11,7 +11,7 @@
 //   from the node:  output, postrouting, and for itself again prerouting + input
 // nat chains see only a connection's first packet (ct state new), as in the kernel.
 
-import type { FakeNft } from '../../src/netlink/nftables/index.ts';
+import type { FakeNft } from '../../src/netlink/nftables/fake/index.ts';
 import {
   concatFields,
   CtState,

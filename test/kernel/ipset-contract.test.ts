@@ -2,7 +2,7 @@
 // kernel (in a fresh namespace) and against FakeIpsetKernel, and every outcome must match:
 // the same successes, the same errno names and messages, the same listed state.
 import test from 'ava';
-import { fakeIpset } from '../../src/netlink/ipset/index.ts';
+import { fakeIpset } from '../../src/netlink/ipset/fake/index.ts';
 import { netnsFor } from '../helpers/netns.ts';
 import { runCalls } from './scenarios/ipset.ts';
 import type { Call, Outcome } from './scenarios/ipset.ts';

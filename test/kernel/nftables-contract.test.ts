@@ -1,6 +1,6 @@
 // The FakeNft contract against the kernel: the same steps, the same outcomes, the same state.
 import test from 'ava';
-import { FakeNft } from '../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../src/netlink/nftables/fake/index.ts';
 import { runContract } from '../helpers/nft-contract.ts';
 import { EXPECTED } from '../helpers/nft-contract-expected.ts';
 import { netnsFor } from '../helpers/netns.ts';

@@ -2,7 +2,7 @@
 // kernel (in a fresh namespace, lo up as Netns makes it) and against FakeRouteKernel, and
 // every outcome must match. The fake is told which link kinds this kernel has (ifb, no dummy).
 import test from 'ava';
-import { fakeRoute } from '../../src/netlink/route/index.ts';
+import { fakeRoute } from '../../src/netlink/route/fake/index.ts';
 import { netnsFor } from '../helpers/netns.ts';
 import { runCalls } from './scenarios/route.ts';
 import type { Call, Outcome } from './scenarios/route.ts';

@@ -79,13 +79,31 @@ interface Exchange {
 
 class DumpInterrupted extends Error {}
 
+/** What one send carried, for the errors of the send as a whole (a time-out, a closed socket). */
+interface SendSubject {
+  /** The label of its first message. */
+  op: string;
+  /** How many messages it carried. */
+  messages: number;
+}
+
+function subjectError(sent: SendSubject, errno: number, detail?: string): NetlinkError {
+  return new NetlinkError(sent.op, errno, undefined, {
+    ...(detail !== undefined ? { detail } : {}),
+    ...(sent.messages > 1 ? { messages: sent.messages } : {}),
+  });
+}
+
+/** The element count a message carries, for its error. */
+const elementsOf = (m: OutMessage): { elements?: number } => (m.elements !== undefined ? { elements: m.elements } : {});
+
 export class NetlinkConnection implements NetlinkTransport {
   private readonly sock: RawSocket;
   private readonly timeoutMs: number;
   private readonly dumpRetries: number;
   private seq: number;
   private readonly serial = new SerialQueue();
-  private current: { ex: Exchange; finish: (err?: Error) => void } | undefined;
+  private current: { ex: Exchange; finish: (err?: Error) => void; sent: SendSubject } | undefined;
   private closed = false;
 
   constructor(sock: RawSocket, opts: ConnectionOptions = {}) {
@@ -124,7 +142,11 @@ export class NetlinkConnection implements NetlinkTransport {
         } catch (err) {
           if (!(err instanceof DumpInterrupted) || attempt >= this.dumpRetries) {
             if (err instanceof DumpInterrupted) {
-              throw new NetlinkError(`${msg.label} (dump interrupted ${attempt + 1} times)`, errnoNumber('EINTR'));
+              const attempts = attempt + 1;
+              throw new NetlinkError(msg.label, errnoNumber('EINTR'), undefined, {
+                detail: `dump interrupted ${attempts} times`,
+                attempts,
+              });
             }
             throw err;
           }
@@ -170,7 +192,7 @@ export class NetlinkConnection implements NetlinkTransport {
         return { done: false };
       },
     };
-    await this.exchange(msg.label, [out.toBytes()], ex, opts.timeoutMs, opts.signal);
+    await this.exchange({ op: msg.label, messages: 1 }, [out.toBytes()], ex, opts.timeoutMs, opts.signal);
     return replies;
   }
 
@@ -194,10 +216,10 @@ export class NetlinkConnection implements NetlinkTransport {
       writeMessage(out, batchControl(NFNL_MSG_BATCH_END, subsys), lastSeq + 1, pid);
       // The writer is this batch's alone: its bytes are sent as they are, not copied again.
       const bytes = out.view();
-      const label = msgs.length === 1 ? msgs[0]!.label : `batch of ${msgs.length} messages (first: ${msgs[0]!.label})`;
+      const sent: SendSubject = { op: msgs[0]!.label, messages: msgs.length };
       if (bytes.length > this.sock.maxSendBytes()) {
         const detail = `${bytes.length} bytes exceed the socket's ${this.sock.maxSendBytes()}`;
-        throw new NetlinkError(label, errnoNumber('EMSGSIZE'), undefined, { detail });
+        throw subjectError(sent, errnoNumber('EMSGSIZE'), detail);
       }
       let firstError: NetlinkError | undefined;
       const ex: Exchange = {
@@ -212,8 +234,13 @@ export class NetlinkConnection implements NetlinkTransport {
           if (e.errno !== 0 && !firstError) {
             const which = m.seq - first - 1;
             const culprit = msgs[which];
-            const op = culprit ? culprit.label : `${label} (batch control message)`;
-            firstError = new NetlinkError(op, e.errno, e.extack, { seq: m.seq });
+            firstError = culprit
+              ? new NetlinkError(culprit.label, e.errno, e.extack, { seq: m.seq, ...elementsOf(culprit) })
+              : new NetlinkError(which < 0 ? 'batch begin' : 'batch end', e.errno, e.extack, {
+                  seq: m.seq,
+                  detail: `the batch's control message (its first message: ${sent.op})`,
+                  messages: msgs.length,
+                });
           }
           // The kernel answers the ACK-flagged last message unless the whole batch was
           // refused, in which case a single error names the batch's begin message.
@@ -222,7 +249,7 @@ export class NetlinkConnection implements NetlinkTransport {
           return { done: false };
         },
       };
-      await this.exchange(label, [bytes], ex, opts.timeoutMs ?? Math.max(this.timeoutMs, 0), opts.signal);
+      await this.exchange(sent, [bytes], ex, opts.timeoutMs ?? Math.max(this.timeoutMs, 0), opts.signal);
     });
   }
 
@@ -271,18 +298,19 @@ export class NetlinkConnection implements NetlinkTransport {
         dv.setUint16(0, dv.getUint16(0, true) | NLM_F_ACK, true);
         const lastSeq = first + count - 1;
         const base = start;
-        const label = count === 1 ? msgs[start]!.label : `${count} requests (first: ${msgs[start]!.label})`;
+        const sent: SendSubject = { op: msgs[start]!.label, messages: count };
         const ex: Exchange = {
           accepts: (s) => s >= first && s <= lastSeq,
           onMessage: (m) => {
             if (m.type !== NLMSG_ERROR) return { done: false };
             const e = parseErrorPayload(m);
             const i = base + (m.seq - first);
-            if (e.errno !== 0) results[i] = new NetlinkError(msgs[i]!.label, e.errno, e.extack, { seq: m.seq });
+            if (e.errno !== 0)
+              results[i] = new NetlinkError(msgs[i]!.label, e.errno, e.extack, { seq: m.seq, ...elementsOf(msgs[i]!) });
             return { done: m.seq === lastSeq };
           },
         };
-        await this.exchange(label, [bytes], ex, opts.timeoutMs, opts.signal);
+        await this.exchange(sent, [bytes], ex, opts.timeoutMs, opts.signal);
         start = end;
       }
       return results;
@@ -290,22 +318,20 @@ export class NetlinkConnection implements NetlinkTransport {
   }
 
   private exchange(
-    label: string,
+    sent: SendSubject,
     chunks: Uint8Array[],
     ex: Exchange,
     timeoutMs: number | undefined,
     signal: AbortSignal | undefined,
   ): Promise<void> {
-    if (this.closed)
-      return Promise.reject(new NetlinkError(label, errnoNumber('EBADF'), undefined, { detail: 'connection closed' }));
+    if (this.closed) return Promise.reject(subjectError(sent, errnoNumber('EBADF'), 'connection closed'));
     if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
     return new Promise<void>((resolve, reject) => {
       const ms = timeoutMs ?? this.timeoutMs;
-      const timedOut = (): NetlinkError =>
-        new NetlinkError(label, errnoNumber('ETIMEDOUT'), undefined, { detail: `no reply within ${ms} ms` });
+      const timedOut = (): NetlinkError => subjectError(sent, errnoNumber('ETIMEDOUT'), `no reply within ${ms} ms`);
       const timer = setTimeout(() => finish(timedOut()), ms);
       const onAbort = (): void =>
-        finish(signal?.reason instanceof Error ? signal.reason : new Error(`${label}: aborted`));
+        finish(signal?.reason instanceof Error ? signal.reason : new Error(`${sent.op}: aborted`));
       signal?.addEventListener('abort', onAbort, { once: true });
       const finish = (err?: Error): void => {
         if (this.current?.ex !== ex) return;
@@ -315,8 +341,8 @@ export class NetlinkConnection implements NetlinkTransport {
         if (err) reject(err);
         else resolve();
       };
-      this.current = { ex, finish };
-      this.sock.send(chunks).catch((e: SocketFailure) => finish(new NetlinkError(label, e.errno)));
+      this.current = { ex, finish, sent };
+      this.sock.send(chunks).catch((e: SocketFailure) => finish(subjectError(sent, e.errno)));
     });
   }
 
@@ -355,7 +381,8 @@ export class NetlinkConnection implements NetlinkTransport {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.current?.finish(new NetlinkError('connection closed', errnoNumber('ECANCELED')));
+    const cur = this.current;
+    cur?.finish(subjectError(cur.sent, errnoNumber('ECANCELED'), 'connection closed'));
     this.sock.close();
   }
 }

@@ -112,12 +112,10 @@ export class GenlFamilies {
       return parseFamily(first);
     } catch (err) {
       if (isNotFound(err))
-        throw new NetlinkError(
-          `generic netlink family ${name} is not available in this kernel`,
-          (err as NetlinkError).errno,
-          undefined,
-          { cause: err },
-        );
+        throw new NetlinkError(msg.label, (err as NetlinkError).errno, undefined, {
+          cause: err,
+          detail: 'not available in this kernel',
+        });
       throw err;
     }
   }

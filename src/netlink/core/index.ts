@@ -9,7 +9,6 @@ export * from './nfnetlink.ts';
 export * from './genl.ts';
 export type { RawSocket, SocketFailure, SocketOptions } from './raw-socket.ts';
 export { openRawSocket } from './raw-socket.ts';
-export { FakeKernel } from './fake-kernel.ts';
 export { listenChanges, listenMulticast } from './multicast.ts';
 export type { ChangeHandlers, MulticastHandlers, MulticastListener } from './multicast.ts';
 

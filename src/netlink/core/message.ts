@@ -25,8 +25,13 @@ export interface OutMessage {
   flags: number;
   /** Everything after nlmsghdr: the family header and the attributes. */
   payload: Uint8Array;
-  /** Names the operation and its object in errors and logs: "add chain ip kube-proxy services". */
+  /**
+   * Names the operation and its object in errors and logs: "add chain ip kube-proxy services".
+   * Bare: the verb, the kind of object, then the object; counts go in fields of their own.
+   */
   label: string;
+  /** How many set elements the message carries (nf_tables packs many per message). */
+  elements?: number;
 }
 
 /** A message received from the kernel. `payload` is a view (no copy). */

@@ -1,6 +1,6 @@
 // The seam between our protocol code and a socket. The real one is our own addon,
 // native/netlink-socket (socket, sendmsg, recvmsg on a libuv poll, setsockopt); tests
-// substitute a function-backed fake kernel (fake-kernel.ts).
+// substitute a function-backed fake kernel (fake/kernel.ts).
 
 import { NetlinkSocket } from 'netlink-socket';
 import { errnoName } from './errors.ts';

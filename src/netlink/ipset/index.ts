@@ -26,7 +26,6 @@ export {
 export type { AdtCmd } from './codec.ts';
 export { IpsetClient, invalidEntries } from './client.ts';
 export type { IpsetAdtOptions, IpsetCallOptions, IpsetRef } from './client.ts';
-export { FakeIpsetKernel, fakeIpset } from './fake.ts';
 
 import { connect, Protocol } from '../core/index.ts';
 import type { ConnectionOptions, SocketOptions } from '../core/index.ts';

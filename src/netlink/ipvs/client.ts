@@ -1,7 +1,7 @@
 // The IPVS client: verb-named methods over plain structs (after moby/ipvs's Handle), on a
 // NetlinkTransport of Protocol.GENERIC. The family id is resolved once per client through
-// GenlFamilies; a kernel without IPVS fails with "generic netlink family IPVS is not available
-// in this kernel". Every request has the transport's time-out and an optional AbortSignal.
+// GenlFamilies; a kernel without IPVS fails with "get genl family IPVS: not available in this
+// kernel: ENOENT". Every request has the transport's time-out and an optional AbortSignal.
 //
 // The kernel has no IPVS transactions: each method is one request, and applyMany() sends many
 // of them pipelined (ops.ts), applied in list order, each on its own. Callers order them so

@@ -19,7 +19,6 @@ import {
   NFTA_HOOK_PRIORITY,
   NftMsg,
 } from './constants.ts';
-import { chainInUse, fail, missing, newHandle } from './fake-state.ts';
 import { cstr, ident, nftMessage, quote, received } from './message.ts';
 import type { ObjectCodec } from './object.ts';
 import {
@@ -150,30 +149,5 @@ export const chainCodec: ObjectCodec<NftChain, ListedChain> = {
   emulateDestroy(c) {
     if (c.name === undefined) needsDestroy('chain by handle');
     return addThenDelete({ kind: 'chain', name: c.name }, c);
-  },
-
-  apply(s, op) {
-    const { verb, obj } = op;
-    const name = obj.name ?? [...s.chains.values()].find((c) => c.chain.handle === obj.handle)?.chain.name;
-    const cur = name !== undefined ? s.chains.get(name) : undefined;
-    if (isRemoval(verb)) {
-      if (!cur) return missing(op);
-      if (chainInUse(s, cur.chain.name))
-        fail(op, 'EBUSY', 'chain is the target of a jump, goto or verdict map element');
-      s.chains.delete(cur.chain.name);
-      return;
-    }
-    if (verb === 'flush') {
-      if (!cur) return missing(op);
-      cur.rules = [];
-      return;
-    }
-    if (cur) {
-      if (verb === 'create') fail(op, 'EEXIST');
-      const otherBase = obj.base !== undefined && JSON.stringify(cur.chain.base) !== JSON.stringify(obj.base);
-      if (otherBase) fail(op, 'EOPNOTSUPP', 'base chain spec differs');
-      return;
-    }
-    s.chains.set(obj.name, { chain: { ...obj, handle: newHandle(s) }, rules: [] });
   },
 };

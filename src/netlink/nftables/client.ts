@@ -182,10 +182,10 @@ export class NftClient implements NftInterface {
       : msgs;
     const bytes = nfnlBatchBytes(send);
     if (bytes > this.transport.maxBatchBytes) {
-      throw new NetlinkError(
-        `batch of ${msgs.length} messages (${bytes} bytes) exceeds the socket's ${this.transport.maxBatchBytes}-byte batch limit; split it`,
-        errnoNumber('EMSGSIZE'),
-      );
+      const detail = `batch of ${msgs.length} messages (${bytes} bytes) exceeds the socket's ${this.transport.maxBatchBytes}-byte batch limit; split it`;
+      throw new NetlinkError(`run batch ${this.scope.family} ${this.scope.table}`, errnoNumber('EMSGSIZE'), undefined, {
+        detail,
+      });
     }
     const bo: BatchOptions = {};
     if (signal) bo.signal = signal;

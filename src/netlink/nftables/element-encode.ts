@@ -43,7 +43,7 @@ import {
 import type { DataType, FieldValue } from './datatypes.ts';
 import { concatFields, DATATYPES, encodeField, keyLength, PROTOCOLS, writeField } from './datatypes.ts';
 import { cstr, nftMessage } from './message.ts';
-import { isConcatInterval, isInterval } from './set.ts';
+import { isConcatInterval, isInterval } from './set-shape.ts';
 import type { KeyField, NftElement, NftSetLike, Scope } from './types.ts';
 import type { UdataTlv } from './udata.ts';
 import {
@@ -463,7 +463,7 @@ export function elementMessages(
   setName: string,
   setId: number | undefined,
   buf: ElementBuffer,
-  label: (count: number) => string,
+  label: string,
   maxBytes = MAX_ELEMENTS_BYTES,
 ): OutMessage[] {
   // A view, not a copy: the buffer is finished, and each message copies its part.
@@ -486,27 +486,27 @@ export function elementMessages(
     const count = last - g + 1;
     // Room for the table and set names, the set id and the headers around the elements.
     const sizeHint = 64 + scope.table.length + setName.length + (to - from);
-    out.push(
-      nftMessage(
-        cmd,
-        scope.family,
-        flags,
-        label(count),
-        (w) => {
-          w.bytes(NFTA_SET_ELEM_LIST_TABLE, cstr(scope.table)).bytes(NFTA_SET_ELEM_LIST_SET, cstr(setName));
-          if (setId !== undefined) w.u32(NFTA_SET_ELEM_LIST_SET_ID, setId, 'net');
-          w.nested(NFTA_SET_ELEM_LIST_ELEMENTS, (e) => {
-            const base = e.out.length;
-            e.out.bytes(bytes.subarray(from, to));
-            for (let a = firstAttr, n = 1; a < lastAttr; a++, n++) {
-              if (attrEnd(a) > to) break;
-              e.out.patchU16le(base + (buf.attrStarts[a]! - from) + 2, (n & 0x3fff) | NLA_F_NESTED);
-            }
-          });
-        },
-        sizeHint,
-      ),
+    const msg = nftMessage(
+      cmd,
+      scope.family,
+      flags,
+      label,
+      (w) => {
+        w.bytes(NFTA_SET_ELEM_LIST_TABLE, cstr(scope.table)).bytes(NFTA_SET_ELEM_LIST_SET, cstr(setName));
+        if (setId !== undefined) w.u32(NFTA_SET_ELEM_LIST_SET_ID, setId, 'net');
+        w.nested(NFTA_SET_ELEM_LIST_ELEMENTS, (e) => {
+          const base = e.out.length;
+          e.out.bytes(bytes.subarray(from, to));
+          for (let a = firstAttr, n = 1; a < lastAttr; a++, n++) {
+            if (attrEnd(a) > to) break;
+            e.out.patchU16le(base + (buf.attrStarts[a]! - from) + 2, (n & 0x3fff) | NLA_F_NESTED);
+          }
+        });
+      },
+      sizeHint,
     );
+    msg.elements = count;
+    out.push(msg);
     g = last + 1;
   }
   return out;

@@ -1,6 +1,6 @@
 // Set and map elements: the element's part of transactions (runs of element operations
 // packed many per message, encoded by element-encode.ts), decoding what the kernel lists
-// (interval ends paired back into ranges), nft syntax, and FakeNft's rules for elements.
+// (interval ends paired back into ranges) and nft syntax. FakeNft's rules live in fake/element.ts.
 
 import { errorMessage } from '../../base/errors.ts';
 import type { InMessage } from '../core/index.ts';
@@ -27,17 +27,15 @@ import {
   cmpBytes,
   ElementBuffer,
   elementMessages,
-  encodeElement,
   encodeElementInto,
   estimateElementBytes,
   fieldBounds,
   leadingIntervalEndInto,
 } from './element-encode.ts';
-import { fail, missing } from './fake-state.ts';
 import { ident, received, renderDuration } from './message.ts';
-import type { EncodeState, ObjectCodec, Operation, Verb } from './object.ts';
+import type { EncodeState, ObjectCodec, Operation, PendingElements, Verb } from './object.ts';
 import { addThenDelete, createFlags, isRemoval, NftValidationError, removalCmd, scopeText } from './object.ts';
-import { isConcatInterval, isInterval } from './set.ts';
+import { isConcatInterval, isInterval } from './set-shape.ts';
 import type { KeyField, NftElement, NftSetLike } from './types.ts';
 import {
   decodeUdata,
@@ -315,7 +313,7 @@ const KEYS_ONLY = { withData: false };
  * many per message when the run ends: a caller that adds elements one by one still gets
  * hundreds per message (a full sync has hundreds of thousands).
  */
-export class ElementRun {
+export class ElementRun implements PendingElements {
   readonly verb: Verb;
   readonly set: NftSetLike;
   readonly buf: ElementBuffer;
@@ -344,7 +342,7 @@ export class ElementRun {
     const del = isRemoval(verb);
     const cmd = del ? removalCmd(verb, NftMsg.DELSETELEM, NftMsg.DESTROYSETELEM) : NftMsg.NEWSETELEM;
     const flags = del ? 0 : createFlags(verb, NLM_F_CREATE, NLM_F_EXCL);
-    const label = (n: number): string => `${verb} element ${st.fam} ${ident(set.name)} (${n} elements)`;
+    const label = `${verb} element ${st.fam} ${ident(set.name)}`;
     st.out.push(
       ...elementMessages(st.scope, cmd, flags, set.name, del ? undefined : st.ctx.setId(set.name), this.buf, label),
     );
@@ -414,32 +412,4 @@ export const elementCodec: ObjectCodec<NftElement, ReturnType<typeof decodeRawEl
   decode: decodeRawElements,
 
   emulateDestroy: (o) => addThenDelete(o, o),
-
-  apply(s, op) {
-    const { verb, obj } = op;
-    const set = s.sets.get(obj.set);
-    if (!set) return missing(op, 'no such set');
-    let key: string;
-    try {
-      key = encodeElement(set.def, { kind: 'element', set: obj.set, key: obj.key }, KEYS_ONLY)
-        .map((b) => Buffer.from(b).toString('hex'))
-        .join('');
-      if (!isRemoval(verb)) encodeElement(set.def, obj, WITH_DATA);
-    } catch (e) {
-      throw new NftValidationError(`${verb} element ${obj.set}: ${errorMessage(e)}`, { cause: e });
-    }
-    const cur = set.elements.get(key);
-    if (isRemoval(verb)) {
-      if (!cur) return missing(op, 'no such element');
-      set.elements.delete(key);
-      return;
-    }
-    const v = obj.value;
-    if (v && isVerdict(v) && 'chain' in v && !s.chains.has(v.chain)) fail(op, 'ENOENT', `no chain ${v.chain}`);
-    if (cur) {
-      if (verb === 'create') fail(op, 'EEXIST');
-      if (JSON.stringify(cur.value) !== JSON.stringify(obj.value)) fail(op, 'EEXIST', 'element exists with other data');
-    }
-    set.elements.set(key, obj);
-  },
 };

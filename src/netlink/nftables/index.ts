@@ -1,5 +1,6 @@
-// nf_tables over nfnetlink: typed objects, expressions, transactions, a kernel client and
-// an in-memory fake. See client.ts for the entry point and rule-builder.ts for writing rules.
+// nf_tables over nfnetlink: typed objects, expressions, transactions and a kernel client (the
+// in-memory fake for tests is fake/index.ts, exported from there only). See client.ts for the
+// entry point and rule-builder.ts for writing rules.
 export * from './constants.ts';
 export * from './types.ts';
 export * from './datatypes.ts';
@@ -11,7 +12,6 @@ export { NftTransaction, NftValidationError, renderOp } from './transaction.ts';
 export type { Operation, Verb, SetSchema } from './transaction.ts';
 export { NftClient } from './client.ts';
 export type { NftClientOptions, NftInterface, RunStats } from './client.ts';
-export { FakeNft } from './fake.ts';
 export { decodeTable } from './table.ts';
 export type { ListedTable } from './table.ts';
 export { decodeChain } from './chain.ts';

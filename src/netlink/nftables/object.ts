@@ -1,15 +1,13 @@
 // What every nf_tables object kind (table, chain, set and map, element, rule) implements, as
 // each expression implements ExprCodec (expr/common.ts) and each google/nftables type its
 // own marshal/unmarshal: checking an operation, encoding it as messages, rendering it as nft
-// syntax, decoding the kernel's reply, and applying it to FakeNft's state. objects.ts holds
-// the table keyed by kind that NftTransaction and FakeNft dispatch through.
+// syntax and decoding the kernel's reply. objects.ts holds the table keyed by kind that
+// NftTransaction dispatches through (FakeNft's rules per kind live apart, in fake/).
 
 import type { InMessage, OutMessage } from '../core/index.ts';
-import type { ElementRun } from './element.ts';
 import type { EncodeContext } from './expr/index.ts';
-import type { FakeOp, FakeState } from './fake-state.ts';
 import { ident, quote } from './message.ts';
-import type { NftObject, NftSetLike, Scope } from './types.ts';
+import type { NftElement, NftObject, NftSetLike, Scope } from './types.ts';
 
 export type Verb = 'add' | 'create' | 'insert' | 'replace' | 'flush' | 'delete' | 'destroy';
 
@@ -41,7 +39,17 @@ export interface EncodeState {
   /** Single-field interval sets created here and still empty (nft sends them a leading end element). */
   readonly fresh: Set<string>;
   /** Elements encoded but not packed into messages yet: a run of one verb on one set. */
-  pending: ElementRun | undefined;
+  pending: PendingElements | undefined;
+}
+
+/** A run of element operations of one verb on one set, being encoded (element.ts's ElementRun). */
+export interface PendingElements {
+  readonly verb: Verb;
+  readonly set: NftSetLike;
+  /** Appends an element to the run. */
+  add(o: NftElement, fam: string): void;
+  /** Ends the run: its elements become messages in `st`. */
+  flush(st: EncodeState): void;
 }
 
 export interface ObjectCodec<O extends NftObject, Listed = unknown> {
@@ -58,8 +66,6 @@ export interface ObjectCodec<O extends NftObject, Listed = unknown> {
    * (add, then delete), or an NftValidationError when the kind cannot be emulated.
    */
   emulateDestroy(o: O): Operation[];
-  /** Applies the operation to FakeNft's state, failing as the kernel would (see fake-state.ts). */
-  apply(s: FakeState, op: FakeOp<O>): void;
 }
 
 export const isRemoval = (verb: Verb): boolean => verb === 'delete' || verb === 'destroy';

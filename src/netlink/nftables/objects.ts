@@ -1,4 +1,4 @@
-// The object kinds by name: what NftTransaction and FakeNft dispatch through (as expr/index.ts's
+// The object kinds by name: what NftTransaction dispatches through (as expr/index.ts's
 // CODECS for expressions). Each kind's module holds its whole codec.
 
 import { chainCodec } from './chain.ts';

@@ -45,8 +45,8 @@ import type { DataType } from './datatypes.ts';
 import { BYTEORDER_INVALID, DATATYPES, isDataType, keyLength, typeId, typesOfId } from './datatypes.ts';
 import { flushSetMessage } from './element-encode.ts';
 import { MetaKey } from './expr/meta.ts';
-import { fail, missing, newHandle, setInUse } from './fake-state.ts';
 import { cstr, ident, nftMessage, received, renderDuration } from './message.ts';
+import { isConcatInterval, isInterval } from './set-shape.ts';
 import type { ObjectCodec } from './object.ts';
 import {
   addThenDelete,
@@ -92,9 +92,6 @@ const FLAG_BITS: Record<SetFlag, number> = {
   timeout: NFT_SET_TIMEOUT,
   dynamic: NFT_SET_EVAL,
 };
-
-export const isInterval = (s: NftSetLike): boolean => s.flags?.includes('interval') ?? false;
-export const isConcatInterval = (s: NftSetLike): boolean => isInterval(s) && s.key.length > 1;
 
 export function setFlags(s: NftSetLike): number {
   let f = 0;
@@ -396,7 +393,7 @@ function invalidDefinition(o: NftSetLike): string | undefined {
 }
 
 /** Same kind and types: what the kernel compares when a set is added again. */
-const sameType = (a: NftSetLike, b: NftSetLike): boolean =>
+export const sameType = (a: NftSetLike, b: NftSetLike): boolean =>
   a.kind === b.kind &&
   JSON.stringify(a.key) === JSON.stringify(b.key) &&
   (a.kind !== 'map' || b.kind !== 'map' || JSON.stringify(a.data) === JSON.stringify(b.data));
@@ -447,28 +444,5 @@ export const setCodec: ObjectCodec<NftSetLike, ListedSet> = {
   emulateDestroy(o) {
     if (o.name === undefined) needsDestroy(`${o.kind} by handle`);
     return addThenDelete(o, o);
-  },
-
-  apply(s, op) {
-    const { verb, obj } = op;
-    const name = obj.name ?? [...s.sets.values()].find((x) => x.def.handle === obj.handle)?.def.name;
-    const cur = name !== undefined ? s.sets.get(name) : undefined;
-    if (isRemoval(verb)) {
-      if (!cur) return missing(op);
-      if (setInUse(s, cur.def.name)) fail(op, 'EBUSY', 'set is used by a rule');
-      s.sets.delete(cur.def.name);
-      return;
-    }
-    if (verb === 'flush') {
-      if (!cur) return missing(op);
-      cur.elements = new Map();
-      return;
-    }
-    if (cur) {
-      if (verb === 'create') fail(op, 'EEXIST');
-      if (!sameType(cur.def, obj)) fail(op, 'EEXIST', 'exists with another type');
-      return;
-    }
-    s.sets.set(obj.name, { def: { ...obj, handle: newHandle(s) }, elements: new Map() });
   },
 };

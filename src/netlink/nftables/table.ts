@@ -1,6 +1,6 @@
 // Tables: NFTA_TABLE_NAME, NFTA_TABLE_FLAGS (nft always sends it, 0 by default),
 // [NFTA_TABLE_USERDATA: comment TLV]. Deletes name the table, or its handle. tableCodec is
-// the table's part of every transaction, dump and FakeNft operation.
+// the table's part of every transaction and dump.
 import type { InMessage, OutMessage } from '../core/index.ts';
 import { NLM_F_EXCL } from '../core/index.ts';
 import type { Family } from './constants.ts';
@@ -12,7 +12,6 @@ import {
   NFTA_TABLE_USERDATA,
   NftMsg,
 } from './constants.ts';
-import { fail, missing, newHandle } from './fake-state.ts';
 import { nftMessage, received } from './message.ts';
 import type { ObjectCodec } from './object.ts';
 import { addThenDelete, braces, commentPart, isRemoval, opLabel, removalCmd, scopeText } from './object.ts';
@@ -87,22 +86,4 @@ export const tableCodec: ObjectCodec<NftTable, ListedTable> = {
   decode: decodeTable,
 
   emulateDestroy: (t) => addThenDelete(t, t),
-
-  apply(s, op) {
-    const { verb, obj } = op;
-    if (isRemoval(verb)) {
-      if (!s.table) return missing(op);
-      s.table = undefined;
-      s.chains.clear();
-      s.sets.clear();
-      return;
-    }
-    if (verb === 'flush') {
-      if (!s.table) return missing(op);
-      for (const c of s.chains.values()) c.rules = [];
-      return;
-    }
-    if (s.table && verb === 'create') fail(op, 'EEXIST');
-    s.table = { ...obj, handle: s.table?.handle ?? newHandle(s) };
-  },
 };

@@ -20,10 +20,8 @@ export {
 export type { IfInfo } from './codec.ts';
 export { ADDRS_PER_DATAGRAM, RouteClient, selectNodeAddresses } from './client.ts';
 export type { AddAddrOptions, LinkRef, RouteCallOptions, RouteTransport } from './client.ts';
-export { FakeRouteKernel, fakeRoute } from './fake.ts';
 export { decodeRouteChange, monitorRoute, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR, RTNLGRP_LINK } from './monitor.ts';
 export type { RouteChange, RouteMonitorHandlers, RouteMonitorOptions } from './monitor.ts';
-export type { FakeRouteOptions } from './fake.ts';
 
 import { connect, Protocol } from '../core/index.ts';
 import type { ConnectionOptions, SocketOptions } from '../core/index.ts';

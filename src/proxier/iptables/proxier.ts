@@ -14,7 +14,7 @@ import type { IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
-import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
+import type { DescribeOptions, PortDescription, Proxier, SyncProblem, SyncReport, TrafficSample } from '../types.ts';
 import { SyncFailedError } from '../types.ts';
 import type { CanaryProbe } from './canary.ts';
 import type { DriftTarget } from '../drift/chain-watch.ts';
@@ -44,7 +44,6 @@ import { chainId } from '../xtables/units.ts';
 import { SyncTally } from './sync-tally.ts';
 import { Chain, isServicePortChain } from './names.ts';
 import type { BatchSender, TableClient } from '../xtables/writer-types.ts';
-import { errorMessage } from '../../base/errors.ts';
 
 /** The sysctl writer the daemon passes (route_localnet); same shape as the IPVS mode's. */
 export interface SysctlWriter {
@@ -273,7 +272,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
       throw new Error(
         `${missing} rules written to shared chains were not found listing them again (someone changed them meanwhile?)`,
       );
-    const errors: string[] = [];
+    const errors: SyncProblem[] = [];
     const late = new BatchSink(this.o.clients, this.o.sender, this.budget, signal, () => this.now());
     if (plan.late.length > 0) {
       try {
@@ -282,7 +281,7 @@ export class IptablesProxier implements Proxier, DriftTarget {
           await late.finish();
         });
       } catch (e) {
-        errors.push(`stale chains not removed (retried at the next full sync): ${errorMessage(e)}`);
+        errors.push({ what: 'stale chains not removed (retried at the next full sync)', cause: e });
         this.log.warn('Stale chains not removed', { err: e });
       }
     }

@@ -34,7 +34,8 @@ import type { IpvsAddrKey, IpvsClient, IpvsOp } from '../../netlink/ipvs/index.t
 import { isNoSuchLink } from '../../netlink/route/index.ts';
 import type { RouteChange, RouteClient } from '../../netlink/route/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
-import type { PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
+import type { PortDescription, Proxier, SyncProblem, SyncReport, TrafficSample } from '../types.ts';
+import { problemText } from '../types.ts';
 import { describeIpvsPort, ipvsTrafficCounters } from './describe.ts';
 import { companionChainDrifted, dummyLinkDrift } from './drift.ts';
 import { applyTouched } from './apply.ts';
@@ -106,7 +107,7 @@ interface SyncStats {
   /** Netlink requests, a pipelined burst counting each message. */
   requests: number;
   kernelMs: number;
-  errors: string[];
+  errors: SyncProblem[];
   /** Writing the companion rules failed (upstream: its iptables-restore failed). */
   companionFailed: boolean;
 }
@@ -118,7 +119,7 @@ export class IpvsSyncError extends Error {
   readonly report: SyncReport;
   constructor(report: SyncReport) {
     super(
-      `ipvs sync: ${report.errors.length} kernel operation(s) failed: ${report.errors.slice(0, 5).join('; ')}${report.errors.length > 5 ? ' ...' : ''}`,
+      `ipvs sync: ${report.errors.length} kernel operation(s) failed: ${report.errors.slice(0, 5).map(problemText).join('; ')}${report.errors.length > 5 ? ' ...' : ''}`,
     );
     this.name = 'IpvsSyncError';
     this.report = report;
@@ -221,7 +222,7 @@ export class IpvsProxier implements Proxier {
   }
 
   private fail(what: string, e: unknown): void {
-    this.stats.errors.push(`${what}: ${errorMessage(e)}`);
+    this.stats.errors.push({ what, cause: e });
     this.log.error('ipvs kernel operation failed', { op: what, error: errorMessage(e) });
   }
 

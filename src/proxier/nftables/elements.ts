@@ -16,6 +16,7 @@
 
 import type { EndpointInfo } from '../../model/index.ts';
 import type { NftElement, Verdict } from '../../netlink/nftables/index.ts';
+import type { SyncProblem } from '../types.ts';
 import { isEndpointsMap, SET } from './names.ts';
 
 type Field = string | number;
@@ -147,7 +148,7 @@ export interface ElementDelta {
   /** Elements whose data changed: deleted and re-added in the same transaction. */
   replace: NftElement[];
   remove: NftElement[];
-  conflicts: string[];
+  conflicts: SyncProblem[];
 }
 
 export const emptyDelta = (): ElementDelta => ({ add: [], replace: [], remove: [], conflicts: [] });
@@ -258,9 +259,9 @@ export class ElementIndex {
     } else if (sameValue(e.value, value)) {
       if (!hasOwner(e.owners, owner)) e.owners = withOwner(e.owners, owner);
     } else if (!hasOwner(e.owners, owner)) {
-      delta.conflicts.push(
-        `${c.id}: wanted by ${owner} as ${valueText(value)}, held by ${ownerList(e.owners).join(', ')} as ${valueText(e.value)}`,
-      );
+      delta.conflicts.push({
+        what: `${c.id}: wanted by ${owner} as ${valueText(value)}, held by ${ownerList(e.owners).join(', ')} as ${valueText(e.value)}`,
+      });
     }
   }
 

@@ -7,7 +7,6 @@
 // last sync committed, in one batch: never a re-listing of the table (upstream's per-sync
 // listing costs a minute at 44k Services).
 
-import { errorMessage } from '../../base/errors.ts';
 import type { Logger } from '../../base/logger.ts';
 import { nodePortIPsOf } from '../../model/index.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
@@ -19,6 +18,7 @@ import type {
   DescribeOptions,
   PortDescription,
   Proxier,
+  SyncProblem,
   SyncReport,
   TrafficSample,
 } from '../types.ts';
@@ -224,7 +224,7 @@ export class NftablesProxier implements Proxier {
       const now = this.inputsOf(desired, id);
       if (now?.info !== was.info || now.sel !== was.sel) this.refused.delete(id);
     }
-    const problems: string[] = [];
+    const problems: SyncProblem[] = [];
     // Each round that the kernel refuses a service port ends with it set aside; the next
     // round starts over from what the kernel holds. Bounded: a kernel that refuses
     // everything fails the sync (and the daemon retries) rather than looping.
@@ -236,7 +236,10 @@ export class NftablesProxier implements Proxier {
         if (!(e instanceof ServicePortRefusedError) || round >= MAX_REFUSED_PER_SYNC) throw e;
         this.refused.set(e.id, this.inputsOf(desired, e.id)!);
         // Reported in the sync's errors (the daemon logs them and counts `refused`).
-        problems.push(`${e.message}; skipped until it changes, everything else is programmed`);
+        problems.push({
+          what: `service port ${JSON.stringify(e.id)} refused, skipped until it changes (everything else is programmed)`,
+          cause: e.cause,
+        });
         this.log.debug('service port refused by the kernel; starting the full sync again without it', {
           servicePort: e.id,
         });
@@ -305,9 +308,10 @@ export class NftablesProxier implements Proxier {
     } catch (e) {
       if (signal.aborted) throw e;
       cleanupFailed = true;
-      delta.conflicts.push(
-        `cleanup of stale chains and sets failed (retried at the next full sync): ${errorMessage(e)}`,
-      );
+      delta.conflicts.push({
+        what: 'cleanup of stale chains and sets failed (retried at the next full sync)',
+        cause: e,
+      });
     }
 
     const kernelMs = readMs + batches.kernelMs;

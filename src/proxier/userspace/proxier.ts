@@ -12,7 +12,7 @@ import type { IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
-import type { DescribeOptions, PortDescription, Proxier, SyncReport } from '../types.ts';
+import type { DescribeOptions, PortDescription, Proxier, SyncProblem, SyncReport } from '../types.ts';
 import { BatchSink, Encoder, planFull, readKernel, removeAll } from '../xtables/index.ts';
 import type { BatchSender, Budget, Plan, RuleCodec, TableClient, UnitSource } from '../xtables/index.ts';
 import { describeUserspacePort } from './describe.ts';
@@ -24,7 +24,6 @@ import type { ProxyPorts } from './proxy/types.ts';
 import { CHAINS, hostIPOf, isUserspaceChain, jumps, portalComment, servicePortRules } from './rules.ts';
 import type { RuleContext } from './rules.ts';
 import type { NodePortClaim } from './node-port-claims.ts';
-import { errorMessage } from '../../base/errors.ts';
 
 export interface UserspaceProxierOptions {
   readonly family: IPFamily;
@@ -86,14 +85,14 @@ export class UserspaceProxier implements Proxier {
     if (desired.family !== this.o.family)
       throw new Error(`an ${this.o.family} proxier was given ${desired.family} state`);
     const t0 = this.now();
-    const errors: string[] = [];
+    const errors: SyncProblem[] = [];
     const specs = proxySpecs(desired, (name) =>
       this.log.debug('SCTP service port skipped: the userspace mode proxies TCP and UDP only', { service: name }),
     );
     const applied = await this.o.ports.apply(specs);
     for (const [id, err] of applied.errors) {
       const name = specs.find((s) => s.id === id)?.name ?? id;
-      errors.push(`${name}: no proxy socket (${err.message}); its rules are not written`);
+      errors.push({ what: `${name}: no proxy socket, its rules are not written`, cause: err });
     }
     const ctx: RuleContext = {
       family: this.o.family,
@@ -101,13 +100,13 @@ export class UserspaceProxier implements Proxier {
       hostIP: hostIPOf(this.o.listenIP, desired.node.primaryIP || (this.o.hostAddress?.() ?? '')),
     };
     if (ctx.hostIP === '' && specs.length > 0)
-      errors.push(
-        `no node IP of ${this.o.family} (node status or --bind-address): the node's own traffic to Services is not proxied`,
-      );
+      errors.push({
+        what: `no node IP of ${this.o.family} (node status or --bind-address): the node's own traffic to Services is not proxied`,
+      });
     const unclaimed = await this.claimNodePorts(desired, applied.ports);
     for (const [id, err] of unclaimed) {
       const info = desired.services.get(id as ServicePortId);
-      errors.push(`${info ? portalComment(info) : id}: ${err.message}; its node port is not proxied`);
+      errors.push({ what: `${info ? portalComment(info) : id}: its node port is not proxied`, cause: err });
     }
     const written = new Map<string, Written>();
     const units: UnitSource[] = [];
@@ -153,7 +152,11 @@ export class UserspaceProxier implements Proxier {
   }
 
   /** Deletes the conntrack entries of UDP service ports whose socket is new since the last sync. */
-  private async forgetMovedUdp(desired: DesiredState, written: Map<string, Written>, errors: string[]): Promise<void> {
+  private async forgetMovedUdp(
+    desired: DesiredState,
+    written: Map<string, Written>,
+    errors: SyncProblem[],
+  ): Promise<void> {
     const now = new Map<string, number>();
     const moved: UdpFrontends[] = [];
     for (const [id, w] of written) {
@@ -174,7 +177,7 @@ export class UserspaceProxier implements Proxier {
         if (n > 0) this.log.debug('Deleted conntrack entries of UDP sockets that moved', { entries: n });
       } catch (e) {
         // Retried at the next sync: udpPorts is only updated on success.
-        errors.push(`conntrack entries of moved UDP sockets not deleted: ${errorMessage(e)}`);
+        errors.push({ what: 'conntrack entries of moved UDP sockets not deleted', cause: e });
         return;
       }
     }

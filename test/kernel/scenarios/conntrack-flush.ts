@@ -17,6 +17,7 @@ import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
 import { udpFlows } from './conntrack.ts';
 import { ObjectFeed } from './object-feed.ts';
 import type { ObjectChange } from './object-feed.ts';
+import { problemText } from '../../../src/proxier/types.ts';
 
 let tracker: ChangeTracker | undefined;
 let proxier: NftablesProxier | undefined;
@@ -66,7 +67,13 @@ export async function apply(change: ObjectChange): Promise<ApplyResult> {
     flusher.schedule(cs.stale, desired);
     await flusher.idle();
   }
-  return { errors: r.errors, stale: [...cs.stale], syncedAt, flushedAt: Date.now(), flush: reports.slice(before) };
+  return {
+    errors: r.errors.map(problemText),
+    stale: [...cs.stale],
+    syncedAt,
+    flushedAt: Date.now(),
+    flush: reports.slice(before),
+  };
 }
 
 /** The restart path: reconcile the table with what the last sync programmed. */

@@ -13,6 +13,7 @@ import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { ObjectFeed } from './object-feed.ts';
 import { ProcSysctl } from '../../../src/daemon/sysctl.ts';
 import type { ObjectChange } from './object-feed.ts';
+import { problemText } from '../../../src/proxier/types.ts';
 
 let tracker: ChangeTracker | undefined;
 let proxier: IptablesProxier | undefined;
@@ -105,7 +106,12 @@ export function apply(change: ObjectChange, forceFull = false): Promise<SyncRepo
     const { desired, change: cs } = t.checkout();
     syncing = true;
     const r = await proxier!.sync(desired, cs, new AbortController().signal).finally(() => (syncing = false));
-    return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors, batches: r.batches ?? 0 };
+    return {
+      full: r.full,
+      servicesChanged: r.servicesChanged,
+      errors: r.errors.map(problemText),
+      batches: r.batches ?? 0,
+    };
   };
   const p = chain.then(run, run);
   chain = p.catch(() => undefined);

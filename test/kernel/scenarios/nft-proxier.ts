@@ -11,6 +11,7 @@ import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
 import { ObjectFeed } from './object-feed.ts';
 import type { ObjectChange } from './object-feed.ts';
+import { problemText } from '../../../src/proxier/types.ts';
 
 let tracker: ChangeTracker | undefined;
 let proxier: NftablesProxier | undefined;
@@ -52,7 +53,12 @@ export async function apply(change: ObjectChange, forceFull = false): Promise<Sy
   if (forceFull) t.requestFullSync();
   const { desired, change: cs } = t.checkout();
   const r = await proxier!.sync(desired, cs, new AbortController().signal);
-  return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors, batches: r.batches ?? 0 };
+  return {
+    full: r.full,
+    servicesChanged: r.servicesChanged,
+    errors: r.errors.map(problemText),
+    batches: r.batches ?? 0,
+  };
 }
 
 /** The per-Service traffic counters (--service-traffic-metrics), keyed "id|frontend". */
@@ -97,5 +103,10 @@ export async function applyRenamed(
       });
   }
   const r = await proxier!.sync(desired, cs, new AbortController().signal);
-  return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors, batches: r.batches ?? 0 };
+  return {
+    full: r.full,
+    servicesChanged: r.servicesChanged,
+    errors: r.errors.map(problemText),
+    batches: r.batches ?? 0,
+  };
 }

@@ -17,6 +17,7 @@ import { iptablesNftCodec } from '../../../src/proxier/xtables/index.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { ObjectFeed } from './object-feed.ts';
 import type { ObjectChange } from './object-feed.ts';
+import { problemText } from '../../../src/proxier/types.ts';
 
 let tracker: ChangeTracker | undefined;
 let proxier: UserspaceProxier | undefined;
@@ -77,7 +78,12 @@ export function apply(change: ObjectChange): Promise<SyncReportLike> {
     objects.feed(tracker!, change);
     const { desired, change: cs } = tracker!.checkout();
     const r = await proxier!.sync(desired, cs, new AbortController().signal);
-    return { full: r.full, servicesChanged: r.servicesChanged, errors: r.errors, batches: r.batches ?? 0 };
+    return {
+      full: r.full,
+      servicesChanged: r.servicesChanged,
+      errors: r.errors.map(problemText),
+      batches: r.batches ?? 0,
+    };
   };
   const p = chain.then(run, run);
   chain = p.catch(() => undefined);

@@ -3,7 +3,7 @@
 // (`npm run bench -- --quick nftables`) takes about 35 s on the shared 2-CPU machine, over the
 // 30 s budget for a unit test, so it is not run here.
 import test from 'ava';
-import { FakeNft } from '../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../src/netlink/nftables/fake/index.ts';
 import { TABLE } from '../../../src/proxier/nftables/index.ts';
 import { REGISTRY } from '../../../test/bench/run.ts';
 import {

@@ -4,7 +4,7 @@ import { parseCommandLine } from '../../../src/config/index.ts';
 import type { ProxyConfig } from '../../../src/config/index.ts';
 import type { IPFamily } from '../../../src/base/ip.ts';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { FakeNft } from '../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
 import type { Proxier } from '../../../src/proxier/types.ts';
 import type { Source, SourceHandler } from '../../../src/sources/index.ts';

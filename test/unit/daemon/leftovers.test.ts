@@ -11,7 +11,7 @@ import {
 } from '../../../src/daemon/leftovers-iptables.ts';
 import type { SweepRule } from '../../../src/daemon/leftovers-iptables.ts';
 import { removeUpstreamIpsets, upstreamIpsetNames, upstreamOwnsService } from '../../../src/daemon/leftovers-ipvs.ts';
-import { fakeIpset } from '../../../src/netlink/ipset/index.ts';
+import { fakeIpset } from '../../../src/netlink/ipset/fake/index.ts';
 import {
   chainRegex,
   detectLegacyTables,
@@ -21,7 +21,8 @@ import {
 import { leftoverSteps } from '../../../src/daemon/leftovers.ts';
 import type { LeftoverClients } from '../../../src/daemon/leftovers.ts';
 import { parseCIDR } from '../../../src/base/ip.ts';
-import { FakeNft, rule } from '../../../src/netlink/nftables/index.ts';
+import { rule } from '../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../src/netlink/nftables/fake/index.ts';
 import type { NftExpr } from '../../../src/netlink/nftables/index.ts';
 
 const NAT_BASE = {

@@ -2,7 +2,7 @@
 // a listener that cannot be made is counted per attempt, logged once, and tried again.
 import test from 'ava';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { FakeNft } from '../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
 import type { ApplyResult, ProxyPorts, ProxyPortSpec } from '../../../src/proxier/userspace/proxy/index.ts';
 import { LocalhostNodePortsProxier } from '../../../src/daemon/localhost-nodeports.ts';

@@ -2,9 +2,10 @@
 // upstream's fallback with one warning where the kernel refuses, and --cleanup's delete of
 // ours only, by name (missing ones fine, busy ones kept and reported).
 import test from 'ava';
-import { FakeKernel, NetlinkConnection, errnoNumber } from '../../../src/netlink/core/index.ts';
+import { NetlinkConnection, errnoNumber } from '../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../src/netlink/core/fake/index.ts';
 import type { InMessage } from '../../../src/netlink/core/index.ts';
-import { ackReply, errorReply } from '../../../src/netlink/core/fake-kernel.ts';
+import { ackReply, errorReply } from '../../../src/netlink/core/fake/index.ts';
 import { NfacctClient, NfacctCmd, NfacctAttr } from '../../../src/netlink/nfacct/index.ts';
 import { AttrSet } from '../../../src/netlink/core/index.ts';
 import { ensureNfacctObjects, OUR_NFACCT_OBJECTS, removeNfacctObjects } from '../../../src/daemon/nfacct.ts';

@@ -13,7 +13,10 @@ test('refused service ports reach the metric and the log', async (t) => {
   const records: LogRecord[] = [];
   const logger = memoryLogger(records);
   const tracker = new ChangeTracker({ nodeName: 'n', family: 'IPv4' }, { logger, clock });
-  const problem = 'service port "default/x:p/TCP" refused: ENFILE; skipped until it changes';
+  const problem = {
+    what: 'service port "default/x:p/TCP" refused, skipped until it changes',
+    cause: new Error('ENFILE'),
+  };
   const proxier: Proxier = {
     mode: 'nftables',
     sync: () =>

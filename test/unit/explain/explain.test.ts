@@ -5,7 +5,7 @@ import test from 'ava';
 import { memoryLogger } from '../../../src/base/logger.ts';
 import { explainPort, matchPorts } from '../../../src/explain/explain.ts';
 import { formatExplain } from '../../../src/explain/format.ts';
-import { FakeNft } from '../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
 import { ep, newTracker, node, slice, svc } from '../model/helpers.ts';
 

@@ -78,7 +78,7 @@ export const cases: VmCase[] = [
       await must('/bin/sh', '-c', 'echo /bin/false >/proc/sys/kernel/modprobe');
       const e = await expectRejects(fresh().listServices(), () => true, 'listServices without ip_vs');
       note(String(e));
-      assert.match(String(e), /generic netlink family IPVS is not available in this kernel: ENOENT/);
+      assert.match(String(e), /get genl family IPVS: not available in this kernel: ENOENT/);
     },
   },
   {

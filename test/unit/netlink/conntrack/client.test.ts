@@ -11,8 +11,8 @@ import {
   splitNfPayload,
 } from '../../../../src/netlink/core/index.ts';
 import type { InMessage } from '../../../../src/netlink/core/index.ts';
-import { ackReply, doneReply, errorReply, FakeKernel } from '../../../../src/netlink/core/fake-kernel.ts';
-import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { ackReply, doneReply, errorReply, FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
+import type { FakeReply } from '../../../../src/netlink/core/fake/index.ts';
 import { attr, be16, be32, bytes, le32, nestedAttr } from '../../../helpers/naive-bytes.ts';
 import { ConntrackClient, IPPROTO, readTuple } from '../../../../src/netlink/conntrack/index.ts';
 import type { Flow, Tuple } from '../../../../src/netlink/conntrack/index.ts';

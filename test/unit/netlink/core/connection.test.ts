@@ -4,7 +4,6 @@ import test from 'ava';
 import {
   AF_INET,
   ByteWriter,
-  FakeKernel,
   NetlinkConnection,
   NetlinkError,
   nfMessage,
@@ -21,9 +20,10 @@ import {
   isTimeout,
   parseMessages,
 } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
 import type { InMessage, OutMessage } from '../../../../src/netlink/core/index.ts';
-import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
-import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake/index.ts';
+import type { FakeReply } from '../../../../src/netlink/core/fake/index.ts';
 import { fixture, hexdiff, maskSeqPid } from '../../../helpers/fixtures.ts';
 import { attr, cstr, le32 } from '../../../helpers/naive-bytes.ts';
 
@@ -103,7 +103,9 @@ test('a dump interrupted every time gives up after a bounded number of retries',
   );
   const err = await t.throwsAsync(c.request(msg('list chains'), { dump: true }), { instanceOf: NetlinkError });
   t.is(err.code, 'EINTR');
-  t.regex(err.message, /list chains \(dump interrupted 4 times\)/);
+  t.is(err.op, 'list chains', 'the bare label');
+  t.is(err.attempts, 4);
+  t.is(err.message, 'list chains: dump interrupted 4 times: EINTR');
   t.is(calls, 4);
 });
 
@@ -174,11 +176,25 @@ test('a batch the kernel refuses names the message that failed', async (t) => {
   t.is(err.message, 'add chain ip t bad: ENOTSUP');
 });
 
+test('a refused message that carries set elements: the bare label, the count in a field and the text', async (t) => {
+  const kernel = new FakeKernel((reqs) => [errorReply(reqs[1]!, 17)]);
+  const c = open(kernel);
+  const els = { ...msg('add element ip t s'), elements: 300 };
+  const err = await t.throwsAsync(c.batch(NfnlSubsys.NFTABLES, [els]), { instanceOf: NetlinkError });
+  t.is(err.op, 'add element ip t s');
+  t.is(err.verb, 'add');
+  t.is(err.kind, 'element');
+  t.is(err.elements, 300);
+  t.is(err.message, 'add element ip t s (300 elements): EEXIST');
+});
+
 test('a batch refused as a whole (error on the begin message) ends without waiting', async (t) => {
   const c = open(new FakeKernel((reqs) => [errorReply(reqs[0]!, 1)]), 10_000);
   const err = await t.throwsAsync(c.batch(NfnlSubsys.NFTABLES, [msg('add table ip t')]), { instanceOf: NetlinkError });
   t.is(err.code, 'EPERM');
-  t.regex(err.op, /batch control message/);
+  t.is(err.op, 'batch begin');
+  t.is(err.messages, 1);
+  t.is(err.message, "batch begin: the batch's control message (its first message: add table ip t): EPERM");
 });
 
 test('a batch larger than the socket accepts fails with EMSGSIZE before sending', async (t) => {

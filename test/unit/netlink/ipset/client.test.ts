@@ -2,15 +2,15 @@
 import test from 'ava';
 import {
   ByteWriter,
-  FakeKernel,
   NetlinkConnection,
   NetlinkError,
   NLM_F_EXCL,
   NLMSG_ERROR,
 } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
 import type { InMessage } from '../../../../src/netlink/core/index.ts';
-import { ackReply } from '../../../../src/netlink/core/fake-kernel.ts';
-import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { ackReply } from '../../../../src/netlink/core/fake/index.ts';
+import type { FakeReply } from '../../../../src/netlink/core/fake/index.ts';
 import {
   decodeEntry,
   IpsetAttr,

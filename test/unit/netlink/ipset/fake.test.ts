@@ -1,6 +1,7 @@
 // FakeIpsetKernel without a kernel (test/kernel/ipset-contract.test.ts holds it to the real one).
 import test from 'ava';
-import { fakeIpset, isEntryExists, isSetBusy } from '../../../../src/netlink/ipset/index.ts';
+import { isEntryExists, isSetBusy } from '../../../../src/netlink/ipset/index.ts';
+import { fakeIpset } from '../../../../src/netlink/ipset/fake/index.ts';
 
 test('a proxier-style sync against the fake: create, bulk add, swap, destroy', async (t) => {
   const { client, kernel } = fakeIpset();

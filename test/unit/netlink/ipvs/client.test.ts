@@ -25,7 +25,8 @@ test('a kernel without IPVS: a clear NetlinkError; the look-up is retried later'
   const { fake, client } = setup();
   fake.available = false;
   const e = await t.throwsAsync(client.listServices(), { instanceOf: NetlinkError });
-  t.is(e!.message, 'generic netlink family IPVS is not available in this kernel: ENOENT');
+  t.is(e!.message, 'get genl family IPVS: not available in this kernel: ENOENT');
+  t.is(e!.op, 'get genl family IPVS');
   t.is(e!.code, 'ENOENT');
   fake.available = true;
   t.deepEqual(await client.listServices(), []);
@@ -108,7 +109,7 @@ test('add service on a kernel without IPVS: the family error, not a scheduler er
   fake.available = false;
   const e = await t.throwsAsync(client.addService(WEB));
   t.false(isSchedulerMissing(e));
-  t.is(e!.message, 'generic netlink family IPVS is not available in this kernel: ENOENT');
+  t.is(e!.message, 'get genl family IPVS: not available in this kernel: ENOENT');
 });
 
 test('a missing persistence engine is named with the scheduler', async (t) => {

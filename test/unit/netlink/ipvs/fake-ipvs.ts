@@ -10,15 +10,15 @@ import {
   ByteWriter,
   CTRL_ATTR_FAMILY_ID,
   CTRL_ATTR_FAMILY_NAME,
-  FakeKernel,
   GENL_ID_CTRL,
   NLM_F_ACK,
   NLM_F_DUMP,
   NLM_F_MULTI,
 } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
 import type { InMessage } from '../../../../src/netlink/core/index.ts';
-import { ackReply as ack, doneReply, errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
-import type { FakeReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { ackReply as ack, doneReply, errorReply } from '../../../../src/netlink/core/fake/index.ts';
+import type { FakeReply } from '../../../../src/netlink/core/fake/index.ts';
 import {
   decodeDestination,
   decodeService,

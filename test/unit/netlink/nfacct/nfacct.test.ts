@@ -2,8 +2,9 @@
 // captured with strace in a throwaway namespace (test/fixtures/netlink/capture-ipset-route.sh,
 // CAPTURE.md); the client over the fake kernel.
 import test from 'ava';
-import { FakeKernel, NetlinkConnection, errnoNumber, isBusy, isNotFound } from '../../../../src/netlink/core/index.ts';
-import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { NetlinkConnection, errnoNumber, isBusy, isNotFound } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
+import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake/index.ts';
 import {
   NfacctClient,
   NfacctCmd,

@@ -1,7 +1,7 @@
 // FakeNft runs the shared contract; test/kernel/nftables-contract.test.ts runs the same
 // steps against the kernel and compares with the outcomes recorded here.
 import test from 'ava';
-import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import { runContract } from '../../../helpers/nft-contract.ts';
 import { EXPECTED } from '../../../helpers/nft-contract-expected.ts';
 

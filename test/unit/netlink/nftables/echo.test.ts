@@ -1,9 +1,10 @@
 // NftClient.runMessages with echo: the kernel's echo of each new rule (NLM_F_ECHO) is matched
 // to its message by seq, and its handle returned; getChain asks for one chain (not a dump).
 import test from 'ava';
-import { FakeKernel, NetlinkConnection, NLM_F_ECHO, nfnlCmd } from '../../../../src/netlink/core/index.ts';
+import { NetlinkConnection, NLM_F_ECHO, nfnlCmd } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
 import type { InMessage } from '../../../../src/netlink/core/index.ts';
-import { ackReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { ackReply } from '../../../../src/netlink/core/fake/index.ts';
 import { NftClient, NftMsg } from '../../../../src/netlink/nftables/index.ts';
 
 /** The request's payload with NFTA_RULE_HANDLE (3, be64) appended: what the kernel echoes. */

@@ -3,8 +3,6 @@ import test from 'ava';
 import type { Family, NftElement, NftRule, NftSetLike } from '../../../../src/netlink/nftables/index.ts';
 import { NftTransaction, rule } from '../../../../src/netlink/nftables/index.ts';
 import { compare } from './fixture.ts';
-import { IPV4, IPV6 } from '../../../../src/proxier/nftables/family.ts';
-import { endpointsMap } from '../../../../src/proxier/nftables/pickers.ts';
 
 const KP = 'kube-proxy';
 const tx = (family: Family = 'ip'): NftTransaction => new NftTransaction({ family, table: KP });
@@ -25,6 +23,56 @@ const sets: Record<string, NftSetLike> = {
     data: ['ipv4_addr', 'inet_service'],
   },
 };
+// The nftables proxier's endpoints maps, written out as nft records them (`typeof … numgen
+// random mod 1 : ip daddr . th dport`); test/unit/proxier/nftables/endpoints-map.test.ts holds
+// the proxier's own declarations to the same captures.
+const numgenKey = { expr: 'numgen', mode: 'random', modulus: 1 } as const;
+const endpointsMaps = {
+  ip: {
+    kind: 'map',
+    name: 'endpoints-2',
+    key: ['ipv4_addr', 'inet_proto', 'inet_service', 'integer'],
+    typeof: [
+      { expr: 'payload', field: 'ip daddr' },
+      { expr: 'meta', key: 'l4proto' },
+      { expr: 'payload', field: 'th dport' },
+      numgenKey,
+    ],
+    data: ['ipv4_addr', 'inet_service'],
+    dataTypeof: [
+      { expr: 'payload', field: 'ip daddr' },
+      { expr: 'payload', field: 'th dport' },
+    ],
+  },
+  ip6: {
+    kind: 'map',
+    name: 'endpoints-2',
+    key: ['ipv6_addr', 'inet_proto', 'inet_service', 'integer'],
+    typeof: [
+      { expr: 'payload', field: 'ip6 daddr' },
+      { expr: 'meta', key: 'l4proto' },
+      { expr: 'payload', field: 'th dport' },
+      numgenKey,
+    ],
+    data: ['ipv6_addr', 'inet_service'],
+    dataTypeof: [
+      { expr: 'payload', field: 'ip6 daddr' },
+      { expr: 'payload', field: 'th dport' },
+    ],
+  },
+  nodeport: {
+    kind: 'map',
+    name: 'nodeport-endpoints-2',
+    key: ['inet_proto', 'inet_service', 'integer'],
+    typeof: [{ expr: 'meta', key: 'l4proto' }, { expr: 'payload', field: 'th dport' }, numgenKey],
+    data: ['ipv4_addr', 'inet_service'],
+    dataTypeof: [
+      { expr: 'payload', field: 'ip daddr' },
+      { expr: 'payload', field: 'th dport' },
+    ],
+  },
+} satisfies Record<string, NftSetLike>;
+
 const schema = (name: string): NftSetLike | undefined => Object.values(sets).find((s) => s.name === name);
 const el = (set: string, key: NftElement['key'], more: Partial<NftElement> = {}): NftElement => ({
   kind: 'element',
@@ -336,25 +384,25 @@ const cases: Record<string, Case> = {
       return t;
     },
   },
-  // The nftables proxier's endpoints maps, exactly as it declares them.
+  // The nftables proxier's endpoints maps (see endpointsMaps above).
   'map-endpoints-frontend': {
     build: () => {
       const t = tx();
-      t.add(endpointsMap(IPV4, 'endpoints-2'));
+      t.add(endpointsMaps.ip);
       return t;
     },
   },
   'map-endpoints-frontend6': {
     build: () => {
       const t = tx('ip6');
-      t.add(endpointsMap(IPV6, 'endpoints-2'));
+      t.add(endpointsMaps.ip6);
       return t;
     },
   },
   'map-endpoints-nodeport': {
     build: () => {
       const t = tx();
-      t.add(endpointsMap(IPV4, 'nodeport-endpoints-2'));
+      t.add(endpointsMaps.nodeport);
       return t;
     },
   },
@@ -365,7 +413,7 @@ const cases: Record<string, Case> = {
       t.add(el('endpoints-2', ['10.96.0.10', 'udp', 53, 1], { value: ['10.244.2.7', 5353] }));
       return t;
     },
-    schema: (name) => (name === 'endpoints-2' ? endpointsMap(IPV4, name) : undefined),
+    schema: (name) => (name === 'endpoints-2' ? endpointsMaps.ip : undefined),
   },
   'set-and-elems-same-batch': {
     build: () => {
@@ -473,7 +521,7 @@ const ruleCases: Record<string, Case> = {
   'rule-dnat-frontend-map': {
     build: () => {
       const t = tx();
-      t.add(endpointsMap(IPV4, 'endpoints-2'));
+      t.add(endpointsMaps.ip);
       t.add(
         R()
           .match('meta l4proto', 'udp')
@@ -486,7 +534,7 @@ const ruleCases: Record<string, Case> = {
   'rule-dnat-frontend-map6': {
     build: () => {
       const t = tx('ip6');
-      t.add(endpointsMap(IPV6, 'endpoints-2'));
+      t.add(endpointsMaps.ip6);
       t.add(
         R('c', 'ip6')
           .match('meta l4proto', 'tcp')
@@ -499,7 +547,7 @@ const ruleCases: Record<string, Case> = {
   'rule-dnat-nodeport-map': {
     build: () => {
       const t = tx();
-      t.add(endpointsMap(IPV4, 'nodeport-endpoints-2'));
+      t.add(endpointsMaps.nodeport);
       t.add(
         R()
           .match('meta l4proto', 'sctp')

@@ -2,7 +2,8 @@
 // dispatch on: what encode() writes, decode() reads back; what apply() stores, FakeNft lists.
 import test from 'ava';
 import type { NftElement, NftObject, NftSetLike, RawElement } from '../../../../src/netlink/nftables/index.ts';
-import { FakeNft, NftTransaction, rule, toElements } from '../../../../src/netlink/nftables/index.ts';
+import { NftTransaction, rule, toElements } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import { codecOf } from '../../../../src/netlink/nftables/objects.ts';
 
 const scope = { family: 'ip', table: 'kube-proxy' } as const;

@@ -1,14 +1,15 @@
 // RouteClient's many-address calls over FakeRouteKernel: addAddresses/deleteAddresses
 // pipelined with one named result per address, and linkAndNodeAddresses' single dump.
 import test from 'ava';
-import { FakeKernel, NetlinkConnection, NetlinkError } from '../../../../src/netlink/core/index.ts';
+import { NetlinkConnection, NetlinkError } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
 import {
   ADDRS_PER_DATAGRAM,
-  FakeRouteKernel,
   RouteClient,
   isNoSuchAddress,
   isRouteExists,
 } from '../../../../src/netlink/route/index.ts';
+import { FakeRouteKernel } from '../../../../src/netlink/route/fake/index.ts';
 
 function setup(): { kernel: FakeRouteKernel; sock: FakeKernel; client: RouteClient } {
   const kernel = new FakeRouteKernel();

@@ -1,13 +1,8 @@
 // RouteClient over the fake kernel: name resolution, ensure semantics, error names.
 import test from 'ava';
-import {
-  AttrSet,
-  ByteWriter,
-  FakeKernel,
-  NetlinkConnection,
-  NetlinkError,
-} from '../../../../src/netlink/core/index.ts';
-import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake-kernel.ts';
+import { AttrSet, ByteWriter, NetlinkConnection, NetlinkError } from '../../../../src/netlink/core/index.ts';
+import { FakeKernel } from '../../../../src/netlink/core/fake/index.ts';
+import { ackReply, doneReply, errorReply } from '../../../../src/netlink/core/fake/index.ts';
 import {
   Ifa,
   Ifla,

@@ -1,6 +1,7 @@
 // FakeRouteKernel without a kernel (test/kernel/route-contract.test.ts holds it to the real one).
 import test from 'ava';
-import { fakeRoute, isKindUnsupported, isNoSuchAddress } from '../../../../src/netlink/route/index.ts';
+import { isKindUnsupported, isNoSuchAddress } from '../../../../src/netlink/route/index.ts';
+import { fakeRoute } from '../../../../src/netlink/route/fake/index.ts';
 
 test('kube-ipvs0 with service addresses, and node addresses around it', async (t) => {
   const { client, kernel } = fakeRoute();

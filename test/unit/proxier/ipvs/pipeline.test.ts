@@ -5,6 +5,7 @@ import test from 'ava';
 import { IpvsCmd } from '../../../../src/netlink/ipvs/index.ts';
 import { IpvsSyncError } from '../../../../src/proxier/ipvs/index.ts';
 import { ep, harness, slice, svc } from './harness.ts';
+import { problemText } from '../../../../src/proxier/types.ts';
 
 const EINVAL = 22;
 
@@ -52,7 +53,7 @@ test('one refused VS is a named error; the other VSes and their real servers are
   bulk(h, 20);
   h.ipvsFake.refuse = refuseEinval(IpvsCmd.NEW_SERVICE, [10, 97, 0, 7]);
   const e = await t.throwsAsync(h.sync(), { instanceOf: IpvsSyncError });
-  t.deepEqual(e!.report.errors, [
+  t.deepEqual(e!.report.errors.map(problemText), [
     'ensure ipvs service TCP 10.97.0.7:80: add ipvs service TCP 10.97.0.7:80 scheduler rr: EINVAL',
   ]);
   t.is(h.vs().length, 19 * 3);
@@ -71,7 +72,7 @@ test('one refused real server is a named error; the others are written', async (
   bulk(h, 5);
   h.ipvsFake.refuse = refuseEinval(IpvsCmd.NEW_DEST, [10, 1, 3, 2]);
   const e = await t.throwsAsync(h.sync(), { instanceOf: IpvsSyncError });
-  t.deepEqual(e!.report.errors, [
+  t.deepEqual(e!.report.errors.map(problemText), [
     'ensure real server 10.1.3.2:8080 of TCP 10.97.0.3:80: add ipvs destination 10.1.3.2:8080 of TCP 10.97.0.3:80: EINVAL',
   ]);
   t.is(h.vs().length, 5 * 3 - 1);

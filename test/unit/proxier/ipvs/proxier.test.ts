@@ -523,7 +523,7 @@ test('start-up errors name what is missing: IPVS, the scheduler, a sysctl', asyn
   let h = harness();
   h.ipvsFake.available = false;
   let e = await t.throwsAsync(h.proxier.init());
-  t.regex(e!.message, /IPVS mode is unavailable: generic netlink family IPVS is not available/);
+  t.regex(e!.message, /IPVS mode is unavailable: get genl family IPVS: not available in this kernel: ENOENT/);
   h = harness({ scheduler: 'lblc' });
   e = await t.throwsAsync(h.proxier.init());
   t.regex(e!.message, /IPVS scheduler "lblc" is unavailable/);

@@ -4,7 +4,7 @@
 // the full sync, and after a partial sync that starts from the mirror it leaves.
 import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
-import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import type { ArrivingChanges } from '../../../../src/proxier/types.ts';
 import type { ChangeSet } from '../../../../src/model/index.ts';

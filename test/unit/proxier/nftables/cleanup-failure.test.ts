@@ -3,10 +3,11 @@
 // kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total), and the next full sync retries.
 import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
-import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import type { NftTransaction } from '../../../../src/netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
+import { problemText } from '../../../../src/proxier/types.ts';
 
 /** Refuses every transaction that deletes a chain while `refuse` is set. */
 class RefusingNft extends FakeNft {
@@ -49,8 +50,8 @@ test('a failed cleanup of stale chains does not fail the sync; it is reported an
   const r = await proxier.sync(c.desired, c.change, signal);
   t.true(r.cleanupFailed, 'reported');
   t.true(
-    r.errors.some((e) => e.includes('cleanup')),
-    r.errors.join('\n'),
+    r.errors.some((e) => e.what.includes('cleanup') && e.cause instanceof Error),
+    r.errors.map(problemText).join('\n'),
   );
   t.is(chainsOf(nft, 'pick-internal-2'), before, 'the stale chains are still there');
 

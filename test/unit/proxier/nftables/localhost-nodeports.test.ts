@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
-import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
 

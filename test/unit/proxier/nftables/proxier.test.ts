@@ -3,7 +3,7 @@
 // behaviour is in trace.test.ts; with real packets in test/kernel/nft-proxier.test.ts.
 import test from 'ava';
 import { memoryLogger, type LogRecord } from '../../../../src/base/logger.ts';
-import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { NftTracer } from '../../../helpers/nft-tracer.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';

@@ -5,10 +5,12 @@
 import test from 'ava';
 import { memoryLogger, type LogRecord } from '../../../../src/base/logger.ts';
 import { errnoNumber, NetlinkError } from '../../../../src/netlink/core/index.ts';
-import { FakeNft, NftValidationError, type NftTransaction } from '../../../../src/netlink/nftables/index.ts';
+import { NftValidationError, type NftTransaction } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { NftTracer } from '../../../helpers/nft-tracer.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
+import { problemText } from '../../../../src/proxier/types.ts';
 
 const signal = new AbortController().signal;
 
@@ -62,7 +64,9 @@ test('one refused service port is found, reported and skipped; all others are pr
   t.true(r.full);
   t.is(r.refused, 1);
   t.is(r.errors.length, 1);
-  t.regex(r.errors[0]!, /default\/poison:p\/TCP.*ENFILE/);
+  t.regex(r.errors[0]!.what, /default\/poison:p\/TCP/);
+  t.is((r.errors[0]!.cause as NetlinkError).code, 'ENFILE');
+  t.regex(problemText(r.errors[0]!), /default\/poison:p\/TCP.*ENFILE/);
   t.truthy(records.find((x) => x.msg.includes('refused by the kernel')));
   for (let i = 0; i < 100; i++) t.true(programmed(nft, i), `s${i}`);
   t.false(programmed(nft, 200));

@@ -5,7 +5,7 @@ import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
 import type { ModelOptions } from '../../../../src/model/types.ts';
 import type { EndpointSlice, Service } from '../../../../src/model/k8s.ts';
-import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { NftTracer, type TracePacket } from '../../../helpers/nft-tracer.ts';
 import { ep, newTracker, NODE, slice, svc } from '../../model/helpers.ts';

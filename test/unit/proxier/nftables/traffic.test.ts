@@ -2,7 +2,7 @@
 // and removes. The counts themselves, with real packets: test/kernel/nft-service-traffic.test.ts.
 import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
-import { FakeNft } from '../../../../src/netlink/nftables/index.ts';
+import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import { ep, newTracker, slice, svc } from '../../model/helpers.ts';
 

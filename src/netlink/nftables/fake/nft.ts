@@ -3,16 +3,16 @@
 // commits only if every one succeeds, failing with the NetlinkError (errno name, operation
 // label) the kernel would return. Pure: no sockets, no timers.
 
-import { errnoNumber, NetlinkError } from '../core/index.ts';
-import type { NftInterface, RunStats } from './client.ts';
-import type { FakeState } from './fake-state.ts';
-import { cloneState, emptyState, missing } from './fake-state.ts';
-import type { Operation } from './object.ts';
-import { codecOf } from './objects.ts';
-import { NftTransaction, renderOp } from './transaction.ts';
-import type { NftChain, NftElement, NftObject, NftRule, NftSetLike, Scope } from './types.ts';
-import type { Verdict } from './verdict.ts';
-import { isVerdict } from './verdict.ts';
+import { errnoNumber, NetlinkError } from '../../core/index.ts';
+import type { NftInterface, RunStats } from '../client.ts';
+import type { Operation } from '../object.ts';
+import { NftTransaction, renderOp } from '../transaction.ts';
+import type { NftChain, NftElement, NftObject, NftRule, NftSetLike, Scope } from '../types.ts';
+import type { Verdict } from '../verdict.ts';
+import { isVerdict } from '../verdict.ts';
+import { applierOf } from './appliers.ts';
+import type { FakeState } from './state.ts';
+import { cloneState, emptyState, missing } from './state.ts';
 
 export class FakeNft implements NftInterface {
   readonly scope: Scope;
@@ -42,11 +42,11 @@ export class FakeNft implements NftInterface {
     return { messages: tx.size, bytes: 0 };
   }
 
-  /** Each kind applies its own operations (ObjectCodec.apply); everything but the table needs the table. */
+  /** Each kind applies its own operations (appliers.ts); everything but the table needs the table. */
   private apply(s: FakeState, { verb, obj }: Operation): void {
     const op = { scope: this.scope, verb, obj };
     if (obj.kind !== 'table' && !s.table) return missing(op, 'no such table');
-    codecOf(obj).apply(s, op);
+    applierOf(obj)(s, op);
   }
 
   // ---- reads (NftInterface) ----

@@ -12,20 +12,19 @@ import {
   AttrWriter,
   ByteWriter,
   ERRNO,
-  FakeKernel,
   NetlinkConnection,
   NetlinkDecodeError,
   NLM_F_CREATE,
   NLM_F_EXCL,
   NLM_F_MULTI,
   NLMSG_DONE,
-} from '../core/index.ts';
-import type { InMessage } from '../core/index.ts';
-import type { FakeReply } from '../core/fake-kernel.ts';
-import { errorReply, extAckErrorReply } from '../core/fake-kernel.ts';
-import { ipFromBytes, parseIP } from '../../base/ip.ts';
-import { RouteClient } from './client.ts';
-import { parseIfInfo } from './codec.ts';
+} from '../../core/index.ts';
+import type { InMessage } from '../../core/index.ts';
+import type { FakeReply } from '../../core/fake/index.ts';
+import { errorReply, extAckErrorReply, FakeKernel } from '../../core/fake/index.ts';
+import { ipFromBytes, parseIP } from '../../../base/ip.ts';
+import { RouteClient } from '../client.ts';
+import { parseIfInfo } from '../codec.ts';
 import {
   IFA_F_NOPREFIXROUTE,
   IFA_F_PERMANENT,
@@ -46,7 +45,7 @@ import {
   RTM_GETLINK,
   RTM_NEWADDR,
   RTM_NEWLINK,
-} from './constants.ts';
+} from '../constants.ts';
 
 const { ENODEV, EEXIST, EINVAL, EOPNOTSUPP, EADDRNOTAVAIL } = ERRNO;
 const ARPHRD_ETHER = 1;

@@ -1,13 +1,13 @@
 // FakeNft's state and the rules every kind shares when it applies an operation to it: how a
 // failure looks (the NetlinkError the kernel would return), what a missing object means
 // (ENOENT, except for destroy), handles, and which rules and elements refer to a chain or set.
-// Each kind's own rules live in its module (ObjectCodec.apply).
+// Each kind's own rules live in a file of this folder, found through appliers.ts.
 
-import { errnoNumber, NetlinkError } from '../core/index.ts';
-import type { NftExpr } from './expr/index.ts';
-import type { Verb } from './object.ts';
-import type { NftChain, NftElement, NftObject, NftRule, NftSetLike, NftTable, Scope } from './types.ts';
-import { isVerdict } from './verdict.ts';
+import { errnoNumber, NetlinkError } from '../../core/index.ts';
+import type { NftExpr } from '../expr/index.ts';
+import type { Verb } from '../object.ts';
+import type { NftChain, NftElement, NftObject, NftRule, NftSetLike, NftTable, Scope } from '../types.ts';
+import { isVerdict } from '../verdict.ts';
 
 export interface FakeChain {
   chain: NftChain;
@@ -34,6 +34,9 @@ export interface FakeOp<O extends NftObject = NftObject> {
   obj: O;
 }
 
+/** Applies one operation of its kind to the state, failing as the kernel would. */
+export type Applier<O extends NftObject> = (s: FakeState, op: FakeOp<O>) => void;
+
 export const emptyState = (): FakeState => ({ table: undefined, chains: new Map(), sets: new Map(), nextHandle: 1n });
 
 /** A copy to apply a transaction to, so that a failure leaves the committed state alone. */
@@ -51,7 +54,8 @@ export function fail(op: FakeOp, code: string, why?: string): never {
   const o = op.obj;
   const name = 'name' in o ? ` ${o.name}` : o.kind === 'rule' ? ` ${o.chain}` : o.kind === 'element' ? ` ${o.set}` : '';
   const { family, table } = op.scope;
-  throw new NetlinkError(`${op.verb} ${o.kind} ${family} ${table}${name}${why ? ` (${why})` : ''}`, errnoNumber(code));
+  const label = `${op.verb} ${o.kind} ${family} ${table}${name}`;
+  throw new NetlinkError(label, errnoNumber(code), undefined, why !== undefined ? { detail: why } : undefined);
 }
 
 /**

@@ -14,7 +14,6 @@ import {
   AttrWriter,
   ByteWriter,
   ERRNO,
-  FakeKernel,
   NetlinkConnection,
   NetlinkDecodeError,
   NLM_F_EXCL,
@@ -24,10 +23,11 @@ import {
   nfnlType,
   NfnlSubsys,
   NLA_F_NET_BYTEORDER,
-} from '../core/index.ts';
-import type { InMessage } from '../core/index.ts';
-import type { FakeReply } from '../core/fake-kernel.ts';
-import { parseCIDR, parseIP } from '../../base/ip.ts';
+} from '../../core/index.ts';
+import type { InMessage } from '../../core/index.ts';
+import type { FakeReply } from '../../core/fake/index.ts';
+import { FakeKernel } from '../../core/fake/index.ts';
+import { parseCIDR, parseIP } from '../../../base/ip.ts';
 import {
   IPSET_FLAG_LIST_HEADER,
   IPSET_FLAG_LIST_SETNAME,
@@ -40,10 +40,10 @@ import {
   NFPROTO_IPV4,
   NFPROTO_IPV6,
   NFPROTO_UNSPEC,
-} from './constants.ts';
-import { decodeEntry, entryProblem, formatEntry, ipsetAttrs, isKnownType, writeEntry } from './codec.ts';
-import { IpsetClient } from './client.ts';
-import type { IpsetEntry, IpsetFamily, IpsetType } from './types.ts';
+} from '../constants.ts';
+import { decodeEntry, entryProblem, formatEntry, ipsetAttrs, isKnownType, writeEntry } from '../codec.ts';
+import { IpsetClient } from '../client.ts';
+import type { IpsetEntry, IpsetFamily, IpsetType } from '../types.ts';
 
 const { ENOENT, EEXIST, EOPNOTSUPP } = ERRNO;
 const E = {

@@ -2,8 +2,8 @@
 // spirit of mdlayher/netlink's nltest.Dial: everything above the socket (framing, seq
 // matching, ACKs, dumps, batches) runs for real. Used by unit tests of protocol clients.
 
-import { ByteWriter } from './bytes.ts';
-import { AttrWriter } from './attrs.ts';
+import { ByteWriter } from '../bytes.ts';
+import { AttrWriter } from '../attrs.ts';
 import {
   NLM_F_ACK_TLVS,
   NLM_F_CAPPED,
@@ -12,11 +12,11 @@ import {
   NLMSG_ERROR,
   NLMSG_HDRLEN,
   NLMSGERR_ATTR_MSG,
-} from './constants.ts';
-import { errnoNumber } from './errors.ts';
-import type { InMessage } from './message.ts';
-import { parseMessages } from './message.ts';
-import type { RawSocket, SocketFailure } from './raw-socket.ts';
+} from '../constants.ts';
+import { errnoNumber } from '../errors.ts';
+import type { InMessage } from '../message.ts';
+import { parseMessages } from '../message.ts';
+import type { RawSocket, SocketFailure } from '../raw-socket.ts';
 
 /** A reply to queue: a type, flags and payload; seq and pid are filled from the request. */
 export interface FakeReply {
