@@ -21,7 +21,7 @@ import type { Clock, TimerHandle } from '../../base/clock.ts';
 import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
 import type { CIDR, IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
-import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../../model/index.ts';
+import type { ChangeSet, DesiredState, LoadBalancing, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import { formatEntry, isSetBusy, isSetNotFound } from '../../netlink/ipset/index.ts';
 import type { IpsetClient } from '../../netlink/ipset/index.ts';
 import {
@@ -64,6 +64,8 @@ export interface IpvsProxierOptions {
   readonly family: IPFamily;
   /** --ipvs-scheduler; '' or absent: rr. A name the kernel does not ship is a construction error. */
   readonly scheduler?: string;
+  /** --load-balancing: the algorithm of Services without the annotation (rr, mh or lc); absent: the scheduler above. */
+  readonly loadBalancing?: LoadBalancing;
   /** --ipvs-strict-arp: arp_ignore=1, arp_announce=2. */
   readonly strictARP?: boolean;
   /** --ipvs-exclude-cidrs: virtual servers on these addresses are never touched. */
@@ -314,6 +316,7 @@ export class IpvsProxier implements Proxier {
     const ctx: PlanContext = {
       family: this.family,
       scheduler: this.scheduler,
+      ...(this.opts.loadBalancing === undefined ? {} : { loadBalancing: this.opts.loadBalancing }),
       nodePortIPs,
       nodeAddresses: new Set(nodeAddrs),
       primaryIP: desired.node.primaryIP,
@@ -672,6 +675,7 @@ export class IpvsProxier implements Proxier {
 function sameContext(a: PlanContext, b: PlanContext): boolean {
   if (
     a.primaryIP !== b.primaryIP ||
+    a.loadBalancing !== b.loadBalancing ||
     a.nodePortIPs.length !== b.nodePortIPs.length ||
     a.nodeAddresses.size !== b.nodeAddresses.size
   )
