@@ -12,6 +12,7 @@ export { nodePortAddressMatches, nodePortIPsOf, NODE_PORT_ADDRESSES_PRIMARY } fr
 export { DEFAULT_AFFINITY_TIMEOUT_SECONDS } from './service.ts';
 export { TRIGGER_TIME_ANNOTATION } from './slice.ts';
 export {
+  IPVS_SCHEDULER_OF,
   LOAD_BALANCING_ANNOTATION,
   LOAD_BALANCING_SUPPORT,
   LOAD_BALANCING_VALUES,

@@ -15,6 +15,16 @@ export const LOAD_BALANCING_SUPPORT: Record<LoadBalancingMode, readonly LoadBala
   userspace: ['round-robin'],
 };
 
+/**
+ * The IPVS scheduler each algorithm is in IPVS mode. consistent-hash is Maglev hashing of the
+ * client address alone (the scheduler without its mh-port flag), so a client keeps its endpoint.
+ */
+export const IPVS_SCHEDULER_OF: Readonly<Partial<Record<LoadBalancing, string>>> = {
+  'round-robin': 'rr',
+  'consistent-hash': 'mh',
+  'least-connection': 'lc',
+};
+
 /** Why a mode cannot honour a value it does not support (the text logged and put in the Event). */
 const WHY_NOT: Record<LoadBalancingMode, string> = {
   nftables: 'nftables mode has no per-connection counts to pick the least-loaded endpoint',
@@ -39,7 +49,8 @@ export function resolveLoadBalancing(
   asked: string | undefined,
   nodeDefault: LoadBalancing | undefined,
 ): { algorithm: LoadBalancing | undefined; unsupported?: string } {
-  const fallback = nodeDefault !== undefined && LOAD_BALANCING_SUPPORT[mode].includes(nodeDefault) ? nodeDefault : undefined;
+  const fallback =
+    nodeDefault !== undefined && LOAD_BALANCING_SUPPORT[mode].includes(nodeDefault) ? nodeDefault : undefined;
   if (asked === undefined || asked === '') return { algorithm: fallback };
   if (!isLoadBalancing(asked)) {
     const known = LOAD_BALANCING_VALUES.join(', ');

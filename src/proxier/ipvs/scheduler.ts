@@ -1,18 +1,13 @@
 // The IPVS scheduler of one service port's virtual servers: --ipvs-scheduler, unless the
 // Service (annotation) or the node (--load-balancing) asks for an algorithm IPVS has.
 
-import { resolveLoadBalancing, type LoadBalancing, type ServicePortInfo } from '../../model/index.ts';
+import {
+  IPVS_SCHEDULER_OF,
+  resolveLoadBalancing,
+  type LoadBalancing,
+  type ServicePortInfo,
+} from '../../model/index.ts';
 import { IP_VS_SVC_F_SCHED2 } from '../../netlink/ipvs/index.ts';
-
-/**
- * The scheduler each algorithm maps to. consistent-hash is Maglev hashing of the client
- * address alone (no mh-port flag), so a client keeps its endpoint across reconnects.
- */
-const SCHEDULER_OF: Partial<Record<LoadBalancing, string>> = {
-  'round-robin': 'rr',
-  'consistent-hash': 'mh',
-  'least-connection': 'lc',
-};
 
 export interface VsScheduler {
   readonly scheduler: string;
@@ -30,7 +25,7 @@ export function schedulerFor(
   nodeDefault: LoadBalancing | undefined,
 ): VsScheduler {
   const { algorithm } = resolveLoadBalancing('ipvs', info.loadBalancingAsked, nodeDefault);
-  const asked = algorithm === undefined ? undefined : SCHEDULER_OF[algorithm];
+  const asked = algorithm === undefined ? undefined : IPVS_SCHEDULER_OF[algorithm];
   if (asked !== undefined) return { scheduler: asked, flags: 0 };
   return { scheduler: modeDefault, flags: modeDefault === 'mh' ? IP_VS_SVC_F_SCHED2 : 0 };
 }
