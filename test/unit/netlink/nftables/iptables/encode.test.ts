@@ -1,6 +1,7 @@
 // The iptables dialect encoder against the bytes iptables-nft-restore 1.8.9 sent for the same
 // rules (test/fixtures/netlink/iptables/, see CAPTURE.md): every NEWRULE of rules-ipv4.txt,
-// rules-ipv6.txt, rules-ipvs.txt, rules-nfacct.txt and rules-nth.txt, seq and pid masked. The expected bytes never come from us.
+// rules-ipv6.txt, rules-ipvs.txt, rules-nfacct.txt and rules-nth.txt, seq and pid masked. The
+// expected bytes never come from us.
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import type { IPFamily } from '../../../../../src/base/ip.ts';
