@@ -78,6 +78,8 @@ export interface PlanContext {
   readonly scheduler: string;
   /** --load-balancing, the node's default algorithm (undefined: --ipvs-scheduler). */
   readonly loadBalancing?: LoadBalancing;
+  /** False for a scheduler the kernel lacks: ports asking for it keep `scheduler`. Default: all usable. */
+  readonly schedulerUsable?: (scheduler: string) => boolean;
   /** Addresses NodePort VSes are made on (node addresses selected by nodePortAddresses). */
   readonly nodePortIPs: readonly string[];
   /** Every local address not on kube-ipvs0: such an external/LB IP is not bound again. */
@@ -159,7 +161,7 @@ export function planPort(
   const binds: string[] = [];
   const entries: EntryPlan[] = [];
   const noNodeAccess: NoNodeAccess[] = [];
-  const { scheduler, flags } = schedulerFor(info, ctx.scheduler, ctx.loadBalancing);
+  const { scheduler, flags } = schedulerFor(info, ctx.scheduler, ctx.loadBalancing, ctx.schedulerUsable);
   const timeout = info.sessionAffinity === 'ClientIP' ? info.stickyMaxAgeSeconds : 0;
   const externalFallback = fallsBackToCluster(sel, info.externalPolicyLocal);
   const makeVs = (address: string, port: number, onlyLocal: boolean): VsPlan => {

@@ -58,6 +58,7 @@ import type { CompanionRules } from './rules.ts';
 import { AppliedMirror, DesiredIndex, newTouched } from './state.ts';
 import type { AppliedVs, Touched } from './state.ts';
 import { ipvsSysctls } from './sysctl.ts';
+import { SchedulerProbes } from './scheduler.ts';
 import type { SysctlWriter } from './sysctl.ts';
 
 export interface IpvsProxierOptions {
@@ -136,6 +137,7 @@ export class IpvsProxier implements Proxier {
   readonly mode = 'ipvs' as const;
   readonly family: IPFamily;
   readonly scheduler: string;
+  private readonly schedulerProbes: SchedulerProbes;
   private readonly opts: IpvsProxierOptions;
   private readonly deps: IpvsProxierDeps;
   private readonly log: Logger;
@@ -193,10 +195,43 @@ export class IpvsProxier implements Proxier {
     this.deps = deps;
     this.family = opts.family;
     this.scheduler = scheduler;
+    this.schedulerProbes = new SchedulerProbes(scheduler);
     this.log = deps.logger.child({ proxier: 'ipvs', family: opts.family });
     this.graceMs = opts.gracefulTerminationMs ?? 15 * 60_000;
     this.checkMs = opts.gracefulCheckIntervalMs ?? 5_000;
     this.now = deps.now ?? (() => performance.now());
+  }
+
+  /** Makes and removes a probe virtual server with `scheduler` (upstream's check that it loads). */
+  private async probeScheduler(scheduler: string, o: { signal?: AbortSignal }): Promise<void> {
+    const { ipvs } = this.deps;
+    await ipvs.deleteService(PROBE, o).catch((e: unknown) => {
+      if (!isServiceNotFound(e)) throw e;
+    });
+    await ipvs.addService({ ...PROBE, scheduler }, o);
+    await ipvs.deleteService(PROBE, o);
+  }
+
+  /**
+   * Probes the schedulers these ports ask for that no port asked for before. One the kernel
+   * lacks is said once; its ports keep --ipvs-scheduler rather than lose their virtual servers.
+   */
+  private async probeAskedSchedulers(
+    infos: Iterable<ServicePortInfo | undefined>,
+    o: { signal?: AbortSignal },
+  ): Promise<void> {
+    for (const s of this.schedulerProbes.unprobed(infos, this.opts.loadBalancing)) {
+      try {
+        await this.kernelCall(() => this.probeScheduler(s, o));
+        this.schedulerProbes.record(s, true);
+      } catch (e) {
+        this.schedulerProbes.record(s, false);
+        this.log.warn(
+          `IPVS scheduler ${s} is unavailable; Services asking for it keep --ipvs-scheduler ${this.scheduler}`,
+          { op: 'ipvs-scheduler', scheduler: s, error: errorMessage(e) },
+        );
+      }
+    }
   }
 
   /** Runs `f` after every earlier sync, check or cleanup: one writer at a time. */
@@ -249,11 +284,7 @@ export class IpvsProxier implements Proxier {
       }
     }
     try {
-      await ipvs.deleteService(PROBE, o).catch((e: unknown) => {
-        if (!isServiceNotFound(e)) throw e;
-      });
-      await ipvs.addService({ ...PROBE, scheduler: this.scheduler }, o);
-      await ipvs.deleteService(PROBE, o);
+      await this.probeScheduler(this.scheduler, o);
     } catch (e) {
       throw new Error(`IPVS scheduler ${JSON.stringify(this.scheduler)} is unavailable: ${errorMessage(e)}`, {
         cause: e,
@@ -317,6 +348,7 @@ export class IpvsProxier implements Proxier {
       family: this.family,
       scheduler: this.scheduler,
       ...(this.opts.loadBalancing === undefined ? {} : { loadBalancing: this.opts.loadBalancing }),
+      schedulerUsable: this.schedulerProbes.usable,
       nodePortIPs,
       nodeAddresses: new Set(nodeAddrs),
       primaryIP: desired.node.primaryIP,
@@ -325,15 +357,14 @@ export class IpvsProxier implements Proxier {
     this.ctx = ctx;
 
     let touched = newTouched();
+    const replanAll = full || ctxChanged;
+    const ids: Iterable<ServicePortId> = replanAll ? desired.services.keys() : change.services;
+    await this.probeAskedSchedulers(replanAll ? desired.services.values() : infosOf(desired, change.services), o);
     const planT = this.now();
-    let ids: Iterable<ServicePortId>;
-    if (full || ctxChanged) {
+    if (replanAll) {
       // Every port is re-planned; ports the index knows that are gone get removed.
       for (const id of [...this.index.ports.keys()])
         if (!desired.services.has(id)) this.index.setPort(id, undefined, touched);
-      ids = desired.services.keys();
-    } else {
-      ids = change.services;
     }
     let planned = 0;
     for (const id of ids) {
@@ -670,6 +701,10 @@ export class IpvsProxier implements Proxier {
       if (problems.length > 0) throw new Error(`ipvs cleanup: ${problems.join('; ')}`);
     });
   }
+}
+
+function* infosOf(desired: DesiredState, ids: Iterable<ServicePortId>): Iterable<ServicePortInfo | undefined> {
+  for (const id of ids) yield desired.services.get(id);
 }
 
 function sameContext(a: PlanContext, b: PlanContext): boolean {

@@ -66,7 +66,36 @@ test('a changed annotation edits every VS of the Service in place: SET_SERVICE, 
   await h.sync();
   t.deepEqual(heads(h.vs()), ['TCP 10.96.0.10:80 lc', 'TCP 192.168.1.10:30080 lc']);
   t.is(h.vs().length, 6, 'both real servers of both VSes kept');
+  // lc is asked for the first time: probed once (a probe VS made and removed), then both VSes edited.
   const w = h.writes();
-  t.is(w.setService, 2);
-  t.is(w.newService + w.delService + w.newDest + w.delDest, 0);
+  t.deepEqual(w.ipvsOrder, ['DEL_SERVICE', 'NEW_SERVICE', 'DEL_SERVICE', 'SET_SERVICE', 'SET_SERVICE']);
+  t.is(w.newDest + w.delDest, 0);
+});
+
+test('a scheduler the kernel lacks is probed once and said once; its Services keep --ipvs-scheduler', async (t) => {
+  const h = harness({ scheduler: 'rr' });
+  h.ipvsFake.schedulers.delete('mh');
+  h.tracker.onService(undefined, annotated('a', 'consistent-hash', { clusterIP: '10.96.0.11' }));
+  h.tracker.onService(undefined, annotated('b', 'least-connection', { clusterIP: '10.96.0.12' }));
+  const r = await h.sync();
+  t.deepEqual(r.errors, []);
+  t.deepEqual(heads(h.vs()), ['TCP 10.96.0.11:80 rr', 'TCP 10.96.0.12:80 lc']);
+  h.tracker.onService(undefined, annotated('c', 'consistent-hash', { clusterIP: '10.96.0.13' }));
+  h.writes();
+  await h.sync();
+  t.is(h.writes().newService, 1, 'no second probe: only the new VS');
+  t.deepEqual(heads(h.vs()).at(-1), 'TCP 10.96.0.13:80 rr');
+  const warned = h.records.filter((x) => x.level === 'warn' && /IPVS scheduler mh is unavailable/.test(x.msg));
+  t.is(warned.length, 1);
+});
+
+test('Services that do not ask probe nothing beyond the start-up probe of --ipvs-scheduler', async (t) => {
+  const h = harness({ scheduler: 'wlc' });
+  await h.proxier.init();
+  h.writes();
+  h.tracker.onService(undefined, annotated('a', undefined, { clusterIP: '10.96.0.11' }));
+  await h.sync();
+  const w = h.writes();
+  t.is(w.newService, 1, 'the VS only');
+  t.is(w.delService, 0, 'no probe VS removed');
 });
