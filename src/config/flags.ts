@@ -215,7 +215,10 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'ipvs-scheduler',
     kind: 'string',
     target: 'ipvs.scheduler',
-    help: 'The ipvs scheduler type when proxy mode is ipvs (rr, wrr, lc, wlc, lblc, lblcr, sh, dh, sed, nq, mh, ...).',
+    help:
+      'The ipvs scheduler type when proxy mode is ipvs (rr, wrr, lc, wlc, lblc, lblcr, sh, dh, sed, nq, mh, ...). ' +
+      'A Service annotated kube-proxy-ts.io/load-balancing round-robin, consistent-hash or least-connection ' +
+      'gets rr, mh or lc instead.',
   },
   {
     name: 'ipvs-exclude-cidrs',

@@ -6,6 +6,8 @@ import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
 import { startControlServer } from '../control/server.ts';
 import type { ControlServer } from '../control/server.ts';
+import { balancingOf } from '../explain/balancing.ts';
+import type { BalancingContext } from '../explain/balancing.ts';
 import { explainPort, matchPorts } from '../explain/explain.ts';
 import type { PortExplanation } from '../explain/explain.ts';
 import type { DaemonIdentity, ExplainAnswer, SyncTimes } from '../explain/format.ts';
@@ -28,6 +30,8 @@ export interface ControlParts {
   readonly liveTrace?: typeof liveTrace;
   /** --profiling: `profile` queries are answered; unset: refused. */
   readonly profiler?: Profiler;
+  /** The node's load-balancing flags, for what explain and trace say of each port's algorithm. */
+  readonly balancing?: BalancingContext;
 }
 
 async function gaugeTimes(g: ProxyMetrics['syncProxyRulesLastTimestamp']): Promise<Record<string, string>> {
@@ -64,7 +68,7 @@ async function explain(p: ControlParts, target: string | undefined, signal: Abor
     for (const info of matchPorts(state, target)) {
       signal.throwIfAborted();
       const description = await proxier?.describe?.(info, { signal, session });
-      ports.push(explainPort(state, info, description));
+      ports.push(explainPort(state, info, description, balancingOf(p.proxiers.mode, info, p.balancing)));
     }
   }
   if (target !== undefined && ports.length === 0)
@@ -110,7 +114,8 @@ export function traceQuery(r: Record<string, unknown>): TraceQuery {
 function traceIt(p: ControlParts, r: Record<string, unknown>): TraceResult & { sync?: SyncTimes } {
   const states = new Map<IPFamily, DesiredState>();
   for (const [family, t] of p.trackers) states.set(family, t.desired);
-  return trace({ states, localAddresses: p.localAddresses(), mode: p.proxiers.mode }, traceQuery(r));
+  const ctx = { states, localAddresses: p.localAddresses(), mode: p.proxiers.mode };
+  return trace(p.balancing ? { ...ctx, balancing: p.balancing } : ctx, traceQuery(r));
 }
 
 /** `live: {timeoutMs}` of a trace query: how long to wait for a matching packet (at most a minute). */

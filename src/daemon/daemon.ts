@@ -317,6 +317,7 @@ export class Daemon {
         metrics: p.metrics,
         localAddresses: p.localAddresses ?? (() => []),
         logger: this.log,
+        balancing: { ipvsScheduler: p.config.ipvs.scheduler },
         ...(p.config.enableProfiling ? { profiler: new Profiler() } : {}),
       });
     } catch (err) {

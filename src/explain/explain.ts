@@ -5,6 +5,7 @@
 
 import type { DesiredState, EndpointInfo, EndpointSelection, ServicePortInfo, TopologyMode } from '../model/index.ts';
 import type { PortDescription, ProgrammedEntry } from '../proxier/types.ts';
+import type { PortBalancing } from './balancing.ts';
 
 export type FrontendKind = 'cluster-ip' | 'node-port' | 'external-ip' | 'load-balancer';
 
@@ -55,6 +56,8 @@ export interface PortExplanation {
     readonly healthCheckNodePort: number;
   };
   readonly endpoints: readonly EndpointVerdict[];
+  /** How new connections are spread over the endpoints; absent for a mode that does not say. */
+  readonly loadBalancing?: PortBalancing;
   /** Absent when the proxier cannot describe itself (a mode without describe). */
   readonly kernel?: PortDescription & { readonly drift: Drift; readonly agrees: boolean };
 }
@@ -141,7 +144,12 @@ export function compareEntries(expected: readonly ProgrammedEntry[], kernel: rea
   };
 }
 
-export function explainPort(state: DesiredState, p: ServicePortInfo, description?: PortDescription): PortExplanation {
+export function explainPort(
+  state: DesiredState,
+  p: ServicePortInfo,
+  description?: PortDescription,
+  balancing?: PortBalancing,
+): PortExplanation {
   const sel = state.selections.get(p.id);
   const eps = state.endpoints.get(p.id) ?? [];
   const out: PortExplanation = {
@@ -162,6 +170,7 @@ export function explainPort(state: DesiredState, p: ServicePortInfo, description
       healthCheckNodePort: p.healthCheckNodePort,
     },
     endpoints: endpointVerdicts(p, sel, eps, state.node.name),
+    ...(balancing ? { loadBalancing: balancing } : {}),
   };
   if (!description) return out;
   const drift = compareEntries(description.expected, description.kernel);

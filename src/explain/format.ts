@@ -89,6 +89,7 @@ export function formatExplainPort(p: PortExplanation): string {
   out.push(
     `  topology ${pol.topology || 'none (all ready endpoints)'}${pol.healthCheckNodePort ? `, healthCheckNodePort ${pol.healthCheckNodePort}` : ''}`,
   );
+  out.push(...balancingLines(p.loadBalancing));
   out.push('Endpoints:');
   if (p.endpoints.length === 0) out.push('  (none)');
   const rows = p.endpoints.map((e) => [
@@ -109,6 +110,13 @@ export function formatExplainPort(p: PortExplanation): string {
       out.push(`  UNEXPECTED ${e.where}: ${e.key}${e.value ? ` : ${e.value}` : ''}`);
   }
   return out.join('\n') + '\n';
+}
+
+function balancingLines(b: PortExplanation['loadBalancing']): string[] {
+  if (!b) return [];
+  const out = ['Load balancing:', `  ${b.algorithm} (${b.source}): ${b.picking}`];
+  if (b.refused) out.push(`  refused ${b.refused}`);
+  return out;
 }
 
 const indent = (s: string): string =>

@@ -16,6 +16,7 @@ import { cidrContains, parseCIDR, parseIP } from '../base/ip.ts';
 import type { IPFamily } from '../base/ip.ts';
 import { decideRoute, isLocalTraffic, nodePortAddressMatches } from '../model/index.ts';
 import type { DesiredState, EndpointInfo, EndpointSelection, Protocol, ServicePortInfo } from '../model/index.ts';
+import { balancingOf, type BalancingContext } from './balancing.ts';
 import type { FrontendKind } from './explain.ts';
 import { traceTraits } from './modes.ts';
 import type { TraceTraits } from './modes.ts';
@@ -34,6 +35,8 @@ export interface TraceContext {
   /** This node's addresses (all families): node ports answer on some, and traffic from one is the node's own. */
   readonly localAddresses: readonly string[];
   readonly mode: string;
+  /** The node's load-balancing flags (--load-balancing, --ipvs-scheduler); default none. */
+  readonly balancing?: BalancingContext;
 }
 
 /** dnat: to an endpoint in the kernel; proxy: to the daemon's proxy socket, which connects to one (userspace). */
@@ -142,6 +145,7 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
   }));
   if (endpoints.some((e) => e.hairpin))
     notes.push('hairpin: to the endpoint that is the source itself, the packet is masqueraded (hairpin set)');
+  notes.push(...balancingNotes(ctx, info));
   if (info.sessionAffinity === 'ClientIP') {
     notes.push(
       `sessionAffinity ClientIP: a client seen within ${info.stickyMaxAgeSeconds}s goes back to its endpoint; a new one gets each with the probability shown`,
@@ -150,6 +154,17 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
   const to = proxied ? "redirected to the daemon's proxy socket, which connects to" : 'to';
   const why = `${kind} ${q.to}:${q.port}/${q.protocol} of ${info.id}: ${to} one of ${eps.length} ${picked.set} endpoint(s)`;
   return { query: q, family, frontend, verdict: traits.forward, reason: why, masquerade, endpoints, notes };
+}
+
+/** The mode's picking rule for the port, and what the shares shown mean. */
+function balancingNotes(ctx: TraceContext, info: ServicePortInfo): string[] {
+  const b = balancingOf(ctx.mode, info, ctx.balancing);
+  if (!b) return [];
+  const notes = [`load balancing ${b.algorithm} (${b.source}): ${b.picking}`];
+  if (b.share === 'by-connections')
+    notes.push('the shares shown are nominal: the scheduler picks by the connections each endpoint has open');
+  if (b.refused) notes.push(`load balancing: refused ${b.refused}`);
+  return notes;
 }
 
 /** loadBalancerSourceRanges (filter, before any DNAT): the drop of a source outside them, if the mode enforces them. */

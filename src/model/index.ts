@@ -11,3 +11,12 @@ export { decideRoute, isLocalTraffic, type TrafficKind, type TrafficSource, type
 export { nodePortAddressMatches, nodePortIPsOf, NODE_PORT_ADDRESSES_PRIMARY } from './nodeport.ts';
 export { DEFAULT_AFFINITY_TIMEOUT_SECONDS } from './service.ts';
 export { TRIGGER_TIME_ANNOTATION } from './slice.ts';
+export {
+  IPVS_SCHEDULER_OF,
+  LOAD_BALANCING_ANNOTATION,
+  LOAD_BALANCING_SUPPORT,
+  LOAD_BALANCING_VALUES,
+  resolveLoadBalancing,
+  type LoadBalancing,
+  type LoadBalancingMode,
+} from './load-balancing.ts';

@@ -46,6 +46,8 @@ export interface ServicePortInfo {
   readonly usesClusterEndpoints: boolean;
   /** Some traffic goes to this node's endpoints only (upstream UsesLocalEndpoints). */
   readonly usesLocalEndpoints: boolean;
+  /** The Service's kube-proxy-ts.io/load-balancing annotation, trimmed; the proxier resolves it for its mode. */
+  readonly loadBalancingAsked: string | undefined;
 }
 
 /** One endpoint of one service port: an address and the slice port it resolved to. */

@@ -18,6 +18,7 @@ import {
   LABEL_TOPOLOGY_ZONE,
 } from '../model/k8s.ts';
 import { TRIGGER_TIME_ANNOTATION } from '../model/slice.ts';
+import { LOAD_BALANCING_ANNOTATION } from '../model/load-balancing.ts';
 import type { Shape } from './compact.ts';
 import { compact, intern, isRecord, toPlain } from './compact.ts';
 import type { SourceKind } from './types.ts';
@@ -44,7 +45,7 @@ class StructureError extends Error {}
 
 /** The labels and annotations the model and the selectors read; the rest is dropped. */
 const KEPT_LABELS = [LABEL_SERVICE_PROXY_NAME, LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_TOPOLOGY_ZONE, LABEL_HOSTNAME];
-const KEPT_ANNOTATIONS = [TRIGGER_TIME_ANNOTATION];
+const KEPT_ANNOTATIONS = [TRIGGER_TIME_ANNOTATION, LOAD_BALANCING_ANNOTATION];
 
 /** Checks that every value is a string (as the API guarantees); returns the kept ones. */
 function stringMap(v: unknown, field: string, keep: readonly string[]): Record<string, string> | undefined {

@@ -1,6 +1,6 @@
 // The generator's contexts from the model's DesiredState and the iptables flags.
 
-import type { DesiredState } from '../../model/index.ts';
+import type { DesiredState, LoadBalancing } from '../../model/index.ts';
 import { NfacctCounter } from './names.ts';
 import type { GlobalContext, IptContext } from './types.ts';
 
@@ -21,6 +21,8 @@ export interface IptablesOptions {
    * are written only then (upstream's fallback where the kernel lacks nfacct). Default none.
    */
   readonly nfacctCounters?: ReadonlySet<string>;
+  /** --load-balancing: the algorithm of Services without the annotation; default upstream's random. */
+  readonly loadBalancing?: LoadBalancing;
 }
 
 /** Effective localhost node ports: the flag, IPv4, and nodePortAddresses covering 127.0.0.0/8. */
@@ -50,6 +52,7 @@ export function portContext(desired: DesiredState, opts: IptablesOptions = {}): 
     largeClusterMode: endpointCount(desired) > LARGE_CLUSTER_ENDPOINTS,
     localhostNodePortsCounter:
       localhostNodePorts(desired, opts) && (opts.nfacctCounters?.has(NfacctCounter.LOCALHOST_ACCEPTED) ?? false),
+    ...(opts.loadBalancing === undefined ? {} : { loadBalancing: opts.loadBalancing }),
   };
 }
 

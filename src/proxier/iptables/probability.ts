@@ -4,6 +4,8 @@
 // exact value too but breaks ties upwards. A tie needs 1/n to end in a 5 at the 11th decimal,
 // which only an exact power of two can (1/2048 = 0.00048828125), so those are done exactly.
 
+import type { Match } from '../../netlink/nftables/iptables/rule.ts';
+
 const cache: string[] = ['<bad value>'];
 
 function exactPowerOfTwo(n: number): string {
@@ -27,4 +29,16 @@ export function probability(n: number): string {
     if (n < 10_000) cache[n] = p;
   }
   return p;
+}
+
+/**
+ * The match that sends a new connection to the first of `remaining` endpoints, the others
+ * going on to the next rule. Random (upstream): probability 1/remaining. Round-robin: every
+ * remaining-th connection that reaches the rule (xt_statistic nth mode, one counter per rule),
+ * so over any n consecutive new connections the n endpoints get exactly one each.
+ */
+export function endpointPick(remaining: number, roundRobin: boolean): Match {
+  return roundRobin
+    ? { m: 'statisticNth', every: remaining, packet: 0 }
+    : { m: 'statistic', probability: probability(remaining) };
 }

@@ -5,7 +5,12 @@
 // short-circuit for eTP=Local), KUBE-FW (loadBalancerSourceRanges) and KUBE-SEP (hairpin
 // masquerade and DNAT). Pure, and independent of every other Service.
 
-import type { EndpointInfo, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
+import {
+  resolveLoadBalancing,
+  type EndpointInfo,
+  type EndpointSelection,
+  type ServicePortInfo,
+} from '../../model/index.ts';
 import type { IptRule, IptTable, Match, Target } from '../../netlink/nftables/iptables/rule.ts';
 import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
 import { ifLocal, ifNotLocal } from './detect-local.ts';
@@ -17,7 +22,7 @@ import {
   portChainNames,
   type PortChainNames,
 } from './names.ts';
-import { probability } from './probability.ts';
+import { endpointPick } from './probability.ts';
 import type { IptChain, IptContext, ServicePortFragment } from './types.ts';
 
 const MARK_MASQ: Target = { t: 'jump', chain: Chain.MARK_MASQ };
@@ -249,7 +254,10 @@ function firewallChain(w: Writer, p: ServicePortInfo, pl: Plan, ctx: IptContext)
   w.rule(n.fw, [comment(`other traffic to ${n.portName} will be dropped by KUBE-PROXY-FIREWALL`)], { t: 'none' });
 }
 
-/** upstream writeServiceToEndpointRules: affinity checks first, then the random pick. */
+/**
+ * upstream writeServiceToEndpointRules: affinity checks first, then the pick (random as
+ * upstream, or round-robin where the Service or the node asks for it).
+ */
 function endpointRules(
   w: Writer,
   p: ServicePortInfo,
@@ -269,8 +277,10 @@ function endpointRules(
       w.rule(chain, [...epComment(ep), recent], jump(sep));
     }
   }
+  const roundRobin =
+    resolveLoadBalancing('iptables', p.loadBalancingAsked, ctx.loadBalancing).algorithm === 'round-robin';
   eps.forEach((ep, i) => {
-    const pick: Match[] = i < eps.length - 1 ? [{ m: 'statistic', probability: probability(eps.length - i) }] : [];
+    const pick: Match[] = i < eps.length - 1 ? [endpointPick(eps.length - i, roundRobin)] : [];
     w.rule(chain, [...epComment(ep), ...pick], jump(sepOf(ep)));
   });
 }

@@ -10,7 +10,7 @@
 // never on other Services; assembleRuleset() (assemble.ts) puts the parts together.
 
 import type { IPFamily } from '../../base/ip.ts';
-import type { LocalDetector, NodePortAddresses, ServicePortId } from '../../model/index.ts';
+import type { LoadBalancing, LocalDetector, NodePortAddresses, ServicePortId } from '../../model/index.ts';
 import type { IptRule, IptTable, JumpRule } from '../../netlink/nftables/iptables/rule.ts';
 import type { IptRuleset, IptRulesetChain, IptRulesetTable } from '../../netlink/nftables/iptables/save.ts';
 
@@ -51,6 +51,8 @@ export interface IptContext {
    * object: each node port gets upstream's counting rule for 127.0.0.0/8 first.
    */
   readonly localhostNodePortsCounter: boolean;
+  /** --load-balancing, the node's default algorithm (undefined: upstream's random picks). */
+  readonly loadBalancing?: LoadBalancing;
 }
 
 /** The context of the fixed rules: the service-port context plus node-wide options. */

@@ -26,10 +26,16 @@ import { cidrContains, isLoopback, parseCIDR, parseIP } from '../../base/ip.ts';
 import type { CIDR, IPFamily } from '../../base/ip.ts';
 import type { IpsetEntry } from '../../netlink/ipset/index.ts';
 import { formatEntry } from '../../netlink/ipset/index.ts';
-import { IP_VS_SVC_F_SCHED2 } from '../../netlink/ipvs/index.ts';
 import type { IpvsAddrKey, IpvsProtocol } from '../../netlink/ipvs/index.ts';
-import type { EndpointInfo, EndpointSelection, NodePortAddresses, ServicePortInfo } from '../../model/index.ts';
+import type {
+  EndpointInfo,
+  EndpointSelection,
+  LoadBalancing,
+  NodePortAddresses,
+  ServicePortInfo,
+} from '../../model/index.ts';
 import { SetName } from './names.ts';
+import { schedulerFor } from './scheduler.ts';
 import type { SetKey } from './names.ts';
 
 /** A virtual server as we want it. */
@@ -68,7 +74,12 @@ export interface PortPlan {
 
 export interface PlanContext {
   readonly family: IPFamily;
+  /** --ipvs-scheduler: the scheduler of Services that ask for no algorithm IPVS has. */
   readonly scheduler: string;
+  /** --load-balancing, the node's default algorithm (undefined: --ipvs-scheduler). */
+  readonly loadBalancing?: LoadBalancing;
+  /** False for a scheduler the kernel lacks: ports asking for it keep `scheduler`. Default: all usable. */
+  readonly schedulerUsable?: (scheduler: string) => boolean;
   /** Addresses NodePort VSes are made on (node addresses selected by nodePortAddresses). */
   readonly nodePortIPs: readonly string[];
   /** Every local address not on kube-ipvs0: such an external/LB IP is not bound again. */
@@ -150,15 +161,14 @@ export function planPort(
   const binds: string[] = [];
   const entries: EntryPlan[] = [];
   const noNodeAccess: NoNodeAccess[] = [];
-  // Upstream sets the source-hash flag for "mh" (utilipvs FlagSourceHash = 0x10, "mh-port").
-  const flags = ctx.scheduler === 'mh' ? IP_VS_SVC_F_SCHED2 : 0;
+  const { scheduler, flags } = schedulerFor(info, ctx.scheduler, ctx.loadBalancing, ctx.schedulerUsable);
   const timeout = info.sessionAffinity === 'ClientIP' ? info.stickyMaxAgeSeconds : 0;
   const externalFallback = fallsBackToCluster(sel, info.externalPolicyLocal);
   const makeVs = (address: string, port: number, onlyLocal: boolean): VsPlan => {
     const addr: IpvsAddrKey = { family: ctx.family, protocol: proto, address, port };
     const dests = new Map<string, { address: string; port: number }>();
     for (const e of destinationsFor(sel, onlyLocal)) dests.set(destKey(e.ip, e.port), { address: e.ip, port: e.port });
-    return { key: vsKey(addr), addr, scheduler: ctx.scheduler, flags, timeout, dests };
+    return { key: vsKey(addr), addr, scheduler, flags, timeout, dests };
   };
 
   for (const e of endpoints) {

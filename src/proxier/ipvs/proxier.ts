@@ -21,7 +21,7 @@ import type { Clock, TimerHandle } from '../../base/clock.ts';
 import { cidrContains, parseCIDR, parseIP } from '../../base/ip.ts';
 import type { CIDR, IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
-import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../../model/index.ts';
+import type { ChangeSet, DesiredState, LoadBalancing, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import { formatEntry, isSetBusy, isSetNotFound } from '../../netlink/ipset/index.ts';
 import type { IpsetClient } from '../../netlink/ipset/index.ts';
 import {
@@ -59,12 +59,15 @@ import type { CompanionRules } from './rules.ts';
 import { AppliedMirror, DesiredIndex, newTouched } from './state.ts';
 import type { AppliedVs, Touched } from './state.ts';
 import { ipvsSysctls } from './sysctl.ts';
+import { SchedulerProbes } from './scheduler.ts';
 import type { SysctlWriter } from './sysctl.ts';
 
 export interface IpvsProxierOptions {
   readonly family: IPFamily;
   /** --ipvs-scheduler; '' or absent: rr. A name the kernel does not ship is a construction error. */
   readonly scheduler?: string;
+  /** --load-balancing: the algorithm of Services without the annotation (rr, mh or lc); absent: the scheduler above. */
+  readonly loadBalancing?: LoadBalancing;
   /** --ipvs-strict-arp: arp_ignore=1, arp_announce=2. */
   readonly strictARP?: boolean;
   /** --ipvs-exclude-cidrs: virtual servers on these addresses are never touched. */
@@ -135,6 +138,7 @@ export class IpvsProxier implements Proxier {
   readonly mode = 'ipvs' as const;
   readonly family: IPFamily;
   readonly scheduler: string;
+  private readonly schedulerProbes: SchedulerProbes;
   private readonly opts: IpvsProxierOptions;
   private readonly deps: IpvsProxierDeps;
   private readonly log: Logger;
@@ -192,10 +196,43 @@ export class IpvsProxier implements Proxier {
     this.deps = deps;
     this.family = opts.family;
     this.scheduler = scheduler;
+    this.schedulerProbes = new SchedulerProbes(scheduler);
     this.log = deps.logger.child({ proxier: 'ipvs', family: opts.family });
     this.graceMs = opts.gracefulTerminationMs ?? 15 * 60_000;
     this.checkMs = opts.gracefulCheckIntervalMs ?? 5_000;
     this.now = deps.now ?? (() => performance.now());
+  }
+
+  /** Makes and removes a probe virtual server with `scheduler` (upstream's check that it loads). */
+  private async probeScheduler(scheduler: string, o: { signal?: AbortSignal }): Promise<void> {
+    const { ipvs } = this.deps;
+    await ipvs.deleteService(PROBE, o).catch((e: unknown) => {
+      if (!isServiceNotFound(e)) throw e;
+    });
+    await ipvs.addService({ ...PROBE, scheduler }, o);
+    await ipvs.deleteService(PROBE, o);
+  }
+
+  /**
+   * Probes the schedulers these ports ask for that no port asked for before. One the kernel
+   * lacks is said once; its ports keep --ipvs-scheduler rather than lose their virtual servers.
+   */
+  private async probeAskedSchedulers(
+    infos: Iterable<ServicePortInfo | undefined>,
+    o: { signal?: AbortSignal },
+  ): Promise<void> {
+    for (const s of this.schedulerProbes.unprobed(infos, this.opts.loadBalancing)) {
+      try {
+        await this.kernelCall(() => this.probeScheduler(s, o));
+        this.schedulerProbes.record(s, true);
+      } catch (e) {
+        this.schedulerProbes.record(s, false);
+        this.log.warn(
+          `IPVS scheduler ${s} is unavailable; Services asking for it keep --ipvs-scheduler ${this.scheduler}`,
+          { op: 'ipvs-scheduler', scheduler: s, error: errorMessage(e) },
+        );
+      }
+    }
   }
 
   /** Runs `f` after every earlier sync, check or cleanup: one writer at a time. */
@@ -248,11 +285,7 @@ export class IpvsProxier implements Proxier {
       }
     }
     try {
-      await ipvs.deleteService(PROBE, o).catch((e: unknown) => {
-        if (!isServiceNotFound(e)) throw e;
-      });
-      await ipvs.addService({ ...PROBE, scheduler: this.scheduler }, o);
-      await ipvs.deleteService(PROBE, o);
+      await this.probeScheduler(this.scheduler, o);
     } catch (e) {
       throw new Error(`IPVS scheduler ${JSON.stringify(this.scheduler)} is unavailable: ${errorMessage(e)}`, {
         cause: e,
@@ -315,6 +348,8 @@ export class IpvsProxier implements Proxier {
     const ctx: PlanContext = {
       family: this.family,
       scheduler: this.scheduler,
+      ...(this.opts.loadBalancing === undefined ? {} : { loadBalancing: this.opts.loadBalancing }),
+      schedulerUsable: this.schedulerProbes.usable,
       nodePortIPs,
       nodeAddresses: new Set(nodeAddrs),
       primaryIP: desired.node.primaryIP,
@@ -323,15 +358,14 @@ export class IpvsProxier implements Proxier {
     this.ctx = ctx;
 
     let touched = newTouched();
+    const replanAll = full || ctxChanged;
+    const ids: Iterable<ServicePortId> = replanAll ? desired.services.keys() : change.services;
+    await this.probeAskedSchedulers(replanAll ? desired.services.values() : infosOf(desired, change.services), o);
     const planT = this.now();
-    let ids: Iterable<ServicePortId>;
-    if (full || ctxChanged) {
+    if (replanAll) {
       // Every port is re-planned; ports the index knows that are gone get removed.
       for (const id of [...this.index.ports.keys()])
         if (!desired.services.has(id)) this.index.setPort(id, undefined, touched);
-      ids = desired.services.keys();
-    } else {
-      ids = change.services;
     }
     let planned = 0;
     for (const id of ids) {
@@ -670,9 +704,14 @@ export class IpvsProxier implements Proxier {
   }
 }
 
+function* infosOf(desired: DesiredState, ids: Iterable<ServicePortId>): Iterable<ServicePortInfo | undefined> {
+  for (const id of ids) yield desired.services.get(id);
+}
+
 function sameContext(a: PlanContext, b: PlanContext): boolean {
   if (
     a.primaryIP !== b.primaryIP ||
+    a.loadBalancing !== b.loadBalancing ||
     a.nodePortIPs.length !== b.nodePortIPs.length ||
     a.nodeAddresses.size !== b.nodeAddresses.size
   )

@@ -6,7 +6,7 @@ import { connect, connectWithPort, Protocol } from '../../../src/netlink/core/in
 import { NftClient } from '../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../src/netlink/nftables/iptables/rule.ts';
 import { RouteClient } from '../../../src/netlink/route/index.ts';
-import { ChangeTracker } from '../../../src/model/index.ts';
+import { ChangeTracker, type LoadBalancing } from '../../../src/model/index.ts';
 import { IptablesProxier, iptablesNftCodec } from '../../../src/proxier/iptables/index.ts';
 import { ChainDriftWatch } from '../../../src/proxier/drift/chain-watch.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
@@ -35,6 +35,8 @@ export interface StartOptions extends Partial<ModelOptions> {
   canaryIntervalMs?: number;
   /** Listen to nf_tables announcements (chain-watch.ts): a change to our chains by someone else asks for a sync. */
   watchDrift?: boolean;
+  /** --load-balancing, the node's default algorithm. */
+  loadBalancing?: LoadBalancing;
 }
 
 /** A fresh tracker and proxier (as a restarted daemon has), over the same kernel. */
@@ -48,7 +50,8 @@ export function start(opts: StartOptions = {}): void {
   conn = opened.conn;
   routeConn = connect(Protocol.ROUTE, { timeoutMs: 10_000 });
   const route = new RouteClient(routeConn);
-  const { masqueradeBit, maxBatchBytes, localhostNodePorts, canaryIntervalMs, watchDrift, ...model } = opts;
+  const { masqueradeBit, maxBatchBytes, localhostNodePorts, canaryIntervalMs, watchDrift, loadBalancing, ...model } =
+    opts;
   const family = model.family ?? 'IPv4';
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock: systemClock });
   const nftFamily = family === 'IPv6' ? 'ip6' : 'ip';
@@ -73,6 +76,7 @@ export function start(opts: StartOptions = {}): void {
     maxBatchBytes: maxBatchBytes ?? conn.maxBatchBytes,
     ...(masqueradeBit !== undefined ? { masqueradeBit } : {}),
     ...(localhostNodePorts !== undefined ? { localhostNodePorts } : {}),
+    ...(loadBalancing !== undefined ? { loadBalancing } : {}),
     ...(canaryIntervalMs !== undefined ? { clock: systemClock, canaryIntervalMs } : {}),
   });
   const resync = (): void => {

@@ -29,6 +29,7 @@ import {
   readSctp,
   readSet,
   readStatistic,
+  readStatisticNth,
 } from './xt-info.ts';
 
 /** What decoding needs from outside: the name of an ipset by kernel index (undefined: unknown). */
@@ -161,8 +162,11 @@ function xtMatch(
         vport: v.vport,
       };
     }
-    case 'statistic':
+    case 'statistic': {
+      const nth = readStatisticNth(info);
+      if (nth) return { m: 'statisticNth', ...nth };
       return { m: 'statistic', probability: probabilityText(readStatistic(info) ?? fail()) };
+    }
     case 'recent':
       return { m: 'recent', ...(readRecent(info, family) ?? fail()) };
     case 'nfacct':

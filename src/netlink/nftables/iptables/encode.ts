@@ -36,6 +36,7 @@ import {
   sctpMatch,
   setMatch,
   statisticMatch,
+  statisticNthMatch,
 } from './xt-info.ts';
 
 /** What encoding needs from outside: the kernel index of an ipset (IpsetClient.getByName). */
@@ -170,6 +171,8 @@ function matchExprs(m: Match, proto: L4Proto | undefined, family: IPFamily, ctx:
     }
     case 'statistic':
       return [statisticMatch(m.probability)];
+    case 'statisticNth':
+      return [statisticNthMatch(m.every, m.packet)];
     case 'recent':
       return [recentMatch(m, family)];
     case 'nfacct':

@@ -48,6 +48,11 @@ export type Match =
    */
   | { readonly m: 'statistic'; readonly probability: string }
   /**
+   * `-m statistic --mode nth --every N --packet P`: matches every N-th packet that reaches the
+   * rule, starting with packet P (0-based, P < N); the kernel keeps one counter per rule.
+   */
+  | { readonly m: 'statisticNth'; readonly every: number; readonly packet: number }
+  /**
    * `-m recent --name NAME --set|--rcheck [--seconds S] [--reap] --mask ... --rsource`
    * (ClientIP session affinity; upstream always uses the source address).
    */

@@ -158,6 +158,9 @@ function matchArgs(m: Match, family: IPFamily, head: Map<string, string[]>, rest
         formatThreshold(statisticThreshold(m.probability)),
       );
       return;
+    case 'statisticNth':
+      rest.push('-m', 'statistic', '--mode', 'nth', '--every', String(m.every), '--packet', String(m.packet));
+      return;
     case 'recent': {
       const mode = m.mode === 'set' ? ['--set'] : ['--rcheck'];
       const seconds = m.seconds ? ['--seconds', String(m.seconds)] : [];

@@ -214,6 +214,39 @@ export function statisticMatch(probability: string): XtMatchExpr {
     struct(24, (v) => (v.setUint32(4, threshold, true), v.setUint32(12, threshold, true))),
   );
 }
+const XT_STATISTIC_MODE_NTH = 1;
+
+/**
+ * `-m statistic --mode nth --every N --packet P`: the same struct in nth mode. libxt_statistic
+ * stores every - 1, the packet, and count = (every - 1) - packet, the kernel counter's start
+ * (it matches when the counter wraps past every - 1 to 0, so the P-th packet matches first).
+ */
+export function statisticNthMatch(every: number, packet: number): XtMatchExpr {
+  if (!Number.isInteger(every) || every < 1 || every > 0xffffffff)
+    throw new RangeError(`statistic --every ${every} is not a count from 1`);
+  if (!Number.isInteger(packet) || packet < 0 || packet >= every)
+    throw new RangeError(`statistic --packet ${packet} is not in 0..${every - 1}`);
+  return match(
+    'statistic',
+    0,
+    struct(24, (v) => {
+      v.setUint16(0, XT_STATISTIC_MODE_NTH, true);
+      v.setUint32(4, every - 1, true);
+      v.setUint32(8, packet, true);
+      v.setUint32(12, every - 1 - packet, true);
+    }),
+  );
+}
+/** every and packet of an nth-mode statistic match (undefined for random mode or inversion). */
+export function readStatisticNth(info: Uint8Array): { every: number; packet: number } | undefined {
+  if (info.length < 16) return undefined;
+  const v = view(info);
+  if (v.getUint16(0, true) !== XT_STATISTIC_MODE_NTH || v.getUint16(2, true) !== 0) return undefined;
+  const every = v.getUint32(4, true) + 1;
+  const packet = v.getUint32(8, true);
+  return packet < every ? { every, packet } : undefined;
+}
+
 /** The threshold of a random-mode statistic match (undefined for nth mode or inversion). */
 export function readStatistic(info: Uint8Array): number | undefined {
   if (info.length < 16) return undefined;

@@ -26,6 +26,7 @@ export function servicePort(
     externallyAccessible: false,
     usesClusterEndpoints: true,
     usesLocalEndpoints: false,
+    loadBalancingAsked: undefined,
     ...o,
   };
 }

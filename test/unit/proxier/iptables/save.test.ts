@@ -10,7 +10,7 @@ import {
   tableToSave,
 } from '../../../../src/netlink/nftables/iptables/save.ts';
 import { assembleRuleset, probability } from '../../../../src/proxier/iptables/index.ts';
-import { NFACCT_RULES, NFACCT_SAVED } from '../../../fixtures/netlink/iptables/ruleset.ts';
+import { NFACCT_RULES, NFACCT_SAVED, NTH_RULES, NTH_SAVED } from '../../../fixtures/netlink/iptables/ruleset.ts';
 
 test('comments: bare when only letters, digits, _ and -; otherwise quoted with \\ before " \\ \'', (t) => {
   t.is(saveString('ns1_svc1'), 'ns1_svc1');
@@ -24,6 +24,13 @@ test('-m nfacct: --nfacct-name and two spaces, as iptables-nft-save printed rule
   t.deepEqual(
     NFACCT_RULES.map((r) => ruleLine(r)),
     NFACCT_SAVED,
+  );
+});
+
+test('-m statistic --mode nth: --every and --packet, as iptables-nft-save printed rules-nth.txt', (t) => {
+  t.deepEqual(
+    NTH_RULES.map((r) => ruleLine(r)),
+    NTH_SAVED,
   );
 });
 

@@ -9,7 +9,7 @@ import { decodeRule } from '../../../../../src/netlink/nftables/rule.ts';
 import { decodeIptRule, jumpTarget, ruleComment } from '../../../../../src/netlink/nftables/iptables/decode.ts';
 import { iptNftRule } from '../../../../../src/netlink/nftables/iptables/encode.ts';
 import type { IptRule } from '../../../../../src/netlink/nftables/iptables/rule.ts';
-import { IPVS_RULES, NFACCT_RULES, ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
+import { IPVS_RULES, NFACCT_RULES, NTH_RULES, ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
 import { MSG, captured } from './fixture.ts';
 
 const enc = { setIndex: (): number => 0 };
@@ -48,6 +48,16 @@ test('the nfacct rules iptables-nft wrote decode to their IptRules', (t) => {
     const listed = decodeRule(parseMessages(m.bytes)[0]!).rule;
     t.deepEqual(decodeIptRule(listed, NFACCT_RULES[i]!.table, 'IPv4'), NFACCT_RULES[i], `rule ${i}`);
   });
+});
+
+test('the nth-mode statistic rules iptables-nft wrote decode to their IptRules, and ours round-trip', (t) => {
+  const msgs = captured('restore-nth').filter((m) => m.type === MSG.NEWRULE);
+  t.is(msgs.length, NTH_RULES.length);
+  msgs.forEach((m, i) => {
+    const listed = decodeRule(parseMessages(m.bytes)[0]!).rule;
+    t.deepEqual(decodeIptRule(listed, 'nat', 'IPv4'), NTH_RULES[i], `rule ${i}`);
+  });
+  for (const r of NTH_RULES) t.deepEqual(decodeIptRule(iptNftRule(r, 'IPv4', enc), r.table, 'IPv4'), r);
 });
 
 test('jumpTarget and ruleComment read a rule without decoding it all', (t) => {

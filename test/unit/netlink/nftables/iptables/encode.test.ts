@@ -1,12 +1,13 @@
 // The iptables dialect encoder against the bytes iptables-nft-restore 1.8.9 sent for the same
 // rules (test/fixtures/netlink/iptables/, see CAPTURE.md): every NEWRULE of rules-ipv4.txt,
-// rules-ipv6.txt, rules-ipvs.txt and rules-nfacct.txt, seq and pid masked. The expected bytes never come from us.
+// rules-ipv6.txt, rules-ipvs.txt, rules-nfacct.txt and rules-nth.txt, seq and pid masked. The
+// expected bytes never come from us.
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
 import type { IPFamily } from '../../../../../src/base/ip.ts';
 import { iptNftRule, ruleExprs } from '../../../../../src/netlink/nftables/iptables/encode.ts';
 import type { IptRule } from '../../../../../src/netlink/nftables/iptables/rule.ts';
-import { IPVS_RULES, NFACCT_RULES, ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
+import { IPVS_RULES, NFACCT_RULES, NTH_RULES, ruleset } from '../../../../fixtures/netlink/iptables/ruleset.ts';
 import { hexdiff } from '../../../../helpers/hexdiff.ts';
 import { MSG, captured, ourBytes } from './fixture.ts';
 
@@ -54,6 +55,10 @@ test("-m nfacct (upstream's two counting rules): the bytes iptables-nft-restore 
   sameRules(t, 'restore-nfacct', 'IPv4', NFACCT_RULES);
 });
 
+test('-m statistic --mode nth (round-robin picks): the bytes iptables-nft-restore sends', (t) => {
+  sameRules(t, 'restore-nth', 'IPv4', NTH_RULES);
+});
+
 test('bad input is refused with an error naming it', (t) => {
   const r = (matches: IptRule['matches'], target: IptRule['target'] = { t: 'ACCEPT' }): IptRule => ({
     table: 'filter',
@@ -80,6 +85,8 @@ test('bad input is refused with an error naming it', (t) => {
     { message: /port 0/ },
   );
   t.throws(() => ruleExprs(r([{ m: 'statistic', probability: '1.5' }]), 'IPv4', ctx), { message: /probability/ });
+  t.throws(() => ruleExprs(r([{ m: 'statisticNth', every: 0, packet: 0 }]), 'IPv4', ctx), { message: /--every 0/ });
+  t.throws(() => ruleExprs(r([{ m: 'statisticNth', every: 3, packet: 3 }]), 'IPv4', ctx), { message: /--packet 3/ });
   t.throws(() => ruleExprs(r([{ m: 'comment', text: 'x'.repeat(256) }]), 'IPv4', ctx), {
     message: /comment longer than 255/,
   });
