@@ -24,6 +24,13 @@ import type { ProxyMetrics } from '../metrics/metrics.ts';
 import { BoundedFrequencyRunner, type RunInfo, type RunReason } from '../sync/bounded-frequency-runner.ts';
 import type { Notifier } from './sd-notify.ts';
 
+/**
+ * Upstream's burstSyncs (the iptables, IPVS and nftables proxiers): after a quiet gap a sync
+ * starts at once even if the last began less than --min-sync-period ago, and a change that
+ * arrived late once does not delay every later sync (bounded-frequency-runner.ts).
+ */
+export const BURST_SYNCS = 2;
+
 /** Upstream's FullSyncPeriod (pkg/proxy/util): the longest time between two full syncs. */
 export const FULL_SYNC_PERIOD_MS = 60 * 60_000;
 
@@ -93,6 +100,7 @@ export class SyncLoop {
       name: `${opts.mode}-sync`,
       minIntervalMs: opts.minSyncPeriodMs,
       maxIntervalMs: opts.syncPeriodMs,
+      burstRuns: BURST_SYNCS,
       ...(opts.retryIntervalMs !== undefined ? { retryIntervalMs: opts.retryIntervalMs } : {}),
       clock: opts.clock,
       logger: this.log,
@@ -215,6 +223,7 @@ export class SyncLoop {
       services: outcome.services,
       endpoints: outcome.endpoints,
       ms: end - start,
+      waitedMs: info.waitedMs,
     });
     notifier.status(
       `${mode}: ${outcome.services} services, ${outcome.endpoints} endpoints, last sync ${new Date(end).toISOString()} (${full ? 'full' : 'partial'})`,
