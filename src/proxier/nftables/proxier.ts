@@ -580,11 +580,24 @@ export class NftablesProxier implements Proxier {
     await between();
     const sets = new Set((await this.nft.listSets()).map((s) => s.name));
     await between();
+    let sliceFrom = this.now();
     for (const set of [...sets]) {
       if (!tracked(set, this.serviceTraffic)) continue;
       if (set === SET.localhostNodePorts && !this.ctx?.localhostNodePorts) continue;
-      for (const e of await this.nft.listElements(set))
-        elements.set(elementId(e), { element: e, value: elementValue(e) });
+      // Decoded a page at a time: the dump is a snapshot taken before anything `between`
+      // applies (what it applies is replayed onto the read, EarlyChanges), so changes need
+      // not wait for the decoding of a 100,000-element map, which takes seconds under load.
+      for (const page of await this.nft.listElementPages(set)) {
+        const list = page();
+        for (let i = 0; i < list.length; i++) {
+          const e = list[i]!;
+          elements.set(elementId(e), { element: e, value: elementValue(e) });
+        }
+        if (this.now() - sliceFrom < SLICE_MS) continue;
+        await new Promise<void>((resolve) => setImmediate(resolve)); // lets the watch streams in
+        await between();
+        sliceFrom = this.now();
+      }
       await between();
     }
     return { chains, sets, elements };
