@@ -234,6 +234,12 @@ export class NftablesProxier implements Proxier {
         return { ...report, errors: [...problems, ...report.errors], refused: problems.length };
       } catch (e) {
         if (!(e instanceof ServicePortRefusedError) || round >= MAX_REFUSED_PER_SYNC) throw e;
+        if (isNotFound(e.cause) && !(await this.tableExists())) {
+          // Not the port's fault: our table was deleted while the sync wrote (drift). The
+          // next round reads the kernel again and rewrites everything, the port included.
+          this.log.debug('our table vanished during the full sync; starting it again', { servicePort: e.id });
+          continue;
+        }
         this.refused.set(e.id, this.inputsOf(desired, e.id)!);
         // Reported in the sync's errors (the daemon logs them and counts `refused`).
         problems.push(`${e.message}; skipped until it changes, everything else is programmed`);
@@ -241,6 +247,17 @@ export class NftablesProxier implements Proxier {
           servicePort: e.id,
         });
       }
+    }
+  }
+
+  /** Whether our table is in the kernel now (listing its sets fails with ENOENT when it is not). */
+  private async tableExists(): Promise<boolean> {
+    try {
+      await this.nft.list('set');
+      return true;
+    } catch (e) {
+      if (isNotFound(e)) return false;
+      throw e;
     }
   }
 
