@@ -279,3 +279,28 @@ test.serial(
     );
   },
 );
+
+test.serial(
+  'a change arriving while a full sync reads the kernel is answered by packets before that sync ends',
+  async (t) => {
+    const c = await cluster(t, 'arv', 2);
+    const N = 20;
+    const services = Array.from({ length: N }, (_, i) => svc(`s${i}`, { clusterIP: `10.96.1.${i + 1}` }));
+    await apply(c, {
+      services,
+      slices: Array.from({ length: N }, (_, i) => slice(`s${i}-1`, `s${i}`, [ep(podIP(0))])),
+    });
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.4', 80, 4))], ['pod1']);
+    // The full sync is held before its first write once the change is in.
+    const runs = await c.nodeAgent.call<number>(P, 'fullSyncWithArrival', {
+      slices: [slice('s3-1', 's3', [ep(podIP(1))])],
+    });
+    t.is(runs, 1, 'the change went in on its own, before the full sync wrote anything');
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.4', 80, 8))], ['pod2'], 'moved while the full sync runs');
+    const r = await c.nodeAgent.call<{ full: boolean; errors: string[] }>(P, 'finishFullSync');
+    t.true(r.full);
+    t.deepEqual(r.errors, []);
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.4', 80, 8))], ['pod2'], 'and the full sync kept it');
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.6', 80, 4))], ['pod1'], 'the others untouched');
+  },
+);
