@@ -341,7 +341,7 @@ export class NftablesProxier implements Proxier {
       planMs,
       kernelMs,
       readMs,
-      changesWhileReading: early ? early.effects.length + early.deferred.length : 0,
+      changesWhileReading: early ? early.applied + early.deferred.length : 0,
     });
     return {
       full: true,
@@ -470,6 +470,7 @@ export class NftablesProxier implements Proxier {
       return;
     }
     for (const g of groups) early.effects.push(g.effects());
+    early.applied++;
     arriving.applied(change);
   }
 
