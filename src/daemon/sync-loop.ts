@@ -46,6 +46,9 @@ export interface SyncOutcome {
   /** Counts for the STATUS line and logs. */
   services: number;
   endpoints: number;
+  /** Where the sync's time went (all families), for the sync log: planning, and the kernel's round trips. */
+  planMs?: number;
+  kernelMs?: number;
 }
 
 export interface SyncLoopOptions {
@@ -223,6 +226,8 @@ export class SyncLoop {
       services: outcome.services,
       endpoints: outcome.endpoints,
       ms: end - start,
+      ...(outcome.planMs !== undefined ? { planMs: Math.round(outcome.planMs) } : {}),
+      ...(outcome.kernelMs !== undefined ? { kernelMs: Math.round(outcome.kernelMs) } : {}),
       waitedMs: info.waitedMs,
     });
     notifier.status(
