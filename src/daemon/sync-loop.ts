@@ -24,6 +24,13 @@ import type { ProxyMetrics } from '../metrics/metrics.ts';
 import { BoundedFrequencyRunner, type RunInfo, type RunReason } from '../sync/bounded-frequency-runner.ts';
 import type { Notifier } from './sd-notify.ts';
 
+/**
+ * Upstream's burstSyncs (the iptables, IPVS and nftables proxiers): after a quiet gap a sync
+ * starts at once even if the last began less than --min-sync-period ago, and a change that
+ * arrived late once does not delay every later sync (bounded-frequency-runner.ts).
+ */
+export const BURST_SYNCS = 2;
+
 /** Upstream's FullSyncPeriod (pkg/proxy/util): the longest time between two full syncs. */
 export const FULL_SYNC_PERIOD_MS = 60 * 60_000;
 
@@ -39,6 +46,9 @@ export interface SyncOutcome {
   /** Counts for the STATUS line and logs. */
   services: number;
   endpoints: number;
+  /** Where the sync's time went (all families), for the sync log: planning, and the kernel's round trips. */
+  planMs?: number;
+  kernelMs?: number;
 }
 
 export interface SyncLoopOptions {
@@ -93,6 +103,7 @@ export class SyncLoop {
       name: `${opts.mode}-sync`,
       minIntervalMs: opts.minSyncPeriodMs,
       maxIntervalMs: opts.syncPeriodMs,
+      burstRuns: BURST_SYNCS,
       ...(opts.retryIntervalMs !== undefined ? { retryIntervalMs: opts.retryIntervalMs } : {}),
       clock: opts.clock,
       logger: this.log,
@@ -215,6 +226,9 @@ export class SyncLoop {
       services: outcome.services,
       endpoints: outcome.endpoints,
       ms: end - start,
+      ...(outcome.planMs !== undefined ? { planMs: Math.round(outcome.planMs) } : {}),
+      ...(outcome.kernelMs !== undefined ? { kernelMs: Math.round(outcome.kernelMs) } : {}),
+      waitedMs: info.waitedMs,
     });
     notifier.status(
       `${mode}: ${outcome.services} services, ${outcome.endpoints} endpoints, last sync ${new Date(end).toISOString()} (${full ? 'full' : 'partial'})`,

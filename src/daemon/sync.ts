@@ -153,6 +153,8 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
     const states: DesiredState[] = [];
     let services = 0;
     let endpoints = 0;
+    let planMs = 0;
+    let kernelMs = 0;
     for (const p of o.pipelines) {
       if (req.full) p.tracker.requestFullSync();
       const { desired, change } = p.tracker.checkout();
@@ -175,6 +177,8 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
       if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, report);
       if (report.refused) o.metrics?.servicePortsRefusedTotal.inc({ ip_family: p.family }, report.refused);
       observeLatency(o, p.family, change);
+      planMs += report.planMs;
+      kernelMs += report.kernelMs;
       const nle = noLocalEndpoints(desired, p.proxier.mode !== 'ipvs');
       o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'internal' }, nle.internal);
       o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'external' }, nle.external);
@@ -195,6 +199,6 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
     o.metrics?.serviceChangesPending.set(0);
     o.metrics?.endpointChangesPending.set(0);
     if (o.healthChecks) await o.healthChecks(mergeHealthChecks(states), states);
-    return { services, endpoints };
+    return { services, endpoints, planMs, kernelMs };
   };
 }

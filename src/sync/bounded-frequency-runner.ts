@@ -2,12 +2,15 @@
 //
 //   - run() is a non-blocking, coalescing kick: any number of kicks before the next run
 //     become one run.
-//   - minInterval: a run starts no sooner than minInterval after the previous one started
-//     (bursts of changes coalesce into one sync), as upstream's token bucket (qps
-//     1/minInterval, burst 1) lets runs through. Measured from the end instead, every run
-//     would push the next one later by its own length: changes arriving once a second with a
-//     1 s minimum then waited anything from 0 to 1 s (a saw-tooth), where from the start they
-//     wait for the sync alone.
+//   - minInterval and burstRuns: runs pass a token bucket as upstream's (qps 1/minInterval,
+//     burst burstRuns; the proxiers use 2, upstream's burstSyncs): a token comes back every
+//     minInterval, at most burstRuns are kept, a run takes one. Bursts of changes coalesce
+//     into one run while the bucket is empty, and after a quiet gap a run starts at once.
+//     With burst 1 a run starts no sooner than minInterval after the previous one *started*,
+//     so changes arriving once a second with a 1 s minimum start a run at max(arrival,
+//     previous start + 1 s): one late arrival delays every later run by as much and the lag
+//     never shrinks. The second token absorbs such lateness. (Measured from the end instead,
+//     every run would push the next one later by its own length.)
 //   - maxInterval: a run happens at least every maxInterval even without kicks (the
 //     periodic sync; the daemon decides whether it is full, sync-loop.ts).
 //   - after a failed run, another follows after retryInterval, doubling on each further
@@ -28,6 +31,8 @@ export interface RunInfo {
   reason: RunReason;
   /** Failures in a row before this run (0 after a success). */
   consecutiveFailures: number;
+  /** How long the oldest kick this run answers waited for it to start (0 without a kick). */
+  waitedMs: number;
 }
 
 export interface RunnerOptions {
@@ -38,6 +43,8 @@ export interface RunnerOptions {
   retryIntervalMs?: number;
   /** Cap of the doubling retry delay; default maxIntervalMs. */
   maxRetryIntervalMs?: number;
+  /** Runs the token bucket keeps for after a quiet gap (upstream's burstRuns); default 1. */
+  burstRuns?: number;
   clock: Clock;
   logger?: Logger;
 }
@@ -49,16 +56,20 @@ export class BoundedFrequencyRunner {
   private readonly maxMs: number;
   private readonly retryMs: number;
   private readonly maxRetryMs: number;
+  private readonly burst: number;
   private readonly clock: Clock;
   private readonly log: Logger;
 
   private started = false;
   private stopped = false;
   private kicked = false;
+  /** When the oldest kick not yet answered by a run arrived. */
+  private kickedAt: number | undefined;
   private retryDue = false;
   private failures = 0;
-  private lastEnd: number | undefined;
-  private lastStart: number | undefined;
+  /** The token bucket: `tokens` as counted at `tokensAt` (refilled lazily, see tokensAt()). */
+  private tokens = 0;
+  private tokensAt = 0;
   /** When the current maxInterval period ends (reset after every run). */
   private periodicAt = 0;
   /** When a pending retry falls due. */
@@ -86,6 +97,11 @@ export class BoundedFrequencyRunner {
     this.maxMs = maxIntervalMs;
     this.retryMs = opts.retryIntervalMs ?? Math.min(maxIntervalMs, Math.max(minIntervalMs, 1000));
     this.maxRetryMs = Math.max(this.retryMs, opts.maxRetryIntervalMs ?? maxIntervalMs);
+    this.burst = opts.burstRuns ?? 1;
+    if (!Number.isInteger(this.burst) || this.burst < 1) {
+      throw new RangeError(`${name}: burstRuns (${this.burst}) must be an integer >= 1`);
+    }
+    this.tokens = this.burst;
     if (!(this.retryMs > 0)) throw new RangeError(`${name}: retryInterval (${this.retryMs}ms) must be greater than 0`);
     this.clock = opts.clock;
     this.log = opts.logger ?? nullLogger;
@@ -103,6 +119,7 @@ export class BoundedFrequencyRunner {
   run(): void {
     if (this.stopped) return;
     this.kicked = true;
+    this.kickedAt ??= this.clock.now();
     if (this.started && this.inFlight === undefined) this.schedule();
   }
 
@@ -137,8 +154,7 @@ export class BoundedFrequencyRunner {
     this.timer = undefined;
     if (this.stopped || !this.started || this.inFlight !== undefined) return;
     const now = this.clock.now();
-    const earliest =
-      this.lastStart === undefined ? now : Math.max(this.lastStart + this.minMs, this.lastEnd ?? this.lastStart);
+    const earliest = this.tokenDueAt(now);
     let at = this.periodicAt;
     if (this.kicked) at = Math.min(at, earliest);
     if (this.retryDue) at = Math.min(at, this.retryAt);
@@ -151,9 +167,11 @@ export class BoundedFrequencyRunner {
     if (this.stopped || this.inFlight !== undefined) return;
     const now = this.clock.now();
     const reason: RunReason = this.kicked ? 'kick' : this.retryDue && now >= this.retryAt ? 'retry' : 'periodic';
+    const waitedMs = this.kicked && this.kickedAt !== undefined ? now - this.kickedAt : 0;
     this.kicked = false;
-    this.lastStart = now;
-    const info: RunInfo = { reason, consecutiveFailures: this.failures };
+    this.kickedAt = undefined;
+    this.takeToken(now);
+    const info: RunInfo = { reason, consecutiveFailures: this.failures, waitedMs };
     let result: Promise<void> | void;
     try {
       result = this.fn(info);
@@ -197,7 +215,27 @@ export class BoundedFrequencyRunner {
       this.retryAt = this.clock.now() + delay;
     }
     this.runs++;
-    this.lastEnd = this.clock.now();
-    this.periodicAt = this.lastEnd + this.maxMs;
+    this.periodicAt = this.clock.now() + this.maxMs;
+  }
+
+  /** The bucket's tokens at `now` (>= the last time counted): one more every minInterval, at most burst. */
+  private tokensAtTime(now: number): number {
+    if (this.minMs === 0) return this.burst;
+    return Math.min(this.burst, this.tokens + (now - this.tokensAt) / this.minMs);
+  }
+
+  /** When the bucket next holds a whole token (now if it does). */
+  private tokenDueAt(now: number): number {
+    const have = this.tokensAtTime(now);
+    return have >= 1 ? now : now + (1 - have) * this.minMs;
+  }
+
+  /**
+   * A run starts: it takes a token. The timer fires when one is due, so the count only dips
+   * below 0 by a timer's rounding, which the next refill absorbs.
+   */
+  private takeToken(now: number): void {
+    this.tokens = this.tokensAtTime(now) - 1;
+    this.tokensAt = now;
   }
 }

@@ -67,6 +67,8 @@ interface Run {
   longestFull: boolean;
   syncs: number;
   fullSyncs: number;
+  /** How long the oldest change of each sync waited for it to start (runner's waitedMs), ms. */
+  waits: number[];
   histogram: { count: number; meanMs: number; p50: string; p99: string };
   packets: number[];
   lost: number;
@@ -106,14 +108,18 @@ async function whereOf(pid: number): Promise<[number, number]> {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const wallNow = (): number => performance.timeOrigin + performance.now();
 
-/** Every 'Synced proxy rules' line of a text log: full or not, and its duration. */
-export function syncsOf(log: string): { full: boolean; ms: number }[] {
-  const out: { full: boolean; ms: number }[] = [];
+/**
+ * Every 'Synced proxy rules' line of a text log: full or not, its duration, and how long the
+ * oldest change it answered waited for it to start (the runner's waitedMs; 0 when not logged).
+ */
+export function syncsOf(log: string): { full: boolean; ms: number; waitedMs: number }[] {
+  const out: { full: boolean; ms: number; waitedMs: number }[] = [];
   for (const line of log.split('\n')) {
     if (!line.includes('Synced proxy rules')) continue;
     const full = /\bfull=(true|false)\b/.exec(line);
     const ms = /\bms=(\d+(?:\.\d+)?)\b/.exec(line);
-    if (full && ms) out.push({ full: full[1] === 'true', ms: Number(ms[1]) });
+    const waited = /\bwaitedMs=(\d+(?:\.\d+)?)\b/.exec(line);
+    if (full && ms) out.push({ full: full[1] === 'true', ms: Number(ms[1]), waitedMs: Number(waited?.[1] ?? 0) });
   }
   return out;
 }
@@ -253,6 +259,7 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
       longestFull: longest.full,
       syncs: syncs.length,
       fullSyncs: syncs.filter((s) => s.full).length,
+      waits: syncs.map((s) => s.waitedMs),
       histogram: {
         count: dCount,
         meanMs: dCount > 0 ? ((histAfter.sum - histBefore.sum) / dCount) * 1000 : NaN,
@@ -271,6 +278,13 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
 }
 
 const mib = (x: number): string => `${x.toFixed(0)} MiB`;
+
+/** How long changes waited for their sync to start: p50 / p99 / max of the runner's waitedMs. */
+function waitLine(r: Run): string {
+  const w = r.waits;
+  if (w.length === 0) return 'change → sync start: -';
+  return `change → sync start p50 / p99 / max: ${formatMs(percentile(w, 50))} / ${formatMs(percentile(w, 99))} / ${formatMs(Math.max(...w))} (${w.length} syncs)`;
+}
 
 function row(r: Run): string[] {
   const p = r.packets;
@@ -351,6 +365,7 @@ export const bench: Bench = {
       for (const rate of k.rates) {
         const r = await measure(n, rate, k, opts);
         opts.log(`churn: ${row(r).join(' | ')}`);
+        opts.log(`churn: ${waitLine(r)}`);
         opts.log(`churn: RSS (s, MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}s ${m.toFixed(0)}`).join(', ')}`);
         runs.push(r);
       }
@@ -373,7 +388,7 @@ export const bench: Bench = {
         rows: runs.map(row),
         notes: runs.map(
           (r) =>
-            `${formatCount(r.n)} at ${r.rate}/s, RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}; of it malloc / anonymous (V8's heap): ${r.where.end.map(mib).join(' / ')} at the churn's end, ${r.where.after.map(mib).join(' / ')} after.`,
+            `${formatCount(r.n)} at ${r.rate}/s, ${waitLine(r)}; RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}; of it malloc / anonymous (V8's heap): ${r.where.end.map(mib).join(' / ')} at the churn's end, ${r.where.after.map(mib).join(' / ')} after.`,
         ),
         targets: targets(runs),
         figures: runs.flatMap((r) => churnFigures(r, k.mode)),

@@ -236,3 +236,71 @@ test.serial(
     t.deepEqual(chains, ['pick-internal-2'], 'one picker for every two-endpoint Service');
   },
 );
+
+test.serial(
+  'a partial sync too large for one batch goes out in several, stays partial, and packets follow it',
+  async (t) => {
+    const c = await cluster(t, 'spl', 2);
+    await c.nodeAgent.call(P, 'start', { ...MODEL, maxBatchBytes: 16_384 });
+    const N = 40;
+    const services = Array.from({ length: N }, (_, i) => svc(`s${i}`, { clusterIP: `10.96.1.${i + 1}` }));
+    const slices = (ips: string[]) =>
+      Array.from({ length: N }, (_, i) =>
+        slice(
+          `s${i}-1`,
+          `s${i}`,
+          ips.map((ip) => ep(ip)),
+        ),
+      );
+    await apply(c, { services, slices: slices([podIP(0)]) });
+    t.deepEqual([...pods(await tcpMany(c, 'client', `10.96.1.${N}`, 80, 8))], ['pod1']);
+    // Every Service gains an endpoint at once: the two-endpoint picker must be in the kernel
+    // before the first port that uses it, the one-endpoint picker goes after the last.
+    const grow = await c.nodeAgent.call<{ full: boolean; batches: number; errors: string[] }>(P, 'apply', {
+      services,
+      slices: slices([podIP(0), podIP(1)]),
+    });
+    t.false(grow.full, 'partial');
+    t.true(grow.batches > 2, `batches: ${grow.batches}`);
+    t.deepEqual(grow.errors, []);
+    for (const i of [1, N]) t.is(pods(await tcpMany(c, 'client', `10.96.1.${i}`, 80, 16)).size, 2);
+    const shrink = await c.nodeAgent.call<{ full: boolean; batches: number }>(P, 'apply', {
+      services,
+      slices: slices([podIP(1)]),
+    });
+    t.false(shrink.full, 'partial');
+    t.true(shrink.batches > 2, `batches: ${shrink.batches}`);
+    for (const i of [1, N]) t.deepEqual([...pods(await tcpMany(c, 'client', `10.96.1.${i}`, 80, 8))], ['pod2']);
+    const chains = (await c.node.nftJson()).filter((o) => o.chain && /^pick-/.test(String(o.chain.name)));
+    t.deepEqual(
+      chains.map((o) => String(o.chain!.name)),
+      ['pick-internal-1'],
+      'only the picker in use is left',
+    );
+  },
+);
+
+test.serial(
+  'a change arriving while a full sync reads the kernel is answered by packets before that sync ends',
+  async (t) => {
+    const c = await cluster(t, 'arv', 2);
+    const N = 20;
+    const services = Array.from({ length: N }, (_, i) => svc(`s${i}`, { clusterIP: `10.96.1.${i + 1}` }));
+    await apply(c, {
+      services,
+      slices: Array.from({ length: N }, (_, i) => slice(`s${i}-1`, `s${i}`, [ep(podIP(0))])),
+    });
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.4', 80, 4))], ['pod1']);
+    // The full sync is held before its first write once the change is in.
+    const runs = await c.nodeAgent.call<number>(P, 'fullSyncWithArrival', {
+      slices: [slice('s3-1', 's3', [ep(podIP(1))])],
+    });
+    t.is(runs, 1, 'the change went in on its own, before the full sync wrote anything');
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.4', 80, 8))], ['pod2'], 'moved while the full sync runs');
+    const r = await c.nodeAgent.call<{ full: boolean; errors: string[] }>(P, 'finishFullSync');
+    t.true(r.full);
+    t.deepEqual(r.errors, []);
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.4', 80, 8))], ['pod2'], 'and the full sync kept it');
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.6', 80, 4))], ['pod1'], 'the others untouched');
+  },
+);

@@ -51,6 +51,12 @@ export interface NftInterface {
   listChains(): Promise<NftChain[]>;
   listSets(): Promise<NftSetLike[]>;
   listElements(set: string): Promise<NftElement[]>;
+  /**
+   * A set's elements read in one dump (a snapshot: the dump has ended when this resolves),
+   * as pages decoded on demand, so that a caller can decode a large set a slice at a time
+   * and let other work in between.
+   */
+  listElementPages(set: string): Promise<(() => NftElement[])[]>;
   /** Rules of one chain (or of the whole table), expressions decoded, with handles. */
   listRules(chain?: string): Promise<NftRule[]>;
 }
@@ -283,6 +289,23 @@ export class NftClient implements NftInterface {
   }
 
   async listElements(set: string): Promise<NftElement[]> {
+    const def = await this.setDef(set);
+    return toElements(def, await this.listRawElements(set));
+  }
+
+  async listElementPages(set: string): Promise<(() => NftElement[])[]> {
+    const def = await this.setDef(set);
+    const replies = await this.dump(
+      NftMsg.GETSETELEM,
+      `list elements ${this.scope.family} ${this.scope.table} ${set}`,
+      (w) => w.str(NFTA_SET_ELEM_LIST_TABLE, this.scope.table).str(NFTA_SET_ELEM_LIST_SET, set),
+    );
+    // One page per reply datagram: a 100,000-element map is some hundred of them.
+    return replies.map((m) => () => toElements(def, decodeRawElements(m).elements));
+  }
+
+  /** The definition of a set (its key and data types), for decoding its elements. */
+  private async setDef(set: string): Promise<NftSetLike> {
     let def = this.known.get(set);
     if (!def) {
       await this.listSetsDetailed();
@@ -290,7 +313,7 @@ export class NftClient implements NftInterface {
     }
     const op = `list elements ${this.scope.family} ${this.scope.table} ${set}`;
     if (!def) throw new NetlinkError(op, errnoNumber('ENOENT'), undefined, { detail: 'set of unknown type' });
-    return toElements(def, await this.listRawElements(set));
+    return def;
   }
 
   async listRules(chain?: string): Promise<NftRule[]> {

@@ -16,8 +16,10 @@ export interface KernelRead {
 }
 
 export class EarlyChanges {
-  /** What each change applied did, in order. */
+  /** What each change applied did, in order (a group's effects each: a change has several). */
   readonly effects: OpEffects[] = [];
+  /** Changes applied (the daemon's `changesWhileReading`, with the deferred ones). */
+  applied = 0;
   /** Changes taken but too large for one batch: the full sync writes them (and says so after). */
   readonly deferred: ChangeSet[] = [];
 

@@ -234,6 +234,12 @@ export class NftablesProxier implements Proxier {
         return { ...report, errors: [...problems, ...report.errors], refused: problems.length };
       } catch (e) {
         if (!(e instanceof ServicePortRefusedError) || round >= MAX_REFUSED_PER_SYNC) throw e;
+        if (isNotFound(e.cause) && !(await this.tableExists())) {
+          // Not the port's fault: our table was deleted while the sync wrote (drift). The
+          // next round reads the kernel again and rewrites everything, the port included.
+          this.log.debug('our table vanished during the full sync; starting it again', { servicePort: e.id });
+          continue;
+        }
         this.refused.set(e.id, this.inputsOf(desired, e.id)!);
         // Reported in the sync's errors (the daemon logs them and counts `refused`).
         problems.push({
@@ -244,6 +250,17 @@ export class NftablesProxier implements Proxier {
           servicePort: e.id,
         });
       }
+    }
+  }
+
+  /** Whether our table is in the kernel now (listing its sets fails with ENOENT when it is not). */
+  private async tableExists(): Promise<boolean> {
+    try {
+      await this.nft.list('set');
+      return true;
+    } catch (e) {
+      if (isNotFound(e)) return false;
+      throw e;
     }
   }
 
@@ -328,7 +345,7 @@ export class NftablesProxier implements Proxier {
       planMs,
       kernelMs,
       readMs,
-      changesWhileReading: early ? early.effects.length + early.deferred.length : 0,
+      changesWhileReading: early ? early.applied + early.deferred.length : 0,
     });
     return {
       full: true,
@@ -439,9 +456,9 @@ export class NftablesProxier implements Proxier {
     if (!arriving.waiting()) return;
     const change = arriving.take();
     if (!change) return;
-    const { g } = this.partialGroup(desired, change);
+    const { groups } = this.partialGroups(desired, change);
     const tx = this.nft.newTransaction();
-    applyGroups([g], tx);
+    applyGroups(groups, tx);
     // Too much for one batch: left to the full sync (it writes every port from `desired`).
     if (estimateTransaction(tx) > this.batchBudget) {
       early.deferred.push(change);
@@ -456,7 +473,8 @@ export class NftablesProxier implements Proxier {
       early.deferred.push(change);
       return;
     }
-    early.effects.push(g.effects());
+    for (const g of groups) early.effects.push(g.effects());
+    early.applied++;
     arriving.applied(change);
   }
 
@@ -584,11 +602,24 @@ export class NftablesProxier implements Proxier {
     await between();
     const sets = new Set((await this.nft.listSets()).map((s) => s.name));
     await between();
+    let sliceFrom = this.now();
     for (const set of [...sets]) {
       if (!tracked(set, this.serviceTraffic)) continue;
       if (set === SET.localhostNodePorts && !this.ctx?.localhostNodePorts) continue;
-      for (const e of await this.nft.listElements(set))
-        elements.set(elementId(e), { element: e, value: elementValue(e) });
+      // Decoded a page at a time: the dump is a snapshot taken before anything `between`
+      // applies (what it applies is replayed onto the read, EarlyChanges), so changes need
+      // not wait for the decoding of a 100,000-element map, which takes seconds under load.
+      for (const page of await this.nft.listElementPages(set)) {
+        const list = page();
+        for (let i = 0; i < list.length; i++) {
+          const e = list[i]!;
+          elements.set(elementId(e), { element: e, value: elementValue(e) });
+        }
+        if (this.now() - sliceFrom < SLICE_MS) continue;
+        await new Promise<void>((resolve) => setImmediate(resolve)); // lets the watch streams in
+        await between();
+        sliceFrom = this.now();
+      }
       await between();
     }
     return { chains, sets, elements };
@@ -707,18 +738,11 @@ export class NftablesProxier implements Proxier {
       return this.fullSync(desired, signal, arriving);
     }
     const t0 = this.now();
-    const { g, changed, delta } = this.partialGroup(desired, change);
-    const tx = this.nft.newTransaction();
-    applyGroups([g], tx);
+    const { groups, changed, delta } = this.partialGroups(desired, change);
     const planMs = this.now() - t0;
-    if (estimateTransaction(tx) > this.batchBudget) {
-      // Too much for one batch (a mass change): a full sync splits the work safely.
-      this.log.info('partial sync too large for one batch; doing a full sync', { operations: tx.size });
-      return this.fullSync(desired, signal, arriving);
-    }
-    const tk = this.now();
+    let sent: { batches: number; kernelMs: number; longestMs: number };
     try {
-      if (tx.size > 0) await this.run(tx, signal);
+      sent = await this.sendPartial(groups, signal);
     } catch (e) {
       if (!isRefusal(e) || signal.aborted) throw e;
       // Refused for its content: a full sync finds the service port it was refused for and
@@ -726,62 +750,103 @@ export class NftablesProxier implements Proxier {
       this.log.info('partial sync refused by the kernel; doing a full sync to isolate the cause', { err: e });
       return this.fullSync(desired, signal, arriving);
     }
-    const kernelMs = this.now() - tk;
     return {
       full: false,
       servicesChanged: changed,
-      kernelMs,
+      kernelMs: sent.kernelMs,
       planMs,
       errors: delta.conflicts,
-      batches: tx.size > 0 ? 1 : 0,
-      longestBatchMs: kernelMs,
+      batches: sent.batches,
+      longestBatchMs: sent.longestMs,
     };
   }
 
-  /** A partial sync's plan: the changed ports moved in the mirror, and what the kernel must see change. */
-  private partialGroup(desired: DesiredState, change: ChangeSet): { g: OpGroup; changed: number; delta: ElementDelta } {
-    const delta: ElementDelta = emptyDelta();
-    const g = new OpGroup();
+  /**
+   * A partial sync's groups, in order: in one batch when they fit, else in several (a mass
+   * change), each atomic on its own. The order keeps every state in between valid: pickers
+   * (and their maps) come first, before the ports that use them; each port's objects and
+   * elements travel together; what nobody uses any more goes last. Refusals are thrown.
+   */
+  private async sendPartial(
+    groups: readonly OpGroup[],
+    signal: AbortSignal,
+  ): Promise<{ batches: number; kernelMs: number; longestMs: number }> {
+    let bytes = 0;
+    for (const g of groups) bytes += g.bytes;
+    if (bytes <= this.batchBudget) {
+      const ms = await this.sendGroups(groups, signal);
+      return { batches: ms === undefined ? 0 : 1, kernelMs: ms ?? 0, longestMs: ms ?? 0 };
+    }
+    const batches = new BatchSender(this.batchBudget, (gs) => this.sendGroups(gs, signal), signal);
+    for (const g of groups) if (g.size > 0) await batches.push(g);
+    await batches.flush();
+    this.log.debug('partial sync sent in several batches', { groups: groups.length, bytes, batches: batches.count });
+    return { batches: batches.count, kernelMs: batches.kernelMs, longestMs: batches.longestMs };
+  }
+
+  /**
+   * A partial sync's plan: the changed ports moved in the mirror, and what the kernel must
+   * see change, as groups to send in order (see sendPartial): new pickers, one group per
+   * changed port (its chains, sets and elements), then the pickers and maps no longer used.
+   */
+  private partialGroups(
+    desired: DesiredState,
+    change: ChangeSet,
+  ): { groups: OpGroup[]; changed: number; delta: ElementDelta } {
+    const conflicts: string[] = [];
+    const first = new OpGroup();
+    const groups = [first];
     const pickersBefore = new Map(this.pickers.entries());
     let changed = 0;
     for (const id of change.services) {
       if (this.refused.size > 0) this.refused.delete(id); // changed: tried again
-      const inputs = this.inputsOf(desired, id);
-      const before = this.plan(this.ports.get(id));
-      const after = this.plan(inputs);
-      const oldChains = new Map((before?.chains ?? []).map((c) => [c.name, c]));
-      for (const c of after?.chains ?? []) {
-        const old = oldChains.get(c.name);
-        oldChains.delete(c.name);
-        if (old?.signature === c.signature) continue;
-        if (old) g.flush({ kind: 'chain', name: c.name });
-        else g.add({ kind: 'chain', name: c.name });
-        for (const r of c.rules) g.add(r);
-      }
-      for (const name of oldChains.keys()) g.removeChain(name);
-      const oldSets = new Map((before?.sets ?? []).map((x) => [x.name, x]));
-      for (const x of after?.sets ?? []) if (!oldSets.delete(x.name)) g.add(x);
-      for (const x of oldSets.values()) g.delete(x);
-      // Acquire before releasing, so a picker the port keeps never drops to no users.
-      for (const p of after?.pickers ?? []) this.pickers.acquire(pickerName(p), p);
-      for (const p of before?.pickers ?? []) this.pickers.release(pickerName(p));
-      this.index.update(id, before ?? NO_ELEMENTS, after ?? NO_ELEMENTS, delta);
-      if (inputs) this.ports.set(id, inputs);
-      else this.ports.delete(id);
+      groups.push(this.changedPortGroup(desired, id, conflicts));
       changed++;
     }
     // Pickers are few (one per kind and endpoint count): comparing them whole is cheap.
+    const last = new OpGroup();
     const maps = new Set<string>();
     for (const [name, spec] of this.pickers.entries()) {
-      if (!pickersBefore.has(name)) this.createPicker(g, spec, (m) => this.maps.has(m) || maps.has(m), new Set());
+      if (!pickersBefore.has(name)) this.createPicker(first, spec, (m) => this.maps.has(m) || maps.has(m), new Set());
       for (const m of pickerMaps(spec)) maps.add(m);
     }
-    for (const name of pickersBefore.keys()) if (!this.pickers.has(name)) g.removeChain(name);
-    for (const m of this.maps) if (!maps.has(m)) g.delete({ kind: 'set', name: m, key: [this.traits.addrType] });
+    for (const name of pickersBefore.keys()) if (!this.pickers.has(name)) last.removeChain(name);
+    for (const m of this.maps) if (!maps.has(m)) last.delete({ kind: 'set', name: m, key: [this.traits.addrType] });
     this.maps = maps;
+    groups.push(last);
+    return { groups, changed, delta: { ...emptyDelta(), conflicts } };
+  }
+
+  /** One changed port moved in the mirror; its group holds what the kernel must see change. */
+  private changedPortGroup(desired: DesiredState, id: ServicePortId, conflicts: string[]): OpGroup {
+    const g = new OpGroup();
+    const delta: ElementDelta = emptyDelta();
+    const inputs = this.inputsOf(desired, id);
+    const before = this.plan(this.ports.get(id));
+    const after = this.plan(inputs);
+    const oldChains = new Map((before?.chains ?? []).map((c) => [c.name, c]));
+    for (const c of after?.chains ?? []) {
+      const old = oldChains.get(c.name);
+      oldChains.delete(c.name);
+      if (old?.signature === c.signature) continue;
+      if (old) g.flush({ kind: 'chain', name: c.name });
+      else g.add({ kind: 'chain', name: c.name });
+      for (const r of c.rules) g.add(r);
+    }
+    for (const name of oldChains.keys()) g.removeChain(name);
+    const oldSets = new Map((before?.sets ?? []).map((x) => [x.name, x]));
+    for (const x of after?.sets ?? []) if (!oldSets.delete(x.name)) g.add(x);
+    for (const x of oldSets.values()) g.delete(x);
+    // Acquire before releasing, so a picker the port keeps never drops to no users.
+    for (const p of after?.pickers ?? []) this.pickers.acquire(pickerName(p), p);
+    for (const p of before?.pickers ?? []) this.pickers.release(pickerName(p));
+    this.index.update(id, before ?? NO_ELEMENTS, after ?? NO_ELEMENTS, delta);
+    if (inputs) this.ports.set(id, inputs);
+    else this.ports.delete(id);
     for (const e of [...delta.remove, ...delta.replace]) g.delete(deletable(e));
     for (const e of [...delta.replace, ...delta.add]) g.add(e);
-    return { g, changed, delta };
+    for (const c of delta.conflicts) conflicts.push(c);
+    return g;
   }
 
   private async run(tx: NftTransaction, signal: AbortSignal): Promise<void> {

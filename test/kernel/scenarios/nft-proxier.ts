@@ -17,6 +17,13 @@ let tracker: ChangeTracker | undefined;
 let proxier: NftablesProxier | undefined;
 let conn: ReturnType<typeof connect> | undefined;
 let routeConn: ReturnType<typeof connect> | undefined;
+let nftClient: NftClient | undefined;
+/** While set, the proxier's next transactions wait for it (fullSyncWithArrival). */
+let gate: Promise<void> | undefined;
+let openGate: (() => void) | undefined;
+let heldSync: Promise<SyncReportLike> | undefined;
+/** Transactions the proxier ran (counted to tell the phases of a full sync apart). */
+let runs = 0;
 const objects = new ObjectFeed();
 const logs = memoryLogger();
 
@@ -35,6 +42,13 @@ export function start(
   const family = model.family ?? 'IPv4';
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock });
   const nft = new NftClient({ family: model.family === 'IPv6' ? 'ip6' : 'ip', table: TABLE, transport: conn });
+  const run = nft.run.bind(nft);
+  nft.run = async (tx, signal) => {
+    runs++;
+    if (gate) await gate;
+    return run(tx, signal);
+  };
+  nftClient = nft;
   proxier = new NftablesProxier({
     nft,
     logger: logs,
@@ -59,6 +73,59 @@ export async function apply(change: ObjectChange, forceFull = false): Promise<Sy
     errors: r.errors.map(problemText),
     batches: r.batches ?? 0,
   };
+}
+
+/**
+ * Starts a full sync and delivers `during` as changes arriving while it reads the kernel.
+ * Resolves once those changes are in the kernel, with the full sync held before its next
+ * write until finishFullSync() (the test can send packets in between), with the number of
+ * transactions run by then: 1 when the change went in before the full sync wrote anything.
+ */
+export async function fullSyncWithArrival(during: ObjectChange): Promise<number> {
+  const t = tracker!;
+  if (!nftClient) throw new Error('start() first');
+  let delivered = false;
+  let resolveApplied!: () => void;
+  const applied = new Promise<void>((resolve) => (resolveApplied = resolve));
+  let runsAtApplied = 0;
+  t.requestFullSync();
+  const { desired, change } = t.checkout();
+  const arriving = {
+    waiting: (): boolean => {
+      if (!delivered) {
+        delivered = true;
+        objects.feed(t, during);
+      }
+      return t.syncNeeded && !t.fullPending;
+    },
+    take: () => (t.syncNeeded && !t.fullPending ? t.checkout().change : undefined),
+    applied: (): void => {
+      runsAtApplied = runs - runsBefore;
+      gate = new Promise<void>((resolve) => (openGate = resolve));
+      resolveApplied();
+    },
+  };
+  const runsBefore = runs;
+  heldSync = proxier!.sync(desired, change, new AbortController().signal, arriving).then((r) => ({
+    full: r.full,
+    servicesChanged: r.servicesChanged,
+    errors: r.errors,
+    batches: r.batches ?? 0,
+  }));
+  // A sync that ends (or fails) without taking the change also ends the wait.
+  await Promise.race([applied, heldSync.then(() => undefined)]);
+  if (!gate)
+    throw new Error(`the full sync ended without applying the arriving change: ${JSON.stringify(await heldSync)}`);
+  return runsAtApplied;
+}
+
+/** Lets the held full sync go on and returns its report. */
+export async function finishFullSync(): Promise<SyncReportLike> {
+  const r = heldSync!;
+  openGate?.();
+  gate = undefined;
+  heldSync = undefined;
+  return r;
 }
 
 /** The per-Service traffic counters (--service-traffic-metrics), keyed "id|frontend". */

@@ -2,15 +2,15 @@
 import test from 'ava';
 import { bucketOf, histogramOf, syncsOf } from '../../bench/churn.ts';
 
-test('syncsOf reads every "Synced proxy rules" line: full or not, and its duration', (t) => {
+test('syncsOf reads every "Synced proxy rules" line: full or not, its duration, and how long its change waited', (t) => {
   const log = [
     '2026-11-28T18:17:49.340Z debug Synced proxy rules component=sync mode=nftables full=true reason=kick ms=2635',
     '2026-11-28T18:17:50.340Z info  First full sync done; ready',
-    '2026-11-28T18:17:51.340Z debug Synced proxy rules component=sync mode=nftables full=false reason=kick ms=12',
+    '2026-11-28T18:17:51.340Z debug Synced proxy rules component=sync mode=nftables full=false reason=kick ms=12 waitedMs=340',
   ].join('\n');
   t.deepEqual(syncsOf(log), [
-    { full: true, ms: 2635 },
-    { full: false, ms: 12 },
+    { full: true, ms: 2635, waitedMs: 0 },
+    { full: false, ms: 12, waitedMs: 340 },
   ]);
 });
 

@@ -44,7 +44,7 @@ function setup(
       requests.push({ full: req.full, reason: req.reason, at: clock.now() - t0 });
       if (typeof opts.hang === 'function' ? opts.hang() : opts.hang) return new Promise(() => {});
       if (opts.fail?.(req)) return Promise.reject(new Error('nft batch: EINVAL'));
-      return Promise.resolve({ services: 12, endpoints: 30 });
+      return Promise.resolve({ services: 12, endpoints: 30, planMs: 3.4, kernelMs: 5.6 });
     },
   });
   const advance = async (ms: number) => {
@@ -95,7 +95,7 @@ test('no sync before the sources have listed everything; then a full one, READY 
   t.true(last !== undefined && Math.abs(last - Date.UTC(2026, 10, 23, 3, 1, 0) / 1000) < 0.1);
 });
 
-test('changes after start give partial syncs, bounded by minSyncPeriod; the periodic one is partial too', async (t) => {
+test('changes after start give partial syncs, bounded by minSyncPeriod (burst 2); the periodic one is partial too', async (t) => {
   const s = setup();
   s.loop.start(Promise.resolve());
   await s.advance(10);
@@ -109,10 +109,20 @@ test('changes after start give partial syncs, bounded by minSyncPeriod; the peri
     [
       [true, 'kick'],
       [false, 'kick'],
+      [false, 'kick'],
       [false, 'periodic'],
     ],
   );
-  t.true(s.requests[1]!.at >= s.requests[0]!.at + 1_000);
+  // Upstream's burstSyncs: the first change runs at once, the rest wait for a token.
+  t.true(s.requests[1]!.at < s.requests[0]!.at + 1_000);
+  t.true(s.requests[2]!.at >= s.requests[0]!.at + 1_000);
+  // The sync log says where the time went and how long the oldest change waited.
+  const synced = s.logger.records.filter((r) => r.msg === 'Synced proxy rules').map((r) => r.fields);
+  t.like(synced[2], { full: false, reason: 'kick', planMs: 3, kernelMs: 6 });
+  t.true(
+    (synced[2]!.waitedMs as number) >= 590,
+    `waited ${String(synced[2]!.waitedMs)} ms (from the change at ~110 ms)`,
+  );
   t.true(s.notifier.messages.some((m) => m.endsWith('(partial)')));
   t.is(
     (await value(s.metrics, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', { ip_family: 'IPv4' })) !==

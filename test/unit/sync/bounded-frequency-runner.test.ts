@@ -10,7 +10,7 @@ interface Harness {
   clock: FakeClock;
   runner: BoundedFrequencyRunner;
   /** Fake-clock times (ms since start) at which runs started, with their reason. */
-  starts: { at: number; reason: RunInfo['reason']; failures: number }[];
+  starts: { at: number; reason: RunInfo['reason']; failures: number; waited: number }[];
   /** Advances the fake clock in steps, letting runs finish between steps. */
   advance(ms: number, step?: number): Promise<void>;
   t0: number;
@@ -21,6 +21,7 @@ function harness(opts: {
   max: number;
   retry?: number;
   maxRetry?: number;
+  burst?: number;
   fn?: (info: RunInfo) => Promise<void> | void;
 }): Harness {
   const clock = new FakeClock();
@@ -28,7 +29,12 @@ function harness(opts: {
   const starts: Harness['starts'] = [];
   const runner = new BoundedFrequencyRunner(
     (info) => {
-      starts.push({ at: clock.now() - t0, reason: info.reason, failures: info.consecutiveFailures });
+      starts.push({
+        at: clock.now() - t0,
+        reason: info.reason,
+        failures: info.consecutiveFailures,
+        waited: info.waitedMs,
+      });
       return opts.fn?.(info);
     },
     {
@@ -37,6 +43,7 @@ function harness(opts: {
       maxIntervalMs: opts.max,
       ...(opts.retry !== undefined ? { retryIntervalMs: opts.retry } : {}),
       ...(opts.maxRetry !== undefined ? { maxRetryIntervalMs: opts.maxRetry } : {}),
+      ...(opts.burst !== undefined ? { burstRuns: opts.burst } : {}),
       clock,
       logger: memoryLogger(),
     },
@@ -71,6 +78,18 @@ test('a bad configuration throws at construction, not later', (t) => {
     message: /maxInterval/,
   });
   t.throws(() => new BoundedFrequencyRunner(fn, { name: 'sync', minIntervalMs: 0, maxIntervalMs: Number.NaN, clock }));
+});
+
+test('burstRuns must be a whole number of runs, at least 1', (t) => {
+  const clock = new FakeClock();
+  for (const burstRuns of [0, 1.5, -1]) {
+    t.throws(
+      () => new BoundedFrequencyRunner(() => {}, { name: 'x', minIntervalMs: 1, maxIntervalMs: 2, burstRuns, clock }),
+      {
+        message: /burstRuns/,
+      },
+    );
+  }
 });
 
 test('nothing runs before start(), and a kick before start() runs right at start', async (t) => {
@@ -146,6 +165,72 @@ test('minInterval is measured from the start of a run (a token bucket), and runs
     [0, 1000, 3700],
   );
   release!();
+});
+
+/** Kicks once a second as the churn bench's batches arrive, the fourth 300 ms late; run starts. */
+async function lateArrival(burst: number): Promise<number[]> {
+  const h = harness({ min: 1000, max: 30_000, burst });
+  h.runner.start();
+  let now = 0;
+  for (const at of [0, 1000, 2000, 3300, 4000, 5000, 6000]) {
+    await h.advance(at - now);
+    now = at;
+    h.runner.run();
+  }
+  await h.advance(2000);
+  return h.starts.map((s) => s.at);
+}
+
+test('burst 1: a kick that arrives late once delays every later run by as much', async (t) => {
+  // What upstream's burstSyncs = 2 avoids: with one kick per minInterval the lag never shrinks.
+  t.deepEqual(await lateArrival(1), [0, 1000, 2000, 3300, 4300, 5300, 6300]);
+});
+
+test('burst 2: a late kick delays only its own run; the next ones start as they arrive', async (t) => {
+  t.deepEqual(await lateArrival(2), [0, 1000, 2000, 3300, 4000, 5000, 6000]);
+});
+
+test('burst 2: after a quiet gap two runs may start at once, then one per minInterval', async (t) => {
+  const h = harness({ min: 1000, max: 30_000, burst: 2 });
+  h.runner.start();
+  h.runner.run();
+  await h.advance(100); // run at 0: one token left
+  h.runner.run();
+  await h.advance(100); // run at 100: 0.1 token left
+  for (let i = 0; i < 10; i++) {
+    h.runner.run(); // these coalesce until a whole token is back, at 1000
+    await h.advance(50);
+  }
+  await h.advance(5000); // quiet: the bucket fills to 2 again, no more
+  for (let i = 0; i < 3; i++) {
+    h.runner.run();
+    await h.advance(10);
+  }
+  await h.advance(3000);
+  t.deepEqual(
+    h.starts.map((s) => s.at),
+    [0, 100, 1000, 5700, 5710, 6700],
+  );
+});
+
+test('a run reports how long its oldest kick waited for it', async (t) => {
+  const h = harness({ min: 1000, max: 30_000 });
+  h.runner.start();
+  h.runner.run();
+  await h.advance(100);
+  h.runner.run(); // at 100; the run can start at 1000
+  await h.advance(500);
+  h.runner.run(); // at 600, coalesced
+  await h.advance(1000);
+  await h.advance(30_000); // a periodic run: no kick waited
+  t.deepEqual(
+    h.starts.map((s) => [s.at, s.reason, s.waited]),
+    [
+      [0, 'kick', 0],
+      [1000, 'kick', 900],
+      [31_000, 'periodic', 0],
+    ],
+  );
 });
 
 test('without kicks, a periodic run happens every maxInterval', async (t) => {

@@ -14,6 +14,9 @@ import { applierOf } from './appliers.ts';
 import type { FakeState } from './state.ts';
 import { cloneState, emptyState, missing } from './state.ts';
 
+/** Elements per page of FakeNft.listElementPages (small, so tests see large sets in several). */
+export const FAKE_PAGE_ELEMENTS = 64;
+
 export class FakeNft implements NftInterface {
   readonly scope: Scope;
   private state: FakeState;
@@ -80,6 +83,17 @@ export class FakeNft implements NftInterface {
     if (!s)
       throw new NetlinkError(`list elements ${this.scope.family} ${this.scope.table} ${set}`, errnoNumber('ENOENT'));
     return [...s.elements.values()];
+  }
+
+  /** Pages of FAKE_PAGE_ELEMENTS, as the kernel's dump replies hold a few hundred elements each. */
+  async listElementPages(set: string): Promise<(() => NftElement[])[]> {
+    const all = await this.listElements(set);
+    const pages: (() => NftElement[])[] = [];
+    for (let i = 0; i < all.length; i += FAKE_PAGE_ELEMENTS) {
+      const page = all.slice(i, i + FAKE_PAGE_ELEMENTS);
+      pages.push(() => page);
+    }
+    return pages;
   }
 
   async listRules(chain?: string): Promise<NftRule[]> {

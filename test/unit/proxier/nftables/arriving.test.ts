@@ -61,10 +61,10 @@ for (const when of WHEN)
     // Reading: at once. Writing: once the skeleton and a batch of ports are in.
     // Reading: once the maps the changes touch have been read (what was read must be corrected).
     const listed = new Set<string>();
-    const list = nft.listElements.bind(nft);
-    nft.listElements = (set, ...rest) => {
+    const list = nft.listElementPages.bind(nft);
+    nft.listElementPages = (set) => {
       listed.add(set);
-      return list(set, ...rest);
+      return list(set);
     };
     const due = (): boolean =>
       when === 'between its batches'
@@ -176,4 +176,69 @@ test('a full sync that finds nothing to write still lets changes in every slice 
   t.true(r.full);
   t.deepEqual(events, ['applied: 10.244.100.7:8080', 'done']);
   t.true(asked >= 1);
+});
+
+test('a change arriving while a large map is decoded is applied between its pages, not after the map', async (t) => {
+  const { t: tracker } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  let clock = 0;
+  // Every reading of the clock is 60 ms later: each page "takes" longer than a slice.
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger(), now: () => (clock += 60) });
+  for (let i = 0; i < N; i++) {
+    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
+    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
+  }
+  const cold = tracker.checkout();
+  await proxier.sync(cold.desired, cold.change, signal);
+  let writes = 0;
+  const run = nft.run.bind(nft);
+  nft.run = (tx, sig) => {
+    writes++;
+    return run(tx, sig);
+  };
+  // Pages of service-ips (300 elements, several pages) decoded so far.
+  let decoded = 0;
+  let pages = 0;
+  const list = nft.listElementPages.bind(nft);
+  nft.listElementPages = async (set) => {
+    const ps = await list(set);
+    if (set !== 'service-ips') return ps;
+    pages = ps.length;
+    return ps.map((p) => () => (decoded++, p()));
+  };
+  const events: string[] = [];
+  const arriving: ArrivingChanges = {
+    waiting: () => {
+      if (decoded === 1 && !tracker.syncNeeded)
+        tracker.onEndpointSlice(slice(`s${N - 1}-1`, `s${N - 1}`, [ep('10.244.100.7')]), false);
+      return tracker.syncNeeded && !tracker.fullPending;
+    },
+    take: () => (tracker.syncNeeded && !tracker.fullPending ? tracker.checkout().change : undefined),
+    applied: () =>
+      events.push(
+        `applied after ${decoded} of ${pages} pages, ${writes} writes: ${reach(nft, ipOf(N - 1)).join()} ${reach(nft, ipOf(N - 2)).join()}`,
+      ),
+  };
+  tracker.requestFullSync();
+  const hourly = tracker.checkout();
+  const r = await proxier.sync(hourly.desired, hourly.change, signal, arriving);
+  events.push('done');
+  t.true(r.full);
+  t.deepEqual(r.errors, []);
+  t.true(pages > 2, `service-ips read in ${pages} pages`);
+  t.deepEqual(events, [`applied after 1 of ${pages} pages, 1 writes: 10.244.100.7:8080 10.244.1.43:8080`, 'done']);
+  // What was read before the change is corrected: the full sync leaves the new endpoint.
+  t.deepEqual(reach(nft, ipOf(N - 1)), ['10.244.100.7:8080']);
+  t.deepEqual(reach(nft, ipOf(N - 2)), ['10.244.1.43:8080']);
+  tracker.requestFullSync();
+  const again = tracker.checkout();
+  let wrote = 0;
+  nft.run = (tx, sig) => {
+    // The node-dependent sets are refilled by every full sync (flushed with the skeleton).
+    const fixed = new Set(['nodeport-ips', 'pod-cidrs', 'service-cidrs']);
+    wrote += tx.operations.filter((o) => o.obj.kind === 'element' && !fixed.has(o.obj.set)).length;
+    return run(tx, sig);
+  };
+  t.deepEqual((await proxier.sync(again.desired, again.change, signal)).errors, []);
+  t.is(wrote, 0, 'nothing left to repair');
 });

@@ -346,3 +346,48 @@ test('full syncs, and only they, are reported to onFullSync around them, also wh
   await t.throwsAsync(proxier.sync(failing.desired, failing.change, signal), { message: /the kernel said no/ });
   t.deepEqual(events, [true, false, true, false], 'a failed full sync ends its pause too');
 });
+
+test('a partial sync larger than the batch budget goes out in several batches, stays partial, and ends in the same state', async (t) => {
+  // The same history through an unbounded proxier and one with small batches.
+  const whole = setup(200);
+  const { t: tracker } = setup(200);
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const chunked = new NftablesProxier({ nft, logger: memoryLogger(), maxBatchBytes: 16_384 });
+  const step = async (change: (tr: typeof tracker) => void) => {
+    change(whole.t);
+    change(tracker);
+    const a = whole.t.checkout();
+    await whole.proxier.sync(a.desired, a.change, signal);
+    const b = tracker.checkout();
+    return chunked.sync(b.desired, b.change, signal);
+  };
+  await step(() => {});
+  // A mass change: 150 Services get a third endpoint (a new picker, needed before them), 30
+  // go, 30 appear.
+  const r = await step((tr) => {
+    for (let i = 0; i < 150; i++)
+      tr.onEndpointSlice(
+        slice(`s${i}-1`, `s${i}`, [ep(`10.244.0.${i + 1}`), ep(`10.245.0.${i + 1}`), ep(`10.246.0.${i + 1}`)]),
+        false,
+      );
+    for (let i = 170; i < 200; i++) tr.onService(svc(`s${i}`, { clusterIP: `10.96.0.${i}` }), undefined);
+    for (let i = 0; i < 30; i++) {
+      tr.onService(undefined, svc(`n${i}`, { clusterIP: `10.96.3.${i + 1}` }));
+      tr.onEndpointSlice(slice(`n${i}-1`, `n${i}`, [ep(`10.247.0.${i + 1}`)]), false);
+    }
+  });
+  t.false(r.full);
+  t.true((r.batches ?? 0) > 2, `batches: ${r.batches}`);
+  t.is(nft.dump(), whole.nft.dump());
+  t.deepEqual(reach(nft, '10.96.0.7'), ['10.244.0.8:8080', '10.245.0.8:8080', '10.246.0.8:8080']);
+  t.deepEqual(reach(nft, '10.96.3.5'), ['10.247.0.5:8080']);
+  // And back: the three-endpoint picker is used by no one after the last port's batch, and goes last.
+  const back = await step((tr) => {
+    for (let i = 0; i < 150; i++)
+      tr.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.0.${i + 1}`), ep(`10.245.0.${i + 1}`)]), false);
+  });
+  t.false(back.full);
+  t.true((back.batches ?? 0) > 2, `batches: ${back.batches}`);
+  t.is(nft.dump(), whole.nft.dump());
+  t.false(nft.dump().includes('pick-internal-3'));
+});

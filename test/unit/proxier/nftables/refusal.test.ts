@@ -163,3 +163,28 @@ test('a partial sync the kernel refuses becomes a full sync that isolates the po
   t.false(r2.full, 'partial syncs go on');
   t.true(programmed(nft, 202));
 });
+
+test('our table deleted while a full sync writes is drift, not a refusal: the sync starts again and skips no port', async (t) => {
+  const { t: tracker, nft, proxier } = setup(100, 16_384);
+  const c = tracker.checkout();
+  await proxier.sync(c.desired, c.change, signal);
+  // Someone deletes the table just before the full sync's third batch: that batch (and the
+  // narrowing's sends) fail with ENOENT.
+  const run = nft.run.bind(nft);
+  let batches = 0;
+  nft.run = async (tx, s) => {
+    if (++batches === 3) {
+      const drop = nft.newTransaction();
+      drop.delete({ kind: 'table' });
+      await run(drop, s);
+    }
+    return run(tx, s);
+  };
+  tracker.requestFullSync();
+  const full = tracker.checkout();
+  const r = await proxier.sync(full.desired, full.change, signal);
+  t.true(r.full);
+  t.deepEqual(r.errors, []);
+  t.is(r.refused ?? 0, 0);
+  for (let i = 0; i < 100; i++) t.true(programmed(nft, i), `s${i}`);
+});
