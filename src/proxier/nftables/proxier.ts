@@ -793,7 +793,7 @@ export class NftablesProxier implements Proxier {
     desired: DesiredState,
     change: ChangeSet,
   ): { groups: OpGroup[]; changed: number; delta: ElementDelta } {
-    const conflicts: string[] = [];
+    const conflicts: SyncProblem[] = [];
     const first = new OpGroup();
     const groups = [first];
     const pickersBefore = new Map(this.pickers.entries());
@@ -818,7 +818,7 @@ export class NftablesProxier implements Proxier {
   }
 
   /** One changed port moved in the mirror; its group holds what the kernel must see change. */
-  private changedPortGroup(desired: DesiredState, id: ServicePortId, conflicts: string[]): OpGroup {
+  private changedPortGroup(desired: DesiredState, id: ServicePortId, conflicts: SyncProblem[]): OpGroup {
     const g = new OpGroup();
     const delta: ElementDelta = emptyDelta();
     const inputs = this.inputsOf(desired, id);

@@ -109,7 +109,7 @@ export async function fullSyncWithArrival(during: ObjectChange): Promise<number>
   heldSync = proxier!.sync(desired, change, new AbortController().signal, arriving).then((r) => ({
     full: r.full,
     servicesChanged: r.servicesChanged,
-    errors: r.errors,
+    errors: r.errors.map(problemText),
     batches: r.batches ?? 0,
   }));
   // A sync that ends (or fails) without taking the change also ends the wait.
