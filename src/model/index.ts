@@ -11,3 +11,13 @@ export { decideRoute, isLocalTraffic, type TrafficKind, type TrafficSource, type
 export { nodePortAddressMatches, nodePortIPsOf, NODE_PORT_ADDRESSES_PRIMARY } from './nodeport.ts';
 export { DEFAULT_AFFINITY_TIMEOUT_SECONDS } from './service.ts';
 export { TRIGGER_TIME_ANNOTATION } from './slice.ts';
+export {
+  LOAD_BALANCING_ANNOTATION,
+  LOAD_BALANCING_VALUES,
+  LOAD_BALANCING_SUPPORT,
+  isLoadBalancing,
+  resolveLoadBalancing,
+  type LoadBalancing,
+  type LoadBalancingMode,
+  type ResolvedLoadBalancing,
+} from './load-balancing.ts';

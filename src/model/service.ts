@@ -8,6 +8,7 @@ import { parseCIDR, parseIPText, type IPFamily } from '../base/ip.ts';
 import { PROTOCOLS, serviceKey, servicePortId, type Protocol, type ServiceKey } from './ids.ts';
 import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, namedObject, str } from './guards.ts';
 import { Issues } from './issues.ts';
+import { loadBalancingAnnotation } from './load-balancing.ts';
 import type { Limits, ServicePortInfo, ServiceType } from './types.ts';
 import { badPortName, isDNS1035Label, isDNS1123Label, specialEndpointIP } from './validate.ts';
 
@@ -109,6 +110,7 @@ interface Shared {
   readonly ranges: string[];
   readonly sessionAffinity: 'None' | 'ClientIP';
   readonly stickyMaxAgeSeconds: number;
+  readonly loadBalancingAsked: string | undefined;
   readonly externalPolicyLocal: boolean;
   readonly internalPolicyLocal: boolean;
   readonly healthCheckNodePort: number;
@@ -147,6 +149,7 @@ function sharedFields(
     ranges,
     sessionAffinity,
     stickyMaxAgeSeconds,
+    loadBalancingAsked: loadBalancingAnnotation(input['metadata']),
     externalPolicyLocal,
     internalPolicyLocal,
     healthCheckNodePort,
@@ -233,6 +236,7 @@ function portInfo(s: Shared, { portName, protocol, port, nodePort }: PortSpec): 
     loadBalancerSourceRanges: s.ranges,
     sessionAffinity: s.sessionAffinity,
     stickyMaxAgeSeconds: s.stickyMaxAgeSeconds,
+    loadBalancingAsked: s.loadBalancingAsked,
     externalPolicyLocal: s.externalPolicyLocal,
     internalPolicyLocal: s.internalPolicyLocal,
     healthCheckNodePort: s.healthCheckNodePort,

@@ -10,13 +10,21 @@
 import { errorMessage } from '../../base/errors.ts';
 import type { Logger } from '../../base/logger.ts';
 import { nodePortIPsOf } from '../../model/index.ts';
-import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
+import type {
+  ChangeSet,
+  DesiredState,
+  EndpointSelection,
+  LoadBalancing,
+  ServicePortId,
+  ServicePortInfo,
+} from '../../model/index.ts';
 import { isLoopback, parseIP } from '../../base/ip.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
 import type {
   ArrivingChanges,
   DescribeOptions,
+  LoadBalancingNotice,
   PortDescription,
   Proxier,
   SyncReport,
@@ -70,6 +78,10 @@ export interface NftablesProxierOptions {
    * userspace proxy (localhost-nodeports.ts), so a loopback nodePortAddresses is not warned about.
    */
   localhostNodePorts?: boolean;
+  /** --load-balancing: the node default for Services without the annotation (unset: random, as upstream). */
+  loadBalancing?: LoadBalancing;
+  /** A Service asked for a load balancing this mode cannot honour (said once per Service by the daemon). */
+  onLoadBalancingRefused?: LoadBalancingNotice;
 }
 
 export class NftablesProxier implements Proxier {

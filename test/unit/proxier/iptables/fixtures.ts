@@ -20,6 +20,7 @@ export function servicePort(
     loadBalancerSourceRanges: [],
     sessionAffinity: 'None',
     stickyMaxAgeSeconds: 0,
+    loadBalancingAsked: undefined,
     externalPolicyLocal: false,
     internalPolicyLocal: false,
     healthCheckNodePort: 0,

@@ -1,0 +1,68 @@
+// Per-Service load balancing: which algorithm picks among a Service port's chosen endpoints.
+// Our extension (upstream kube-proxy picks at random in iptables and nftables modes and uses
+// one --ipvs-scheduler for every Service). A Service asks with an annotation, the node sets a
+// default with --load-balancing; neither set = each mode's upstream behaviour.
+//
+// Endpoint selection (terminating, topology, traffic policy) happens first and is unchanged;
+// ClientIP session affinity wins where set. Pure: no I/O.
+
+import { isObject } from './guards.ts';
+
+export const LOAD_BALANCING_ANNOTATION = 'kube-proxy-ts.io/load-balancing';
+export const LOAD_BALANCING_VALUES = ['random', 'round-robin', 'consistent-hash', 'least-connection'] as const;
+export type LoadBalancing = (typeof LOAD_BALANCING_VALUES)[number];
+export type LoadBalancingMode = 'nftables' | 'iptables' | 'ipvs' | 'userspace';
+
+/** Which values each mode can honour (docs/load-balancing.md has the table). */
+export const LOAD_BALANCING_SUPPORT: Record<LoadBalancingMode, readonly LoadBalancing[]> = {
+  nftables: ['random', 'round-robin', 'consistent-hash'],
+  iptables: ['random', 'round-robin'],
+  ipvs: ['round-robin', 'consistent-hash', 'least-connection'],
+  userspace: ['round-robin'],
+};
+
+export const isLoadBalancing = (v: string): v is LoadBalancing =>
+  (LOAD_BALANCING_VALUES as readonly string[]).includes(v);
+
+export interface ResolvedLoadBalancing {
+  /** undefined: the mode's own default (upstream behaviour). */
+  readonly algorithm: LoadBalancing | undefined;
+  /** Why an asked value was refused (logged once per Service, and an Event on it). */
+  readonly unsupported?: string;
+}
+
+/**
+ * The algorithm a Service port gets in `mode`: the annotation's value when set, else the
+ * node default. An unknown or unsupported annotation keeps the mode's default (not the node
+ * default: the Service asked for something else) and says why.
+ */
+export function resolveLoadBalancing(
+  mode: LoadBalancingMode,
+  asked: string | undefined,
+  nodeDefault: LoadBalancing | undefined,
+): ResolvedLoadBalancing {
+  const supported = LOAD_BALANCING_SUPPORT[mode];
+  if (asked === undefined || asked === '') {
+    return { algorithm: nodeDefault !== undefined && supported.includes(nodeDefault) ? nodeDefault : undefined };
+  }
+  if (!isLoadBalancing(asked)) {
+    return {
+      algorithm: undefined,
+      unsupported: `unknown value ${JSON.stringify(asked)} (one of ${LOAD_BALANCING_VALUES.join(', ')})`,
+    };
+  }
+  if (!supported.includes(asked)) {
+    return {
+      algorithm: undefined,
+      unsupported: `${asked} is not supported in ${mode} mode (supported: ${supported.join(', ')})`,
+    };
+  }
+  return { algorithm: asked };
+}
+
+/** The annotation's raw value (trimmed) from a Service's metadata, or undefined when absent or not a string. */
+export function loadBalancingAnnotation(meta: unknown): string | undefined {
+  if (!isObject(meta) || !isObject(meta['annotations'])) return undefined;
+  const v = meta['annotations'][LOAD_BALANCING_ANNOTATION];
+  return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
+}
