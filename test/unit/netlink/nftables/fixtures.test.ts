@@ -5,6 +5,7 @@ import { NftTransaction, rule } from '../../../../src/netlink/nftables/index.ts'
 import { compare } from './fixture.ts';
 import { IPV4, IPV6 } from '../../../../src/proxier/nftables/family.ts';
 import { endpointsMap } from '../../../../src/proxier/nftables/pickers.ts';
+import { balancingMapDef } from '../../../../src/proxier/nftables/balancing.ts';
 
 const KP = 'kube-proxy';
 const tx = (family: Family = 'ip'): NftTransaction => new NftTransaction({ family, table: KP });
@@ -469,6 +470,31 @@ const ruleCases: Record<string, Case> = {
   },
   'rule-dnat-numgen-map': {
     build: () => rules('ip', [R().match('meta l4proto', 'tcp').dnatNumgen(3, 10, 'endpoints').build()]),
+  },
+  // Per-Service load balancing (proxier/nftables/balancing.ts): the map and its picking rule.
+  'rule-dnat-jhash-map': {
+    build: () => {
+      const t = tx();
+      t.add(balancingMapDef(IPV4, 'lb'));
+      t.add(R().match('meta l4proto', 'tcp').dnatHashSource(1009, 0, 'lb').build());
+      return t;
+    },
+  },
+  'rule-dnat-jhash-map6': {
+    build: () => {
+      const t = tx('ip6');
+      t.add(balancingMapDef(IPV6, 'lb'));
+      t.add(R('c', 'ip6').match('meta l4proto', 'udp').dnatHashSource(101, 0, 'lb').build());
+      return t;
+    },
+  },
+  'rule-dnat-numgen-inc-map': {
+    build: () => {
+      const t = tx();
+      t.add(balancingMapDef(IPV4, 'lb'));
+      t.add(R().match('meta l4proto', 'tcp').dnatRoundRobin(3, 'lb').build());
+      return t;
+    },
   },
   'rule-dnat-frontend-map': {
     build: () => {
