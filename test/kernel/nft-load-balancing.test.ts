@@ -114,6 +114,8 @@ test.serial('consistent-hash: 2,000 clients keep their endpoint across reconnect
   const here = await mapElements(c.node, mapName);
   t.true(here.length > 0);
   t.is(await mapElements(nb, mapName), here, 'both nodes map every bucket to the same endpoint');
+  const pickRule = (text: string): string => /jhash ip saddr mod \d+ seed 0x[0-9a-f]+/.exec(text)?.[0] ?? 'none';
+  t.is(pickRule(await nb.run('nft', 'list', 'table', 'ip', 'kube-proxy-ts')), pickRule(table), 'and hash alike');
 
   // Removing 1 of 10: its clients move, at most 3 % of the others do.
   await apply(c, { slices: [chSlice(TEN.filter((i) => i !== 9))] });
