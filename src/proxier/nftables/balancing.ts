@@ -93,9 +93,7 @@ function pickRules(
   if (count === 0) return [];
   const b = guard(rule(t.nft, chain)).match('meta l4proto', p.protocol.toLowerCase() as 'tcp');
   const picked =
-    algorithm === 'round-robin'
-      ? b.dnatRoundRobin(count, map)
-      : b.dnatHashSource(tableSize(count), HASH_SEED, map);
+    algorithm === 'round-robin' ? b.dnatRoundRobin(count, map) : b.dnatHashSource(tableSize(count), HASH_SEED, map);
   return [picked.build()];
 }
 

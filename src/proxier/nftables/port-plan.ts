@@ -218,6 +218,33 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
     }
   }
 
+  noEndpointAndFirewall(ctx, p, s, out);
+
+  const own: { chains: PortChain[]; sets: NftSetLike[] } =
+    algorithm !== undefined
+      ? balancedObjects(ctx, p, s, algorithm, out)
+      : ownChains
+        ? affinityObjects(ctx, p, s)
+        : { chains: [], sets: [] };
+  if (ctx.serviceTraffic) {
+    const traffic = trafficPlan(ctx.traits, p);
+    own.chains.push(...traffic.chains);
+    out.push(...traffic.contributions);
+  }
+  // hairpin: ip . ip for every endpoint this node may send to (the model's list, not a copy).
+  return { chains: own.chains, sets: own.sets, pickers, contributions: out, hairpin: s?.allReachable ?? [] };
+}
+
+/** The no-endpoint verdicts, loopback node ports and firewall elements of a port. */
+function noEndpointAndFirewall(
+  ctx: PlanContext,
+  p: ServicePortInfo,
+  s: EndpointSelection | undefined,
+  out: Contribution[],
+): void {
+  const { internal, external } = endpointSets(p, s);
+  const pr = proto(p);
+  const frontends = [...p.externalIPs, ...p.loadBalancerVIPs];
   // Frontends with nothing to send to: reject when the Service has no endpoint at all,
   // drop when it has some but none this traffic may use (upstream's choice).
   const hasEndpoints = (s?.allReachable.length ?? 0) > 0 || (s?.hasAnyEndpoints ?? false);
@@ -238,20 +265,6 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
       for (const range of sources) out.push(setElement(SET.firewallAllow, [vip, pr, p.port, range]));
     }
   }
-
-  const own: { chains: PortChain[]; sets: NftSetLike[] } =
-    algorithm !== undefined
-      ? balancedObjects(ctx, p, s, algorithm, out)
-      : ownChains
-        ? affinityObjects(ctx, p, s)
-        : { chains: [], sets: [] };
-  if (ctx.serviceTraffic) {
-    const traffic = trafficPlan(ctx.traits, p);
-    own.chains.push(...traffic.chains);
-    out.push(...traffic.contributions);
-  }
-  // hairpin: ip . ip for every endpoint this node may send to (the model's list, not a copy).
-  return { chains: own.chains, sets: own.sets, pickers, contributions: out, hairpin: s?.allReachable ?? [] };
 }
 
 /** A balancing port's chains and maps (balancing.ts); its map elements go to `out`. */
