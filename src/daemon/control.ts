@@ -12,7 +12,7 @@ import type { DaemonIdentity, ExplainAnswer, SyncTimes } from '../explain/format
 import { trace } from '../explain/trace.ts';
 import type { TraceQuery, TraceResult } from '../explain/trace.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
-import type { ChangeTracker, DesiredState, Protocol } from '../model/index.ts';
+import type { ChangeTracker, DesiredState, LoadBalancing, Protocol } from '../model/index.ts';
 import { liveTrace } from './live-trace.ts';
 import type { ProxierSet } from './proxiers.ts';
 import type { Profiler } from './profiling.ts';
@@ -28,6 +28,8 @@ export interface ControlParts {
   readonly liveTrace?: typeof liveTrace;
   /** --profiling: `profile` queries are answered; unset: refused. */
   readonly profiler?: Profiler;
+  /** --load-balancing (explain and trace say what each Service port gets). */
+  readonly loadBalancing?: LoadBalancing;
 }
 
 async function gaugeTimes(g: ProxyMetrics['syncProxyRulesLastTimestamp']): Promise<Record<string, string>> {
@@ -64,7 +66,8 @@ async function explain(p: ControlParts, target: string | undefined, signal: Abor
     for (const info of matchPorts(state, target)) {
       signal.throwIfAborted();
       const description = await proxier?.describe?.(info, { signal, session });
-      ports.push(explainPort(state, info, description));
+      const lb = { mode: p.proxiers.mode, ...(p.loadBalancing ? { nodeDefault: p.loadBalancing } : {}) };
+      ports.push(explainPort(state, info, description, lb));
     }
   }
   if (target !== undefined && ports.length === 0)
@@ -110,7 +113,8 @@ export function traceQuery(r: Record<string, unknown>): TraceQuery {
 function traceIt(p: ControlParts, r: Record<string, unknown>): TraceResult & { sync?: SyncTimes } {
   const states = new Map<IPFamily, DesiredState>();
   for (const [family, t] of p.trackers) states.set(family, t.desired);
-  return trace({ states, localAddresses: p.localAddresses(), mode: p.proxiers.mode }, traceQuery(r));
+  const lb = p.loadBalancing ? { loadBalancing: p.loadBalancing } : {};
+  return trace({ states, localAddresses: p.localAddresses(), mode: p.proxiers.mode, ...lb }, traceQuery(r));
 }
 
 /** `live: {timeoutMs}` of a trace query: how long to wait for a matching packet (at most a minute). */

@@ -318,6 +318,7 @@ export class Daemon {
         localAddresses: p.localAddresses ?? (() => []),
         logger: this.log,
         ...(p.config.enableProfiling ? { profiler: new Profiler() } : {}),
+        ...(p.config.kubeProxyTS.loadBalancing !== '' ? { loadBalancing: p.config.kubeProxyTS.loadBalancing } : {}),
       });
     } catch (err) {
       this.log.warn('Cannot open the control socket; explain and trace will not reach this daemon', {

@@ -3,7 +3,15 @@
 // left out) and from the kernel (what the proxier read back, and whether it is what the last
 // sync wrote). Pure: the daemon hands in the model's values and the proxier's description.
 
-import type { DesiredState, EndpointInfo, EndpointSelection, ServicePortInfo, TopologyMode } from '../model/index.ts';
+import { balancingOf } from './balancing.ts';
+import type {
+  DesiredState,
+  EndpointInfo,
+  EndpointSelection,
+  LoadBalancing,
+  ServicePortInfo,
+  TopologyMode,
+} from '../model/index.ts';
 import type { PortDescription, ProgrammedEntry } from '../proxier/types.ts';
 
 export type FrontendKind = 'cluster-ip' | 'node-port' | 'external-ip' | 'load-balancer';
@@ -51,6 +59,8 @@ export interface PortExplanation {
     readonly externalTrafficPolicy: 'Cluster' | 'Local' | '';
     readonly sessionAffinity: 'None' | 'ClientIP';
     readonly stickySeconds: number;
+    /** How new connections pick an endpoint (explain/balancing.ts). */
+    readonly loadBalancing: string;
     readonly topology: TopologyMode;
     readonly healthCheckNodePort: number;
   };
@@ -141,7 +151,12 @@ export function compareEntries(expected: readonly ProgrammedEntry[], kernel: rea
   };
 }
 
-export function explainPort(state: DesiredState, p: ServicePortInfo, description?: PortDescription): PortExplanation {
+export function explainPort(
+  state: DesiredState,
+  p: ServicePortInfo,
+  description?: PortDescription,
+  lb: { mode: string; nodeDefault?: LoadBalancing } = { mode: '' },
+): PortExplanation {
   const sel = state.selections.get(p.id);
   const eps = state.endpoints.get(p.id) ?? [];
   const out: PortExplanation = {
@@ -158,6 +173,7 @@ export function explainPort(state: DesiredState, p: ServicePortInfo, description
       externalTrafficPolicy: p.externallyAccessible ? (p.externalPolicyLocal ? 'Local' : 'Cluster') : '',
       sessionAffinity: p.sessionAffinity,
       stickySeconds: p.stickyMaxAgeSeconds,
+      loadBalancing: balancingOf(lb.mode, p, lb.nodeDefault).text,
       topology: sel?.topologyMode ?? '',
       healthCheckNodePort: p.healthCheckNodePort,
     },

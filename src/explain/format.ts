@@ -86,6 +86,7 @@ export function formatExplainPort(p: PortExplanation): string {
   out.push(
     `  sessionAffinity ${pol.sessionAffinity}${pol.sessionAffinity === 'ClientIP' ? ` (${pol.stickySeconds}s)` : ''}`,
   );
+  out.push(`  load balancing ${pol.loadBalancing}`);
   out.push(
     `  topology ${pol.topology || 'none (all ready endpoints)'}${pol.healthCheckNodePort ? `, healthCheckNodePort ${pol.healthCheckNodePort}` : ''}`,
   );

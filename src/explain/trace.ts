@@ -12,10 +12,18 @@
 //
 // Pure: the daemon passes the model's state, this node's addresses and the proxy mode.
 
+import { balancingOf, sharesOf } from './balancing.ts';
 import { cidrContains, parseCIDR, parseIP } from '../base/ip.ts';
 import type { IPFamily } from '../base/ip.ts';
 import { decideRoute, isLocalTraffic, nodePortAddressMatches } from '../model/index.ts';
-import type { DesiredState, EndpointInfo, EndpointSelection, Protocol, ServicePortInfo } from '../model/index.ts';
+import type {
+  DesiredState,
+  EndpointInfo,
+  EndpointSelection,
+  LoadBalancing,
+  Protocol,
+  ServicePortInfo,
+} from '../model/index.ts';
 import type { FrontendKind } from './explain.ts';
 import { traceTraits } from './modes.ts';
 import type { TraceTraits } from './modes.ts';
@@ -34,6 +42,8 @@ export interface TraceContext {
   /** This node's addresses (all families): node ports answer on some, and traffic from one is the node's own. */
   readonly localAddresses: readonly string[];
   readonly mode: string;
+  /** --load-balancing, the node default (unset: each mode's own). */
+  readonly loadBalancing?: LoadBalancing;
 }
 
 /** dnat: to an endpoint in the kernel; proxy: to the daemon's proxy socket, which connects to one (userspace). */
@@ -133,9 +143,11 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
   const masquerade = proxied
     ? { yes: true, why: "the daemon's proxy socket connects to the endpoint: it sees this node's address" }
     : masqueradeWhy(state, info, kind, route, source);
-  const endpoints = eps.map((e) => ({
+  const balancing = balancingOf(ctx.mode, info, ctx.loadBalancing);
+  const shares = sharesOf(ctx.mode, balancing.algorithm, eps);
+  const endpoints = eps.map((e, i) => ({
     endpoint: e.key,
-    probability: 1 / eps.length,
+    probability: shares[i]!,
     nodeName: e.nodeName,
     hairpin:
       e.ip === src.text && (traits.hairpin === 'every endpoint' || (traits.hairpin === 'local endpoints' && e.isLocal)),
@@ -146,7 +158,7 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
     notes.push(
       `sessionAffinity ClientIP: a client seen within ${info.stickyMaxAgeSeconds}s goes back to its endpoint; a new one gets each with the probability shown`,
     );
-  }
+  } else notes.push(`load balancing: ${balancing.text}`);
   const to = proxied ? "redirected to the daemon's proxy socket, which connects to" : 'to';
   const why = `${kind} ${q.to}:${q.port}/${q.protocol} of ${info.id}: ${to} one of ${eps.length} ${picked.set} endpoint(s)`;
   return { query: q, family, frontend, verdict: traits.forward, reason: why, masquerade, endpoints, notes };

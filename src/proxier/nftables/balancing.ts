@@ -23,7 +23,7 @@ import { rule } from '../../netlink/nftables/index.ts';
 import type { Contribution } from './elements.ts';
 import { slots } from './elements.ts';
 import type { FamilyTraits } from './family.ts';
-import { maglevTable, tableSize } from './maglev.ts';
+import { maglevTable, tableSize } from '../../base/maglev.ts';
 import { balancingMap, externalChain, serviceChain } from './names.ts';
 import type { PickerContext } from './pickers.ts';
 import { internalMarkRules, localTraffic } from './pickers.ts';

@@ -58,7 +58,7 @@ test('README: explain (the table, and the start of one port) prints what the cod
   const state = demo();
   const info = [...state.services.values()][0]!;
   const entry = { where: 'service-ips', key: '10.96.0.10 . tcp . 80', value: 'goto pick-internal-3' };
-  const port = explainPort(state, info, { mode: 'nftables', kernel: [entry], expected: [entry] });
+  const port = explainPort(state, info, { mode: 'nftables', kernel: [entry], expected: [entry] }, { mode: 'nftables' });
   const sync = {
     mode: 'nftables',
     lastSync: { IPv4: '2026-11-26T19:05:41.287Z' },

@@ -1,7 +1,7 @@
 // Maglev's published properties (NSDI 2016, 3.4 and 5.3): each endpoint owns M/N buckets
 // within 1 % when M >= 100 N, and a change of one endpoint moves few buckets of the others.
 import test from 'ava';
-import { maglevTable, MAX_TABLE_SIZE, tableSize } from '../../../../src/proxier/nftables/maglev.ts';
+import { maglevTable, MAX_TABLE_SIZE, tableSize } from '../../../src/base/maglev.ts';
 
 const names = (n: number, base = 0): string[] =>
   Array.from({ length: n }, (_, i) => `10.${base}.${i >> 8}.${i & 255} . 8080`);
