@@ -117,6 +117,16 @@ test.serial('consistent-hash: 2,000 clients keep their endpoint across reconnect
   const pickRule = (text: string): string => /jhash ip saddr mod \d+ seed 0x[0-9a-f]+/.exec(text)?.[0] ?? 'none';
   t.is(pickRule(await nb.run('nft', 'list', 'table', 'ip', 'kube-proxy-ts')), pickRule(table), 'and hash alike');
 
+  // A restarted proxier reads the table back and leaves every bucket as it was.
+  await c.nodeAgent.call(P, 'start', { clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/16'] });
+  const restarted = await apply(
+    c,
+    { services: [balanced('ch', '10.96.0.30', 'consistent-hash')], slices: [chSlice(TEN)] },
+    true,
+  );
+  t.deepEqual(restarted.errors, []);
+  t.is(await mapElements(c.node, mapName), here, 'a restart keeps the table');
+
   // Removing 1 of 10: its clients move, at most 3 % of the others do.
   await apply(c, { slices: [chSlice(TEN.filter((i) => i !== 9))] });
   const without = await c.clientAgent.call<string[]>(CLIENT, 'podPerSource', '10.96.0.30', 80, CLIENTS);

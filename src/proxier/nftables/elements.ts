@@ -195,7 +195,8 @@ export class ElementIndex {
     if (!isEndpointsMap(set) && !isBalancingMap(set)) return this.entries.has(`${set}|${keyText(key as Field[])}`);
     // A slot: "map|frontend" holds a list, and the slot number must be inside it.
     const slot = key[key.length - 1];
-    if (typeof slot !== 'number' || key.length < 2) return false;
+    // A balancing map's key is the slot alone; an endpoints map's is frontend . slot.
+    if (typeof slot !== 'number' || key.length < (isBalancingMap(set) ? 1 : 2)) return false;
     const list = this.entries.get(`${set}|${keyText(key.slice(0, -1) as Field[])}`)?.value;
     return list !== undefined && typeof list !== 'string' && slot < list.length;
   }

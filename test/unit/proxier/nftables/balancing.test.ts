@@ -109,3 +109,19 @@ test('the node default applies to Services without the annotation; affinity wins
   t.is((text.match(/numgen inc mod 2/g) ?? []).length, 1, 'only the Service without affinity balances round-robin');
   t.regex(text, /affinity-/);
 });
+
+test('a restarted proxier reads the balancing maps back and keeps every slot', async (t) => {
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const dumps: string[] = [];
+  for (let k = 0; k < 2; k++) {
+    const { t: tr } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+    const proxier = new NftablesProxier({ nft, logger: memoryLogger() });
+    tr.onService(undefined, annotated('rr', '10.96.0.20', 'round-robin'));
+    tr.onEndpointSlice(slice('rr-1', 'rr', eps(2)), false);
+    const c = tr.checkout();
+    t.deepEqual((await proxier.sync(c.desired, c.change, signal)).errors, []);
+    dumps.push(nft.dump());
+  }
+  t.is(dumps[1], dumps[0]);
+  t.deepEqual(reach(nft, '10.96.0.20'), ['10.244.1.1:8080', '10.244.1.2:8080']);
+});
