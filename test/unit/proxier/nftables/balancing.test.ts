@@ -125,3 +125,17 @@ test('a restarted proxier reads the balancing maps back and keeps every slot', a
   t.is(dumps[1], dumps[0]);
   t.deepEqual(reach(nft, '10.96.0.20'), ['10.244.1.1:8080', '10.244.1.2:8080']);
 });
+
+test('explain: a balancing port is in sync, its map and buckets read back from the kernel', async (t) => {
+  const { t: tr } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger() });
+  tr.onService(undefined, annotated('ch', '10.96.0.30', 'consistent-hash'));
+  tr.onEndpointSlice(slice('ch-1', 'ch', eps(2)), false);
+  const c = tr.checkout();
+  await proxier.sync(c.desired, c.change, signal);
+  const d = await proxier.describe(c.desired.services.values().next().value!);
+  const key = (e: { where: string; key: string; value: string }) => `${e.where}|${e.key}|${e.value}`;
+  t.deepEqual(d.kernel.map(key).sort(), d.expected.map(key).sort());
+  t.is(d.kernel.filter((e) => e.where.startsWith('balance-')).length, 211, 'one entry per bucket');
+});
