@@ -139,3 +139,19 @@ test('explain: a balancing port is in sync, its map and buckets read back from t
   t.deepEqual(d.kernel.map(key).sort(), d.expected.map(key).sort());
   t.is(d.kernel.filter((e) => e.where.startsWith('balance-')).length, 211, 'one entry per bucket');
 });
+
+test('switching round-robin -> consistent-hash -> none leaves nothing of the port behind', async (t) => {
+  const { t: tr } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger() });
+  tr.onEndpointSlice(slice('s-1', 's', eps(3)), false);
+  const all = ['10.244.1.1:8080', '10.244.1.2:8080', '10.244.1.3:8080'];
+  for (const how of ['round-robin', 'consistent-hash', undefined]) {
+    tr.onService(undefined, how ? annotated('s', '10.96.0.60', how) : svc('s', { clusterIP: '10.96.0.60' }));
+    const c = tr.checkout();
+    const r = await proxier.sync(c.desired, c.change, signal);
+    t.deepEqual(r.errors, []);
+    t.deepEqual(reach(nft, '10.96.0.60'), all, String(how));
+  }
+  t.notRegex(nft.dump(), /balance-|service-[A-Z0-9]{8}-/);
+});
