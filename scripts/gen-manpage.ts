@@ -154,6 +154,14 @@ use, a warning names the commands that remove upstream's.
 See
 .I /usr/share/doc/kube\\-proxy\\-ts/docs/migrating.md
 for moving a node from upstream kube\\-proxy.
+.PP
+A Service chooses how it balances with the annotation
+.B kube\\-proxy\\-ts.io/load\\-balancing
+(random, round\\-robin, consistent\\-hash, least\\-connection), where the mode can do it;
+.B \\-\\-load\\-balancing
+sets the node's default. A value the mode cannot honour is logged once and posted as an Event on
+the Service, which keeps the mode's default. See
+.IR /usr/share/doc/kube\\-proxy\\-ts/docs/load\\-balancing.md .
 .SH COMMANDS
 The running daemon answers questions on its control socket, a unix socket only root can
 open (default
@@ -245,7 +253,7 @@ The program, its production dependencies and the Node.js 24 runtime it runs on.
 .TP
 .I /usr/share/doc/kube\\-proxy\\-ts
 README.md; docs/migrating.md (moving a node from upstream kube\\-proxy and back), the rulesets
-of the nftables and iptables modes, the IPVS and userspace modes (docs/*.md); benchmarks.md
+of the nftables and iptables modes, the IPVS and userspace modes, load balancing (docs/*.md); benchmarks.md
 (measured speed and memory).
 .SH SYSTEMD
 The packaged unit

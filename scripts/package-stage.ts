@@ -134,6 +134,7 @@ export const DOCS: Readonly<Record<string, string>> = {
   'docs/nftables-ruleset.md': 'docs/nftables-ruleset.md',
   'docs/iptables-ruleset.md': 'docs/iptables-ruleset.md',
   'docs/userspace-mode.md': 'docs/userspace-mode.md',
+  'docs/load-balancing.md': 'docs/load-balancing.md',
   'docs/ipvs-mode.md': 'src/proxier/ipvs/README.md',
 };
 

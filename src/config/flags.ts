@@ -13,6 +13,7 @@ import { COMMANDS, commandNamesText } from './commands.ts';
 import { DEFAULT_MODE, modeList } from './modes.ts';
 import { resolveConfig } from './resolve.ts';
 import { toKubeProxyConfiguration } from './write.ts';
+import { LOAD_BALANCING_ANNOTATION, LOAD_BALANCING_VALUES } from '../model/load-balancing.ts';
 
 /** The --config file's size limit (cli.ts reads it with this); said by --config's help. */
 export const MAX_CONFIG_BYTES = 1 << 20;
@@ -471,6 +472,14 @@ export const FLAGS: readonly FlagSpec[] = [
     overridesFile: true,
     ours: true,
     help: '[kube-proxy-ts] Export packets, bytes and connections per Service port (kubeproxyts_service_*), read from the kernel at scrape time; IPVS and nftables modes (nftables: adds counting chains, docs/nftables-ruleset.md), iptables mode connections only (config file: kubeProxyTS.serviceTrafficMetrics).',
+  },
+  {
+    name: 'load-balancing',
+    kind: 'string',
+    target: 'kubeProxyTS.loadBalancing',
+    overridesFile: true,
+    ours: true,
+    help: `[kube-proxy-ts] How Services pick an endpoint unless their ${LOAD_BALANCING_ANNOTATION} annotation says otherwise: ${LOAD_BALANCING_VALUES.join(', ')}; empty = each mode's upstream behaviour. A value the mode cannot honour leaves its default (docs/load-balancing.md; config file: kubeProxyTS.loadBalancing).`,
   },
 ];
 

@@ -4,6 +4,7 @@
 // then validation with messages that name the field and the bad value.
 
 import { parseCIDR, parseIP } from '../base/ip.ts';
+import { isLoadBalancing, LOAD_BALANCING_VALUES, type LoadBalancing } from '../model/load-balancing.ts';
 import { boundDuration, formatDuration } from './duration.ts';
 import { show } from './file.ts';
 import { checkFeatureGates, featureEnabled } from './feature-gates.ts';
@@ -174,6 +175,14 @@ function readEnums(r: Reader, mode: ProxyMode, err: ErrFn, warnings: string[]): 
   return { scheduler, detectLocalMode, format };
 }
 
+/** kubeProxyTS.loadBalancing: one of the known values, or '' (an unknown one is an error at start). */
+function readLoadBalancing(r: Reader, err: ErrFn): LoadBalancing | '' {
+  const text = r.str('kubeProxyTS.loadBalancing').trim();
+  if (text === '' || isLoadBalancing(text)) return text;
+  err('kubeProxyTS.loadBalancing', `${show(text)} must be one of ${LOAD_BALANCING_VALUES.join(', ')} (or empty)`);
+  return '';
+}
+
 /** The healthz and metrics listen addresses: bindAddress's family's default host, or a flag's '' to disable. */
 function serverAddresses(
   r: Reader,
@@ -286,6 +295,7 @@ function readConfig(
       manifestDir: r.str('kubeProxyTS.manifestDir'),
       controlSocket: r.str('kubeProxyTS.controlSocket', DEFAULT_CONTROL_SOCKET),
       serviceTrafficMetrics: r.bool('kubeProxyTS.serviceTrafficMetrics', false),
+      loadBalancing: readLoadBalancing(r, err),
     },
   };
 }

@@ -77,6 +77,7 @@ export const FIELDS: ReadonlyMap<string, FieldKind> = new Map<string, FieldKind>
   ['kubeProxyTS.manifestDir', 'string'],
   ['kubeProxyTS.controlSocket', 'string'],
   ['kubeProxyTS.serviceTrafficMetrics', 'bool'],
+  ['kubeProxyTS.loadBalancing', 'string'],
 ]);
 
 /** Objects that hold fields (anything that is a prefix of a field path). */

@@ -3,6 +3,8 @@
 // and masquerade settings resolved for the selected mode, durations in milliseconds, plus
 // the few settings that are kube-proxy-ts's own (`kubeProxyTS`).
 
+import type { LoadBalancing } from '../model/load-balancing.ts';
+
 export const PROXY_MODES = ['nftables', 'ipvs', 'iptables', 'userspace'] as const;
 export type ProxyMode = (typeof PROXY_MODES)[number];
 
@@ -126,6 +128,11 @@ export interface ProxyConfig {
      * scrape time. Opt-in: their number grows with the Services. IPVS and nftables modes.
      */
     serviceTrafficMetrics: boolean;
+    /**
+     * The node's default load balancing for Services without the kube-proxy-ts.io/load-balancing
+     * annotation ('' = each mode's upstream behaviour); validated at start (docs/load-balancing.md).
+     */
+    loadBalancing: LoadBalancing | '';
   };
 }
 

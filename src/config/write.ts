@@ -75,6 +75,7 @@ export function toKubeProxyConfiguration(c: ProxyConfig): Record<string, unknown
       manifestDir: c.kubeProxyTS.manifestDir,
       controlSocket: c.kubeProxyTS.controlSocket,
       serviceTrafficMetrics: c.kubeProxyTS.serviceTrafficMetrics,
+      loadBalancing: c.kubeProxyTS.loadBalancing,
     },
   };
 }

@@ -17,6 +17,7 @@ import type { ProxyMetrics } from '../metrics/index.ts';
 import { ManifestDirSource } from '../sources/manifest-dir.ts';
 import type { EventSink } from '../sources/events.ts';
 import type { Reject, Source } from '../sources/types.ts';
+import { LoadBalancingNotices } from './load-balancing-notices.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings, procConntrackIO } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
@@ -144,10 +145,12 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     config.mode === 'userspace' || localhostNodePortsEnabled(config)
       ? new DescriptorBudget(proxyBudgetSize(nofile.soft, logger).limit)
       : undefined;
+  const lbNotices = new LoadBalancingNotices(logger);
   const proxiers = buildProxiers(config, families, {
     logger,
     clock,
     sysctl,
+    loadBalancingNotice: lbNotices.notice,
     ...(descriptorBudget ? { descriptorBudget } : {}),
     onNfacct: (reader) => wireNfacctMetrics(metrics, reader, logger),
   });
@@ -188,6 +191,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
       { ...(kubeconfig !== '' ? { kubeconfig } : {}), ...(master !== '' ? { master } : {}) },
       { logger, clock, hostname: hostname() },
     );
+    lbNotices.events = events;
   }
   const daemon = new Daemon({
     config,

@@ -317,7 +317,10 @@ export class Daemon {
         metrics: p.metrics,
         localAddresses: p.localAddresses ?? (() => []),
         logger: this.log,
-        balancing: { ipvsScheduler: p.config.ipvs.scheduler },
+        balancing: {
+          ipvsScheduler: p.config.ipvs.scheduler,
+          ...(p.config.kubeProxyTS.loadBalancing !== '' ? { loadBalancing: p.config.kubeProxyTS.loadBalancing } : {}),
+        },
         ...(p.config.enableProfiling ? { profiler: new Profiler() } : {}),
       });
     } catch (err) {

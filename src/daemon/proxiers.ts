@@ -23,7 +23,7 @@ import { iptablesNftCodec, IPTABLES_RECV_BYTES, IptablesProxier } from '../proxi
 import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import { checkLegacyIptables } from './legacy-iptables.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
-import type { Proxier } from '../proxier/types.ts';
+import type { LoadBalancingNotice, Proxier } from '../proxier/types.ts';
 import { userspaceSet } from './proxiers-userspace.ts';
 import { localhostNodePortsFor, type LocalhostNodePortMetrics } from './localhost-nodeports-set.ts';
 import type { DescriptorBudget } from '../base/descriptor-budget.ts';
@@ -68,6 +68,8 @@ export interface ProxierDeps {
   descriptorBudget?: DescriptorBudget;
   /** iptables mode: told once init() has made the nfacct objects (the metrics read them). */
   onNfacct?: (reader: NfacctReader) => void;
+  /** A Service's load-balancing annotation the mode cannot honour (load-balancing-notices.ts). */
+  loadBalancingNotice?: LoadBalancingNotice;
 }
 
 /** Modes this build can run; the others are a start-up error naming the mode. */
@@ -142,6 +144,8 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
           maxBatchBytes: conn.maxBatchBytes,
           onFullSync: pause.firstFullSyncOnly(),
           localhostNodePorts: localhost.enabled,
+          ...(config.kubeProxyTS.loadBalancing !== '' ? { loadBalancing: config.kubeProxyTS.loadBalancing } : {}),
+          ...(deps.loadBalancingNotice ? { onLoadBalancingRefused: deps.loadBalancingNotice } : {}),
         });
         proxiers.set(family, localhost.enabled ? localhost.wrap(nftProxier, family) : nftProxier);
       }

@@ -19,9 +19,10 @@ export interface PortBalancing {
   readonly picking: string;
   /**
    * Each endpoint's share of new connections: equal (exactly or on average, `picking` says
-   * which), or decided by open connections (least-connection), so not known in advance.
+   * which), decided by open connections (least-connection), so not known in advance, or by
+   * each endpoint's buckets in a consistent-hash table.
    */
-  readonly share: 'equal' | 'by-connections';
+  readonly share: 'equal' | 'by-connections' | 'table';
   /** The annotation's value when the mode refused it, and why. */
   readonly refused?: string;
 }

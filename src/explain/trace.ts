@@ -16,7 +16,7 @@ import { cidrContains, parseCIDR, parseIP } from '../base/ip.ts';
 import type { IPFamily } from '../base/ip.ts';
 import { decideRoute, isLocalTraffic, nodePortAddressMatches } from '../model/index.ts';
 import type { DesiredState, EndpointInfo, EndpointSelection, Protocol, ServicePortInfo } from '../model/index.ts';
-import { balancingOf, type BalancingContext } from './balancing.ts';
+import { balancingOf, sharesOf, type BalancingContext } from './balancing.ts';
 import type { FrontendKind } from './explain.ts';
 import { traceTraits } from './modes.ts';
 import type { TraceTraits } from './modes.ts';
@@ -136,9 +136,10 @@ export function trace(ctx: TraceContext, q: TraceQuery): TraceResult {
   const masquerade = proxied
     ? { yes: true, why: "the daemon's proxy socket connects to the endpoint: it sees this node's address" }
     : masqueradeWhy(state, info, kind, route, source);
-  const endpoints = eps.map((e) => ({
+  const shares = sharesOf(balancingOf(ctx.mode, info, ctx.balancing), eps);
+  const endpoints = eps.map((e, i) => ({
     endpoint: e.key,
-    probability: 1 / eps.length,
+    probability: shares[i]!,
     nodeName: e.nodeName,
     hairpin:
       e.ip === src.text && (traits.hairpin === 'every endpoint' || (traits.hairpin === 'local endpoints' && e.isLocal)),

@@ -14,9 +14,11 @@ export { TRIGGER_TIME_ANNOTATION } from './slice.ts';
 export {
   IPVS_SCHEDULER_OF,
   LOAD_BALANCING_ANNOTATION,
-  LOAD_BALANCING_SUPPORT,
   LOAD_BALANCING_VALUES,
+  LOAD_BALANCING_SUPPORT,
+  isLoadBalancing,
   resolveLoadBalancing,
   type LoadBalancing,
   type LoadBalancingMode,
+  type ResolvedLoadBalancing,
 } from './load-balancing.ts';

@@ -1,13 +1,19 @@
-// The per-Service choice of load-balancing algorithm (annotation kube-proxy-ts.io/load-balancing,
-// node default --load-balancing): which values each proxier mode can honour, and what a Service
-// port gets in the mode that runs. Pure.
+// Per-Service load balancing: which algorithm picks among a Service port's chosen endpoints.
+// Our extension (upstream kube-proxy picks at random in iptables and nftables modes and uses
+// one --ipvs-scheduler for every Service). A Service asks with an annotation, the node sets a
+// default with --load-balancing; neither set = each mode's upstream behaviour.
+//
+// Endpoint selection (terminating, topology, traffic policy) happens first and is unchanged;
+// ClientIP session affinity wins where set. Pure: no I/O.
+
+import { isObject } from './guards.ts';
 
 export const LOAD_BALANCING_ANNOTATION = 'kube-proxy-ts.io/load-balancing';
 export const LOAD_BALANCING_VALUES = ['random', 'round-robin', 'consistent-hash', 'least-connection'] as const;
 export type LoadBalancing = (typeof LOAD_BALANCING_VALUES)[number];
 export type LoadBalancingMode = 'nftables' | 'iptables' | 'ipvs' | 'userspace';
 
-/** Which values each mode can honour. */
+/** Which values each mode can honour (docs/load-balancing.md has the table). */
 export const LOAD_BALANCING_SUPPORT: Record<LoadBalancingMode, readonly LoadBalancing[]> = {
   nftables: ['random', 'round-robin', 'consistent-hash'],
   iptables: ['random', 'round-robin'],
@@ -25,38 +31,48 @@ export const IPVS_SCHEDULER_OF: Readonly<Partial<Record<LoadBalancing, string>>>
   'least-connection': 'lc',
 };
 
-/** Why a mode cannot honour a value it does not support (the text logged and put in the Event). */
-const WHY_NOT: Record<LoadBalancingMode, string> = {
-  nftables: 'nftables mode has no per-connection counts to pick the least-loaded endpoint',
-  iptables:
-    'iptables mode can only pick with xt_statistic (random or every n-th connection); ' +
-    'it has no hashing or connection counts',
-  ipvs: 'IPVS has no random scheduler',
-  userspace: 'userspace mode always picks endpoints in turn (round-robin)',
-};
+export const isLoadBalancing = (v: string): v is LoadBalancing =>
+  (LOAD_BALANCING_VALUES as readonly string[]).includes(v);
 
-export function isLoadBalancing(v: string): v is LoadBalancing {
-  return (LOAD_BALANCING_VALUES as readonly string[]).includes(v);
+export interface ResolvedLoadBalancing {
+  /** undefined: the mode's own default (upstream behaviour). */
+  readonly algorithm: LoadBalancing | undefined;
+  /** Why an asked value was refused (logged once per Service, and an Event on it). */
+  readonly unsupported?: string;
 }
 
 /**
- * The algorithm a Service port gets in `mode`: asked (annotation) ?? nodeDefault (flag), or
- * undefined = the mode's own default (upstream behaviour); `unsupported` says why an asked
- * value was refused.
+ * The algorithm a Service port gets in `mode`: the annotation's value when set, else the
+ * node default. An unknown or unsupported annotation keeps the mode's default (not the node
+ * default: the Service asked for something else) and says why.
  */
 export function resolveLoadBalancing(
   mode: LoadBalancingMode,
   asked: string | undefined,
   nodeDefault: LoadBalancing | undefined,
-): { algorithm: LoadBalancing | undefined; unsupported?: string } {
-  const fallback =
-    nodeDefault !== undefined && LOAD_BALANCING_SUPPORT[mode].includes(nodeDefault) ? nodeDefault : undefined;
-  if (asked === undefined || asked === '') return { algorithm: fallback };
-  if (!isLoadBalancing(asked)) {
-    const known = LOAD_BALANCING_VALUES.join(', ');
-    return { algorithm: fallback, unsupported: `unknown value ${JSON.stringify(asked)} (known: ${known})` };
+): ResolvedLoadBalancing {
+  const supported = LOAD_BALANCING_SUPPORT[mode];
+  if (asked === undefined || asked === '') {
+    return { algorithm: nodeDefault !== undefined && supported.includes(nodeDefault) ? nodeDefault : undefined };
   }
-  if (!LOAD_BALANCING_SUPPORT[mode].includes(asked))
-    return { algorithm: fallback, unsupported: `${JSON.stringify(asked)} is not supported: ${WHY_NOT[mode]}` };
+  if (!isLoadBalancing(asked)) {
+    return {
+      algorithm: undefined,
+      unsupported: `unknown value ${JSON.stringify(asked)} (one of ${LOAD_BALANCING_VALUES.join(', ')})`,
+    };
+  }
+  if (!supported.includes(asked)) {
+    return {
+      algorithm: undefined,
+      unsupported: `${asked} is not supported in ${mode} mode (supported: ${supported.join(', ')})`,
+    };
+  }
   return { algorithm: asked };
+}
+
+/** The annotation's raw value (trimmed) from a Service's metadata, or undefined when absent or not a string. */
+export function loadBalancingAnnotation(meta: unknown): string | undefined {
+  if (!isObject(meta) || !isObject(meta['annotations'])) return undefined;
+  const v = meta['annotations'][LOAD_BALANCING_ANNOTATION];
+  return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
 }

@@ -8,7 +8,7 @@ import { parseCIDR, parseIPText, type IPFamily } from '../base/ip.ts';
 import { PROTOCOLS, serviceKey, servicePortId, type Protocol, type ServiceKey } from './ids.ts';
 import { arr, isIgnoredByLabel, isObject, isPortNumber, labelsOf, namedObject, str } from './guards.ts';
 import { Issues } from './issues.ts';
-import { LOAD_BALANCING_ANNOTATION } from './load-balancing.ts';
+import { loadBalancingAnnotation } from './load-balancing.ts';
 import type { Limits, ServicePortInfo, ServiceType } from './types.ts';
 import { badPortName, isDNS1035Label, isDNS1123Label, specialEndpointIP } from './validate.ts';
 
@@ -110,10 +110,10 @@ interface Shared {
   readonly ranges: string[];
   readonly sessionAffinity: 'None' | 'ClientIP';
   readonly stickyMaxAgeSeconds: number;
+  readonly loadBalancingAsked: string | undefined;
   readonly externalPolicyLocal: boolean;
   readonly internalPolicyLocal: boolean;
   readonly healthCheckNodePort: number;
-  readonly loadBalancingAsked: string | undefined;
 }
 
 function sharedFields(
@@ -144,12 +144,12 @@ function sharedFields(
   const { sessionAffinity, stickyMaxAgeSeconds } = affinity(spec, issues);
   return {
     ...base,
-    loadBalancingAsked: loadBalancingAsked(input['metadata']),
     externalIPs,
     loadBalancerVIPs,
     ranges,
     sessionAffinity,
     stickyMaxAgeSeconds,
+    loadBalancingAsked: loadBalancingAnnotation(input['metadata']),
     externalPolicyLocal,
     internalPolicyLocal,
     healthCheckNodePort,
@@ -236,10 +236,10 @@ function portInfo(s: Shared, { portName, protocol, port, nodePort }: PortSpec): 
     loadBalancerSourceRanges: s.ranges,
     sessionAffinity: s.sessionAffinity,
     stickyMaxAgeSeconds: s.stickyMaxAgeSeconds,
+    loadBalancingAsked: s.loadBalancingAsked,
     externalPolicyLocal: s.externalPolicyLocal,
     internalPolicyLocal: s.internalPolicyLocal,
     healthCheckNodePort: s.healthCheckNodePort,
-    loadBalancingAsked: s.loadBalancingAsked,
     externallyAccessible,
     usesClusterEndpoints: !s.internalPolicyLocal || externallyAccessible,
     usesLocalEndpoints: s.internalPolicyLocal || (s.externalPolicyLocal && externallyAccessible),
@@ -339,11 +339,4 @@ function affinity(
     return { sessionAffinity: 'ClientIP', stickyMaxAgeSeconds: DEFAULT_AFFINITY_TIMEOUT_SECONDS };
   }
   return { sessionAffinity: 'ClientIP', stickyMaxAgeSeconds: t as number };
-}
-
-/** The load-balancing annotation's value, trimmed (the proxier judges it for its mode). */
-function loadBalancingAsked(meta: unknown): string | undefined {
-  if (!isObject(meta) || !isObject(meta['annotations'])) return undefined;
-  const v = meta['annotations'][LOAD_BALANCING_ANNOTATION];
-  return typeof v === 'string' ? v.trim() : undefined;
 }

@@ -34,6 +34,11 @@ export interface ServicePortInfo {
   readonly sessionAffinity: 'None' | 'ClientIP';
   /** ClientIP affinity timeout; 0 when sessionAffinity is None. */
   readonly stickyMaxAgeSeconds: number;
+  /**
+   * The Service's kube-proxy-ts.io/load-balancing annotation, trimmed (undefined: not set).
+   * Raw: each proxier resolves it for its mode with the node default (model/load-balancing.ts).
+   */
+  readonly loadBalancingAsked: string | undefined;
   /** externalTrafficPolicy=Local on an externally reachable Service. */
   readonly externalPolicyLocal: boolean;
   /** internalTrafficPolicy=Local. */
@@ -46,8 +51,6 @@ export interface ServicePortInfo {
   readonly usesClusterEndpoints: boolean;
   /** Some traffic goes to this node's endpoints only (upstream UsesLocalEndpoints). */
   readonly usesLocalEndpoints: boolean;
-  /** The Service's kube-proxy-ts.io/load-balancing annotation, trimmed; the proxier resolves it for its mode. */
-  readonly loadBalancingAsked: string | undefined;
 }
 
 /** One endpoint of one service port: an address and the slice port it resolved to. */

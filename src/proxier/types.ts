@@ -7,6 +7,16 @@ import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '..
 
 export type ProxyMode = 'nftables' | 'ipvs' | 'iptables' | 'userspace';
 
+/**
+ * Told when a Service asks for a load balancing (model/load-balancing.ts) the mode cannot
+ * honour or that is unknown; may be called on every sync (the daemon says it once per Service).
+ */
+export type LoadBalancingNotice = (
+  service: { readonly namespace: string; readonly name: string },
+  asked: string,
+  reason: string,
+) => void;
+
 export interface SyncReport {
   /** The sync rebuilt or re-read everything (first sync, periodic, after a failure). */
   full: boolean;

@@ -45,13 +45,15 @@ function withRoundTrips<T extends { batches: Batch[] }>(r: T): T {
 }
 
 /** A fresh tracker and proxier for n Services (objects built, nothing fed yet); returns the socket's batch limit. */
-export function start(n: number, serviceTraffic = false): number {
+export function start(n: number, serviceTraffic = false, lb?: { value: string; every: number }): number {
   conn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 300_000 });
   const maxBatchBytes = conn.maxBatchBytes;
   harness = new Harness(new NftClient({ family: 'ip', table: TABLE, transport: timedTransport(conn) }), n, {
     maxBatchBytes,
     serviceTraffic,
+    // Every `every`-th Service asks for `value` (load-balancing.ts: 0 %, 10 %, 100 %).
+    ...(lb ? { loadBalancing: (i: number) => (lb.every > 0 && i % lb.every === 0 ? lb.value : undefined) } : {}),
   });
   roundTrips = [];
   return maxBatchBytes;

@@ -153,7 +153,13 @@ export class Harness {
   constructor(
     inner: NftInterface,
     n: number,
-    opts: { keepTransactions?: boolean; maxBatchBytes?: number; serviceTraffic?: boolean } = {},
+    opts: {
+      keepTransactions?: boolean;
+      maxBatchBytes?: number;
+      serviceTraffic?: boolean;
+      /** Service i's kube-proxy-ts.io/load-balancing annotation, if any (load-balancing bench). */
+      loadBalancing?: (i: number) => string | undefined;
+    } = {},
   ) {
     this.n = n;
     const t = timedNft(inner, opts.keepTransactions ?? false);
@@ -171,6 +177,12 @@ export class Harness {
     });
     // The objects a watch would have decoded: built before the clock starts.
     this.services = Array.from({ length: n }, (_, i) => service(i));
+    const lb = opts.loadBalancing;
+    if (lb)
+      this.services.forEach((s, i) => {
+        const v = lb(i);
+        if (v !== undefined) s.metadata!.annotations = { 'kube-proxy-ts.io/load-balancing': v };
+      });
     this.slices = Array.from({ length: n }, (_, i) => endpointSlice(i, [], 1));
   }
 

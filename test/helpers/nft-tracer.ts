@@ -298,8 +298,9 @@ class Run {
         return undefined;
       case 'lookup':
         return this.lookup(e.set, e.sreg, e.dreg, e.invert ?? false);
+      // Round robin and hashing fork like random: the trace answers where a connection can end.
+      case 'hash':
       case 'numgen': {
-        if (e.mode !== 'random') throw new Error(`trace: numgen ${e.mode} is not modelled`);
         const i = this.numgens++;
         const offset = e.offset ?? 0;
         if (i >= this.choices.length) throw new Fork(Array.from({ length: e.modulus }, (_, k) => k + offset));

@@ -434,6 +434,44 @@ export class RuleBuilder {
     });
   }
 
+  /**
+   * `dnat [ip|ip6] to numgen inc mod N map @map`: round robin. The counter belongs to this
+   * rule (nft_ng_inc_eval), so each rule that carries it spreads its own connections evenly.
+   */
+  dnatRoundRobin(modulus: number, map: string, natFamily: 'ip' | 'ip6' = this.family === 'ip6' ? 'ip6' : 'ip'): this {
+    return this.guard(() => {
+      if (!Number.isInteger(modulus) || modulus < 1)
+        throw new TypeError(`numgen modulus ${modulus} must be a positive integer`);
+      this.exprs.push({ type: 'numgen', mode: 'inc', modulus, offset: 0, dreg: 1 });
+      this.dnatThroughMap(map, natFamily);
+      this.words.push(`dnat ${natFamily} to numgen inc mod ${modulus} map @${ident(map)}`);
+    });
+  }
+
+  /**
+   * `dnat [ip|ip6] to jhash ip saddr mod M seed S map @map`: the bucket of the client's
+   * address in a table of M buckets (consistent hashing). The seed is always sent: without it
+   * the kernel picks a random one and two nodes would disagree.
+   */
+  dnatHashSource(
+    modulus: number,
+    seed: number,
+    map: string,
+    natFamily: 'ip' | 'ip6' = this.family === 'ip6' ? 'ip6' : 'ip',
+  ): this {
+    return this.guard(() => {
+      if (!Number.isInteger(modulus) || modulus < 1)
+        throw new TypeError(`hash modulus ${modulus} must be a positive integer`);
+      // As nft: the address into a register of its own (NFT_REG_2), its hash into reg 1.
+      const src = load(natFamily === 'ip' ? 'ip saddr' : 'ip6 saddr', 2);
+      this.dep(src);
+      this.exprs.push(...src.exprs);
+      this.exprs.push({ type: 'hash', hash: 'jhash', sreg: 2, dreg: 1, len: src.len, modulus, seed, offset: 0 });
+      this.dnatThroughMap(map, natFamily);
+      this.words.push(`dnat ${natFamily} to jhash ${src.text} mod ${modulus} seed ${hex32(seed)} map @${ident(map)}`);
+    });
+  }
+
   reject(how: RejectWith = 'icmp port-unreachable'): this {
     const table: Record<RejectWith, NftExpr> = {
       'icmp port-unreachable': { type: 'reject', reject: 'icmp', code: 3 },

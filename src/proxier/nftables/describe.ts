@@ -13,7 +13,16 @@ import { isNotFound } from '../../netlink/core/index.ts';
 import type { NftElement, NftInterface } from '../../netlink/nftables/index.ts';
 import type { DescribeOptions, PortDescription, ProgrammedEntry } from '../types.ts';
 import { keyText, slotElement } from './elements.ts';
-import { CHAIN, externalChain, isEndpointsMap, serviceChain, SET, trafficChain } from './names.ts';
+import {
+  balancingMap,
+  CHAIN,
+  externalChain,
+  isBalancingMap,
+  isEndpointsMap,
+  serviceChain,
+  SET,
+  trafficChain,
+} from './names.ts';
 import type { PortPlan } from './port-plan.ts';
 
 /** The sets and maps whose elements belong to service ports (hairpin is shared by endpoint address, so left out). */
@@ -77,6 +86,8 @@ export interface NftSnapshot {
   readonly chains: ReadonlySet<string>;
   readonly byFrontend: ReadonlyMap<string, readonly ProgrammedEntry[]>;
   readonly affinitySets: readonly string[];
+  /** Balancing maps (balancing.ts): their elements are read for the port explained only. */
+  readonly balancingMaps?: ReadonlySet<string>;
   /** Rules per chain, read when the table counts traffic (traffic.ts): one dump, not one per port. */
   readonly ruleCounts?: ReadonlyMap<string, number>;
 }
@@ -94,6 +105,7 @@ export async function readSnapshot(nft: NftInterface): Promise<NftSnapshot> {
     if (isNotFound(e)) return { chains: new Set(), byFrontend, affinitySets };
     throw e;
   }
+  const balancingMaps = new Set(sets.filter(isBalancingMap));
   for (const set of sets) {
     if (set.startsWith('affinity-')) affinitySets.push(set);
     if (!PORT_SETS.has(set) && !isEndpointsMap(set)) continue;
@@ -104,10 +116,10 @@ export async function readSnapshot(nft: NftInterface): Promise<NftSnapshot> {
       else byFrontend.set(f, [entryOf(e)]);
     }
   }
-  if (!chains.has(CHAIN.countTraffic)) return { chains, byFrontend, affinitySets };
+  if (!chains.has(CHAIN.countTraffic)) return { chains, byFrontend, affinitySets, balancingMaps };
   const ruleCounts = new Map<string, number>();
   for (const r of await nft.listRules()) ruleCounts.set(r.chain, (ruleCounts.get(r.chain) ?? 0) + 1);
-  return { chains, byFrontend, affinitySets, ruleCounts };
+  return { chains, byFrontend, affinitySets, balancingMaps, ruleCounts };
 }
 
 /** What the plan wrote: one entry per element, chain and set. */
@@ -133,6 +145,12 @@ export async function kernelEntries(nft: NftInterface, s: NftSnapshot, p: Servic
   for (const f of frontendKeys(p)) out.push(...(s.byFrontend.get(f) ?? []));
   const prefix = affinityPrefix(p);
   for (const set of s.affinitySets) if (set.includes(prefix)) out.push({ where: 'set', key: set, value: '' });
+  for (const role of ['cluster', 'local'] as const) {
+    const name = balancingMap(p, role);
+    if (!s.balancingMaps?.has(name)) continue;
+    out.push({ where: 'set', key: name, value: '' });
+    for (const e of await nft.listElements(name)) out.push(entryOf(e));
+  }
   // Only Services with session affinity have chains of their own.
   for (const name of [serviceChain(p), externalChain(p)]) {
     if (!s.chains.has(name)) continue;

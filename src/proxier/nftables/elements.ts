@@ -17,7 +17,7 @@
 import type { EndpointInfo } from '../../model/index.ts';
 import type { NftElement, Verdict } from '../../netlink/nftables/index.ts';
 import type { SyncProblem } from '../types.ts';
-import { isEndpointsMap, SET } from './names.ts';
+import { isBalancingMap, isEndpointsMap, SET } from './names.ts';
 
 type Field = string | number;
 
@@ -158,16 +158,22 @@ function pushAll(c: Contribution, out: NftElement[]): void {
   else for (let i = 0; i < c.endpoints.length; i++) out.push(slotElement(c, i));
 }
 
-/** The same key with new data: an element is replaced; of a frontend's slots, only those that changed. */
-function pushReplaced(before: Contribution, after: Contribution, out: NftElement[]): void {
+/**
+ * The same key with new data: an element is replaced; of a frontend's slots, only those that
+ * changed, and slots past a shorter list removed (a balancing map's list changes length).
+ */
+function pushReplaced(before: Contribution, after: Contribution, delta: ElementDelta): void {
   if (after.kind === 'element' || before.kind === 'element') {
-    pushAll(after, out);
+    pushAll(after, delta.replace);
     return;
   }
   const a = before.endpoints;
   const b = after.endpoints;
-  for (let i = 0; i < b.length; i++)
-    if (i >= a.length || a[i]!.ip !== b[i]!.ip || a[i]!.port !== b[i]!.port) out.push(slotElement(after, i));
+  for (let i = 0; i < b.length; i++) {
+    if (i >= a.length) delta.add.push(slotElement(after, i));
+    else if (a[i]!.ip !== b[i]!.ip || a[i]!.port !== b[i]!.port) delta.replace.push(slotElement(after, i));
+  }
+  for (let i = b.length; i < a.length; i++) delta.remove.push(slotElement(before, i));
 }
 
 export class ElementIndex {
@@ -187,10 +193,11 @@ export class ElementIndex {
   wants(set: string, key: readonly unknown[]): boolean {
     if (set === SET.hairpin)
       return key.length === 2 && key[0] === key[1] && typeof key[0] === 'string' && this.hairpin.has(key[0]);
-    if (!isEndpointsMap(set)) return this.entries.has(`${set}|${keyText(key as Field[])}`);
+    if (!isEndpointsMap(set) && !isBalancingMap(set)) return this.entries.has(`${set}|${keyText(key as Field[])}`);
     // A slot: "map|frontend" holds a list, and the slot number must be inside it.
     const slot = key[key.length - 1];
-    if (typeof slot !== 'number' || key.length < 2) return false;
+    // A balancing map's key is the slot alone; an endpoints map's is frontend . slot.
+    if (typeof slot !== 'number' || key.length < (isBalancingMap(set) ? 1 : 2)) return false;
     const list = this.entries.get(`${set}|${keyText(key.slice(0, -1) as Field[])}`)?.value;
     return list !== undefined && typeof list !== 'string' && slot < list.length;
   }
@@ -242,7 +249,7 @@ export class ElementIndex {
       if (n) {
         // Same key, new value, no one else holds it: replace in place.
         this.entries.set(c.id, { value: valueOf(n), owners: owner });
-        pushReplaced(c, n, delta.replace);
+        pushReplaced(c, n, delta);
         next.delete(c.id);
       } else pushAll(c, delta.remove);
     }

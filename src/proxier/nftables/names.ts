@@ -95,6 +95,9 @@ export const affinitySet = (p: ServicePortInfo, ep: { ip: string; port: number }
     MAX_NAME,
   );
 
+/** Round-robin and consistent-hash only (balancing.ts): slot -> endpoint of one endpoint list of the port. */
+export const balancingMap = (p: ServicePortInfo, role: 'cluster' | 'local'): string => portChain(`balance-${role}`, p);
+
 /** Per-service-port chains (session affinity only) carry one of these prefixes. */
 export const isPortChain = (name: string): boolean =>
   /^(service|external|endpoint|(traffic|connections)-(cluster-ip|external|node-port))-[A-Z0-9]{8}-/.test(name);
@@ -105,3 +108,4 @@ export const isPickChain = (name: string): boolean => /^pick-[a-z-]+-\d+(-\d+)?$
  */
 export const isEndpointsMap = (name: string): boolean => /^(nodeport-)?(short-circuit-)?endpoints-\d+$/.test(name);
 export const isAffinitySet = (name: string): boolean => /^affinity-[A-Z0-9]{8}-/.test(name);
+export const isBalancingMap = (name: string): boolean => /^balance-(cluster|local)-[A-Z0-9]{8}-/.test(name);

@@ -11,9 +11,14 @@
 //   hairpin, cluster-ips, firewall-*: see the skeleton's rules
 //
 // A Service with session affinity sends its frontends to its own chains instead
-// (`service-…`, `external-…`), which remember each client in a set per endpoint.
+// (`service-…`, `external-…`), which remember each client in a set per endpoint; so does a
+// Service that asks for round-robin or consistent-hash, whose chains pick from a map of its
+// own (balancing.ts).
 
-import type { EndpointInfo, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
+import type { EndpointInfo, EndpointSelection, LoadBalancing, ServicePortInfo } from '../../model/index.ts';
+import { resolveLoadBalancing } from '../../model/index.ts';
+import type { OwnAlgorithm } from './balancing.ts';
+import { balancingObjects, isOwnAlgorithm } from './balancing.ts';
 import type { NftRule, NftSetLike, RuleBuilder, Verdict } from '../../netlink/nftables/index.ts';
 import { rule } from '../../netlink/nftables/index.ts';
 import type { Contribution, PortElements } from './elements.ts';
@@ -34,9 +39,9 @@ export interface PortChain {
 }
 
 export interface PortPlan extends PortElements {
-  /** Session affinity only: the port's own chains. */
+  /** Session affinity, round-robin and consistent-hash only: the port's own chains. */
   readonly chains: readonly PortChain[];
-  /** Session affinity only: per-endpoint sets of recent clients. */
+  /** Session affinity: per-endpoint sets of recent clients; balancing: its slot maps. */
   readonly sets: readonly NftSetLike[];
   /** The shared pickers this port's frontends go to. */
   readonly pickers: readonly PickerSpec[];
@@ -49,6 +54,17 @@ export interface PlanContext extends PickerContext {
   readonly serviceTraffic?: boolean;
   /** Loopback node ports (KubeProxyNFTablesLocalhostNodePorts): each node port goes in @localhost-nodeports. */
   readonly localhostNodePorts?: boolean;
+  /** --load-balancing: the node default for Services without the annotation. */
+  readonly loadBalancing?: LoadBalancing;
+}
+
+/** The algorithm a port is programmed with (undefined: the shared pickers' numgen random). */
+export function portAlgorithm(ctx: PlanContext, p: ServicePortInfo): OwnAlgorithm | undefined {
+  // ClientIP affinity wins, as upstream; a port that asks nothing costs one comparison.
+  if (p.sessionAffinity === 'ClientIP' || (p.loadBalancingAsked === undefined && ctx.loadBalancing === undefined))
+    return undefined;
+  const a = resolveLoadBalancing('nftables', p.loadBalancingAsked, ctx.loadBalancing).algorithm;
+  return isOwnAlgorithm(a) ? a : undefined;
 }
 
 /** Endpoints used by traffic to the cluster IP, and by traffic from outside. */
@@ -143,21 +159,23 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
   const pr = proto(p);
   const out: Contribution[] = [];
   const pickers: PickerSpec[] = [];
-  const affinity = p.sessionAffinity === 'ClientIP';
+  const algorithm = portAlgorithm(ctx, p);
+  // Session affinity and round-robin/consistent-hash: the port's own chains instead of the pickers.
+  const ownChains = p.sessionAffinity === 'ClientIP' || algorithm !== undefined;
   const frontends = [...p.externalIPs, ...p.loadBalancerVIPs];
 
   out.push(setElement(SET.clusterIPs, [p.clusterIP]));
 
-  // Frontend -> picker (or the affinity chain), and the frontend's endpoints in the picker's maps.
-  const route = (vmap: string, keys: readonly (string | number)[][], spec: PickerSpec, affinityChain: string): void => {
+  // Frontend -> picker (or the port's own chain), and the frontend's endpoints in the picker's maps.
+  const route = (vmap: string, keys: readonly (string | number)[][], spec: PickerSpec, ownChain: string): void => {
     if (keys.length === 0) return;
-    if (!affinity) pickers.push(spec);
+    if (!ownChains) pickers.push(spec);
     const nodePort = spec.kind === 'nodeport' || spec.kind === 'nodeport-local';
-    const verdict: Verdict = { verdict: 'goto', chain: affinity ? affinityChain : pickerName(spec) };
+    const verdict: Verdict = { verdict: 'goto', chain: ownChains ? ownChain : pickerName(spec) };
     for (const key of keys) {
       const text = keyText(key);
       out.push(mapElement(vmap, key, verdict, text));
-      if (affinity) continue;
+      if (ownChains) continue;
       if ('count' in spec)
         frontendSlots(
           out,
@@ -172,16 +190,16 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
       }
     }
   };
-  // The names of a Service's own chains cost a hash: only affinity Services have them.
+  // The names of a Service's own chains cost a hash: only affinity and balancing Services have them.
   if (internal.length > 0)
     route(
       SET.serviceIPs,
       [[p.clusterIP, pr, p.port]],
       { kind: 'internal', count: internal.length },
-      affinity ? serviceChain(p) : '',
+      ownChains ? serviceChain(p) : '',
     );
   if (p.externallyAccessible) {
-    const ext = affinity ? externalChain(p) : '';
+    const ext = ownChains ? externalChain(p) : '';
     const nodePorts = p.nodePort > 0 ? [[pr, p.nodePort]] : [];
     const addrs = frontends.map((ip) => [ip, pr, p.port]);
     if (!p.externalPolicyLocal) {
@@ -200,6 +218,33 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
     }
   }
 
+  noEndpointAndFirewall(ctx, p, s, out);
+
+  const own: { chains: PortChain[]; sets: NftSetLike[] } =
+    algorithm !== undefined
+      ? balancedObjects(ctx, p, s, algorithm, out)
+      : ownChains
+        ? affinityObjects(ctx, p, s)
+        : { chains: [], sets: [] };
+  if (ctx.serviceTraffic) {
+    const traffic = trafficPlan(ctx.traits, p);
+    own.chains.push(...traffic.chains);
+    out.push(...traffic.contributions);
+  }
+  // hairpin: ip . ip for every endpoint this node may send to (the model's list, not a copy).
+  return { chains: own.chains, sets: own.sets, pickers, contributions: out, hairpin: s?.allReachable ?? [] };
+}
+
+/** The no-endpoint verdicts, loopback node ports and firewall elements of a port. */
+function noEndpointAndFirewall(
+  ctx: PlanContext,
+  p: ServicePortInfo,
+  s: EndpointSelection | undefined,
+  out: Contribution[],
+): void {
+  const { internal, external } = endpointSets(p, s);
+  const pr = proto(p);
+  const frontends = [...p.externalIPs, ...p.loadBalancerVIPs];
   // Frontends with nothing to send to: reject when the Service has no endpoint at all,
   // drop when it has some but none this traffic may use (upstream's choice).
   const hasEndpoints = (s?.allReachable.length ?? 0) > 0 || (s?.hasAnyEndpoints ?? false);
@@ -220,17 +265,19 @@ export function planPort(ctx: PlanContext, p: ServicePortInfo, s: EndpointSelect
       for (const range of sources) out.push(setElement(SET.firewallAllow, [vip, pr, p.port, range]));
     }
   }
+}
 
-  const own: { chains: PortChain[]; sets: NftSetLike[] } = affinity
-    ? affinityObjects(ctx, p, s)
-    : { chains: [], sets: [] };
-  if (ctx.serviceTraffic) {
-    const traffic = trafficPlan(ctx.traits, p);
-    own.chains.push(...traffic.chains);
-    out.push(...traffic.contributions);
-  }
-  // hairpin: ip . ip for every endpoint this node may send to (the model's list, not a copy).
-  return { chains: own.chains, sets: own.sets, pickers, contributions: out, hairpin: s?.allReachable ?? [] };
+/** A balancing port's chains and maps (balancing.ts); its map elements go to `out`. */
+function balancedObjects(
+  ctx: PlanContext,
+  p: ServicePortInfo,
+  s: EndpointSelection | undefined,
+  algorithm: OwnAlgorithm,
+  out: Contribution[],
+): { chains: PortChain[]; sets: NftSetLike[] } {
+  const b = balancingObjects(ctx, p, s, algorithm);
+  out.push(...b.contributions);
+  return { chains: b.chains.map((c) => portChain(c.name, c.rules)), sets: b.maps };
 }
 
 /** `map frontend . i : endpoint i` for each endpoint: one contribution for all of them (none when there are none). */

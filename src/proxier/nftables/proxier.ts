@@ -8,14 +8,22 @@
 // listing costs a minute at 44k Services).
 
 import type { Logger } from '../../base/logger.ts';
-import { nodePortIPsOf } from '../../model/index.ts';
-import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
+import { nodePortIPsOf, resolveLoadBalancing } from '../../model/index.ts';
+import type {
+  ChangeSet,
+  DesiredState,
+  EndpointSelection,
+  LoadBalancing,
+  ServicePortId,
+  ServicePortInfo,
+} from '../../model/index.ts';
 import { isLoopback, parseIP } from '../../base/ip.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
 import { isNotFound } from '../../netlink/core/index.ts';
 import type {
   ArrivingChanges,
   DescribeOptions,
+  LoadBalancingNotice,
   PortDescription,
   Proxier,
   SyncProblem,
@@ -28,7 +36,7 @@ import type { ElementDelta } from './elements.ts';
 import type { FamilyTraits } from './family.ts';
 import { traitsOf } from './family.ts';
 import { cidrContainsText } from './cidr-match.ts';
-import { CHAIN, isAffinitySet, isEndpointsMap, isPickChain, isPortChain, SET } from './names.ts';
+import { CHAIN, isAffinitySet, isBalancingMap, isEndpointsMap, isPickChain, isPortChain, SET } from './names.ts';
 import { planPort } from './port-plan.ts';
 import type { PlanContext, PortPlan } from './port-plan.ts';
 import { endpointsMap, pickerMaps, pickerName, pickerRules } from './pickers.ts';
@@ -70,6 +78,10 @@ export interface NftablesProxierOptions {
    * userspace proxy (localhost-nodeports.ts), so a loopback nodePortAddresses is not warned about.
    */
   localhostNodePorts?: boolean;
+  /** --load-balancing: the node default for Services without the annotation (unset: random, as upstream). */
+  loadBalancing?: LoadBalancing;
+  /** A Service asked for a load balancing this mode cannot honour (said once per Service by the daemon). */
+  onLoadBalancingRefused?: LoadBalancingNotice;
 }
 
 export class NftablesProxier implements Proxier {
@@ -83,6 +95,8 @@ export class NftablesProxier implements Proxier {
   private readonly serviceTraffic: boolean;
   private readonly onFullSync: ((running: boolean) => void) | undefined;
   private readonly localhostNodePorts: boolean;
+  private readonly loadBalancing: LoadBalancing | undefined;
+  private readonly onLoadBalancingRefused: LoadBalancingNotice | undefined;
   /**
    * What each programmed service port was planned from (objects the model holds anyway).
    * Its plan is computed again when it changes, rather than kept: plans are pure, and a
@@ -121,6 +135,8 @@ export class NftablesProxier implements Proxier {
     this.serviceTraffic = opts.serviceTraffic ?? false;
     this.onFullSync = opts.onFullSync;
     this.localhostNodePorts = opts.localhostNodePorts ?? false;
+    this.loadBalancing = opts.loadBalancing;
+    this.onLoadBalancingRefused = opts.onLoadBalancingRefused;
     this.batchBudget = opts.maxBatchBytes === undefined ? Infinity : Math.max(4096, Math.floor(opts.maxBatchBytes / 2));
   }
 
@@ -164,6 +180,7 @@ export class NftablesProxier implements Proxier {
       nodeIP: desired.node.primaryIP,
       serviceTraffic: this.serviceTraffic,
       localhostNodePorts: this.localhostNodePorts && desired.nodePortAddresses.localhost,
+      ...(this.loadBalancing !== undefined ? { loadBalancing: this.loadBalancing } : {}),
     };
     if (d.implemented && (d.mode === 'BridgeInterface' || d.mode === 'InterfaceNamePrefix') && d.interfaceName !== '') {
       // nft's wildcard ("veth*") matches every interface whose name starts with the prefix.
@@ -177,6 +194,13 @@ export class NftablesProxier implements Proxier {
   private inputsOf(desired: DesiredState, id: ServicePortId): PortInputs | undefined {
     const info = desired.services.get(id);
     return info && { info, sel: desired.selections.get(id) };
+  }
+
+  /** A Service asking for what this mode cannot do is told (the daemon says it once per Service). */
+  private noticeBalancing(info: ServicePortInfo | undefined): void {
+    if (info?.loadBalancingAsked === undefined || !this.onLoadBalancingRefused) return;
+    const r = resolveLoadBalancing('nftables', info.loadBalancingAsked, this.loadBalancing);
+    if (r.unsupported !== undefined) this.onLoadBalancingRefused(info, info.loadBalancingAsked, r.unsupported);
   }
 
   private plan(inputs: PortInputs | undefined): PortPlan | undefined {
@@ -315,7 +339,8 @@ export class NftablesProxier implements Proxier {
         cleanup.removeChain(name);
     }
     for (const name of existingSets) {
-      if ((isAffinitySet(name) && !wantedSets.has(name)) || (isEndpointsMap(name) && !maps.has(name)))
+      const portSet = isAffinitySet(name) || isBalancingMap(name);
+      if ((portSet && !wantedSets.has(name)) || (isEndpointsMap(name) && !maps.has(name)))
         cleanup.delete({ kind: 'set', name, key: [this.traits.addrType] });
     }
     let cleanupFailed = false;
@@ -416,6 +441,7 @@ export class NftablesProxier implements Proxier {
     sel: EndpointSelection | undefined,
   ): OpGroup {
     const plan = planPort(this.ctx!, info, sel);
+    this.noticeBalancing(info);
     st.ports.set(id, { info, sel });
     const g = new OpGroup();
     for (const p of plan.pickers) {
@@ -822,6 +848,7 @@ export class NftablesProxier implements Proxier {
     const g = new OpGroup();
     const delta: ElementDelta = emptyDelta();
     const inputs = this.inputsOf(desired, id);
+    this.noticeBalancing(inputs?.info);
     const before = this.plan(this.ports.get(id));
     const after = this.plan(inputs);
     const oldChains = new Map((before?.chains ?? []).map((c) => [c.name, c]));
@@ -918,7 +945,7 @@ interface PortInputs {
 
 /** Sets whose elements a full sync reads and diffs (the others are rewritten whole). */
 function tracked(set: string, serviceTraffic: boolean): boolean {
-  if (!SHARED_SETS.has(set) && !isEndpointsMap(set)) return false;
+  if (!SHARED_SETS.has(set) && !isEndpointsMap(set) && !isBalancingMap(set)) return false;
   // Without the flag the traffic maps are deleted whole (skeletonGroup), not element by element.
   return serviceTraffic || !TRAFFIC_SETS.has(set);
 }

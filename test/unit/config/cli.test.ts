@@ -448,3 +448,12 @@ test('the written config is upstream-shaped YAML', (t) => {
   t.regex(yaml, /^ {2}tcpEstablishedTimeout: 24h0m0s$/m);
   t.regex(yaml, /^healthzBindAddress: 0\.0\.0\.0:10256$/m);
 });
+
+test('--load-balancing: a known value reaches the config; an unknown one is one clear line, exit 1 or 2', (t) => {
+  t.is(config(['--load-balancing', 'round-robin']).config.kubeProxyTS.loadBalancing, 'round-robin');
+  t.is(config([]).config.kubeProxyTS.loadBalancing, '');
+  const bad = exit(['--load-balancing', 'maglev']);
+  t.not(bad.code, 0);
+  t.regex(bad.stderr, /kubeProxyTS\.loadBalancing.*"maglev".*must be one of random, round-robin, consistent-hash/);
+  t.is(bad.stderr.trim().split('\n').length, 1);
+});

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import test from 'ava';
 import type { IPFamily } from '../../../src/base/ip.ts';
+import { balancingOf } from '../../../src/explain/balancing.ts';
 import { explainPort } from '../../../src/explain/explain.ts';
 import { daemonLine, formatExplain, formatExplainPort, formatTrace } from '../../../src/explain/format.ts';
 import { trace } from '../../../src/explain/trace.ts';
@@ -58,7 +59,12 @@ test('README: explain (the table, and the start of one port) prints what the cod
   const state = demo();
   const info = [...state.services.values()][0]!;
   const entry = { where: 'service-ips', key: '10.96.0.10 . tcp . 80', value: 'goto pick-internal-3' };
-  const port = explainPort(state, info, { mode: 'nftables', kernel: [entry], expected: [entry] });
+  const port = explainPort(
+    state,
+    info,
+    { mode: 'nftables', kernel: [entry], expected: [entry] },
+    balancingOf('nftables', info),
+  );
   const sync = {
     mode: 'nftables',
     lastSync: { IPv4: '2026-11-26T19:05:41.287Z' },

@@ -271,3 +271,47 @@ test('detect-local ClusterCIDR: trace names and applies the first cluster CIDR o
     t.regex(r.masquerade!.why, /detect-local ClusterCIDR 10\.244\.0\.0\/16\)/, mode);
   }
 });
+
+test('load balancing: trace says the algorithm and each endpoint share (consistent-hash: the table share)', (t) => {
+  const { t: tr } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  tr.onNode(node('node-a', { internal: [NODE_IP] }));
+  const annotated = (name: string, clusterIP: string, how: string) => {
+    const s = svc(name, { clusterIP });
+    s.metadata!.annotations = { 'kube-proxy-ts.io/load-balancing': how };
+    return s;
+  };
+  tr.onService(undefined, annotated('ch', '10.96.0.50', 'consistent-hash'));
+  tr.onEndpointSlice(slice('ch-1', 'ch', [ep('10.244.1.1'), ep('10.244.1.2'), ep('10.244.1.3')]), false);
+  tr.onService(undefined, annotated('lc', '10.96.0.51', 'least-connection'));
+  tr.onEndpointSlice(slice('lc-1', 'lc', [ep('10.244.1.1'), ep('10.244.1.2')]), false);
+  const c = { states: new Map<IPFamily, DesiredState>([['IPv4', tr.checkout().desired]]), localAddresses: [NODE_IP] };
+
+  const ch = trace({ ...c, mode: 'nftables' }, q('10.0.0.1', '10.96.0.50', 80));
+  const shares = ch.endpoints.map((e) => e.probability);
+  t.true(Math.abs(shares.reduce((a, b) => a + b, 0) - 1) < 1e-9);
+  t.true(
+    shares.every((s) => Math.abs(s - 1 / 3) < 0.01 && s !== 1 / 3),
+    `table shares ${shares.join(', ')}`,
+  );
+  t.true(
+    ch.notes.some((n) => /load balancing consistent-hash \(annotation\): jhash/.test(n)),
+    ch.notes.join(' | '),
+  );
+
+  const lc = trace(
+    { ...c, mode: 'nftables', balancing: { loadBalancing: 'round-robin' } },
+    q('10.0.0.1', '10.96.0.51', 80),
+  );
+  t.deepEqual(
+    lc.endpoints.map((e) => e.probability),
+    [0.5, 0.5],
+  );
+  t.true(
+    lc.notes.some((n) => /load balancing random \(mode default\): numgen random/.test(n)) &&
+      lc.notes.some((n) =>
+        /refused annotation "least-connection": least-connection is not supported in nftables mode/.test(n),
+      ),
+    lc.notes.join(' | '),
+  );
+  t.regex(formatTrace(lc), /load balancing/);
+});

@@ -98,7 +98,7 @@ test('flagz values: every flag, as pflag prints it, effective values from the co
   t.is(f['cleanup'], 'false');
   t.is(f['ipvs-exclude-cidrs'], '[]');
   t.is(f['profiling'], 'false');
-  t.is(Object.keys(f).length, 64, 'every flag');
+  t.is(Object.keys(f).length, 65, 'every flag');
   t.is(pflagText('duration', 250), '250ms');
 });
 

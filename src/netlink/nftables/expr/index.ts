@@ -24,6 +24,8 @@ import { dynset } from './dynset.ts';
 import type { DynsetExpr } from './dynset.ts';
 import { fib } from './fib.ts';
 import type { FibExpr } from './fib.ts';
+import { hash } from './hash.ts';
+import type { HashExpr } from './hash.ts';
 import { immediate } from './immediate.ts';
 import type { ImmediateExpr } from './immediate.ts';
 import { limit } from './limit.ts';
@@ -66,6 +68,7 @@ export type NftExpr =
   | LookupExpr
   | ImmediateExpr
   | NumgenExpr
+  | HashExpr
   | NatExpr
   | MasqExpr
   | RejectExpr
@@ -89,6 +92,7 @@ const CODECS: { [K in Known['type']]: ExprCodec<Extract<Known, { type: K }>> } =
   lookup,
   immediate,
   numgen,
+  hash,
   nat,
   masq,
   reject,
@@ -177,6 +181,7 @@ export type {
   LookupExpr,
   ImmediateExpr,
   NumgenExpr,
+  HashExpr,
   NatExpr,
   MasqExpr,
   RejectExpr,
@@ -197,6 +202,7 @@ export { CtKey, CtState, CtDirection } from './ct.ts';
 export { FibFlag, FibResult, RTN_LOCAL } from './fib.ts';
 export { RejectType } from './reject.ts';
 export { NatType } from './nat.ts';
+export { HashType } from './hash.ts';
 
 /**
  * The expression as the kernel reports it back in a dump: nat fills in the range maxima and

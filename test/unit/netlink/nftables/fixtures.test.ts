@@ -27,6 +27,19 @@ const sets: Record<string, NftSetLike> = {
 // random mod 1 : ip daddr . th dport`); test/unit/proxier/nftables/endpoints-map.test.ts holds
 // the proxier's own declarations to the same captures.
 const numgenKey = { expr: 'numgen', mode: 'random', modulus: 1 } as const;
+// The nftables proxier's per-Service balancing map (proxier/nftables/balancing.ts
+// balancingMapDef; test/unit/proxier/nftables/endpoints-map.test.ts holds it to the same shape).
+const balancingMapDef = (family: 'ip' | 'ip6', name: string): NftSetLike => ({
+  kind: 'map',
+  name,
+  key: ['integer'],
+  typeof: [numgenKey],
+  data: [family === 'ip' ? 'ipv4_addr' : 'ipv6_addr', 'inet_service'],
+  dataTypeof: [
+    { expr: 'payload', field: family === 'ip' ? 'ip daddr' : 'ip6 daddr' },
+    { expr: 'payload', field: 'th dport' },
+  ],
+});
 const endpointsMaps = {
   ip: {
     kind: 'map',
@@ -517,6 +530,31 @@ const ruleCases: Record<string, Case> = {
   },
   'rule-dnat-numgen-map': {
     build: () => rules('ip', [R().match('meta l4proto', 'tcp').dnatNumgen(3, 10, 'endpoints').build()]),
+  },
+  // Per-Service load balancing (proxier/nftables/balancing.ts): the map and its picking rule.
+  'rule-dnat-jhash-map': {
+    build: () => {
+      const t = tx();
+      t.add(balancingMapDef('ip', 'lb'));
+      t.add(R().match('meta l4proto', 'tcp').dnatHashSource(1009, 0, 'lb').build());
+      return t;
+    },
+  },
+  'rule-dnat-jhash-map6': {
+    build: () => {
+      const t = tx('ip6');
+      t.add(balancingMapDef('ip6', 'lb'));
+      t.add(R('c', 'ip6').match('meta l4proto', 'udp').dnatHashSource(101, 0, 'lb').build());
+      return t;
+    },
+  },
+  'rule-dnat-numgen-inc-map': {
+    build: () => {
+      const t = tx();
+      t.add(balancingMapDef('ip', 'lb'));
+      t.add(R().match('meta l4proto', 'tcp').dnatRoundRobin(3, 'lb').build());
+      return t;
+    },
   },
   'rule-dnat-frontend-map': {
     build: () => {

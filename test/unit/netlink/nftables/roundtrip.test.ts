@@ -36,6 +36,8 @@ const EXPRS: NftExpr[] = [
   { type: 'immediate', dreg: 1, data: Uint8Array.of(10, 0, 0, 1) },
   { type: 'numgen', mode: 'random', modulus: 3, offset: 0, dreg: 1 },
   { type: 'numgen', mode: 'inc', modulus: 5, offset: 2, dreg: 9 },
+  { type: 'hash', hash: 'jhash', sreg: 2, dreg: 1, len: 4, modulus: 1009, seed: 0, offset: 0 },
+  { type: 'hash', hash: 'jhash', sreg: 2, dreg: 1, len: 16, modulus: 101, seed: 0xdeadbeef, offset: 7 },
   { type: 'nat', nat: 'dnat', family: 'ip', regAddrMin: 1, regProtoMin: 2, flags: 2 },
   { type: 'nat', nat: 'snat', family: 'ip6', regAddrMin: 1, regAddrMax: 1, regProtoMin: 12, regProtoMax: 12 },
   { type: 'masq' },

@@ -20,13 +20,13 @@ export function servicePort(
     loadBalancerSourceRanges: [],
     sessionAffinity: 'None',
     stickyMaxAgeSeconds: 0,
+    loadBalancingAsked: undefined,
     externalPolicyLocal: false,
     internalPolicyLocal: false,
     healthCheckNodePort: 0,
     externallyAccessible: false,
     usesClusterEndpoints: true,
     usesLocalEndpoints: false,
-    loadBalancingAsked: undefined,
     ...o,
   };
 }
