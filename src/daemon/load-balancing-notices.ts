@@ -1,6 +1,6 @@
 // A Service asked (kube-proxy-ts.io/load-balancing) for a load balancing the running mode
 // cannot honour, or for an unknown value: said once per Service and value, as a warning line
-// and a Warning Event on the Service; the Service keeps the mode's default. Proxiers call
+// and a Warning Event on the Service; the Service gets what one without the annotation gets. Proxiers call
 // `notice` on every sync that plans such a port, so the memory of what was said is here.
 
 import type { Logger } from '../base/logger.ts';
@@ -25,7 +25,7 @@ export class LoadBalancingNotices {
     if (this.said.has(key)) return;
     if (this.said.size >= MAX_REMEMBERED) this.said.clear();
     this.said.add(key);
-    const note = `load balancing ${JSON.stringify(asked)} not applied: ${reason}; the mode's default is used`;
+    const note = `load balancing ${JSON.stringify(asked)} not applied: ${reason}; the node's default is used (--load-balancing, else the mode's own)`;
     this.log.warn('Service load balancing not applied', {
       service: `${service.namespace}/${service.name}`,
       reason: note,

@@ -43,8 +43,8 @@ export interface ResolvedLoadBalancing {
 
 /**
  * The algorithm a Service port gets in `mode`: the annotation's value when set, else the
- * node default. An unknown or unsupported annotation keeps the mode's default (not the node
- * default: the Service asked for something else) and says why.
+ * node default. An unknown or unsupported annotation gets what a Service without one gets
+ * (the node default where the mode honours it, else the mode's own) and says why.
  */
 export function resolveLoadBalancing(
   mode: LoadBalancingMode,
@@ -52,18 +52,17 @@ export function resolveLoadBalancing(
   nodeDefault: LoadBalancing | undefined,
 ): ResolvedLoadBalancing {
   const supported = LOAD_BALANCING_SUPPORT[mode];
-  if (asked === undefined || asked === '') {
-    return { algorithm: nodeDefault !== undefined && supported.includes(nodeDefault) ? nodeDefault : undefined };
-  }
+  const fallback = nodeDefault !== undefined && supported.includes(nodeDefault) ? nodeDefault : undefined;
+  if (asked === undefined || asked === '') return { algorithm: fallback };
   if (!isLoadBalancing(asked)) {
     return {
-      algorithm: undefined,
+      algorithm: fallback,
       unsupported: `unknown value ${JSON.stringify(asked)} (one of ${LOAD_BALANCING_VALUES.join(', ')})`,
     };
   }
   if (!supported.includes(asked)) {
     return {
-      algorithm: undefined,
+      algorithm: fallback,
       unsupported: `${asked} is not supported in ${mode} mode (supported: ${supported.join(', ')})`,
     };
   }

@@ -307,7 +307,7 @@ test('load balancing: trace says the algorithm and each endpoint share (consiste
     [0.5, 0.5],
   );
   t.true(
-    lc.notes.some((n) => /load balancing random \(mode default\): numgen random/.test(n)) &&
+    lc.notes.some((n) => /load balancing round-robin \(node default\): the port's own chain: numgen inc/.test(n)) &&
       lc.notes.some((n) =>
         /refused annotation "least-connection": least-connection is not supported in nftables mode/.test(n),
       ),

@@ -10,9 +10,9 @@ test('the annotation wins over the node default; neither = the mode default', (t
   t.deepEqual(resolveLoadBalancing('nftables', undefined, undefined), { algorithm: undefined });
 });
 
-test('an unsupported or unknown value keeps the mode default and says why', (t) => {
+test('an unsupported or unknown value gets what a Service without one gets, and says why', (t) => {
   const u = resolveLoadBalancing('nftables', 'least-connection', 'round-robin');
-  t.is(u.algorithm, undefined);
+  t.is(u.algorithm, 'round-robin');
   t.regex(u.unsupported ?? '', /least-connection is not supported in nftables mode/);
   const k = resolveLoadBalancing('ipvs', 'maglev', undefined);
   t.is(k.algorithm, undefined);
