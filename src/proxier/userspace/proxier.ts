@@ -1,6 +1,6 @@
 // The userspace proxier of one IP family: per service port a proxy socket (proxy/, the data
 // path) and upstream's KUBE-PORTALS / KUBE-NODEPORT rules sending the port's frontends to it,
-// written over nf_tables netlink in iptables-nft form by the shared writer (../xtables).
+// written over nf_tables netlink in iptables-nft form by the shared writer (../iptables-nft).
 //
 // Every sync is a full one: the sockets are brought to the desired ports first (apply() keeps
 // a port's socket and number while its id stays, and swaps its backends in place), then the
@@ -13,8 +13,8 @@ import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { DescribeOptions, PortDescription, Proxier, SyncReport } from '../types.ts';
-import { BatchSink, Encoder, planFull, readKernel, removeAll } from '../xtables/index.ts';
-import type { BatchSender, Budget, Plan, RuleCodec, TableClient, UnitSource } from '../xtables/index.ts';
+import { BatchSink, Encoder, planFull, readKernel, removeAll } from '../iptables-nft/index.ts';
+import type { BatchSender, Budget, Plan, RuleCodec, TableClient, UnitSource } from '../iptables-nft/index.ts';
 import { describeUserspacePort } from './describe.ts';
 import { NodePortClaims } from './node-port-claims.ts';
 import { proxySpecs } from './specs.ts';
