@@ -156,7 +156,7 @@ test('sources/ never reach the kernel, proxiers or health', (t) => {
   );
 });
 
-const IPTABLES_NFT_USERS = new Set(['proxier/iptables', 'proxier/userspace']);
+const IPTABLES_NFT_USERS = new Set(['proxier/iptables', 'proxier/userspace', 'proxier/ipvs']);
 
 test('a proxier imports model/ and netlink/, never another mode or the wiring', (t) => {
   t.deepEqual(
@@ -170,7 +170,7 @@ test('a proxier imports model/ and netlink/, never another mode or the wiring', 
       if (to === 'proxier/iptables-nft' && IPTABLES_NFT_USERS.has(from)) return undefined;
       // The drift watches (the kernel's change announcements) shared by the modes.
       if (to === 'proxier/drift') return undefined;
-      return 'a proxier imports model/, base/, netlink/, proxier/types.ts, drift/ (and iptables-nft/: iptables, userspace) only';
+      return 'a proxier imports model/, base/, netlink/, proxier/types.ts, drift/ (and iptables-nft/: iptables, userspace, ipvs) only';
     }),
     [],
   );

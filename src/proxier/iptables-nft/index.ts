@@ -16,3 +16,4 @@ export * from './remove.ts';
 export * from './trust.ts';
 export * from './canary.ts';
 export * from './writer.ts';
+export * from './plan-diff.ts';

@@ -73,6 +73,11 @@ export interface IptablesNftWriterOptions {
   /** Full syncs in half-socket batches (no mirror kept, so nothing to learn afterwards). */
   readonly halfBatches?: boolean;
   /**
+   * The skeleton's owned chains changed rule by rule, by handle (plan-diff.ts), instead of
+   * flushed and refilled when they differ: for short chains that change a rule at a time.
+   */
+  readonly diffOwned?: boolean;
+  /**
    * At least this often a full sync refills every owned chain instead of trusting the mirror;
    * default 1 h.
    */
@@ -95,6 +100,8 @@ export interface FullWrite {
 
 export interface WriteResult {
   readonly kernelMs: number;
+  /** nf_tables messages sent. */
+  readonly messages: number;
   readonly errors: string[];
   readonly batches: number;
   readonly longestBatchMs: number;
@@ -138,7 +145,7 @@ export class IptablesNftWriter {
    * skeleton's chains, the shared and built-in ones; with a trusted mirror only those, the
    * owners' chains taken as the mirror says) and sends the difference.
    */
-  async writeFull(w: FullWrite, signal: AbortSignal): Promise<WriteResult> {
+  async writeFull(w: FullWrite, signal?: AbortSignal): Promise<WriteResult> {
     const tr = this.now();
     const fixed = [...w.skeleton.chains, ...w.skeleton.shared];
     const listedChains = new Set(fixed.map((c) => `${c.table}/${c.name}`));
@@ -181,6 +188,7 @@ export class IptablesNftWriter {
       enc: this.enc,
       isOurs: this.o.isOurs,
       drain,
+      ...(this.o.diffOwned ? { diffOwned: true } : {}),
       ...(trusted ? { trusted } : {}),
       ...(made ? { assumePresent: (t: IptTable, c: string): boolean => made.has(`${t}/${c}`) } : {}),
       ...(tainted && tainted.size > 0 ? { tainted: (t: IptTable, c: string) => tainted.has(`${t}/${c}`) } : {}),
@@ -194,6 +202,7 @@ export class IptablesNftWriter {
     return {
       kernelMs,
       errors: late.errors,
+      messages: sink.result.messages + late.messages,
       batches: sink.result.batches + late.batches,
       longestBatchMs: Math.max(sink.result.longestBatchMs, late.longestBatchMs),
     };
@@ -212,9 +221,9 @@ export class IptablesNftWriter {
   /** Stale chains' removal: its failure is reported, not thrown (retried at the next full sync). */
   private async sendLate(
     groups: readonly (readonly Op[])[],
-    signal: AbortSignal,
+    signal: AbortSignal | undefined,
     timed: (f: () => Promise<unknown>) => Promise<void>,
-  ): Promise<{ errors: string[]; batches: number; longestBatchMs: number }> {
+  ): Promise<{ errors: string[]; messages: number; batches: number; longestBatchMs: number }> {
     const budget = this.o.halfBatches ? this.budgets.plain : this.budgets.echo;
     const late = new BatchSink(this.o.clients, this.o.lateSender ?? this.o.sender, budget, signal, this.now);
     const errors: string[] = [];
@@ -230,7 +239,8 @@ export class IptablesNftWriter {
         this.o.logger.warn('Stale chains not removed', { err: e });
       }
     }
-    return { errors, batches: late.result.batches, longestBatchMs: late.result.longestBatchMs };
+    const { messages, batches, longestBatchMs } = late.result;
+    return { errors, messages, batches, longestBatchMs };
   }
 
   /**
@@ -258,7 +268,7 @@ export class IptablesNftWriter {
         throw new Error(`the kernel did not echo the handle of a new rule of ${id}; a full sync follows`);
       }
     }
-    return { kernelMs, errors: [], batches: r.batches, longestBatchMs: r.longestBatchMs };
+    return { kernelMs, messages: r.messages, errors: [], batches: r.batches, longestBatchMs: r.longestBatchMs };
   }
 
   /** Stops the canary timer. */
