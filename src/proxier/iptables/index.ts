@@ -29,3 +29,4 @@ export { IptablesProxier, IPTABLES_RECV_BYTES, isOurs, ROUTE_LOCALNET } from './
 export type { IptablesProxierOptions, SysctlWriter as IptablesSysctl } from './proxier.ts';
 export { iptablesNftCodec } from '../iptables-nft/codec.ts';
 export { removeAll as removeIptablesObjects } from '../iptables-nft/remove.ts';
+export { writerBudgets } from '../iptables-nft/writer.ts';
