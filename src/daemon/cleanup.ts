@@ -40,7 +40,13 @@ import { removeTraceTables } from './trace-tables.ts';
 import type { Proxier } from '../proxier/types.ts';
 import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from './leftovers.ts';
 import { summarize, takeInventory } from './cleanup-inventory.ts';
-import { iptablesNftCodec, IPTABLES_RECV_BYTES, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
+import {
+  iptablesNftCodec,
+  IPTABLES_RECV_BYTES,
+  isOurs,
+  removeIptablesObjects,
+  writerBudgets,
+} from '../proxier/iptables/index.ts';
 import { companionWriter, iptablesClients } from './proxiers.ts';
 import { NfacctClient } from '../netlink/nfacct/index.ts';
 import { OUR_NFACCT_OBJECTS, removeNfacctObjects } from './nfacct.ts';
@@ -187,10 +193,8 @@ export function iptablesModeSteps(open: (protocol: number) => NetlinkConnection)
     run: async () => {
       const conn = open(Protocol.NETFILTER);
       const clients = iptablesClients(family, conn);
-      await removeIptablesObjects(clients, clients.get('nat')!, iptablesNftCodec(family), isOurs, {
-        bytes: Math.floor(conn.maxBatchBytes / 2),
-        echoBytes: Math.floor(conn.maxBatchBytes / 4),
-      });
+      const budget = writerBudgets(conn.maxBatchBytes).echo;
+      await removeIptablesObjects(clients, clients.get('nat')!, iptablesNftCodec(family), isOurs, budget);
     },
   }));
 }

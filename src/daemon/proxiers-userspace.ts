@@ -18,7 +18,7 @@ import type { UserspaceSample } from '../metrics/index.ts';
 import { UserspaceProxier } from '../proxier/userspace/proxier.ts';
 import { createProxyPorts } from '../proxier/userspace/proxy/index.ts';
 import type { ProxyPorts, ProxyStats } from '../proxier/userspace/proxy/index.ts';
-import { iptablesNftCodec } from '../proxier/xtables/index.ts';
+import { iptablesNftCodec } from '../proxier/iptables-nft/index.ts';
 import { removeOtherModesLeftovers } from './cleanup.ts';
 import type { ProxierDeps, ProxierSet } from './proxiers.ts';
 

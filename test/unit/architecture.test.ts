@@ -157,7 +157,7 @@ test('sources/ never reach the kernel, proxiers or health', (t) => {
   );
 });
 
-const XTABLES_USERS = new Set(['proxier/iptables', 'proxier/userspace']);
+const IPTABLES_NFT_USERS = new Set(['proxier/iptables', 'proxier/userspace', 'proxier/ipvs']);
 
 test('a proxier imports model/ and netlink/, never another mode or the wiring', (t) => {
   t.deepEqual(
@@ -168,10 +168,10 @@ test('a proxier imports model/ and netlink/, never another mode or the wiring', 
       if (to === from || to === 'model' || to === 'base' || to.startsWith('netlink/')) return undefined;
       if (to === 'proxier/types.ts' || e.to === 'proxier/types.ts') return undefined;
       // The iptables-nft writer shared by the modes whose rules are iptables rules.
-      if (to === 'proxier/xtables' && XTABLES_USERS.has(from)) return undefined;
+      if (to === 'proxier/iptables-nft' && IPTABLES_NFT_USERS.has(from)) return undefined;
       // The drift watches (the kernel's change announcements) shared by the modes.
       if (to === 'proxier/drift') return undefined;
-      return 'a proxier imports model/, base/, netlink/, proxier/types.ts, drift/ (and xtables/: iptables, userspace) only';
+      return 'a proxier imports model/, base/, netlink/, proxier/types.ts, drift/ (and iptables-nft/: iptables, userspace, ipvs) only';
     }),
     [],
   );

@@ -7,7 +7,7 @@
 // 11,000 chains: 4.4 s), where this costs nothing while nobody touches our chains. Used by the
 // iptables mode (its chains) and the IPVS mode (its companion chains).
 //
-// Upstream's canary chains (iptables/canary.ts) only notice a deleted chain; `iptables -t nat
+// Upstream's canary chains (iptables-nft/canary.ts) only notice a deleted chain; `iptables -t nat
 // -F` leaves them. Of the built-in chains only the removal of a rule jumping to one of ours
 // counts (the announcement carries the rule): others change them all the time (Docker, CNI
 // plugins). Lost announcements count as drift of everything unless our own sync explains

@@ -20,9 +20,9 @@ import type { DescribeOptions, PortDescription, ProgrammedEntry } from '../types
 import { SHARED_CHAINS } from './desired.ts';
 import { portChainNames, servicePortName } from './names.ts';
 import type { ServicePortInfo } from '../../model/index.ts';
-import { chainId } from '../xtables/units.ts';
-import type { ChainRef, Unit } from '../xtables/units.ts';
-import type { TableClient } from '../xtables/writer-types.ts';
+import { chainId } from '../iptables-nft/units.ts';
+import type { ChainRef, Unit } from '../iptables-nft/units.ts';
+import type { TableClient } from '../iptables-nft/writer-types.ts';
 
 /** A rule as listed: decoded, or its chain and a note when it is in a form we never write. */
 function lineOf(listed: NftRule, table: IptTable, family: IPFamily): { line: string; rule: IptRule | undefined } {

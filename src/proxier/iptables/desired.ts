@@ -6,8 +6,8 @@
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import { Chain } from './names.ts';
 import type { GlobalRules, ServicePortFragment } from './types.ts';
-import type { ChainRef, Skeleton, Unit } from '../xtables/units.ts';
-import { chainId } from '../xtables/units.ts';
+import type { ChainRef, Skeleton, Unit } from '../iptables-nft/units.ts';
+import { chainId } from '../iptables-nft/units.ts';
 
 /** The fixed chains service ports add rules to. */
 export const SHARED_CHAINS: readonly ChainRef[] = [

@@ -13,10 +13,10 @@
 
 import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { IptablesSyncCounts } from '../types.ts';
-import type { Op } from '../xtables/groups.ts';
-import { BUILTIN_CHAINS } from '../xtables/units.ts';
-import type { Unit } from '../xtables/units.ts';
-import type { BatchSender } from '../xtables/writer-types.ts';
+import type { Op } from '../iptables-nft/groups.ts';
+import { BUILTIN_CHAINS } from '../iptables-nft/units.ts';
+import type { Unit } from '../iptables-nft/units.ts';
+import type { BatchSender } from '../iptables-nft/writer-types.ts';
 
 /** The tables upstream reports, always present in the counts (0 when empty). */
 const REPORTED: readonly IptTable[] = ['filter', 'nat'];

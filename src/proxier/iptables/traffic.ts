@@ -17,7 +17,7 @@ import { decodeIptRule } from '../../netlink/nftables/iptables/decode.ts';
 import type { ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import type { TrafficSample } from '../types.ts';
 import { Chain, portChainNames } from './names.ts';
-import type { TableClient } from '../xtables/writer-types.ts';
+import type { TableClient } from '../iptables-nft/writer-types.ts';
 
 type Frontend = 'cluster-ip' | 'external' | 'node-port';
 

@@ -1,24 +1,31 @@
-// Writes the companion rules (rules.ts) over nfnetlink in iptables-nft's form, through the shared
-// iptables dialect (netlink/nftables/iptables): tables `ip nat` and `ip filter` (ip6 for IPv6)
-// and iptables-nft's built-in base chains where missing (tables.ts), our KUBE-* chains flushed
-// and refilled in one batch per table with each rule as iptables-nft 1.8.9 encodes it
-// (encode.ts), and the jump rules inserted at the top of the built-in chains once (recognised
-// by decode.ts's jumpTarget). Nothing else in those tables is touched.
+// Writes the companion rules (rules.ts) over nfnetlink in iptables-nft's form through the
+// iptables-nft ruleset writer the other modes use (../iptables-nft): tables `ip nat` and
+// `ip filter` (ip6 for IPv6) and iptables-nft's built-in base chains where missing, our KUBE-*
+// chains as the skeleton's owned chains, and the jump rules at the top of the built-in chains.
+// Each write lists our chains and changes them rule by rule, by handle: a rule that stays keeps
+// its handle and counters, a set that became (non-)empty sends only its rules. Nothing else in
+// those tables is touched.
 
 import type { IPFamily } from '../../base/ip.ts';
+import type { Logger } from '../../base/logger.ts';
+import { nullLogger } from '../../base/logger.ts';
 import type { IpsetClient } from '../../netlink/ipset/index.ts';
-import type { NftClient, NftRule } from '../../netlink/nftables/index.ts';
-import { jumpTarget } from '../../netlink/nftables/iptables/decode.ts';
+import type { NftClient } from '../../netlink/nftables/index.ts';
+import { decodeIptRule } from '../../netlink/nftables/iptables/decode.ts';
 import { iptNftRule } from '../../netlink/nftables/iptables/encode.ts';
-import { addTableAndBuiltins } from '../../netlink/nftables/iptables/tables.ts';
+import { IptablesNftWriter, makeCodec } from '../iptables-nft/index.ts';
+import type { RuleCodec } from '../iptables-nft/index.ts';
 import { CHAINS } from './rules.ts';
-import type { CompanionRules } from './rules.ts';
+import type { CompanionRules, IptTable } from './rules.ts';
 
 export interface CompanionDeps {
-  /** Clients scoped to (ip|ip6, nat) and (ip|ip6, filter). */
+  /** Clients scoped to (ip|ip6, nat) and (ip|ip6, filter); batches go through `nat`'s socket. */
   readonly nat: NftClient;
   readonly filter: NftClient;
   readonly ipset: IpsetClient;
+  readonly logger?: Logger;
+  /** The netfilter socket's largest batch (default 4 MiB); the companion rules are a few KiB. */
+  readonly maxBatchBytes?: number;
 }
 
 /** What the proxier needs of a companion-rule writer (CompanionWriter, or a fake in tests). */
@@ -27,18 +34,55 @@ export interface CompanionSink {
   remove(signal?: AbortSignal): Promise<void>;
 }
 
+const OURS = new Set(CHAINS.map((c) => `${c.table}/${c.name}`));
+
+/** The companion chains: the only chains this writer creates, changes or removes. */
+export const isCompanionChain = (table: IptTable, chain: string): boolean => OURS.has(`${table}/${chain}`);
+
 export class CompanionWriter implements CompanionSink {
-  private readonly family: IPFamily;
   private readonly deps: CompanionDeps;
+  private readonly writer: IptablesNftWriter;
+  /** The kernel index of each ipset the rules name (xt_set matches sets by index), per write. */
+  private index = new Map<string, number>();
 
   constructor(family: IPFamily, deps: CompanionDeps) {
-    this.family = family;
     this.deps = deps;
+    this.writer = new IptablesNftWriter({
+      clients: new Map<IptTable, NftClient>([
+        ['nat', deps.nat],
+        ['filter', deps.filter],
+      ]),
+      sender: deps.nat,
+      codec: this.codec(family),
+      isOurs: isCompanionChain,
+      logger: deps.logger ?? nullLogger,
+      ...(deps.maxBatchBytes !== undefined ? { maxBatchBytes: deps.maxBatchBytes } : {}),
+      halfBatches: true,
+      diffOwned: true,
+    });
   }
 
-  /** Writes every rule; returns the number of nf_tables messages sent. */
+  /** Encodes set matches by the index `write` looked up; listed rules naming another set are not ours. */
+  private codec(family: IPFamily): RuleCodec {
+    const names = (): Map<number, string> => new Map([...this.index].map(([n, i]) => [i, n]));
+    return makeCodec(
+      (r) =>
+        iptNftRule(r, family, {
+          setIndex: (name) => {
+            const i = this.index.get(name);
+            if (i === undefined) throw new Error(`ipset ${name} has no kernel index`);
+            return i;
+          },
+        }),
+      (listed, table) => {
+        const byIndex = names();
+        return decodeIptRule(listed, table, family, { setName: (i) => byIndex.get(i) });
+      },
+    );
+  }
+
+  /** Brings the rules to `rules`; returns the number of nf_tables messages sent (0: nothing changed). */
   async write(rules: CompanionRules, signal?: AbortSignal): Promise<number> {
-    // xt_set matches name sets by kernel index.
     const index = new Map<string, number>();
     for (const r of rules.rules) {
       for (const m of r.matches) {
@@ -46,64 +90,22 @@ export class CompanionWriter implements CompanionSink {
           index.set(m.set, (await this.deps.ipset.getByName(m.set, signal ? { signal } : {})).index);
       }
     }
-    const setIndex = (name: string): number => {
-      const i = index.get(name);
-      if (i === undefined) throw new Error(`ipset ${name} has no kernel index`);
-      return i;
-    };
-    let messages = 0;
-    for (const table of ['nat', 'filter'] as const) {
-      const client = table === 'nat' ? this.deps.nat : this.deps.filter;
-      const existing = await client.listRules().catch((): NftRule[] => []);
-      const chains = new Set(await client.list('chain').catch((): string[] => []));
-      const tx = client.newTransaction();
-      const jumps = rules.jumps.filter((j) => j.table === table);
-      addTableAndBuiltins(
-        tx,
-        table,
-        jumps.map((j) => j.chain),
-        chains,
-      );
-      for (const c of rules.chains) {
-        if (c.table !== table) continue;
-        tx.add({ kind: 'chain', name: c.name });
-        tx.flush({ kind: 'chain', name: c.name });
-      }
-      for (const r of rules.rules) {
-        if (r.table !== table) continue;
-        tx.add(iptNftRule(r, this.family, { setIndex }));
-      }
-      for (const j of jumps) {
-        const to = j.target.t === 'jump' ? j.target.chain : '';
-        const present = existing.some((r) => r.chain === j.chain && jumpTarget(r) === to);
-        if (!present) tx.insert(iptNftRule(j, this.family, { setIndex }));
-      }
-      messages += (await client.run(tx, signal)).messages;
-    }
-    return messages;
+    this.index = index;
+    const r = await this.writer.writeFull(
+      {
+        // Jumps reversed: the writer lands a chain's missing jumps in the order given, and
+        // upstream prepends each in turn (the last one ends on top).
+        skeleton: { chains: rules.chains, shared: [], rules: [...rules.rules, ...[...rules.jumps].reverse()] },
+        units: [],
+        trust: false,
+      },
+      signal,
+    );
+    return r.messages;
   }
 
   /** Deletes our jump rules, then flushes and deletes our chains; other rules and chains stay. */
-  async remove(signal?: AbortSignal): Promise<void> {
-    for (const table of ['nat', 'filter'] as const) {
-      const client = table === 'nat' ? this.deps.nat : this.deps.filter;
-      let existing: NftRule[];
-      try {
-        existing = await client.listRules();
-      } catch {
-        continue; // no such table
-      }
-      const ours = new Set(CHAINS.filter((c) => c.table === table).map((c) => c.name));
-      const present = new Set((await client.list('chain')).filter((n) => ours.has(n)));
-      const tx = client.newTransaction();
-      for (const r of existing) {
-        if (ours.has(r.chain) || r.handle === undefined) continue;
-        const to = jumpTarget(r);
-        if (to !== undefined && ours.has(to)) tx.delete({ kind: 'rule', chain: r.chain, exprs: [], handle: r.handle });
-      }
-      for (const name of present) tx.flush({ kind: 'chain', name });
-      for (const name of present) tx.delete({ kind: 'chain', name });
-      await client.run(tx, signal);
-    }
+  remove(signal?: AbortSignal): Promise<void> {
+    return this.writer.cleanup(signal);
   }
 }

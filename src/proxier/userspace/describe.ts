@@ -10,7 +10,7 @@ import { decodeIptRule } from '../../netlink/nftables/iptables/decode.ts';
 import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import { ruleLine } from '../../netlink/nftables/iptables/save.ts';
 import type { DescribeOptions, PortDescription, ProgrammedEntry } from '../types.ts';
-import type { TableClient } from '../xtables/index.ts';
+import type { TableClient } from '../iptables-nft/index.ts';
 import { CHAINS, portalComment } from './rules.ts';
 
 export interface DescribeInput {

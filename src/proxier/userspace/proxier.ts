@@ -1,6 +1,6 @@
 // The userspace proxier of one IP family: per service port a proxy socket (proxy/, the data
 // path) and upstream's KUBE-PORTALS / KUBE-NODEPORT rules sending the port's frontends to it,
-// written over nf_tables netlink in iptables-nft form by the shared writer (../xtables).
+// written over nf_tables netlink in iptables-nft form by the shared iptables-nft writer (../iptables-nft).
 //
 // Every sync is a full one: the sockets are brought to the desired ports first (apply() keeps
 // a port's socket and number while its id stays, and swaps its backends in place), then the
@@ -13,8 +13,8 @@ import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import type { IptRule, IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import type { DescribeOptions, PortDescription, Proxier, SyncProblem, SyncReport } from '../types.ts';
-import { BatchSink, Encoder, planFull, readKernel, removeAll } from '../xtables/index.ts';
-import type { BatchSender, Budget, Plan, RuleCodec, TableClient, UnitSource } from '../xtables/index.ts';
+import { IptablesNftWriter } from '../iptables-nft/index.ts';
+import type { BatchSender, RuleCodec, TableClient, UnitSource } from '../iptables-nft/index.ts';
 import { describeUserspacePort } from './describe.ts';
 import { NodePortClaims } from './node-port-claims.ts';
 import { proxySpecs } from './specs.ts';
@@ -60,9 +60,9 @@ export class UserspaceProxier implements Proxier {
   readonly mode = 'userspace' as const;
   private readonly o: UserspaceProxierOptions;
   private readonly log: Logger;
-  private readonly enc: Encoder;
   private readonly now: () => number;
-  private readonly budget: Budget;
+  /** Every sync a full one against the kernel: no mirror kept. */
+  private readonly writer: IptablesNftWriter;
   private written = new Map<string, Written>();
   private readonly claims: NodePortClaims;
   /** The proxy port of each UDP service port after the last sync. */
@@ -71,14 +71,18 @@ export class UserspaceProxier implements Proxier {
   constructor(o: UserspaceProxierOptions) {
     this.o = o;
     this.log = o.logger.child({ proxier: 'userspace', family: o.family });
-    this.enc = new Encoder(o.codec);
     this.claims = new NodePortClaims(o.family, o.listenIP);
     this.now = o.now ?? (() => performance.now());
-    this.budget = {
-      bytes: Math.max(16384, Math.floor((o.maxBatchBytes ?? 4 << 20) / 2)),
-      echo: false,
-      echoBytes: 8192,
-    };
+    this.writer = new IptablesNftWriter({
+      clients: o.clients,
+      sender: o.sender,
+      codec: o.codec,
+      isOurs: isUserspaceChain,
+      logger: this.log,
+      ...(o.maxBatchBytes !== undefined ? { maxBatchBytes: o.maxBatchBytes } : {}),
+      now: this.now,
+      halfBatches: true,
+    });
   }
 
   async sync(desired: DesiredState, _change: ChangeSet, signal: AbortSignal): Promise<SyncReport> {
@@ -120,23 +124,10 @@ export class UserspaceProxier implements Proxier {
     }
     const planned = this.now();
     const tk = this.now();
-    const kernel = await readKernel(this.o.clients, this.o.codec, isUserspaceChain);
-    const sink = new BatchSink(this.o.clients, this.o.sender, this.budget, signal, () => this.now());
-    const drain = (p: Plan): Promise<void> => sink.add(p.groups);
-    const { plan } = await planFull({
-      desired: { skeleton: { chains: [], shared: CHAINS, rules: jumps() }, units },
-      kernel,
-      enc: this.enc,
-      isOurs: isUserspaceChain,
-      drain,
-    });
-    await drain(plan);
-    await sink.finish();
-    if (plan.late.length > 0) {
-      const late = new BatchSink(this.o.clients, this.o.sender, this.budget, signal, () => this.now());
-      await late.add(plan.late);
-      await late.finish();
-    }
+    const r = await this.writer.writeFull(
+      { skeleton: { chains: [], shared: CHAINS, rules: jumps() }, units, trust: false },
+      signal,
+    );
     this.written = written;
     await this.forgetMovedUdp(desired, written, errors);
     const kernelMs = this.now() - tk;
@@ -146,8 +137,8 @@ export class UserspaceProxier implements Proxier {
       kernelMs,
       planMs: Math.max(0, planned - t0),
       errors,
-      batches: sink.result.batches,
-      longestBatchMs: sink.result.longestBatchMs,
+      batches: r.batches,
+      longestBatchMs: r.longestBatchMs,
     };
   }
 
@@ -210,7 +201,7 @@ export class UserspaceProxier implements Proxier {
 
   /** Our jumps, then our chains; the sockets stay (the daemon closes them on exit). */
   async cleanup(): Promise<void> {
-    await removeAll(this.o.clients, this.o.sender, this.o.codec, isUserspaceChain, this.budget);
+    await this.writer.cleanup();
     this.written = new Map();
   }
 }

@@ -13,7 +13,7 @@ import { openConntrack } from '../../../src/netlink/conntrack/index.ts';
 import { UserspaceProxier } from '../../../src/proxier/userspace/proxier.ts';
 import { createProxyPorts } from '../../../src/proxier/userspace/proxy/index.ts';
 import type { ProxyPorts } from '../../../src/proxier/userspace/proxy/index.ts';
-import { iptablesNftCodec } from '../../../src/proxier/xtables/index.ts';
+import { iptablesNftCodec } from '../../../src/proxier/iptables-nft/index.ts';
 import type { ModelOptions, SyncReportLike } from './nft-proxier-types.ts';
 import { ObjectFeed } from './object-feed.ts';
 import type { ObjectChange } from './object-feed.ts';

@@ -8,7 +8,7 @@ import { makeSync } from '../../../src/daemon/sync.ts';
 import { createMetrics } from '../../../src/metrics/index.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
 import type { IptRule } from '../../../src/netlink/nftables/iptables/rule.ts';
-import { Plan } from '../../../src/proxier/xtables/groups.ts';
+import { Plan } from '../../../src/proxier/iptables-nft/groups.ts';
 import { SyncTally } from '../../../src/proxier/iptables/sync-tally.ts';
 import { SyncFailedError } from '../../../src/proxier/types.ts';
 import type { Proxier, SyncReport } from '../../../src/proxier/types.ts';

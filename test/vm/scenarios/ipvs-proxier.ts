@@ -525,14 +525,15 @@ export const cases: VmCase[] = [
     },
   },
   {
-    name: 'companion rules over nfnetlink (no iptables binary): iptables-nft-save prints toIptablesSave(); written twice, nothing doubles; hairpin and NodePort masquerade work',
+    name: 'companion rules over nfnetlink (no iptables binary): iptables-nft-save prints toIptablesSave(); written twice, nothing sent; one changed rule replaced by handle; hairpin and NodePort masquerade work',
     timeoutMs: 240_000,
     async run(note) {
       const nfConn = connect(Protocol.NETFILTER, { timeoutMs: 30_000 });
       const ipsetConn = openIpset({ timeoutMs: 10_000 });
       closers.push(() => nfConn.close(), ipsetConn.close);
+      const nat = new NftClient({ family: 'ip', table: 'nat', transport: nfConn, destroy: 'emulate' });
       const writer = new CompanionWriter('IPv4', {
-        nat: new NftClient({ family: 'ip', table: 'nat', transport: nfConn, destroy: 'emulate' }),
+        nat,
         filter: new NftClient({ family: 'ip', table: 'filter', transport: nfConn, destroy: 'emulate' }),
         ipset: ipsetConn.client,
       });
@@ -543,6 +544,16 @@ export const cases: VmCase[] = [
       t = performance.now();
       const second = await writer.write(rules);
       const secondMs = Math.round(performance.now() - t);
+      // A partial update: masqueradeAll changes one rule of KUBE-SERVICES; it is replaced by
+      // handle (one delete, one insert) and every other rule keeps its handle. Then back.
+      const handles = async (): Promise<bigint[]> =>
+        (await nat.listRules('KUBE-SERVICES')).flatMap((r) => (r.handle === undefined ? [] : [r.handle]));
+      const before = await handles();
+      const m = tracker.desired.masquerade;
+      const flipped = proxier.companionRules({ ...tracker.desired, masquerade: { ...m, all: !m.all } });
+      const partial = await writer.write(flipped);
+      const after = await handles();
+      const back = await writer.write(rules);
       const saved = (await run('/usr/sbin/iptables-nft-save', [], { timeoutMs: 60_000 })).stdout.replace(
         / \[\d+:\d+\]/g,
         '',
@@ -555,7 +566,9 @@ export const cases: VmCase[] = [
       const hair = await fromPod('10.96.0.20', 80);
       const np = await tcp(NODE_IP, 30080, 1);
       note({
-        messages: [first, second],
+        messages: [first, second, partial, back],
+        keptHandles: before.filter((h) => after.includes(h)).length,
+        handles: before.length,
         ms: [firstMs, secondMs],
         rules: want.length,
         got: got.length,
@@ -568,6 +581,14 @@ export const cases: VmCase[] = [
       await run('/usr/sbin/nft', ['delete', 'table', 'ip', 'filter']);
       assert.deepEqual({ missing, extra }, { missing: [], extra: [] });
       assert.equal(got.length, want.length, 'no rule twice');
+      assert.equal(second, 0, 'written again unchanged: nothing sent');
+      assert.equal(partial, 2, 'one rule changed: one delete and one insert by handle');
+      assert.equal(back, 2);
+      assert.deepEqual(
+        before.filter((h) => !after.includes(h)).length,
+        1,
+        'every other rule of KUBE-SERVICES keeps its handle',
+      );
       assert.equal(hair, '10.0.0.2 10.0.0.1');
       assert.match(np[0]!, / 10\.0\.0\.1$/);
     },

@@ -6,12 +6,12 @@ import test from 'ava';
 import { compareEntries } from '../../../../src/explain/explain.ts';
 import type { NftRule } from '../../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../../src/netlink/nftables/iptables/rule.ts';
-import { iptablesNftCodec } from '../../../../src/proxier/xtables/codec.ts';
+import { iptablesNftCodec } from '../../../../src/proxier/iptables-nft/codec.ts';
 import { describeIptPort } from '../../../../src/proxier/iptables/describe.ts';
 import { unitOf } from '../../../../src/proxier/iptables/desired.ts';
 import { portContext, servicePortRules } from '../../../../src/proxier/iptables/index.ts';
-import type { Unit } from '../../../../src/proxier/xtables/units.ts';
-import type { TableClient } from '../../../../src/proxier/xtables/writer-types.ts';
+import type { Unit } from '../../../../src/proxier/iptables-nft/units.ts';
+import type { TableClient } from '../../../../src/proxier/iptables-nft/writer-types.ts';
 import { cluster, ep, slice, svc } from './harness.ts';
 
 const P80 = [{ name: 'p80', protocol: 'TCP', port: 80 }];

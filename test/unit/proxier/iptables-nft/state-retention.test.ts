@@ -14,9 +14,9 @@ import {
 } from '../../../../src/proxier/iptables/index.ts';
 import { isOurs } from '../../../../src/proxier/iptables/proxier.ts';
 import { skeletonOf, unitOf } from '../../../../src/proxier/iptables/desired.ts';
-import { Encoder } from '../../../../src/proxier/xtables/plan-common.ts';
-import { planFull } from '../../../../src/proxier/xtables/plan-full.ts';
-import type { UnitSource } from '../../../../src/proxier/xtables/units.ts';
+import { Encoder } from '../../../../src/proxier/iptables-nft/plan-common.ts';
+import { planFull } from '../../../../src/proxier/iptables-nft/plan-full.ts';
+import type { UnitSource } from '../../../../src/proxier/iptables-nft/units.ts';
 import { cluster, ep, slice, svc } from '../iptables/harness.ts';
 
 setFlagsFromString('--expose-gc');

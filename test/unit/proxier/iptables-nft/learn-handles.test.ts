@@ -3,10 +3,10 @@
 import test from 'ava';
 import type { NftRule } from '../../../../src/netlink/nftables/index.ts';
 import type { IptTable } from '../../../../src/netlink/nftables/iptables/rule.ts';
-import type { RuleCodec } from '../../../../src/proxier/xtables/codec.ts';
-import { learnHandles } from '../../../../src/proxier/xtables/learn-handles.ts';
-import type { SharedEntry, WriterState } from '../../../../src/proxier/xtables/state.ts';
-import type { TableClient } from '../../../../src/proxier/xtables/writer-types.ts';
+import type { RuleCodec } from '../../../../src/proxier/iptables-nft/codec.ts';
+import { learnHandles } from '../../../../src/proxier/iptables-nft/learn-handles.ts';
+import type { SharedEntry, WriterState } from '../../../../src/proxier/iptables-nft/state.ts';
+import type { TableClient } from '../../../../src/proxier/iptables-nft/writer-types.ts';
 
 /** Keys are the rules' comments here. */
 const codec: RuleCodec = {

@@ -9,6 +9,7 @@
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
 import { builtinChain } from '../../netlink/nftables/iptables/tables.ts';
 import { Plan } from './groups.ts';
+import { diffOwned } from './plan-diff.ts';
 import type { KernelState, ListedEntry } from './kernel-state.ts';
 import type { Encoded, Encoder } from './plan-common.ts';
 import {
@@ -44,6 +45,8 @@ export interface FullPlanInput {
   readonly assumePresent?: (table: IptTable, chain: string) => boolean;
   /** Chains someone else changed since the last sync (../drift/chain-watch.ts): refilled even when trusted. */
   readonly tainted?: (table: IptTable, chain: string) => boolean;
+  /** The skeleton's owned chains brought to their content rule by rule, by handle (plan-diff.ts), not refilled. */
+  readonly diffOwned?: boolean;
 }
 
 /** Kernel rules of a shared chain not yet matched, by key, in chain order. */
@@ -114,7 +117,9 @@ export async function planFull(inp: FullPlanInput): Promise<{ plan: Plan; state:
   const skOwned = rulesByChain(sk.chains, skRules);
   const skContent = new Map<string, string>();
   for (const c of leavesFirst(sk.chains, (x) => skOwned.get(chainId(x.table, x.name)) ?? [])) {
-    writeOwned(plan, c, skOwned.get(chainId(c.table, c.name)) ?? [], present(c.table, c.name) ? listed(c) : undefined);
+    const want = skOwned.get(chainId(c.table, c.name)) ?? [];
+    if (inp.diffOwned && present(c.table, c.name)) diffOwned(plan, c, want, listed(c));
+    else writeOwned(plan, c, want, present(c.table, c.name) ? listed(c) : undefined);
     skContent.set(chainId(c.table, c.name), digestOf(skOwned.get(chainId(c.table, c.name)) ?? []));
   }
 
