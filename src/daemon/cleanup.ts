@@ -32,7 +32,7 @@ import type { NetlinkConnection } from '../netlink/core/index.ts';
 import { IpsetClient } from '../netlink/ipset/index.ts';
 import { IpvsClient } from '../netlink/ipvs/index.ts';
 import type { IpvsService } from '../netlink/ipvs/index.ts';
-import { NftClient } from '../netlink/nftables/index.ts';
+import { NftClient, nftFamilyOf } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
 import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
@@ -94,7 +94,7 @@ export async function kernelCleanupSteps(deps: {
   const proxierStep = (what: string, p: Proxier): CleanupStep => ({ what, run: () => p.cleanup() });
   for (const family of FAMILIES) {
     const nft = new NftClient({
-      family: family === 'IPv4' ? 'ip' : 'ip6',
+      family: nftFamilyOf(family),
       table: TABLE,
       transport: open(Protocol.NETFILTER),
     });
@@ -183,7 +183,7 @@ export function nfacctStep(client: NfacctClient, logger: Logger): CleanupStep {
 /** iptables mode's chains and jumps, per family. */
 export function iptablesModeSteps(open: (protocol: number) => NetlinkConnection): CleanupStep[] {
   return FAMILIES.map((family) => ({
-    what: `iptables mode chains (${family === 'IPv4' ? 'ip' : 'ip6'} nat/filter/mangle KUBE-*)`,
+    what: `iptables mode chains (${nftFamilyOf(family)} nat/filter/mangle KUBE-*)`,
     run: async () => {
       const conn = open(Protocol.NETFILTER);
       const clients = iptablesClients(family, conn);
@@ -211,7 +211,7 @@ export async function removeOtherModesLeftovers(
       const steps = FAMILIES.map((family): CleanupStep => {
         const transport = connect(Protocol.NETFILTER, { timeoutMs: 30_000 });
         conns.push(transport);
-        const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport });
+        const nft = new NftClient({ family: nftFamilyOf(family), table: TABLE, transport });
         return {
           what: `nftables mode table ${nft.scope.family} ${TABLE}`,
           run: async () => {

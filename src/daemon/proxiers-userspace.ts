@@ -11,7 +11,7 @@ import { parseIP } from '../base/ip.ts';
 import type { ProxyConfig } from '../config/index.ts';
 import { Protocol } from '../netlink/core/index.ts';
 import type { NetlinkConnection } from '../netlink/core/index.ts';
-import { NftClient } from '../netlink/nftables/index.ts';
+import { NftClient, nftFamilyOf } from '../netlink/nftables/index.ts';
 import { ConntrackClient } from '../netlink/conntrack/index.ts';
 import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
 import type { UserspaceSample } from '../metrics/index.ts';
@@ -100,7 +100,7 @@ export function userspaceSet(
     });
     ports.set(family, p);
     const conn = open(Protocol.NETFILTER);
-    const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
+    const nftFamily = nftFamilyOf(family);
     const tables: IptTable[] = ['nat', 'filter'];
     const clients = new Map(
       tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn })]),

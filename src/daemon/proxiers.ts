@@ -10,10 +10,10 @@ import { connect, connectWithPort, Protocol } from '../netlink/core/index.ts';
 import type { NetlinkConnection, SocketOptions } from '../netlink/core/index.ts';
 import { IpsetClient } from '../netlink/ipset/index.ts';
 import { IpvsClient } from '../netlink/ipvs/index.ts';
-import { NftClient } from '../netlink/nftables/index.ts';
+import { NftClient, nftFamilyOf } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
 import { CompanionWriter, IpvsProxier } from '../proxier/ipvs/index.ts';
-import type { SysctlWriter } from '../proxier/ipvs/index.ts';
+import type { SysctlWriter } from '../proxier/types.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
 import { NftDriftWatch } from '../proxier/nftables/drift-watch.ts';
 import { ChainDriftWatch } from '../proxier/drift/chain-watch.ts';
@@ -92,7 +92,7 @@ export function companionWriter(
   ipset: IpsetClient,
   open: (protocol: number) => NetlinkConnection,
 ): CompanionWriter {
-  const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
+  const nftFamily = nftFamilyOf(family);
   return new CompanionWriter(family, {
     nat: new NftClient({ family: nftFamily, table: 'nat', transport: open(Protocol.NETFILTER) }),
     filter: new NftClient({ family: nftFamily, table: 'filter', transport: open(Protocol.NETFILTER) }),
@@ -130,7 +130,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
         const { conn, port } = connectWithPort(Protocol.NETFILTER, { timeoutMs });
         conns.push(conn);
         ownPorts.add(port);
-        const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport: conn });
+        const nft = new NftClient({ family: nftFamilyOf(family), table: TABLE, transport: conn });
         const nftProxier = new NftablesProxier({
           nft,
           logger: deps.logger,
@@ -145,7 +145,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
         });
         proxiers.set(family, localhost.enabled ? localhost.wrap(nftProxier, family) : nftProxier);
       }
-      const nftFamilies = families.map((f) => (f === 'IPv4' ? 'ip' : 'ip6'));
+      const nftFamilies = families.map(nftFamilyOf);
       const watchDrift = (onDrift: (why: string) => void, syncing: () => boolean): { close(): void } => {
         try {
           const w = new NftDriftWatch({ families: nftFamilies, ownPorts, onDrift, syncing, logger: deps.logger });
@@ -186,7 +186,7 @@ export function buildProxiers(config: ProxyConfig, families: readonly IPFamily[]
 
 /** The iptables-nft clients of one family: nat, filter, mangle on one socket (the nat one also sends). */
 export function iptablesClients(family: IPFamily, conn: NetlinkConnection): Map<IptTable, NftClient> {
-  const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
+  const nftFamily = nftFamilyOf(family);
   const tables: IptTable[] = ['nat', 'filter', 'mangle'];
   return new Map(tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn })]));
 }
@@ -281,7 +281,7 @@ function ipvsDriftWatch(
   const common = { onDrift: w.onDrift, syncing: w.syncing, logger: deps.logger };
   const watches: { close(): void }[] = [];
   try {
-    const targets = new Map(list.map((p) => [p.family === 'IPv4' ? 'ip' : 'ip6', p]));
+    const targets = new Map(list.map((p) => [nftFamilyOf(p.family), p]));
     watches.push(new ChainDriftWatch({ ...common, targets, ownPorts: w.nfPorts }));
   } catch (err) {
     // Not fatal: the periodic full sync still repairs drift, only later.
@@ -378,7 +378,7 @@ function iptablesSet(
       for (const p of proxiers.values()) p.watch(kick);
     },
     watchDrift: (onDrift, syncing) => {
-      const targets = new Map([...proxiers].map(([f, p]) => [f === 'IPv4' ? 'ip' : 'ip6', p]));
+      const targets = new Map([...proxiers].map(([f, p]) => [nftFamilyOf(f), p]));
       try {
         const w = new ChainDriftWatch({ targets, ownPorts, onDrift, syncing, logger: deps.logger });
         const detach = pause.attach(w);

@@ -5,7 +5,21 @@
 import { errorMessage } from '../base/errors.ts';
 import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../model/index.ts';
 
-export type ProxyMode = 'nftables' | 'ipvs' | 'iptables' | 'userspace';
+/**
+ * The proxy modes, the one list (config parses --proxy-mode against it; daemon/modes/ holds one
+ * definition per name). In the order `--help` lists them.
+ */
+export const PROXY_MODES = ['nftables', 'ipvs', 'iptables', 'userspace'] as const;
+export type ProxyMode = (typeof PROXY_MODES)[number];
+
+/**
+ * Writes kernel settings under /proc/sys, which have no netlink interface: the daemon passes one
+ * (daemon/sysctl.ts), so proxiers never touch /proc themselves.
+ */
+export interface SysctlWriter {
+  /** Writes `value` to /proc/sys/<path> ("net/ipv4/vs/conntrack"); rejects naming the path on failure. */
+  set(path: string, value: number): Promise<void>;
+}
 
 export interface SyncReport {
   /** The sync rebuilt or re-read everything (first sync, periodic, after a failure). */

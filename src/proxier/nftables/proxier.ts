@@ -9,7 +9,7 @@
 
 import { errorMessage } from '../../base/errors.ts';
 import type { Logger } from '../../base/logger.ts';
-import { nodePortIPsOf } from '../../model/index.ts';
+import { masqueradeMark, nodePortIPsOf } from '../../model/index.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortId, ServicePortInfo } from '../../model/index.ts';
 import { isLoopback, parseIP } from '../../base/ip.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
@@ -113,9 +113,7 @@ export class NftablesProxier implements Proxier {
     const fam = opts.nft.scope.family;
     if (fam !== 'ip' && fam !== 'ip6') throw new Error(`the nftables proxier needs an ip or ip6 table, not ${fam}`);
     this.traits = traitsOf(fam === 'ip' ? 'IPv4' : 'IPv6');
-    const bit = opts.masqueradeBit ?? 14;
-    if (!Number.isInteger(bit) || bit < 0 || bit > 31) throw new RangeError(`masqueradeBit ${bit} is not in 0..31`);
-    this.mark = (1 << bit) >>> 0;
+    this.mark = masqueradeMark(opts.masqueradeBit);
     this.localAddresses = opts.localAddresses;
     this.now = opts.now ?? (() => performance.now());
     this.serviceTraffic = opts.serviceTraffic ?? false;
