@@ -31,7 +31,7 @@ import { createNotifier } from './sd-notify.ts';
 import { wireServiceTraffic } from './service-traffic.ts';
 import { wireNfacctMetrics } from './nfacct-metrics.ts';
 import { ProcSysctl } from './sysctl.ts';
-import { removeTraceTables } from './trace-tables.ts';
+import { removeTraceTables } from '../live-trace/tables.ts';
 import { connect, Protocol } from '../netlink/core/index.ts';
 import { errorMessage } from '../base/errors.ts';
 

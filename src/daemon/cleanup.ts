@@ -36,10 +36,11 @@ import { NftClient, nftFamilyOf } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
 import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
-import { removeTraceTables } from './trace-tables.ts';
+import { removeTraceTables } from '../live-trace/tables.ts';
 import type { Proxier } from '../proxier/types.ts';
-import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from './leftovers.ts';
-import { summarize, takeInventory } from './cleanup-inventory.ts';
+import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from '../leftovers/upstream.ts';
+import { runCleanupSteps, type CleanupStep } from '../leftovers/steps.ts';
+import { summarize, takeInventory } from '../leftovers/inventory.ts';
 import { iptablesNftCodec, IPTABLES_RECV_BYTES, isOurs, removeIptablesObjects } from '../proxier/iptables/index.ts';
 import { companionWriter, iptablesClients } from './proxiers.ts';
 import { NfacctClient } from '../netlink/nfacct/index.ts';
@@ -47,33 +48,11 @@ import { OUR_NFACCT_OBJECTS, removeNfacctObjects } from './nfacct.ts';
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
 
-/** One named cleanup step: what it removes, and how. */
-export interface CleanupStep {
-  what: string;
-  run(): Promise<void>;
-}
-
 /** A kernel without IPVS has no virtual servers: listing them yields nothing. */
 class AbsentIpvs extends IpvsClient {
   override listServices(): Promise<IpvsService[]> {
     return Promise.resolve([]);
   }
-}
-
-/** Runs every step (a failed one does not stop the others); returns the failures. */
-export async function runCleanupSteps(steps: readonly CleanupStep[], logger: Logger): Promise<string[]> {
-  const failures: string[] = [];
-  for (const s of steps) {
-    try {
-      await s.run();
-      // At debug only: whether anything was there is for the caller's summary (or the step's own line).
-      logger.debug('Cleanup step done', { what: s.what });
-    } catch (e) {
-      failures.push(`${s.what}: ${errorMessage(e)}`);
-      logger.error('Cleanup failed', { op: 'cleanup', what: s.what, err: e });
-    }
-  }
-  return failures;
 }
 
 /** The real steps, on netlink sockets in this process's network namespace. */

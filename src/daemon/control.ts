@@ -13,7 +13,7 @@ import { trace } from '../explain/trace.ts';
 import type { TraceQuery, TraceResult } from '../explain/trace.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import type { ChangeTracker, DesiredState, Protocol } from '../model/index.ts';
-import { liveTrace } from './live-trace.ts';
+import { liveTrace } from '../live-trace/session.ts';
 import type { ProxierSet } from './proxiers.ts';
 import type { Profiler } from './profiling.ts';
 
@@ -24,7 +24,7 @@ export interface ControlParts {
   readonly metrics: ProxyMetrics;
   readonly localAddresses: () => readonly string[];
   readonly logger: Logger;
-  /** How `trace --live` watches the kernel; default live-trace.ts (tests replace it). */
+  /** How `trace --live` watches the kernel; default live-trace/session.ts (tests replace it). */
   readonly liveTrace?: typeof liveTrace;
   /** --profiling: `profile` queries are answered; unset: refused. */
   readonly profiler?: Profiler;

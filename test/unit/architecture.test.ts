@@ -229,6 +229,25 @@ test('explain/ is pure; control/ is the socket only; cli/ talks to the daemon th
   );
 });
 
+test('leftovers/ and live-trace/ do kernel work below the daemon: base/, netlink/ (and proxier/, explain/ types)', (t) => {
+  t.deepEqual(
+    violations((e) => {
+      const a = area(e.from);
+      if ((a !== 'leftovers' && a !== 'live-trace') || isPackage(e.to)) return undefined;
+      const to = area(e.to);
+      if (to === a || to === 'base' || to.startsWith('netlink/')) return undefined;
+      // The sweep knows each mode's names (and asks the nftables proxier to drop its table).
+      if (a === 'leftovers' && to.startsWith('proxier/')) return undefined;
+      // A live trace answers the query explain/ defines.
+      if (a === 'live-trace' && to === 'explain' && e.typeOnly) return undefined;
+      return a === 'leftovers'
+        ? 'leftovers/ imports base/, netlink/ and proxier/ only'
+        : 'live-trace/ imports base/, netlink/ and explain/ types only';
+    }),
+    [],
+  );
+});
+
 /** Functions (declarations, methods, arrows, accessors) over `max` lines, from their first line to their last. */
 function longFunctions(max: number): string[] {
   const out: string[] = [];

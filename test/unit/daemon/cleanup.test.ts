@@ -1,8 +1,8 @@
 // --cleanup's step runner: every step runs, failures are collected and named.
 import test from 'ava';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { runCleanupSteps } from '../../../src/daemon/cleanup.ts';
-import { summarize, type Inventory } from '../../../src/daemon/cleanup-inventory.ts';
+import { runCleanupSteps } from '../../../src/leftovers/steps.ts';
+import { summarize, type Inventory } from '../../../src/leftovers/inventory.ts';
 import { buildProxiers, ModeUnavailableError } from '../../../src/daemon/proxiers.ts';
 import { FakeClock } from '../../../src/base/clock.ts';
 import { RecordingSysctl } from '../../../src/proxier/ipvs/index.ts';

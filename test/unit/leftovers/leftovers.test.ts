@@ -8,18 +8,18 @@ import {
   planSweep,
   sweepPolicy,
   sweepTable,
-} from '../../../src/daemon/leftovers-iptables.ts';
-import type { SweepRule } from '../../../src/daemon/leftovers-iptables.ts';
-import { removeUpstreamIpsets, upstreamIpsetNames, upstreamOwnsService } from '../../../src/daemon/leftovers-ipvs.ts';
+} from '../../../src/leftovers/iptables.ts';
+import type { SweepRule } from '../../../src/leftovers/iptables.ts';
+import { removeUpstreamIpsets, upstreamIpsetNames, upstreamOwnsService } from '../../../src/leftovers/ipvs.ts';
 import { fakeIpset } from '../../../src/netlink/ipset/index.ts';
 import {
   chainRegex,
   detectLegacyTables,
   legacyTableCommands,
   warnAboutLegacyIptables,
-} from '../../../src/daemon/leftovers-legacy.ts';
-import { leftoverSteps } from '../../../src/daemon/leftovers.ts';
-import type { LeftoverClients } from '../../../src/daemon/leftovers.ts';
+} from '../../../src/leftovers/legacy.ts';
+import { leftoverSteps } from '../../../src/leftovers/upstream.ts';
+import type { LeftoverClients } from '../../../src/leftovers/upstream.ts';
 import { parseCIDR } from '../../../src/base/ip.ts';
 import { FakeNft, rule } from '../../../src/netlink/nftables/index.ts';
 import type { NftExpr } from '../../../src/netlink/nftables/index.ts';

@@ -25,12 +25,12 @@ import { IpvsClient } from '../netlink/ipvs/index.ts';
 import { NftClient } from '../netlink/nftables/index.ts';
 import type { Family } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
-import type { CleanupStep } from './cleanup.ts';
-import { IPTABLES_TABLES, sweepPolicy, sweepTable } from './leftovers-iptables.ts';
+import type { CleanupStep } from './steps.ts';
+import { IPTABLES_TABLES, sweepPolicy, sweepTable } from './iptables.ts';
 import { IPTABLES_RECV_BYTES } from '../proxier/iptables/index.ts';
-import { removeIpvsLeftovers, removeUpstreamIpsets } from './leftovers-ipvs.ts';
-import { warnAboutLegacyIptables } from './leftovers-legacy.ts';
-import type { LegacyProbe } from './leftovers-legacy.ts';
+import { removeIpvsLeftovers, removeUpstreamIpsets } from './ipvs.ts';
+import { warnAboutLegacyIptables } from './legacy.ts';
+import type { LegacyProbe } from './legacy.ts';
 
 /** Upstream's nftables-mode table name (pkg/proxy/nftables kubeProxyTable). */
 export const UPSTREAM_NFT_TABLE = 'kube-proxy';
