@@ -14,7 +14,7 @@ import type { TraceQuery, TraceResult } from '../explain/trace.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import type { ChangeTracker, DesiredState, Protocol } from '../model/index.ts';
 import { liveTrace } from '../live-trace/session.ts';
-import type { ProxierSet } from './proxiers.ts';
+import type { ProxierSet } from './modes/index.ts';
 import type { Profiler } from './profiling.ts';
 
 export interface ControlParts {

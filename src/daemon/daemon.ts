@@ -31,7 +31,7 @@ import type { ControlServer } from '../control/server.ts';
 import { modelOptionsFor } from './families.ts';
 import { healthCheckAddresses } from './health-addresses.ts';
 import { trackerFeed } from './feed.ts';
-import type { ProxierSet } from './proxiers.ts';
+import type { ProxierSet } from './modes/index.ts';
 import type { Notifier } from './sd-notify.ts';
 import { serveWithRetry } from './serve.ts';
 import type { Closable, Served } from './serve.ts';

@@ -10,7 +10,7 @@ import type { NftablesProxier } from '../proxier/nftables/index.ts';
 import { createProxyPorts } from '../proxier/userspace/proxy/index.ts';
 import type { ProxyPorts } from '../proxier/userspace/proxy/index.ts';
 import { LocalhostNodePortsProxier } from './localhost-nodeports.ts';
-import type { ProxierDeps } from './proxiers.ts';
+import type { ProxierDeps } from './modes/index.ts';
 
 export const LOCALHOST_NODEPORTS_GATE = 'KubeProxyNFTablesLocalhostNodePorts';
 
@@ -27,8 +27,9 @@ export interface LocalhostNodePortsSet {
   close(): Promise<void>;
 }
 
-export const localhostNodePortsEnabled = (config: Pick<ProxyConfig, 'mode' | 'featureGates'>): boolean =>
-  config.mode === 'nftables' && config.featureGates[LOCALHOST_NODEPORTS_GATE] === true;
+/** In nftables mode (the only one that builds the set): whether the gate is on. */
+export const localhostNodePortsEnabled = (config: Pick<ProxyConfig, 'featureGates'>): boolean =>
+  config.featureGates[LOCALHOST_NODEPORTS_GATE] === true;
 
 export function localhostNodePortsFor(config: ProxyConfig, deps: ProxierDeps): LocalhostNodePortsSet {
   const wrapped: LocalhostNodePortsProxier[] = [];
