@@ -5,19 +5,13 @@
 
 import type { IPFamily } from '../base/ip.ts';
 import type { ProxyConfig } from '../config/index.ts';
-import type { LocalhostNodePortMetricsSample, LocalhostRejectedSample } from '../metrics/localhost-nodeports.ts';
 import type { NftablesProxier } from '../proxier/nftables/index.ts';
 import { createProxyPorts } from '../proxier/userspace/proxy/index.ts';
 import type { ProxyPorts } from '../proxier/userspace/proxy/index.ts';
 import { LocalhostNodePortsProxier } from './localhost-nodeports.ts';
-import type { ProxierDeps } from './modes/index.ts';
+import type { LocalhostNodePortMetrics, ProxierDeps } from './modes/types.ts';
 
 export const LOCALHOST_NODEPORTS_GATE = 'KubeProxyNFTablesLocalhostNodePorts';
-
-export interface LocalhostNodePortMetrics {
-  samples(): LocalhostNodePortMetricsSample[];
-  rejected(): Promise<LocalhostRejectedSample[]>;
-}
 
 export interface LocalhostNodePortsSet {
   readonly enabled: boolean;

@@ -94,15 +94,15 @@ export const REST_CLIENT_BUCKETS: readonly number[] = [0.005, 0.025, 0.1, 0.25, 
 
 /**
  * The metrics only some modes register, as upstream's RegisterMetrics(mode) does (each mode's
- * definition names its groups): 'nftables' the nftables failures, 'iptables' the iptables-mode
- * metrics, 'iptables-restore' only their restore failures (IPVS mode's companion rules).
+ * definition names its groups): 'nftables-sync' the nftables failures, 'iptables-sync' the
+ * iptables-mode metrics, 'iptables-restore' only their restore failures (IPVS mode's companion rules).
  * Unregistered metrics still count but are not exported.
  */
-export type MetricGroup = 'nftables' | 'iptables' | 'iptables-restore';
+export type MetricGroup = 'nftables-sync' | 'iptables-sync' | 'iptables-restore';
 
-/** The iptables-mode metrics (groups 'iptables' and 'iptables-restore'). */
+/** The iptables-mode metrics (groups 'iptables-sync' and 'iptables-restore'). */
 function modeMetrics(registry: Registry, groups: readonly MetricGroup[]) {
-  const iptables = groups.includes('iptables') ? [registry] : [];
+  const iptables = groups.includes('iptables-sync') ? [registry] : [];
   const restore = iptables.length > 0 || groups.includes('iptables-restore') ? [registry] : [];
   const opts = <L extends string>(
     name: string,
@@ -387,7 +387,7 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
     ...syncMetrics(mk),
     ...healthMetrics(mk),
     ...ruleMetrics(mk),
-    ...nftablesMetrics(makers(groups.includes('nftables') ? registers : [])),
+    ...nftablesMetrics(makers(groups.includes('nftables-sync') ? registers : [])),
     ...conntrackMetrics(mk),
     ...modeMetrics(registry, groups),
     ...clientMetrics(mk),

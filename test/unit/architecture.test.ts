@@ -248,6 +248,78 @@ test('leftovers/ and live-trace/ do kernel work below the daemon: base/, netlink
   );
 });
 
+const MODE_NAME = "'(?:nftables|ipvs|iptables|userspace)'";
+/** `mode === 'ipvs'`, `'ipvs' !== mode`: asking which mode runs instead of asking its definition. */
+const MODE_TEST = new RegExp(`\\bmode\\s*[!=]==?\\s*${MODE_NAME}|${MODE_NAME}\\s*[!=]==?\\s*(?:\\w+\\.)*mode\\b`);
+/** A list of mode names: `['nftables', 'ipvs', ...]` or `'nftables' | 'ipvs'`. */
+const MODE_LIST = new RegExp(`${MODE_NAME}\\s*[,|]\\s*${MODE_NAME}`);
+
+test('modes are defined once: the names in proxier/types.ts, everything else in daemon/modes/', (t) => {
+  const found: string[] = [];
+  for (const file of files(src)) {
+    const rel = relative(src, file);
+    const text = readFileSync(file, 'utf8');
+    // config/ reads upstream's per-mode sections of the config file (syncSection, masquerade).
+    if (!rel.startsWith('config/') && !rel.startsWith('daemon/modes/') && MODE_TEST.test(text))
+      found.push(`${rel}: compares the mode's name (ask its definition in daemon/modes/)`);
+    if (rel !== 'proxier/types.ts' && !rel.startsWith('config/') && MODE_LIST.test(text))
+      found.push(`${rel}: lists modes (PROXY_MODES in proxier/types.ts is the one list)`);
+  }
+  t.deepEqual(found, []);
+});
+
+test("a mode's definition imports neither the daemon's start nor another mode", (t) => {
+  t.deepEqual(
+    violations((e) => {
+      if (!e.from.startsWith('daemon/modes/') || isPackage(e.to) || e.from === 'daemon/modes/index.ts')
+        return undefined;
+      if (e.to.startsWith('daemon/modes/'))
+        return e.to === 'daemon/modes/types.ts' ? undefined : 'a mode imports only modes/types.ts of its siblings';
+      if (['daemon/proxiers.ts', 'daemon/cleanup.ts', 'daemon/sync.ts', 'daemon/sync-loop.ts'].includes(e.to))
+        return "the daemon removes other modes' leftovers and runs the syncs; a mode is asked, it does not ask";
+      return undefined;
+    }),
+    [],
+  );
+});
+
+/** Groups of files that import each other in a ring (Tarjan's strongly connected components). */
+function importCycles(inside: (file: string) => boolean): string[][] {
+  const graph = new Map<string, string[]>();
+  for (const e of edges) {
+    if (!inside(e.from) || !inside(e.to)) continue;
+    graph.set(e.from, [...(graph.get(e.from) ?? []), e.to]);
+  }
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const cycles: string[][] = [];
+  const visit = (v: string): void => {
+    index.set(v, index.size);
+    low.set(v, index.get(v)!);
+    stack.push(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (stack.includes(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const ring = stack.splice(stack.indexOf(v));
+    if (ring.length > 1) cycles.push(ring.sort());
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return cycles;
+}
+
+test('no import cycle in daemon/, leftovers/ or live-trace/ (each mode is built, then asked)', (t) => {
+  const rooms = ['daemon/', 'leftovers/', 'live-trace/'];
+  t.deepEqual(
+    importCycles((f) => rooms.some((r) => f.startsWith(r))),
+    [],
+  );
+});
+
 /** Functions (declarations, methods, arrows, accessors) over `max` lines, from their first line to their last. */
 function longFunctions(max: number): string[] {
   const out: string[] = [];

@@ -210,7 +210,7 @@ export const iptablesMode: ModeDefinition = {
   cleanupSteps: (open: (protocol: number) => NetlinkConnection, deps: { logger: Logger; clock: Clock }) =>
     Promise.resolve([...iptablesModeSteps(open), nfacctStep(new NfacctClient(open(Protocol.NETFILTER)), deps.logger)]),
   metrics: {
-    groups: ['iptables'],
+    groups: ['iptables-sync'],
     failed: (metrics, family, e) => countIptablesSync(metrics, family, undefined, e),
     committed: (metrics, family, report) => countIptablesSync(metrics, family, report),
     noLocalEndpointsPerPort: true,

@@ -91,7 +91,7 @@ export const nftablesMode: ModeDefinition = {
     );
   },
   metrics: {
-    groups: ['nftables'],
+    groups: ['nftables-sync'],
     committed(metrics, family, report) {
       if (report.cleanupFailed === true) metrics.nftablesCleanupFailuresTotal.inc({ ip_family: family });
     },

@@ -14,7 +14,13 @@ import type { CleanupStep } from '../../leftovers/steps.ts';
 import type { MetricGroup, NfacctReader, ProxyMetrics, UserspaceSample } from '../../metrics/index.ts';
 import type { NetlinkConnection, SocketOptions } from '../../netlink/core/index.ts';
 import type { Proxier, ProxyMode, SyncReport, SysctlWriter } from '../../proxier/types.ts';
-import type { LocalhostNodePortMetrics } from '../localhost-nodeports-set.ts';
+import type { LocalhostNodePortMetricsSample, LocalhostRejectedSample } from '../../metrics/localhost-nodeports.ts';
+
+/** nftables mode's localhost node-port listeners, for the metrics. */
+export interface LocalhostNodePortMetrics {
+  samples(): LocalhostNodePortMetricsSample[];
+  rejected(): Promise<LocalhostRejectedSample[]>;
+}
 
 export interface ProxierSet {
   readonly mode: ProxyMode;
