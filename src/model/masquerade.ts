@@ -116,6 +116,7 @@ export function decideRoute(
  * unsigned so that bit 31 is not a negative number in the kernel's u32.
  */
 export function masqueradeMark(bit = 14): number {
-  if (!Number.isInteger(bit) || bit < 0 || bit > 31) throw new RangeError(`masquerade bit ${bit} is not in 0..31`);
+  if (!Number.isInteger(bit) || bit < 0 || bit > 31)
+    throw new RangeError(`--iptables-masquerade-bit ${bit} is not in 0..31`);
   return (1 << bit) >>> 0;
 }

@@ -28,7 +28,16 @@ import type { ElementDelta } from './elements.ts';
 import type { FamilyTraits } from './family.ts';
 import { traitsOf } from './family.ts';
 import { cidrContainsText } from './cidr-match.ts';
-import { CHAIN, isAffinitySet, isEndpointsMap, isPickChain, isPortChain, SET } from './names.ts';
+import {
+  CHAIN,
+  isAffinitySet,
+  isEndpointsMap,
+  isPickChain,
+  isPortChain,
+  PORT_SETS,
+  SET,
+  TRAFFIC_SETS,
+} from './names.ts';
 import { planPort } from './port-plan.ts';
 import type { PlanContext, PortPlan } from './port-plan.ts';
 import { endpointsMap, pickerMaps, pickerName, pickerRules } from './pickers.ts';
@@ -878,27 +887,7 @@ function writeElement(st: FullSyncState, g: OpGroup, e: NftElement): void {
  * Fixed sets whose elements come from service ports (diffed, as the endpoints maps are); the others follow the node
  * (rewritten).
  */
-const SHARED_SETS = new Set<string>([
-  SET.clusterIPs,
-  SET.serviceIPs,
-  SET.serviceNodePorts,
-  SET.noEndpointServices,
-  SET.noEndpointNodePorts,
-  SET.firewallProtected,
-  SET.firewallAllow,
-  SET.hairpin,
-  SET.localhostNodePorts,
-  SET.trafficServices,
-  SET.trafficNodePorts,
-  SET.connectionsServices,
-  SET.connectionsNodePorts,
-]);
-const TRAFFIC_SETS = new Set<string>([
-  SET.trafficServices,
-  SET.trafficNodePorts,
-  SET.connectionsServices,
-  SET.connectionsNodePorts,
-]);
+const SHARED_SETS: ReadonlySet<string> = new Set([...PORT_SETS, SET.hairpin, SET.localhostNodePorts]);
 const FIXED_SETS = new Set<string>([SET.nodePortIPs, SET.podCIDRs, SET.serviceCIDRs]);
 
 /** The text port-plan.ts gives its contributions, of any element (ours, or one read back). */
