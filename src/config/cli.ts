@@ -27,14 +27,8 @@ import {
   syncSection,
 } from './resolve.ts';
 import type { FlatValues } from './schema.ts';
-import {
-  PROXY_MODES,
-  formatConfigError,
-  type ConfigAction,
-  type ConfigError,
-  type ProxyConfig,
-  type ProxyMode,
-} from './types.ts';
+import { formatConfigError, type ConfigAction, type ConfigError, type ProxyConfig } from './types.ts';
+import { PROXY_MODES, type ProxyMode } from '../proxier/types.ts';
 import { renderConfigYAML } from './write.ts';
 import { writeNewFile } from './write-new-file.ts';
 

@@ -5,7 +5,7 @@
 // that test until each text says so.
 
 import { DEFAULT_MODE } from './resolve.ts';
-import { PROXY_MODES, type ProxyMode } from './types.ts';
+import { PROXY_MODES, type ProxyMode } from '../proxier/types.ts';
 
 export { DEFAULT_MODE, PROXY_MODES };
 

@@ -13,14 +13,13 @@ import {
   DETECT_LOCAL_MODES,
   IPVS_SCHEDULERS,
   LOG_FORMATS,
-  PROXY_MODES,
   type ConfigError,
   type DetectLocalMode,
   type IpvsScheduler,
   type LogFormat,
   type ProxyConfig,
-  type ProxyMode,
 } from './types.ts';
+import { PROXY_MODES, type ProxyMode } from '../proxier/types.ts';
 
 /** Where the daemon listens for `explain`/`trace` (systemd's RuntimeDirectory=kube-proxy-ts). */
 export const DEFAULT_CONTROL_SOCKET = '/run/kube-proxy-ts/control.sock';

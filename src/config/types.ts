@@ -4,9 +4,7 @@
 // the few settings that are kube-proxy-ts's own (`kubeProxyTS`).
 
 import type { LoadBalancing } from '../model/load-balancing.ts';
-
-export const PROXY_MODES = ['nftables', 'ipvs', 'iptables', 'userspace'] as const;
-export type ProxyMode = (typeof PROXY_MODES)[number];
+import type { ProxyMode } from '../proxier/types.ts';
 
 export const DETECT_LOCAL_MODES = ['ClusterCIDR', 'NodeCIDR', 'BridgeInterface', 'InterfaceNamePrefix'] as const;
 export type DetectLocalMode = (typeof DETECT_LOCAL_MODES)[number];

@@ -1,4 +1,4 @@
-// The conntrack flusher (issue 6): stale UDP/SCTP entries deleted after each committed sync,
+// The conntrack flusher: stale UDP/SCTP entries deleted after each committed sync,
 // and a reconcile of the table after a restart. See flusher.ts for the wiring.
 export { ConntrackFlusher, DEFAULT_FLUSH_BATCH, DEFAULT_FLUSH_TIMEOUT_MS, DEFAULT_MAX_ATTEMPTS } from './flusher.ts';
 export type { ConntrackFlusherOptions, FlusherClient, FlushRunReport } from './flusher.ts';

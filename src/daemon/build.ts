@@ -2,7 +2,6 @@
 // manifest directory), the proxiers of the selected mode on netlink sockets, the systemd
 // notifier and the metrics registry.
 
-import { localhostNodePortsEnabled } from './localhost-nodeports-set.ts';
 import { registerLocalhostNodePortMetrics } from '../metrics/localhost-nodeports.ts';
 import { existsSync } from 'node:fs';
 import { cpus, hostname, networkInterfaces } from 'node:os';
@@ -28,11 +27,12 @@ import { applyOomScoreAdj } from './oom-score.ts';
 import { proxyBudgetSize, raiseNofileLimit } from './nofile.ts';
 import { DescriptorBudget } from '../base/descriptor-budget.ts';
 import { buildProxiers } from './proxiers.ts';
+import { MODES } from './modes/index.ts';
 import { createNotifier } from './sd-notify.ts';
 import { wireServiceTraffic } from './service-traffic.ts';
 import { wireNfacctMetrics } from './nfacct-metrics.ts';
 import { ProcSysctl } from './sysctl.ts';
-import { removeTraceTables } from './trace-tables.ts';
+import { removeTraceTables } from '../live-trace/tables.ts';
 import { connect, Protocol } from '../netlink/core/index.ts';
 import { errorMessage } from '../base/errors.ts';
 
@@ -136,21 +136,23 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     logger.error('Kube-proxy configuration may be incomplete or incorrect', { err });
   const dlw = detectLocalWarning(config, served.primary);
   if (dlw !== undefined) logger.info(dlw, { clusterCIDRs: config.clusterCIDRs.join(',') });
-  const metrics = createMetrics({ version: deps.version, mode: config.mode });
+  const metrics = createMetrics({
+    version: deps.version,
+    mode: config.mode,
+    groups: MODES[config.mode].metrics.groups,
+  });
   const ops = metricsOps(config, { ...deps, metrics });
   const sysctl = new ProcSysctl();
   // Before any socket opens; the budget matters to the userspace proxy only.
   const nofile = raiseNofileLimit(logger);
-  const descriptorBudget =
-    config.mode === 'userspace' || localhostNodePortsEnabled(config)
-      ? new DescriptorBudget(proxyBudgetSize(nofile.soft, logger).limit)
-      : undefined;
+  const descriptorBudget = MODES[config.mode].proxiesThroughSockets(config)
+    ? new DescriptorBudget(proxyBudgetSize(nofile.soft, logger).limit)
+    : undefined;
   const lbNotices = new LoadBalancingNotices(logger);
   const proxiers = buildProxiers(config, families, {
     logger,
     clock,
     sysctl,
-    loadBalancingNotice: lbNotices.notice,
     ...(descriptorBudget ? { descriptorBudget } : {}),
     onNfacct: (reader) => wireNfacctMetrics(metrics, reader, logger),
   });
@@ -213,6 +215,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     ...optional('fullSyncPeriodMs', fullSyncPeriodFrom(deps.env ?? process.env, logger)),
     ...optional('onSynced', deps.onSynced),
     ...(events ? { events } : {}),
+    loadBalancingNotice: lbNotices.notice,
   });
   late.daemon = daemon;
   if (config.kubeProxyTS.serviceTrafficMetrics)

@@ -17,70 +17,29 @@
 //
 // nftables go first: a rule that references an ipset keeps the set busy.
 //
-// Before ours, upstream kube-proxy's leftovers (leftovers.ts, mode 'cleanup'): its nftables
+// Before ours, upstream kube-proxy's leftovers (leftovers/upstream.ts, CLEANUP_POLICY): its nftables
 // tables `ip|ip6 kube-proxy`, its iptables-mode and IPVS-mode KUBE-* chains and the jumps to
 // them, and the legacy-iptables check; its virtual servers, ipsets and kube-ipvs0 carry the
 // names of ours and go with them.
-// Starting a mode removes what the other modes and upstream left (removeOtherModesLeftovers).
+// Each mode's steps are its definition's (modes/, in CLEANUP_ORDER). Starting a mode removes
+// what the other modes and upstream left (removeOtherModesLeftovers, the mode's LeftoverPolicy).
 
-import { errorMessage } from '../base/errors.ts';
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
 import { connect, Protocol } from '../netlink/core/index.ts';
 import type { NetlinkConnection } from '../netlink/core/index.ts';
-import { IpsetClient } from '../netlink/ipset/index.ts';
-import { IpvsClient } from '../netlink/ipvs/index.ts';
-import type { IpvsService } from '../netlink/ipvs/index.ts';
-import { NftClient } from '../netlink/nftables/index.ts';
-import { RouteClient } from '../netlink/route/index.ts';
-import { IpvsProxier, RecordingSysctl } from '../proxier/ipvs/index.ts';
+import { NftClient, nftFamilyOf } from '../netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../proxier/nftables/index.ts';
-import { removeTraceTables } from './trace-tables.ts';
-import type { Proxier } from '../proxier/types.ts';
-import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from './leftovers.ts';
-import { summarize, takeInventory } from './cleanup-inventory.ts';
-import {
-  iptablesNftCodec,
-  IPTABLES_RECV_BYTES,
-  isOurs,
-  removeIptablesObjects,
-  writerBudgets,
-} from '../proxier/iptables/index.ts';
-import { companionWriter, iptablesClients } from './proxiers.ts';
-import { NfacctClient } from '../netlink/nfacct/index.ts';
-import { OUR_NFACCT_OBJECTS, removeNfacctObjects } from './nfacct.ts';
+import { IPTABLES_RECV_BYTES } from '../proxier/iptables/index.ts';
+import { removeTraceTables } from '../live-trace/tables.ts';
+import { cleanUpstreamLeftovers, leftoverSteps, openLeftoverClients } from '../leftovers/upstream.ts';
+import { CLEANUP_POLICY, type LeftoverPolicy } from '../leftovers/policy.ts';
+import { runCleanupSteps, type CleanupStep } from '../leftovers/steps.ts';
+import { summarize, takeInventory } from '../leftovers/inventory.ts';
+import { CLEANUP_ORDER } from './modes/index.ts';
 
 const FAMILIES: readonly IPFamily[] = ['IPv4', 'IPv6'];
-
-/** One named cleanup step: what it removes, and how. */
-export interface CleanupStep {
-  what: string;
-  run(): Promise<void>;
-}
-
-/** A kernel without IPVS has no virtual servers: listing them yields nothing. */
-class AbsentIpvs extends IpvsClient {
-  override listServices(): Promise<IpvsService[]> {
-    return Promise.resolve([]);
-  }
-}
-
-/** Runs every step (a failed one does not stop the others); returns the failures. */
-export async function runCleanupSteps(steps: readonly CleanupStep[], logger: Logger): Promise<string[]> {
-  const failures: string[] = [];
-  for (const s of steps) {
-    try {
-      await s.run();
-      // At debug only: whether anything was there is for the caller's summary (or the step's own line).
-      logger.debug('Cleanup step done', { what: s.what });
-    } catch (e) {
-      failures.push(`${s.what}: ${errorMessage(e)}`);
-      logger.error('Cleanup failed', { op: 'cleanup', what: s.what, err: e });
-    }
-  }
-  return failures;
-}
 
 /** The real steps, on netlink sockets in this process's network namespace. */
 export async function kernelCleanupSteps(deps: {
@@ -96,56 +55,23 @@ export async function kernelCleanupSteps(deps: {
     return c;
   };
   const upstream = await openLeftoverClients();
-  const steps: CleanupStep[] = leftoverSteps('cleanup', upstream.clients, { logger: deps.logger });
-  const proxierStep = (what: string, p: Proxier): CleanupStep => ({ what, run: () => p.cleanup() });
-  for (const family of FAMILIES) {
-    const nft = new NftClient({
-      family: family === 'IPv4' ? 'ip' : 'ip6',
-      table: TABLE,
-      transport: open(Protocol.NETFILTER),
-    });
-    steps.push(
-      proxierStep(`nftables table ${nft.scope.family} ${TABLE}`, new NftablesProxier({ nft, logger: deps.logger })),
-    );
-  }
-  const traceConn = open(Protocol.NETFILTER);
-  steps.push({
-    what: 'trace --live tables (kube-proxy-ts-trace-*)',
-    run: async () => void (await removeTraceTables(traceConn, { all: true, logger: deps.logger })),
-  });
-  const genl = open(Protocol.GENERIC);
-  let ipvs = new IpvsClient(genl);
-  try {
-    await ipvs.familyId();
-  } catch (e) {
-    deps.logger.debug('No IPVS in this kernel; no virtual servers to remove', { err: errorMessage(e) });
-    ipvs = new AbsentIpvs(genl);
-  }
-  const route = new RouteClient(open(Protocol.ROUTE));
-  const ipsetConn = connect(Protocol.NETFILTER, { timeoutMs: 30_000 });
-  conns.push(ipsetConn);
-  const ipset = new IpsetClient(ipsetConn);
-  for (const family of FAMILIES) {
-    const companion = companionWriter(family, ipset, open);
-    const p = new IpvsProxier(
-      { family },
-      { ipvs, ipset, route, sysctl: new RecordingSysctl(), clock: deps.clock, logger: deps.logger, companion },
-    );
-    steps.push(proxierStep(`ipvs mode objects (${family}: companion rules, virtual servers, ipsets, kube-ipvs0)`, p));
-  }
-  // After the IPVS mode's: its chains share names with ours, and those it does not share
-  // (KUBE-NODE-PORT, KUBE-LOAD-BALANCER, ...) jump to shared ones (KUBE-MARK-MASQ), which
-  // could not be deleted while they remain.
-  steps.push(...iptablesModeSteps(open));
-  // After the rules: an object a rule still counts in cannot be deleted (EBUSY).
-  steps.push(nfacctStep(new NfacctClient(open(Protocol.NETFILTER)), deps.logger));
-  return {
-    steps,
-    close: () => {
-      upstream.close();
-      for (const c of conns.splice(0)) c.close();
-    },
+  const close = (): void => {
+    upstream.close();
+    for (const c of conns.splice(0)) c.close();
   };
+  try {
+    const steps: CleanupStep[] = leftoverSteps(CLEANUP_POLICY, upstream.clients, { logger: deps.logger });
+    for (const mode of CLEANUP_ORDER) steps.push(...(await mode.cleanupSteps(open, deps)));
+    const traceConn = open(Protocol.NETFILTER);
+    steps.push({
+      what: 'trace --live tables (kube-proxy-ts-trace-*)',
+      run: async () => void (await removeTraceTables(traceConn, { all: true, logger: deps.logger })),
+    });
+    return { steps, close };
+  } catch (e) {
+    close();
+    throw e;
+  }
 }
 
 /**
@@ -171,66 +97,40 @@ export async function cleanupEverything(deps: { logger: Logger; clock: Clock }):
   }
 }
 
-/** iptables mode's nfacct objects (ours by name; nfacct.ts). */
-export function nfacctStep(client: NfacctClient, logger: Logger): CleanupStep {
-  return {
-    what: `nfacct objects (${OUR_NFACCT_OBJECTS.join(', ')})`,
-    run: async () => {
-      const { removed, kept } = await removeNfacctObjects(client);
-      if (removed.length > 0) logger.info('Removed the nfacct counters', { counters: removed.join(',') });
-      if (kept.length > 0)
-        logger.warn('nfacct counters kept: a rule of another program still counts in them', {
-          counters: kept.join(','),
-        });
-    },
-  };
-}
-
-/** iptables mode's chains and jumps, per family. */
-export function iptablesModeSteps(open: (protocol: number) => NetlinkConnection): CleanupStep[] {
-  return FAMILIES.map((family) => ({
-    what: `iptables mode chains (${family === 'IPv4' ? 'ip' : 'ip6'} nat/filter/mangle KUBE-*)`,
-    run: async () => {
-      const conn = open(Protocol.NETFILTER);
-      const clients = iptablesClients(family, conn);
-      const budget = writerBudgets(conn.maxBatchBytes).echo;
-      await removeIptablesObjects(clients, clients.get('nat')!, iptablesNftCodec(family), isOurs, budget);
-    },
-  }));
+/** The nftables mode's tables, when the starting mode is another. */
+async function removeNftablesModeTables(logger: Logger): Promise<void> {
+  const conns: NetlinkConnection[] = [];
+  try {
+    const steps = FAMILIES.map((family): CleanupStep => {
+      const transport = connect(Protocol.NETFILTER, { timeoutMs: 30_000 });
+      conns.push(transport);
+      const nft = new NftClient({ family: nftFamilyOf(family), table: TABLE, transport });
+      return {
+        what: `nftables mode table ${nft.scope.family} ${TABLE}`,
+        run: async () => {
+          const there = (await nft.listTables()).some((t) => t.family === nft.scope.family && t.name === TABLE);
+          await new NftablesProxier({ nft, logger }).cleanup();
+          if (there) logger.info('Removed the nftables mode table', { table: `${nft.scope.family} ${TABLE}` });
+        },
+      };
+    });
+    const failures = await runCleanupSteps(steps, logger);
+    if (failures.length > 0) logger.warn('Some leftovers of other modes remain', { failures: failures.join('; ') });
+  } finally {
+    for (const c of conns.splice(0)) c.close();
+  }
 }
 
 /**
- * At start in `mode`: removes what kube-proxy-ts's other modes and upstream kube-proxy left.
- * Our iptables and IPVS modes use upstream's names, so leftovers.ts (mode-aware: it keeps what
- * `mode` itself owns, and looks for IPVS state only where kube-ipvs0 shows it ran) removes both;
- * only the nftables mode's table is ours alone.
+ * At start, with the starting mode's policy: removes what kube-proxy-ts's other modes and
+ * upstream kube-proxy left. Our iptables and IPVS modes use upstream's names, so
+ * leftovers/upstream.ts (it keeps what the policy says the mode owns, and looks for IPVS state
+ * only where kube-ipvs0 shows it ran) removes both; only the nftables mode's table is ours alone.
  */
 export async function removeOtherModesLeftovers(
-  mode: string,
-  deps: { logger: Logger; clock: Clock; excludeCIDRs?: readonly string[] },
+  policy: LeftoverPolicy,
+  deps: { logger: Logger; excludeCIDRs?: readonly string[] },
 ): Promise<void> {
-  if (mode !== 'nftables') {
-    const conns: NetlinkConnection[] = [];
-    try {
-      const steps = FAMILIES.map((family): CleanupStep => {
-        const transport = connect(Protocol.NETFILTER, { timeoutMs: 30_000 });
-        conns.push(transport);
-        const nft = new NftClient({ family: family === 'IPv4' ? 'ip' : 'ip6', table: TABLE, transport });
-        return {
-          what: `nftables mode table ${nft.scope.family} ${TABLE}`,
-          run: async () => {
-            const there = (await nft.listTables()).some((t) => t.family === nft.scope.family && t.name === TABLE);
-            await new NftablesProxier({ nft, logger: deps.logger }).cleanup();
-            if (there) deps.logger.info('Removed the nftables mode table', { table: `${nft.scope.family} ${TABLE}` });
-          },
-        };
-      });
-      const failures = await runCleanupSteps(steps, deps.logger);
-      if (failures.length > 0)
-        deps.logger.warn('Some leftovers of other modes remain', { failures: failures.join('; ') });
-    } finally {
-      for (const c of conns.splice(0)) c.close();
-    }
-  }
-  await cleanUpstreamLeftovers(mode, { logger: deps.logger, excludeCIDRs: deps.excludeCIDRs ?? [] });
+  if (policy.removeNftablesModeTable) await removeNftablesModeTables(deps.logger);
+  await cleanUpstreamLeftovers(policy, { logger: deps.logger, excludeCIDRs: deps.excludeCIDRs ?? [] });
 }

@@ -15,8 +15,8 @@ import { trace } from '../explain/trace.ts';
 import type { TraceQuery, TraceResult } from '../explain/trace.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import type { ChangeTracker, DesiredState, Protocol } from '../model/index.ts';
-import { liveTrace } from './live-trace.ts';
-import type { ProxierSet } from './proxiers.ts';
+import { liveTrace } from '../live-trace/session.ts';
+import type { ProxierSet } from './modes/index.ts';
 import type { Profiler } from './profiling.ts';
 
 export interface ControlParts {
@@ -26,7 +26,7 @@ export interface ControlParts {
   readonly metrics: ProxyMetrics;
   readonly localAddresses: () => readonly string[];
   readonly logger: Logger;
-  /** How `trace --live` watches the kernel; default live-trace.ts (tests replace it). */
+  /** How `trace --live` watches the kernel; default live-trace/session.ts (tests replace it). */
   readonly liveTrace?: typeof liveTrace;
   /** --profiling: `profile` queries are answered; unset: refused. */
   readonly profiler?: Profiler;

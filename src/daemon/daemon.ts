@@ -22,7 +22,8 @@ import type { ListenFn } from '../health/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import { startMetricsServer } from '../metrics/index.ts';
 import { ChangeTracker, RejectLog } from '../model/index.ts';
-import type { DesiredState } from '../model/index.ts';
+import type { DesiredState, LoadBalancing } from '../model/index.ts';
+import type { LoadBalancingNotice } from '../proxier/types.ts';
 import { nodeRef } from '../sources/events.ts';
 import type { EventSink } from '../sources/events.ts';
 import type { Source, SourceHandler } from '../sources/index.ts';
@@ -31,7 +32,7 @@ import type { ControlServer } from '../control/server.ts';
 import { modelOptionsFor } from './families.ts';
 import { healthCheckAddresses } from './health-addresses.ts';
 import { trackerFeed } from './feed.ts';
-import type { ProxierSet } from './proxiers.ts';
+import type { ProxierSet } from './modes/index.ts';
 import type { Notifier } from './sd-notify.ts';
 import { serveWithRetry } from './serve.ts';
 import type { Closable, Served } from './serve.ts';
@@ -42,6 +43,15 @@ import { Profiler } from './profiling.ts';
 import { makeSync } from './sync.ts';
 import type { FamilyPipeline, StaleFlowSink } from './sync.ts';
 import { SyncLoop } from './sync-loop.ts';
+
+/** The node default and where refusals go, for the sync's per-Service check. */
+function loadBalancingOf(
+  config: ProxyConfig,
+  notice: LoadBalancingNotice,
+): { nodeDefault?: LoadBalancing; notice: LoadBalancingNotice } {
+  const lb = config.kubeProxyTS.loadBalancing;
+  return lb === '' ? { notice } : { nodeDefault: lb, notice };
+}
 
 export interface DaemonParts {
   config: ProxyConfig;
@@ -59,6 +69,8 @@ export interface DaemonParts {
   prepare?: () => Promise<void>;
   /** Kubernetes Events (API mode): "Starting" on the Node, health-check listen failures on Services. */
   events?: EventSink;
+  /** Told of Services asking for a load balancing the mode refuses (load-balancing-notices.ts). */
+  loadBalancingNotice?: LoadBalancingNotice;
   /** This node's interface addresses (health-check node ports bind to those nodePortAddresses selects). */
   localAddresses?: () => readonly string[];
   /** The conntrack flusher (build.ts opens one); unset (tests): stale targets are only logged. */
@@ -160,6 +172,9 @@ export class Daemon {
         logger: this.log.child({ component: 'sync' }),
         now: () => clock.now(),
         ...(parts.staleFlows ? { staleFlows: parts.staleFlows } : {}),
+        ...(parts.loadBalancingNotice
+          ? { loadBalancing: loadBalancingOf(parts.config, parts.loadBalancingNotice) }
+          : {}),
       }),
     });
     // Kernel drift a mode notices between syncs (iptables: a canary chain gone) asks for a sync.

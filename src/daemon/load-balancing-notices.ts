@@ -1,11 +1,15 @@
 // A Service asked (kube-proxy-ts.io/load-balancing) for a load balancing the running mode
 // cannot honour, or for an unknown value: said once per Service and value, as a warning line
-// and a Warning Event on the Service; the Service gets what one without the annotation gets. Proxiers call
-// `notice` on every sync that plans such a port, so the memory of what was said is here.
+// and a Warning Event on the Service; the Service gets what one without the annotation gets.
+// Every sync checks the Service ports it changed (`check`), in every mode alike, so the memory
+// of what was said is here.
 
 import type { Logger } from '../base/logger.ts';
 import type { EventSink } from '../sources/events.ts';
-import type { LoadBalancingNotice } from '../proxier/types.ts';
+import { LOAD_BALANCING_SUPPORT } from '../proxier/types.ts';
+import type { LoadBalancingNotice, ProxyMode } from '../proxier/types.ts';
+import { resolveLoadBalancing } from '../model/index.ts';
+import type { ChangeSet, DesiredState, LoadBalancing } from '../model/index.ts';
 
 /** Services remembered; past it the memory starts over (a few repeated lines, never unbounded growth). */
 const MAX_REMEMBERED = 10_000;
@@ -38,4 +42,24 @@ export class LoadBalancingNotices {
       note,
     );
   };
+}
+
+/**
+ * Tells `notice` of each Service port this sync changed (every port on a full sync) whose
+ * annotation the running mode refuses or does not know.
+ */
+export function checkLoadBalancing(
+  mode: ProxyMode,
+  nodeDefault: LoadBalancing | undefined,
+  desired: DesiredState,
+  change: ChangeSet,
+  notice: LoadBalancingNotice,
+): void {
+  const ids = change.full ? desired.services.keys() : change.services.values();
+  for (const id of ids) {
+    const info = desired.services.get(id);
+    if (info?.loadBalancingAsked === undefined) continue;
+    const r = resolveLoadBalancing(LOAD_BALANCING_SUPPORT[mode], info.loadBalancingAsked, nodeDefault);
+    if (r.unsupported !== undefined) notice(info, info.loadBalancingAsked, r.unsupported);
+  }
 }

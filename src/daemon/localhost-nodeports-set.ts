@@ -5,19 +5,13 @@
 
 import type { IPFamily } from '../base/ip.ts';
 import type { ProxyConfig } from '../config/index.ts';
-import type { LocalhostNodePortMetricsSample, LocalhostRejectedSample } from '../metrics/localhost-nodeports.ts';
 import type { NftablesProxier } from '../proxier/nftables/index.ts';
 import { createProxyPorts } from '../proxier/userspace/proxy/index.ts';
 import type { ProxyPorts } from '../proxier/userspace/proxy/index.ts';
 import { LocalhostNodePortsProxier } from './localhost-nodeports.ts';
-import type { ProxierDeps } from './proxiers.ts';
+import type { LocalhostNodePortMetrics, ProxierDeps } from './modes/types.ts';
 
 export const LOCALHOST_NODEPORTS_GATE = 'KubeProxyNFTablesLocalhostNodePorts';
-
-export interface LocalhostNodePortMetrics {
-  samples(): LocalhostNodePortMetricsSample[];
-  rejected(): Promise<LocalhostRejectedSample[]>;
-}
 
 export interface LocalhostNodePortsSet {
   readonly enabled: boolean;
@@ -27,8 +21,9 @@ export interface LocalhostNodePortsSet {
   close(): Promise<void>;
 }
 
-export const localhostNodePortsEnabled = (config: Pick<ProxyConfig, 'mode' | 'featureGates'>): boolean =>
-  config.mode === 'nftables' && config.featureGates[LOCALHOST_NODEPORTS_GATE] === true;
+/** In nftables mode (the only one that builds the set): whether the gate is on. */
+export const localhostNodePortsEnabled = (config: Pick<ProxyConfig, 'featureGates'>): boolean =>
+  config.featureGates[LOCALHOST_NODEPORTS_GATE] === true;
 
 export function localhostNodePortsFor(config: ProxyConfig, deps: ProxierDeps): LocalhostNodePortsSet {
   const wrapped: LocalhostNodePortsProxier[] = [];

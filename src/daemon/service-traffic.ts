@@ -8,7 +8,7 @@ import { registerServiceTraffic } from '../metrics/service-traffic.ts';
 import type { ServiceTrafficSample } from '../metrics/service-traffic.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import type { ChangeTracker } from '../model/index.ts';
-import type { ProxierSet } from './proxiers.ts';
+import type { ProxierSet } from './modes/index.ts';
 
 export async function readServiceTraffic(
   trackers: ReadonlyMap<IPFamily, ChangeTracker>,

@@ -23,6 +23,8 @@ import type { ProxyHealth } from '../health/proxy-health.ts';
 import type { ProxyMetrics } from '../metrics/metrics.ts';
 import { BoundedFrequencyRunner, type RunInfo, type RunReason } from '../sync/bounded-frequency-runner.ts';
 import type { Notifier } from './sd-notify.ts';
+import type { ProxyMode } from '../proxier/types.ts';
+import { MODES } from './modes/index.ts';
 
 /**
  * Upstream's burstSyncs (the iptables, IPVS and nftables proxiers): after a quiet gap a sync
@@ -52,7 +54,7 @@ export interface SyncOutcome {
 }
 
 export interface SyncLoopOptions {
-  mode: string;
+  mode: ProxyMode;
   syncPeriodMs: number;
   minSyncPeriodMs: number;
   /** The longest time between full syncs; default FULL_SYNC_PERIOD_MS (an hour). */
@@ -200,7 +202,7 @@ export class SyncLoop {
       this.afterWaiting.unshift(...this.afterRunning.splice(0));
       this.lastOk = false;
       metrics?.syncFailuresTotal.inc({ mode });
-      if (mode === 'nftables') for (const f of families) metrics?.nftablesSyncFailuresTotal.inc({ ip_family: f });
+      if (metrics) MODES[mode].metrics.loopFailed?.(metrics, families);
       throw err; // the runner logs it and schedules the retry
     } finally {
       this.runStartedAt = undefined;

@@ -12,11 +12,13 @@ import type { IPFamily } from '../base/ip.ts';
 import type { Logger } from '../base/logger.ts';
 import type { ServiceHealthEntry } from '../health/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
-import type { ChangeSet, ChangeTracker, DesiredState, StaleTarget } from '../model/index.ts';
+import type { ChangeSet, ChangeTracker, DesiredState, LoadBalancing, StaleTarget } from '../model/index.ts';
 import { NetlinkError } from '../netlink/core/index.ts';
 import { problemText, SyncFailedError } from '../proxier/types.ts';
-import type { ArrivingChanges, Proxier, SyncReport } from '../proxier/types.ts';
+import type { ArrivingChanges, LoadBalancingNotice, Proxier } from '../proxier/types.ts';
+import { checkLoadBalancing } from './load-balancing-notices.ts';
 import type { SyncOutcome, SyncRequest } from './sync-loop.ts';
+import { MODES } from './modes/index.ts';
 
 export interface FamilyPipeline {
   family: IPFamily;
@@ -42,6 +44,8 @@ export interface SyncerOptions {
   metrics?: ProxyMetrics;
   logger: Logger;
   now: () => number;
+  /** Told of Service ports asking for a load balancing the mode refuses (load-balancing-notices.ts). */
+  loadBalancing?: { readonly nodeDefault?: LoadBalancing; readonly notice: LoadBalancingNotice };
 }
 
 /**
@@ -53,40 +57,6 @@ function countNetlinkError(metrics: ProxyMetrics | undefined, subsystem: string,
   if (!metrics || !(e instanceof NetlinkError)) return;
   const op = [e.verb, e.kind].filter((w) => w !== '').join(' ') || 'unknown';
   metrics.netlinkErrorsTotal.inc({ subsystem, op });
-}
-
-/**
- * Upstream's iptables-mode sync metrics: the rule gauges after a sync, and for a failed one the
- * restore failures (the kernel refused a transaction) and partial-restore failures (a partial
- * sync failed; the next is full).
- */
-export function countIptablesSync(
-  metrics: ProxyMetrics | undefined,
-  family: IPFamily,
-  report: SyncReport | undefined,
-  e?: unknown,
-): void {
-  if (!metrics) return;
-  if (report?.iptables) {
-    for (const [table, n] of Object.entries(report.iptables.total))
-      metrics.iptablesRulesTotal.set({ ip_family: family, table }, n);
-    for (const [table, n] of Object.entries(report.iptables.written))
-      metrics.iptablesRulesLast.set({ ip_family: family, table }, n);
-  }
-  if (e instanceof SyncFailedError) {
-    if (e.commitFailed) metrics.iptablesRestoreFailuresTotal.inc({ ip_family: family });
-    if (e.partial) metrics.iptablesPartialRestoreFailuresTotal.inc({ ip_family: family });
-  }
-}
-
-/**
- * Upstream's IPVS mode counts a failed iptables-restore of its companion rules in
- * kubeproxy_sync_proxy_rules_iptables_restore_failures_total; ours writes them over nfnetlink,
- * and a failed write fails the sync with the report saying so.
- */
-export function countIpvsSync(metrics: ProxyMetrics | undefined, family: IPFamily, e: unknown): void {
-  const report = (e as { report?: SyncReport } | undefined)?.report;
-  if (metrics && report?.companionFailed === true) metrics.iptablesRestoreFailuresTotal.inc({ ip_family: family });
 }
 
 /**
@@ -158,6 +128,10 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
     for (const p of o.pipelines) {
       if (req.full) p.tracker.requestFullSync();
       const { desired, change } = p.tracker.checkout();
+      if (o.loadBalancing)
+        checkLoadBalancing(p.proxier.mode, o.loadBalancing.nodeDefault, desired, change, o.loadBalancing.notice);
+      // What the mode's own metrics take from its syncs (modes/).
+      const modeMetrics = MODES[p.proxier.mode].metrics;
       const taken: ChangeSet[] = [];
       const stale = (): StaleTarget[] => [...change.stale, ...taken.flatMap((c) => c.stale)];
       let report;
@@ -165,21 +139,18 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
         report = await p.proxier.sync(desired, change, req.signal, arrivingFor(o, p, taken));
       } catch (e) {
         countNetlinkError(o.metrics, p.proxier.mode, e);
-        if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, undefined, e);
-        if (p.proxier.mode === 'ipvs') countIpvsSync(o.metrics, p.family, e);
+        if (o.metrics) modeMetrics.failed?.(o.metrics, p.family, e);
         if (stale().length > 0) o.staleFlows?.hold(stale());
         throw e;
       }
       for (const e of report.errors)
         o.logger.warn('Sync problem', { family: p.family, mode: p.proxier.mode, problem: problemText(e) });
-      if (report.cleanupFailed === true && p.proxier.mode === 'nftables')
-        o.metrics?.nftablesCleanupFailuresTotal.inc({ ip_family: p.family });
-      if (p.proxier.mode === 'iptables') countIptablesSync(o.metrics, p.family, report);
+      if (o.metrics) modeMetrics.committed?.(o.metrics, p.family, report);
       if (report.refused) o.metrics?.servicePortsRefusedTotal.inc({ ip_family: p.family }, report.refused);
       observeLatency(o, p.family, change);
       planMs += report.planMs;
       kernelMs += report.kernelMs;
-      const nle = noLocalEndpoints(desired, p.proxier.mode !== 'ipvs');
+      const nle = noLocalEndpoints(desired, modeMetrics.noLocalEndpointsPerPort);
       o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'internal' }, nle.internal);
       o.metrics?.noLocalEndpointsTotal.set({ ip_family: p.family, traffic_policy: 'external' }, nle.external);
       if (o.staleFlows) {

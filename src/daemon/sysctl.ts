@@ -1,10 +1,11 @@
-// The SysctlWriter the IPVS proxier needs (net/ipv4/vs/conntrack, ip_forward, ...). Kernel
+// The SysctlWriter the proxiers need (IPVS: net/ipv4/vs/conntrack, ip_forward, ...; iptables:
+// route_localnet). Kernel
 // settings under /proc/sys have no netlink interface, so this is the daemon's one write
 // outside netlink; proxiers never touch /proc themselves.
 
 import { errorMessage } from '../base/errors.ts';
 import { readFile, writeFile } from 'node:fs/promises';
-import type { SysctlWriter } from '../proxier/ipvs/index.ts';
+import type { SysctlWriter } from '../proxier/types.ts';
 
 export class ProcSysctl implements SysctlWriter {
   private readonly root: string;

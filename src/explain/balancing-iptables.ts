@@ -1,11 +1,12 @@
 // iptables mode's pick (src/proxier/iptables/rules.ts): one rule per endpoint in KUBE-SVC/SVL,
 // upstream's random probabilities or, for round-robin, xt_statistic's nth mode.
 
+import { LOAD_BALANCING_SUPPORT } from '../proxier/types.ts';
 import { resolveLoadBalancing, type ServicePortInfo } from '../model/index.ts';
 import { refusal, sourceOf, type BalancingContext, type PortBalancing } from './balancing-common.ts';
 
 export function iptablesBalancing(p: ServicePortInfo, ctx: BalancingContext): PortBalancing {
-  const r = resolveLoadBalancing('iptables', p.loadBalancingAsked, ctx.loadBalancing);
+  const r = resolveLoadBalancing(LOAD_BALANCING_SUPPORT.iptables, p.loadBalancingAsked, ctx.loadBalancing);
   const base = { source: sourceOf(p, r), share: 'equal' as const, ...refusal(p, r.unsupported) };
   if (r.algorithm === 'round-robin')
     return {

@@ -1,6 +1,7 @@
 // IPVS mode's pick: the virtual server's scheduler (src/proxier/ipvs/scheduler.ts), rr, mh or
 // lc for a Service that asks for one, else --ipvs-scheduler.
 
+import { LOAD_BALANCING_SUPPORT } from '../proxier/types.ts';
 import { IPVS_SCHEDULER_OF, resolveLoadBalancing, type ServicePortInfo } from '../model/index.ts';
 import { refusal, sourceOf, type BalancingContext, type PortBalancing } from './balancing-common.ts';
 
@@ -27,7 +28,7 @@ const DOES: Readonly<Record<string, Does>> = {
 };
 
 export function ipvsBalancing(p: ServicePortInfo, ctx: BalancingContext): PortBalancing {
-  const r = resolveLoadBalancing('ipvs', p.loadBalancingAsked, ctx.loadBalancing);
+  const r = resolveLoadBalancing(LOAD_BALANCING_SUPPORT.ipvs, p.loadBalancingAsked, ctx.loadBalancing);
   const asked = r.algorithm === undefined ? undefined : IPVS_SCHEDULER_OF[r.algorithm];
   const scheduler = asked ?? (ctx.ipvsScheduler || 'rr');
   const does: Does =

@@ -2,11 +2,12 @@
 // the endpoint-count picker (upstream), numgen inc per Service port for round-robin, or a jhash
 // of the client address into the port's Maglev table (base/maglev.ts) for consistent-hash.
 
+import { LOAD_BALANCING_SUPPORT } from '../proxier/types.ts';
 import { resolveLoadBalancing, type ServicePortInfo } from '../model/index.ts';
 import { refusal, sourceOf, type BalancingContext, type PortBalancing } from './balancing-common.ts';
 
 export function nftablesBalancing(p: ServicePortInfo, ctx: BalancingContext): PortBalancing {
-  const r = resolveLoadBalancing('nftables', p.loadBalancingAsked, ctx.loadBalancing);
+  const r = resolveLoadBalancing(LOAD_BALANCING_SUPPORT.nftables, p.loadBalancingAsked, ctx.loadBalancing);
   const base = { source: sourceOf(p, r), ...refusal(p, r.unsupported) };
   if (p.sessionAffinity === 'ClientIP' && r.algorithm !== undefined)
     return {

@@ -157,7 +157,7 @@ export function formatTrace(r: TraceResult & { readonly daemon?: DaemonIdentity 
   return out.join('\n') + '\n';
 }
 
-/** What `trace --live` saw: the path of the first matching packet (daemon/live-trace.ts). */
+/** What `trace --live` saw: the path of the first matching packet (live-trace/session.ts). */
 export interface LiveAnswer {
   readonly seen: boolean;
   readonly waitedMs: number;

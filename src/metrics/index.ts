@@ -3,6 +3,7 @@ export {
   epochSeconds,
   NETWORK_PROGRAMMING_BUCKETS,
   SYNC_DURATION_BUCKETS,
+  type MetricGroup,
   type MetricsOptions,
   type ProxyMetrics,
 } from './metrics.ts';

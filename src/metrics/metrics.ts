@@ -93,13 +93,17 @@ export interface ProxyMetrics {
 export const REST_CLIENT_BUCKETS: readonly number[] = [0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60];
 
 /**
- * The iptables-mode metrics, registered as upstream's RegisterMetrics(mode) does: all of them in
- * iptables mode, the restore failures also in IPVS mode (its companion rules), none otherwise
- * (unregistered metrics are not exported).
+ * The metrics only some modes register, as upstream's RegisterMetrics(mode) does (each mode's
+ * definition names its groups): 'nftables-sync' the nftables failures, 'iptables-sync' the
+ * iptables-mode metrics, 'iptables-restore' only their restore failures (IPVS mode's companion rules).
+ * Unregistered metrics still count but are not exported.
  */
-function modeMetrics(registry: Registry, mode: string | undefined) {
-  const iptables = mode === 'iptables' ? [registry] : [];
-  const restore = mode === 'iptables' || mode === 'ipvs' ? [registry] : [];
+export type MetricGroup = 'nftables-sync' | 'iptables-sync' | 'iptables-restore';
+
+/** The iptables-mode metrics (groups 'iptables-sync' and 'iptables-restore'). */
+function modeMetrics(registry: Registry, groups: readonly MetricGroup[]) {
+  const iptables = groups.includes('iptables-sync') ? [registry] : [];
+  const restore = iptables.length > 0 || groups.includes('iptables-restore') ? [registry] : [];
   const opts = <L extends string>(
     name: string,
     help: string,
@@ -164,7 +168,10 @@ export interface MetricsOptions {
   /** Also export process/Node.js metrics (process_*, nodejs_*). Default true. */
   processMetrics?: boolean;
   version?: string;
+  /** The build_info label. */
   mode?: string;
+  /** The running mode's own metrics (its definition's groups); none by default. */
+  groups?: readonly MetricGroup[];
 }
 
 /** Metric constructors bound to the registries the metrics go to. */
@@ -373,15 +380,16 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
   const registry = opts.registry ?? new Registry();
   const registers = [registry];
   const mk = makers(registers);
+  const groups = opts.groups ?? [];
   // Registered in this order, which is the order of the exposition.
   const m: ProxyMetrics = {
     registry,
     ...syncMetrics(mk),
     ...healthMetrics(mk),
     ...ruleMetrics(mk),
-    ...nftablesMetrics(makers(opts.mode === 'nftables' ? registers : [])),
+    ...nftablesMetrics(makers(groups.includes('nftables-sync') ? registers : [])),
     ...conntrackMetrics(mk),
-    ...modeMetrics(registry, opts.mode),
+    ...modeMetrics(registry, groups),
     ...clientMetrics(mk),
     ...ownMetrics(mk),
   };

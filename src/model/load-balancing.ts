@@ -11,15 +11,12 @@ import { isObject } from './guards.ts';
 export const LOAD_BALANCING_ANNOTATION = 'kube-proxy-ts.io/load-balancing';
 export const LOAD_BALANCING_VALUES = ['random', 'round-robin', 'consistent-hash', 'least-connection'] as const;
 export type LoadBalancing = (typeof LOAD_BALANCING_VALUES)[number];
-export type LoadBalancingMode = 'nftables' | 'iptables' | 'ipvs' | 'userspace';
 
-/** Which values each mode can honour (docs/load-balancing.md has the table). */
-export const LOAD_BALANCING_SUPPORT: Record<LoadBalancingMode, readonly LoadBalancing[]> = {
-  nftables: ['random', 'round-robin', 'consistent-hash'],
-  iptables: ['random', 'round-robin'],
-  ipvs: ['round-robin', 'consistent-hash', 'least-connection'],
-  userspace: ['round-robin'],
-};
+/** What one proxier mode can honour (proxier/types.ts LOAD_BALANCING_SUPPORT holds each mode's). */
+export interface LoadBalancingSupport {
+  readonly mode: string;
+  readonly values: readonly LoadBalancing[];
+}
 
 /**
  * The IPVS scheduler each algorithm is in IPVS mode. consistent-hash is Maglev hashing of the
@@ -42,16 +39,16 @@ export interface ResolvedLoadBalancing {
 }
 
 /**
- * The algorithm a Service port gets in `mode`: the annotation's value when set, else the
+ * The algorithm a Service port gets in the mode of `support`: the annotation's value when set, else the
  * node default. An unknown or unsupported annotation gets what a Service without one gets
  * (the node default where the mode honours it, else the mode's own) and says why.
  */
 export function resolveLoadBalancing(
-  mode: LoadBalancingMode,
+  support: LoadBalancingSupport,
   asked: string | undefined,
   nodeDefault: LoadBalancing | undefined,
 ): ResolvedLoadBalancing {
-  const supported = LOAD_BALANCING_SUPPORT[mode];
+  const { mode, values: supported } = support;
   const fallback = nodeDefault !== undefined && supported.includes(nodeDefault) ? nodeDefault : undefined;
   if (asked === undefined || asked === '') return { algorithm: fallback };
   if (!isLoadBalancing(asked)) {

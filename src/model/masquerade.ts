@@ -110,3 +110,13 @@ export function decideRoute(
   if (src.fromThisNode === true) return { endpoints: 'cluster', masquerade: true };
   return { endpoints: 'local', masquerade: false };
 }
+
+/**
+ * The packet mark that asks for masquerade: 1 << masqueradeBit (upstream default bit 14, 0x4000),
+ * unsigned so that bit 31 is not a negative number in the kernel's u32.
+ */
+export function masqueradeMark(bit = 14): number {
+  if (!Number.isInteger(bit) || bit < 0 || bit > 31)
+    throw new RangeError(`--iptables-masquerade-bit ${bit} is not in 0..31`);
+  return (1 << bit) >>> 0;
+}

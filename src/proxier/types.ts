@@ -3,9 +3,31 @@
 // a sync cost so the daemon can fill metrics and logs.
 
 import { errorMessage } from '../base/errors.ts';
-import type { ChangeSet, DesiredState, ServicePortId, ServicePortInfo } from '../model/index.ts';
+import type { ChangeSet, DesiredState, LoadBalancingSupport, ServicePortId, ServicePortInfo } from '../model/index.ts';
 
-export type ProxyMode = 'nftables' | 'ipvs' | 'iptables' | 'userspace';
+/**
+ * The proxy modes, the one list (config parses --proxy-mode against it; daemon/modes/ holds one
+ * definition per name). In the order `--help` lists them.
+ */
+export const PROXY_MODES = ['nftables', 'ipvs', 'iptables', 'userspace'] as const;
+export type ProxyMode = (typeof PROXY_MODES)[number];
+
+/** Which per-Service load-balancing values each mode honours (docs/load-balancing.md has the table). */
+export const LOAD_BALANCING_SUPPORT: Readonly<Record<ProxyMode, LoadBalancingSupport>> = {
+  nftables: { mode: 'nftables', values: ['random', 'round-robin', 'consistent-hash'] },
+  iptables: { mode: 'iptables', values: ['random', 'round-robin'] },
+  ipvs: { mode: 'ipvs', values: ['round-robin', 'consistent-hash', 'least-connection'] },
+  userspace: { mode: 'userspace', values: ['round-robin'] },
+};
+
+/**
+ * Writes kernel settings under /proc/sys, which have no netlink interface: the daemon passes one
+ * (daemon/sysctl.ts), so proxiers never touch /proc themselves.
+ */
+export interface SysctlWriter {
+  /** Writes `value` to /proc/sys/<path> ("net/ipv4/vs/conntrack"); rejects naming the path on failure. */
+  set(path: string, value: number): Promise<void>;
+}
 
 /**
  * Told when a Service asks for a load balancing (model/load-balancing.ts) the mode cannot

@@ -10,6 +10,7 @@ import { Registry } from 'prom-client';
 import { parse as parseYAML } from 'yaml';
 import { createMetrics, registerUserspaceMetrics, USERSPACE_METRICS } from '../../src/metrics/index.ts';
 import { registerServiceTraffic } from '../../src/metrics/service-traffic.ts';
+import { MODES as MODE_DEFINITIONS } from '../../src/daemon/modes/index.ts';
 
 export const MONITORING_DIR = resolve(import.meta.dirname, '../../deploy/monitoring');
 export const RULES_FILE = join(MONITORING_DIR, 'kube-proxy-ts.rules.yaml');
@@ -130,7 +131,7 @@ export function familiesOnPage(text: string): Set<string> {
  */
 export async function registeredFamilies(mode: Mode): Promise<Set<string>> {
   const registry = new Registry();
-  createMetrics({ registry, mode });
+  createMetrics({ registry, mode, groups: MODE_DEFINITIONS[mode].metrics.groups });
   if (mode === 'userspace') registerUserspaceMetrics(registry, () => []);
   else registerServiceTraffic(registry, () => Promise.resolve([]));
   return familiesOnPage(await registry.metrics());

@@ -2,6 +2,7 @@
 // (family, table), as in knftables, so objects name only what lies inside the table.
 // Optional fields are absent rather than undefined (exactOptionalPropertyTypes).
 
+import type { IPFamily } from '../../base/ip.ts';
 import type { Family, Hook } from './constants.ts';
 import type { DataType, FieldValue } from './datatypes.ts';
 import type { NftExpr } from './expr/index.ts';
@@ -128,3 +129,8 @@ export interface NftRule {
 
 export type NftObject = NftTable | NftChain | NftSet | NftMap | NftElement | NftRule;
 export type NftSetLike = NftSet | NftMap;
+
+/** The nf_tables family of an IP family's tables: `ip` for IPv4, `ip6` for IPv6. */
+export function nftFamilyOf(family: IPFamily): 'ip' | 'ip6' {
+  return family === 'IPv4' ? 'ip' : 'ip6';
+}

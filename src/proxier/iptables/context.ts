@@ -1,6 +1,6 @@
 // The generator's contexts from the model's DesiredState and the iptables flags.
 
-import type { DesiredState, LoadBalancing } from '../../model/index.ts';
+import { masqueradeMark, type DesiredState, type LoadBalancing } from '../../model/index.ts';
 import { NfacctCounter } from './names.ts';
 import type { GlobalContext, IptContext } from './types.ts';
 
@@ -34,12 +34,6 @@ export function endpointCount(desired: DesiredState): number {
   let n = 0;
   for (const id of desired.services.keys()) n += desired.endpoints.get(id)?.length ?? 0;
   return n;
-}
-
-export function masqueradeMark(bit = 14): number {
-  if (!Number.isInteger(bit) || bit < 0 || bit > 31)
-    throw new RangeError(`--iptables-masquerade-bit ${bit} is not in 0..31`);
-  return (1 << bit) >>> 0;
 }
 
 export function portContext(desired: DesiredState, opts: IptablesOptions = {}): IptContext {

@@ -96,7 +96,7 @@ export function globalRules(ctx: GlobalContext): GlobalRules {
   add('nat', Chain.MARK_MASQ, [], { t: 'MARK', op: 'or', value: mark });
 
   if (ctx.family === 'IPv4' && ctx.localhostNodePorts) {
-    // route_localnet opens 127.0.0.0/8 to the network (issue 90259): drop martians that
+    // route_localnet opens 127.0.0.0/8 to the network (kubernetes issue 90259): drop martians that
     // were not DNATed by a node port.
     add(
       'filter',
@@ -111,7 +111,7 @@ export function globalRules(ctx: GlobalContext): GlobalRules {
     );
   }
 
-  // INVALID packets would reset connections unless the kernel is liberal (issues 74839, 117924);
+  // INVALID packets would reset connections unless the kernel is liberal (kubernetes issues 74839, 117924);
   // counted in upstream's nfacct object where the kernel has it.
   if (!ctx.conntrackTCPLiberal) {
     const invalid: Match[] = [{ m: 'ctstate', states: ['INVALID'] }];

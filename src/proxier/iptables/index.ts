@@ -3,14 +3,7 @@ export type * from './types.ts';
 export { servicePortRules } from './rules.ts';
 export { globalRules, JUMPS, JUMP_SPECS, FIXED_CHAINS } from './global.ts';
 export { assembleRuleset } from './assemble.ts';
-export {
-  globalContext,
-  portContext,
-  endpointCount,
-  masqueradeMark,
-  LARGE_CLUSTER_ENDPOINTS,
-  type IptablesOptions,
-} from './context.ts';
+export { globalContext, portContext, endpointCount, LARGE_CLUSTER_ENDPOINTS, type IptablesOptions } from './context.ts';
 export {
   Chain,
   NfacctCounter,

@@ -5,6 +5,7 @@
 // short-circuit for eTP=Local), KUBE-FW (loadBalancerSourceRanges) and KUBE-SEP (hairpin
 // masquerade and DNAT). Pure, and independent of every other Service.
 
+import { LOAD_BALANCING_SUPPORT } from '../types.ts';
 import {
   resolveLoadBalancing,
   type EndpointInfo,
@@ -278,7 +279,8 @@ function endpointRules(
     }
   }
   const roundRobin =
-    resolveLoadBalancing('iptables', p.loadBalancingAsked, ctx.loadBalancing).algorithm === 'round-robin';
+    resolveLoadBalancing(LOAD_BALANCING_SUPPORT.iptables, p.loadBalancingAsked, ctx.loadBalancing).algorithm ===
+    'round-robin';
   eps.forEach((ep, i) => {
     const pick: Match[] = i < eps.length - 1 ? [endpointPick(eps.length - i, roundRobin)] : [];
     w.rule(chain, [...epComment(ep), ...pick], jump(sepOf(ep)));

@@ -203,7 +203,7 @@ async function ensureDests(
     for (const [dk, d] of want.dests) {
       const cur = have.dests.get(dk);
       // A draining server whose endpoint is back, or one found at weight 0 after a restart
-      // (upstream left those at 0 and the Service went dark: issue 108319), gets weight 1.
+      // (upstream left those at 0 and the Service went dark: kubernetes issue 108319), gets weight 1.
       if (!cur) ops.push({ op: 'add-destination', service: want.addr, destination: masq(d, 1) });
       else if (cur.weight !== 1) ops.push({ op: 'edit-destination', service: want.addr, destination: masq(d, 1) });
       else {

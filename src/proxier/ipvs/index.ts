@@ -1,7 +1,6 @@
 // The IPVS proxy mode: see proxier.ts.
 export { IpvsProxier, IpvsSyncError } from './proxier.ts';
 export type { IpvsProxierDeps, IpvsProxierOptions } from './proxier.ts';
-export type { SysctlWriter } from './sysctl.ts';
 export { RecordingSysctl, ipvsSysctls } from './sysctl.ts';
 export { DUMMY_DEVICE, KNOWN_SCHEDULERS, SETS, SetName, ipsetName } from './names.ts';
 export type { SetKey, SetInfo } from './names.ts';
@@ -11,5 +10,3 @@ export { companionRules, ruleArgs, toIptablesSave, CHAINS, JUMPS, Chain } from '
 export type { CompanionRules, IptRule, IptTable, JumpRule, Match, RulesInput, SetDir, Target } from './rules.ts';
 export { CompanionWriter } from './companion.ts';
 export type { CompanionDeps, CompanionSink } from './companion.ts';
-export { ruleExprs } from './rules-nft.ts';
-export type { CompatExpr, IptEncodeContext } from './rules-nft.ts';

@@ -60,7 +60,7 @@ import { AppliedMirror, DesiredIndex, newTouched } from './state.ts';
 import type { AppliedVs, Touched } from './state.ts';
 import { ipvsSysctls } from './sysctl.ts';
 import { SchedulerProbes } from './scheduler.ts';
-import type { SysctlWriter } from './sysctl.ts';
+import type { SysctlWriter } from '../types.ts';
 
 export interface IpvsProxierOptions {
   readonly family: IPFamily;

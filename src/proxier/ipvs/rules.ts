@@ -10,7 +10,7 @@
 // tests. Set names are kernel names (KUBE-6-... for IPv6).
 
 import type { IPFamily } from '../../base/ip.ts';
-import type { LocalDetector } from '../../model/index.ts';
+import { masqueradeMark, type LocalDetector } from '../../model/index.ts';
 import { SET_INFO, SetName, ipsetName } from './names.ts';
 import type { SetKey } from './names.ts';
 import type { NoNodeAccess } from './plan.ts';
@@ -231,7 +231,7 @@ export function companionRules(input: RulesInput): CompanionRules {
   const rules: IptRule[] = [];
   const w: RuleWriter = {
     input,
-    mark: 1 << (input.masqueradeBit ?? 14),
+    mark: masqueradeMark(input.masqueradeBit),
     toMasq: { t: 'jump', chain: Chain.MARK_MASQ },
     add: (table, chain, matches, target) => rules.push({ table, chain, matches, target }),
     has: (k) => input.nonEmptySets.has(k),
@@ -340,7 +340,7 @@ function filterRules({ mark, add, comment, set }: RuleWriter): void {
     { t: 'ACCEPT' },
   );
 
-  // KUBE-IPVS-FILTER: VIPs answer only on service ports (issue 72236).
+  // KUBE-IPVS-FILTER: VIPs answer only on service ports (kubernetes issue 72236).
   for (const k of [SetName.LOAD_BALANCER, SetName.CLUSTER_IP, SetName.EXTERNAL_IP, SetName.EXTERNAL_IP_LOCAL] as const)
     add('filter', Chain.IPVS_FILTER, [set(k, 'dst', 'dst')], { t: 'RETURN' });
   add('filter', Chain.IPVS_FILTER, [set(SetName.HEALTH_CHECK_NODE_PORT, 'dst')], { t: 'RETURN' });

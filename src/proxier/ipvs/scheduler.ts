@@ -1,6 +1,7 @@
 // The IPVS scheduler of one service port's virtual servers: --ipvs-scheduler, unless the
 // Service (annotation) or the node (--load-balancing) asks for an algorithm IPVS has.
 
+import { LOAD_BALANCING_SUPPORT } from '../types.ts';
 import {
   IPVS_SCHEDULER_OF,
   resolveLoadBalancing,
@@ -19,7 +20,7 @@ export interface VsScheduler {
 export function askedScheduler(info: ServicePortInfo, nodeDefault: LoadBalancing | undefined): string | undefined {
   // A port that does not ask pays one comparison.
   if (info.loadBalancingAsked === undefined && nodeDefault === undefined) return undefined;
-  const { algorithm } = resolveLoadBalancing('ipvs', info.loadBalancingAsked, nodeDefault);
+  const { algorithm } = resolveLoadBalancing(LOAD_BALANCING_SUPPORT.ipvs, info.loadBalancingAsked, nodeDefault);
   return algorithm === undefined ? undefined : IPVS_SCHEDULER_OF[algorithm];
 }
 

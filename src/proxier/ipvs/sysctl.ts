@@ -1,12 +1,8 @@
 // The sysctls upstream's IPVS mode needs. The proxier never touches /proc itself (no fs in
 // proxiers): the daemon passes a SysctlWriter that writes /proc/sys/<path>.
 
+import type { SysctlWriter } from '../types.ts';
 import { Sysctl } from './names.ts';
-
-export interface SysctlWriter {
-  /** Writes `value` to /proc/sys/<path> ("net/ipv4/vs/conntrack"); rejects naming the path on failure. */
-  set(path: string, value: number): Promise<void>;
-}
 
 /** A writer that records what it was asked, for tests and for --init-only dry runs. */
 export class RecordingSysctl implements SysctlWriter {
@@ -25,7 +21,7 @@ export class RecordingSysctl implements SysctlWriter {
  * of black-holing them), vs/expire_quiescent_template=1 (persistence templates of weight-0
  * servers expire, so affinity does not pin clients to a draining pod), ip_forward=1, and with
  * strictARP arp_ignore=1/arp_announce=2 (kube-ipvs0 VIPs are not answered on other links).
- * conn_reuse_mode is left as is: upstream only changes it on kernels older than 5.9 (issue
+ * conn_reuse_mode is left as is: upstream only changes it on kernels older than 5.9 (kubernetes issue
  * 93297), and we target newer ones.
  */
 export function ipvsSysctls(strictARP: boolean): [string, number][] {

@@ -19,33 +19,13 @@ import {
   externalChain,
   isBalancingMap,
   isEndpointsMap,
+  NODE_PORT_SETS,
+  PORT_SETS,
   serviceChain,
   SET,
   trafficChain,
 } from './names.ts';
 import type { PortPlan } from './port-plan.ts';
-
-/** The sets and maps whose elements belong to service ports (hairpin is shared by endpoint address, so left out). */
-const PORT_SETS: ReadonlySet<string> = new Set([
-  SET.clusterIPs,
-  SET.serviceIPs,
-  SET.serviceNodePorts,
-  SET.noEndpointServices,
-  SET.noEndpointNodePorts,
-  SET.firewallProtected,
-  SET.firewallAllow,
-  SET.trafficServices,
-  SET.trafficNodePorts,
-  SET.connectionsServices,
-  SET.connectionsNodePorts,
-]);
-/** Keyed by `proto . nodePort` (2 fields) rather than `address . proto . port` (3). */
-const NODE_PORT_SETS: ReadonlySet<string> = new Set([
-  SET.serviceNodePorts,
-  SET.noEndpointNodePorts,
-  SET.trafficNodePorts,
-  SET.connectionsNodePorts,
-]);
 
 type Field = string | number;
 

@@ -37,6 +37,37 @@ export const SET = {
   connectionsNodePorts: 'connections-nodeports',
 } as const;
 
+/** --service-traffic-metrics only: the counting sets (traffic.ts). */
+export const TRAFFIC_SETS: ReadonlySet<string> = new Set([
+  SET.trafficServices,
+  SET.trafficNodePorts,
+  SET.connectionsServices,
+  SET.connectionsNodePorts,
+]);
+
+/**
+ * The fixed sets and maps whose elements belong to service ports (diffed per port; hairpin is
+ * shared by endpoint address, so left out).
+ */
+export const PORT_SETS: ReadonlySet<string> = new Set([
+  SET.clusterIPs,
+  SET.serviceIPs,
+  SET.serviceNodePorts,
+  SET.noEndpointServices,
+  SET.noEndpointNodePorts,
+  SET.firewallProtected,
+  SET.firewallAllow,
+  ...TRAFFIC_SETS,
+]);
+
+/** Of PORT_SETS, those keyed by `proto . nodePort` (2 fields) rather than `address . proto . port` (3). */
+export const NODE_PORT_SETS: ReadonlySet<string> = new Set([
+  SET.serviceNodePorts,
+  SET.noEndpointNodePorts,
+  SET.trafficNodePorts,
+  SET.connectionsNodePorts,
+]);
+
 /** The fixed chains. */
 export const CHAIN = {
   markForMasquerade: 'mark-for-masquerade',

@@ -15,6 +15,7 @@
 // Service that asks for round-robin or consistent-hash, whose chains pick from a map of its
 // own (balancing.ts).
 
+import { LOAD_BALANCING_SUPPORT } from '../types.ts';
 import type { EndpointInfo, EndpointSelection, LoadBalancing, ServicePortInfo } from '../../model/index.ts';
 import { resolveLoadBalancing } from '../../model/index.ts';
 import type { OwnAlgorithm } from './balancing.ts';
@@ -63,7 +64,7 @@ export function portAlgorithm(ctx: PlanContext, p: ServicePortInfo): OwnAlgorith
   // ClientIP affinity wins, as upstream; a port that asks nothing costs one comparison.
   if (p.sessionAffinity === 'ClientIP' || (p.loadBalancingAsked === undefined && ctx.loadBalancing === undefined))
     return undefined;
-  const a = resolveLoadBalancing('nftables', p.loadBalancingAsked, ctx.loadBalancing).algorithm;
+  const a = resolveLoadBalancing(LOAD_BALANCING_SUPPORT.nftables, p.loadBalancingAsked, ctx.loadBalancing).algorithm;
   return isOwnAlgorithm(a) ? a : undefined;
 }
 

@@ -8,7 +8,7 @@
 // listing costs a minute at 44k Services).
 
 import type { Logger } from '../../base/logger.ts';
-import { nodePortIPsOf, resolveLoadBalancing } from '../../model/index.ts';
+import { masqueradeMark, nodePortIPsOf } from '../../model/index.ts';
 import type {
   ChangeSet,
   DesiredState,
@@ -23,7 +23,6 @@ import { isNotFound } from '../../netlink/core/index.ts';
 import type {
   ArrivingChanges,
   DescribeOptions,
-  LoadBalancingNotice,
   PortDescription,
   Proxier,
   SyncProblem,
@@ -36,7 +35,17 @@ import type { ElementDelta } from './elements.ts';
 import type { FamilyTraits } from './family.ts';
 import { traitsOf } from './family.ts';
 import { cidrContainsText } from './cidr-match.ts';
-import { CHAIN, isAffinitySet, isBalancingMap, isEndpointsMap, isPickChain, isPortChain, SET } from './names.ts';
+import {
+  CHAIN,
+  isAffinitySet,
+  isBalancingMap,
+  isEndpointsMap,
+  isPickChain,
+  isPortChain,
+  PORT_SETS,
+  SET,
+  TRAFFIC_SETS,
+} from './names.ts';
 import { planPort } from './port-plan.ts';
 import type { PlanContext, PortPlan } from './port-plan.ts';
 import { endpointsMap, pickerMaps, pickerName, pickerRules } from './pickers.ts';
@@ -80,8 +89,6 @@ export interface NftablesProxierOptions {
   localhostNodePorts?: boolean;
   /** --load-balancing: the node default for Services without the annotation (unset: random, as upstream). */
   loadBalancing?: LoadBalancing;
-  /** A Service asked for a load balancing this mode cannot honour (said once per Service by the daemon). */
-  onLoadBalancingRefused?: LoadBalancingNotice;
 }
 
 export class NftablesProxier implements Proxier {
@@ -96,7 +103,6 @@ export class NftablesProxier implements Proxier {
   private readonly onFullSync: ((running: boolean) => void) | undefined;
   private readonly localhostNodePorts: boolean;
   private readonly loadBalancing: LoadBalancing | undefined;
-  private readonly onLoadBalancingRefused: LoadBalancingNotice | undefined;
   /**
    * What each programmed service port was planned from (objects the model holds anyway).
    * Its plan is computed again when it changes, rather than kept: plans are pure, and a
@@ -127,16 +133,13 @@ export class NftablesProxier implements Proxier {
     const fam = opts.nft.scope.family;
     if (fam !== 'ip' && fam !== 'ip6') throw new Error(`the nftables proxier needs an ip or ip6 table, not ${fam}`);
     this.traits = traitsOf(fam === 'ip' ? 'IPv4' : 'IPv6');
-    const bit = opts.masqueradeBit ?? 14;
-    if (!Number.isInteger(bit) || bit < 0 || bit > 31) throw new RangeError(`masqueradeBit ${bit} is not in 0..31`);
-    this.mark = (1 << bit) >>> 0;
+    this.mark = masqueradeMark(opts.masqueradeBit);
     this.localAddresses = opts.localAddresses;
     this.now = opts.now ?? (() => performance.now());
     this.serviceTraffic = opts.serviceTraffic ?? false;
     this.onFullSync = opts.onFullSync;
     this.localhostNodePorts = opts.localhostNodePorts ?? false;
     this.loadBalancing = opts.loadBalancing;
-    this.onLoadBalancingRefused = opts.onLoadBalancingRefused;
     this.batchBudget = opts.maxBatchBytes === undefined ? Infinity : Math.max(4096, Math.floor(opts.maxBatchBytes / 2));
   }
 
@@ -194,13 +197,6 @@ export class NftablesProxier implements Proxier {
   private inputsOf(desired: DesiredState, id: ServicePortId): PortInputs | undefined {
     const info = desired.services.get(id);
     return info && { info, sel: desired.selections.get(id) };
-  }
-
-  /** A Service asking for what this mode cannot do is told (the daemon says it once per Service). */
-  private noticeBalancing(info: ServicePortInfo | undefined): void {
-    if (info?.loadBalancingAsked === undefined || !this.onLoadBalancingRefused) return;
-    const r = resolveLoadBalancing('nftables', info.loadBalancingAsked, this.loadBalancing);
-    if (r.unsupported !== undefined) this.onLoadBalancingRefused(info, info.loadBalancingAsked, r.unsupported);
   }
 
   private plan(inputs: PortInputs | undefined): PortPlan | undefined {
@@ -441,7 +437,6 @@ export class NftablesProxier implements Proxier {
     sel: EndpointSelection | undefined,
   ): OpGroup {
     const plan = planPort(this.ctx!, info, sel);
-    this.noticeBalancing(info);
     st.ports.set(id, { info, sel });
     const g = new OpGroup();
     for (const p of plan.pickers) {
@@ -848,7 +843,6 @@ export class NftablesProxier implements Proxier {
     const g = new OpGroup();
     const delta: ElementDelta = emptyDelta();
     const inputs = this.inputsOf(desired, id);
-    this.noticeBalancing(inputs?.info);
     const before = this.plan(this.ports.get(id));
     const after = this.plan(inputs);
     const oldChains = new Map((before?.chains ?? []).map((c) => [c.name, c]));
@@ -976,27 +970,7 @@ function writeElement(st: FullSyncState, g: OpGroup, e: NftElement): void {
  * Fixed sets whose elements come from service ports (diffed, as the endpoints maps are); the others follow the node
  * (rewritten).
  */
-const SHARED_SETS = new Set<string>([
-  SET.clusterIPs,
-  SET.serviceIPs,
-  SET.serviceNodePorts,
-  SET.noEndpointServices,
-  SET.noEndpointNodePorts,
-  SET.firewallProtected,
-  SET.firewallAllow,
-  SET.hairpin,
-  SET.localhostNodePorts,
-  SET.trafficServices,
-  SET.trafficNodePorts,
-  SET.connectionsServices,
-  SET.connectionsNodePorts,
-]);
-const TRAFFIC_SETS = new Set<string>([
-  SET.trafficServices,
-  SET.trafficNodePorts,
-  SET.connectionsServices,
-  SET.connectionsNodePorts,
-]);
+const SHARED_SETS: ReadonlySet<string> = new Set([...PORT_SETS, SET.hairpin, SET.localhostNodePorts]);
 const FIXED_SETS = new Set<string>([SET.nodePortIPs, SET.podCIDRs, SET.serviceCIDRs]);
 
 /** The text port-plan.ts gives its contributions, of any element (ours, or one read back). */

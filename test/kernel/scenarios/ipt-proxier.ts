@@ -14,6 +14,7 @@ import { ObjectFeed } from './object-feed.ts';
 import { ProcSysctl } from '../../../src/daemon/sysctl.ts';
 import type { ObjectChange } from './object-feed.ts';
 import { problemText } from '../../../src/proxier/types.ts';
+import type { ProxyMode } from '../../../src/proxier/types.ts';
 
 let tracker: ChangeTracker | undefined;
 let proxier: IptablesProxier | undefined;
@@ -160,7 +161,8 @@ export function warnings(): string[] {
 }
 
 /** What a daemon starting in `mode` removes of the other modes (daemon/cleanup.ts). */
-export async function removeOtherModes(mode: string): Promise<void> {
+export async function removeOtherModes(mode: ProxyMode): Promise<void> {
   const { removeOtherModesLeftovers } = await import('../../../src/daemon/cleanup.ts');
-  await removeOtherModesLeftovers(mode, { logger: logs, clock: systemClock });
+  const { MODES } = await import('../../../src/daemon/modes/index.ts');
+  await removeOtherModesLeftovers(MODES[mode].leftovers, { logger: logs });
 }

@@ -8,7 +8,8 @@ import { FakeClock, MAX_TIMER_MS, timerDelay } from '../../../src/base/clock.ts'
 import { parseCommandLine, type CommandLineResult } from '../../../src/config/cli.ts';
 import { FLAGS } from '../../../src/config/flags.ts';
 import { FIELDS } from '../../../src/config/schema.ts';
-import type { ProxyConfig, ProxyMode } from '../../../src/config/types.ts';
+import type { ProxyConfig } from '../../../src/config/types.ts';
+import type { ProxyMode } from '../../../src/proxier/types.ts';
 
 const VALUES = ['0', '1ns', '596h', '597h', '600h'] as const;
 const H596 = 596 * 3_600_000;

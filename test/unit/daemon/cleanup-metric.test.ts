@@ -6,6 +6,7 @@ import { makeSync } from '../../../src/daemon/sync.ts';
 import { createMetrics } from '../../../src/metrics/index.ts';
 import { ChangeTracker } from '../../../src/model/index.ts';
 import type { Proxier } from '../../../src/proxier/types.ts';
+import { MODES } from '../../../src/daemon/modes/index.ts';
 
 test('cleanupFailed in a report increments the nftables cleanup-failure counter of that family', async (t) => {
   const clock = new FakeClock();
@@ -25,7 +26,7 @@ test('cleanupFailed in a report increments the nftables cleanup-failure counter 
       }),
     cleanup: () => Promise.resolve(),
   };
-  const metrics = createMetrics({ processMetrics: false, mode: 'nftables' });
+  const metrics = createMetrics({ processMetrics: false, mode: 'nftables', groups: MODES.nftables.metrics.groups });
   const sync = makeSync({ pipelines: [{ family: 'IPv6', tracker, proxier }], metrics, logger, now: () => clock.now() });
   const signal = new AbortController().signal;
   await sync({ full: true, reason: 'kick', signal });

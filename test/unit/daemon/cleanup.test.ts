@@ -1,12 +1,10 @@
 // --cleanup's step runner: every step runs, failures are collected and named.
 import test from 'ava';
 import { memoryLogger } from '../../../src/base/logger.ts';
-import { runCleanupSteps } from '../../../src/daemon/cleanup.ts';
-import { summarize, type Inventory } from '../../../src/daemon/cleanup-inventory.ts';
-import { buildProxiers, ModeUnavailableError } from '../../../src/daemon/proxiers.ts';
-import { FakeClock } from '../../../src/base/clock.ts';
-import { RecordingSysctl } from '../../../src/proxier/ipvs/index.ts';
-import { config } from './fakes.ts';
+import { runCleanupSteps } from '../../../src/leftovers/steps.ts';
+import { summarize, type Inventory } from '../../../src/leftovers/inventory.ts';
+import { CLEANUP_ORDER, MODES } from '../../../src/daemon/modes/index.ts';
+import { PROXY_MODES } from '../../../src/proxier/types.ts';
 
 test('a failed step does not stop the others; failures name the step', async (t) => {
   const ran: string[] = [];
@@ -27,19 +25,10 @@ test('a failed step does not stop the others; failures name the step', async (t)
   t.is(logger.records.filter((r) => r.level === 'error').length, 1);
 });
 
-test('modes this build lacks are refused before any socket is opened', (t) => {
-  // Every mode the configuration accepts is built now: a mode name the build lacks is forged.
-  for (const mode of ['kernelspace']) {
-    const cfg = { ...config(['--proxy-mode', 'iptables']), mode: mode as 'iptables' };
-    t.throws(
-      () =>
-        buildProxiers(cfg, ['IPv4'], { logger: memoryLogger(), clock: new FakeClock(), sysctl: new RecordingSysctl() }),
-      {
-        instanceOf: ModeUnavailableError,
-        message: `${mode} mode is not available in this build yet (available: nftables, ipvs, iptables, userspace)`,
-      },
-    );
-  }
+test('every proxy mode has one definition, under its own name', (t) => {
+  t.deepEqual(Object.keys(MODES), [...PROXY_MODES]);
+  for (const mode of PROXY_MODES) t.is(MODES[mode].name, mode);
+  t.deepEqual(new Set(CLEANUP_ORDER.map((d) => d.name)), new Set(PROXY_MODES), '--cleanup covers every mode');
 });
 
 test('--cleanup summary: what went, by kind, or nothing to clean', (t) => {

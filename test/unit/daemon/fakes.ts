@@ -8,7 +8,7 @@ import { FakeNft } from '../../../src/netlink/nftables/fake/index.ts';
 import { NftablesProxier, TABLE } from '../../../src/proxier/nftables/index.ts';
 import type { Proxier } from '../../../src/proxier/types.ts';
 import type { Source, SourceHandler } from '../../../src/sources/index.ts';
-import type { ProxierSet } from '../../../src/daemon/proxiers.ts';
+import type { ProxierSet } from '../../../src/daemon/modes/index.ts';
 
 export function config(argv: string[] = []): ProxyConfig {
   const r = parseCommandLine(argv);

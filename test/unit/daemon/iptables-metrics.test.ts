@@ -12,6 +12,7 @@ import { Plan } from '../../../src/proxier/iptables-nft/groups.ts';
 import { SyncTally } from '../../../src/proxier/iptables/sync-tally.ts';
 import { SyncFailedError } from '../../../src/proxier/types.ts';
 import type { Proxier, SyncReport } from '../../../src/proxier/types.ts';
+import { MODES } from '../../../src/daemon/modes/index.ts';
 
 const rule = (table: IptRule['table'], chain: string): IptRule => ({
   table,
@@ -25,7 +26,7 @@ function pipeline(sync: Proxier['sync']) {
   const logger = memoryLogger([]);
   const tracker = new ChangeTracker({ nodeName: 'n', family: 'IPv4' }, { logger, clock });
   const proxier: Proxier = { mode: 'iptables', sync, cleanup: () => Promise.resolve() };
-  const metrics = createMetrics({ processMetrics: false, mode: 'iptables' });
+  const metrics = createMetrics({ processMetrics: false, mode: 'iptables', groups: MODES.iptables.metrics.groups });
   const run = makeSync({ pipelines: [{ family: 'IPv4', tracker, proxier }], metrics, logger, now: () => clock.now() });
   const value = async (name: string, labels: Record<string, string>): Promise<number | undefined> => {
     const m = await metrics.registry.getSingleMetric(name)!.get();

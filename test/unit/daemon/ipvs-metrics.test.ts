@@ -9,6 +9,7 @@ import { createMetrics } from '../../../src/metrics/index.ts';
 import { IpvsProxier, IpvsSyncError } from '../../../src/proxier/ipvs/index.ts';
 import type { CompanionSink } from '../../../src/proxier/ipvs/companion.ts';
 import { harness, svc } from '../proxier/ipvs/harness.ts';
+import { MODES } from '../../../src/daemon/modes/index.ts';
 
 const NAME = 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total';
 
@@ -20,7 +21,7 @@ test('IPVS mode: a refused companion-rule write counts as an iptables restore fa
     remove: () => Promise.resolve(),
   };
   const proxier = new IpvsProxier({ family: 'IPv4' }, { ...h.deps, companion: sink });
-  const metrics = createMetrics({ processMetrics: false, mode: 'ipvs' });
+  const metrics = createMetrics({ processMetrics: false, mode: 'ipvs', groups: MODES.ipvs.metrics.groups });
   const run = makeSync({
     pipelines: [{ family: 'IPv4', tracker: h.tracker, proxier }],
     metrics,

@@ -11,7 +11,8 @@ import { memoryLogger } from '../../../src/base/logger.ts';
 import { runProfile } from '../../../src/cli/profile.ts';
 import { startControlServer } from '../../../src/control/server.ts';
 import { controlHandler, type ControlParts } from '../../../src/daemon/control.ts';
-import { announceDeprecations, IPVS_DEPRECATION } from '../../../src/daemon/deprecations.ts';
+import { announceDeprecations } from '../../../src/daemon/deprecations.ts';
+import { IPVS_DEPRECATION } from '../../../src/daemon/modes/ipvs.ts';
 import { Profiler } from '../../../src/daemon/profiling.ts';
 
 async function daemonSocket(t: ExecutionContext, profiler?: Profiler) {

@@ -7,6 +7,7 @@ import { installProcessHandlers } from '../../../src/daemon/signals.ts';
 import { SyncLoop, type SyncRequest } from '../../../src/daemon/sync-loop.ts';
 import { ProxyHealth } from '../../../src/health/proxy-health.ts';
 import { createMetrics } from '../../../src/metrics/metrics.ts';
+import { MODES } from '../../../src/daemon/modes/index.ts';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -22,7 +23,7 @@ function setup(
   const logger = memoryLogger();
   const notifier = new RecordingNotifier({ clock, watchdogMs: 20_000 });
   const health = new ProxyHealth({ clock, healthTimeoutMs: 60_000 });
-  const metrics = createMetrics({ processMetrics: false, mode: 'nftables' });
+  const metrics = createMetrics({ processMetrics: false, mode: 'nftables', groups: MODES.nftables.metrics.groups });
   const requests: { full: boolean; reason: string; at: number }[] = [];
   const t0 = clock.now();
   let releaseSources!: () => void;

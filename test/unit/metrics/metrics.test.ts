@@ -2,6 +2,7 @@ import test from 'ava';
 import { register as globalRegistry } from 'prom-client';
 import { createMetrics, NETWORK_PROGRAMMING_BUCKETS, SYNC_DURATION_BUCKETS } from '../../../src/metrics/metrics.ts';
 import { startMetricsServer } from '../../../src/metrics/server.ts';
+import { MODES } from '../../../src/daemon/modes/index.ts';
 
 /** A deliberately small Prometheus text-format reader (not prom-client's). */
 interface Scrape {
@@ -55,7 +56,7 @@ test('two instances do not collide and the global registry stays empty', (t) => 
 });
 
 test('scraped over HTTP: upstream names, types, labels and values; ours prefixed', async (t) => {
-  const m = createMetrics({ version: 'v0.1.0', mode: 'nftables' });
+  const m = createMetrics({ version: 'v0.1.0', mode: 'nftables', groups: MODES.nftables.metrics.groups });
   m.syncProxyRulesDuration.observe({ ip_family: 'IPv4' }, 0.0123);
   m.syncFullProxyRulesDuration.observe({ ip_family: 'IPv4' }, 0.0123);
   m.syncPartialProxyRulesDuration.observe({ ip_family: 'IPv4' }, 0.002);

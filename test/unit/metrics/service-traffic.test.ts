@@ -4,7 +4,7 @@ import test from 'ava';
 import { Registry } from 'prom-client';
 import type { IPFamily } from '../../../src/base/ip.ts';
 import { readServiceTraffic } from '../../../src/daemon/service-traffic.ts';
-import type { ProxierSet } from '../../../src/daemon/proxiers.ts';
+import type { ProxierSet } from '../../../src/daemon/modes/index.ts';
 import { registerServiceTraffic } from '../../../src/metrics/service-traffic.ts';
 import type { ChangeTracker, ServicePortId } from '../../../src/model/index.ts';
 import type { Proxier } from '../../../src/proxier/types.ts';

@@ -6,6 +6,8 @@
 // iptables-restore); the nftables sync and cleanup failures in nftables mode only.
 import test from 'ava';
 import { createMetrics, kubernetesBuildLabels } from '../../../src/metrics/metrics.ts';
+import { MODES } from '../../../src/daemon/modes/index.ts';
+import type { ProxyMode } from '../../../src/proxier/types.ts';
 
 const COMMON = [
   'kubeproxy_sync_proxy_rules_duration_seconds',
@@ -45,8 +47,13 @@ const NFACCT = [
   'kubeproxy_iptables_localhost_nodeports_accepted_packets_total',
 ];
 
-const names = async (mode: string): Promise<Set<string>> => {
-  const text = await createMetrics({ processMetrics: false, mode, version: 'v1.2.3' }).registry.metrics();
+const names = async (mode: ProxyMode): Promise<Set<string>> => {
+  const text = await createMetrics({
+    processMetrics: false,
+    mode,
+    groups: MODES[mode].metrics.groups,
+    version: 'v1.2.3',
+  }).registry.metrics();
   return new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
 };
 
@@ -57,7 +64,7 @@ const BY_MODE: Record<string, string[]> = {
   iptables: IPTABLES,
 };
 
-for (const mode of ['nftables', 'ipvs', 'iptables']) {
+for (const mode of ['nftables', 'ipvs', 'iptables'] as const) {
   test(`${mode} mode exports upstream's metrics`, async (t) => {
     const have = await names(mode);
     const own = BY_MODE[mode]!;
@@ -68,7 +75,12 @@ for (const mode of ['nftables', 'ipvs', 'iptables']) {
 }
 
 test("kubernetes_build_info carries upstream's labels, our version as git_version", async (t) => {
-  const text = await createMetrics({ processMetrics: false, mode: 'nftables', version: 'v1.2.3' }).registry.metrics();
+  const text = await createMetrics({
+    processMetrics: false,
+    mode: 'nftables',
+    groups: MODES.nftables.metrics.groups,
+    version: 'v1.2.3',
+  }).registry.metrics();
   const line = text.split('\n').find((l) => l.startsWith('kubernetes_build_info{'));
   t.truthy(line);
   for (const label of [

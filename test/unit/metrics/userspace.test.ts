@@ -2,7 +2,7 @@
 import test from 'ava';
 import { Registry } from 'prom-client';
 import { registerUserspaceMetrics } from '../../../src/metrics/index.ts';
-import { listenIPOf, sampleOf } from '../../../src/daemon/proxiers-userspace.ts';
+import { listenIPOf, sampleOf } from '../../../src/daemon/modes/userspace.ts';
 
 const port = (accepted: number, failedOver: number, refused: number, bytesIn: number, bytesOut: number) => ({
   accepted,

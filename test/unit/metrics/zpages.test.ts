@@ -19,6 +19,7 @@ import {
   uptimeText,
   ZPAGES_DELIMITERS,
 } from '../../../src/metrics/zpages.ts';
+import { MODES } from '../../../src/daemon/modes/index.ts';
 
 const WARNING =
   'Warning: This endpoint is not meant to be machine parseable, has no formatting compatibility guarantees and is for debugging purposes only.';
@@ -121,7 +122,7 @@ test('content negotiation as upstream: text by default, structured objects only 
 
 test('the metrics server serves /statusz, /flagz, /metrics/slis and counts /healthz for the SLIs', async (t) => {
   const slis = createSliMetrics(1_790_000_000);
-  const metrics = createMetrics({ mode: 'nftables', processMetrics: false });
+  const metrics = createMetrics({ mode: 'nftables', groups: MODES.nftables.metrics.groups, processMetrics: false });
   const server = await startMetricsServer({
     address: '127.0.0.1:0',
     metrics,
@@ -177,7 +178,7 @@ test('the metrics server serves /statusz, /flagz, /metrics/slis and counts /heal
 test('kubernetes_feature_enabled lists every gate; ComponentStatusz=false and ComponentFlagz=false turn the pages off', async (t) => {
   const r = parseCommandLine(['--feature-gates=ComponentStatusz=false,ComponentFlagz=false,AllAlpha=true']);
   if (r.kind !== 'run') return t.fail(r.stderr);
-  const metrics = createMetrics({ mode: 'iptables', processMetrics: false });
+  const metrics = createMetrics({ mode: 'iptables', groups: MODES.iptables.metrics.groups, processMetrics: false });
   const ops = metricsOps(r.config, { version: 'v0.1.0', metrics });
   const text = await metrics.registry.metrics();
   t.regex(text, /^kubernetes_feature_enabled\{name="KubeProxyNFTablesLocalhostNodePorts",stage="ALPHA"\} 1$/m);

@@ -1,24 +1,31 @@
 import test from 'ava';
 import { resolveLoadBalancing } from '../../../src/model/index.ts';
+import { LOAD_BALANCING_SUPPORT } from '../../../src/proxier/types.ts';
 import { loadBalancingAnnotation } from '../../../src/model/load-balancing.ts';
 import { normalizeService } from '../../../src/model/service.ts';
 import { DEFAULT_LIMITS } from '../../../src/model/index.ts';
 
 test('the annotation wins over the node default; neither = the mode default', (t) => {
-  t.deepEqual(resolveLoadBalancing('nftables', 'consistent-hash', 'round-robin'), { algorithm: 'consistent-hash' });
-  t.deepEqual(resolveLoadBalancing('nftables', undefined, 'round-robin'), { algorithm: 'round-robin' });
-  t.deepEqual(resolveLoadBalancing('nftables', undefined, undefined), { algorithm: undefined });
+  t.deepEqual(resolveLoadBalancing(LOAD_BALANCING_SUPPORT.nftables, 'consistent-hash', 'round-robin'), {
+    algorithm: 'consistent-hash',
+  });
+  t.deepEqual(resolveLoadBalancing(LOAD_BALANCING_SUPPORT.nftables, undefined, 'round-robin'), {
+    algorithm: 'round-robin',
+  });
+  t.deepEqual(resolveLoadBalancing(LOAD_BALANCING_SUPPORT.nftables, undefined, undefined), { algorithm: undefined });
 });
 
 test('an unsupported or unknown value gets what a Service without one gets, and says why', (t) => {
-  const u = resolveLoadBalancing('nftables', 'least-connection', 'round-robin');
+  const u = resolveLoadBalancing(LOAD_BALANCING_SUPPORT.nftables, 'least-connection', 'round-robin');
   t.is(u.algorithm, 'round-robin');
   t.regex(u.unsupported ?? '', /least-connection is not supported in nftables mode/);
-  const k = resolveLoadBalancing('ipvs', 'maglev', undefined);
+  const k = resolveLoadBalancing(LOAD_BALANCING_SUPPORT.ipvs, 'maglev', undefined);
   t.is(k.algorithm, undefined);
   t.regex(k.unsupported ?? '', /unknown value "maglev"/);
   // A node default the mode cannot honour is the mode's default, silently (the flag is per node).
-  t.deepEqual(resolveLoadBalancing('iptables', undefined, 'consistent-hash'), { algorithm: undefined });
+  t.deepEqual(resolveLoadBalancing(LOAD_BALANCING_SUPPORT.iptables, undefined, 'consistent-hash'), {
+    algorithm: undefined,
+  });
 });
 
 test('every port of a Service carries the trimmed annotation', (t) => {

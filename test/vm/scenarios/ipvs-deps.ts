@@ -7,7 +7,8 @@ import { connect, Protocol } from '../../../src/netlink/core/index.ts';
 import { openIpset } from '../../../src/netlink/ipset/index.ts';
 import { IpvsClient } from '../../../src/netlink/ipvs/index.ts';
 import { openRoute } from '../../../src/netlink/route/index.ts';
-import type { IpvsProxierDeps, SysctlWriter } from '../../../src/proxier/ipvs/index.ts';
+import type { IpvsProxierDeps } from '../../../src/proxier/ipvs/index.ts';
+import type { SysctlWriter } from '../../../src/proxier/types.ts';
 
 export const procSysctl: SysctlWriter = {
   set(path, value) {

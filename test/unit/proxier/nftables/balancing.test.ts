@@ -3,6 +3,7 @@
 // only the buckets that move, an unsupported value keeps the pickers and is reported.
 import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
+import { checkLoadBalancing } from '../../../../src/daemon/load-balancing-notices.ts';
 import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
 import type { NftTransaction } from '../../../../src/netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
@@ -75,18 +76,17 @@ test('consistent-hash: removing 1 of 10 endpoints rewrites only the buckets that
   t.false(nft.dump().includes('10.244.1.10 . 8080'), 'no bucket holds the removed endpoint');
 });
 
-test('an unsupported value keeps the shared pickers and is reported with the reason', async (t) => {
+test("an unsupported value keeps the shared pickers and is reported with the reason (the sync's check)", async (t) => {
   const { t: tr } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
   const nft = new FakeNft({ family: 'ip', table: TABLE });
   const told: string[] = [];
-  const proxier = new NftablesProxier({
-    nft,
-    logger: memoryLogger(),
-    onLoadBalancingRefused: (s, asked, why) => told.push(`${s.namespace}/${s.name} ${asked}: ${why}`),
-  });
+  const proxier = new NftablesProxier({ nft, logger: memoryLogger() });
   tr.onService(undefined, annotated('lc', '10.96.0.40', 'least-connection'));
   tr.onEndpointSlice(slice('lc-1', 'lc', eps(2)), false);
   const c = tr.checkout();
+  checkLoadBalancing('nftables', undefined, c.desired, c.change, (s, asked, why) =>
+    told.push(`${s.namespace}/${s.name} ${asked}: ${why}`),
+  );
   await proxier.sync(c.desired, c.change, signal);
   t.deepEqual(told, [
     'default/lc least-connection: least-connection is not supported in nftables mode (supported: random, round-robin, consistent-hash)',

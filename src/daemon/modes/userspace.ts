@@ -6,21 +6,20 @@
 // (its REDIRECT/DNAT rules cannot reach a socket on lo).
 
 import { networkInterfaces } from 'node:os';
-import type { IPFamily } from '../base/ip.ts';
-import { parseIP } from '../base/ip.ts';
-import type { ProxyConfig } from '../config/index.ts';
-import { Protocol } from '../netlink/core/index.ts';
-import type { NetlinkConnection } from '../netlink/core/index.ts';
-import { NftClient } from '../netlink/nftables/index.ts';
-import { ConntrackClient } from '../netlink/conntrack/index.ts';
-import type { IptTable } from '../netlink/nftables/iptables/rule.ts';
-import type { UserspaceSample } from '../metrics/index.ts';
-import { UserspaceProxier } from '../proxier/userspace/proxier.ts';
-import { createProxyPorts } from '../proxier/userspace/proxy/index.ts';
-import type { ProxyPorts, ProxyStats } from '../proxier/userspace/proxy/index.ts';
-import { iptablesNftCodec } from '../proxier/iptables-nft/index.ts';
-import { removeOtherModesLeftovers } from './cleanup.ts';
-import type { ProxierDeps, ProxierSet } from './proxiers.ts';
+import type { IPFamily } from '../../base/ip.ts';
+import { parseIP } from '../../base/ip.ts';
+import { Protocol } from '../../netlink/core/index.ts';
+import { NftClient, nftFamilyOf } from '../../netlink/nftables/index.ts';
+import { ConntrackClient } from '../../netlink/conntrack/index.ts';
+import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
+import type { UserspaceSample } from '../../metrics/index.ts';
+import { UserspaceProxier } from '../../proxier/userspace/proxier.ts';
+import { createProxyPorts } from '../../proxier/userspace/proxy/index.ts';
+import type { ProxyPorts, ProxyStats } from '../../proxier/userspace/proxy/index.ts';
+import { iptablesNftCodec } from '../../proxier/iptables-nft/index.ts';
+import { TRACE_TRAITS } from '../../explain/modes.ts';
+import { isUserspaceChain } from '../../proxier/userspace/rules.ts';
+import type { ModeDefinition, ModeSet } from './types.ts';
 
 /** '0.0.0.0' / '::', or the bind address when it is a specific address of `family`. */
 export function listenIPOf(bindAddress: string, family: IPFamily): string {
@@ -73,16 +72,10 @@ export function sampleOf(family: IPFamily, s: ProxyStats): UserspaceSample {
   };
 }
 
-export function userspaceSet(
-  config: ProxyConfig,
-  families: readonly IPFamily[],
-  deps: ProxierDeps,
-  open: (protocol: number, opts?: { recvMessageBytes?: number }) => NetlinkConnection,
-  close: () => void,
-): ProxierSet {
+function buildUserspace(...[config, families, deps, sockets]: Parameters<ModeDefinition['build']>): ModeSet {
   if (isLoopback(config.bindAddress))
     throw new Error(`--bind-address ${config.bindAddress}: the userspace mode cannot proxy on localhost (as upstream)`);
-  const leftoverDeps = { logger: deps.logger, clock: deps.clock, excludeCIDRs: config.ipvs.excludeCIDRs };
+  const { open, close } = sockets;
   const proxiers = new Map<IPFamily, UserspaceProxier>();
   const ports = new Map<IPFamily, ProxyPorts>();
   // UDP entries still leading to a socket that moved (a restart) are deleted after each sync.
@@ -100,7 +93,7 @@ export function userspaceSet(
     });
     ports.set(family, p);
     const conn = open(Protocol.NETFILTER);
-    const nftFamily = family === 'IPv4' ? 'ip' : 'ip6';
+    const nftFamily = nftFamilyOf(family);
     const tables: IptTable[] = ['nat', 'filter'];
     const clients = new Map(
       tables.map((table) => [table, new NftClient({ family: nftFamily, table, transport: conn })]),
@@ -130,15 +123,27 @@ export function userspaceSet(
   return {
     mode: 'userspace',
     proxiers,
-    init: async () => {
+    preflight: () => {
       deps.logger.info('userspace mode: Service traffic is proxied through sockets of this process', {
         bindAddress: config.bindAddress,
         portRange: config.portRange ? `${config.portRange.first}-${config.portRange.last}` : 'kernel-chosen',
       });
-      await removeOtherModesLeftovers('userspace', leftoverDeps);
+      return Promise.resolve();
     },
     close: () => void closeAll(),
     shutdown: closeAll,
     proxyStats: () => [...ports].map(([family, p]) => sampleOf(family, p.stats())),
   };
 }
+
+export const userspaceMode: ModeDefinition = {
+  name: 'userspace',
+  build: buildUserspace,
+  // Upstream's KUBE-PORTALS-* / KUBE-NODEPORT-* chains carry our names.
+  leftovers: { ownsChain: isUserspaceChain, dropSetRules: false, ipvsState: 'remove', removeNftablesModeTable: true },
+  // Its chains carry upstream's userspace names, which --cleanup's sweep of upstream's state removes.
+  cleanupSteps: () => Promise.resolve([]),
+  metrics: { groups: [], noLocalEndpointsPerPort: true },
+  proxiesThroughSockets: () => true,
+  traceTraits: TRACE_TRAITS.userspace,
+};

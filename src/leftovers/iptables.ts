@@ -68,19 +68,20 @@ export interface SweepPolicy {
 }
 
 /**
- * Per mode, as upstream's platformCleanup decides between modes: state of a mode other than the
- * running one goes; state whose names the running mode shares is left to it. 'cleanup'
- * (--cleanup) removes both modes' chains.
+ * As upstream's platformCleanup decides between modes: state of a mode other than the running
+ * one goes; state whose names the running mode shares (`owns`) is left to it. --cleanup owns
+ * nothing and removes every mode's chains.
  */
-export function sweepPolicy(mode: string, table: IptablesTable): SweepPolicy {
-  const ipt = (n: string): boolean => isUpstreamIptablesChain(table, n);
-  const ipvs = (n: string): boolean => isIpvsChain(table, n);
+export function sweepPolicy(
+  owns: (table: IptablesTable, name: string) => boolean,
+  dropSetRules: boolean,
+  table: IptablesTable,
+): SweepPolicy {
   // The userspace mode's KUBE-PORTALS-* / KUBE-NODEPORT-* (upstream's names too) share no name with the others.
-  const us = (n: string): boolean => isUserspaceChain(table, n);
-  if (mode === 'ipvs') return { remove: (n) => (ipt(n) && !ipvs(n)) || us(n), takenOver: ipvs, dropSetRules: false };
-  if (mode === 'iptables') return { remove: (n) => (ipvs(n) && !ipt(n)) || us(n), takenOver: ipt, dropSetRules: true };
-  if (mode === 'userspace') return { remove: (n) => ipt(n) || ipvs(n), takenOver: us, dropSetRules: false };
-  return { remove: (n) => ipt(n) || ipvs(n) || us(n), takenOver: () => false, dropSetRules: false };
+  const upstream = (n: string): boolean =>
+    isUpstreamIptablesChain(table, n) || isIpvsChain(table, n) || isUserspaceChain(table, n);
+  const takenOver = (n: string): boolean => owns(table, n);
+  return { remove: (n) => upstream(n) && !takenOver(n), takenOver, dropSetRules };
 }
 
 /** A rule as the sweep needs it: where it is, its handle, the chains it jumps or goes to. */

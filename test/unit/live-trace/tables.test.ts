@@ -12,7 +12,7 @@ import {
   selfOwner,
   traceTableName,
   traceTableOwner,
-} from '../../../src/daemon/trace-tables.ts';
+} from '../../../src/live-trace/tables.ts';
 
 test('names record the owner and parse back; the earlier shared table has none', (t) => {
   const name = traceTableName({ pid: 4242, start: 987654 }, 3);

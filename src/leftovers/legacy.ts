@@ -8,8 +8,8 @@
 
 import { readFileSync, readlinkSync } from 'node:fs';
 import type { Logger } from '../base/logger.ts';
-import { IPTABLES_TABLES, SERVICE_CHAIN_PREFIXES, fixedChainNames } from './leftovers-iptables.ts';
-import type { IptablesTable } from './leftovers-iptables.ts';
+import { IPTABLES_TABLES, SERVICE_CHAIN_PREFIXES, fixedChainNames } from './iptables.ts';
+import type { IptablesTable } from './iptables.ts';
 
 export interface LegacyTables {
   /** Legacy tables registered for IPv4 / IPv6 among nat, filter, mangle. */

@@ -1,6 +1,7 @@
 // Start-up cleanup of other proxies' state, as upstream's platformCleanup does when the mode
-// changes, and the upstream part of --cleanup. Each kind of state is one small step; the mode
-// decides which run, because in some modes upstream's names are ours:
+// changes, and the upstream part of --cleanup. Each kind of state is one small step; the
+// starting mode's LeftoverPolicy (policy.ts) decides which run, because in some modes upstream's
+// names are ours:
 //
 //   upstream's state                          nftables  ipvs               iptables           userspace   --cleanup
 //   nftables tables `ip|ip6 kube-proxy`       removed   removed            removed            removed     removed
@@ -25,18 +26,16 @@ import { IpvsClient } from '../netlink/ipvs/index.ts';
 import { NftClient } from '../netlink/nftables/index.ts';
 import type { Family } from '../netlink/nftables/index.ts';
 import { RouteClient } from '../netlink/route/index.ts';
-import type { CleanupStep } from './cleanup.ts';
-import { IPTABLES_TABLES, sweepPolicy, sweepTable } from './leftovers-iptables.ts';
+import type { CleanupStep } from './steps.ts';
+import type { LeftoverPolicy } from './policy.ts';
+import { IPTABLES_TABLES, sweepPolicy, sweepTable } from './iptables.ts';
 import { IPTABLES_RECV_BYTES } from '../proxier/iptables/index.ts';
-import { removeIpvsLeftovers, removeUpstreamIpsets } from './leftovers-ipvs.ts';
-import { warnAboutLegacyIptables } from './leftovers-legacy.ts';
-import type { LegacyProbe } from './leftovers-legacy.ts';
+import { removeIpvsLeftovers, removeUpstreamIpsets } from './ipvs.ts';
+import { warnAboutLegacyIptables } from './legacy.ts';
+import type { LegacyProbe } from './legacy.ts';
 
 /** Upstream's nftables-mode table name (pkg/proxy/nftables kubeProxyTable). */
 export const UPSTREAM_NFT_TABLE = 'kube-proxy';
-
-/** The running mode, or 'cleanup' for --cleanup (everything of upstream's goes). */
-export type LeftoverMode = string;
 
 export interface LeftoverClients {
   /** A client bound to (family, table). */
@@ -73,8 +72,8 @@ export async function removeUpstreamNftTable(client: NftClient): Promise<boolean
   }
 }
 
-/** The steps for a mode, in order. */
-export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: LeftoverOptions): CleanupStep[] {
+/** The steps for the starting mode's policy (or --cleanup's), in order. */
+export function leftoverSteps(policy: LeftoverPolicy, c: LeftoverClients, o: LeftoverOptions): CleanupStep[] {
   const log = o.logger;
   const steps: CleanupStep[] = [];
   for (const { family } of NFT_FAMILIES) {
@@ -92,7 +91,7 @@ export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: Leftove
       steps.push({
         what: `upstream kube-proxy iptables-nft chains in ${family} ${table}`,
         run: async () => {
-          const r = await sweepTable(c.nft(family, table), sweepPolicy(mode, table));
+          const r = await sweepTable(c.nft(family, table), sweepPolicy(policy.ownsChain, policy.dropSetRules, table));
           for (const k of r.kept) {
             log.warn('Upstream kube-proxy chain kept: a foreign chain still jumps to it', { table: r.table, ...k });
           }
@@ -108,7 +107,7 @@ export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: Leftove
       });
     }
   }
-  if (mode === 'cleanup') {
+  if (policy.ipvsState === 'ipsets') {
     // The IPVS proxier's cleanup removes the virtual servers and kube-ipvs0 (ours and upstream's
     // alike); the sets go here, waiting for the rules just deleted to let go of them.
     steps.push({
@@ -119,7 +118,7 @@ export function leftoverSteps(mode: LeftoverMode, c: LeftoverClients, o: Leftove
         if (sets.length > 0) log.info('Removed upstream kube-proxy ipsets', { sets: sets.join(',') });
       },
     });
-  } else if (mode !== 'ipvs') {
+  } else if (policy.ipvsState === 'remove') {
     steps.push({
       what: 'upstream kube-proxy IPVS virtual servers, ipsets and kube-ipvs0',
       run: () =>
@@ -183,7 +182,7 @@ export async function openLeftoverClients(
  * Never stops the start: a step that fails is logged with what it could not remove, and the
  * others still run. Returns the failures.
  */
-export async function cleanUpstreamLeftovers(mode: string, o: LeftoverOptions): Promise<string[]> {
+export async function cleanUpstreamLeftovers(policy: LeftoverPolicy, o: LeftoverOptions): Promise<string[]> {
   let opened: Awaited<ReturnType<typeof openLeftoverClients>>;
   try {
     opened = await openLeftoverClients();
@@ -194,7 +193,7 @@ export async function cleanUpstreamLeftovers(mode: string, o: LeftoverOptions): 
   const { clients, close } = opened;
   const failures: string[] = [];
   try {
-    for (const s of leftoverSteps(mode, clients, o)) {
+    for (const s of leftoverSteps(policy, clients, o)) {
       try {
         await s.run();
       } catch (e) {

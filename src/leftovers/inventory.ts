@@ -8,8 +8,8 @@
 
 import { isNotFound } from '../netlink/core/index.ts';
 import type { Family } from '../netlink/nftables/index.ts';
-import { IPTABLES_TABLES } from './leftovers-iptables.ts';
-import type { LeftoverClients } from './leftovers.ts';
+import { IPTABLES_TABLES } from './iptables.ts';
+import type { LeftoverClients } from './upstream.ts';
 
 const DUMMY_LINK = 'kube-ipvs0';
 const FAMILIES: readonly Family[] = ['ip', 'ip6'];

@@ -8,22 +8,33 @@ import {
   planSweep,
   sweepPolicy,
   sweepTable,
-} from '../../../src/daemon/leftovers-iptables.ts';
-import type { SweepRule } from '../../../src/daemon/leftovers-iptables.ts';
-import { removeUpstreamIpsets, upstreamIpsetNames, upstreamOwnsService } from '../../../src/daemon/leftovers-ipvs.ts';
+} from '../../../src/leftovers/iptables.ts';
+import type { SweepRule } from '../../../src/leftovers/iptables.ts';
+import { removeUpstreamIpsets, upstreamIpsetNames, upstreamOwnsService } from '../../../src/leftovers/ipvs.ts';
 import { fakeIpset } from '../../../src/netlink/ipset/fake/index.ts';
 import {
   chainRegex,
   detectLegacyTables,
   legacyTableCommands,
   warnAboutLegacyIptables,
-} from '../../../src/daemon/leftovers-legacy.ts';
-import { leftoverSteps } from '../../../src/daemon/leftovers.ts';
-import type { LeftoverClients } from '../../../src/daemon/leftovers.ts';
+} from '../../../src/leftovers/legacy.ts';
+import { leftoverSteps } from '../../../src/leftovers/upstream.ts';
+import type { LeftoverClients } from '../../../src/leftovers/upstream.ts';
 import { parseCIDR } from '../../../src/base/ip.ts';
 import { rule } from '../../../src/netlink/nftables/index.ts';
 import { FakeNft } from '../../../src/netlink/nftables/fake/index.ts';
 import type { NftExpr } from '../../../src/netlink/nftables/index.ts';
+import { CLEANUP_POLICY, type LeftoverPolicy } from '../../../src/leftovers/policy.ts';
+import { MODES } from '../../../src/daemon/modes/index.ts';
+import type { IptablesTable } from '../../../src/leftovers/iptables.ts';
+
+/** The policy a daemon starting in `mode` sweeps with; 'cleanup' for --cleanup's. */
+const policyOf = (mode: string): LeftoverPolicy =>
+  mode === 'cleanup' ? CLEANUP_POLICY : MODES[mode as keyof typeof MODES].leftovers;
+const sweep = (mode: string, table: IptablesTable) => {
+  const p = policyOf(mode);
+  return sweepPolicy(p.ownsChain, p.dropSetRules, table);
+};
 
 const NAT_BASE = {
   PREROUTING: { type: 'nat', hook: 'prerouting', priority: -100 },
@@ -93,7 +104,7 @@ async function shape(nft: FakeNft): Promise<{ chains: string[]; rules: string[] 
 
 test('nftables mode: every upstream chain and the jumps to it go; foreign rules stay in order; kubelet and a CNI-held chain stay', async (t) => {
   const nft = await upstreamNat();
-  const r = await sweepTable(nft, sweepPolicy('nftables', 'nat'));
+  const r = await sweepTable(nft, sweep('nftables', 'nat'));
   t.deepEqual(r.kept, [{ chain: 'KUBE-SEP-CCCC', heldBy: 'cni-x' }]);
   t.is(r.deletedRules, 3);
   t.deepEqual(await shape(nft), {
@@ -113,7 +124,7 @@ test('nftables mode: every upstream chain and the jumps to it go; foreign rules 
 
 test('ipvs mode: the IPVS names are ours (kept, with their set rules); iptables-mode chains and the jumps into them from ours go', async (t) => {
   const nft = await upstreamNat();
-  const r = await sweepTable(nft, sweepPolicy('ipvs', 'nat'));
+  const r = await sweepTable(nft, sweep('ipvs', 'nat'));
   t.deepEqual(r.removedChains.sort(), ['KUBE-SEP-BBBB', 'KUBE-SVC-AAAA']);
   t.deepEqual((await shape(nft)).rules, [
     'PREROUTING: port accept',
@@ -130,7 +141,7 @@ test('ipvs mode: the IPVS names are ours (kept, with their set rules); iptables-
 
 test('iptables mode: upstream iptables names are ours; IPVS-only chains and the IPVS set rules in shared chains go', async (t) => {
   const nft = await upstreamNat();
-  const r = await sweepTable(nft, sweepPolicy('iptables', 'nat'));
+  const r = await sweepTable(nft, sweep('iptables', 'nat'));
   t.deepEqual(r.removedChains, ['KUBE-NODE-PORT']);
   t.is(r.deletedRules, 2, 'the jump to KUBE-NODE-PORT and the set match');
   const rules = (await shape(nft)).rules;
@@ -158,7 +169,7 @@ const PORTAL_CHAINS = ['KUBE-NODEPORT-CONTAINER', 'KUBE-NODEPORT-HOST', 'KUBE-PO
 
 test("userspace mode: KUBE-PORTALS/KUBE-NODEPORT chains are ours; the iptables and IPVS modes' chains go", async (t) => {
   const nft = await withPortals();
-  const r = await sweepTable(nft, sweepPolicy('userspace', 'nat'));
+  const r = await sweepTable(nft, sweep('userspace', 'nat'));
   t.false(r.removedChains.some((c) => PORTAL_CHAINS.includes(c)));
   t.true(r.removedChains.includes('KUBE-SERVICES'));
   const { chains, rules } = await shape(nft);
@@ -170,7 +181,7 @@ test("userspace mode: KUBE-PORTALS/KUBE-NODEPORT chains are ours; the iptables a
 for (const mode of ['iptables', 'ipvs', 'nftables', 'cleanup']) {
   test(`${mode}: the userspace mode's chains and the jumps to them go`, async (t) => {
     const nft = await withPortals();
-    const r = await sweepTable(nft, sweepPolicy(mode, 'nat'));
+    const r = await sweepTable(nft, sweep(mode, 'nat'));
     for (const c of PORTAL_CHAINS) t.true(r.removedChains.includes(c), c);
     t.false((await shape(nft)).rules.some((x) => /PORTALS|NODEPORT-/.test(x)));
   });
@@ -189,7 +200,7 @@ test('a large leftover (3,000 endpoint chains) is removed in bounded batches', a
   }
   await nft.run(tx);
   const before = nft.generationId;
-  const r = await sweepTable(nft, sweepPolicy('nftables', 'nat'));
+  const r = await sweepTable(nft, sweep('nftables', 'nat'));
   t.is(r.removedChains.length, 3001);
   t.is(nft.generationId - before, 7, '1 jump + 3001 flushes + 3001 deletes in batches of 1000');
   t.deepEqual((await shape(nft)).chains, ['PREROUTING']);
@@ -197,7 +208,7 @@ test('a large leftover (3,000 endpoint chains) is removed in bounded batches', a
 
 test('a table without upstream chains is only listed', async (t) => {
   const nft = new FakeNft({ family: 'ip6', table: 'filter' });
-  const r = await sweepTable(nft, sweepPolicy('nftables', 'filter'));
+  const r = await sweepTable(nft, sweep('nftables', 'filter'));
   t.deepEqual(r, { table: 'ip6 filter', removedChains: [], deletedRules: 0, kept: [] });
   t.is(nft.generationId, 0);
 });
@@ -242,7 +253,7 @@ test('planSweep keeps a chain held by a foreign chain and everything only it lea
   const plan = planSweep(
     chains,
     [r('mine', 1, 'KUBE-SVC-A'), r('KUBE-SVC-A', 2, 'KUBE-SEP-A'), r('INPUT', 3, 'KUBE-SERVICES')],
-    sweepPolicy('nftables', 'nat'),
+    sweep('nftables', 'nat'),
   );
   t.deepEqual(plan.chains, ['KUBE-SERVICES']);
   t.deepEqual(plan.kept, [
@@ -315,7 +326,7 @@ test('legacy iptables: tables found from /proc/net, commands per table, one warn
 
 test('steps per mode: IPVS objects are left alone in IPVS mode; --cleanup removes only the sets (the IPVS proxier the rest)', (t) => {
   const clients = {} as LeftoverClients;
-  const names = (mode: string) => leftoverSteps(mode, clients, { logger: memoryLogger() }).map((s) => s.what);
+  const names = (mode: string) => leftoverSteps(policyOf(mode), clients, { logger: memoryLogger() }).map((s) => s.what);
   const ipvsStep = 'upstream kube-proxy IPVS virtual servers, ipsets and kube-ipvs0';
   t.true(names('nftables').includes(ipvsStep));
   t.true(names('iptables').includes(ipvsStep));

@@ -1,6 +1,6 @@
 // `kube-proxy-ts trace --live`: the real path of the next packet that matches the query. It
 // arms nf_tables tracing for such packets only (a table of the session's own,
-// `kube-proxy-ts-trace-<pid>-<start>-<n>` (trace-tables.ts), whose chains, hooked after
+// `kube-proxy-ts-trace-<pid>-<start>-<n>` (tables.ts), whose chains, hooked after
 // conntrack (-200) and before every chain of the proxy (-110 and later), set `meta nftrace 1`
 // on the first packet of a matching connection: later packets are not traced, so their
 // events never mix with the first one's), listens to the trace events (NFT_MSG_TRACE over
@@ -14,7 +14,7 @@ import { NftClient, rule } from '../netlink/nftables/index.ts';
 import type { Field, RuleBuilder } from '../netlink/nftables/index.ts';
 import { openTraceMonitor } from '../netlink/nftables/trace.ts';
 import type { TraceEvent } from '../netlink/nftables/trace.ts';
-import { isTraceTable, selfOwner, traceTableName } from './trace-tables.ts';
+import { isTraceTable, selfOwner, traceTableName } from './tables.ts';
 
 /** Sessions armed by this process so far: the <n> of each table's name. */
 let sessions = 0;
