@@ -20,7 +20,6 @@ import type { Reject, Source } from '../sources/types.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings, procConntrackIO } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
-import { LargeInputRelease } from './heap.ts';
 import { badConfigWarnings, detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
 import type { HostFacts } from './families.ts';
 import { applyOomScoreAdj } from './oom-score.ts';
@@ -44,6 +43,8 @@ export interface BuildDeps {
   configFile?: string;
   /** Told after every successful sync (main.ts: the heap release). */
   onSynced?: (done: { full: boolean; ms: number }) => void;
+  /** A large input was applied (main.ts: the heap release's request). */
+  onLargeInputSynced?: () => void;
 }
 
 /**
@@ -163,9 +164,8 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     registerLocalhostNodePortMetrics(metrics.registry, localhostNodePorts.samples, localhostNodePorts.rejected);
   let source: Source;
   // A large manifest read or removed: memory given back after the sync that applied it.
-  const heap = new LargeInputRelease({ clock, logger, rss: () => process.memoryUsage.rss() });
   const late: { daemon?: Daemon } = {};
-  const onLargeInput = (): void => late.daemon?.loop.afterNextSync(() => heap.request());
+  const onLargeInput = (): void => late.daemon?.loop.afterNextSync(() => deps.onLargeInputSynced?.());
   try {
     source = await buildSource(config, nodeName, { logger, clock, metrics, onLargeInput });
   } catch (e) {

@@ -160,7 +160,7 @@ async function serve(
   configFile?: { path: string; text: string },
 ): Promise<number> {
   const exit = deps.exit ?? ((code: number) => process.exit(code));
-  // After the first full sync and after later bursts, once quiet (heap.ts).
+  // After the first full sync, after later bursts once quiet, and after large inputs (heap.ts).
   const heap = new HeapRelease({ clock, logger });
   let daemon: Startable;
   try {
@@ -172,6 +172,7 @@ async function serve(
       ...(deps.env ? { env: deps.env } : {}),
       ...(configFile ? { configFile: configFile.path } : {}),
       onSynced: (d) => heap.synced(d),
+      onLargeInputSynced: () => heap.request(),
     });
   } catch (e) {
     startFailed(logger, 'build daemon', config, e);
