@@ -161,7 +161,9 @@ async function serve(
 ): Promise<number> {
   const exit = deps.exit ?? ((code: number) => process.exit(code));
   // After the first full sync, after later bursts once quiet, and after large inputs (heap.ts).
-  const heap = new HeapRelease({ clock, logger });
+  // The addon is loaded here, as build.ts is, not for --help or --version.
+  const { mallocTrim } = await import('netlink-socket');
+  const heap = new HeapRelease({ clock, logger, trim: mallocTrim });
   let daemon: Startable;
   try {
     const build = deps.buildDaemon ?? (await import('./build.ts')).buildDaemon;

@@ -43,6 +43,11 @@ test('in a Node process with --expose-gc, the heap V8 grew into for garbage is g
   t.true(r.after < r.before * 0.6, `heap ${r.before} → ${r.after} bytes`);
 });
 
+test('mallocTrim (the addon): callable, and true or false', async (t) => {
+  const { mallocTrim } = await import('netlink-socket');
+  t.is(typeof mallocTrim(), 'boolean');
+});
+
 test('HeapRelease.request (a large input): at most once per interval, a request within it runs when it ends; logs RSS before and after', (t) => {
   const clock = new FakeClock(0);
   const logger = memoryLogger();
