@@ -49,7 +49,8 @@ export interface BuildDeps {
 
 /**
  * KUBE_PROXY_TS_FULL_SYNC_PERIOD: an internal knob, not a flag (upstream has none either; its
- * FullSyncPeriod is a constant hour): the longest time between full syncs, a Go duration.
+ * FullSyncPeriod is a constant hour): the longest time between full syncs, a Go duration (in
+ * iptables mode also between the full syncs that rewrite every chain rather than trust the last).
  * Tests and benchmarks shorten it; a bad value is said once and the hour kept.
  */
 export function fullSyncPeriodFrom(env: NodeJS.ProcessEnv, logger: Logger): number | undefined {
@@ -145,12 +146,14 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     config.mode === 'userspace' || localhostNodePortsEnabled(config)
       ? new DescriptorBudget(proxyBudgetSize(nofile.soft, logger).limit)
       : undefined;
+  const fullSyncPeriod = fullSyncPeriodFrom(deps.env ?? process.env, logger);
   const proxiers = buildProxiers(config, families, {
     logger,
     clock,
     sysctl,
     ...(descriptorBudget ? { descriptorBudget } : {}),
     onNfacct: (reader) => wireNfacctMetrics(metrics, reader, logger),
+    ...optional('fullSyncPeriodMs', fullSyncPeriod),
   });
   const proxyStats = proxiers.proxyStats?.bind(proxiers);
   if (proxyStats)
@@ -206,7 +209,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     metricsOps: ops,
     // API mode waits for its Node as upstream does (about 30 s); standalone has no Node to wait for.
     nodeWaitMs: config.kubeProxyTS.manifestDir === '' ? 30_000 : 0,
-    ...optional('fullSyncPeriodMs', fullSyncPeriodFrom(deps.env ?? process.env, logger)),
+    ...optional('fullSyncPeriodMs', fullSyncPeriod),
     ...optional('onSynced', deps.onSynced),
     ...(events ? { events } : {}),
   });

@@ -68,6 +68,8 @@ export interface ProxierDeps {
   descriptorBudget?: DescriptorBudget;
   /** iptables mode: told once init() has made the nfacct objects (the metrics read them). */
   onNfacct?: (reader: NfacctReader) => void;
+  /** iptables mode: the full-sync period (KUBE_PROXY_TS_FULL_SYNC_PERIOD), after which a full sync rewrites every chain; default an hour. */
+  fullSyncPeriodMs?: number;
 }
 
 /** Modes this build can run; the others are a start-up error naming the mode. */
@@ -352,6 +354,7 @@ function iptablesSet(
         maxBatchBytes: conn.maxBatchBytes,
         clock: deps.clock,
         onFullSync: pause.onFullSync,
+        ...(deps.fullSyncPeriodMs !== undefined ? { rewritePeriodMs: deps.fullSyncPeriodMs } : {}),
       }),
     );
   }

@@ -1,5 +1,5 @@
 // Steady at scale under churn: the real daemon (bin/kube-proxy-ts.js with the package's V8
-// flags, nftables mode, --min-sync-period 1s as upstream's default) against the test API
+// flags, each mode in turn, --min-sync-period 1s as upstream's default) against the test API
 // server holding N Services × 10 endpoints, fed EndpointSlice updates in one batch a second
 // for a while, then left alone. Measured:
 //
@@ -17,8 +17,10 @@
 // second, default 10,100,1000; --quick 100), CHURN_SECONDS (default 30; --quick 10; 600 for the
 // long run), CHURN_AFTER_SECONDS (RSS after the churn, default 60; --quick 15), CHURN_SAMPLE_S
 // (default 5), CHURN_PROBE_S (default 2), CHURN_FULL_SYNC_PERIOD (the daemon's
-// KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODE
-// (default nftables), CHURN_LOG (a path prefix: the daemon's log is written to PREFIX-N-RATE.log).
+// KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODES
+// (default nftables,iptables,userspace; --quick nftables; ipvs needs the kernel's IPVS, which
+// only the QEMU harness has: not run here), CHURN_LOG (a path prefix: the daemon's log is
+// written to PREFIX-MODE-N-RATE.log).
 
 import { readFile, writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
@@ -35,6 +37,8 @@ import { formatCount, formatMs, percentile } from './stats.ts';
 const AGENT = new URL('./e2e-agent.ts', import.meta.url).href;
 const ENDPOINTS = 10;
 const BATCH_MS = 1000;
+/** The modes this machine's kernel runs (IPVS needs the QEMU harness, test/bench/ipvs-vm.ts). */
+const MODES = ['nftables', 'iptables', 'userspace'];
 
 interface Knobs {
   sizes: number[];
@@ -44,10 +48,11 @@ interface Knobs {
   sampleS: number;
   probeS: number;
   fullSyncPeriod: string | undefined;
-  mode: string;
+  modes: string[];
 }
 
 interface Run {
+  mode: string;
   n: number;
   rate: number;
   seconds: number;
@@ -90,7 +95,10 @@ function knobs(quick: boolean): Knobs {
     sampleS: num('CHURN_SAMPLE_S', 5),
     probeS: num('CHURN_PROBE_S', 2),
     fullSyncPeriod: process.env['CHURN_FULL_SYNC_PERIOD'],
-    mode: process.env['CHURN_MODE'] ?? 'nftables',
+    modes: (process.env['CHURN_MODES'] ?? (quick ? 'nftables' : 'nftables,iptables,userspace')).split(',').map((m) => {
+      if (!MODES.includes(m)) throw new Error(`CHURN_MODES: "${m}" is not one of ${MODES.join(', ')}`);
+      return m;
+    }),
   };
 }
 
@@ -189,13 +197,13 @@ async function churn(
   return { updates, rss, packets, lost };
 }
 
-async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): Promise<Run> {
+async function measure(mode: string, n: number, rate: number, k: Knobs, opts: BenchOptions): Promise<Run> {
   const c = await cluster();
   let d: DaemonProcess | undefined;
   try {
     const api = c.nodeAgent;
     const { url } = await api.call<{ url: string }>(AGENT, 'startApi', n, ENDPOINTS, [podAddrs(0), podAddrs(1)]);
-    const args = daemonArgs(url).map((a) => (a === 'nftables' ? k.mode : a));
+    const args = daemonArgs(url).map((a) => (a === 'nftables' ? mode : a));
     d = spawnDaemon(c.node, [...args, '--v', '2'], {
       command: [process.execPath, ...DAEMON_V8_OPTIONS, BIN],
       ...(k.fullSyncPeriod ? { env: { KUBE_PROXY_TS_FULL_SYNC_PERIOD: k.fullSyncPeriod } } : {}),
@@ -218,7 +226,7 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
     const cpu0 = await cpuMsOf(d.pid);
     const w0 = wallNow();
     opts.log(
-      `churn: ${formatCount(n)} × ${ENDPOINTS}, ${rate}/s for ${k.seconds} s (steady RSS ${steadyMiB.toFixed(0)} MiB)`,
+      `churn: ${mode} ${formatCount(n)} × ${ENDPOINTS}, ${rate}/s for ${k.seconds} s (steady RSS ${steadyMiB.toFixed(0)} MiB)`,
     );
     const ch = await churn(c, d, k, rate);
     const cores = (await cpuMsOf(d.pid)) - cpu0;
@@ -236,6 +244,7 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
     const longest = syncs.reduce((a, b) => (b.ms > a.ms ? b : a), { full: false, ms: 0 });
     const dCount = histAfter.count - histBefore.count;
     return {
+      mode,
       n,
       rate,
       seconds: k.seconds,
@@ -262,7 +271,7 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
     };
   } finally {
     const logTo = process.env['CHURN_LOG'];
-    if (logTo && d) await writeFile(`${logTo}-${n}-${rate}.log`, d.log());
+    if (logTo && d) await writeFile(`${logTo}-${mode}-${n}-${rate}.log`, d.log());
     await d?.kill();
     await c.destroy();
   }
@@ -273,6 +282,7 @@ const mib = (x: number): string => `${x.toFixed(0)} MiB`;
 function row(r: Run): string[] {
   const p = r.packets;
   return [
+    r.mode,
     `${formatCount(r.n)} × ${ENDPOINTS}`,
     `${formatCount(r.rate)}/s`,
     `${r.seconds} s`,
@@ -290,10 +300,12 @@ function row(r: Run): string[] {
 }
 
 function targets(runs: readonly Run[]): Target[] {
-  const r = runs.find((x) => x.n === 10_000 && x.rate === 100);
-  if (!r) return [];
+  return runs.filter((x) => x.n === 10_000 && x.rate === 100).flatMap(targetsOf);
+}
+
+function targetsOf(r: Run): Target[] {
   const p99 = r.packets.length > 0 ? percentile(r.packets, 99) : NaN;
-  const what = `#33 10,000 × 10 at 100/s for ${r.seconds} s`;
+  const what = `#33 ${r.mode} 10,000 × 10 at 100/s for ${r.seconds} s`;
   const status = (ok: boolean): 'met' | 'missed' => (ok ? 'met' : 'missed');
   return [
     {
@@ -328,19 +340,22 @@ export const bench: Bench = {
   async run(opts: BenchOptions): Promise<Section[]> {
     const k = knobs(opts.quick);
     const runs: Run[] = [];
-    for (const n of k.sizes) {
-      for (const rate of k.rates) {
-        const r = await measure(n, rate, k, opts);
-        opts.log(`churn: ${row(r).join(' | ')}`);
-        opts.log(`churn: RSS (s, MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}s ${m.toFixed(0)}`).join(', ')}`);
-        runs.push(r);
+    for (const mode of k.modes) {
+      for (const n of k.sizes) {
+        for (const rate of k.rates) {
+          const r = await measure(mode, n, rate, k, opts);
+          opts.log(`churn: ${row(r).join(' | ')}`);
+          opts.log(`churn: RSS (s, MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}s ${m.toFixed(0)}`).join(', ')}`);
+          runs.push(r);
+        }
       }
     }
     return [
       {
         title: 'Churn: steady at scale under EndpointSlice updates (issue 33)',
-        description: `The real daemon (${k.mode} mode, the package's V8 flags, --min-sync-period 1s, --v=2 for its sync log) against test/helpers/fake-apiserver.ts holding N Services × ${ENDPOINTS} endpoints; endpoint updates of random Services in one batch a second for the time given, every ${k.probeS} s with a move of Service 0's endpoints to the other pod timed with packets (API write → first answer from the new pod, client namespace); then ${k.afterSeconds} s without changes.${k.fullSyncPeriod ? ` Full-sync period shortened to ${k.fullSyncPeriod}.` : ' Full-sync period the default hour.'} CPU: the daemon's utime+stime over the churn / its wall time. Syncs: after the first (all / full). Histogram: kubeproxy_network_programming_duration_seconds over the churn, mean / p50 / p99 (the buckets are upstream's: 0, 0.25 s, 0.5 s, 1 s, …). RSS: steady before / peak during / ${k.afterSeconds} s after.`,
+        description: `The real daemon (each mode: ${k.modes.join(', ')}; IPVS mode needs the QEMU harness and is not run here; the package's V8 flags, --min-sync-period 1s, --v=2 for its sync log) against test/helpers/fake-apiserver.ts holding N Services × ${ENDPOINTS} endpoints; endpoint updates of random Services in one batch a second for the time given, every ${k.probeS} s with a move of Service 0's endpoints to the other pod timed with packets (API write → first answer from the new pod, client namespace); then ${k.afterSeconds} s without changes.${k.fullSyncPeriod ? ` Full-sync period shortened to ${k.fullSyncPeriod}.` : ' Full-sync period the default hour.'} CPU: the daemon's utime+stime over the churn / its wall time. Syncs: after the first (all / full). Histogram: kubeproxy_network_programming_duration_seconds over the churn, mean / p50 / p99 (the buckets are upstream's: 0, 0.25 s, 0.5 s, 1 s, …). RSS: steady before / peak during / ${k.afterSeconds} s after.`,
         columns: [
+          { title: 'mode' },
           { title: 'size' },
           { title: 'updates', align: 'right' },
           { title: 'for', align: 'right' },
@@ -354,7 +369,7 @@ export const bench: Bench = {
         rows: runs.map(row),
         notes: runs.map(
           (r) =>
-            `${formatCount(r.n)} at ${r.rate}/s, RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}; of it malloc / anonymous (V8's heap): ${r.where.end.map(mib).join(' / ')} at the churn's end, ${r.where.after.map(mib).join(' / ')} after.`,
+            `${r.mode} ${formatCount(r.n)} at ${r.rate}/s, RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}; of it malloc / anonymous (V8's heap): ${r.where.end.map(mib).join(' / ')} at the churn's end, ${r.where.after.map(mib).join(' / ')} after.`,
         ),
         targets: targets(runs),
       },
