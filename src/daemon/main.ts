@@ -25,6 +25,8 @@ interface Startable {
   stop(): Promise<void>;
   /** Resolves after the first successful full sync. */
   readonly ready?: Promise<void>;
+  /** Whether a sync runs (the heap release waits for it). */
+  readonly loop?: { isSyncing(): boolean };
 }
 
 /** What main needs from the outside world; tests replace parts of it. */
@@ -163,8 +165,8 @@ async function serve(
   // After the first full sync, after later bursts once quiet, and after large inputs (heap.ts).
   // The addon is loaded here, as build.ts is, not for --help or --version.
   const { mallocTrim } = await import('netlink-socket');
-  const heap = new HeapRelease({ clock, logger, trim: mallocTrim });
-  let daemon: Startable;
+  const heap = new HeapRelease({ clock, logger, trim: mallocTrim, busy: () => daemon?.loop?.isSyncing() ?? false });
+  let daemon: Startable | undefined;
   try {
     const build = deps.buildDaemon ?? (await import('./build.ts')).buildDaemon;
     daemon = await build(config, {
