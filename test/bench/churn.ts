@@ -18,11 +18,13 @@
 // long run), CHURN_AFTER_SECONDS (RSS after the churn, default 60; --quick 15), CHURN_SAMPLE_S
 // (default 5), CHURN_PROBE_S (default 2), CHURN_FULL_SYNC_PERIOD (the daemon's
 // KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODES
-// (default nftables,iptables,userspace; --quick nftables; ipvs needs the kernel's IPVS, which
-// only the QEMU harness has: not run here), CHURN_LOG (a path prefix: the daemon's log is
-// written to PREFIX-MODE-N-RATE.log).
+// (default nftables,iptables,userspace,ipvs; --quick nftables), CHURN_IPVS_SIZES (default
+// 1000: IPVS mode runs in one QEMU boot of Debian's kernel, this machine's has no IPVS, and
+// software emulation is many times slower), CHURN_LOG (a path prefix: the daemon's log is
+// written to PREFIX-MODE-N-RATE.log). Inside the VM CHURN_JSON names the file the runs go to.
 
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { Cluster } from '../helpers/cluster.ts';
@@ -37,8 +39,7 @@ import { formatCount, formatMs, percentile } from './stats.ts';
 const AGENT = new URL('./e2e-agent.ts', import.meta.url).href;
 const ENDPOINTS = 10;
 const BATCH_MS = 1000;
-/** The modes this machine's kernel runs (IPVS needs the QEMU harness, test/bench/ipvs-vm.ts). */
-const MODES = ['nftables', 'iptables', 'userspace'];
+const MODES = ['nftables', 'iptables', 'userspace', 'ipvs'];
 
 interface Knobs {
   sizes: number[];
@@ -49,6 +50,7 @@ interface Knobs {
   probeS: number;
   fullSyncPeriod: string | undefined;
   modes: string[];
+  ipvsSizes: number[];
 }
 
 interface Run {
@@ -95,7 +97,8 @@ function knobs(quick: boolean): Knobs {
     sampleS: num('CHURN_SAMPLE_S', 5),
     probeS: num('CHURN_PROBE_S', 2),
     fullSyncPeriod: process.env['CHURN_FULL_SYNC_PERIOD'],
-    modes: (process.env['CHURN_MODES'] ?? (quick ? 'nftables' : 'nftables,iptables,userspace')).split(',').map((m) => {
+    ipvsSizes: list('CHURN_IPVS_SIZES', '1000'),
+    modes: (process.env['CHURN_MODES'] ?? (quick ? 'nftables' : MODES.join(','))).split(',').map((m) => {
       if (!MODES.includes(m)) throw new Error(`CHURN_MODES: "${m}" is not one of ${MODES.join(', ')}`);
       return m;
     }),
@@ -277,6 +280,46 @@ async function measure(mode: string, n: number, rate: number, k: Knobs, opts: Be
   }
 }
 
+/**
+ * IPVS mode: the same runs inside one QEMU boot of Debian's kernel (test/vm/harness.ts), at
+ * CHURN_IPVS_SIZES; the VM writes its runs to a JSON file after each, so a time-out keeps
+ * what was measured.
+ */
+async function ipvsInVm(k: Knobs, opts: BenchOptions): Promise<Run[]> {
+  const { VM_CACHE, runInVm } = await import('../vm/harness.ts');
+  const dir = join(VM_CACHE, 'bench-churn', `${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}`);
+  await mkdir(dir, { recursive: true });
+  const out = join(dir, 'runs.json');
+  const env = {
+    CHURN_JSON: out,
+    CHURN_MODES: 'ipvs',
+    CHURN_SIZES: k.ipvsSizes.join(','),
+    CHURN_RATES: k.rates.join(','),
+    CHURN_SECONDS: String(k.seconds),
+    CHURN_AFTER_SECONDS: String(k.afterSeconds),
+    CHURN_SAMPLE_S: String(k.sampleS),
+    CHURN_PROBE_S: String(k.probeS),
+    ...(k.fullSyncPeriod ? { CHURN_FULL_SYNC_PERIOD: k.fullSyncPeriod } : {}),
+    ...(process.env['CHURN_LOG'] ? { CHURN_LOG: process.env['CHURN_LOG'] } : {}),
+  };
+  const assignments = Object.entries(env)
+    .map(([key, v]) => `${key}='${v}'`)
+    .join(' ');
+  const perRun = (k.seconds + k.afterSeconds) * 1000 + 300_000;
+  opts.log(`churn: ipvs in QEMU, ${k.ipvsSizes.map(formatCount).join(', ')} × ${ENDPOINTS}, results in ${out}`);
+  const vm = await runInVm({
+    script: `${assignments} exec ./node_modules/.bin/node test/bench/run.ts churn --out '${join(dir, 'churn.md')}'\n`,
+    timeoutMs: 300_000 + perRun * k.ipvsSizes.length * k.rates.length,
+    memoryMb: 3072,
+    tcgThread: 'single',
+  });
+  opts.log(`churn: ipvs VM ${vm.timedOut ? 'TIMED OUT' : `status ${vm.status}`} after ${formatMs(vm.totalMs)}`);
+  const runs = JSON.parse(await readFile(out, 'utf8').catch(() => '[]')) as Run[];
+  if (vm.status !== 0 || runs.length === 0) opts.log(`churn: ipvs payload output:\n${vm.output.slice(-3000)}`);
+  for (const r of runs) opts.log(`churn: ${row(r).join(' | ')}`);
+  return runs;
+}
+
 const mib = (x: number): string => `${x.toFixed(0)} MiB`;
 
 function row(r: Run): string[] {
@@ -340,20 +383,26 @@ export const bench: Bench = {
   async run(opts: BenchOptions): Promise<Section[]> {
     const k = knobs(opts.quick);
     const runs: Run[] = [];
+    const inVm = process.env['CHURN_JSON'] !== undefined;
     for (const mode of k.modes) {
+      if (mode === 'ipvs' && !inVm) {
+        runs.push(...(await ipvsInVm(k, opts)));
+        continue;
+      }
       for (const n of k.sizes) {
         for (const rate of k.rates) {
           const r = await measure(mode, n, rate, k, opts);
           opts.log(`churn: ${row(r).join(' | ')}`);
           opts.log(`churn: RSS (s, MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}s ${m.toFixed(0)}`).join(', ')}`);
           runs.push(r);
+          if (inVm) await writeFile(process.env['CHURN_JSON']!, JSON.stringify(runs));
         }
       }
     }
     return [
       {
         title: 'Churn: steady at scale under EndpointSlice updates (issue 33)',
-        description: `The real daemon (each mode: ${k.modes.join(', ')}; IPVS mode needs the QEMU harness and is not run here; the package's V8 flags, --min-sync-period 1s, --v=2 for its sync log) against test/helpers/fake-apiserver.ts holding N Services × ${ENDPOINTS} endpoints; endpoint updates of random Services in one batch a second for the time given, every ${k.probeS} s with a move of Service 0's endpoints to the other pod timed with packets (API write → first answer from the new pod, client namespace); then ${k.afterSeconds} s without changes.${k.fullSyncPeriod ? ` Full-sync period shortened to ${k.fullSyncPeriod}.` : ' Full-sync period the default hour.'} CPU: the daemon's utime+stime over the churn / its wall time. Syncs: after the first (all / full). Histogram: kubeproxy_network_programming_duration_seconds over the churn, mean / p50 / p99 (the buckets are upstream's: 0, 0.25 s, 0.5 s, 1 s, …). RSS: steady before / peak during / ${k.afterSeconds} s after.`,
+        description: `The real daemon (each mode: ${k.modes.join(', ')}; IPVS mode in one QEMU boot of Debian's kernel at ${k.ipvsSizes.map(formatCount).join(', ')} × ${ENDPOINTS}, under software emulation: compare its rows with each other only; the package's V8 flags, --min-sync-period 1s, --v=2 for its sync log) against test/helpers/fake-apiserver.ts holding N Services × ${ENDPOINTS} endpoints; endpoint updates of random Services in one batch a second for the time given, every ${k.probeS} s with a move of Service 0's endpoints to the other pod timed with packets (API write → first answer from the new pod, client namespace); then ${k.afterSeconds} s without changes.${k.fullSyncPeriod ? ` Full-sync period shortened to ${k.fullSyncPeriod}.` : ' Full-sync period the default hour.'} CPU: the daemon's utime+stime over the churn / its wall time. Syncs: after the first (all / full). Histogram: kubeproxy_network_programming_duration_seconds over the churn, mean / p50 / p99 (the buckets are upstream's: 0, 0.25 s, 0.5 s, 1 s, …). RSS: steady before / peak during / ${k.afterSeconds} s after.`,
         columns: [
           { title: 'mode' },
           { title: 'size' },
