@@ -337,7 +337,7 @@ function row(r: Run): string[] {
       : '-',
     p.length > 0
       ? `${formatMs(percentile(p, 50))} / ${formatMs(percentile(p, 99))} (${p.length}${r.lost > 0 ? `, ${r.lost} unanswered` : ''})`
-      : '-',
+      : `- (${r.lost} unanswered)`,
     `${mib(r.steadyMiB)} / ${mib(r.peakDuringMiB)} / ${mib(r.afterMiB)} (${(r.afterMiB / r.steadyMiB).toFixed(2)}×)`,
   ];
 }
