@@ -226,7 +226,8 @@ async function measure(mode: string, n: number, rate: number, k: Knobs, opts: Be
     await sleep(5000 + n / 5);
     const steadyMiB = (await memoryOf(d.pid)).rss;
     const syncsBefore = syncsOf(d.log()).length;
-    const histBefore = histogramOf(await api.call<string>(AGENT, 'metricsText'));
+    // A daemon busy in a long sync (or emulated) answers slowly; a minute, not the agent's 10 s.
+    const histBefore = histogramOf(await api.call<string>(AGENT, 'metricsText', 60_000));
     const cpu0 = await cpuMsOf(d.pid);
     const w0 = wallNow();
     opts.log(
@@ -235,7 +236,7 @@ async function measure(mode: string, n: number, rate: number, k: Knobs, opts: Be
     const ch = await churn(c, d, k, rate);
     const cores = (await cpuMsOf(d.pid)) - cpu0;
     const wall = wallNow() - w0;
-    const histAfter = histogramOf(await api.call<string>(AGENT, 'metricsText'));
+    const histAfter = histogramOf(await api.call<string>(AGENT, 'metricsText', 60_000));
     const endMiB = (await memoryOf(d.pid)).rss;
     const whereEnd = await whereOf(d.pid);
     const after: [number, number][] = [];
