@@ -13,9 +13,11 @@ if (major !== 24)
 for (const addon of ['netlink-socket', 'sd-notify']) {
   try {
     const mod = require(addon) as Record<string, unknown>;
-    // A build from before getrlimit/setrlimit were added loads, and the daemon then fails at start.
-    if (addon === 'netlink-socket' && typeof mod['getrlimit'] !== 'function')
-      problems.push('native addon netlink-socket is an old build (no getrlimit): rebuild it');
+    // A build from before getrlimit/setrlimit were added loads, and the daemon then fails at start;
+    // one without mallocTrim runs, but never gives malloc's arenas back after a collection.
+    for (const fn of addon === 'netlink-socket' ? ['getrlimit', 'mallocTrim'] : [])
+      if (typeof mod[fn] !== 'function')
+        problems.push(`native addon netlink-socket is an old build (no ${fn}): rebuild it`);
   } catch (err) {
     problems.push(`native addon ${addon} does not load: ${(err as Error).message.split('\n')[0]}`);
   }

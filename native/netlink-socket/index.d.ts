@@ -35,3 +35,9 @@ export declare const RLIMIT_NOFILE: number;
 export declare function getrlimit(resource: number): { soft: number; hard: number };
 /** setrlimit(2); Infinity: unlimited. Raising the hard limit needs CAP_SYS_RESOURCE. */
 export declare function setrlimit(resource: number, soft: number, hard: number): void;
+/**
+ * malloc_trim(0) (glibc): gives the free memory of malloc's arenas back to the kernel. True when
+ * some was; false when none was or the C library is not glibc. Blocks for as long as walking
+ * the arenas takes (a few ms for 100 MiB).
+ */
+export declare function mallocTrim(): boolean;

@@ -20,7 +20,6 @@ import { LoadBalancingNotices } from './load-balancing-notices.ts';
 import { ConntrackFlusher } from '../conntrack/index.ts';
 import { applyConntrackSettings, procConntrackIO } from './conntrack-settings.ts';
 import { Daemon } from './daemon.ts';
-import { LargeInputRelease } from './heap.ts';
 import { badConfigWarnings, detectLocalWarning, familiesLogLine, nodeNameOf, servedFamilies } from './families.ts';
 import type { HostFacts } from './families.ts';
 import { applyOomScoreAdj } from './oom-score.ts';
@@ -45,11 +44,14 @@ export interface BuildDeps {
   configFile?: string;
   /** Told after every successful sync (main.ts: the heap release). */
   onSynced?: (done: { full: boolean; ms: number }) => void;
+  /** A large input was applied (main.ts: the heap release's request). */
+  onLargeInputSynced?: () => void;
 }
 
 /**
  * KUBE_PROXY_TS_FULL_SYNC_PERIOD: an internal knob, not a flag (upstream has none either; its
- * FullSyncPeriod is a constant hour): the longest time between full syncs, a Go duration.
+ * FullSyncPeriod is a constant hour): the longest time between full syncs, a Go duration (in
+ * iptables mode also between the full syncs that rewrite every chain rather than trust the last).
  * Tests and benchmarks shorten it; a bad value is said once and the hour kept.
  */
 export function fullSyncPeriodFrom(env: NodeJS.ProcessEnv, logger: Logger): number | undefined {
@@ -149,12 +151,14 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     ? new DescriptorBudget(proxyBudgetSize(nofile.soft, logger).limit)
     : undefined;
   const lbNotices = new LoadBalancingNotices(logger);
+  const fullSyncPeriod = fullSyncPeriodFrom(deps.env ?? process.env, logger);
   const proxiers = buildProxiers(config, families, {
     logger,
     clock,
     sysctl,
     ...(descriptorBudget ? { descriptorBudget } : {}),
     onNfacct: (reader) => wireNfacctMetrics(metrics, reader, logger),
+    ...optional('fullSyncPeriodMs', fullSyncPeriod),
   });
   const proxyStats = proxiers.proxyStats?.bind(proxiers);
   if (proxyStats)
@@ -168,9 +172,8 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     registerLocalhostNodePortMetrics(metrics.registry, localhostNodePorts.samples, localhostNodePorts.rejected);
   let source: Source;
   // A large manifest read or removed: memory given back after the sync that applied it.
-  const heap = new LargeInputRelease({ clock, logger, rss: () => process.memoryUsage.rss() });
   const late: { daemon?: Daemon } = {};
-  const onLargeInput = (): void => late.daemon?.loop.afterNextSync(() => heap.request());
+  const onLargeInput = (): void => late.daemon?.loop.afterNextSync(() => deps.onLargeInputSynced?.());
   try {
     source = await buildSource(config, nodeName, { logger, clock, metrics, onLargeInput });
   } catch (e) {
@@ -212,7 +215,7 @@ export async function buildDaemon(config: ProxyConfig, deps: BuildDeps): Promise
     metricsOps: ops,
     // API mode waits for its Node as upstream does (about 30 s); standalone has no Node to wait for.
     nodeWaitMs: config.kubeProxyTS.manifestDir === '' ? 30_000 : 0,
-    ...optional('fullSyncPeriodMs', fullSyncPeriodFrom(deps.env ?? process.env, logger)),
+    ...optional('fullSyncPeriodMs', fullSyncPeriod),
     ...optional('onSynced', deps.onSynced),
     ...(events ? { events } : {}),
     loadBalancingNotice: lbNotices.notice,

@@ -1,5 +1,5 @@
-// A collection after the first full sync, and after later bursts once the daemon is quiet
-// (HeapRelease, below), when the daemon runs with --expose-gc (the
+// A collection after the first full sync, after later bursts once the daemon is quiet, and
+// after a large input was applied (HeapRelease, below), when the daemon runs with --expose-gc (the
 // package's V8 options, v8-options.ts). Listing every Service and EndpointSlice, building the
 // model and the first ruleset leave most of the heap V8 grew into as garbage; V8's own
 // collections then free it inside its pages but keep the pages, so RSS stays near the
@@ -26,60 +26,6 @@ export function releaseStartupHeap(gc: unknown = (globalThis as { gc?: unknown }
   return true;
 }
 
-/**
- * The same collection after a large input changed (a manifest file of a megabyte or more
- * read or removed), asked for explicitly and run once the sync that applied it is done
- * (HeapRelease below waits for quiet and growth instead): the file's text, its parse trees
- * and the sync's garbage grew the heap, and without this RSS stays at that peak (an 8 MB
- * manifest: see BENCHMARKS.md, Reliability). At most once per minIntervalMs, since it blocks
- * the event loop (0.6 s for a 155 MiB live heap); a request within that time runs when it ends.
- */
-export class LargeInputRelease {
-  private lastAt = -Infinity;
-  private pending: TimerHandle | undefined;
-  private readonly o: LargeInputReleaseOptions;
-
-  constructor(o: LargeInputReleaseOptions) {
-    this.o = o;
-  }
-
-  request(): void {
-    if (this.pending !== undefined) return;
-    const wait = this.lastAt + (this.o.minIntervalMs ?? 30_000) - this.o.clock.now();
-    if (wait > 0) this.pending = this.o.clock.setTimer(wait, () => this.run());
-    else this.run();
-  }
-
-  /** Cancels a pending collection (the daemon stops). */
-  close(): void {
-    this.pending?.cancel();
-    this.pending = undefined;
-  }
-
-  private run(): void {
-    this.pending = undefined;
-    this.lastAt = this.o.clock.now();
-    const before = this.o.rss();
-    if (!releaseStartupHeap(this.o.gc ?? (globalThis as { gc?: unknown }).gc)) return;
-    const mib = (b: number): number => Math.round(b / 2 ** 20);
-    this.o.logger.info('Gave memory back after a large input change', {
-      rssMiBBefore: mib(before),
-      rssMiBAfter: mib(this.o.rss()),
-    });
-  }
-}
-
-export interface LargeInputReleaseOptions {
-  clock: Clock;
-  logger: Logger;
-  /** Default 30 s. */
-  minIntervalMs?: number;
-  /** The process's resident set in bytes (process.memoryUsage.rss). */
-  rss: () => number;
-  /** gc() when exposed (--expose-gc); default globalThis.gc. */
-  gc?: unknown;
-}
-
 /** What the heap release is given: time, the process's RSS, and the collection to run. */
 export interface HeapReleaseOptions {
   clock: Clock;
@@ -92,6 +38,21 @@ export interface HeapReleaseOptions {
   idleMs?: number;
   /** RSS over the level after the last release that earns another. Default 1.15. */
   growth?: number;
+  /** The shortest time between two releases asked for by request(); default 30 s. */
+  minIntervalMs?: number;
+  /**
+   * malloc_trim(0) (the netlink-socket addon's mallocTrim), run right after each collection:
+   * glibc keeps what Node's C++ side freed in its arenas (82 MiB of the main arena after a
+   * 1,000 updates/s burst at 10,000 Services x 10, of which this gave back 70: BENCHMARKS.md,
+   * Churn). Absent: not run.
+   */
+  trim?: () => boolean;
+  /**
+   * True while a sync runs (SyncLoop.isSyncing): the release waits for it to end. Quiet is
+   * counted from the last sync's end, and at 1,000 updates/s one sync ran for 36 s: without this
+   * the collection (1.4 s) blocked the loop in the middle of it.
+   */
+  busy?: () => boolean;
 }
 
 /**
@@ -103,6 +64,11 @@ export interface HeapReleaseOptions {
  * Services x 10), so never during churn: a sync that follows a release waits at most once,
  * not per change. The level after a release becomes the new reference, so a daemon whose
  * live state grew (more Services) is not collected again and again.
+ *
+ * request(): a large input changed (a manifest file of a megabyte or more read or removed) and
+ * the sync that applied it is done: its text, its parse trees and the sync's garbage grew the
+ * heap (an 8 MB manifest: see BENCHMARKS.md, Reliability). Released soon whatever RSS says, at
+ * most once per minIntervalMs (a request within it runs when it ends).
  */
 export class HeapRelease {
   private readonly o: HeapReleaseOptions;
@@ -112,6 +78,9 @@ export class HeapRelease {
   private released: number | undefined;
   private timer: TimerHandle | undefined;
   private closed = false;
+  /** The next check releases whatever RSS says: the first full sync, or request(). */
+  private forced: 'first' | 'request' | undefined;
+  private lastAt = -Infinity;
 
   constructor(o: HeapReleaseOptions) {
     this.o = o;
@@ -123,10 +92,16 @@ export class HeapRelease {
   /** After every successful sync (SyncLoop's onSynced). */
   synced(done: { full: boolean }): void {
     if (this.closed) return;
-    this.timer?.cancel();
     // The first full sync: at once, but after the loop has sent READY=1 (a timer of 0).
-    const first = this.released === undefined && done.full;
-    this.timer = this.o.clock.setTimer(first ? 0 : this.idleMs, () => this.check(first));
+    if (this.released === undefined && done.full) this.forced ??= 'first';
+    this.schedule();
+  }
+
+  /** A large input was applied: release soon (at most once per minIntervalMs). */
+  request(): void {
+    if (this.closed) return;
+    this.forced = 'request';
+    this.schedule();
   }
 
   close(): void {
@@ -135,22 +110,40 @@ export class HeapRelease {
     this.timer = undefined;
   }
 
-  private check(force: boolean): void {
+  private schedule(): void {
+    this.timer?.cancel();
+    const now = this.o.clock.now();
+    const wait = this.forced ? Math.max(0, this.lastAt + (this.o.minIntervalMs ?? 30_000) - now) : this.idleMs;
+    this.timer = this.o.clock.setTimer(wait, () => this.check());
+  }
+
+  private check(): void {
     this.timer = undefined;
-    if (this.released === undefined && !force) return;
+    const why = this.forced;
+    if (this.released === undefined && !why) return;
+    if (this.o.busy?.() === true) {
+      this.timer = this.o.clock.setTimer(why ? 1_000 : this.idleMs, () => this.check());
+      return;
+    }
     const before = this.rss();
-    if (!force && before <= this.released! * this.growth) return;
+    if (!why && before <= this.released! * this.growth) return;
+    this.forced = undefined;
     const t0 = this.o.clock.now();
+    this.lastAt = t0;
     if (!releaseStartupHeap(this.o.gc ?? (globalThis as { gc?: unknown }).gc)) {
       this.released = before;
       return;
     }
+    const trimmed = this.o.trim?.() ?? false;
     this.released = this.rss();
     const mib = (b: number): number => Math.round(b / 2 ** 20);
-    this.o.logger.debug('Heap released', {
-      rssMiB: mib(before),
-      afterMiB: mib(this.released),
+    const fields = {
+      rssMiBBefore: mib(before),
+      rssMiBAfter: mib(this.released),
       ms: this.o.clock.now() - t0,
-    });
+      ...(this.o.trim ? { mallocTrimmed: trimmed } : {}),
+    };
+    if (why === 'request') this.o.logger.info('Gave memory back after a large input change', fields);
+    else this.o.logger.debug('Heap released', fields);
   }
 }

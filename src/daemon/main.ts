@@ -25,6 +25,8 @@ interface Startable {
   stop(): Promise<void>;
   /** Resolves after the first successful full sync. */
   readonly ready?: Promise<void>;
+  /** Whether a sync runs (the heap release waits for it). */
+  readonly loop?: { isSyncing(): boolean };
 }
 
 /** What main needs from the outside world; tests replace parts of it. */
@@ -160,9 +162,11 @@ async function serve(
   configFile?: { path: string; text: string },
 ): Promise<number> {
   const exit = deps.exit ?? ((code: number) => process.exit(code));
-  // After the first full sync and after later bursts, once quiet (heap.ts).
-  const heap = new HeapRelease({ clock, logger });
-  let daemon: Startable;
+  // After the first full sync, after later bursts once quiet, and after large inputs (heap.ts).
+  // The addon is loaded here, as build.ts is, not for --help or --version.
+  const { mallocTrim } = await import('netlink-socket');
+  const heap = new HeapRelease({ clock, logger, trim: mallocTrim, busy: () => daemon?.loop?.isSyncing() ?? false });
+  let daemon: Startable | undefined;
   try {
     const build = deps.buildDaemon ?? (await import('./build.ts')).buildDaemon;
     daemon = await build(config, {
@@ -172,6 +176,7 @@ async function serve(
       ...(deps.env ? { env: deps.env } : {}),
       ...(configFile ? { configFile: configFile.path } : {}),
       onSynced: (d) => heap.synced(d),
+      onLargeInputSynced: () => heap.request(),
     });
   } catch (e) {
     startFailed(logger, 'build daemon', config, e);

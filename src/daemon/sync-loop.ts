@@ -14,7 +14,10 @@
 //   - health: queuedUpdate on every change, updated after every successful sync;
 //   - metrics: sync durations (all, full, partial), last (queued) timestamps, failures;
 //   - systemd: READY=1 after the first successful full sync, STATUS= after each sync,
-//     WATCHDOG=1 while healthy and no sync is stuck, STOPPING=1 on stop.
+//     WATCHDOG=1 while healthy, STOPPING=1 on stop. Healthy is upstream's rule alone
+//     (healthcheck/proxier_health.go): no change has waited 2 x --sync-period for a sync. How
+//     long a sync has run does not count, so a long full sync (50,000 Services under load)
+//     with no change waiting behind it is not "stuck"; one that holds a change that long is.
 
 import type { Clock } from '../base/clock.ts';
 import type { IPFamily } from '../base/ip.ts';
@@ -87,7 +90,6 @@ export class SyncLoop {
   private lastFullAt = -Infinity;
   private readonly fullSyncPeriodMs: number;
   private runStartedAt: number | undefined;
-  private readonly stuckAfterMs: number;
   /** afterNextSync's callbacks: waiting for a sync to start, and waiting for the running one to succeed. */
   private afterWaiting: (() => void)[] = [];
   private afterRunning: (() => void)[] = [];
@@ -98,7 +100,6 @@ export class SyncLoop {
   constructor(opts: SyncLoopOptions) {
     this.opts = opts;
     this.log = opts.logger ?? nullLogger;
-    this.stuckAfterMs = 2 * opts.syncPeriodMs;
     this.fullSyncPeriodMs = opts.fullSyncPeriodMs ?? FULL_SYNC_PERIOD_MS;
     this.ready = new Promise((resolve) => (this.resolveReady = resolve));
     this.runner = new BoundedFrequencyRunner((info) => this.runOnce(info), {
@@ -163,14 +164,9 @@ export class SyncLoop {
     return this.runStartedAt !== undefined;
   }
 
-  /** True while a sync has been running for longer than 2 x syncPeriod. */
-  isStuck(): boolean {
-    return this.runStartedAt !== undefined && this.opts.clock.now() - this.runStartedAt > this.stuckAfterMs;
-  }
-
-  /** The watchdog's predicate: healthy and not stuck in a sync. */
+  /** The watchdog's predicate: no change has waited longer than the health timeout (2 x syncPeriod). */
   healthy(): boolean {
-    return this.opts.health.isHealthy() && !this.isStuck();
+    return this.opts.health.isHealthy();
   }
 
   /** STOPPING=1, abort a sync in progress, wait for it, stop timers. Leaves the rules in place. */

@@ -1,5 +1,5 @@
 // Steady at scale under churn: the real daemon (bin/kube-proxy-ts.js with the package's V8
-// flags, nftables mode, --min-sync-period 1s as upstream's default) against the test API
+// flags, each mode in turn, --min-sync-period 1s as upstream's default) against the test API
 // server holding N Services × 10 endpoints, fed EndpointSlice updates in one batch a second
 // for a while, then left alone. Measured:
 //
@@ -17,10 +17,14 @@
 // second, default 10,100,1000; --quick 100), CHURN_SECONDS (default 60; --quick 10; 600 for the
 // long run), CHURN_AFTER_SECONDS (RSS after the churn, default 60; --quick 5), CHURN_SAMPLE_S
 // (default 5), CHURN_PROBE_S (default 2), CHURN_FULL_SYNC_PERIOD (the daemon's
-// KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODE
-// (default nftables), CHURN_LOG (a path prefix: the daemon's log is written to PREFIX-N-RATE.log).
+// KUBE_PROXY_TS_FULL_SYNC_PERIOD, e.g. 20s to put a full sync inside the churn), CHURN_MODES
+// (default nftables,iptables,userspace,ipvs; --quick nftables), CHURN_IPVS_SIZES (default
+// 1000: IPVS mode runs in one QEMU boot of Debian's kernel, this machine's has no IPVS, and
+// software emulation is many times slower), CHURN_LOG (a path prefix: the daemon's log is
+// written to PREFIX-MODE-N-RATE.log). Inside the VM CHURN_JSON names the file the runs go to.
 
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DAEMON_V8_OPTIONS } from '../../src/daemon/v8-options.ts';
 import type { Cluster } from '../helpers/cluster.ts';
@@ -30,13 +34,14 @@ import { clusterIP } from './e2e-agent.ts';
 import { smapsByMapping } from './heap-summary.ts';
 import { cluster, cpuMsOf, daemonArgs, memoryOf, podAddrs } from './e2e.ts';
 import type { Figure, Mode } from './figures.ts';
-import { MODES, OURS, figure } from './figures.ts';
+import { MODES as FIGURE_MODES, OURS, figure } from './figures.ts';
 import type { Bench, BenchOptions, Section, Target } from './section.ts';
 import { formatCount, formatMs, percentile } from './stats.ts';
 
 const AGENT = new URL('./e2e-agent.ts', import.meta.url).href;
 const ENDPOINTS = 10;
 const BATCH_MS = 1000;
+const MODES = ['nftables', 'iptables', 'userspace', 'ipvs'];
 
 interface Knobs {
   sizes: number[];
@@ -46,10 +51,12 @@ interface Knobs {
   sampleS: number;
   probeS: number;
   fullSyncPeriod: string | undefined;
-  mode: string;
+  modes: string[];
+  ipvsSizes: number[];
 }
 
 interface Run {
+  mode: string;
   n: number;
   rate: number;
   seconds: number;
@@ -94,7 +101,11 @@ function knobs(quick: boolean): Knobs {
     sampleS: num('CHURN_SAMPLE_S', 5),
     probeS: num('CHURN_PROBE_S', 2),
     fullSyncPeriod: process.env['CHURN_FULL_SYNC_PERIOD'],
-    mode: process.env['CHURN_MODE'] ?? 'nftables',
+    ipvsSizes: list('CHURN_IPVS_SIZES', '1000'),
+    modes: (process.env['CHURN_MODES'] ?? (quick ? 'nftables' : MODES.join(','))).split(',').map((m) => {
+      if (!MODES.includes(m)) throw new Error(`CHURN_MODES: "${m}" is not one of ${MODES.join(', ')}`);
+      return m;
+    }),
   };
 }
 
@@ -197,18 +208,19 @@ async function churn(
   return { updates, rss, packets, lost };
 }
 
-async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): Promise<Run> {
+async function measure(mode: string, n: number, rate: number, k: Knobs, opts: BenchOptions): Promise<Run> {
   const c = await cluster();
   let d: DaemonProcess | undefined;
   try {
     const api = c.nodeAgent;
     const { url } = await api.call<{ url: string }>(AGENT, 'startApi', n, ENDPOINTS, [podAddrs(0), podAddrs(1)]);
-    const args = daemonArgs(url).map((a) => (a === 'nftables' ? k.mode : a));
+    const args = daemonArgs(url).map((a) => (a === 'nftables' ? mode : a));
     d = spawnDaemon(c.node, [...args, '--v', '2'], {
       command: [process.execPath, ...DAEMON_V8_OPTIONS, BIN],
       ...(k.fullSyncPeriod ? { env: { KUBE_PROXY_TS_FULL_SYNC_PERIOD: k.fullSyncPeriod } } : {}),
     });
-    const limit = 120_000 + 5 * n;
+    // Under QEMU's software emulation the daemon's start alone (Node loading its modules over 9p) takes minutes.
+    const limit = (process.env['CHURN_JSON'] !== undefined ? 600_000 : 120_000) + 5 * n;
     const last = await c.clientAgent.call<number | undefined>(
       AGENT,
       'firstAnswer',
@@ -222,16 +234,17 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
     await sleep(5000 + n / 5);
     const steadyMiB = (await memoryOf(d.pid)).rss;
     const syncsBefore = syncsOf(d.log()).length;
-    const histBefore = histogramOf(await api.call<string>(AGENT, 'metricsText'));
+    // A daemon busy in a long sync (or emulated) answers slowly; a minute, not the agent's 10 s.
+    const histBefore = histogramOf(await api.call<string>(AGENT, 'metricsText', 60_000));
     const cpu0 = await cpuMsOf(d.pid);
     const w0 = wallNow();
     opts.log(
-      `churn: ${formatCount(n)} × ${ENDPOINTS}, ${rate}/s for ${k.seconds} s (steady RSS ${steadyMiB.toFixed(0)} MiB)`,
+      `churn: ${mode} ${formatCount(n)} × ${ENDPOINTS}, ${rate}/s for ${k.seconds} s (steady RSS ${steadyMiB.toFixed(0)} MiB)`,
     );
     const ch = await churn(c, d, k, rate);
     const cores = (await cpuMsOf(d.pid)) - cpu0;
     const wall = wallNow() - w0;
-    const histAfter = histogramOf(await api.call<string>(AGENT, 'metricsText'));
+    const histAfter = histogramOf(await api.call<string>(AGENT, 'metricsText', 60_000));
     const endMiB = (await memoryOf(d.pid)).rss;
     const whereEnd = await whereOf(d.pid);
     const after: [number, number][] = [];
@@ -244,6 +257,7 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
     const longest = syncs.reduce((a, b) => (b.ms > a.ms ? b : a), { full: false, ms: 0 });
     const dCount = histAfter.count - histBefore.count;
     return {
+      mode,
       n,
       rate,
       seconds: k.seconds,
@@ -271,10 +285,50 @@ async function measure(n: number, rate: number, k: Knobs, opts: BenchOptions): P
     };
   } finally {
     const logTo = process.env['CHURN_LOG'];
-    if (logTo && d) await writeFile(`${logTo}-${n}-${rate}.log`, d.log());
+    if (logTo && d) await writeFile(`${logTo}-${mode}-${n}-${rate}.log`, d.log());
     await d?.kill();
     await c.destroy();
   }
+}
+
+/**
+ * IPVS mode: the same runs inside one QEMU boot of Debian's kernel (test/vm/harness.ts), at
+ * CHURN_IPVS_SIZES; the VM writes its runs to a JSON file after each, so a time-out keeps
+ * what was measured.
+ */
+async function ipvsInVm(k: Knobs, opts: BenchOptions): Promise<Run[]> {
+  const { VM_CACHE, runInVm } = await import('../vm/harness.ts');
+  const dir = join(VM_CACHE, 'bench-churn', `${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}`);
+  await mkdir(dir, { recursive: true });
+  const out = join(dir, 'runs.json');
+  const env = {
+    CHURN_JSON: out,
+    CHURN_MODES: 'ipvs',
+    CHURN_SIZES: k.ipvsSizes.join(','),
+    CHURN_RATES: k.rates.join(','),
+    CHURN_SECONDS: String(k.seconds),
+    CHURN_AFTER_SECONDS: String(k.afterSeconds),
+    CHURN_SAMPLE_S: String(k.sampleS),
+    CHURN_PROBE_S: String(k.probeS),
+    ...(k.fullSyncPeriod ? { CHURN_FULL_SYNC_PERIOD: k.fullSyncPeriod } : {}),
+    ...(process.env['CHURN_LOG'] ? { CHURN_LOG: process.env['CHURN_LOG'] } : {}),
+  };
+  const assignments = Object.entries(env)
+    .map(([key, v]) => `${key}='${v}'`)
+    .join(' ');
+  const perRun = (k.seconds + k.afterSeconds) * 1000 + 600_000;
+  opts.log(`churn: ipvs in QEMU, ${k.ipvsSizes.map(formatCount).join(', ')} × ${ENDPOINTS}, results in ${out}`);
+  const vm = await runInVm({
+    script: `${assignments} exec ./node_modules/.bin/node test/bench/run.ts churn --out '${join(dir, 'churn.md')}'\n`,
+    timeoutMs: 300_000 + perRun * k.ipvsSizes.length * k.rates.length,
+    memoryMb: 3072,
+    tcgThread: 'single',
+  });
+  opts.log(`churn: ipvs VM ${vm.timedOut ? 'TIMED OUT' : `status ${vm.status}`} after ${formatMs(vm.totalMs)}`);
+  const runs = JSON.parse(await readFile(out, 'utf8').catch(() => '[]')) as Run[];
+  if (vm.status !== 0 || runs.length === 0) opts.log(`churn: ipvs payload output:\n${vm.output.slice(-3000)}`);
+  for (const r of runs) opts.log(`churn: ${row(r).join(' | ')}`);
+  return runs;
 }
 
 const mib = (x: number): string => `${x.toFixed(0)} MiB`;
@@ -289,6 +343,7 @@ function waitLine(r: Run): string {
 function row(r: Run): string[] {
   const p = r.packets;
   return [
+    r.mode,
     `${formatCount(r.n)} × ${ENDPOINTS}`,
     `${formatCount(r.rate)}/s`,
     `${r.seconds} s`,
@@ -300,16 +355,18 @@ function row(r: Run): string[] {
       : '-',
     p.length > 0
       ? `${formatMs(percentile(p, 50))} / ${formatMs(percentile(p, 99))} (${p.length}${r.lost > 0 ? `, ${r.lost} unanswered` : ''})`
-      : '-',
+      : `- (${r.lost} unanswered)`,
     `${mib(r.steadyMiB)} / ${mib(r.peakDuringMiB)} / ${mib(r.afterMiB)} (${(r.afterMiB / r.steadyMiB).toFixed(2)}×)`,
   ];
 }
 
 function targets(runs: readonly Run[]): Target[] {
-  const r = runs.find((x) => x.n === 10_000 && x.rate === 100);
-  if (!r) return [];
+  return runs.filter((x) => x.n === 10_000 && x.rate === 100).flatMap(targetsOf);
+}
+
+function targetsOf(r: Run): Target[] {
   const p99 = r.packets.length > 0 ? percentile(r.packets, 99) : NaN;
-  const what = `#33 10,000 × 10 at 100/s for ${r.seconds} s`;
+  const what = `#33 ${r.mode} 10,000 × 10 at 100/s for ${r.seconds} s`;
   const status = (ok: boolean): 'met' | 'missed' => (ok ? 'met' : 'missed');
   return [
     {
@@ -341,7 +398,7 @@ function targets(runs: readonly Run[]): Target[] {
 
 /** The summary's figures: daemon CPU and the packets' p99 at one size and rate. */
 function churnFigures(r: Run, mode: string): Figure[] {
-  if (!(MODES as readonly string[]).includes(mode)) return [];
+  if (!(FIGURE_MODES as readonly string[]).includes(mode)) return [];
   const at = {
     mode: mode as Mode,
     series: OURS,
@@ -361,20 +418,29 @@ export const bench: Bench = {
   async run(opts: BenchOptions): Promise<Section[]> {
     const k = knobs(opts.quick);
     const runs: Run[] = [];
-    for (const n of k.sizes) {
-      for (const rate of k.rates) {
-        const r = await measure(n, rate, k, opts);
-        opts.log(`churn: ${row(r).join(' | ')}`);
-        opts.log(`churn: ${waitLine(r)}`);
-        opts.log(`churn: RSS (s, MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}s ${m.toFixed(0)}`).join(', ')}`);
-        runs.push(r);
+    const inVm = process.env['CHURN_JSON'] !== undefined;
+    for (const mode of k.modes) {
+      if (mode === 'ipvs' && !inVm) {
+        runs.push(...(await ipvsInVm(k, opts)));
+        continue;
+      }
+      for (const n of k.sizes) {
+        for (const rate of k.rates) {
+          const r = await measure(mode, n, rate, k, opts);
+          opts.log(`churn: ${row(r).join(' | ')}`);
+          opts.log(`churn: ${waitLine(r)}`);
+          opts.log(`churn: RSS (s, MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}s ${m.toFixed(0)}`).join(', ')}`);
+          runs.push(r);
+          if (inVm) await writeFile(process.env['CHURN_JSON']!, JSON.stringify(runs));
+        }
       }
     }
     return [
       {
         title: 'Churn: steady at scale under EndpointSlice updates',
-        description: `The real daemon (${k.mode} mode, the package's V8 flags, --min-sync-period 1s, --v=2 for its sync log) against test/helpers/fake-apiserver.ts holding N Services × ${ENDPOINTS} endpoints; endpoint updates of random Services in one batch a second for the time given, every ${k.probeS} s with a move of Service 0's endpoints to the other pod timed with packets (API write → first answer from the new pod, client namespace); then ${k.afterSeconds} s without changes.${k.fullSyncPeriod ? ` Full-sync period shortened to ${k.fullSyncPeriod}.` : ' Full-sync period the default hour.'} CPU: the daemon's utime+stime over the churn / its wall time. Syncs: after the first (all / full). Histogram: kubeproxy_network_programming_duration_seconds over the churn, mean / p50 / p99 (the buckets are upstream's: 0, 0.25 s, 0.5 s, 1 s, …). RSS: steady before / peak during / ${k.afterSeconds} s after.`,
+        description: `The real daemon (each mode: ${k.modes.join(', ')}; IPVS mode in one QEMU boot of Debian's kernel at ${k.ipvsSizes.map(formatCount).join(', ')} × ${ENDPOINTS}, under software emulation: compare its rows with each other only; the package's V8 flags, --min-sync-period 1s, --v=2 for its sync log) against test/helpers/fake-apiserver.ts holding N Services × ${ENDPOINTS} endpoints; endpoint updates of random Services in one batch a second for the time given, every ${k.probeS} s with a move of Service 0's endpoints to the other pod timed with packets (API write → first answer from the new pod, client namespace); then ${k.afterSeconds} s without changes.${k.fullSyncPeriod ? ` Full-sync period shortened to ${k.fullSyncPeriod}.` : ' Full-sync period the default hour.'} CPU: the daemon's utime+stime over the churn / its wall time. Syncs: after the first (all / full). Histogram: kubeproxy_network_programming_duration_seconds over the churn, mean / p50 / p99 (the buckets are upstream's: 0, 0.25 s, 0.5 s, 1 s, …). RSS: steady before / peak during / ${k.afterSeconds} s after.`,
         columns: [
+          { title: 'mode' },
           { title: 'size' },
           { title: 'updates', align: 'right' },
           { title: 'for', align: 'right' },
@@ -388,10 +454,10 @@ export const bench: Bench = {
         rows: runs.map(row),
         notes: runs.map(
           (r) =>
-            `${formatCount(r.n)} at ${r.rate}/s, ${waitLine(r)}; RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}; of it malloc / anonymous (V8's heap): ${r.where.end.map(mib).join(' / ')} at the churn's end, ${r.where.after.map(mib).join(' / ')} after.`,
+            `${r.mode} ${formatCount(r.n)} at ${r.rate}/s, ${waitLine(r)}; RSS over time (s: MiB): ${r.rss.map(([s, m]) => `${s.toFixed(0)}: ${m.toFixed(0)}`).join(', ')}; of it malloc / anonymous (V8's heap): ${r.where.end.map(mib).join(' / ')} at the churn's end, ${r.where.after.map(mib).join(' / ')} after.`,
         ),
         targets: targets(runs),
-        figures: runs.flatMap((r) => churnFigures(r, k.mode)),
+        figures: runs.flatMap((r) => churnFigures(r, r.mode)),
       },
     ];
   },

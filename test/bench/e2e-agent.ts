@@ -177,8 +177,8 @@ export function churnBatch(count: number, moveTo: number): number {
 }
 
 /** The daemon's /metrics text (its metrics server listens on 127.0.0.1:10249 in this namespace). */
-export async function metricsText(): Promise<string> {
-  return (await fetch('http://127.0.0.1:10249/metrics', { signal: AbortSignal.timeout(10_000) })).text();
+export async function metricsText(timeoutMs = 10_000): Promise<string> {
+  return (await fetch('http://127.0.0.1:10249/metrics', { signal: AbortSignal.timeout(timeoutMs) })).text();
 }
 
 /** `count` endpoint updates of unprobed Services, `perSecond` at most; returns how many were written. */

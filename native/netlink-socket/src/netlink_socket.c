@@ -1,6 +1,6 @@
 // A netlink socket for Node.js: socket/bind, sendmsg of several chunks to the kernel,
 // datagrams read on a libuv poll handle and handed to JavaScript as Buffers, setsockopt and
-// getsockopt (rlimit.c adds getrlimit/setrlimit, which Node lacks). Kept small on purpose: the
+// getsockopt (rlimit.c adds getrlimit/setrlimit, malloc_trim.c mallocTrim: Node lacks both). Kept small on purpose: the
 // protocols live in TypeScript (src/netlink/).
 //
 // Rules this file keeps so that no input can take the process down:
@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "malloc_trim.h"
 #include "rlimit.h"
 
 #define MAX_CHUNKS 1024      /* IOV_MAX on Linux */
@@ -453,6 +454,7 @@ static napi_value init(napi_env env, napi_value exports) {
                     &cls);
   napi_set_named_property(env, exports, "NetlinkSocket", cls);
   rlimit_init(env, exports);
+  malloc_trim_init(env, exports);
   return exports;
 }
 

@@ -139,6 +139,7 @@ function buildIptables(...[config, families, deps, sockets]: Parameters<ModeDefi
         clock: deps.clock,
         onFullSync: pause.onFullSync,
         ...lbOption(config),
+        ...(deps.fullSyncPeriodMs !== undefined ? { rewritePeriodMs: deps.fullSyncPeriodMs } : {}),
       }),
     );
   }

@@ -67,6 +67,11 @@ export interface ProxierDeps {
   descriptorBudget?: DescriptorBudget;
   /** iptables mode: told once init() has made the nfacct objects (the metrics read them). */
   onNfacct?: (reader: NfacctReader) => void;
+  /**
+   * iptables mode: the full-sync period (KUBE_PROXY_TS_FULL_SYNC_PERIOD), after which a full
+   * sync rewrites every chain instead of trusting the last; default an hour.
+   */
+  fullSyncPeriodMs?: number;
 }
 
 /** Netlink sockets the set owns (closed with it). */

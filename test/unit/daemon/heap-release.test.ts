@@ -68,6 +68,64 @@ test('no collection when RSS stays within the growth factor of the last release'
   t.is(s.gcs.length, 1, 'closed: nothing more');
 });
 
+test('malloc_trim right after each collection, never without one', (t) => {
+  const clock = new FakeClock(0);
+  const order: string[] = [];
+  let rss = 200 * MiB;
+  const logger = memoryLogger();
+  const heap = new HeapRelease({
+    clock,
+    logger,
+    rss: () => rss,
+    gc: () => order.push('gc'),
+    trim: () => {
+      order.push('trim');
+      rss = 150 * MiB;
+      return true;
+    },
+    idleMs: 10_000,
+  });
+  heap.synced({ full: true });
+  clock.advance(0);
+  t.deepEqual(order, ['gc', 'trim']);
+  t.like(logger.records.at(-1)?.fields, { rssMiBBefore: 200, rssMiBAfter: 150, mallocTrimmed: true });
+  rss = 160 * MiB; // within the growth factor: no collection, so no trim either
+  heap.synced({ full: false });
+  clock.advance(30_000);
+  t.deepEqual(order, ['gc', 'trim']);
+  rss = 400 * MiB;
+  heap.synced({ full: false });
+  clock.advance(10_000);
+  t.deepEqual(order, ['gc', 'trim', 'gc', 'trim']);
+});
+
+test('never while a sync runs: a long sync with no end for idleMs waits, released once it is over', (t) => {
+  const clock = new FakeClock(0);
+  let rss = 200 * MiB;
+  let syncing = false;
+  const gcs: number[] = [];
+  const heap = new HeapRelease({
+    clock,
+    logger: memoryLogger(),
+    rss: () => rss,
+    gc: () => gcs.push(clock.now()),
+    busy: () => syncing,
+    idleMs: 10_000,
+  });
+  heap.synced({ full: true });
+  clock.advance(0);
+  t.deepEqual(gcs, [0]);
+  rss = 400 * MiB;
+  heap.synced({ full: false });
+  syncing = true; // the next sync starts at once and runs for 36 s
+  clock.advance(36_000);
+  t.deepEqual(gcs, [0], 'not during the sync');
+  syncing = false;
+  heap.synced({ full: false });
+  clock.advance(10_000);
+  t.deepEqual(gcs, [0, 46_000]);
+});
+
 test('KUBE_PROXY_TS_FULL_SYNC_PERIOD: a Go duration; anything else is said once and ignored', (t) => {
   const log = memoryLogger();
   t.is(fullSyncPeriodFrom({ KUBE_PROXY_TS_FULL_SYNC_PERIOD: '3s' }, log), 3_000);
