@@ -6,25 +6,24 @@
 //     (machine-wide; one element per bucket: 1,601 per consistent-hash Service);
 //   - first-packet latency (connect to SYN-ACK, from a client namespace) to three Services of
 //     3 endpoints each: random (the pickers), round-robin and consistent-hash.
-// Root. Alone: node test/bench/load-balancing.ts [--quick]; prints Markdown.
+// Root. `npm run bench -- load-balancing` (--quick: smaller sizes, fewer connections).
 
 import { readFileSync } from 'node:fs';
-import { performance } from 'node:perf_hooks';
 import { makeCluster, podIP } from '../helpers/cluster.ts';
 import { Netns } from '../helpers/netns.ts';
 import type { ChangeResult, FullSyncResult } from './nftables-workload.ts';
+import type { Bench, BenchOptions, Section } from './section.ts';
 
 const AGENT = new URL('./nftables-agent.ts', import.meta.url).href;
 const SCENARIO = new URL('../kernel/scenarios/nft-proxier.ts', import.meta.url).href;
-const quick = process.argv.includes('--quick');
-const SIZES = quick ? [200, 1_000] : [1_000, 10_000];
+const sizes = (quick: boolean): number[] => (quick ? [200, 1_000] : [1_000, 10_000]);
 const SHARES = [
   { label: '0 %', every: 0 },
   { label: '10 %', every: 10 },
   { label: '100 %', every: 1 },
 ];
 const CHANGES = 3;
-const CONNECTS = quick ? 30 : 200;
+const connects = (quick: boolean): number => (quick ? 30 : 200);
 
 /**
  * The kernel's slab memory (/proc/meminfo Slab): machine-wide, so other work on the machine
@@ -62,7 +61,7 @@ async function syncRow(n: number, every: number): Promise<string[]> {
   }
 }
 
-async function latencyRows(): Promise<string[][]> {
+async function latencyRows(quick: boolean): Promise<string[][]> {
   const teardowns: (() => Promise<void>)[] = [];
   const c = await makeCluster({ teardown: (fn) => void teardowns.push(fn) }, 'lbb-lat', 3);
   try {
@@ -88,26 +87,48 @@ async function latencyRows(): Promise<string[][]> {
     }));
     await c.nodeAgent.call(SCENARIO, 'apply', { services, slices });
     const targets = kinds.map(([, , ip]) => ({ host: ip, port: 80 }));
-    const samples = await c.clientAgent.call<number[][]>(AGENT, 'connectLatency', targets, CONNECTS);
+    const samples = await c.clientAgent.call<number[][]>(AGENT, 'connectLatency', targets, connects(quick));
     return kinds.map(([name], i) => [name, `${median(samples[i]!).toFixed(0)} µs`, String(samples[i]!.length)]);
   } finally {
     for (const fn of teardowns.reverse()) await fn();
   }
 }
 
-async function main(): Promise<void> {
-  const t0 = performance.now();
-  const rows: string[][] = [];
-  for (const n of SIZES) for (const s of SHARES) rows.push(await syncRow(n, s.every));
-  console.log(
-    '| Services | consistent-hash | full sync | plan / kernel | one endpoint change (median) | kernel slab growth (machine-wide) |',
-  );
-  console.log('|---|---|---|---|---|---|');
-  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
-  console.log('\n| Service (3 endpoints) | first-packet latency (median) | samples |');
-  console.log('|---|---|---|');
-  for (const r of await latencyRows()) console.log(`| ${r.join(' | ')} |`);
-  console.log(`\n(${((performance.now() - t0) / 1000).toFixed(0)} s)`);
-}
-
-await main();
+export const bench: Bench = {
+  needsRoot: true,
+  async run({ quick, log }: BenchOptions): Promise<Section[]> {
+    const rows: string[][] = [];
+    for (const n of sizes(quick))
+      for (const sh of SHARES) {
+        log(`load-balancing: ${n} Services, ${sh.label} consistent-hash`);
+        rows.push(await syncRow(n, sh.every));
+      }
+    const latency = await latencyRows(quick);
+    return [
+      {
+        title: 'Per-Service load balancing (nftables mode): cost of consistent-hash tables',
+        description:
+          'The nftables proxier in a throwaway namespace, N Services × 10 endpoints with 0 %, 10 % or 100 % of them annotated `kube-proxy-ts.io/load-balancing: consistent-hash` (a Maglev table of 1,601 buckets per Service port): a full sync from empty, then one endpoint added to one Service (median of 3). Kernel slab growth over the sync is machine-wide (/proc/meminfo Slab), so other work on the machine shows in it.',
+        columns: [
+          { title: 'Services' },
+          { title: 'consistent-hash' },
+          { title: 'full sync', align: 'right' },
+          { title: 'plan / kernel', align: 'right' },
+          { title: 'one endpoint change (median)', align: 'right' },
+          { title: 'kernel slab growth', align: 'right' },
+        ],
+        rows,
+      },
+      {
+        title: 'Per-Service load balancing (nftables mode): first-packet latency per algorithm',
+        description: `TCP connect to SYN-ACK from a client namespace to three Services of 3 endpoints each (median of ${connects(quick)}): random (the shared pickers, upstream), round-robin (numgen inc) and consistent-hash (jhash into the Maglev table).`,
+        columns: [
+          { title: 'Service (3 endpoints)' },
+          { title: 'first-packet latency (median)', align: 'right' },
+          { title: 'samples', align: 'right' },
+        ],
+        rows: latency,
+      },
+    ];
+  },
+};

@@ -97,6 +97,12 @@ export const REGISTRY: readonly Entry[] = [
     slow: true,
   },
   {
+    name: 'load-balancing',
+    summary:
+      'per-Service load balancing in nftables mode: consistent-hash table cost, first-packet latency per algorithm',
+    load: async () => (await import('./load-balancing.ts')).bench,
+  },
+  {
     name: 'churn',
     summary: 'the daemon at scale under EndpointSlice churn: CPU, RSS over time, longest sync, change latency',
     load: async () => (await import('./churn.ts')).bench,
