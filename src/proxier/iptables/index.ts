@@ -19,7 +19,7 @@ export { probability } from './probability.ts';
 export { ifLocal, ifNotLocal } from './detect-local.ts';
 // The proxier and its writer.
 export { IptablesProxier, IPTABLES_RECV_BYTES, isOurs, ROUTE_LOCALNET } from './proxier.ts';
-export type { IptablesProxierOptions, SysctlWriter as IptablesSysctl } from './proxier.ts';
+export type { IptablesProxierOptions } from './proxier.ts';
 export { iptablesNftCodec } from '../iptables-nft/codec.ts';
 export { removeAll as removeIptablesObjects } from '../iptables-nft/remove.ts';
 export { writerBudgets } from '../iptables-nft/writer.ts';

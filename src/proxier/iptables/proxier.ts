@@ -14,7 +14,7 @@ import type { IPFamily } from '../../base/ip.ts';
 import type { Logger } from '../../base/logger.ts';
 import type { ChangeSet, DesiredState, EndpointSelection, ServicePortInfo } from '../../model/index.ts';
 import type { IptTable } from '../../netlink/nftables/iptables/rule.ts';
-import type { DescribeOptions, PortDescription, Proxier, SyncReport, TrafficSample } from '../types.ts';
+import type { DescribeOptions, PortDescription, Proxier, SyncReport, SysctlWriter, TrafficSample } from '../types.ts';
 import { SyncFailedError } from '../types.ts';
 import type { CanaryProbe } from '../iptables-nft/canary.ts';
 import type { DriftTarget } from '../drift/chain-watch.ts';
@@ -34,11 +34,6 @@ import { IptablesNftWriter } from '../iptables-nft/writer.ts';
 import { SyncTally } from './sync-tally.ts';
 import { Chain, isServicePortChain } from './names.ts';
 import type { BatchSender, TableClient } from '../iptables-nft/writer-types.ts';
-
-/** The sysctl writer the daemon passes (route_localnet); same shape as the IPVS mode's. */
-export interface SysctlWriter {
-  set(path: string, value: number): Promise<void>;
-}
 
 export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
 
