@@ -85,20 +85,7 @@ function chainDriftWatch(
 ): NonNullable<ModeSet['watchDrift']> {
   return (onDrift, syncing) => {
     const targets = new Map([...proxiers].map(([f, p]) => [nftFamilyOf(f), p]));
-    try {
-      const w = new ChainDriftWatch({ targets, ownPorts, onDrift, syncing, logger });
-      const detach = pause.attach(w);
-      return {
-        close: () => {
-          detach();
-          w.close();
-        },
-      };
-    } catch (err) {
-      // Not fatal: the periodic full sync still repairs drift of the shared chains, only later.
-      logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });
-      return { close: () => {} };
-    }
+    return pause.open(() => new ChainDriftWatch({ targets, ownPorts, onDrift, syncing, logger }), logger);
   };
 }
 

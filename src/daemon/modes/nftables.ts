@@ -23,22 +23,11 @@ function nftDriftWatch(
   pause: FullSyncPause,
   logger: Logger,
 ): NonNullable<ModeSet['watchDrift']> {
-  return (onDrift, syncing) => {
-    try {
-      const w = new NftDriftWatch({ families: families.map(nftFamilyOf), ownPorts, onDrift, syncing, logger });
-      const detach = pause.attach(w);
-      return {
-        close: () => {
-          detach();
-          w.close();
-        },
-      };
-    } catch (err) {
-      // Not fatal: the periodic full sync still repairs drift, only later.
-      logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });
-      return { close: () => {} };
-    }
-  };
+  return (onDrift, syncing) =>
+    pause.open(
+      () => new NftDriftWatch({ families: families.map(nftFamilyOf), ownPorts, onDrift, syncing, logger }),
+      logger,
+    );
 }
 
 export const nftablesMode: ModeDefinition = {

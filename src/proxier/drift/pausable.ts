@@ -84,4 +84,24 @@ export class FullSyncPause {
       if (this.watch === w) this.watch = undefined;
     };
   }
+
+  /**
+   * Opens a watch and attaches it; its close() detaches it too. A watch that cannot open is
+   * not fatal: said once, and the periodic full sync repairs drift, only later.
+   */
+  open(start: () => { pause(): void; resume(): void; close(): void }, logger: Logger): { close(): void } {
+    try {
+      const w = start();
+      const detach = this.attach(w);
+      return {
+        close: () => {
+          detach();
+          w.close();
+        },
+      };
+    } catch (err) {
+      logger.warn('Cannot listen to nf_tables changes; drift is repaired by the periodic sync only', { err });
+      return { close: () => {} };
+    }
+  }
 }
