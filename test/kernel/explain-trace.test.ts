@@ -17,6 +17,23 @@ import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 const VIP = '10.96.0.10';
 const EMPTY_VIP = '10.96.0.20';
 
+/**
+ * Tampers behind the daemon until the tampering stays. The sync runner is upstream's token
+ * bucket with a burst of 2: under --min-sync-period 1h the drift watch's repair may still run at
+ * once, on the run left after the first sync, and then none is left for an hour. So: tamper,
+ * and if the repair comes (bounded wait), tamper again; either way it now stays.
+ */
+async function driftThatStays(tamper: () => Promise<unknown>, inSync: () => Promise<boolean>): Promise<void> {
+  await tamper();
+  for (let i = 0; i < 20; i++) {
+    if (await inSync()) {
+      await tamper();
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 test.serial('explain and trace through the control socket match the kernel and real packets', async (t) => {
   const c = await makeCluster(t, 'xpl', 3);
   const dir = await tempDir(t, 'explain');
@@ -134,7 +151,10 @@ test.serial('explain and trace through the control socket match the kernel and r
   t.regex(text.stdout, /verdict: REJECT: default\/empty has no ready/);
 
   // Drift: an endpoint slot deleted behind the daemon's back.
-  await c.node.run('nft', 'delete', 'element', 'ip', 'kube-proxy-ts', 'endpoints-3', `{ ${VIP} . tcp . 80 . 0 }`);
+  await driftThatStays(
+    () => c.node.run('nft', 'delete', 'element', 'ip', 'kube-proxy-ts', 'endpoints-3', `{ ${VIP} . tcp . 80 . 0 }`),
+    async () => (await json<{ ports: PortExplanation[] }>('explain', 'default/web:http')).ports[0]!.kernel!.agrees,
+  );
   const drifted = (await json<{ ports: PortExplanation[] }>('explain', 'default/web:http')).ports[0]!;
   t.false(drifted.kernel!.agrees);
   t.deepEqual(
@@ -331,12 +351,15 @@ test.serial(
     t.regex(text.stdout, /Kernel \(iptables\): in sync/);
 
     // The portal rule deleted as an operator would: explain shows it missing.
-    const lines = (await c.node.run('iptables-nft', '-t', 'nat', '-S', 'KUBE-SERVICES'))
-      .split('\n')
-      .filter((l) => l.startsWith('-A '));
-    const index = lines.findIndex((l) => l.includes('default/web:http cluster IP'));
-    t.true(index >= 0, lines.join('\n'));
-    await c.node.run('iptables-nft', '-t', 'nat', '-D', 'KUBE-SERVICES', String(index + 1));
+    const deletePortal = async (): Promise<void> => {
+      const lines = (await c.node.run('iptables-nft', '-t', 'nat', '-S', 'KUBE-SERVICES'))
+        .split('\n')
+        .filter((l) => l.startsWith('-A '));
+      const index = lines.findIndex((l) => l.includes('default/web:http cluster IP'));
+      if (index < 0) throw new Error(`no portal rule to delete:\n${lines.join('\n')}`);
+      await c.node.run('iptables-nft', '-t', 'nat', '-D', 'KUBE-SERVICES', String(index + 1));
+    };
+    await driftThatStays(deletePortal, async () => (await explain()).kernel!.agrees);
     const drifted = await explain();
     t.false(drifted.kernel!.agrees);
     t.deepEqual(

@@ -51,7 +51,7 @@ test.serial('--load-balancing round-robin: trace names it, trace --live shows th
   t.is(plain.code, 0, plain.stderr);
   t.regex(
     plain.stdout,
-    /note: load balancing: round-robin: new connections take the endpoints in turn \(--load-balancing\)/,
+    /note: load balancing round-robin \(node default\): the port's own chain: numgen inc mod n into its endpoints/,
   );
 
   let done = false;
