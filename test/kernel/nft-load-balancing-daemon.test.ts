@@ -4,11 +4,10 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
-import type { TraceResult } from '../../src/explain/trace.ts';
 import { CLIENT_IP, ECHO, makeCluster, podIP } from '../helpers/cluster.ts';
 import { pollUntil, runDaemon } from '../helpers/daemon-process.ts';
 import { serviceYAML } from '../helpers/manifests.ts';
-import { traceTables } from '../helpers/trace-tables.ts';
+import { liveTraceOfConnect, traceTables } from '../helpers/trace-tables.ts';
 import { nodeDaemonArgs, startDaemon, tempDir } from '../helpers/standalone.ts';
 
 const VIP = '10.96.0.10';
@@ -54,36 +53,10 @@ test.serial('--load-balancing round-robin: trace names it, trace --live shows th
     /note: load balancing round-robin \(node default\): the port's own chain: numgen inc mod n into its endpoints/,
   );
 
-  let done = false;
-  const live = runDaemon(
-    c.node,
-    [
-      'trace',
-      '--from',
-      CLIENT_IP,
-      '--to',
-      `${VIP}:80/tcp`,
-      '--live',
-      '--live-timeout',
-      '30',
-      '-o',
-      'json',
-      '--control-socket',
-      sock,
-    ],
-    60_000,
-  ).finally(() => (done = true));
-  for (let i = 0; i < 100 && !done; i++) {
-    if ((await traceTables(c.node)).length > 0) await c.clientAgent.call<string>(ECHO, 'tcp', VIP, 80);
-    else await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  const r = await live;
+  const r = await liveTraceOfConnect(c.node, c.clientAgent, { from: CLIENT_IP, vip: VIP, port: 80, sock, echo: ECHO });
   t.is(r.code, 0, r.stderr);
-  const answer = JSON.parse(r.stdout) as TraceResult & {
-    live: { seen: boolean; path: { table: string; chain: string; type: string; verdict?: string }[] };
-  };
-  t.true(answer.live.seen);
-  const path = answer.live.path.map((e) => `${e.table} ${e.chain} ${e.type} ${e.verdict ?? ''}`.trim());
+  t.true(r.seen);
+  const path = r.path;
   t.log(path.join('\n'));
   t.true(
     path.some((p) => /^kube-proxy-ts services rule goto service-[A-Z0-9]{8}-default\/web\/tcp\//.test(p)),

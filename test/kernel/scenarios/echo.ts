@@ -34,10 +34,13 @@ export async function serve(name: string, port: number): Promise<void> {
   }
 }
 
-/** One TCP connection: the answer, or the error code (ECONNREFUSED for a reject, ETIMEDOUT for a drop). */
-export function tcp(host: string, port: number, timeoutMs = 1500): Promise<string> {
+/**
+ * One TCP connection: the answer, or the error code (ECONNREFUSED for a reject, ETIMEDOUT for a
+ * drop); from `localAddress` when given.
+ */
+export function tcp(host: string, port: number, timeoutMs = 1500, localAddress?: string): Promise<string> {
   return new Promise((resolve) => {
-    const s = connect({ host, port });
+    const s = connect({ host, port, ...(localAddress !== undefined ? { localAddress } : {}) });
     let data = '';
     const timer = setTimeout(() => {
       s.destroy();
