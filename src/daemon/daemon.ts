@@ -22,7 +22,8 @@ import type { ListenFn } from '../health/index.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import { startMetricsServer } from '../metrics/index.ts';
 import { ChangeTracker, RejectLog } from '../model/index.ts';
-import type { DesiredState, LoadBalancing } from '../model/index.ts';
+import type { DesiredState } from '../model/index.ts';
+import { lbOption } from '../config/load-balancing-option.ts';
 import type { LoadBalancingNotice } from '../proxier/types.ts';
 import { nodeRef } from '../sources/events.ts';
 import type { EventSink } from '../sources/events.ts';
@@ -43,15 +44,6 @@ import { Profiler } from './profiling.ts';
 import { makeSync } from './sync.ts';
 import type { FamilyPipeline, StaleFlowSink } from './sync.ts';
 import { SyncLoop } from './sync-loop.ts';
-
-/** The node default and where refusals go, for the sync's per-Service check. */
-function loadBalancingOf(
-  config: ProxyConfig,
-  notice: LoadBalancingNotice,
-): { nodeDefault?: LoadBalancing; notice: LoadBalancingNotice } {
-  const lb = config.kubeProxyTS.loadBalancing;
-  return lb === '' ? { notice } : { nodeDefault: lb, notice };
-}
 
 export interface DaemonParts {
   config: ProxyConfig;
@@ -173,7 +165,7 @@ export class Daemon {
         now: () => clock.now(),
         ...(parts.staleFlows ? { staleFlows: parts.staleFlows } : {}),
         ...(parts.loadBalancingNotice
-          ? { loadBalancing: loadBalancingOf(parts.config, parts.loadBalancingNotice) }
+          ? { loadBalancing: { nodeDefault: lbOption(parts.config).loadBalancing, notice: parts.loadBalancingNotice } }
           : {}),
       }),
     });
@@ -334,7 +326,7 @@ export class Daemon {
         logger: this.log,
         balancing: {
           ipvsScheduler: p.config.ipvs.scheduler,
-          ...(p.config.kubeProxyTS.loadBalancing !== '' ? { loadBalancing: p.config.kubeProxyTS.loadBalancing } : {}),
+          ...lbOption(p.config),
         },
         ...(p.config.enableProfiling ? { profiler: new Profiler() } : {}),
       });

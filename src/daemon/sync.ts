@@ -45,7 +45,7 @@ export interface SyncerOptions {
   logger: Logger;
   now: () => number;
   /** Told of Service ports asking for a load balancing the mode refuses (load-balancing-notices.ts). */
-  loadBalancing?: { readonly nodeDefault?: LoadBalancing; readonly notice: LoadBalancingNotice };
+  loadBalancing?: { readonly nodeDefault: LoadBalancing | undefined; readonly notice: LoadBalancingNotice };
 }
 
 /**
