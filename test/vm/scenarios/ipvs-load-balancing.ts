@@ -68,6 +68,21 @@ async function vsConns(vip: string): Promise<number> {
   return Number(f?.[2]);
 }
 
+/**
+ * vsConns once the kernel's stats estimator has summed the per-CPU counters (it runs every 2 s,
+ * so a read right after connections can lag): the same figure twice, 2.5 s apart (bounded).
+ */
+async function settledConns(vip: string): Promise<number> {
+  let last = await vsConns(vip);
+  for (let i = 0; i < 6; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const now = await vsConns(vip);
+    if (now === last) return now;
+    last = now;
+  }
+  return last;
+}
+
 const ask = (q: Record<string, unknown>) => net.ask(q);
 const backendOf = (answer: string): string => answer.split(' ')[0]!;
 
@@ -156,11 +171,12 @@ export const cases: VmCase[] = [
   },
   {
     name: 'a changed annotation edits the VS in place: round-robin -> least-connection, its connection counter kept',
+    timeoutMs: 120_000,
     async run(note) {
-      const before = await vsConns('10.96.0.11');
+      const before = await settledConns('10.96.0.11');
       tracker.onService(service('rr', '10.96.0.11', 'round-robin'), service('rr', '10.96.0.11', 'least-connection'));
       await sync();
-      const after = { line: await vsLine('10.96.0.11'), conns: await vsConns('10.96.0.11') };
+      const after = { line: await vsLine('10.96.0.11'), conns: await settledConns('10.96.0.11') };
       note({ before, after });
       assert.equal(after.line, 'TCP 10.96.0.11:80 lc');
       assert.ok(before >= 30, `the counter counted the earlier connections (${before})`);
