@@ -30,6 +30,12 @@ function nftDriftWatch(
     );
 }
 
+/**
+ * The reader socket's receive buffer (the connection's recvMessageBytes): the kernel sizes
+ * dump datagrams after it, up to 32 KiB. Its dump replies are the only datagrams it gets.
+ */
+const DUMP_RECV_BYTES = 65536;
+
 export const nftablesMode: ModeDefinition = {
   name: 'nftables',
   build(config, families, deps, sockets) {
@@ -44,8 +50,16 @@ export const nftablesMode: ModeDefinition = {
       const { conn, port } = sockets.openWithPort(Protocol.NETFILTER);
       ownPorts.add(port);
       const nft = new NftClient({ family: nftFamilyOf(family), table: TABLE, transport: conn });
+      // A full sync's dumps on a socket of their own (NftablesProxierOptions.reader), read in
+      // the largest datagrams the kernel sends: it walks a set from its start for each one.
+      const reader = new NftClient({
+        family: nftFamilyOf(family),
+        table: TABLE,
+        transport: sockets.open(Protocol.NETFILTER, { recvMessageBytes: DUMP_RECV_BYTES }),
+      });
       const nftProxier = new NftablesProxier({
         nft,
+        reader,
         logger: deps.logger,
         masqueradeBit: config.masqueradeBit,
         localAddresses: () => route.nodeAddresses(family),

@@ -32,6 +32,13 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** Overrides the connection's time-out for this exchange. */
   timeoutMs?: number;
+  /**
+   * A dump the kernel marks interrupted (NLM_F_DUMP_INTR: what it lists changed while it was
+   * read, so the replies may miss or repeat what changed) is returned as read instead of
+   * restarted, and this is called. For a reader that knows what changed meanwhile and under
+   * steady change, where every restart would be interrupted again.
+   */
+  onInterrupted?: () => void;
 }
 
 export interface BatchOptions {
@@ -184,7 +191,10 @@ export class NetlinkConnection implements NetlinkTransport {
             if (status < 0)
               return { done: true, error: new NetlinkError(msg.label, -status, undefined, { seq: m.seq }) };
           }
-          if (interrupted) return { done: true, error: new DumpInterrupted() };
+          if (interrupted) {
+            if (!opts.onInterrupted) return { done: true, error: new DumpInterrupted() };
+            opts.onInterrupted();
+          }
           return { done: true };
         }
         if (m.type === NLMSG_NOOP || m.type === NLMSG_OVERRUN) return { done: false };

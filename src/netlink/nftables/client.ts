@@ -5,7 +5,7 @@
 // operations on them in later transactions can be encoded (an element's bytes depend on
 // its set's key types). Reading them back costs one GETSET dump (listSets()).
 
-import type { BatchOptions, NetlinkTransport, OutMessage } from '../core/index.ts';
+import type { BatchOptions, NetlinkTransport, OutMessage, RequestOptions } from '../core/index.ts';
 import {
   errnoNumber,
   isNotFound,
@@ -52,13 +52,20 @@ export interface NftInterface {
   listSets(): Promise<NftSetLike[]>;
   listElements(set: string): Promise<NftElement[]>;
   /**
-   * A set's elements read in one dump (a snapshot: the dump has ended when this resolves),
-   * as pages decoded on demand, so that a caller can decode a large set a slice at a time
-   * and let other work in between.
+   * A set's elements read in one dump (the dump has ended when this resolves), as pages
+   * decoded on demand, so that a caller can decode a large set a slice at a time and let
+   * other work in between. A snapshot, unless `onInterrupted` is given: a dump the kernel
+   * marks interrupted (the set changed while it was read, from this socket or another) is
+   * then returned as read, where elements changed meanwhile may be missing or repeated, and
+   * `onInterrupted` is called; without it the dump is restarted.
    */
-  listElementPages(set: string): Promise<(() => NftElement[])[]>;
+  listElementPages(set: string, opts?: ElementPagesOptions): Promise<(() => NftElement[])[]>;
   /** Rules of one chain (or of the whole table), expressions decoded, with handles. */
   listRules(chain?: string): Promise<NftRule[]>;
+}
+
+export interface ElementPagesOptions {
+  onInterrupted?: () => void;
 }
 
 export interface NftClientOptions {
@@ -212,13 +219,15 @@ export class NftClient implements NftInterface {
     label: string,
     fill: Parameters<typeof nftMessage>[4],
     family: Family | 'unspec' = this.scope.family,
+    onInterrupted?: () => void,
   ) {
     const msg =
       family === 'unspec'
         ? nfMessage(NfnlSubsys.NFTABLES, cmd, AF_UNSPEC, 0, label, fill)
         : nftMessage(cmd, family, 0, label, fill);
-    const opts: { dump: true; timeoutMs?: number } = { dump: true };
+    const opts: RequestOptions & { dump: true } = { dump: true };
     if (this.timeoutMs !== undefined) opts.timeoutMs = this.timeoutMs;
+    if (onInterrupted) opts.onInterrupted = onInterrupted;
     return this.transport.request(msg, opts);
   }
 
@@ -293,12 +302,14 @@ export class NftClient implements NftInterface {
     return toElements(def, await this.listRawElements(set));
   }
 
-  async listElementPages(set: string): Promise<(() => NftElement[])[]> {
+  async listElementPages(set: string, opts: ElementPagesOptions = {}): Promise<(() => NftElement[])[]> {
     const def = await this.setDef(set);
     const replies = await this.dump(
       NftMsg.GETSETELEM,
       `list elements ${this.scope.family} ${this.scope.table} ${set}`,
       (w) => w.str(NFTA_SET_ELEM_LIST_TABLE, this.scope.table).str(NFTA_SET_ELEM_LIST_SET, set),
+      this.scope.family,
+      opts.onInterrupted,
     );
     // One page per reply datagram: a 100,000-element map is some hundred of them.
     return replies.map((m) => () => toElements(def, decodeRawElements(m).elements));

@@ -11,7 +11,7 @@ export type { Field, RejectWith } from './rule-builder.ts';
 export { NftTransaction, NftValidationError, renderOp } from './transaction.ts';
 export type { Operation, Verb, SetSchema } from './transaction.ts';
 export { NftClient } from './client.ts';
-export type { NftClientOptions, NftInterface, RunStats } from './client.ts';
+export type { ElementPagesOptions, NftClientOptions, NftInterface, RunStats } from './client.ts';
 export { decodeTable } from './table.ts';
 export type { ListedTable } from './table.ts';
 export { decodeChain } from './chain.ts';

@@ -4,7 +4,7 @@
 // label) the kernel would return. Pure: no sockets, no timers.
 
 import { errnoNumber, NetlinkError } from '../../core/index.ts';
-import type { NftInterface, RunStats } from '../client.ts';
+import type { ElementPagesOptions, NftInterface, RunStats } from '../client.ts';
 import type { Operation } from '../object.ts';
 import { NftTransaction, renderOp } from '../transaction.ts';
 import type { NftChain, NftElement, NftObject, NftRule, NftSetLike, Scope } from '../types.ts';
@@ -85,8 +85,11 @@ export class FakeNft implements NftInterface {
     return [...s.elements.values()];
   }
 
-  /** Pages of FAKE_PAGE_ELEMENTS, as the kernel's dump replies hold a few hundred elements each. */
-  async listElementPages(set: string): Promise<(() => NftElement[])[]> {
+  /**
+   * Pages of FAKE_PAGE_ELEMENTS, as the kernel's dump replies hold a few hundred elements each.
+   * Always a snapshot (the fake is never read while it changes): `_opts.onInterrupted` is never called.
+   */
+  async listElementPages(set: string, _opts?: ElementPagesOptions): Promise<(() => NftElement[])[]> {
     const all = await this.listElements(set);
     const pages: (() => NftElement[])[] = [];
     for (let i = 0; i < all.length; i += FAKE_PAGE_ELEMENTS) {

@@ -109,6 +109,25 @@ test('a dump interrupted every time gives up after a bounded number of retries',
   t.is(calls, 4);
 });
 
+test('a dump interrupted with onInterrupted is returned as read, once, and the caller told', async (t) => {
+  let calls = 0;
+  let told = 0;
+  const c = new NetlinkConnection(
+    new FakeKernel(([req]) => {
+      calls++;
+      return [part(req!, 1), part(req!, 2, NLM_F_MULTI | NLM_F_DUMP_INTR), doneReply(req!, 0, NLM_F_MULTI)];
+    }),
+    { timeoutMs: 1000, dumpRetries: 3 },
+  );
+  const replies = await c.request(msg('list elements'), { dump: true, onInterrupted: () => told++ });
+  t.is(calls, 1, 'not restarted');
+  t.is(told, 1);
+  t.is(replies.length, 2);
+  // Without it the same dump is restarted until the retries run out.
+  await t.throwsAsync(c.request(msg('list elements'), { dump: true }), { instanceOf: NetlinkError });
+  t.is(calls, 5);
+});
+
 test('a dump whose NLMSG_DONE carries a negative status fails with that errno', async (t) => {
   const c = open(new FakeKernel(([req]) => [part(req!, 1), doneReply(req!, -16)]));
   const err = await t.throwsAsync(c.request(msg('list'), { dump: true }), { instanceOf: NetlinkError });

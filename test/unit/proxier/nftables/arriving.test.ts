@@ -5,6 +5,7 @@
 import test from 'ava';
 import { memoryLogger } from '../../../../src/base/logger.ts';
 import { FakeNft } from '../../../../src/netlink/nftables/fake/index.ts';
+import type { ElementPagesOptions, NftElement, NftInterface } from '../../../../src/netlink/nftables/index.ts';
 import { NftablesProxier, TABLE } from '../../../../src/proxier/nftables/index.ts';
 import type { ArrivingChanges } from '../../../../src/proxier/types.ts';
 import type { ChangeSet } from '../../../../src/model/index.ts';
@@ -241,4 +242,130 @@ test('a change arriving while a large map is decoded is applied between its page
   };
   t.deepEqual((await proxier.sync(again.desired, again.change, signal)).errors, []);
   t.is(wrote, 0, 'nothing left to repair');
+});
+
+/** `nft` seen through another socket: every read and write delegated, the dumps of elements through `pages`. */
+function readerOf(
+  nft: FakeNft,
+  pages: (set: string, opts: ElementPagesOptions | undefined) => Promise<(() => NftElement[])[]>,
+): NftInterface {
+  return {
+    scope: nft.scope,
+    newTransaction: () => nft.newTransaction(),
+    run: (tx, sig) => nft.run(tx, sig),
+    list: (kind) => nft.list(kind),
+    listChains: () => nft.listChains(),
+    listSets: () => nft.listSets(),
+    listElements: (set) => nft.listElements(set),
+    listRules: (chain) => nft.listRules(chain),
+    listElementPages: pages,
+  };
+}
+
+test('a change arriving while the kernel dumps a map on the reader socket is applied before the dump ends', async (t) => {
+  const { t: tracker } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  const events: string[] = [];
+  let applied: () => void = () => {};
+  const appliedOnce = new Promise<void>((resolve) => (applied = resolve));
+  let dumping = false;
+  // The dump of service-ips is a snapshot taken as it starts and ends once a change has been
+  // applied (or after 3 s, when the proxier waited for it): the kernel says it was interrupted.
+  const reader = readerOf(nft, async (set, opts) => {
+    const pages = await nft.listElementPages(set);
+    if (set !== 'service-ips' || !opts?.onInterrupted) return pages;
+    dumping = true;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([appliedOnce, new Promise<void>((resolve) => (timer = setTimeout(resolve, 3000)))]);
+    clearTimeout(timer);
+    dumping = false;
+    events.push('dump ended');
+    opts.onInterrupted();
+    return pages;
+  });
+  const log = memoryLogger();
+  const proxier = new NftablesProxier({ nft, reader, logger: log });
+  for (let i = 0; i < N; i++) {
+    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
+    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
+  }
+  const cold = tracker.checkout();
+  await proxier.sync(cold.desired, cold.change, signal);
+  const arriving: ArrivingChanges = {
+    waiting: () => {
+      if (dumping && !tracker.syncNeeded) {
+        // Moves one Service's endpoint and deletes another: elements of the map being dumped.
+        tracker.onEndpointSlice(slice(`s${N - 1}-1`, `s${N - 1}`, [ep('10.244.100.7')]), false);
+        tracker.onService(svc(`s${N - 2}`, { clusterIP: ipOf(N - 2) }), undefined);
+      }
+      return tracker.syncNeeded && !tracker.fullPending;
+    },
+    take: () => (tracker.syncNeeded && !tracker.fullPending ? tracker.checkout().change : undefined),
+    applied: () => {
+      events.push(`applied: ${reach(nft, ipOf(N - 1)).join()} ${reach(nft, ipOf(N - 2)).join()}`);
+      applied();
+    },
+  };
+  tracker.requestFullSync();
+  const hourly = tracker.checkout();
+  const r = await proxier.sync(hourly.desired, hourly.change, signal, arriving);
+  events.push('done');
+  t.true(r.full);
+  t.deepEqual(r.errors, []);
+  t.deepEqual(events, ['applied: 10.244.100.7:8080 drop', 'dump ended', 'done']);
+  t.is(
+    log.records.find((l) => l.msg === 'full sync' && l.fields['dumpsInterrupted'] !== undefined)?.fields[
+      'dumpsInterrupted'
+    ],
+    1,
+  );
+  // What the dump read before the change is corrected by replaying it: nothing left to repair.
+  t.deepEqual(reach(nft, ipOf(N - 1)), ['10.244.100.7:8080']);
+  t.deepEqual(reach(nft, ipOf(N - 2)), ['drop']);
+  tracker.requestFullSync();
+  const again = tracker.checkout();
+  let wrote = 0;
+  const run = nft.run.bind(nft);
+  nft.run = (tx, sig) => {
+    const fixed = new Set(['nodeport-ips', 'pod-cidrs', 'service-cidrs']);
+    wrote += tx.operations.filter((o) => o.obj.kind === 'element' && !fixed.has(o.obj.set)).length;
+    return run(tx, sig);
+  };
+  t.deepEqual((await proxier.sync(again.desired, again.change, signal)).errors, []);
+  t.is(wrote, 0, 'nothing left to repair');
+});
+
+test('an element an interrupted dump missed is written again, and the kernel takes it as it is', async (t) => {
+  const { t: tracker } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  // Elements shifted by a change while the kernel walked the set: one never listed.
+  const reader = readerOf(nft, async (set, opts) => {
+    const pages = await nft.listElementPages(set);
+    if (set !== 'service-ips' || !opts?.onInterrupted) return pages;
+    opts.onInterrupted();
+    return pages.map((p) => () => p().filter((e) => e.key[0] !== ipOf(7)));
+  });
+  const proxier = new NftablesProxier({ nft, reader, logger: memoryLogger() });
+  for (let i = 0; i < N; i++) {
+    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
+    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
+  }
+  const cold = tracker.checkout();
+  await proxier.sync(cold.desired, cold.change, signal);
+  const written: string[] = [];
+  const run = nft.run.bind(nft);
+  nft.run = (tx, sig) => {
+    for (const o of tx.operations)
+      if (o.obj.kind === 'element' && o.obj.set === 'service-ips') written.push(`${o.verb} ${o.obj.key.join()}`);
+    return run(tx, sig);
+  };
+  tracker.requestFullSync();
+  const hourly = tracker.checkout();
+  const r = await proxier.sync(hourly.desired, hourly.change, signal);
+  t.deepEqual(r.errors, []);
+  t.deepEqual(
+    written.filter((w) => w.includes(ipOf(7))),
+    [`add ${ipOf(7)},tcp,80`],
+  );
+  t.deepEqual(reach(nft, ipOf(7)), ['10.244.0.8:8080']);
 });
