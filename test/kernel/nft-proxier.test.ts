@@ -281,6 +281,49 @@ test.serial(
 );
 
 test.serial(
+  'a change arriving while the kernel dumps a large map to the reader socket is in the kernel before the dump ends',
+  async (t) => {
+    const c = await cluster(t, 'dmp', 2);
+    // The full sync's reads on a socket of their own, as the daemon wires them, but in 4 KiB
+    // datagrams: the kernel then takes a few hundred ms to dump 50,000 elements (it walks the
+    // map from its start for each one), long enough for a change to come in meanwhile.
+    await c.nodeAgent.call(P, 'start', { ...MODEL, readerRecvBytes: 0 });
+    const N = 5000;
+    const clusterIP = (i: number) => `10.96.${10 + (i >> 8)}.${i & 255}`;
+    const addr = (i: number, e: number) => `10.245.${((i * 10 + e) >> 8) & 255}.${(i * 10 + e) & 255}`;
+    const fake = (i: number, e: number) => ep(addr(i, e));
+    const ten = (i: number, from = 0) => Array.from({ length: 10 }, (_, e) => fake(i + from, e));
+    const services = Array.from({ length: N }, (_, i) => svc(`s${i}`, { clusterIP: clusterIP(i) }));
+    const cold = await apply(c, {
+      services,
+      slices: Array.from({ length: N }, (_, i) => slice(`s${i}-1`, `s${i}`, i === 3 ? [ep(podIP(0))] : ten(i))),
+    });
+    t.deepEqual(cold.errors, []);
+    t.deepEqual([...pods(await tcpMany(c, 'client', clusterIP(3), 80, 4))], ['pod1']);
+    // s3 moves to the other pod; s5 changes its ten endpoints: elements of the map being dumped.
+    const { dumpRunning, runs } = await c.nodeAgent.call<{ dumpRunning: boolean; runs: number }>(
+      P,
+      'fullSyncWithArrivalDuringDump',
+      { slices: [slice('s3-1', 's3', [ep(podIP(1))]), slice('s5-1', 's5', ten(5, N))] },
+      'endpoints-10',
+    );
+    t.is(runs, 1, 'the change went in on its own, before the full sync wrote anything');
+    t.true(dumpRunning, 'the change went in while the kernel was still dumping the map');
+    t.deepEqual([...pods(await tcpMany(c, 'client', clusterIP(3), 80, 8))], ['pod2'], 'moved while the full sync runs');
+    const r = await c.nodeAgent.call<{ full: boolean; errors: string[] }>(P, 'finishFullSync');
+    t.true(r.full);
+    t.deepEqual(r.errors, []);
+    t.log(`dumps the kernel marked interrupted: ${await c.nodeAgent.call<number>(P, 'dumpsInterrupted')}`);
+    // What the dump read while the change went in was corrected: nothing is left to repair.
+    t.deepEqual(await c.nodeAgent.call(P, 'repairsLeft'), { elements: 0, errors: [] });
+    t.deepEqual([...pods(await tcpMany(c, 'client', clusterIP(3), 80, 8))], ['pod2'], 'and the full sync kept it');
+    const map = await c.node.run('nft', 'list', 'map', 'ip', 'kube-proxy-ts', 'endpoints-10');
+    t.true(map.includes(`${addr(5 + N, 9)} `), "s5's new endpoints are in the map");
+    t.false(map.includes(`${addr(5, 9)} `), 'and its old ones gone');
+  },
+);
+
+test.serial(
   'a change arriving while a full sync reads the kernel is answered by packets before that sync ends',
   async (t) => {
     const c = await cluster(t, 'arv', 2);

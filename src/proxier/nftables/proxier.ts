@@ -19,7 +19,7 @@ import type {
 } from '../../model/index.ts';
 import { isLoopback, parseIP } from '../../base/ip.ts';
 import type { NftElement, NftInterface, NftTransaction } from '../../netlink/nftables/index.ts';
-import { isNotFound } from '../../netlink/core/index.ts';
+import { isExists, isNotFound } from '../../netlink/core/index.ts';
 import type {
   ArrivingChanges,
   DescribeOptions,
@@ -256,6 +256,7 @@ export class NftablesProxier implements Proxier {
       if (now?.info !== was.info || now.sel !== was.sel) this.refused.delete(id);
     }
     const problems: SyncProblem[] = [];
+    const readAgain = new Set<ServicePortId>();
     // Each round that the kernel refuses a service port ends with it set aside; the next
     // round starts over from what the kernel holds. Bounded: a kernel that refuses
     // everything fails the sync (and the daemon retries) rather than looping.
@@ -269,6 +270,15 @@ export class NftablesProxier implements Proxier {
           // Not the port's fault: our table was deleted while the sync wrote (drift). The
           // next round reads the kernel again and rewrites everything, the port included.
           this.log.debug('our table vanished during the full sync; starting it again', { servicePort: e.id });
+          continue;
+        }
+        if (isExists(e.cause) && this.reader !== this.nft && !readAgain.has(e.id)) {
+          // Perhaps not the port's fault either: a read on the reader socket can miss an element
+          // that changes applied meanwhile shifted (readKernel), and an add of it is refused
+          // when the kernel holds another value. The next round reads again; a second refusal
+          // of the same port is its own.
+          readAgain.add(e.id);
+          this.log.debug('service port refused as existing; reading the kernel again', { servicePort: e.id });
           continue;
         }
         this.refused.set(e.id, this.inputsOf(desired, e.id)!);
@@ -631,10 +641,15 @@ export class NftablesProxier implements Proxier {
     await between();
     const sets = new Set((await this.reader.listSets()).map((s) => s.name));
     await between();
-    // On its own socket a dump sees the changes `between` applies meanwhile (the kernel then
-    // marks it interrupted): what they did is replayed onto the read (EarlyChanges), and an
-    // element they moved that the dump missed is written again, which the kernel takes as it
-    // is (an add without NLM_F_EXCL). On the writing socket it is a snapshot, as before.
+    // On its own socket a dump of elements runs while `between` applies changes. It is no
+    // snapshot then: the kernel walks the set again from its start for every reply, skipping
+    // what it sent, so an element a change added or deleted meanwhile can shift others past a
+    // reply's edge (missed or sent twice), and it does not mark such a dump interrupted (6.18,
+    // measured). What the changes did is replayed onto the read (EarlyChanges); an element
+    // shifted out of it is written again, which the kernel takes as it is (an add without
+    // NLM_F_EXCL; it refuses one only if the kernel's value differs, that is, drift at that
+    // very element: fullSyncRounds then reads again). On the writing socket the dump is a
+    // snapshot, as before.
     const ownSocket = this.reader !== this.nft;
     let interrupted = 0;
     const onInterrupted = ownSocket ? { onInterrupted: () => interrupted++ } : {};

@@ -16,6 +16,14 @@ import { problemText } from '../../../src/proxier/types.ts';
 let tracker: ChangeTracker | undefined;
 let proxier: NftablesProxier | undefined;
 let conn: ReturnType<typeof connect> | undefined;
+let readerConn: ReturnType<typeof connect> | undefined;
+/** Sets the reader has started to dump, in order (its own socket only). */
+const dumpsStarted: string[] = [];
+/** How many of them have ended (every reply read). */
+let dumpsEnded = 0;
+/** Element operations the proxier sent, outside the sets every full sync refills. */
+let elementsWritten = 0;
+const REFILLED = new Set(['nodeport-ips', 'pod-cidrs', 'service-cidrs']);
 let routeConn: ReturnType<typeof connect> | undefined;
 let nftClient: NftClient | undefined;
 /** While set, the proxier's next transactions wait for it (fullSyncWithArrival). */
@@ -29,16 +37,24 @@ const logs = memoryLogger();
 
 /** A fresh tracker and proxier (as a restarted daemon has), over the same kernel. */
 export function start(
-  opts: Partial<ModelOptions> & { masqueradeBit?: number; maxBatchBytes?: number; serviceTraffic?: boolean } = {},
+  opts: Partial<ModelOptions> & {
+    masqueradeBit?: number;
+    maxBatchBytes?: number;
+    serviceTraffic?: boolean;
+    /** A second socket for the full sync's reads, as the daemon has: receive buffer in bytes (0: peek, 4 KiB datagrams). */
+    readerRecvBytes?: number;
+  } = {},
 ): void {
   conn?.close();
+  readerConn?.close();
+  readerConn = undefined;
   routeConn?.close();
   conn = connect(Protocol.NETFILTER, { timeoutMs: 10_000 });
   // The node's addresses, as the daemon wires them (used when nodePortAddresses is not "all").
   routeConn = connect(Protocol.ROUTE, { timeoutMs: 10_000 });
   const route = new RouteClient(routeConn);
   const clock = new FakeClock();
-  const { masqueradeBit, maxBatchBytes, serviceTraffic, ...model } = opts;
+  const { masqueradeBit, maxBatchBytes, serviceTraffic, readerRecvBytes, ...model } = opts;
   const family = model.family ?? 'IPv4';
   tracker = new ChangeTracker({ nodeName: 'node-a', family: 'IPv4', ...model }, { logger: logs, clock });
   const nft = new NftClient({ family: model.family === 'IPv6' ? 'ip6' : 'ip', table: TABLE, transport: conn });
@@ -46,11 +62,26 @@ export function start(
   nft.run = async (tx, signal) => {
     runs++;
     if (gate) await gate;
+    for (const o of tx.operations) if (o.obj.kind === 'element' && !REFILLED.has(o.obj.set)) elementsWritten++;
     return run(tx, signal);
   };
   nftClient = nft;
+  let reader: NftClient | undefined;
+  if (readerRecvBytes !== undefined) {
+    readerConn = connect(Protocol.NETFILTER, {
+      timeoutMs: 10_000,
+      ...(readerRecvBytes > 0 ? { recvMessageBytes: readerRecvBytes } : {}),
+    });
+    reader = new NftClient({ family: nft.scope.family, table: TABLE, transport: readerConn });
+    const pages = reader.listElementPages.bind(reader);
+    reader.listElementPages = (set, o) => {
+      dumpsStarted.push(set);
+      return pages(set, o).finally(() => dumpsEnded++);
+    };
+  }
   proxier = new NftablesProxier({
     nft,
+    ...(reader ? { reader } : {}),
     logger: logs,
     localAddresses: () => route.nodeAddresses(family),
     ...(masqueradeBit !== undefined ? { masqueradeBit } : {}),
@@ -117,6 +148,73 @@ export async function fullSyncWithArrival(during: ObjectChange): Promise<number>
   if (!gate)
     throw new Error(`the full sync ended without applying the arriving change: ${JSON.stringify(await heldSync)}`);
   return runsAtApplied;
+}
+
+/**
+ * fullSyncWithArrival, with `during` delivered once the reader (its own socket: start's
+ * readerRecvBytes) has started to dump `set`. Resolves once the change is in the kernel,
+ * the full sync held before its next write; says whether the dump was still running then.
+ */
+export async function fullSyncWithArrivalDuringDump(
+  during: ObjectChange,
+  set: string,
+): Promise<{ dumpRunning: boolean; runs: number }> {
+  const t = tracker!;
+  if (!readerConn) throw new Error('start() with readerRecvBytes first');
+  let delivered = false;
+  let resolveApplied!: () => void;
+  const applied = new Promise<void>((resolve) => (resolveApplied = resolve));
+  let runsAtApplied = 0;
+  let dumpRunning = false;
+  dumpsStarted.length = 0;
+  dumpsEnded = 0;
+  t.requestFullSync();
+  const { desired, change } = t.checkout();
+  const arriving = {
+    waiting: (): boolean => {
+      if (!delivered && dumpsStarted.at(-1) === set) {
+        delivered = true;
+        objects.feed(t, during);
+      }
+      return t.syncNeeded && !t.fullPending;
+    },
+    take: () => (t.syncNeeded && !t.fullPending ? t.checkout().change : undefined),
+    applied: (): void => {
+      runsAtApplied = runs - runsBefore;
+      // The kernel has not sent the dump's last reply yet, and the full sync has not written.
+      dumpRunning = dumpsEnded < dumpsStarted.length && runsAtApplied === 1;
+      gate = new Promise<void>((resolve) => (openGate = resolve));
+      resolveApplied();
+    },
+  };
+  const runsBefore = runs;
+  heldSync = proxier!.sync(desired, change, new AbortController().signal, arriving).then((r) => ({
+    full: r.full,
+    servicesChanged: r.servicesChanged,
+    errors: r.errors.map(problemText),
+    batches: r.batches ?? 0,
+  }));
+  await Promise.race([applied, heldSync.then(() => undefined)]);
+  if (!gate)
+    throw new Error(`the full sync ended without applying the arriving change: ${JSON.stringify(await heldSync)}`);
+  return { dumpRunning, runs: runsAtApplied };
+}
+
+/** A full sync from the mirror as it is: how many elements it wrote (0: nothing was left to repair). */
+export async function repairsLeft(): Promise<{ elements: number; errors: string[] }> {
+  const t = tracker!;
+  t.requestFullSync();
+  const { desired, change } = t.checkout();
+  const before = elementsWritten;
+  const r = await proxier!.sync(desired, change, new AbortController().signal);
+  return { elements: elementsWritten - before, errors: r.errors.map(problemText) };
+}
+
+/** How many dumps the full syncs so far accepted as interrupted (their debug line). */
+export function dumpsInterrupted(): number {
+  return logs.records
+    .filter((r) => r.msg === 'full sync')
+    .reduce((n, r) => n + Number(r.fields['dumpsInterrupted'] ?? 0), 0);
 }
 
 /** Lets the held full sync go on and returns its report. */

@@ -369,3 +369,42 @@ test('an element an interrupted dump missed is written again, and the kernel tak
   );
   t.deepEqual(reach(nft, ipOf(7)), ['10.244.0.8:8080']);
 });
+
+test('an add refused because the read missed a drifted element is no refusal: the kernel is read again', async (t) => {
+  const { t: tracker } = newTracker({ clusterCIDRs: ['10.244.0.0/16'], serviceCIDRs: ['10.96.0.0/12'] });
+  const nft = new FakeNft({ family: 'ip', table: TABLE });
+  let reads = 0;
+  // The first read of endpoints-1 misses ipOf(7)'s endpoint (shifted by changes going in).
+  const reader = readerOf(nft, async (set, opts) => {
+    const pages = await nft.listElementPages(set);
+    if (set !== 'endpoints-1' || ++reads > 1) return pages;
+    opts?.onInterrupted?.();
+    return pages.map((p) => () => p().filter((e) => e.key[0] !== ipOf(7)));
+  });
+  const log = memoryLogger();
+  const proxier = new NftablesProxier({ nft, reader, logger: log });
+  for (let i = 0; i < N; i++) {
+    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
+    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
+  }
+  const cold = tracker.checkout();
+  await proxier.sync(cold.desired, cold.change, signal);
+  reads = 0;
+  // Drift at that very element: ipOf(7) leads to s8's endpoint.
+  const elements = await nft.listElements('endpoints-1');
+  const seven = elements.find((e) => e.key[0] === ipOf(7))!;
+  const eight = elements.find((e) => e.key[0] === ipOf(8))!;
+  const drift = nft.newTransaction();
+  drift.delete({ kind: 'element', set: seven.set, key: seven.key });
+  drift.add({ ...seven, value: eight.value! });
+  await nft.run(drift, signal);
+  t.deepEqual(reach(nft, ipOf(7)), ['10.244.0.9:8080'], 'the drift took effect');
+
+  tracker.requestFullSync();
+  const hourly = tracker.checkout();
+  const r = await proxier.sync(hourly.desired, hourly.change, signal);
+  t.deepEqual(r.errors, [], 'no port set aside');
+  t.is(reads, 2, 'read again');
+  t.true(log.records.some((l) => l.msg === 'service port refused as existing; reading the kernel again'));
+  t.deepEqual(reach(nft, ipOf(7)), ['10.244.0.8:8080'], 'repaired');
+});
