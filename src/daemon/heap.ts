@@ -59,10 +59,11 @@ export interface HeapReleaseOptions {
  * Gives memory back after bursts, not only after start-up: a hard-won full sync, a churn
  * burst or a large relist leaves V8 holding pages it no longer needs (measured: 263 MiB
  * before a burst, 617 MiB 30 s after it). The release runs once after the first full sync,
- * then only when the daemon has been quiet for `idleMs` since its last sync and RSS has grown
- * by `growth` over what the last release left. It blocks the event loop (0.6 s at 10,000
- * Services x 10), so never during churn: a sync that follows a release waits at most once,
- * not per change. The level after a release becomes the new reference, so a daemon whose
+ * then when the daemon has been quiet for `idleMs` since its last sync, or soon after a later
+ * full sync (in a gap between syncs, churn or not), and RSS has grown by `growth` over what the
+ * last release left. It blocks the event loop (0.6 s at 10,000 Services x 10), so not for
+ * every burst of churn: a sync that follows a release waits at most once per full sync or
+ * quiet spell, not per change. The level after a release becomes the new reference, so a daemon whose
  * live state grew (more Services) is not collected again and again.
  *
  * request(): a large input changed (a manifest file of a megabyte or more read or removed) and
@@ -78,8 +79,11 @@ export class HeapRelease {
   private released: number | undefined;
   private timer: TimerHandle | undefined;
   private closed = false;
-  /** The next check releases whatever RSS says: the first full sync, or request(). */
-  private forced: 'first' | 'request' | undefined;
+  /**
+   * What the next check is for: the first full sync or request() (released whatever RSS
+   * says), or a later full sync (released if RSS grew), each soon rather than after idleMs.
+   */
+  private forced: 'first' | 'request' | 'full' | undefined;
   private lastAt = -Infinity;
 
   constructor(o: HeapReleaseOptions) {
@@ -94,6 +98,11 @@ export class HeapRelease {
     if (this.closed) return;
     // The first full sync: at once, but after the loop has sent READY=1 (a timer of 0).
     if (this.released === undefined && done.full) this.forced ??= 'first';
+    // A later full sync (hourly, after a failure or drift) read the whole table back: under
+    // steady churn the daemon is never quiet for idleMs, and RSS stayed 3.5 x its steady level
+    // after one at 10,000 Services x 10. Released in the next gap between syncs instead: one
+    // blocked moment per full sync, not per change.
+    else if (done.full) this.forced ??= 'full';
     this.schedule();
   }
 
@@ -126,8 +135,8 @@ export class HeapRelease {
       return;
     }
     const before = this.rss();
-    if (!why && before <= this.released! * this.growth) return;
     this.forced = undefined;
+    if ((!why || why === 'full') && before <= this.released! * this.growth) return;
     const t0 = this.o.clock.now();
     this.lastAt = t0;
     if (!releaseStartupHeap(this.o.gc ?? (globalThis as { gc?: unknown }).gc)) {
@@ -144,6 +153,7 @@ export class HeapRelease {
       ...(this.o.trim ? { mallocTrimmed: trimmed } : {}),
     };
     if (why === 'request') this.o.logger.info('Gave memory back after a large input change', fields);
+    else if (why === 'full') this.o.logger.debug('Heap released after a full sync', fields);
     else this.o.logger.debug('Heap released', fields);
   }
 }

@@ -53,6 +53,28 @@ test('after a burst: released once the daemon is quiet, never while syncs keep c
   t.is(s.gcs[1], 60_000 + 9_000);
 });
 
+test('a later full sync under churn: released soon after it, between syncs, if RSS grew', (t) => {
+  const s = setup();
+  s.heap.synced({ full: true });
+  s.clock.advance(0);
+  t.is(s.gcs.length, 1);
+  s.clock.advance(60_000);
+  // Churn: a sync every second; the hourly full sync at 65 s reads the table and RSS grows.
+  for (let i = 0; i < 10; i++) {
+    s.clock.advance(1_000);
+    if (i === 5) {
+      s.setRss(600);
+      s.heap.synced({ full: true });
+    } else s.heap.synced({ full: false });
+  }
+  t.is(s.gcs.length, 2, 'not waiting for a quiet spell churn never gives');
+  t.is(s.gcs[1], 66_000, 'right after that full sync ended');
+  // A full sync that left RSS within the growth factor: none.
+  s.heap.synced({ full: true });
+  s.clock.advance(40_000);
+  t.is(s.gcs.length, 2);
+});
+
 test('no collection when RSS stays within the growth factor of the last release', (t) => {
   const s = setup();
   s.heap.synced({ full: true });
