@@ -45,6 +45,11 @@ export interface SyncRequest {
   reason: RunReason;
   /** Aborted when the daemon stops. */
   signal: AbortSignal;
+  /**
+   * Every change kicked so far was taken by this sync while it ran (ArrivingChanges): the run
+   * they asked for is not due, and their wait is not counted again by the next one.
+   */
+  answered?: () => void;
 }
 
 export interface SyncOutcome {
@@ -193,7 +198,15 @@ export class SyncLoop {
     this.afterRunning.push(...this.afterWaiting.splice(0));
     let outcome: SyncOutcome;
     try {
-      outcome = await this.opts.sync({ full, reason: info.reason, signal: this.abort.signal });
+      outcome = await this.opts.sync({
+        full,
+        reason: info.reason,
+        signal: this.abort.signal,
+        // A repair asked for meanwhile is no change the sync took: its run stays due.
+        answered: () => {
+          if (!this.repairPending) this.runner.answered();
+        },
+      });
     } catch (err) {
       this.afterWaiting.unshift(...this.afterRunning.splice(0));
       this.lastOk = false;

@@ -104,13 +104,15 @@ function observeLatency(o: SyncerOptions, family: IPFamily, change: ChangeSet): 
  * pending changes unless they need a full sync of their own; `taken` collects them, for the
  * stale flows they bring.
  */
-function arrivingFor(o: SyncerOptions, p: FamilyPipeline, taken: ChangeSet[]): ArrivingChanges {
+function arrivingFor(o: SyncerOptions, p: FamilyPipeline, taken: ChangeSet[], req: SyncRequest): ArrivingChanges {
   return {
     waiting: () => p.tracker.syncNeeded && !p.tracker.fullPending,
     take: () => {
       if (!p.tracker.syncNeeded || p.tracker.fullPending) return undefined;
       const { change } = p.tracker.checkout();
       taken.push(change);
+      // Checked out at once: every kick before this one is in it, unless another family waits.
+      if (o.pipelines.every((q) => !q.tracker.syncNeeded)) req.answered?.();
       return change;
     },
     applied: (change) => observeLatency(o, p.family, change),
@@ -136,7 +138,7 @@ export function makeSync(o: SyncerOptions): (req: SyncRequest) => Promise<SyncOu
       const stale = (): StaleTarget[] => [...change.stale, ...taken.flatMap((c) => c.stale)];
       let report;
       try {
-        report = await p.proxier.sync(desired, change, req.signal, arrivingFor(o, p, taken));
+        report = await p.proxier.sync(desired, change, req.signal, arrivingFor(o, p, taken, req));
       } catch (e) {
         countNetlinkError(o.metrics, p.proxier.mode, e);
         if (o.metrics) modeMetrics.failed?.(o.metrics, p.family, e);

@@ -123,6 +123,15 @@ export class BoundedFrequencyRunner {
     if (this.started && this.inFlight === undefined) this.schedule();
   }
 
+  /**
+   * The kicks so far were answered by the run in progress (it took what they asked for while it
+   * ran): no run is due for them, and a later kick's wait is counted from that kick.
+   */
+  answered(): void {
+    this.kicked = false;
+    this.kickedAt = undefined;
+  }
+
   /** Stops timers and waits for a run in progress to finish. No run starts afterwards. */
   async stop(): Promise<void> {
     this.stopped = true;

@@ -178,3 +178,49 @@ test('the ConntrackFlusher of issue 6 fits the seam (checked by tsc)', (t) => {
   const fits: ConntrackFlusher extends StaleFlowSink ? true : false = true;
   t.true(fits);
 });
+
+test('a change a running sync takes answers the kicks before it; a family still waiting keeps them due', async (t) => {
+  const clock = new FakeClock(0);
+  const logger = memoryLogger();
+  const tracker = (family: 'IPv4' | 'IPv6') =>
+    new ChangeTracker({ nodeName: 'node-a', family, clusterCIDRs: [] }, { logger, clock });
+  const v4 = tracker('IPv4');
+  const v6 = tracker('IPv6');
+  const events: string[] = [];
+  // A proxier that, while it syncs, sees a change arrive (for both families) and takes its own.
+  const taking = (own: ChangeTracker): Proxier => ({
+    mode: 'nftables',
+    sync: (_d, _c, _s, arriving) => {
+      v4.onService(undefined, svc(`a${events.length}`, { clusterIP: '10.96.0.20' }));
+      v6.onService(undefined, svc(`b${events.length}`, { clusterIP: 'fd00::20' }));
+      events.push(`${own === v4 ? 'v4' : 'v6'} took ${arriving?.take()?.services.size ?? 0}`);
+      return Promise.resolve({ full: false, servicesChanged: 0, kernelMs: 0, planMs: 0, errors: [] });
+    },
+    cleanup: () => Promise.resolve(),
+  });
+  const sync = makeSync({
+    pipelines: [
+      { family: 'IPv4', tracker: v4, proxier: taking(v4) },
+      { family: 'IPv6', tracker: v6, proxier: taking(v6) },
+    ],
+    logger,
+    now: () => clock.now(),
+    healthChecks: () => Promise.resolve(),
+  });
+  let answered = 0;
+  await sync({ full: false, reason: 'kick', signal: new AbortController().signal, answered: () => answered++ });
+  // IPv4 took its change while IPv6's was still waiting: not answered. IPv6 took its own, but
+  // the IPv4 one that arrived meanwhile waits: not answered either.
+  t.deepEqual(events, ['v4 took 1', 'v6 took 1']);
+  t.is(answered, 0);
+  // One family: everything kicked before the take is in it.
+  const one = makeSync({
+    pipelines: [{ family: 'IPv4', tracker: v4, proxier: taking(v4) }],
+    logger,
+    now: () => clock.now(),
+    healthChecks: () => Promise.resolve(),
+  });
+  v6.checkout();
+  await one({ full: false, reason: 'kick', signal: new AbortController().signal, answered: () => answered++ });
+  t.is(answered, 1);
+});

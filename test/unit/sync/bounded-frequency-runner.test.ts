@@ -372,6 +372,39 @@ test('runs never overlap: kicks during a slow run queue exactly one more', async
   t.is(maxActive, 1);
 });
 
+test('kicks a run answered while it ran (answered()) queue no run, and a later kick waits from itself', async (t) => {
+  const releases: (() => void)[] = [];
+  const h = harness({ min: 0, max: 30_000, fn: () => new Promise<void>((resolve) => releases.push(resolve)) });
+  h.runner.start();
+  h.runner.run();
+  await h.advance(100);
+  // A long (full) sync: kicks arrive at 200 and 300, it takes their changes at 400.
+  await h.advance(100);
+  h.runner.run();
+  await h.advance(100);
+  h.runner.run();
+  await h.advance(100);
+  h.runner.answered();
+  await h.advance(600); // a kick at 1,000, while the run still goes on
+  h.runner.run();
+  await h.advance(500);
+  releases.shift()!();
+  await h.advance(100);
+  t.deepEqual(
+    h.starts.map((s) => [s.at, s.reason, s.waited]),
+    [
+      [0, 'kick', 0],
+      [1500, 'kick', 500],
+    ],
+    'one run for the kick after the answer, its wait from that kick (not 1,300 ms from the first)',
+  );
+  releases.shift()!();
+  await h.advance(100);
+  h.runner.answered(); // nothing kicked: nothing changes
+  await h.advance(1000);
+  t.is(h.starts.length, 2);
+});
+
 test('stop() waits for the run in progress and prevents further runs', async (t) => {
   let release: (() => void) | undefined;
   let finished = false;
