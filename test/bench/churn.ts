@@ -256,6 +256,10 @@ async function measure(mode: string, n: number, rate: number, k: Knobs, opts: Be
     const syncs = syncsOf(d.log()).slice(syncsBefore);
     const longest = syncs.reduce((a, b) => (b.ms > a.ms ? b : a), { full: false, ms: 0 });
     const dCount = histAfter.count - histBefore.count;
+    const within = (h: typeof histBefore) => h.buckets.find(([le]) => le === 0.25)?.[1] ?? 0;
+    opts.log(
+      `churn: changes whose programming took over 250 ms (our histogram): ${formatCount(dCount - (within(histAfter) - within(histBefore)))} of ${formatCount(dCount)}`,
+    );
     return {
       mode,
       n,
