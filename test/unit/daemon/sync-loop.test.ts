@@ -156,6 +156,30 @@ test('a full sync once the full-sync period has passed since the last one, perio
   );
 });
 
+test('the full sync the period asks for, in a run a change kicked: that change goes in first, partially', async (t) => {
+  const s = setup({ fullSyncPeriodMs: 100_000 });
+  s.loop.start(Promise.resolve());
+  await s.advance(10);
+  await s.advance(95_000); // periodic runs at 30, 60 and 90 s: partial
+  await s.advance(10_000);
+  s.loop.changed(); // at 105 s, past the period: kicked
+  await s.advance(1_000);
+  s.loop.repair('a foreign change'); // a repair's full sync takes what is pending with it
+  await s.advance(1_500);
+  t.deepEqual(
+    s.requests.map((r) => [r.full, r.reason]),
+    [
+      [true, 'kick'],
+      [false, 'periodic'],
+      [false, 'periodic'],
+      [false, 'periodic'],
+      [false, 'kick'],
+      [true, 'kick'],
+      [true, 'kick'],
+    ],
+  );
+});
+
 test('periodicFull: every periodic run is full (modes whose kernel state is never announced)', async (t) => {
   const s = setup({ periodicFull: true });
   s.loop.start(Promise.resolve());
