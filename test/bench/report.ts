@@ -107,6 +107,7 @@ export function renderReport(
       : '',
     '## Summary',
     runLine(r),
+    r.notes?.length ? `**About this run** (noted by hand): ${r.notes.join(' ')}` : '',
     '**Which mode.** Upstream kube-proxy’s default is iptables mode and its recommended one nftables mode; this daemon implements both, and IPVS and userspace. ' +
       `Run nftables mode where the kernel has nf_tables (upstream asks for Linux 5.13): one map lookup per packet at any number of Services${fastestFullSync(figs) === 'nftables' ? ', and the fastest full sync of this run' : ''}; ` +
       'iptables mode where other tools on the node expect iptables rules (the first packet walks one rule per Service); IPVS mode where you run it today; userspace mode only where the kernel has neither. ' +

@@ -35,6 +35,12 @@ export interface RunResults {
   modules: ModuleResult[];
   /** Registered modules this run did not run (a subset, or the slow ones in --quick). */
   skipped?: string[];
+  /**
+   * What the person who ran it knows and the figures cannot say (other work that shared the
+   * machine during a module, a cross-check run after it), added to the JSON by hand and
+   * rendered under the run line, so that --render keeps it with the figures it qualifies.
+   */
+  notes?: string[];
 }
 
 export function figuresOf(results: RunResults): Figure[] {

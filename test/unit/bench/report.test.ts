@@ -67,6 +67,19 @@ test('the page opens with the summary: the run, one table per mode, the charts, 
   t.regex(page, /^## Fixture: detail$/m);
 });
 
+test('notes added to a run by hand stand under its run line; without them, nothing', (t) => {
+  const results = readResults(FIXTURE);
+  t.false(renderReport(results, undefined).includes('About this run'));
+  const noted = renderReport(
+    { ...results, notes: ['The iptables module shared the CPUs.', 'Quiet re-run: 7 s.'] },
+    undefined,
+  );
+  t.regex(
+    noted,
+    /^One run of .*\n\n\*\*About this run\*\* \(noted by hand\): The iptables module shared the CPUs\. Quiet re-run: 7 s\.\n/m,
+  );
+});
+
 test('sections measured by hand are kept from the page a run replaces, and only those', (t) => {
   const previous =
     '# Benchmarks\n\n## Summary\n\nold\n\n## Reliability (issue 18; measured by hand, not rewritten by `npm run bench`)\n\nr\n\n### Second round\n\ns\n\n' +
