@@ -41,7 +41,7 @@ export function start(
     masqueradeBit?: number;
     maxBatchBytes?: number;
     serviceTraffic?: boolean;
-    /** A second socket for the full sync's reads, as the daemon has: receive buffer in bytes (0: peek, 4 KiB datagrams). */
+    /** A second socket for the full sync's reads, as the daemon has: its receive buffer (0: peek, 4 KiB datagrams). */
     readerRecvBytes?: number;
   } = {},
 ): void {
@@ -113,8 +113,47 @@ export async function apply(change: ObjectChange, forceFull = false): Promise<Sy
  * transactions run by then: 1 when the change went in before the full sync wrote anything.
  */
 export async function fullSyncWithArrival(during: ObjectChange): Promise<number> {
-  const t = tracker!;
   if (!nftClient) throw new Error('start() first');
+  return heldFullSync(
+    during,
+    () => true,
+    () => undefined,
+  );
+}
+
+/**
+ * fullSyncWithArrival, with `during` delivered once the reader (its own socket: start's
+ * readerRecvBytes) has started to dump `set`. Resolves once the change is in the kernel,
+ * the full sync held before its next write; says whether the dump was still running then.
+ */
+export async function fullSyncWithArrivalDuringDump(
+  during: ObjectChange,
+  set: string,
+): Promise<{ dumpRunning: boolean; runs: number }> {
+  if (!readerConn) throw new Error('start() with readerRecvBytes first');
+  dumpsStarted.length = 0;
+  dumpsEnded = 0;
+  let dumpRunning = false;
+  const runs = await heldFullSync(
+    during,
+    () => dumpsStarted.at(-1) === set,
+    // The kernel has not sent the dump's last reply yet, and the full sync has not written.
+    (runsAtApplied) => (dumpRunning = dumpsEnded < dumpsStarted.length && runsAtApplied === 1),
+  );
+  return { dumpRunning, runs };
+}
+
+/**
+ * A full sync that takes `during` as arriving changes at the first check for them once `due`
+ * says so, and is held before its next write once they are in the kernel (finishFullSync lets
+ * it go on). Resolves then with the transactions run by then (`onApplied` sees them first).
+ */
+async function heldFullSync(
+  during: ObjectChange,
+  due: () => boolean,
+  onApplied: (runsAtApplied: number) => void,
+): Promise<number> {
+  const t = tracker!;
   let delivered = false;
   let resolveApplied!: () => void;
   const applied = new Promise<void>((resolve) => (resolveApplied = resolve));
@@ -123,7 +162,7 @@ export async function fullSyncWithArrival(during: ObjectChange): Promise<number>
   const { desired, change } = t.checkout();
   const arriving = {
     waiting: (): boolean => {
-      if (!delivered) {
+      if (!delivered && due()) {
         delivered = true;
         objects.feed(t, during);
       }
@@ -132,6 +171,7 @@ export async function fullSyncWithArrival(during: ObjectChange): Promise<number>
     take: () => (t.syncNeeded && !t.fullPending ? t.checkout().change : undefined),
     applied: (): void => {
       runsAtApplied = runs - runsBefore;
+      onApplied(runsAtApplied);
       gate = new Promise<void>((resolve) => (openGate = resolve));
       resolveApplied();
     },
@@ -148,56 +188,6 @@ export async function fullSyncWithArrival(during: ObjectChange): Promise<number>
   if (!gate)
     throw new Error(`the full sync ended without applying the arriving change: ${JSON.stringify(await heldSync)}`);
   return runsAtApplied;
-}
-
-/**
- * fullSyncWithArrival, with `during` delivered once the reader (its own socket: start's
- * readerRecvBytes) has started to dump `set`. Resolves once the change is in the kernel,
- * the full sync held before its next write; says whether the dump was still running then.
- */
-export async function fullSyncWithArrivalDuringDump(
-  during: ObjectChange,
-  set: string,
-): Promise<{ dumpRunning: boolean; runs: number }> {
-  const t = tracker!;
-  if (!readerConn) throw new Error('start() with readerRecvBytes first');
-  let delivered = false;
-  let resolveApplied!: () => void;
-  const applied = new Promise<void>((resolve) => (resolveApplied = resolve));
-  let runsAtApplied = 0;
-  let dumpRunning = false;
-  dumpsStarted.length = 0;
-  dumpsEnded = 0;
-  t.requestFullSync();
-  const { desired, change } = t.checkout();
-  const arriving = {
-    waiting: (): boolean => {
-      if (!delivered && dumpsStarted.at(-1) === set) {
-        delivered = true;
-        objects.feed(t, during);
-      }
-      return t.syncNeeded && !t.fullPending;
-    },
-    take: () => (t.syncNeeded && !t.fullPending ? t.checkout().change : undefined),
-    applied: (): void => {
-      runsAtApplied = runs - runsBefore;
-      // The kernel has not sent the dump's last reply yet, and the full sync has not written.
-      dumpRunning = dumpsEnded < dumpsStarted.length && runsAtApplied === 1;
-      gate = new Promise<void>((resolve) => (openGate = resolve));
-      resolveApplied();
-    },
-  };
-  const runsBefore = runs;
-  heldSync = proxier!.sync(desired, change, new AbortController().signal, arriving).then((r) => ({
-    full: r.full,
-    servicesChanged: r.servicesChanged,
-    errors: r.errors.map(problemText),
-    batches: r.batches ?? 0,
-  }));
-  await Promise.race([applied, heldSync.then(() => undefined)]);
-  if (!gate)
-    throw new Error(`the full sync ended without applying the arriving change: ${JSON.stringify(await heldSync)}`);
-  return { dumpRunning, runs: runsAtApplied };
 }
 
 /** A full sync from the mirror as it is: how many elements it wrote (0: nothing was left to repair). */
