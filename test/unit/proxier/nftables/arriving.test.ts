@@ -26,6 +26,16 @@ const reach = (nft: FakeNft, vip: string): string[] => {
   return r.verdict === 'accept' ? r.endpoints : [r.verdict];
 };
 
+/** N Services of one endpoint each (s<i> at ipOf(i) -> 10.244.x.(i+1)), programmed by a first (full) sync. */
+async function programmed(tracker: ReturnType<typeof newTracker>['t'], proxier: NftablesProxier): Promise<void> {
+  for (let i = 0; i < N; i++) {
+    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
+    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
+  }
+  const cold = tracker.checkout();
+  await proxier.sync(cold.desired, cold.change, signal);
+}
+
 const WHEN = ['while it reads the kernel', 'while it reads, refused for drift', 'between its batches'] as const;
 for (const when of WHEN)
   test(`changes arriving during a full sync are applied ${when}, and the mirror stays right`, async (t) => {
@@ -154,12 +164,7 @@ test('a full sync that finds nothing to write still lets changes in every slice 
   let clock = 0;
   // Every reading of the clock is 60 ms later: planning 64 ports "takes" over 50 ms.
   const proxier = new NftablesProxier({ nft, logger: memoryLogger(), now: () => (clock += 60) });
-  for (let i = 0; i < N; i++) {
-    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
-    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
-  }
-  const cold = tracker.checkout();
-  await proxier.sync(cold.desired, cold.change, signal);
+  await programmed(tracker, proxier);
   const events: string[] = [];
   let asked = 0;
   const arriving: ArrivingChanges = {
@@ -185,12 +190,7 @@ test('a change arriving while a large map is decoded is applied between its page
   let clock = 0;
   // Every reading of the clock is 60 ms later: each page "takes" longer than a slice.
   const proxier = new NftablesProxier({ nft, logger: memoryLogger(), now: () => (clock += 60) });
-  for (let i = 0; i < N; i++) {
-    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
-    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
-  }
-  const cold = tracker.checkout();
-  await proxier.sync(cold.desired, cold.change, signal);
+  await programmed(tracker, proxier);
   let writes = 0;
   const run = nft.run.bind(nft);
   nft.run = (tx, sig) => {
@@ -285,12 +285,7 @@ test('a change arriving while the kernel dumps a map on the reader socket is app
   });
   const log = memoryLogger();
   const proxier = new NftablesProxier({ nft, reader, logger: log });
-  for (let i = 0; i < N; i++) {
-    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
-    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
-  }
-  const cold = tracker.checkout();
-  await proxier.sync(cold.desired, cold.change, signal);
+  await programmed(tracker, proxier);
   const arriving: ArrivingChanges = {
     waiting: () => {
       if (dumping && !tracker.syncNeeded) {
@@ -346,12 +341,7 @@ test('an element an interrupted dump missed is written again, and the kernel tak
     return pages.map((p) => () => p().filter((e) => e.key[0] !== ipOf(7)));
   });
   const proxier = new NftablesProxier({ nft, reader, logger: memoryLogger() });
-  for (let i = 0; i < N; i++) {
-    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
-    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
-  }
-  const cold = tracker.checkout();
-  await proxier.sync(cold.desired, cold.change, signal);
+  await programmed(tracker, proxier);
   const written: string[] = [];
   const run = nft.run.bind(nft);
   nft.run = (tx, sig) => {
@@ -383,12 +373,7 @@ test('an add refused because the read missed a drifted element is no refusal: th
   });
   const log = memoryLogger();
   const proxier = new NftablesProxier({ nft, reader, logger: log });
-  for (let i = 0; i < N; i++) {
-    tracker.onService(undefined, svc(`s${i}`, { clusterIP: ipOf(i) }));
-    tracker.onEndpointSlice(slice(`s${i}-1`, `s${i}`, [ep(`10.244.${i >> 8}.${(i & 255) + 1}`)]), false);
-  }
-  const cold = tracker.checkout();
-  await proxier.sync(cold.desired, cold.change, signal);
+  await programmed(tracker, proxier);
   reads = 0;
   // Drift at that very element: ipOf(7) leads to s8's endpoint.
   const elements = await nft.listElements('endpoints-1');
