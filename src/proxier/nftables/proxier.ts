@@ -93,7 +93,7 @@ export interface NftablesProxierOptions {
   /**
    * The same table through a second socket, for a full sync's reads of the kernel. The kernel
    * takes a while to dump a large set (it walks the set from its start for every reply: about
-   * 0.3 s for a 100,000-element map in 64 KiB replies, 1.4 s in 4 KiB ones), and a socket
+   * 0.3 s for a 100,000-element map in 64 KiB replies, 1.3 s in 4 KiB ones), and a socket
    * carries one exchange at a time: on their own socket the dumps do not hold the changes the
    * full sync lets through meanwhile, which go out on `nft`'s. Default: `nft` (they wait).
    */
