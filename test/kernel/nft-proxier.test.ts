@@ -281,6 +281,27 @@ test.serial(
 );
 
 test.serial(
+  'a restarted proxier writes into maps the kernel holds from before it (their types read back)',
+  async (t) => {
+    const c = await cluster(t, 'rst', 2);
+    const a = svc('a', { clusterIP: '10.96.1.1' });
+    const b = svc('b', { clusterIP: '10.96.1.2' });
+    await apply(c, { services: [a], slices: [slice('a-1', 'a', [ep(podIP(0))])] });
+    // A new process over the same kernel, with a reader socket as the daemon has: its writing
+    // client made none of the sets, and endpoints-1 gains an element for b.
+    await c.nodeAgent.call(P, 'start', { ...MODEL, readerRecvBytes: 65536 });
+    const r = await apply(c, {
+      services: [a, b],
+      slices: [slice('a-1', 'a', [ep(podIP(0))]), slice('b-1', 'b', [ep(podIP(1))])],
+    });
+    t.true(r.full);
+    t.deepEqual(r.errors, []);
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.2', 80, 4))], ['pod2']);
+    t.deepEqual([...pods(await tcpMany(c, 'client', '10.96.1.1', 80, 4))], ['pod1']);
+  },
+);
+
+test.serial(
   'a change arriving while the kernel dumps a large map to the reader socket is in the kernel before the dump ends',
   async (t) => {
     const c = await cluster(t, 'dmp', 2);

@@ -639,7 +639,9 @@ export class NftablesProxier implements Proxier {
     }
     if (chains.size === 0) return { chains, sets: new Set(), elements, interrupted: 0 };
     await between();
-    const sets = new Set((await this.reader.listSets()).map((s) => s.name));
+    // Listed on the writing socket: that client learns the sets' key and data types from it,
+    // which it needs to encode elements of a set this process has not made (after a restart).
+    const sets = new Set((await this.nft.listSets()).map((s) => s.name));
     await between();
     // On its own socket a dump of elements runs while `between` applies changes. It is no
     // snapshot then: the kernel walks the set again from its start for every reply, skipping
@@ -930,7 +932,9 @@ export class NftablesProxier implements Proxier {
     try {
       await this.nft.run(tx, signal);
     } catch (e) {
-      this.log.debug('failed transaction', { transaction: tx.toString() });
+      // Its first lines only: a full sync's batch is megabytes of text at 50,000 Services, and
+      // a refused one is retried (the log must stay readable, and bounded).
+      this.log.debug('failed transaction', { transaction: headLines(tx.toString(), FAILED_TX_LINES) });
       throw e;
     }
   }
@@ -1003,6 +1007,21 @@ function tracked(set: string, serviceTraffic: boolean): boolean {
 /** Plans made in one context hold in the other (the mirror's plans are valid for this sync). */
 function sameContext(a: PlanContext, b: PlanContext): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** Lines of a refused transaction's text in its debug log line. */
+const FAILED_TX_LINES = 200;
+
+/** The first `n` lines of `text`, and how many more there were. */
+function headLines(text: string, n: number): string {
+  let at = -1;
+  for (let i = 0; i < n; i++) {
+    at = text.indexOf('\n', at + 1);
+    if (at < 0) return text;
+  }
+  let more = 0;
+  for (let i = at; i >= 0; i = text.indexOf('\n', i + 1)) more++;
+  return `${text.slice(0, at)}\n… ${more} more lines`;
 }
 
 /** How long a full sync plans before it lets I/O in and applies changes that arrived (writePorts). */

@@ -188,3 +188,17 @@ test('our table deleted while a full sync writes is drift, not a refusal: the sy
   t.is(r.refused ?? 0, 0);
   for (let i = 0; i < 100; i++) t.true(programmed(nft, i), `s${i}`);
 });
+
+test('a refused transaction is logged by its first lines only, with how many more it had', async (t) => {
+  // One batch of 500 Services (no batch limit), refused for the one named poison.
+  const { t: tracker, proxier, add, records } = setup(500);
+  add('poison', 600);
+  const cold = tracker.checkout();
+  await proxier.sync(cold.desired, cold.change, signal);
+  const logged = records.filter((r) => r.msg === 'failed transaction').map((r) => String(r.fields['transaction']));
+  t.true(logged.length > 0);
+  const first = logged[0]!.split('\n');
+  t.is(first.length, 201, 'its first 200 lines and the count');
+  t.regex(first.at(-1)!, /^… \d+ more lines$/);
+  t.true(Number(/\d+/.exec(first.at(-1)!)![0]) > 1000, first.at(-1));
+});
