@@ -36,6 +36,29 @@ async function programmed(tracker: ReturnType<typeof newTracker>['t'], proxier: 
   await proxier.sync(cold.desired, cold.change, signal);
 }
 
+/** A full sync from the mirror as it is: its errors and the elements it wrote (0: nothing left to repair). */
+async function repairWrites(
+  tracker: ReturnType<typeof newTracker>['t'],
+  nft: FakeNft,
+  proxier: NftablesProxier,
+): Promise<{ errors: unknown[]; elements: number }> {
+  tracker.requestFullSync();
+  const again = tracker.checkout();
+  let elements = 0;
+  const run = nft.run;
+  // The node-dependent sets are refilled by every full sync (flushed with the skeleton).
+  const fixed = new Set(['nodeport-ips', 'pod-cidrs', 'service-cidrs']);
+  nft.run = (tx, sig) => {
+    elements += tx.operations.filter((o) => o.obj.kind === 'element' && !fixed.has(o.obj.set)).length;
+    return run.call(nft, tx, sig);
+  };
+  try {
+    return { errors: (await proxier.sync(again.desired, again.change, signal)).errors, elements };
+  } finally {
+    nft.run = run;
+  }
+}
+
 const WHEN = ['while it reads the kernel', 'while it reads, refused for drift', 'between its batches'] as const;
 for (const when of WHEN)
   test(`changes arriving during a full sync are applied ${when}, and the mirror stays right`, async (t) => {
@@ -231,17 +254,9 @@ test('a change arriving while a large map is decoded is applied between its page
   // What was read before the change is corrected: the full sync leaves the new endpoint.
   t.deepEqual(reach(nft, ipOf(N - 1)), ['10.244.100.7:8080']);
   t.deepEqual(reach(nft, ipOf(N - 2)), ['10.244.1.43:8080']);
-  tracker.requestFullSync();
-  const again = tracker.checkout();
-  let wrote = 0;
-  nft.run = (tx, sig) => {
-    // The node-dependent sets are refilled by every full sync (flushed with the skeleton).
-    const fixed = new Set(['nodeport-ips', 'pod-cidrs', 'service-cidrs']);
-    wrote += tx.operations.filter((o) => o.obj.kind === 'element' && !fixed.has(o.obj.set)).length;
-    return run(tx, sig);
-  };
-  t.deepEqual((await proxier.sync(again.desired, again.change, signal)).errors, []);
-  t.is(wrote, 0, 'nothing left to repair');
+  const repair = await repairWrites(tracker, nft, proxier);
+  t.deepEqual(repair.errors, []);
+  t.is(repair.elements, 0, 'nothing left to repair');
 });
 
 /** `nft` seen through another socket: every read and write delegated, the dumps of elements through `pages`. */
@@ -317,17 +332,9 @@ test('a change arriving while the kernel dumps a map on the reader socket is app
   // What the dump read before the change is corrected by replaying it: nothing left to repair.
   t.deepEqual(reach(nft, ipOf(N - 1)), ['10.244.100.7:8080']);
   t.deepEqual(reach(nft, ipOf(N - 2)), ['drop']);
-  tracker.requestFullSync();
-  const again = tracker.checkout();
-  let wrote = 0;
-  const run = nft.run.bind(nft);
-  nft.run = (tx, sig) => {
-    const fixed = new Set(['nodeport-ips', 'pod-cidrs', 'service-cidrs']);
-    wrote += tx.operations.filter((o) => o.obj.kind === 'element' && !fixed.has(o.obj.set)).length;
-    return run(tx, sig);
-  };
-  t.deepEqual((await proxier.sync(again.desired, again.change, signal)).errors, []);
-  t.is(wrote, 0, 'nothing left to repair');
+  const repair = await repairWrites(tracker, nft, proxier);
+  t.deepEqual(repair.errors, []);
+  t.is(repair.elements, 0, 'nothing left to repair');
 });
 
 test('an element an interrupted dump missed is written again, and the kernel takes it as it is', async (t) => {
