@@ -8,7 +8,7 @@ import { figuresOf } from './results.ts';
 import type { Target } from './section.ts';
 import { renderSection, renderTable } from './section.ts';
 import { formatMs } from './stats.ts';
-import { fastestFullSync, renderGlance, renderModeTable } from './summary.ts';
+import { fastestFullSync, renderGlance, renderModeTable, renderPublishedGlance } from './summary.ts';
 import { MODES } from './figures.ts';
 
 /**
@@ -25,14 +25,15 @@ export function withoutIssueNumbers(text: string): string {
     .replace(/the issue’s targets/g, 'the goals');
 }
 
-function runLine(r: RunResults): string {
+function runLine(r: RunResults, handCount: number): string {
   const e = r.environment;
   return (
     `One run of \`npm run bench${r.quick ? ' -- --quick' : ''}\` started ${e.date}, ${formatMs(r.totalMs)} in all: ` +
     `${e.cpus} × ${e.cpuModel}, ${e.memoryGiB} GiB, kernel ${e.kernel}, Node ${e.node}, ${e.source}; ` +
     `1-minute load average ${r.load.during} (on ${e.cpus} CPUs, a load above ${e.cpus} means other work competed). ` +
     (r.skipped?.length ? `Modules not run: ${r.skipped.join(', ')}. ` : '') +
-    'Every figure on this page comes from that run, except those marked “published, not measured here”.'
+    'Every figure on this page comes from that run, except those marked “published, not measured here”' +
+    (handCount ? ' and the sections at its end measured by hand (their headings say so).' : '.')
   );
 }
 
@@ -106,13 +107,15 @@ export function renderReport(
       ? '> **Quick mode** (`--quick`): small sizes and few runs, a smoke test of the suite. These are not figures to quote.\n'
       : '',
     '## Summary',
-    runLine(r),
+    runLine(r, byHand.length),
     r.notes?.length ? `**About this run** (noted by hand): ${r.notes.join(' ')}` : '',
     '**Which mode.** Upstream kube-proxy’s default is iptables mode and its recommended one nftables mode; this daemon implements both, and IPVS and userspace. ' +
       `Run nftables mode where the kernel has nf_tables (upstream asks for Linux 5.13): one map lookup per packet at any number of Services${fastestFullSync(figs) === 'nftables' ? ', and the fastest full sync of this run' : ''}; ` +
       'iptables mode where other tools on the node expect iptables rules (the first packet walks one rule per Service); IPVS mode where you run it today; userspace mode only where the kernel has neither. ' +
-      'What each costs at 10,000 Services × 10 endpoints (or the largest size this run measured, named in the cell), “exec” being upstream’s way, the same work done by the command-line tools upstream runs, timed in this run:',
+      'What each costs at 1,000 and 10,000 Services × 10 endpoints (where a mode did not reach 10,000, the largest size it reached, named in the cell), “exec” being upstream’s way, the same work done by the command-line tools upstream runs, timed in this run:',
     renderGlance(figs),
+    'Upstream kube-proxy’s own published figures beside ours for the same cluster shape (their hardware; their conditions are stated under each mode’s table below; they give the scale, not a ratio):',
+    renderPublishedGlance(figs),
     chartLinks(charts),
     '“Ours”: this daemon or its proxier. “End to end”: the daemon process against a test API server, timed with packets from a client namespace. ' +
       '“In process”: the proxier fed by the model in a running process, no start-up, beside the exec peer. ' +

@@ -217,8 +217,9 @@ const MODE_NOTES: Record<Mode, string> = {
 
 export function renderModeTable(mode: Mode, figs: readonly Figure[]): string {
   const sources = new Sources();
+  // A measure's label and goal stand on its first row only: the rows below it are its other sizes.
   const rows = ROWS.filter((spec) => !spec.modes || spec.modes.includes(mode)).flatMap((spec) =>
-    specRows(mode, spec, figs, sources),
+    specRows(mode, spec, figs, sources).map((row, i) => (i === 0 ? row : ['', ...row.slice(1, -1), ''])),
   );
   const table = renderTable(
     [
@@ -235,16 +236,36 @@ export function renderModeTable(mode: Mode, figs: readonly Figure[]): string {
   return [`### ${mode} mode`, MODE_NOTES[mode], table, ...(src ? [src] : [])].join('\n\n');
 }
 
-/** Our figure at 10,000 × 10, or the nearest to it measured, with the exec peer's at the same shape. */
-function headline(figs: readonly Figure[], mode: Mode, metric: Metric, variant?: string): string {
+/** The sizes the at-a-glance table shows, × 10 endpoints each. */
+const GLANCE_SIZES = [1_000, 10_000] as const;
+
+/**
+ * Our figure at `services` × 10 with the exec peer's at the same shape beside it. Where the mode
+ * did not reach the larger size (IPVS under QEMU, userspace), the largest size it did reach above
+ * the smaller one stands in, named in the cell.
+ */
+function cost(figs: readonly Figure[], mode: Mode, metric: Metric, services: number, variant?: string): string {
   const mine = figs.filter(
-    (f) => f.mode === mode && f.metric === metric && f.series === OURS && (!variant || f.variant === variant),
+    (f) =>
+      f.mode === mode &&
+      f.metric === metric &&
+      f.series === OURS &&
+      f.endpoints === 10 &&
+      (!variant || f.variant === variant),
   );
-  // 10,000 × 10 if measured, else the largest × 10 size, else the largest of any shape.
-  const largest = [...mine].sort((a, b) => +(a.endpoints === 10) - +(b.endpoints === 10) || a.services - b.services);
-  const pick = mine.find((f) => f.services === 10_000 && f.endpoints === 10) ?? largest.at(-1);
+  const below = GLANCE_SIZES.filter((s) => s < services).at(-1) ?? 0;
+  const pick =
+    mine.find((f) => f.services === services) ??
+    (services === GLANCE_SIZES.at(-1)
+      ? mine
+          .filter((f) => f.services > below && f.services < services)
+          .sort((a, b) => a.services - b.services)
+          .at(-1)
+      : undefined);
   if (!pick) return '—';
-  const peer = figs.find(
+  // Every exec peer of the same shape: one may be the same work by another tool, another
+  // upstream's own ruleset (nftables), or the legacy backend (iptables), and they differ widely.
+  const peers = figs.filter(
     (f) =>
       f.mode === mode &&
       f.metric === metric &&
@@ -253,32 +274,82 @@ function headline(figs: readonly Figure[], mode: Mode, metric: Metric, variant?:
       f.endpoints === pick.endpoints &&
       f.variant === pick.variant,
   );
-  const at = pick.services === 10_000 && pick.endpoints === 10 ? '' : ` at ${shape(pick.services, pick.endpoints)}`;
-  return `${formatValue(pick.value, pick.unit)}${at}${peer ? ` (exec ${formatValue(peer.value, peer.unit)})` : ''}`;
+  const at = pick.services === services ? '' : ` at ${shape(pick.services, pick.endpoints)}`;
+  const exec = peers.map((f) => `${formatValue(f.value, f.unit)} ${f.series}`).join('; ');
+  return `${formatValue(pick.value, pick.unit)}${at}${exec ? ` (exec: ${exec})` : ''}`;
 }
 
-/** One row per mode: what it costs at 10,000 × 10 (or the largest size measured), ours beside the exec peer. */
+/** Two rows per mode, 1,000 and 10,000 Services × 10 endpoints: what it costs, ours beside the exec peers. */
 export function renderGlance(figs: readonly Figure[]): string {
   return renderTable(
     [
       { title: 'mode' },
-      { title: 'full sync, in process (exec peer)', align: 'right' },
-      { title: 'one endpoint added, in process (exec peer)', align: 'right' },
+      { title: 'Services × endpoints' },
+      { title: 'full sync, in process (exec peers)', align: 'right' },
+      { title: 'one endpoint added, in process (exec peers)', align: 'right' },
       { title: 'cold start, end to end', align: 'right' },
       { title: 'new Service, end to end', align: 'right' },
       { title: 'RSS steady / peak', align: 'right' },
       { title: 'CPU at 100 updates/s', align: 'right' },
     ],
-    MODES.map((m) => [
-      // Its figures come from Debian's kernel under software emulation: not comparable across rows.
-      m === 'ipvs' ? 'ipvs (under QEMU: compare with its exec peer only)' : m,
-      headline(figs, m, 'fullSync'),
-      headline(figs, m, 'oneChange'),
-      headline(figs, m, 'coldStart', 'last Service'),
-      headline(figs, m, 'changeE2E', 'new Service'),
-      `${headline(figs, m, 'rss', 'after churn')} / ${headline(figs, m, 'rss', 'peak')}`,
-      headline(figs, m, 'churnCpu', '100/s'),
-    ]),
+    MODES.flatMap((m) =>
+      GLANCE_SIZES.map((services, i) => [
+        // IPVS figures come from Debian's kernel under software emulation: not comparable across rows.
+        i > 0 ? '' : m === 'ipvs' ? 'ipvs (under QEMU: compare with its exec peer only)' : m,
+        shape(services, 10),
+        cost(figs, m, 'fullSync', services),
+        cost(figs, m, 'oneChange', services),
+        cost(figs, m, 'coldStart', services, 'last Service'),
+        cost(figs, m, 'changeE2E', services, 'new Service'),
+        `${cost(figs, m, 'rss', services, 'after churn')} / ${cost(figs, m, 'rss', services, 'peak')}`,
+        cost(figs, m, 'churnCpu', services, '100/s'),
+      ]),
+    ),
+  );
+}
+
+/** What a published figure measured, in the words of the first screen. */
+const PUBLISHED_WHAT: Record<string, string> = {
+  'coldStart|last Service': 'every Service programmed from a start (ours: cold start, end to end)',
+  'changeE2E|new Service': 'one new Service programmed, end to end',
+  'changeE2E|endpoint move': 'an endpoint change programmed, end to end',
+  'rss|peak': 'peak RSS of the daemon',
+};
+
+/**
+ * Upstream kube-proxy's published figures beside ours for the same cluster shape, for the first
+ * screen: theirs linked to its source, ours from this run or said to be missing.
+ */
+export function renderPublishedGlance(figs: readonly Figure[]): string {
+  const rows = PUBLISHED.map((p) => {
+    const mine = figs.filter(
+      (f) => f.mode === p.mode && f.metric === p.metric && f.series === OURS && f.variant === p.variant,
+    );
+    const same = mine.find((f) => f.services === p.services && f.endpoints === p.endpoints);
+    // Where they did not state the shape, ours at the largest size this run measured, named.
+    const largest = p.services ? undefined : mine.sort((a, b) => a.services - b.services).at(-1);
+    const ours = same
+      ? formatValue(same.value, same.unit)
+      : largest
+        ? `${formatValue(largest.value, largest.unit)} at ${shape(largest.services, largest.endpoints)}`
+        : 'not in this run';
+    return [
+      p.mode,
+      PUBLISHED_WHAT[`${p.metric}|${p.variant}`] ?? `${p.metric} (${p.variant})`,
+      p.services ? shape(p.services, p.endpoints) : 'not stated',
+      `[${p.figure}](${p.link})`,
+      ours,
+    ];
+  });
+  return renderTable(
+    [
+      { title: 'mode' },
+      { title: 'measure' },
+      { title: 'Services × endpoints' },
+      { title: 'upstream kube-proxy (published, not measured here)', align: 'right' },
+      { title: 'ours (this run)', align: 'right' },
+    ],
+    rows,
   );
 }
 
