@@ -20,7 +20,8 @@ The daemon must run with --profiling (enableProfiling: true); it writes FILE its
 file, mode 0600). The control socket is root only (default ${DEFAULT_CONTROL_SOCKET}).
 `;
 
-const OPTIONS = {
+/** The options, as parseArgs takes them; the completion script offers the same. */
+export const PROFILE_OPTIONS = {
   seconds: { type: 'string', default: '30' },
   output: { type: 'string', short: 'o' },
   'control-socket': { type: 'string', default: DEFAULT_CONTROL_SOCKET },
@@ -35,7 +36,7 @@ function request(
 ): { query: Record<string, unknown>; socket: string; waitMs: number } | 'help' {
   let parsed;
   try {
-    parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: [...argv], options: PROFILE_OPTIONS, allowPositionals: true, strict: true });
   } catch (e) {
     throw new UsageError(errorMessage(e));
   }

@@ -22,11 +22,16 @@ export const COMMANDS: readonly CommandInfo[] = [
       'what a packet would meet: frontend, verdict, masquerade, endpoints (--live: the path the next one really takes)',
   },
   { name: 'completion', args: 'bash|zsh', summary: 'print a shell completion script' },
+  {
+    name: 'profile',
+    args: 'cpu|heap [--seconds N] [--output FILE]',
+    summary: 'a CPU profile or heap snapshot of a daemon started with --profiling, written by it to FILE',
+  },
 ];
 
 export const COMMAND_NAMES: readonly string[] = COMMANDS.map((c) => c.name);
 
-/** "explain, trace and completion" */
+/** "explain, trace, completion and profile" */
 export function commandNamesText(): string {
   return `${COMMAND_NAMES.slice(0, -1).join(', ')} and ${COMMAND_NAMES.at(-1)!}`;
 }

@@ -638,7 +638,7 @@ function commandsHelp(width: number): string {
 export function buildCommand(version: string, helpWidth?: number): Command {
   const defaults = flagDefaults();
   const cmd = new Command('kube-proxy-ts')
-    .usage('[flags] | explain|trace|completion ...')
+    .usage(`[flags] | ${COMMANDS.map((c) => c.name).join('|')} ...`)
     .description(
       wrapText(
         'kube-proxy-ts: a drop-in replacement for Kubernetes kube-proxy. It programs the kernel over netlink ' +
@@ -650,7 +650,13 @@ export function buildCommand(version: string, helpWidth?: number): Command {
     .helpOption('-h, --help', 'Help for kube-proxy-ts.')
     .version(`kube-proxy-ts ${version}`, '--version', 'Print version information and quit.')
     .allowExcessArguments(false)
-    .configureHelp({ formatItem, ...(helpWidth !== undefined ? { helpWidth } : {}) })
+    .configureHelp({
+      formatItem,
+      // The flag table writes each default into the text itself; commander would add
+      // "(preset: true)" to every [bool] flag, which says only that a bare --flag means true.
+      optionDescription: (option) => option.description,
+      ...(helpWidth !== undefined ? { helpWidth } : {}),
+    })
     .addHelpText('after', () => commandsHelp(helpWidth ?? 80))
     .exitOverride();
   for (const f of FLAGS) {

@@ -33,6 +33,8 @@ export interface SlotPolicy {
   readonly perSourceMax: number;
   /** A request during which its connection may yield its slot (bulk: /metrics); default none. */
   readonly yields?: (req: IncomingMessage) => boolean;
+  /** The server as the metrics name it ('health', 'metrics', 'service-health'); unnamed pools are not counted there. */
+  readonly server?: string;
 }
 
 export interface SlotCounts {
@@ -40,6 +42,24 @@ export interface SlotCounts {
   readonly evicted: number;
   /** New connections closed because no slot could be freed. */
   readonly refused: number;
+}
+
+/** One server's connections, over every pool of its name, since the process started. */
+export interface SlotCensus extends SlotCounts {
+  readonly server: string;
+  /** Open connections now. */
+  readonly open: number;
+}
+
+/**
+ * The process's named pools, counted together by server name: the metrics read this at scrape
+ * time (metrics/http-slots.ts) without a reference to every server the daemon opened.
+ */
+const census = new Map<string, { server: string; open: number; evicted: number; refused: number }>();
+
+/** Every named server's counts, in the order the servers were first opened. */
+export function slotCensus(): readonly SlotCensus[] {
+  return [...census.values()].map((c) => ({ ...c }));
 }
 
 interface Conn {
@@ -67,11 +87,17 @@ export class ConnectionSlots implements SlotCounts {
   private readonly policy: SlotPolicy;
   private readonly conns = new Map<Socket, Conn>();
   private readonly sources = new Map<string, Source>();
+  private readonly counted: { open: number; evicted: number; refused: number } | undefined;
 
   constructor(policy: SlotPolicy) {
     if (!(policy.maxConnections >= 1 && policy.perSourceMax >= 1))
       throw new Error('connection slots: maxConnections and perSourceMax must be at least 1');
     this.policy = policy;
+    const server = policy.server;
+    if (server !== undefined) {
+      if (!census.has(server)) census.set(server, { server, open: 0, evicted: 0, refused: 0 });
+      this.counted = census.get(server);
+    }
   }
 
   /** Open connections now. */
@@ -100,10 +126,12 @@ export class ConnectionSlots implements SlotCounts {
       const victim = full === undefined ? undefined : yieldingOf(full);
       if (victim === undefined) {
         this.refused++;
+        if (this.counted) this.counted.refused++;
         socket.destroy();
         return;
       }
       this.evicted++;
+      if (this.counted) this.counted.evicted++;
       this.forget(victim);
       victim.socket.destroy();
     }
@@ -117,6 +145,7 @@ export class ConnectionSlots implements SlotCounts {
     source.count++;
     source.idle.add(conn);
     this.conns.set(socket, conn);
+    if (this.counted) this.counted.open++;
     socket.once('close', () => this.forget(conn));
   }
 
@@ -164,6 +193,7 @@ export class ConnectionSlots implements SlotCounts {
   private forget(conn: Conn): void {
     if (this.conns.get(conn.socket) !== conn) return;
     this.conns.delete(conn.socket);
+    if (this.counted) this.counted.open--;
     const s = conn.source;
     s.idle.delete(conn);
     s.bulk.delete(conn);

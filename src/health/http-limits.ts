@@ -23,15 +23,19 @@ export const DEFAULT_HTTP_LIMITS: HttpServerLimits = {
 };
 
 /** The health port (10256): /healthz and /livez. */
-export const HEALTH_SLOTS: SlotPolicy = { maxConnections: 1024, perSourceMax: 512 };
+export const HEALTH_SLOTS: SlotPolicy = { maxConnections: 1024, perSourceMax: 512, server: 'health' };
 /**
  * The metrics port (10249). More slots: a /metrics client over the render rate waits in line
  * on its connection (render-cache.ts), idle, where a client closed at accept would reconnect at
  * once and spin; /metrics connections are the first to yield to a new one.
  */
-export const METRICS_SLOTS: Omit<SlotPolicy, 'yields'> = { maxConnections: 2048, perSourceMax: 1024 };
+export const METRICS_SLOTS: Omit<SlotPolicy, 'yields'> = {
+  maxConnections: 2048,
+  perSourceMax: 1024,
+  server: 'metrics',
+};
 /** Every Service health-check node port together (one pool: their number follows the cluster's). */
-export const SERVICE_HEALTH_SLOTS: SlotPolicy = { maxConnections: 1024, perSourceMax: 512 };
+export const SERVICE_HEALTH_SLOTS: SlotPolicy = { maxConnections: 1024, perSourceMax: 512, server: 'service-health' };
 
 /** The connections of every HTTP server of the daemon at most. */
 export const HTTP_CONNECTIONS_MAX =

@@ -10,3 +10,4 @@ export {
 export { startMetricsServer, type MetricsServer, type MetricsServerOptions } from './server.ts';
 export { NFACCT_METRICS, registerNfacctMetrics, type NfacctReader } from './nfacct.ts';
 export { registerUserspaceMetrics, USERSPACE_METRICS, type BudgetSample, type UserspaceSample } from './userspace.ts';
+export { HTTP_SLOT_METRICS, registerHttpSlotMetrics } from './http-slots.ts';

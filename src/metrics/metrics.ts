@@ -12,6 +12,8 @@ import {
   exponentialBuckets,
   linearBuckets,
 } from 'prom-client';
+import type { SlotCensus } from '../health/connection-slots.ts';
+import { registerHttpSlotMetrics } from './http-slots.ts';
 
 /** Upstream: ExponentialBuckets(0.001, 2, 15): 1 ms .. ~16 s. */
 export const SYNC_DURATION_BUCKETS: readonly number[] = exponentialBuckets(0.001, 2, 15);
@@ -172,6 +174,8 @@ export interface MetricsOptions {
   mode?: string;
   /** The running mode's own metrics (its definition's groups); none by default. */
   groups?: readonly MetricGroup[];
+  /** The HTTP servers' connection counts; default the process's (health/connection-slots.ts). */
+  httpSlots?: () => readonly SlotCensus[];
 }
 
 /** Metric constructors bound to the registries the metrics go to. */
@@ -393,6 +397,7 @@ export function createMetrics(opts: MetricsOptions = {}): ProxyMetrics {
     ...clientMetrics(mk),
     ...ownMetrics(mk),
   };
+  registerHttpSlotMetrics(registry, opts.httpSlots);
   m.kubernetesBuildInfo.set(kubernetesBuildLabels(opts.version ?? 'v0.0.0-unknown'), 1);
   m.buildInfo.set(
     { version: opts.version ?? 'unknown', mode: opts.mode ?? 'unknown', node_version: process.version },

@@ -178,11 +178,15 @@ off() { sync; echo o >/proc/sysrq-trigger; /bin/busybox poweroff -f; }
 trap off EXIT
 # Private scratch space, except where the repository itself lives (a clone under /tmp,
 # as CI may make): hiding it would hide the run directory and the code under test.
-scratch() { case "$RUN_DIR/" in "$1"/*) ;; *) mount -t tmpfs -o "mode=$2" tmpfs "$1" 2>/dev/null || true ;; esac; }
-scratch /tmp 1777
+scratch() { case "$RUN_DIR/" in "$1"/*) return 1 ;; esac; mount -t tmpfs -o "mode=$2" tmpfs "$1" 2>/dev/null || true; }
 scratch /run 755
 mkdir -p /run/netns /run/lock
+kept_tmp=0
+scratch /tmp 1777 || kept_tmp=1
 scratch /var/tmp 1777
+# A kept /tmp is the host's over 9p, where a unix socket cannot be bound (listen: ENXIO):
+# the guest's own temporary files go to a private directory on /run's tmpfs instead.
+if [ "$kept_tmp" = 1 ]; then mkdir -p /run/vm-tmp && chmod 1777 /run/vm-tmp && export TMPDIR=/run/vm-tmp; fi
 echo "boot $(cut -d' ' -f1 /proc/uptime)" >>"$RUN_DIR/timings"
 cat >"$RUN_DIR/vm-modprobe" <<'EOF'
 #!/bin/sh

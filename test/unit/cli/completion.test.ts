@@ -21,7 +21,7 @@ function complete(words: readonly string[], shell: 'bash' | 'zsh' = 'bash'): str
 }
 
 test('subcommands, then flags by prefix, from the flag table', (t) => {
-  t.deepEqual(complete(['kube-proxy-ts', '']), ['explain', 'trace', 'completion']);
+  t.deepEqual(complete(['kube-proxy-ts', '']), ['explain', 'trace', 'completion', 'profile']);
   t.deepEqual(complete(['kube-proxy-ts', '--proxy-m']), ['--proxy-mode']);
   t.deepEqual(complete(['kube-proxy-ts', '--service-traffic']), ['--service-traffic-metrics']);
   // Every non-deprecated flag is offered.
@@ -47,6 +47,21 @@ test('the subcommands offer their own flags', (t) => {
     '--node',
     '--help',
   ]);
+});
+
+test('profile offers its kinds and flags; its --output completes a file name, not a format', (t) => {
+  t.deepEqual(complete(['kube-proxy-ts', 'profile', '']), [
+    'cpu',
+    'heap',
+    '--seconds',
+    '--output',
+    '-o',
+    '--control-socket',
+    '--help',
+    '-h',
+  ]);
+  t.true(complete(['kube-proxy-ts', 'profile', 'heap', '-o', '/etc/host']).includes('/etc/hostname'));
+  t.deepEqual(complete(['kube-proxy-ts', 'explain', '-o', '']), ['table', 'json']);
 });
 
 test('zsh gets the same through bashcompinit; a bad shell is a usage error', (t) => {

@@ -54,7 +54,7 @@ const CASES: [string, string[], RegExp, number][] = [
     2,
   ],
   ['an unknown flag', ['--proxy-mod=nftables'], /unknown option '--proxy-mod=nftables'/, 2],
-  ['an unknown command', ['foo'], /unknown command "foo": the commands are explain, trace and completion/, 2],
+  ['an unknown command', ['foo'], /unknown command "foo": the commands are explain, trace, completion and profile/, 2],
   [
     'a missing --config',
     ['--config', join(dir, 'missing.yaml')],

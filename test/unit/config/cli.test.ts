@@ -190,7 +190,7 @@ const usageTable: [string[], RegExp][] = [
   [['--sync-period'], /--sync-period.*argument missing/],
   [['--iptables-masquerade-bit=x'], /"x" is not an integer/],
   [['--masquerade-all=maybe'], /"maybe" is not a boolean/],
-  [['stray-argument'], /unknown command "stray-argument": the commands are explain, trace and completion/],
+  [['stray-argument'], /unknown command "stray-argument": the commands are explain, trace, completion and profile/],
   [
     ['--proxy-mode=kernelspace'],
     /mode \(from --proxy-mode\): "kernelspace" must be one of nftables, ipvs, iptables, userspace/,
@@ -243,6 +243,10 @@ test('--help and --version exit 0 on stdout', (t) => {
   ])
     t.true(help.stdout.includes(flag), flag);
   t.true(help.stdout.includes('[kube-proxy-ts]'), 'our own flags are marked');
+  // Every subcommand is listed, and commander's note for programmers is not.
+  t.regex(help.stdout, /^Usage: kube-proxy-ts \[flags\] \| explain\|trace\|completion\|profile \.\.\.$/m);
+  t.regex(help.stdout, /^ {2}kube-proxy-ts profile cpu\|heap /m);
+  t.false(help.stdout.includes('preset'));
   const version = exit(['--version']);
   t.deepEqual(version, { kind: 'exit', code: 0, stdout: 'kube-proxy-ts v9.9.9\n', stderr: '' });
 });

@@ -7,7 +7,9 @@ import type { AddressInfo } from 'node:net';
 import { connect, type Socket } from 'node:net';
 import test from 'ava';
 import type { ExecutionContext } from 'ava';
-import { ConnectionSlots, type SlotPolicy } from '../../../src/health/connection-slots.ts';
+import { Registry } from 'prom-client';
+import { ConnectionSlots, slotCensus, type SlotPolicy } from '../../../src/health/connection-slots.ts';
+import { registerHttpSlotMetrics } from '../../../src/metrics/http-slots.ts';
 
 async function server(t: ExecutionContext, policy: SlotPolicy, slots = new ConnectionSlots(policy)) {
   // /metrics and /busy are never answered here (a render that keeps its clients waiting); the rest at once.
@@ -130,4 +132,30 @@ test('servers attached to one pool share its slots', async (t) => {
   await closed(held[0]!);
   t.is(slots.evicted, 1);
   t.is(slots.open, 2);
+});
+
+test('named pools are counted together by server on /metrics: open, evicted, refused', async (t) => {
+  const policy = { maxConnections: 1, perSourceMax: 1, server: 'census-test' };
+  // Two pools of one name (as every Service health-check port shares one) add up.
+  const a = await server(t, policy);
+  const b = await server(t, policy);
+  const held = await open(a.port);
+  void get(held, '/busy'); // in the middle of a request, never answered: it cannot yield
+  await tick();
+  const refusedOne = await open(a.port);
+  await closed(refusedOne);
+  const idle = await open(b.port);
+  const evictor = await open(b.port);
+  await closed(idle);
+  t.false(evictor.destroyed);
+  const registry = new Registry();
+  registerHttpSlotMetrics(registry, () => slotCensus().filter((c) => c.server === 'census-test'));
+  const text = await registry.metrics();
+  t.regex(text, /^kubeproxyts_http_connections_open\{server="census-test"\} 2$/m);
+  t.regex(text, /^kubeproxyts_http_connections_closed_total\{server="census-test",reason="evicted"\} 1$/m);
+  t.regex(text, /^kubeproxyts_http_connections_closed_total\{server="census-test",reason="refused"\} 1$/m);
+  // An unnamed pool is not counted there.
+  const servers = slotCensus().length;
+  new ConnectionSlots({ maxConnections: 1, perSourceMax: 1 });
+  t.is(slotCensus().length, servers);
 });
