@@ -383,7 +383,10 @@ function targetsOf(r: Run): Target[] {
       what: `${what}: change latency p99 (packets)`,
       target: '≤ 100 ms',
       status: status(p99 <= 100 && r.lost === 0),
-      detail: `${formatMs(p99)} over ${r.packets.length} moves${r.lost > 0 ? `, ${r.lost} unanswered` : ''}`,
+      detail:
+        r.packets.length > 0
+          ? `${formatMs(p99)} over ${r.packets.length} moves${r.lost > 0 ? `, ${r.lost} unanswered` : ''}`
+          : `no move answered within the probe's wait (${r.lost} unanswered)`,
     },
     {
       what: `${what}: daemon CPU`,
