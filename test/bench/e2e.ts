@@ -180,6 +180,14 @@ function compileCacheEnv(): Promise<NodeJS.ProcessEnv | undefined> {
   return compileCache;
 }
 
+/** The run's compile cache is a directory in /tmp: removed when the module ends, whatever happened. */
+async function removeCompileCache(): Promise<void> {
+  const env = compileCache && (await compileCache.catch(() => undefined));
+  compileCache = undefined;
+  const dir = env?.['NODE_COMPILE_CACHE'];
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+}
+
 /** Endpoint updates for `seconds` while RSS and open fds are sampled every `everyS`. */
 async function churnSampled(
   api: Cluster['nodeAgent'],
@@ -352,25 +360,29 @@ export const bench: Bench = {
     if (variants.length === 0) variants.push([...DAEMON_V8_OPTIONS]);
     const results: SizeResult[] = [];
     const largest = Math.max(...planned.map(([, s]) => s.n));
-    for (const v8 of variants) {
-      for (const [mode, shape] of planned) {
-        const what = `e2e: ${mode} ${formatCount(shape.n)} × ${shape.per}${variants.length > 1 ? ` (${v8.join(' ')})` : ''}`;
-        opts.log(what);
-        // The memory breakdown: nftables mode, idle and the largest × 10 size.
-        const breakdown =
-          variants.length === 1 &&
-          mode === 'nftables' &&
-          shape.per === ENDPOINTS &&
-          (shape.n === largest || shape.n === 0);
-        try {
-          results.push(await measureSize(mode, shape, opts, breakdown, v8));
-        } catch (e) {
-          // One mode or set of options failing (a flag Node refuses, a heap cap too small) leaves the others' rows.
-          if (planned.length === 1 && variants.length === 1) throw e;
-          opts.log(`${what} failed: ${(e as Error).message.split('\n')[0]}`);
-          failures.push(`${what.slice(5)}: ${(e as Error).message.split('\n')[0]!.slice(0, 300)}`);
+    try {
+      for (const v8 of variants) {
+        for (const [mode, shape] of planned) {
+          const what = `e2e: ${mode} ${formatCount(shape.n)} × ${shape.per}${variants.length > 1 ? ` (${v8.join(' ')})` : ''}`;
+          opts.log(what);
+          // The memory breakdown: nftables mode, idle and the largest × 10 size.
+          const breakdown =
+            variants.length === 1 &&
+            mode === 'nftables' &&
+            shape.per === ENDPOINTS &&
+            (shape.n === largest || shape.n === 0);
+          try {
+            results.push(await measureSize(mode, shape, opts, breakdown, v8));
+          } catch (e) {
+            // One mode or set of options failing (a flag Node refuses, a heap cap too small) leaves the others' rows.
+            if (planned.length === 1 && variants.length === 1) throw e;
+            opts.log(`${what} failed: ${(e as Error).message.split('\n')[0]}`);
+            failures.push(`${what.slice(5)}: ${(e as Error).message.split('\n')[0]!.slice(0, 300)}`);
+          }
         }
       }
+    } finally {
+      await removeCompileCache();
     }
     const label = (r: SizeResult): string =>
       `${r.n === 0 ? '0 (idle)' : `${formatCount(r.n)} × ${r.per}`}${variants.length > 1 ? ` (${r.v8.join(' ')})` : ''}`;

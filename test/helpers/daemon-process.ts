@@ -3,6 +3,7 @@
 // child's pid is the daemon's own and signals reach it directly. Never the root namespace.
 
 import { spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,9 +33,10 @@ export function spawnDaemon(
 ): DaemonProcess {
   const command = opts.command ?? [process.execPath, BIN];
   // The control socket is a file (not of the namespace): each test daemon gets its own, never the host's /run one.
-  const control = args.includes('--control-socket')
-    ? []
-    : ['--control-socket', join(tmpdir(), `kpts-control-${process.pid}-${++sockets}.sock`)];
+  const socketPath = args.includes('--control-socket')
+    ? undefined
+    : join(tmpdir(), `kpts-control-${process.pid}-${++sockets}.sock`);
+  const control = socketPath === undefined ? [] : ['--control-socket', socketPath];
   const child = spawn(systemTool('ip'), ['netns', 'exec', ns.name, ...command, ...args, ...control], {
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
@@ -53,7 +55,11 @@ export function spawnDaemon(
   child.stdout.on('data', take);
   child.stderr.on('data', take);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
+    child.once('exit', (code, signal) => {
+      // A daemon that was killed (SIGKILL) never removed its socket file; the helper made the path, so it removes it.
+      if (socketPath !== undefined) rmSync(socketPath, { force: true });
+      resolve({ code, signal });
+    }),
   );
   return {
     pid: child.pid ?? -1,
