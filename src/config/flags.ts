@@ -9,7 +9,7 @@ import { formatDuration, MAX_DURATION_MS, parseDuration } from './duration.ts';
 import type { FlatValue } from './schema.ts';
 import { errorMessage } from '../base/errors.ts';
 import { MAX_MANIFEST_BYTES } from '../sources/read-file.ts';
-import { COMMANDS, commandNamesText } from './commands.ts';
+import { COMMAND_NAMES, COMMANDS, commandNamesText } from './commands.ts';
 import { DEFAULT_MODE, modeList } from './modes.ts';
 import { resolveConfig } from './resolve.ts';
 import { toKubeProxyConfiguration } from './write.ts';
@@ -638,7 +638,7 @@ function commandsHelp(width: number): string {
 export function buildCommand(version: string, helpWidth?: number): Command {
   const defaults = flagDefaults();
   const cmd = new Command('kube-proxy-ts')
-    .usage(`[flags] | ${COMMANDS.map((c) => c.name).join('|')} ...`)
+    .usage(`[flags] | ${COMMAND_NAMES.join('|')} ...`)
     .description(
       wrapText(
         'kube-proxy-ts: a drop-in replacement for Kubernetes kube-proxy. It programs the kernel over netlink ' +

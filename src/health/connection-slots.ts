@@ -55,7 +55,8 @@ export interface SlotCensus extends SlotCounts {
  * The process's named pools, counted together by server name: the metrics read this at scrape
  * time (metrics/http-slots.ts) without a reference to every server the daemon opened.
  */
-const census = new Map<string, { server: string; open: number; evicted: number; refused: number }>();
+type Counted = { -readonly [K in keyof SlotCensus]: SlotCensus[K] };
+const census = new Map<string, Counted>();
 
 /** Every named server's counts, in the order the servers were first opened. */
 export function slotCensus(): readonly SlotCensus[] {
@@ -87,7 +88,8 @@ export class ConnectionSlots implements SlotCounts {
   private readonly policy: SlotPolicy;
   private readonly conns = new Map<Socket, Conn>();
   private readonly sources = new Map<string, Source>();
-  private readonly counted: { open: number; evicted: number; refused: number } | undefined;
+  /** This pool's line of the census (a named pool), shared with the other pools of its name. */
+  private readonly counted: Counted | undefined;
 
   constructor(policy: SlotPolicy) {
     if (!(policy.maxConnections >= 1 && policy.perSourceMax >= 1))
@@ -95,8 +97,8 @@ export class ConnectionSlots implements SlotCounts {
     this.policy = policy;
     const server = policy.server;
     if (server !== undefined) {
-      if (!census.has(server)) census.set(server, { server, open: 0, evicted: 0, refused: 0 });
-      this.counted = census.get(server);
+      this.counted = census.get(server) ?? { server, open: 0, evicted: 0, refused: 0 };
+      census.set(server, this.counted);
     }
   }
 

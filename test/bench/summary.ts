@@ -236,6 +236,23 @@ export function renderModeTable(mode: Mode, figs: readonly Figure[]): string {
   return [`### ${mode} mode`, MODE_NOTES[mode], table, ...(src ? [src] : [])].join('\n\n');
 }
 
+/** A mode's figures of one metric (of one reading of it, where given): ours, or the exec peers'. */
+function selectFigures(
+  figs: readonly Figure[],
+  mode: Mode,
+  metric: Metric,
+  variant: string | undefined,
+  who: 'ours' | 'peers',
+): Figure[] {
+  return figs.filter(
+    (f) =>
+      f.mode === mode &&
+      f.metric === metric &&
+      (f.series === OURS) === (who === 'ours') &&
+      (variant === undefined || f.variant === variant),
+  );
+}
+
 /** The sizes the at-a-glance table shows, × 10 endpoints each. */
 const GLANCE_SIZES = [1_000, 10_000] as const;
 
@@ -245,14 +262,7 @@ const GLANCE_SIZES = [1_000, 10_000] as const;
  * the smaller one stands in, named in the cell.
  */
 function cost(figs: readonly Figure[], mode: Mode, metric: Metric, services: number, variant?: string): string {
-  const mine = figs.filter(
-    (f) =>
-      f.mode === mode &&
-      f.metric === metric &&
-      f.series === OURS &&
-      f.endpoints === 10 &&
-      (!variant || f.variant === variant),
-  );
+  const mine = selectFigures(figs, mode, metric, variant, 'ours').filter((f) => f.endpoints === 10);
   const below = GLANCE_SIZES.filter((s) => s < services).at(-1) ?? 0;
   const pick =
     mine.find((f) => f.services === services) ??
@@ -265,14 +275,8 @@ function cost(figs: readonly Figure[], mode: Mode, metric: Metric, services: num
   if (!pick) return '—';
   // Every exec peer of the same shape: one may be the same work by another tool, another
   // upstream's own ruleset (nftables), or the legacy backend (iptables), and they differ widely.
-  const peers = figs.filter(
-    (f) =>
-      f.mode === mode &&
-      f.metric === metric &&
-      f.series !== OURS &&
-      f.services === pick.services &&
-      f.endpoints === pick.endpoints &&
-      f.variant === pick.variant,
+  const peers = selectFigures(figs, mode, metric, pick.variant, 'peers').filter(
+    (f) => f.services === pick.services && f.endpoints === pick.endpoints,
   );
   const at = pick.services === services ? '' : ` at ${shape(pick.services, pick.endpoints)}`;
   const exec = peers.map((f) => `${formatValue(f.value, f.unit)} ${f.series}`).join('; ');
@@ -322,9 +326,7 @@ const PUBLISHED_WHAT: Record<string, string> = {
  */
 export function renderPublishedGlance(figs: readonly Figure[]): string {
   const rows = PUBLISHED.map((p) => {
-    const mine = figs.filter(
-      (f) => f.mode === p.mode && f.metric === p.metric && f.series === OURS && f.variant === p.variant,
-    );
+    const mine = selectFigures(figs, p.mode, p.metric, p.variant, 'ours');
     const same = mine.find((f) => f.services === p.services && f.endpoints === p.endpoints);
     // Where they did not state the shape, ours at the largest size this run measured, named.
     const largest = p.services ? undefined : mine.sort((a, b) => a.services - b.services).at(-1);
